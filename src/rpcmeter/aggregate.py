@@ -1,0 +1,124 @@
+"""Group a result's cases into cells (workload x matrix point x variant), merging repetitions.
+
+Latency percentiles of a cell come from the merged histogram of its repetitions (exact merge);
+throughput and wall time are means over repetitions.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+from typing import Any
+
+from rpcmeter.metrics.histogram import Histogram
+from rpcmeter.result import CaseDoc, Result, case_histogram
+
+PointKey = tuple[tuple[str, Any], ...]
+
+
+@dataclass
+class Cell:
+    workload: str
+    point: PointKey
+    variant: str
+    cases: list[CaseDoc] = field(default_factory=list)
+    _hist: Histogram | None = None
+
+    @property
+    def ok_cases(self) -> list[CaseDoc]:
+        return [c for c in self.cases if c["status"] == "ok"]
+
+    @property
+    def failed(self) -> list[CaseDoc]:
+        return [c for c in self.cases if c["status"] != "ok"]
+
+    @property
+    def hist(self) -> Histogram:
+        if self._hist is None:
+            self._hist = Histogram.merged(case_histogram(c) for c in self.ok_cases)
+        return self._hist
+
+    def values(self, metric: str) -> list[float]:
+        """Per-repetition values of a case metric (``throughput_rps``, ``wall_s``,
+        ``latency.mean_us``, ``cpu.server_us_per_request``, ...), skipping missing ones."""
+        out = []
+        for case in self.ok_cases:
+            value: Any = case
+            for part in metric.split("."):
+                value = value.get(part) if isinstance(value, dict) else None
+            if isinstance(value, int | float) and math.isfinite(value):
+                out.append(float(value))
+        return out
+
+    def mean(self, metric: str) -> float:
+        vals = self.values(metric)
+        return statistics.fmean(vals) if vals else math.nan
+
+    def cv(self, metric: str) -> float:
+        """Coefficient of variation between repetitions (nan with fewer than two)."""
+        vals = self.values(metric)
+        if len(vals) < 2:
+            return math.nan
+        m = statistics.fmean(vals)
+        return statistics.stdev(vals) / m if m else math.nan
+
+    @property
+    def requests(self) -> int:
+        return sum(c["requests"] for c in self.cases)
+
+    @property
+    def errors(self) -> int:
+        return sum(sum(c["errors"].values()) for c in self.cases)
+
+    def latency_us(self, stat: str) -> float:
+        """``mean``, ``stdev``, ``min``, ``max`` or a percentile ``p50``/``p99``/``p999`` (us)."""
+        h = self.hist
+        if h.count == 0:
+            return math.nan
+        if stat == "mean":
+            return h.mean / 1e3
+        if stat == "stdev":
+            return h.stdev / 1e3
+        if stat == "min":
+            return h.min / 1e3
+        if stat == "max":
+            return h.max / 1e3
+        pct = float(stat[1:])
+        if stat.startswith("p9") and len(stat) > 3:  # p999 -> 99.9, p9999 -> 99.99
+            pct = float(stat[1:3] + "." + stat[3:])
+        return h.percentile(pct) / 1e3
+
+
+def point_key(case: CaseDoc) -> PointKey:
+    return tuple((k, v) for k, v in case.get("point", {}).items())
+
+
+def cells(result: Result) -> dict[str, dict[PointKey, dict[str, Cell]]]:
+    """workload -> point -> variant -> cell, in the order the cases ran."""
+    variants = list(result["suite"].get("variants") or [])
+    out: dict[str, dict[PointKey, dict[str, Cell]]] = {}
+    for case in result["cases"]:
+        by_point = out.setdefault(case["workload"], {})
+        by_variant = by_point.setdefault(point_key(case), {})
+        cell = by_variant.get(case["variant"])
+        if cell is None:
+            cell = by_variant[case["variant"]] = Cell(case["workload"], point_key(case), case["variant"])
+        cell.cases.append(case)
+    for by_point in out.values():
+        for key, by_variant in by_point.items():
+            order = {v: i for i, v in enumerate(variants)}
+            by_point[key] = dict(sorted(by_variant.items(), key=lambda kv: order.get(kv[0], 1 << 30)))
+    return out
+
+
+def variant_names(result: Result) -> list[str]:
+    names = list(result["suite"].get("variants") or [])
+    seen = {c["variant"] for c in result["cases"]}
+    return [n for n in names if n in seen] + sorted(seen - set(names))
+
+
+def baseline(result: Result) -> str:
+    names = variant_names(result)
+    base = result["suite"].get("baseline")
+    return base if base in names else (names[0] if names else "")

@@ -1,0 +1,126 @@
+"""The ``rpcmeter`` command: parse arguments, call the library, map errors to exit codes."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from rpcmeter.errors import RpcmeterError
+from rpcmeter.execute import RunOptions, run_suite
+from rpcmeter.plan import Case
+from rpcmeter.reporters import terminal
+from rpcmeter.suite import builtin_suite_path, load_suite
+
+EXIT_INTERRUPTED = 130
+
+
+class Progress:
+    """One live line on stderr: case k of n, the case, requests so far and requests/s."""
+
+    def __init__(self, stream: TextIO) -> None:
+        self.stream = stream
+        self.tty = stream.isatty()
+        self.last = 0.0
+        self.width = 0
+
+    def case_start(self, case: Case, total: int) -> None:
+        line = f"[{case.index + 1}/{total}] {case.label()}"
+        if self.tty:
+            self._show(line)
+        else:
+            print(line, file=self.stream, flush=True)
+
+    def update(self, case: Case, total: int, done: int, seconds: float) -> None:
+        now = time.monotonic()
+        if not self.tty or now - self.last < 0.2:
+            return
+        self.last = now
+        rate = done / seconds if seconds > 0 else 0.0
+        self._show(f"[{case.index + 1}/{total}] {case.label()} · {done:,} requests · {rate:,.0f} req/s")
+
+    def _show(self, line: str) -> None:
+        pad = max(0, self.width - len(line))
+        self.stream.write("\r" + line + " " * pad)
+        self.stream.flush()
+        self.width = len(line)
+
+    def clear(self) -> None:
+        if self.tty and self.width:
+            self.stream.write("\r" + " " * self.width + "\r")
+            self.stream.flush()
+            self.width = 0
+
+
+def _add_run(sub: Any) -> None:
+    p = sub.add_parser("run", help="run a suite (the built-in demo when no suite is given)")
+    p.add_argument("suite", nargs="?", help="suite file (TOML); default: the built-in demo")
+    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
+                   help="override a suite value (dotted key; value parsed as TOML), repeatable")
+    p.add_argument("--quick", action="store_true",
+                   help="small counts and one repetition: a smoke test of the suite")
+    p.add_argument("--workload", "-w", action="append", default=None, metavar="NAME",
+                   help="run only this workload (repeatable)")
+    p.add_argument("--output", "-o", type=Path, help="write the result document (JSON) here, after every case")
+    p.add_argument("--width", type=int, default=None, help="table width (default: terminal width)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from rpcmeter import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="rpcmeter",
+        description="Measure and compare request/response systems.",
+    )
+    parser.add_argument("--version", action="version", version=f"rpcmeter {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    _add_run(sub)
+    return parser
+
+
+def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    path = Path(args.suite) if args.suite else builtin_suite_path("demo")
+    suite = load_suite(path, args.overrides, quick=args.quick, only_workloads=args.workload)
+    progress = Progress(err)
+    options = RunOptions(output=args.output, on_progress=progress.update, on_case_start=progress.case_start)
+    try:
+        result = run_suite(suite, options)
+    finally:
+        progress.clear()
+    width = args.width or (None if out.isatty() else 120)
+    out.write(terminal.render(result, width=width or 120, color=out.isatty()))
+    if args.output:
+        out.write(f"\nresult written to {args.output}\n")
+    failed = sum(1 for c in result["cases"] if c["status"] != "ok")
+    return 1 if failed == len(result["cases"]) else 0
+
+
+def _sigterm_as_interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        args = parser.parse_args(["run", *(argv or [])])
+    signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
+    try:
+        if args.command == "run":
+            return cmd_run(args, sys.stdout, sys.stderr)
+        parser.error(f"unknown command {args.command}")
+    except RpcmeterError as exc:
+        print(f"rpcmeter: error: {exc}", file=sys.stderr)
+        return exc.exit_code
+    except KeyboardInterrupt:
+        print("\nrpcmeter: interrupted; servers and clients stopped", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

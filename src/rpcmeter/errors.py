@@ -1,0 +1,48 @@
+"""rpcmeter's exception tree.
+
+Every error a user can cause derives from :class:`RpcmeterError`; the CLI prints its message as one
+line and exits with its ``exit_code``. Anything else escaping the library is a bug.
+
+- :class:`RpcmeterError` (exit 1): base.
+  - :class:`SuiteError` (exit 2): a suite file or an override is invalid; names file, key, value.
+  - :class:`UsageError` (exit 2): bad command-line usage not caught by argparse.
+  - :class:`ServerError`: a server failed to start, died, or did not become ready.
+  - :class:`CaseError`: a case could not complete (timeout, client crash, lost connection).
+  - :class:`StoreError`: the history database or a result file cannot be read or written.
+"""
+
+from __future__ import annotations
+
+
+class RpcmeterError(Exception):
+    """Base of every error a user can cause."""
+
+    exit_code = 1
+
+
+class SuiteError(RpcmeterError):
+    """A suite file or a ``--set`` override is invalid."""
+
+    exit_code = 2
+
+
+class UsageError(RpcmeterError):
+    """The command line is inconsistent."""
+
+    exit_code = 2
+
+
+class ServerError(RpcmeterError):
+    """A server failed to start, exited, or never became ready."""
+
+    def __init__(self, message: str, output_tail: str = "") -> None:
+        super().__init__(message)
+        self.output_tail = output_tail
+
+
+class CaseError(RpcmeterError):
+    """A case could not be completed."""
+
+
+class StoreError(RpcmeterError):
+    """The history store or a result file could not be used."""

@@ -1,0 +1,255 @@
+"""Run a suite: for each case, start its server, drive the load, stop the server, record the case.
+
+The result document is rewritten after every case (``RunOptions.output``), so a crash or Ctrl-C
+loses at most the case in flight. A case whose server fails to start, dies or hangs is recorded as
+failed with the reason and the tail of the server's output; the other cases still run.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from rpcmeter import placement as placement_mod
+from rpcmeter.drivers import driver_class
+from rpcmeter.drivers.base import DriverContext, Endpoint
+from rpcmeter.errors import ServerError
+from rpcmeter.metrics import environment
+from rpcmeter.plan import Case, expand
+from rpcmeter.result import SCHEMA_VERSION, CaseDoc, Result, now_iso, write_json
+from rpcmeter.runners.closed_loop import LoadOutcome, run_closed_loop
+from rpcmeter.servers.process import ServerProcess, expand_command, new_endpoint, stop_all
+from rpcmeter.suite import ServerSpec, Suite
+
+ProgressCallback = Callable[[Case, int, int, float], None]  # case, total cases, requests, seconds
+CaseCallback = Callable[[Result, CaseDoc], None]
+
+
+@dataclass
+class RunOptions:
+    output: Path | None = None
+    on_progress: ProgressCallback | None = None
+    on_case_start: Callable[[Case, int], None] | None = None
+    on_case_done: list[CaseCallback] = field(default_factory=list)
+
+
+def new_result(suite: Suite, cpus: placement_mod.Cpus, packages: tuple[str, ...]) -> Result:
+    from rpcmeter import __version__
+
+    env = environment.capture(packages)
+    env["placement"] = cpus.as_dict()
+    return {
+        "schema_version": SCHEMA_VERSION,
+        "rpcmeter_version": __version__,
+        "run_id": uuid.uuid4().hex[:12],
+        "status": "running",
+        "started_at": now_iso(),
+        "finished_at": None,
+        "suite": describe_suite(suite),
+        "environment": env,
+        "cases": [],
+        "warnings": [],
+    }
+
+
+def describe_suite(suite: Suite) -> dict[str, Any]:
+    return {
+        "name": suite.name,
+        "description": suite.description,
+        "path": suite.path,
+        "sha256": suite.source_hash,
+        "text": suite.source_text,
+        "driver": suite.target.driver,
+        "transport": suite.target.transport,
+        "baseline": suite.baseline_variant,
+        "variants": {
+            name: v.model_dump(exclude_defaults=True) for name, v in suite.variants.items()
+        },
+        "workloads": {
+            name: {"kind": w.kind, **suite.workload_params(name).model_dump()}
+            for name, w in suite.workloads.items()
+        },
+        "matrix": suite.matrix,
+        "matrix_keys": list(suite.matrix),
+        "repeat": suite.repeat,
+        "seed": suite.seed,
+        "validate": suite.validate_replies,
+        "load": suite.load.model_dump(),
+    }
+
+
+def run_suite(suite: Suite, options: RunOptions | None = None) -> Result:
+    """Run every case of ``suite`` and return the result document."""
+    options = options or RunOptions()
+    driver = driver_class(suite.target.driver)
+    cpus = placement_mod.resolve(suite.placement)
+    result = new_result(suite, cpus, driver.packages)
+    cases = expand(suite)
+    result["planned_cases"] = len(cases)
+    try:
+        for case in cases:
+            if options.on_case_start:
+                options.on_case_start(case, len(cases))
+            doc = run_case(suite, case, cpus, options, len(cases))
+            result["cases"].append(doc)
+            if options.output:
+                write_json(result, options.output)
+            for hook in options.on_case_done:
+                hook(result, doc)
+        result["status"] = "complete"
+    except KeyboardInterrupt:
+        result["status"] = "interrupted"
+        raise
+    finally:
+        stop_all()
+        result["finished_at"] = now_iso()
+        if options.output:
+            write_json(result, options.output)
+    return result
+
+
+def server_command(suite: Suite, case: Case, spec: ServerSpec, endpoint: Endpoint) -> list[str]:
+    if spec.command is not None:
+        return expand_command(spec.command, endpoint)
+    variant = suite.variants[case.variant]
+    opts = {
+        **suite.target.options,
+        **variant.options,
+        "seed": suite.seed,
+        "workload": {"kind": case.kind, **case.params.model_dump()},
+    }
+    return driver_class(suite.target.driver).server_command(endpoint, opts)
+
+
+def run_case(
+    suite: Suite, case: Case, cpus: placement_mod.Cpus, options: RunOptions, total: int
+) -> CaseDoc:
+    """Start the case's server, run its load, always stop the server."""
+    variant = suite.variants[case.variant]
+    target = suite.target
+    spec = variant.server or target.server
+    endpoint = new_endpoint(variant.transport or target.transport, variant.host or target.host)
+    doc = case_skeleton(case, endpoint, cpus)
+    env = {**target.server.env, **spec.env, **variant.env}
+    server = ServerProcess(
+        server_command(suite, case, spec, endpoint),
+        endpoint,
+        env=env,
+        cwd=spec.cwd,
+        cpus=cpus.server,
+        ready_timeout_s=spec.ready_timeout_s,
+        stop_timeout_s=spec.stop_timeout_s,
+    )
+    try:
+        try:
+            server.start()
+        except ServerError as exc:
+            return fail(doc, str(exc), exc.output_tail)
+
+        def server_problem() -> str | None:
+            code = server.exit_code()
+            return None if code is None else f"server exited with status {code} during the case"
+
+        def progress(done: int, seconds: float) -> None:
+            if options.on_progress:
+                options.on_progress(case, total, done, seconds)
+
+        load = case.load
+        outcome = run_closed_loop(
+            target.driver,
+            DriverContext(
+                endpoint=endpoint,
+                workload=case.params,
+                options={**target.options, **variant.options, "seed": suite.seed},
+                validate=suite.validate_replies,
+                seed=suite.seed,
+                threads=load.threads,
+                env=env,
+            ),
+            clients=load.clients,
+            requests=None if load.duration_s is not None else load.requests,
+            duration_s=load.duration_s,
+            warmup=load.warmup,
+            timeout_s=load.timeout_s,
+            client_cpus=cpus.client,
+            on_progress=progress,
+            server_problem=server_problem,
+        )
+        fill(doc, outcome)
+        if outcome.failure:
+            tail = server.output_tail() if not server.alive() else ""
+            fail(doc, outcome.failure, tail)
+        return doc
+    finally:
+        server.close()
+
+
+def case_skeleton(case: Case, endpoint: Endpoint, cpus: placement_mod.Cpus) -> CaseDoc:
+    return {
+        "id": case.index,
+        "variant": case.variant,
+        "workload": case.workload,
+        "kind": case.kind,
+        "point": case.point_dict,
+        "params": case.params_dict(),
+        "repetition": case.repetition,
+        "status": "ok",
+        "reason": None,
+        "started_at": now_iso(),
+        "endpoint": endpoint.describe(),
+        "placement": cpus.as_dict(),
+        "requests": 0,
+        "ok": 0,
+        "errors": {},
+        "error_samples": {},
+        "wall_s": 0.0,
+        "throughput_rps": 0.0,
+        "latency": None,
+        "histogram": None,
+        "server_time": None,
+        "bytes": None,
+        "clients": [],
+        "cpu": {},
+        "memory": {},
+    }
+
+
+def fail(doc: CaseDoc, reason: str, output_tail: str = "") -> CaseDoc:
+    doc["status"] = "failed"
+    doc["reason"] = reason
+    if output_tail:
+        doc["server_output_tail"] = output_tail
+    return doc
+
+
+def fill(doc: CaseDoc, outcome: LoadOutcome) -> None:
+    """Copy a load outcome into the case document."""
+    doc["requests"] = outcome.requests
+    doc["ok"] = outcome.ok
+    doc["errors"] = dict(sorted(outcome.errors.items()))
+    doc["error_samples"] = outcome.first_error
+    doc["wall_s"] = outcome.wall_s
+    doc["throughput_rps"] = outcome.ok / outcome.wall_s if outcome.wall_s > 0 else 0.0
+    if outcome.hist.count:
+        doc["latency"] = outcome.hist.summary_us()
+        doc["histogram"] = outcome.hist.to_dict()
+    if outcome.server_hist.count:
+        doc["server_time"] = {**outcome.server_hist.summary_us(), "histogram": outcome.server_hist.to_dict()}
+    if outcome.counters and outcome.requests:
+        out_b, in_b = outcome.counters.get("bytes_out"), outcome.counters.get("bytes_in")
+        doc["bytes"] = {
+            "out_per_request": out_b / outcome.requests if out_b is not None else math.nan,
+            "in_per_request": in_b / outcome.requests if in_b is not None else math.nan,
+        }
+    doc["clients"] = outcome.clients
+    doc["cpu"] = {
+        "client_user_s": sum(c["cpu_user_s"] for c in outcome.clients),
+        "client_sys_s": sum(c["cpu_sys_s"] for c in outcome.clients),
+    }
+    doc["memory"] = {
+        "client_peak_rss_bytes": max((c["max_rss_bytes"] for c in outcome.clients), default=0)
+    }

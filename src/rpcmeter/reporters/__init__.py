@@ -1,0 +1,1 @@
+"""Reporters: pure functions from a result document to text or bytes."""

@@ -1,0 +1,153 @@
+"""Terminal tables: per workload, one row per matrix point; the baseline's latency and throughput,
+and every other variant as a ratio to the baseline. A pure function from a result to text."""
+
+from __future__ import annotations
+
+import io
+import math
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from rpcmeter.aggregate import Cell, baseline, cells, variant_names
+from rpcmeter.result import Result
+
+
+def fmt_ms(us: float) -> str:
+    if not math.isfinite(us):
+        return "-"
+    ms = us / 1e3
+    if ms >= 100:
+        return f"{ms:,.0f}"
+    if ms >= 1:
+        return f"{ms:.2f}"
+    return f"{ms:.3f}"
+
+
+def fmt_rate(rps: float) -> str:
+    if not math.isfinite(rps):
+        return "-"
+    return f"{rps:,.0f}" if rps >= 100 else f"{rps:.1f}"
+
+
+def fmt_ratio(r: float) -> str:
+    return "-" if not math.isfinite(r) else f"{r:.2f}"
+
+
+def fmt_s(s: float) -> str:
+    if not math.isfinite(s):
+        return "-"
+    return f"{s:.1f}" if s >= 10 else f"{s:.2f}"
+
+
+def ratio(a: float, b: float) -> float:
+    return a / b if (math.isfinite(a) and math.isfinite(b) and b) else math.nan
+
+
+def _point_value(value: Any) -> str:
+    return str(value)
+
+
+def environment_line(result: Result) -> str:
+    env = result.get("environment", {})
+    pkgs = ", ".join(f"{k} {v}" for k, v in (env.get("packages") or {}).items() if v)
+    placement = env.get("placement") or {}
+    return (
+        f"{env.get('cpu_model', '?')} ({env.get('cpu_count', '?')} CPUs) · {env.get('os', '?')} · "
+        f"Python {env.get('python', '?')}" + (f" · {pkgs}" if pkgs else "")
+        + f" · server CPUs {placement.get('server_cpus') or 'any'}, "
+        f"client CPUs {placement.get('client_cpus') or 'any'}"
+    )
+
+
+def workload_table(result: Result, workload: str) -> Table:
+    grid = cells(result)[workload]
+    names = variant_names(result)
+    base = baseline(result)
+    others = [v for v in names if v != base]
+    keys = list(result["suite"].get("matrix_keys") or [])
+    table = Table(title=f"[bold]{workload}[/bold]", title_justify="left", show_edge=False, pad_edge=False)
+    for key in keys:
+        table.add_column(key, justify="right")
+    table.add_column(f"{base} mean ms", justify="right")
+    table.add_column("p50 ms", justify="right")
+    table.add_column("p99 ms", justify="right")
+    table.add_column("req/s", justify="right")
+    for v in others:
+        table.add_column(f"{v}/{base}\nmean", justify="right")
+        table.add_column(f"{v}/{base}\np99", justify="right")
+        table.add_column(f"{v}/{base}\nreq/s", justify="right")
+    table.add_column("wall s\n" + " / ".join(names), justify="right")
+    any_errors = any(c.errors for row in grid.values() for c in row.values())
+    if any_errors:
+        table.add_column("errors", justify="right")
+    for point, row in grid.items():
+        pd = dict(point)
+        b: Cell | None = row.get(base)
+        cols: list[str | Text] = [_point_value(pd.get(k, "")) for k in keys]
+        if b is None or not b.ok_cases:
+            cols += [Text("failed", style="red"), "", "", ""]
+        else:
+            cols += [
+                fmt_ms(b.latency_us("mean")),
+                fmt_ms(b.latency_us("p50")),
+                fmt_ms(b.latency_us("p99")),
+                fmt_rate(b.mean("throughput_rps")),
+            ]
+        for v in others:
+            c = row.get(v)
+            if c is None or not c.ok_cases or b is None or not b.ok_cases:
+                cols += [Text("failed", style="red") if c is not None else "-", "", ""]
+                continue
+            cols += [
+                fmt_ratio(ratio(c.latency_us("mean"), b.latency_us("mean"))),
+                fmt_ratio(ratio(c.latency_us("p99"), b.latency_us("p99"))),
+                fmt_ratio(ratio(c.mean("throughput_rps"), b.mean("throughput_rps"))),
+            ]
+        cols.append(" / ".join(fmt_s(row[v].mean("wall_s")) if v in row else "-" for v in names))
+        if any_errors:
+            cols.append(str(sum(c.errors for c in row.values())))
+        table.add_row(*cols)
+    return table
+
+
+def render(result: Result, width: int = 120, color: bool = False) -> str:
+    """The run's tables as text."""
+    buf = io.StringIO()
+    console = Console(file=buf, width=width, color_system="standard" if color else None,
+                      force_terminal=color, highlight=False, soft_wrap=False)
+    suite = result["suite"]
+    status = result.get("status", "?")
+    n_cases = len(result["cases"])
+    header = f"{suite.get('name', 'suite')} · {n_cases} cases"
+    if status != "complete":
+        header += f" · {status}"
+    console.print(Text(header, style="bold"))
+    console.print(Text(environment_line(result), style="dim"))
+    for workload in cells(result):
+        console.print()
+        console.print(workload_table(result, workload))
+    failed = [c for c in result["cases"] if c["status"] != "ok"]
+    errors = [c for c in result["cases"] if c["errors"]]
+    if failed or errors:
+        console.print()
+    for c in failed:
+        point = " ".join(f"{k}={v}" for k, v in c["point"].items())
+        console.print(
+            Text(f"failed: {c['variant']} · {c['workload']} · {point} (rep {c['repetition']}): {c['reason']}", style="red")
+        )
+        tail = c.get("server_output_tail")
+        if tail:
+            console.print(Text("  server output: " + tail.splitlines()[-1][:200], style="dim"))
+    for c in errors:
+        if c["status"] != "ok":
+            continue
+        point = " ".join(f"{k}={v}" for k, v in c["point"].items())
+        kinds = ", ".join(f"{k}: {n}" for k, n in c["errors"].items())
+        sample = next(iter(c.get("error_samples", {}).values()), "")
+        console.print(Text(f"errors: {c['variant']} · {c['workload']} · {point}: {kinds} ({sample})", style="yellow"))
+    for w in result.get("warnings", []):
+        console.print(Text(f"warning: {w}", style="yellow"))
+    return buf.getvalue()

@@ -1,0 +1,109 @@
+"""The result document: the only contract between measuring and reporting.
+
+A result is a JSON-compatible dict, versioned by ``schema_version``::
+
+    {
+      "schema_version": 1,
+      "rpcmeter_version": "...",
+      "run_id": "...", "status": "running" | "complete" | "interrupted",
+      "started_at": ISO-8601, "finished_at": ISO-8601 | null,
+      "suite": {"name", "description", "path", "sha256", "text", "driver", "transport",
+                "baseline", "variants", "workloads", "matrix", "matrix_keys", "repeat", "seed",
+                "validate", "load"},
+      "environment": {"host", "cpu_model", "cpu_count", "os", "kernel", "python", "rpcmeter",
+                      "packages", "placement": {"server_cpus", "client_cpus"}, ...},
+      "cases": [case, ...],
+      "warnings": [str, ...]
+    }
+
+A case::
+
+    {"id", "variant", "workload", "kind", "point": {matrix key: value}, "params": {...},
+     "repetition", "status": "ok" | "failed", "reason": str | null,
+     "requests", "ok", "errors": {kind: count}, "error_samples": {kind: message},
+     "wall_s", "throughput_rps",
+     "latency": {"mean_us", "stdev_us", "min_us", "p50_us", "p90_us", "p95_us", "p99_us",
+                 "p999_us", "max_us"},
+     "histogram": Histogram.to_dict(),
+     "server_time": {"latency"-like summary, "histogram"} | null,
+     "bytes": {"out_per_request", "in_per_request"} | null,
+     "clients": [{"client", "pid", "requests", "errors", "throughput_rps", "cpu_user_s",
+                  "cpu_sys_s", "max_rss_bytes"}],
+     "cpu": {"client_user_s", "client_sys_s", ...}, "memory": {"client_peak_rss_bytes", ...},
+     "placement": {"server_cpus", "client_cpus"}, "endpoint": str, "started_at": ISO-8601}
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import os
+import tempfile
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from rpcmeter.errors import StoreError
+from rpcmeter.metrics.histogram import Histogram
+
+SCHEMA_VERSION = 1
+
+Result = dict[str, Any]
+CaseDoc = dict[str, Any]
+
+
+def now_iso() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _clean(value: Any) -> Any:
+    """NaN and infinities become null: JSON has no such numbers."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    return value
+
+
+def dumps(result: Result) -> str:
+    return json.dumps(_clean(result), indent=1, sort_keys=False, allow_nan=False) + "\n"
+
+
+def write_json(result: Result, path: str | Path) -> None:
+    """Write atomically (temporary file, then rename): a crash never leaves half a document."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(dumps(result))
+        os.replace(tmp, target)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+def read_json(path: str | Path) -> Result:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise StoreError(f"{path}: no such result file") from None
+    except (OSError, json.JSONDecodeError) as exc:
+        raise StoreError(f"{path}: not a readable result document: {exc}") from None
+    if not isinstance(data, dict) or "schema_version" not in data:
+        raise StoreError(f"{path}: not an rpcmeter result (no schema_version)")
+    if data["schema_version"] > SCHEMA_VERSION:
+        raise StoreError(
+            f"{path}: schema_version {data['schema_version']} is newer than this rpcmeter "
+            f"understands ({SCHEMA_VERSION})"
+        )
+    return data
+
+
+def case_histogram(case: CaseDoc) -> Histogram:
+    """The latency histogram of a stored case."""
+    return Histogram.from_dict(case["histogram"]) if case.get("histogram") else Histogram()

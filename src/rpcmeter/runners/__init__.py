@@ -1,0 +1,1 @@
+"""Load generators: closed loop (clients x threads), and later open loop, commands, distributed."""

@@ -1,0 +1,261 @@
+"""Closed-loop load: clients (processes) x threads, each thread sending its next request as soon as
+the previous reply arrived.
+
+Every client process connects and warms up, then reports ready; when all are ready the parent opens
+the gate and all threads of all clients start together. While they run, the parent publishes
+progress, watches the server and the deadline, and on Ctrl-C, a dead server, a crashed client or a
+timeout stops the clients and reports the case as failed with the reason.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import multiprocessing as mp
+import multiprocessing.connection
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from rpcmeter.drivers.base import DriverContext
+from rpcmeter.metrics.histogram import Histogram
+from rpcmeter.runners.client import ClientSpec, client_main
+
+ProgressFn = Callable[[int, float], None]
+AliveFn = Callable[[], str | None]
+
+
+@dataclass
+class LoadOutcome:
+    """What a load run measured (merged over clients and threads)."""
+
+    hist: Histogram = field(default_factory=Histogram)
+    server_hist: Histogram = field(default_factory=Histogram)
+    ok: int = 0
+    errors: dict[str, int] = field(default_factory=dict)
+    first_error: dict[str, str] = field(default_factory=dict)
+    wall_s: float = 0.0
+    start_ns: int = 0
+    end_ns: int = 0
+    clients: list[dict[str, Any]] = field(default_factory=list)
+    counters: dict[str, int] = field(default_factory=dict)
+    failure: str | None = None
+    client_pids: list[int] = field(default_factory=list)
+
+    @property
+    def requests(self) -> int:
+        return self.ok + sum(self.errors.values())
+
+
+_CTX: Any = None
+
+
+def mp_context() -> Any:
+    """A forkserver context (fast, thread-safe starts) preloading the client code."""
+    global _CTX
+    if _CTX is None:
+        methods = mp.get_all_start_methods()
+        _CTX = mp.get_context("forkserver" if "forkserver" in methods else "spawn")
+        if "forkserver" in methods:
+            _CTX.set_forkserver_preload(["rpcmeter.runners.client"])
+    return _CTX
+
+
+def run_closed_loop(
+    driver: str,
+    base_ctx: DriverContext,
+    *,
+    clients: int,
+    requests: int | None,
+    duration_s: float | None,
+    warmup: int,
+    timeout_s: float,
+    client_cpus: list[int] | None = None,
+    on_progress: ProgressFn | None = None,
+    server_problem: AliveFn | None = None,
+    on_start: Callable[[list[int]], None] | None = None,
+    on_go: Callable[[], None] | None = None,
+) -> LoadOutcome:
+    """Run one case's load. ``server_problem()`` returns a reason when the server is gone.
+
+    ``on_start(pids)`` is called once the client processes exist, ``on_go()`` right before the gate
+    opens (resource sampling hooks)."""
+    ctx = mp_context()
+    threads = base_ctx.threads
+    go = ctx.Event()
+    stop = ctx.Event()
+    progress = ctx.Array("q", clients * threads, lock=False)
+    pipes = []
+    procs = []
+    outcome = LoadOutcome()
+    try:
+        for c in range(clients):
+            spec = ClientSpec(
+                driver=driver,
+                ctx=DriverContext(
+                    endpoint=base_ctx.endpoint,
+                    workload=base_ctx.workload,
+                    options=dict(base_ctx.options),
+                    validate=base_ctx.validate,
+                    seed=base_ctx.seed,
+                    client_index=c,
+                    threads=threads,
+                    env=dict(base_ctx.env),
+                ),
+                requests=requests,
+                duration_s=duration_s,
+                warmup=warmup,
+                cpus=client_cpus,
+            )
+            recv, send = ctx.Pipe(duplex=False)
+            proc = ctx.Process(
+                target=client_main, args=(spec, go, stop, progress, send), daemon=True
+            )
+            proc.start()
+            send.close()
+            pipes.append(recv)
+            procs.append(proc)
+        outcome.client_pids = [p.pid for p in procs]
+        if on_start:
+            on_start(outcome.client_pids)
+        deadline = time.monotonic() + timeout_s
+
+        # 1. wait until every client is connected and warmed up
+        pending = set(range(clients))
+        while pending and outcome.failure is None:
+            outcome.failure = _problem(server_problem, procs, pipes, pending, deadline, "connecting")
+            ready = multiprocessing.connection.wait([pipes[i] for i in pending], timeout=0.1)
+            for r in ready:
+                i = pipes.index(r)  # type: ignore[arg-type]
+                try:
+                    msg = r.recv()  # type: ignore[union-attr]
+                except EOFError:
+                    outcome.failure = f"client {i} exited with status {procs[i].exitcode} while connecting"
+                    break
+                if msg[0] == "error":
+                    outcome.failure = msg[1]
+                    break
+                pending.discard(i)
+        if outcome.failure is not None:
+            stop.set()
+            go.set()
+            return outcome
+
+        # 2. open the gate, watch until every client has reported its result
+        if on_go:
+            on_go()
+        t_go = time.perf_counter()
+        go.set()
+        results: dict[int, dict[str, Any]] = {}
+        pending = set(range(clients))
+        while pending:
+            problem = _problem(server_problem, procs, pipes, pending, deadline, "running")
+            if problem is not None and outcome.failure is None:
+                outcome.failure = problem
+                stop.set()
+                deadline = time.monotonic() + 2.0  # grace for clients to report what they have
+                server_problem = None
+                if problem.startswith("timed out"):
+                    break
+            ready = multiprocessing.connection.wait([pipes[i] for i in pending], timeout=0.2)
+            for r in ready:
+                i = pipes.index(r)  # type: ignore[arg-type]
+                try:
+                    msg = r.recv()  # type: ignore[union-attr]
+                except EOFError:
+                    pending.discard(i)
+                    continue
+                if msg[0] == "result":
+                    results[i] = msg[1]
+                    pending.discard(i)
+            if on_progress:
+                on_progress(sum(progress), time.perf_counter() - t_go)
+        _merge(outcome, results)
+        if len(results) < clients and outcome.failure is None:
+            outcome.failure = f"{clients - len(results)} client(s) reported no result"
+        return outcome
+    finally:
+        stop.set()
+        go.set()
+        for proc in procs:
+            proc.join(timeout=2.0)
+            if proc.is_alive():
+                proc.terminate()
+                proc.join(timeout=2.0)
+            if proc.is_alive():
+                proc.kill()
+                proc.join()
+        for pipe in pipes:
+            with contextlib.suppress(OSError):
+                pipe.close()
+
+
+def _problem(
+    server_problem: AliveFn | None,
+    procs: list[Any],
+    pipes: list[Any],
+    pending: set[int],
+    deadline: float,
+    phase: str,
+) -> str | None:
+    if server_problem is not None:
+        reason = server_problem()
+        if reason:
+            return reason
+    for i in pending:
+        if not procs[i].is_alive() and not pipes[i].poll():
+            return f"client {i} exited with status {procs[i].exitcode} while {phase}"
+    if time.monotonic() > deadline:
+        return f"timed out while {phase} (load.timeout_s)"
+    return None
+
+
+def _merge(outcome: LoadOutcome, results: dict[int, dict[str, Any]]) -> None:
+    starts: list[int] = []
+    ends: list[int] = []
+    fatal: list[str] = []
+    for i in sorted(results):
+        r = results[i]
+        client_hist = Histogram()
+        client_ok = 0
+        client_errors: dict[str, int] = {}
+        for t in r["threads"]:
+            h = Histogram.from_dict(t["hist"])
+            client_hist.merge(h)
+            if t["server_hist"]:
+                outcome.server_hist.merge(Histogram.from_dict(t["server_hist"]))
+            client_ok += t["ok"]
+            for kind, n in t["errors"].items():
+                client_errors[kind] = client_errors.get(kind, 0) + n
+            for kind, text in t["first_error"].items():
+                outcome.first_error.setdefault(kind, text)
+            if t["fatal"]:
+                fatal.append(f"client {i}: {t['fatal']}")
+            if t["end_ns"]:
+                starts.append(t["start_ns"])
+                ends.append(t["end_ns"])
+        outcome.hist.merge(client_hist)
+        outcome.ok += client_ok
+        for kind, n in client_errors.items():
+            outcome.errors[kind] = outcome.errors.get(kind, 0) + n
+        for key, value in r["counters"].items():
+            outcome.counters[key] = outcome.counters.get(key, 0) + value
+        span = (max(t["end_ns"] for t in r["threads"]) - min(t["start_ns"] for t in r["threads"])) / 1e9
+        outcome.clients.append(
+            {
+                "client": i,
+                "pid": r["pid"],
+                "requests": client_ok + sum(client_errors.values()),
+                "errors": sum(client_errors.values()),
+                "throughput_rps": client_ok / span if span > 0 else 0.0,
+                "cpu_user_s": r["cpu_user_s"],
+                "cpu_sys_s": r["cpu_sys_s"],
+                "max_rss_bytes": r["max_rss_bytes"],
+            }
+        )
+    if starts:
+        outcome.start_ns = min(starts)
+        outcome.end_ns = max(ends)
+        outcome.wall_s = (outcome.end_ns - outcome.start_ns) / 1e9
+    if fatal and outcome.failure is None:
+        outcome.failure = f"lost connection: {fatal[0]}"

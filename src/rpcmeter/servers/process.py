@@ -1,0 +1,239 @@
+"""Server process lifecycle: start (pinned, in its own process group), probe until ready, watch,
+and always stop the whole process tree, on success, failure, timeout and Ctrl-C."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shlex
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+
+import psutil
+
+from rpcmeter.drivers.base import Endpoint
+from rpcmeter.errors import ServerError
+
+_LIVE: set[ServerProcess] = set()
+_LIVE_LOCK = threading.Lock()
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    """A TCP port nobody listens on right now (bound to port 0, then released)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as s:
+        s.bind((host, 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def new_endpoint(transport: str, host: str = "127.0.0.1") -> Endpoint:
+    """A fresh endpoint: a free port, or a socket path in a new private temporary directory."""
+    if transport in ("unix", "ipc"):
+        directory = tempfile.mkdtemp(prefix="rpcmeter-")
+        return Endpoint(transport, host=host, path=os.path.join(directory, "server.sock"))
+    return Endpoint(transport, host=host, port=free_port(host))
+
+
+def expand_command(command: str | Sequence[str], endpoint: Endpoint) -> list[str]:
+    """Split a command line and fill ``{host}``, ``{port}`` and ``{socket}``."""
+    parts = shlex.split(command) if isinstance(command, str) else list(command)
+    values = {
+        "host": endpoint.host,
+        "port": "" if endpoint.port is None else str(endpoint.port),
+        "socket": endpoint.path or "",
+    }
+    out = []
+    for part in parts:
+        for key, value in values.items():
+            part = part.replace("{" + key + "}", value)
+        out.append(part)
+    return out
+
+
+def probe(endpoint: Endpoint, timeout: float = 0.2) -> bool:
+    """True when something accepts connections at ``endpoint``."""
+    try:
+        if endpoint.path is not None:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as s:
+                s.settimeout(timeout)
+                s.connect(endpoint.path)
+        else:
+            with socket.create_connection((endpoint.host, endpoint.port), timeout=timeout):
+                pass
+        return True
+    except OSError:
+        return False
+
+
+class ServerProcess:
+    """One server process (and its children). Use as a context manager."""
+
+    def __init__(
+        self,
+        command: Sequence[str],
+        endpoint: Endpoint,
+        *,
+        env: Mapping[str, str] | None = None,
+        cwd: str | None = None,
+        cpus: Sequence[int] | None = None,
+        ready_timeout_s: float = 20.0,
+        stop_timeout_s: float = 5.0,
+        ready_probe: bool = True,
+    ) -> None:
+        self.command = list(command)
+        self.endpoint = endpoint
+        self.env = dict(env or {})
+        self.cwd = cwd
+        self.cpus = list(cpus) if cpus else None
+        self.ready_timeout_s = ready_timeout_s
+        self.stop_timeout_s = stop_timeout_s
+        self.ready_probe = ready_probe
+        self.proc: subprocess.Popen[bytes] | None = None
+        self._log = tempfile.NamedTemporaryFile(prefix="rpcmeter-server-", suffix=".log", delete=False)
+        self.log_path = Path(self._log.name)
+
+    # lifecycle ---------------------------------------------------------------------------------
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None, "server not started"
+        return self.proc.pid
+
+    def start(self) -> None:
+        cpus = self.cpus
+
+        def _in_child() -> None:
+            if cpus:
+                os.sched_setaffinity(0, cpus)
+
+        try:
+            self.proc = subprocess.Popen(
+                self.command,
+                stdin=subprocess.DEVNULL,
+                stdout=self._log,
+                stderr=subprocess.STDOUT,
+                env={**os.environ, **self.env},
+                cwd=self.cwd,
+                start_new_session=True,
+                preexec_fn=_in_child if cpus else None,  # noqa: PLW1509 - affinity only
+            )
+        except OSError as exc:
+            raise ServerError(f"cannot start server {shlex.join(self.command)}: {exc.strerror}") from None
+        with _LIVE_LOCK:
+            _LIVE.add(self)
+        if self.ready_probe:
+            self.wait_ready()
+
+    def wait_ready(self) -> None:
+        deadline = time.monotonic() + self.ready_timeout_s
+        delay = 0.005
+        while True:
+            code = self.exit_code()
+            if code is not None:
+                raise ServerError(
+                    f"server exited with status {code} before it was ready "
+                    f"({shlex.join(self.command)})",
+                    self.output_tail(),
+                )
+            if probe(self.endpoint):
+                return
+            if time.monotonic() > deadline:
+                self.stop()
+                raise ServerError(
+                    f"server not ready at {self.endpoint.describe()} after "
+                    f"{self.ready_timeout_s:g} s ({shlex.join(self.command)})",
+                    self.output_tail(),
+                )
+            time.sleep(delay)
+            delay = min(delay * 1.5, 0.1)
+
+    def exit_code(self) -> int | None:
+        return None if self.proc is None else self.proc.poll()
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def tree(self) -> list[psutil.Process]:
+        """The server process and all its descendants, as far as they can be seen."""
+        if self.proc is None:
+            return []
+        try:
+            root = psutil.Process(self.proc.pid)
+            return [root, *root.children(recursive=True)]
+        except psutil.Error:
+            return []
+
+    def stop(self) -> None:
+        """Stop the whole tree: SIGTERM to the group, then SIGKILL after ``stop_timeout_s``."""
+        proc = self.proc
+        if proc is None:
+            return
+        descendants = self.tree()[1:]
+        if proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(self.stop_timeout_s)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+        else:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+        for child in descendants:  # children that left the group
+            with contextlib.suppress(psutil.Error):
+                child.kill()
+        with _LIVE_LOCK:
+            _LIVE.discard(self)
+        self._cleanup_socket()
+
+    def _cleanup_socket(self) -> None:
+        path = self.endpoint.path
+        if path and os.path.basename(os.path.dirname(path)).startswith("rpcmeter-"):
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+            with contextlib.suppress(OSError):
+                os.rmdir(os.path.dirname(path))
+
+    def output_tail(self, lines: int = 20) -> str:
+        try:
+            self._log.flush()
+            text = self.log_path.read_text(errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.rstrip().splitlines()[-lines:])
+
+    def close(self) -> None:
+        self.stop()
+        self._log.close()
+        with contextlib.suppress(OSError):
+            self.log_path.unlink()
+
+    def __enter__(self) -> ServerProcess:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+
+def stop_all() -> None:
+    """Stop every server still running (used on Ctrl-C and at exit)."""
+    with _LIVE_LOCK:
+        live = list(_LIVE)
+    for server in live:
+        with contextlib.suppress(Exception):
+            server.stop()

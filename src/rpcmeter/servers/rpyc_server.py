@@ -1,0 +1,100 @@
+"""Built-in rpyc reference server: the study-000 service (simple, callback, random_wait).
+
+Options (JSON, from the suite's ``target.options`` and the variant's ``options``):
+
+- ``bind_threads`` (bool): rpyc's thread binding protocol option.
+- ``background`` (int): extra threads serving each connection (only meaningful without binding).
+- ``seed`` (int): base seed of the random_wait generators (server thread ``t``: ``seed + t``).
+- ``workload`` (object): the case's workload, ``kind`` and parameters (random_wait's delay_p,
+  delay_s, sub_p and max_depth are read from it).
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from typing import Any
+
+import rpyc
+from rpyc.utils.helpers import BgServingThread
+from rpyc.utils.server import ThreadedServer
+
+from rpcmeter.servers.common import announce_ready, exit_on_sigterm, parse_server_args
+from rpcmeter.workloads import RandomWaitParams
+
+
+def protocol_config(options: dict[str, Any]) -> dict[str, Any]:
+    return {"bind_threads": bool(options.get("bind_threads", False)), "sync_request_timeout": 300}
+
+
+def make_service(options: dict[str, Any]) -> type[rpyc.Service]:
+    background = int(options.get("background", 0))
+    seed = int(options.get("seed", 0))
+    workload = dict(options.get("workload", {}))
+    rw = RandomWaitParams.model_validate(
+        {k: v for k, v in workload.items() if k != "kind"} if workload.get("kind") == "random_wait" else {}
+    )
+
+    class BenchService(rpyc.Service):  # type: ignore[misc]
+        def on_connect(self, conn: Any) -> None:
+            self._rngs: dict[int, random.Random] = {}
+            self._lock = threading.Lock()
+            self._bg = [BgServingThread(conn) for _ in range(background)]
+
+        def on_disconnect(self, conn: Any) -> None:
+            for bg in self._bg:
+                try:
+                    bg.stop()
+                except Exception:  # the connection is already gone
+                    pass
+
+        def exposed_simple(self, value: Any = None) -> Any:
+            return value
+
+        def exposed_callback(self, depth: int, fn: Any, value: Any = None) -> Any:
+            if depth > 0:
+                return fn(depth - 1, value)
+            return value
+
+        def _rng(self, thread: int) -> random.Random:
+            rng = self._rngs.get(thread)
+            if rng is None:
+                with self._lock:
+                    rng = self._rngs.setdefault(thread, random.Random(seed + thread))
+            return rng
+
+        def exposed_random_wait(self, thread: int, depth: int, fn: Any, value: Any = None) -> Any:
+            rng = self._rng(thread)
+            if rng.random() < rw.delay_p:
+                time.sleep(rng.uniform(0.0, rw.delay_s))
+            if depth < rw.max_depth and rng.random() < rw.sub_p:
+                return fn(depth + 1, value)
+            return value
+
+    return BenchService
+
+
+def main() -> None:
+    args = parse_server_args("rpcmeter's built-in rpyc server")
+    exit_on_sigterm()
+    service = make_service(args.options)
+    config = protocol_config(args.options)
+    if args.transport == "unix":
+        assert args.socket is not None, "--socket is required for the unix transport"
+        server = ThreadedServer(service, socket_path=args.socket, protocol_config=config)
+        where = args.socket
+    else:
+        server = ThreadedServer(
+            service, hostname=args.host, port=args.port, protocol_config=config, ipv6=":" in args.host
+        )
+        where = f"{args.host}:{server.port}"
+    announce_ready(where)
+    try:
+        server.start()
+    finally:
+        server.close()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,369 @@
+"""Suite model and TOML loading.
+
+A suite is the unit a user writes: a target (driver, transport, how its server starts), variants
+(what is compared), workloads (what one request does), load (how requests are issued), a matrix of
+parameters, repetitions and placement. Every error names the file, the key and what was expected,
+in one line (:class:`~rpcmeter.errors.SuiteError`, exit status 2).
+
+``--set KEY=VALUE`` overrides any value before validation: dotted keys (quote a part that holds dots
+or spaces: ``workloads."random wait".delay_s=0.02``), values parsed as TOML (``4``, ``true``,
+``[1, 4]``, ``"text"``) and taken as plain text when they do not parse.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import tomllib
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from rpcmeter.errors import SuiteError
+from rpcmeter.workloads import KINDS, WorkloadParams, parse_params
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class ServerSpec(_Model):
+    """How a server starts. Without ``command``, the driver's built-in reference server runs.
+
+    ``command`` takes the placeholders ``{host}``, ``{port}`` and ``{socket}``; rpcmeter picks a
+    free port or a fresh socket path for every server, so two runs never collide.
+    """
+
+    command: str | list[str] | None = None
+    cwd: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+    ready_timeout_s: float = Field(20.0, gt=0)
+    stop_timeout_s: float = Field(5.0, gt=0)
+
+
+class Target(_Model):
+    driver: str = "rpyc"
+    transport: str = "tcp"
+    host: str = "127.0.0.1"
+    server: ServerSpec = Field(default_factory=ServerSpec)
+    options: dict[str, Any] = Field(default_factory=dict)
+
+
+class Variant(_Model):
+    """Overrides of the target for one compared variant."""
+
+    options: dict[str, Any] = Field(default_factory=dict)
+    env: dict[str, str] = Field(default_factory=dict)
+    transport: str | None = None
+    host: str | None = None
+    server: ServerSpec | None = None
+    description: str = ""
+
+
+class Workload(_Model):
+    """One named workload: a kind and its parameters, plus optional per-workload load values."""
+
+    model_config = ConfigDict(extra="allow")
+    kind: str = ""
+    requests: int | None = Field(None, ge=1)
+    duration_s: float | None = Field(None, gt=0)
+    warmup: int | None = Field(None, ge=0)
+
+    def params(self) -> dict[str, Any]:
+        return dict(self.model_extra or {})
+
+
+class Load(_Model):
+    """How requests are issued. Closed loop: every thread sends its next request when the
+    previous one returned; ``requests`` per thread, or for ``duration_s`` seconds."""
+
+    mode: Literal["closed"] = "closed"
+    clients: int = Field(1, ge=1, le=1024)
+    threads: int = Field(1, ge=1, le=4096)
+    connections: int = Field(1, ge=1, le=100_000)
+    concurrency: int | None = Field(None, ge=1, le=1_000_000)
+    requests: int = Field(1000, ge=1)
+    duration_s: float | None = Field(None, gt=0)
+    warmup: int = Field(10, ge=0)
+    timeout_s: float = Field(600.0, gt=0)
+
+    @model_validator(mode="after")
+    def _concurrency(self) -> Load:
+        if self.concurrency is not None and self.concurrency < self.connections:
+            raise ValueError(
+                f"concurrency ({self.concurrency}) must be at least connections "
+                f"({self.connections})"
+            )
+        return self
+
+
+class Placement(_Model):
+    """CPUs for server and clients: a count or an explicit list; ``"auto"`` keeps them apart when
+    the machine has two or more CPUs; ``"none"`` leaves placement to the OS."""
+
+    server_cpus: int | list[int] | Literal["auto", "none"] = "auto"
+    client_cpus: int | list[int] | Literal["auto", "none"] = "auto"
+
+
+class Suite(_Model):
+    name: str = "suite"
+    description: str = ""
+    target: Target = Field(default_factory=Target)
+    variants: dict[str, Variant] = Field(default_factory=lambda: {"default": Variant()})
+    baseline: str | None = None
+    workloads: dict[str, Workload] = Field(default_factory=dict)
+    load: Load = Field(default_factory=Load)
+    matrix: dict[str, list[Any]] = Field(default_factory=dict)
+    repeat: int = Field(1, ge=1, le=1000)
+    seed: int = 0
+    validate_replies: bool = Field(False, alias="validate")
+    placement: Placement = Field(default_factory=Placement)
+    quick: dict[str, Any] = Field(default_factory=dict)
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    # filled by load_suite, not by the file
+    path: str | None = Field(None, exclude=True)
+    source_hash: str = Field("", exclude=True)
+    source_text: str = Field("", exclude=True)
+
+    @field_validator("variants")
+    @classmethod
+    def _some_variants(cls, v: dict[str, Variant]) -> dict[str, Variant]:
+        if not v:
+            raise ValueError("at least one variant is needed")
+        return v
+
+    @field_validator("matrix")
+    @classmethod
+    def _matrix_lists(cls, v: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        for key, values in v.items():
+            if not values:
+                raise ValueError(f"matrix.{key} is empty")
+        return v
+
+    @property
+    def baseline_variant(self) -> str:
+        return self.baseline or next(iter(self.variants))
+
+    def workload_params(self, name: str) -> WorkloadParams:
+        w = self.workloads[name]
+        return parse_params(w.kind, w.params())
+
+
+# ---- loading ----------------------------------------------------------------------------------
+
+_LOAD_KEYS = set(Load.model_fields)
+
+
+def split_key(key: str) -> list[str]:
+    """Split a dotted key; parts may be quoted with " or '."""
+    parts: list[str] = []
+    for m in re.finditer(r'"([^"]*)"|\'([^\']*)\'|([^.]+)', key):
+        parts.append(next(g for g in m.groups() if g is not None))
+    if not parts or any(p == "" for p in parts):
+        raise SuiteError(f"--set {key}: not a valid dotted key")
+    return parts
+
+
+def parse_value(text: str) -> Any:
+    """A ``--set`` value: TOML when it parses, else the text itself."""
+    try:
+        return tomllib.loads(f"v = {text}")["v"]
+    except tomllib.TOMLDecodeError:
+        return text
+
+
+def set_key(raw: dict[str, Any], key: str, value: Any) -> None:
+    """Set dotted ``key`` to ``value`` in the raw suite mapping, creating tables on the way."""
+    parts = split_key(key.strip())
+    node: dict[str, Any] = raw
+    for part in parts[:-1]:
+        child = node.setdefault(part, {})
+        if not isinstance(child, dict):
+            raise SuiteError(f"--set {key}: {part!r} is a value, not a table")
+        node = child
+    node[parts[-1]] = value
+
+
+def apply_set(raw: dict[str, Any], assignment: str) -> None:
+    """Apply one ``KEY=VALUE`` override to the raw suite mapping."""
+    if "=" not in assignment:
+        raise SuiteError(f"--set {assignment}: expected KEY=VALUE")
+    key, _, value = assignment.partition("=")
+    set_key(raw, key, parse_value(value.strip()))
+
+
+QUICK_CAPS = {"requests": 200, "duration_s": 1.0, "warmup": 5}
+
+
+def _apply_quick(raw: dict[str, Any]) -> None:
+    """Small counts, one repetition: a smoke test of any suite."""
+    raw["repeat"] = 1
+    load = raw.setdefault("load", {})
+    load["requests"] = min(int(load.get("requests", QUICK_CAPS["requests"])), QUICK_CAPS["requests"])
+    if load.get("duration_s") is not None:
+        load["duration_s"] = min(float(load["duration_s"]), QUICK_CAPS["duration_s"])
+    load["warmup"] = min(int(load.get("warmup", QUICK_CAPS["warmup"])), QUICK_CAPS["warmup"])
+    for w in (raw.get("workloads") or {}).values():
+        if isinstance(w, dict):
+            for key, cap in QUICK_CAPS.items():
+                if w.get(key) is not None:
+                    w[key] = min(w[key], cap)
+    for key, value in (raw.get("quick") or {}).items():
+        set_key(raw, key, value)
+
+
+def _format_loc(loc: tuple[Any, ...]) -> str:
+    out = []
+    for part in loc:
+        if isinstance(part, int):
+            out.append(f"[{part}]")
+        else:
+            s = str(part)
+            s = f'"{s}"' if (" " in s or "." in s) else s
+            out.append(("." if out else "") + s)
+    return "".join(out) or "(top level)"
+
+
+def _validation_message(where: str, exc: ValidationError) -> str:
+    err = exc.errors()[0]
+    loc = _format_loc(tuple(p for p in err["loc"] if p not in ("function-after",)))
+    msg = err["msg"].removeprefix("Value error, ")
+    if err["type"] == "extra_forbidden":
+        msg = "unknown key"
+    got = err.get("input")
+    shown = "" if err["type"] in ("missing",) or isinstance(got, dict) else f" (got {got!r})"
+    more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    return f"{where}: {loc}: {msg}{shown}{more}"
+
+
+def build_suite(
+    raw: dict[str, Any],
+    where: str = "<suite>",
+    overrides: list[str] | tuple[str, ...] = (),
+    quick: bool = False,
+    only_workloads: list[str] | None = None,
+) -> Suite:
+    """Validate a raw mapping (as read from TOML) into a :class:`Suite`."""
+    raw = _deep_copy(raw)
+    for assignment in overrides:
+        apply_set(raw, assignment)
+    if quick:
+        _apply_quick(raw)
+    try:
+        suite = Suite.model_validate(raw)
+    except ValidationError as exc:
+        raise SuiteError(_validation_message(where, exc)) from None
+    _check_semantics(suite, where)
+    if only_workloads:
+        unknown = [w for w in only_workloads if w not in suite.workloads]
+        if unknown:
+            raise SuiteError(
+                f"{where}: workloads: no workload named {unknown[0]!r} "
+                f"(have: {', '.join(suite.workloads)})"
+            )
+        suite.workloads = {k: v for k, v in suite.workloads.items() if k in only_workloads}
+    return suite
+
+
+def _deep_copy(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {k: _deep_copy(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_deep_copy(v) for v in value]
+    return value
+
+
+def _check_semantics(suite: Suite, where: str) -> None:
+    from rpcmeter.drivers import driver_class
+
+    try:
+        driver = driver_class(suite.target.driver)
+    except KeyError as exc:
+        raise SuiteError(f"{where}: target.driver: {exc.args[0]}") from None
+    if suite.baseline is not None and suite.baseline not in suite.variants:
+        raise SuiteError(
+            f"{where}: baseline: no variant named {suite.baseline!r} "
+            f"(have: {', '.join(suite.variants)})"
+        )
+    transports = [("target.transport", suite.target.transport)] + [
+        (f"variants.{_format_loc((n,))}.transport", v.transport)
+        for n, v in suite.variants.items()
+        if v.transport
+    ]
+    for key, transport in transports:
+        if transport not in driver.transports:
+            raise SuiteError(
+                f"{where}: {key}: driver {driver.name!r} has no transport {transport!r} "
+                f"(expected one of: {', '.join(driver.transports)})"
+            )
+    if not suite.workloads:
+        raise SuiteError(f"{where}: workloads: at least one workload is needed")
+    for name, w in suite.workloads.items():
+        key = f"workloads.{_format_loc((name,))}"
+        if not w.kind:
+            w.kind = name.replace(" ", "_")
+        if w.kind not in KINDS:
+            raise SuiteError(
+                f"{where}: {key}.kind: unknown workload kind {w.kind!r} "
+                f"(expected one of: {', '.join(sorted(KINDS))})"
+            )
+        if w.kind not in driver.workloads:
+            raise SuiteError(
+                f"{where}: {key}.kind: driver {driver.name!r} cannot run workload {w.kind!r} "
+                f"(it runs: {', '.join(sorted(driver.workloads))})"
+            )
+        try:
+            parse_params(w.kind, w.params())
+        except ValidationError as exc:
+            raise SuiteError(_validation_message(where, exc).replace(": ", f": {key}.", 1)) from None
+    for key, values in suite.matrix.items():
+        in_workloads = all(key in KINDS[w.kind].model_fields for w in suite.workloads.values())
+        if key not in _LOAD_KEYS and not in_workloads:
+            raise SuiteError(
+                f"{where}: matrix.{key}: not a load setting nor a parameter of every workload "
+                f"(load settings: {', '.join(sorted(_LOAD_KEYS - {'mode'}))})"
+            )
+        for value in values:
+            try:
+                if key in _LOAD_KEYS:
+                    Load.model_validate({**suite.load.model_dump(), key: value})
+                else:
+                    for w in suite.workloads.values():
+                        parse_params(w.kind, {**w.params(), key: value})
+            except ValidationError as exc:
+                raise SuiteError(
+                    _validation_message(where, exc).replace(": ", f": matrix.{key}: ", 1)
+                ) from None
+
+
+def load_suite(
+    path: str | Path,
+    overrides: list[str] | tuple[str, ...] = (),
+    quick: bool = False,
+    only_workloads: list[str] | None = None,
+) -> Suite:
+    """Read, override and validate a suite file."""
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SuiteError(f"{p}: no such suite file") from None
+    except OSError as exc:
+        raise SuiteError(f"{p}: cannot read: {exc.strerror}") from None
+    try:
+        raw = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise SuiteError(f"{p}: invalid TOML: {exc}") from None
+    suite = build_suite(raw, str(p), overrides, quick, only_workloads)
+    suite.path = str(p)
+    suite.source_text = text
+    suite.source_hash = hashlib.sha256(text.encode("utf-8")).hexdigest()
+    return suite
+
+
+def builtin_suite_path(name: str = "demo") -> Path:
+    """Path of a suite shipped inside the package (``rpcmeter run`` without arguments)."""
+    return Path(__file__).parent / "suites" / f"{name}.toml"

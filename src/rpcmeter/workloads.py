@@ -1,0 +1,139 @@
+"""The workload set: what one request does, shared by drivers and reference servers.
+
+Each workload kind has a parameter model (validated when a suite is loaded) and, where it does work
+on the server, a pure function the reference servers call. Drivers declare which kinds they
+support; a suite asking a driver for a kind it cannot do is rejected at load time.
+
+Kinds:
+
+- ``simple``: a trivial server call (rpyc).
+- ``callback``: nested callbacks of any ``depth``: depth 1, the server calls a client function;
+  depth 2, server -> client -> server; and so on (rpyc).
+- ``random_wait``: seeded pseudo-random waits and callbacks. At every level (the server at even
+  depths, the client at odd ones) the callee waits ``uniform(0, delay_s)`` with probability
+  ``delay_p``, then, while ``depth < max_depth``, calls the other side with probability ``sub_p``.
+  The server's generator for client thread ``t`` is seeded ``seed + t``, the client's
+  ``seed + 1000 + t`` (study 000). Expected latency: :func:`random_wait_expected_s`.
+- ``noop``: nothing; the round-trip baseline.
+- ``echo`` / ``payload``: the server returns ``reply_bytes`` bytes for a ``request_bytes`` request
+  (``echo`` returns the request itself).
+- ``sleep``: the server waits ``ms`` milliseconds.
+- ``factorial``: the server computes ``n!`` and returns its decimal digits.
+- ``idle``: no requests at all; measures what the server costs while nobody calls it.
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+from typing import Any, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class WorkloadParams(BaseModel):
+    """Base of every workload's parameters."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    kind: ClassVar[str]
+
+
+class SimpleParams(WorkloadParams):
+    kind: ClassVar[str] = "simple"
+
+
+class NoopParams(WorkloadParams):
+    kind: ClassVar[str] = "noop"
+
+
+class IdleParams(WorkloadParams):
+    kind: ClassVar[str] = "idle"
+
+
+class CallbackParams(WorkloadParams):
+    kind: ClassVar[str] = "callback"
+    depth: int = Field(1, ge=1, le=64)
+
+
+class RandomWaitParams(WorkloadParams):
+    kind: ClassVar[str] = "random_wait"
+    delay_p: float = Field(1.0, ge=0.0, le=1.0)
+    delay_s: float = Field(0.01, ge=0.0, le=60.0)
+    sub_p: float = Field(0.5, ge=0.0, le=1.0)
+    max_depth: int = Field(2, ge=0, le=64)
+
+
+class EchoParams(WorkloadParams):
+    kind: ClassVar[str] = "echo"
+    request_bytes: int = Field(100, ge=0, le=64 * 1024 * 1024)
+
+
+class PayloadParams(WorkloadParams):
+    kind: ClassVar[str] = "payload"
+    request_bytes: int = Field(100, ge=0, le=64 * 1024 * 1024)
+    reply_bytes: int = Field(100, ge=0, le=64 * 1024 * 1024)
+
+
+class SleepParams(WorkloadParams):
+    kind: ClassVar[str] = "sleep"
+    ms: float = Field(1.0, ge=0.0, le=3_600_000.0)
+
+
+class FactorialParams(WorkloadParams):
+    kind: ClassVar[str] = "factorial"
+    n: int = Field(5, ge=0, le=10_000_000)
+
+
+KINDS: dict[str, type[WorkloadParams]] = {
+    cls.kind: cls
+    for cls in (
+        SimpleParams,
+        NoopParams,
+        IdleParams,
+        CallbackParams,
+        RandomWaitParams,
+        EchoParams,
+        PayloadParams,
+        SleepParams,
+        FactorialParams,
+    )
+}
+
+WorkloadKind = Literal[
+    "simple", "noop", "idle", "callback", "random_wait", "echo", "payload", "sleep", "factorial"
+]
+
+
+def parse_params(kind: str, params: dict[str, Any]) -> WorkloadParams:
+    """Validate ``params`` for workload ``kind`` (raises pydantic's ValidationError or KeyError)."""
+    return KINDS[kind].model_validate(params)
+
+
+# ---- server-side work, shared by every reference server ---------------------------------------
+
+
+def lift_int_digit_limit() -> None:
+    """Python 3.11+ refuses int -> str above 4,300 digits by default; factorials need more."""
+    if hasattr(sys, "set_int_max_str_digits"):
+        sys.set_int_max_str_digits(0)
+
+
+def factorial_digits(n: int) -> bytes:
+    """Decimal digits of ``n!`` (the factorial workload's reply)."""
+    return str(math.factorial(n)).encode("ascii")
+
+
+def payload_bytes(size: int) -> bytes:
+    """A deterministic reply body of ``size`` bytes."""
+    pattern = b"rpcmeter-payload."
+    return (pattern * (size // len(pattern) + 1))[:size]
+
+
+def random_wait_expected_s(p: RandomWaitParams) -> float:
+    """Expected latency of one ``random_wait`` call, ignoring transport costs."""
+    # Built from the innermost level (depth max_depth: waits, never recurses) outwards: each level
+    # adds its own expected wait and, with probability sub_p, the expected cost of the level below.
+    expected = 0.0
+    for _ in range(p.max_depth + 1):
+        expected = p.delay_p * p.delay_s / 2.0 + p.sub_p * expected
+    return expected
