@@ -10,10 +10,10 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from rpcmeter.errors import RpcmeterError, SuiteError  # noqa: E402
-from rpcmeter.execute import RunOptions, run_suite  # noqa: E402
-from rpcmeter.metrics.histogram import Histogram  # noqa: E402
-from rpcmeter.suite import Suite, load_suite  # noqa: E402
+from rpcmeter.errors import RpcmeterError, SuiteError
+from rpcmeter.execute import RunOptions, run_suite
+from rpcmeter.metrics.histogram import Histogram
+from rpcmeter.suite import Suite, load_suite
 
 __all__ = [
     "Histogram",

@@ -103,12 +103,16 @@ def cells(result: Result) -> dict[str, dict[PointKey, dict[str, Cell]]]:
         by_variant = by_point.setdefault(point_key(case), {})
         cell = by_variant.get(case["variant"])
         if cell is None:
-            cell = by_variant[case["variant"]] = Cell(case["workload"], point_key(case), case["variant"])
+            cell = by_variant[case["variant"]] = Cell(
+                case["workload"], point_key(case), case["variant"]
+            )
         cell.cases.append(case)
     for by_point in out.values():
         for key, by_variant in by_point.items():
             order = {v: i for i, v in enumerate(variants)}
-            by_point[key] = dict(sorted(by_variant.items(), key=lambda kv: order.get(kv[0], 1 << 30)))
+            by_point[key] = dict(
+                sorted(by_variant.items(), key=lambda kv: order.get(kv[0], 1 << 30))
+            )
     return out
 
 

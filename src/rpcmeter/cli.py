@@ -41,7 +41,9 @@ class Progress:
             return
         self.last = now
         rate = done / seconds if seconds > 0 else 0.0
-        self._show(f"[{case.index + 1}/{total}] {case.label()} · {done:,} requests · {rate:,.0f} req/s")
+        self._show(
+            f"[{case.index + 1}/{total}] {case.label()} · {done:,} requests · {rate:,.0f} req/s"
+        )
 
     def _show(self, line: str) -> None:
         pad = max(0, self.width - len(line))
@@ -59,13 +61,30 @@ class Progress:
 def _add_run(sub: Any) -> None:
     p = sub.add_parser("run", help="run a suite (the built-in demo when no suite is given)")
     p.add_argument("suite", nargs="?", help="suite file (TOML); default: the built-in demo")
-    p.add_argument("--set", dest="overrides", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a suite value (dotted key; value parsed as TOML), repeatable")
-    p.add_argument("--quick", action="store_true",
-                   help="small counts and one repetition: a smoke test of the suite")
-    p.add_argument("--workload", "-w", action="append", default=None, metavar="NAME",
-                   help="run only this workload (repeatable)")
-    p.add_argument("--output", "-o", type=Path, help="write the result document (JSON) here, after every case")
+    p.add_argument(
+        "--set",
+        dest="overrides",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a suite value (dotted key; value parsed as TOML), repeatable",
+    )
+    p.add_argument(
+        "--quick",
+        action="store_true",
+        help="small counts and one repetition: a smoke test of the suite",
+    )
+    p.add_argument(
+        "--workload",
+        "-w",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help="run only this workload (repeatable)",
+    )
+    p.add_argument(
+        "--output", "-o", type=Path, help="write the result document (JSON) here, after every case"
+    )
     p.add_argument("--width", type=int, default=None, help="table width (default: terminal width)")
 
 
@@ -86,7 +105,9 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     path = Path(args.suite) if args.suite else builtin_suite_path("demo")
     suite = load_suite(path, args.overrides, quick=args.quick, only_workloads=args.workload)
     progress = Progress(err)
-    options = RunOptions(output=args.output, on_progress=progress.update, on_case_start=progress.case_start)
+    options = RunOptions(
+        output=args.output, on_progress=progress.update, on_case_start=progress.case_start
+    )
     try:
         result = run_suite(suite, options)
     finally:

@@ -64,6 +64,7 @@ def describe_suite(suite: Suite) -> dict[str, Any]:
         "sha256": suite.source_hash,
         "text": suite.source_text,
         "driver": suite.target.driver,
+        "drivers": {name: suite.driver_of(name) for name in suite.variants},
         "transport": suite.target.transport,
         "baseline": suite.baseline_variant,
         "variants": {
@@ -85,9 +86,11 @@ def describe_suite(suite: Suite) -> dict[str, Any]:
 def run_suite(suite: Suite, options: RunOptions | None = None) -> Result:
     """Run every case of ``suite`` and return the result document."""
     options = options or RunOptions()
-    driver = driver_class(suite.target.driver)
+    packages = tuple(
+        dict.fromkeys(p for v in suite.variants for p in driver_class(suite.driver_of(v)).packages)
+    )
     cpus = placement_mod.resolve(suite.placement)
-    result = new_result(suite, cpus, driver.packages)
+    result = new_result(suite, cpus, packages)
     cases = expand(suite)
     result["planned_cases"] = len(cases)
     try:
@@ -122,7 +125,7 @@ def server_command(suite: Suite, case: Case, spec: ServerSpec, endpoint: Endpoin
         "seed": suite.seed,
         "workload": {"kind": case.kind, **case.params.model_dump()},
     }
-    return driver_class(suite.target.driver).server_command(endpoint, opts)
+    return driver_class(suite.driver_of(case.variant)).server_command(endpoint, opts)
 
 
 def run_case(
@@ -160,7 +163,7 @@ def run_case(
 
         load = case.load
         outcome = run_closed_loop(
-            target.driver,
+            suite.driver_of(case.variant),
             DriverContext(
                 endpoint=endpoint,
                 workload=case.params,
@@ -238,7 +241,10 @@ def fill(doc: CaseDoc, outcome: LoadOutcome) -> None:
         doc["latency"] = outcome.hist.summary_us()
         doc["histogram"] = outcome.hist.to_dict()
     if outcome.server_hist.count:
-        doc["server_time"] = {**outcome.server_hist.summary_us(), "histogram": outcome.server_hist.to_dict()}
+        doc["server_time"] = {
+            **outcome.server_hist.summary_us(),
+            "histogram": outcome.server_hist.to_dict(),
+        }
     if outcome.counters and outcome.requests:
         out_b, in_b = outcome.counters.get("bytes_out"), outcome.counters.get("bytes_in")
         doc["bytes"] = {

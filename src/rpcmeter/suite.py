@@ -46,13 +46,14 @@ class Target(_Model):
     driver: str = "rpyc"
     transport: str = "tcp"
     host: str = "127.0.0.1"
-    server: ServerSpec = Field(default_factory=ServerSpec)
+    server: ServerSpec = Field(default_factory=lambda: ServerSpec())
     options: dict[str, Any] = Field(default_factory=dict)
 
 
 class Variant(_Model):
-    """Overrides of the target for one compared variant."""
+    """Overrides of the target for one compared variant (any may be left out)."""
 
+    driver: str | None = None
     options: dict[str, Any] = Field(default_factory=dict)
     env: dict[str, str] = Field(default_factory=dict)
     transport: str | None = None
@@ -109,16 +110,16 @@ class Placement(_Model):
 class Suite(_Model):
     name: str = "suite"
     description: str = ""
-    target: Target = Field(default_factory=Target)
+    target: Target = Field(default_factory=lambda: Target())
     variants: dict[str, Variant] = Field(default_factory=lambda: {"default": Variant()})
     baseline: str | None = None
     workloads: dict[str, Workload] = Field(default_factory=dict)
-    load: Load = Field(default_factory=Load)
+    load: Load = Field(default_factory=lambda: Load())
     matrix: dict[str, list[Any]] = Field(default_factory=dict)
     repeat: int = Field(1, ge=1, le=1000)
     seed: int = 0
     validate_replies: bool = Field(False, alias="validate")
-    placement: Placement = Field(default_factory=Placement)
+    placement: Placement = Field(default_factory=lambda: Placement())
     quick: dict[str, Any] = Field(default_factory=dict)
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
@@ -142,6 +143,10 @@ class Suite(_Model):
             if not values:
                 raise ValueError(f"matrix.{key} is empty")
         return v
+
+    def driver_of(self, variant: str) -> str:
+        """The driver a variant uses (its own, or the target's)."""
+        return self.variants[variant].driver or self.target.driver
 
     @property
     def baseline_variant(self) -> str:
@@ -202,7 +207,9 @@ def _apply_quick(raw: dict[str, Any]) -> None:
     """Small counts, one repetition: a smoke test of any suite."""
     raw["repeat"] = 1
     load = raw.setdefault("load", {})
-    load["requests"] = min(int(load.get("requests", QUICK_CAPS["requests"])), QUICK_CAPS["requests"])
+    load["requests"] = min(
+        int(load.get("requests", QUICK_CAPS["requests"])), QUICK_CAPS["requests"]
+    )
     if load.get("duration_s") is not None:
         load["duration_s"] = min(float(load["duration_s"]), QUICK_CAPS["duration_s"])
     load["warmup"] = min(int(load.get("warmup", QUICK_CAPS["warmup"])), QUICK_CAPS["warmup"])
@@ -278,22 +285,27 @@ def _deep_copy(value: Any) -> Any:
 
 def _check_semantics(suite: Suite, where: str) -> None:
     from rpcmeter.drivers import driver_class
+    from rpcmeter.drivers.base import Driver
 
-    try:
-        driver = driver_class(suite.target.driver)
-    except KeyError as exc:
-        raise SuiteError(f"{where}: target.driver: {exc.args[0]}") from None
+    drivers: dict[str, type[Driver]] = {}
+    for key, name in [("target.driver", suite.target.driver)] + [
+        (f"variants.{_format_loc((n,))}.driver", v.driver)
+        for n, v in suite.variants.items()
+        if v.driver
+    ]:
+        try:
+            drivers[name] = driver_class(name)
+        except KeyError as exc:
+            raise SuiteError(f"{where}: {key}: {exc.args[0]}") from None
     if suite.baseline is not None and suite.baseline not in suite.variants:
         raise SuiteError(
             f"{where}: baseline: no variant named {suite.baseline!r} "
             f"(have: {', '.join(suite.variants)})"
         )
-    transports = [("target.transport", suite.target.transport)] + [
-        (f"variants.{_format_loc((n,))}.transport", v.transport)
-        for n, v in suite.variants.items()
-        if v.transport
-    ]
-    for key, transport in transports:
+    for vname, v in suite.variants.items():
+        driver = drivers[suite.driver_of(vname)]
+        transport = v.transport or suite.target.transport
+        key = f"variants.{_format_loc((vname,))}.transport" if v.transport else "target.transport"
         if transport not in driver.transports:
             raise SuiteError(
                 f"{where}: {key}: driver {driver.name!r} has no transport {transport!r} "
@@ -310,15 +322,18 @@ def _check_semantics(suite: Suite, where: str) -> None:
                 f"{where}: {key}.kind: unknown workload kind {w.kind!r} "
                 f"(expected one of: {', '.join(sorted(KINDS))})"
             )
-        if w.kind not in driver.workloads:
-            raise SuiteError(
-                f"{where}: {key}.kind: driver {driver.name!r} cannot run workload {w.kind!r} "
-                f"(it runs: {', '.join(sorted(driver.workloads))})"
-            )
+        for driver in drivers.values():
+            if w.kind not in driver.workloads:
+                raise SuiteError(
+                    f"{where}: {key}.kind: driver {driver.name!r} cannot run workload {w.kind!r} "
+                    f"(it runs: {', '.join(sorted(driver.workloads))})"
+                )
         try:
             parse_params(w.kind, w.params())
         except ValidationError as exc:
-            raise SuiteError(_validation_message(where, exc).replace(": ", f": {key}.", 1)) from None
+            raise SuiteError(
+                _validation_message(where, exc).replace(": ", f": {key}.", 1)
+            ) from None
     for key, values in suite.matrix.items():
         in_workloads = all(key in KINDS[w.kind].model_fields for w in suite.workloads.values())
         if key not in _LOAD_KEYS and not in_workloads:

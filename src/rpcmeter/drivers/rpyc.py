@@ -54,7 +54,8 @@ class RpycDriver(Driver):
         if w.kind == "simple":
             simple = root.simple
             if not validate:
-                return simple
+                call: Caller = simple
+                return call
 
             def call_simple() -> object:
                 value = values.getrandbits(32)

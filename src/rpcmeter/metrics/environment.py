@@ -37,7 +37,9 @@ def capture(packages: tuple[str, ...] = ()) -> dict[str, Any]:
         "host": socket.gethostname(),
         "cpu_model": cpu_model(),
         "cpu_count": os.cpu_count(),
-        "cpus_available": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "cpus_available": sorted(os.sched_getaffinity(0))
+        if hasattr(os, "sched_getaffinity")
+        else None,
         "os": f"{uname.system} {uname.release}",
         "kernel": uname.release,
         "machine": uname.machine,

@@ -56,7 +56,8 @@ def environment_line(result: Result) -> str:
     placement = env.get("placement") or {}
     return (
         f"{env.get('cpu_model', '?')} ({env.get('cpu_count', '?')} CPUs) · {env.get('os', '?')} · "
-        f"Python {env.get('python', '?')}" + (f" · {pkgs}" if pkgs else "")
+        f"Python {env.get('python', '?')}"
+        + (f" · {pkgs}" if pkgs else "")
         + f" · server CPUs {placement.get('server_cpus') or 'any'}, "
         f"client CPUs {placement.get('client_cpus') or 'any'}"
     )
@@ -68,7 +69,9 @@ def workload_table(result: Result, workload: str) -> Table:
     base = baseline(result)
     others = [v for v in names if v != base]
     keys = list(result["suite"].get("matrix_keys") or [])
-    table = Table(title=f"[bold]{workload}[/bold]", title_justify="left", show_edge=False, pad_edge=False)
+    table = Table(
+        title=f"[bold]{workload}[/bold]", title_justify="left", show_edge=False, pad_edge=False
+    )
     for key in keys:
         table.add_column(key, justify="right")
     table.add_column(f"{base} mean ms", justify="right")
@@ -116,8 +119,14 @@ def workload_table(result: Result, workload: str) -> Table:
 def render(result: Result, width: int = 120, color: bool = False) -> str:
     """The run's tables as text."""
     buf = io.StringIO()
-    console = Console(file=buf, width=width, color_system="standard" if color else None,
-                      force_terminal=color, highlight=False, soft_wrap=False)
+    console = Console(
+        file=buf,
+        width=width,
+        color_system="standard" if color else None,
+        force_terminal=color,
+        highlight=False,
+        soft_wrap=False,
+    )
     suite = result["suite"]
     status = result.get("status", "?")
     n_cases = len(result["cases"])
@@ -136,7 +145,10 @@ def render(result: Result, width: int = 120, color: bool = False) -> str:
     for c in failed:
         point = " ".join(f"{k}={v}" for k, v in c["point"].items())
         console.print(
-            Text(f"failed: {c['variant']} · {c['workload']} · {point} (rep {c['repetition']}): {c['reason']}", style="red")
+            Text(
+                f"failed: {c['variant']} · {c['workload']} · {point} (rep {c['repetition']}): {c['reason']}",
+                style="red",
+            )
         )
         tail = c.get("server_output_tail")
         if tail:
@@ -147,7 +159,12 @@ def render(result: Result, width: int = 120, color: bool = False) -> str:
         point = " ".join(f"{k}={v}" for k, v in c["point"].items())
         kinds = ", ".join(f"{k}: {n}" for k, n in c["errors"].items())
         sample = next(iter(c.get("error_samples", {}).values()), "")
-        console.print(Text(f"errors: {c['variant']} · {c['workload']} · {point}: {kinds} ({sample})", style="yellow"))
+        console.print(
+            Text(
+                f"errors: {c['variant']} · {c['workload']} · {point}: {kinds} ({sample})",
+                style="yellow",
+            )
+        )
     for w in result.get("warnings", []):
         console.print(Text(f"warning: {w}", style="yellow"))
     return buf.getvalue()

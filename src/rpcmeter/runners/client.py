@@ -8,6 +8,7 @@ so memory does not grow with the number of requests.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import resource
 import signal
@@ -96,7 +97,7 @@ def run_chunk(call: Caller, rec: Recorder, k: int, fatal: tuple[type[BaseExcepti
     pos = rec.pos
     made = 0
     try:
-        for made in range(1, k + 1):  # noqa: B007 - made is read after the loop
+        for made in range(1, k + 1):
             t0 = clock()
             try:
                 call()
@@ -122,7 +123,7 @@ def run_chunk_server_time(
     pos = rec.pos
     made = 0
     try:
-        for made in range(1, k + 1):  # noqa: B007
+        for made in range(1, k + 1):
             t0 = clock()
             try:
                 server_ns = call()
@@ -134,7 +135,7 @@ def run_chunk_server_time(
             buf[pos] = clock() - t0
             pos += 1
             if server_ns is not None:
-                sbuf[rec.spos] = server_ns  # type: ignore[assignment]
+                sbuf[rec.spos] = server_ns  # type: ignore[call-overload]
                 rec.spos += 1
     finally:
         rec.pos = pos
@@ -186,7 +187,9 @@ def measure(
     publish(done)
 
 
-def warm_up(call: Caller, n: int, stats: ThreadStats, fatal: tuple[type[BaseException], ...]) -> None:
+def warm_up(
+    call: Caller, n: int, stats: ThreadStats, fatal: tuple[type[BaseException], ...]
+) -> None:
     """``n`` untimed calls whose results are discarded; a fatal error stops the thread."""
     for _ in range(n):
         try:
@@ -202,10 +205,8 @@ def client_main(spec: ClientSpec, go: Any, stop: Any, progress: Any, conn: Any) 
     connecting and warming up, then the final ("result", dict)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops us
     if spec.cpus:
-        try:
+        with contextlib.suppress(OSError):
             os.sched_setaffinity(0, spec.cpus)
-        except OSError:
-            pass
     ctx = spec.ctx
     os.environ.update(ctx.env)  # before the driver imports its library (RPYC_BIND_THREADS, ...)
     try:
@@ -214,7 +215,9 @@ def client_main(spec: ClientSpec, go: Any, stop: Any, progress: Any, conn: Any) 
         driver.connect()
         callers = [driver.caller(t) for t in range(ctx.threads)]
     except Exception as exc:
-        conn.send(("error", f"client {ctx.client_index}: cannot connect: {type(exc).__name__}: {exc}"))
+        conn.send(
+            ("error", f"client {ctx.client_index}: cannot connect: {type(exc).__name__}: {exc}")
+        )
         return
     fatal = cls.fatal_errors
     stats = [ThreadStats() for _ in range(ctx.threads)]
@@ -264,10 +267,8 @@ def client_main(spec: ClientSpec, go: Any, stop: Any, progress: Any, conn: Any) 
         th.join()
     usage1 = resource.getrusage(resource.RUSAGE_SELF)
     counters = driver.counters()
-    try:
+    with contextlib.suppress(Exception):
         driver.close()
-    except Exception:
-        pass
     conn.send(
         (
             "result",

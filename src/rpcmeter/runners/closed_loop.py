@@ -85,8 +85,8 @@ def run_closed_loop(
     go = ctx.Event()
     stop = ctx.Event()
     progress = ctx.Array("q", clients * threads, lock=False)
-    pipes = []
-    procs = []
+    pipes: list[Any] = []
+    procs: list[Any] = []
     outcome = LoadOutcome()
     try:
         for c in range(clients):
@@ -123,14 +123,18 @@ def run_closed_loop(
         # 1. wait until every client is connected and warmed up
         pending = set(range(clients))
         while pending and outcome.failure is None:
-            outcome.failure = _problem(server_problem, procs, pipes, pending, deadline, "connecting")
+            outcome.failure = _problem(
+                server_problem, procs, pipes, pending, deadline, "connecting"
+            )
             ready = multiprocessing.connection.wait([pipes[i] for i in pending], timeout=0.1)
             for r in ready:
-                i = pipes.index(r)  # type: ignore[arg-type]
+                i = pipes.index(r)
                 try:
-                    msg = r.recv()  # type: ignore[union-attr]
+                    msg = pipes[i].recv()
                 except EOFError:
-                    outcome.failure = f"client {i} exited with status {procs[i].exitcode} while connecting"
+                    outcome.failure = (
+                        f"client {i} exited with status {procs[i].exitcode} while connecting"
+                    )
                     break
                 if msg[0] == "error":
                     outcome.failure = msg[1]
@@ -159,9 +163,9 @@ def run_closed_loop(
                     break
             ready = multiprocessing.connection.wait([pipes[i] for i in pending], timeout=0.2)
             for r in ready:
-                i = pipes.index(r)  # type: ignore[arg-type]
+                i = pipes.index(r)
                 try:
-                    msg = r.recv()  # type: ignore[union-attr]
+                    msg = pipes[i].recv()
                 except EOFError:
                     pending.discard(i)
                     continue
@@ -240,7 +244,9 @@ def _merge(outcome: LoadOutcome, results: dict[int, dict[str, Any]]) -> None:
             outcome.errors[kind] = outcome.errors.get(kind, 0) + n
         for key, value in r["counters"].items():
             outcome.counters[key] = outcome.counters.get(key, 0) + value
-        span = (max(t["end_ns"] for t in r["threads"]) - min(t["start_ns"] for t in r["threads"])) / 1e9
+        span = (
+            max(t["end_ns"] for t in r["threads"]) - min(t["start_ns"] for t in r["threads"])
+        ) / 1e9
         outcome.clients.append(
             {
                 "client": i,

@@ -97,7 +97,9 @@ class ServerProcess:
         self.stop_timeout_s = stop_timeout_s
         self.ready_probe = ready_probe
         self.proc: subprocess.Popen[bytes] | None = None
-        self._log = tempfile.NamedTemporaryFile(prefix="rpcmeter-server-", suffix=".log", delete=False)
+        self._log = tempfile.NamedTemporaryFile(  # noqa: SIM115 - lives as long as the server
+            prefix="rpcmeter-server-", suffix=".log", delete=False
+        )
         self.log_path = Path(self._log.name)
 
     # lifecycle ---------------------------------------------------------------------------------
@@ -122,10 +124,12 @@ class ServerProcess:
                 env={**os.environ, **self.env},
                 cwd=self.cwd,
                 start_new_session=True,
-                preexec_fn=_in_child if cpus else None,  # noqa: PLW1509 - affinity only
+                preexec_fn=_in_child if cpus else None,
             )
         except OSError as exc:
-            raise ServerError(f"cannot start server {shlex.join(self.command)}: {exc.strerror}") from None
+            raise ServerError(
+                f"cannot start server {shlex.join(self.command)}: {exc.strerror}"
+            ) from None
         with _LIVE_LOCK:
             _LIVE.add(self)
         if self.ready_probe:

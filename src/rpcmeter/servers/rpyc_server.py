@@ -11,6 +11,7 @@ Options (JSON, from the suite's ``target.options`` and the variant's ``options``
 
 from __future__ import annotations
 
+import contextlib
 import random
 import threading
 import time
@@ -33,7 +34,9 @@ def make_service(options: dict[str, Any]) -> type[rpyc.Service]:
     seed = int(options.get("seed", 0))
     workload = dict(options.get("workload", {}))
     rw = RandomWaitParams.model_validate(
-        {k: v for k, v in workload.items() if k != "kind"} if workload.get("kind") == "random_wait" else {}
+        {k: v for k, v in workload.items() if k != "kind"}
+        if workload.get("kind") == "random_wait"
+        else {}
     )
 
     class BenchService(rpyc.Service):  # type: ignore[misc]
@@ -44,10 +47,8 @@ def make_service(options: dict[str, Any]) -> type[rpyc.Service]:
 
         def on_disconnect(self, conn: Any) -> None:
             for bg in self._bg:
-                try:
+                with contextlib.suppress(Exception):  # the connection may be gone already
                     bg.stop()
-                except Exception:  # the connection is already gone
-                    pass
 
         def exposed_simple(self, value: Any = None) -> Any:
             return value
@@ -86,7 +87,11 @@ def main() -> None:
         where = args.socket
     else:
         server = ThreadedServer(
-            service, hostname=args.host, port=args.port, protocol_config=config, ipv6=":" in args.host
+            service,
+            hostname=args.host,
+            port=args.port,
+            protocol_config=config,
+            ipv6=":" in args.host,
         )
         where = f"{args.host}:{server.port}"
     announce_ready(where)
