@@ -76,8 +76,11 @@ class Workload(_Model):
 
 
 class Load(_Model):
-    """How requests are issued. Closed loop: every thread sends its next request when the
-    previous one returned; ``requests`` per thread, or for ``duration_s`` seconds."""
+    """How requests are issued. Closed loop: every loop sends its next request when the
+    previous one returned; ``requests`` per loop, or for ``duration_s`` seconds.
+
+    Each of ``clients`` processes runs ``concurrency`` loops (default: ``threads``) over
+    ``connections`` connections (loops share them round-robin; rpyc: one connection per client)."""
 
     mode: Literal["closed"] = "closed"
     clients: int = Field(1, ge=1, le=1024)

@@ -55,7 +55,8 @@ class DriverContext:
     validate: bool = False
     seed: int = 0
     client_index: int = 0
-    threads: int = 1
+    threads: int = 1  # concurrent closed loops in this client (load.concurrency or load.threads)
+    connections: int = 1  # connections this client opens; loops share them round-robin
     env: Mapping[str, str] = field(default_factory=dict)  # set in the client before connecting
 
 

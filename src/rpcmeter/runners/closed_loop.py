@@ -100,6 +100,7 @@ def run_closed_loop(
                     seed=base_ctx.seed,
                     client_index=c,
                     threads=threads,
+                    connections=base_ctx.connections,
                     env=dict(base_ctx.env),
                 ),
                 requests=requests,
