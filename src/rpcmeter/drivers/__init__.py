@@ -13,13 +13,16 @@ REGISTRY: dict[str, str] = {
 
 
 def driver_class(name: str) -> type[Driver]:
-    """The driver class registered as ``name`` (KeyError with a readable message if unknown)."""
-    try:
-        spec = REGISTRY[name]
-    except KeyError:
-        raise KeyError(
-            f"unknown driver {name!r} (expected one of: {', '.join(sorted(REGISTRY))})"
-        ) from None
+    """The driver registered as ``name``, or any importable ``"module:Class"`` (a driver of your
+    own). KeyError with a readable message when there is no such driver."""
+    spec = REGISTRY.get(name, name if ":" in name else None)
+    if spec is None:
+        raise KeyError(f"unknown driver {name!r} (expected one of: {', '.join(sorted(REGISTRY))})")
     module_name, _, class_name = spec.partition(":")
-    cls: type[Driver] = getattr(importlib.import_module(module_name), class_name)
+    try:
+        cls = getattr(importlib.import_module(module_name), class_name)
+    except (ImportError, AttributeError) as exc:
+        raise KeyError(f"cannot load driver {name!r}: {exc}") from None
+    if not (isinstance(cls, type) and issubclass(cls, Driver)):
+        raise KeyError(f"{name!r} is not a Driver subclass")
     return cls

@@ -3,8 +3,10 @@
 Options (JSON, from the suite's ``target.options`` and the variant's ``options``):
 
 - ``bind_threads`` (bool): rpyc's thread binding protocol option.
-- ``background`` (int): extra threads serving each connection (only meaningful without binding).
+- ``background`` (int): extra threads serving each connection, so that without thread binding
+  several requests of one connection can run at once (study 000's ``--background``).
 - ``seed`` (int): base seed of the random_wait generators (server thread ``t``: ``seed + t``).
+- ``corrupt_every`` (int): for testing validation, every N-th ``simple`` reply is altered.
 - ``workload`` (object): the case's workload, ``kind`` and parameters (random_wait's delay_p,
   delay_s, sub_p and max_depth are read from it).
 """
@@ -12,13 +14,13 @@ Options (JSON, from the suite's ``target.options`` and the variant's ``options``
 from __future__ import annotations
 
 import contextlib
+import itertools
 import random
 import threading
 import time
 from typing import Any
 
 import rpyc
-from rpyc.utils.helpers import BgServingThread
 from rpyc.utils.server import ThreadedServer
 
 from rpcmeter.servers.common import announce_ready, exit_on_sigterm, parse_server_args
@@ -29,8 +31,18 @@ def protocol_config(options: dict[str, Any]) -> dict[str, Any]:
     return {"bind_threads": bool(options.get("bind_threads", False)), "sync_request_timeout": 300}
 
 
+def serve_forever(conn: Any) -> None:
+    """A background thread serving ``conn`` besides its own thread (the ``background`` option):
+    while one thread runs a slow request, another can receive and run the next."""
+    with contextlib.suppress(Exception):  # ends when the connection closes
+        while not conn.closed:
+            conn.serve(0.1)
+
+
 def make_service(options: dict[str, Any]) -> type[rpyc.Service]:
     background = int(options.get("background", 0))
+    corrupt_every = int(options.get("corrupt_every", 0))
+    served = itertools.count(1)
     seed = int(options.get("seed", 0))
     workload = dict(options.get("workload", {}))
     rw = RandomWaitParams.model_validate(
@@ -43,14 +55,14 @@ def make_service(options: dict[str, Any]) -> type[rpyc.Service]:
         def on_connect(self, conn: Any) -> None:
             self._rngs: dict[int, random.Random] = {}
             self._lock = threading.Lock()
-            self._bg = [BgServingThread(conn) for _ in range(background)]
-
-        def on_disconnect(self, conn: Any) -> None:
-            for bg in self._bg:
-                with contextlib.suppress(Exception):  # the connection may be gone already
-                    bg.stop()
+            for i in range(background):
+                threading.Thread(
+                    target=serve_forever, args=(conn,), name=f"bg-{i}", daemon=True
+                ).start()
 
         def exposed_simple(self, value: Any = None) -> Any:
+            if corrupt_every and next(served) % corrupt_every == 0:
+                return None if value is None else value + 1
             return value
 
         def exposed_callback(self, depth: int, fn: Any, value: Any = None) -> Any:

@@ -1,0 +1,112 @@
+"""The rpyc driver end to end against the real built-in rpyc server (small counts)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from rpcmeter.execute import run_suite
+from rpcmeter.result import Result
+from rpcmeter.suite import build_suite
+from rpcmeter.workloads import RandomWaitParams, random_wait_expected_s
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def run(raw: dict[str, Any]) -> Result:
+    return run_suite(build_suite(raw))
+
+
+def cases_by(result: Result, **match: Any) -> list[dict[str, Any]]:
+    return [
+        c
+        for c in result["cases"]
+        if all(c.get(k) == v or c["point"].get(k) == v for k, v in match.items())
+    ]
+
+
+@pytest.mark.parametrize("transport", ["unix", "tcp"])
+def test_study_workloads_validated_both_variants(transport: str) -> None:
+    result = run(
+        {
+            "target": {"driver": "rpyc", "transport": transport},
+            "variants": {"default": {}, "bind": {"options": {"bind_threads": True}}},
+            "workloads": {
+                "simple": {},
+                "sub 1": {"kind": "callback", "depth": 1},
+                "sub 2": {"kind": "callback", "depth": 2},
+                "sub 5": {"kind": "callback", "depth": 5, "requests": 20},
+            },
+            "load": {"requests": 60, "warmup": 3},
+            "matrix": {"threads": [2], "clients": [2]},
+            "validate": True,
+            "seed": 3,
+        }
+    )
+    assert result["status"] == "complete"
+    assert len(result["cases"]) == 8
+    for case in result["cases"]:
+        assert case["status"] == "ok", case["reason"]
+        expected = 2 * 2 * (20 if case["workload"] == "sub 5" else 60)
+        assert case["requests"] == case["ok"] == expected
+        assert case["errors"] == {}
+        lat = case["latency"]
+        assert 0 < lat["min_us"] <= lat["p50_us"] <= lat["p99_us"] <= lat["max_us"]
+        assert case["throughput_rps"] > 0 and case["wall_s"] > 0
+        assert case["endpoint"].startswith(transport + "://")
+    # deeper nesting costs more round trips
+    mean = {c["workload"]: c["latency"]["mean_us"] for c in cases_by(result, variant="default")}
+    assert mean["simple"] < mean["sub 2"] < mean["sub 5"]
+
+
+def test_validation_counts_mismatches_from_a_corrupting_server() -> None:
+    result = run(
+        {
+            "target": {"driver": "rpyc", "transport": "unix", "options": {"corrupt_every": 10}},
+            "workloads": {"simple": {}},
+            "load": {"requests": 100, "warmup": 0},
+            "validate": True,
+        }
+    )
+    case = result["cases"][0]
+    assert case["errors"] == {"mismatch": 10}
+    assert case["ok"] == 90 and case["requests"] == 100
+
+
+def test_random_wait_matches_its_arithmetic_and_bind_parallelises() -> None:
+    params = {"delay_p": 1.0, "delay_s": 0.008, "sub_p": 0.5, "max_depth": 2}
+    result = run(
+        {
+            "target": {"driver": "rpyc", "transport": "unix"},
+            "variants": {"default": {}, "bind": {"options": {"bind_threads": True}}},
+            "workloads": {"random wait": {"kind": "random_wait", **params}},
+            "load": {"requests": 40, "warmup": 0},
+            "matrix": {"threads": [1, 4]},
+            "seed": 4093473691,
+        }
+    )
+    assert all(c["status"] == "ok" for c in result["cases"])
+    expected_us = random_wait_expected_s(RandomWaitParams(**params)) * 1e6
+    single = cases_by(result, variant="default", threads=1)[0]["latency"]["mean_us"]
+    assert expected_us * 0.7 < single < expected_us * 1.6
+    # study 000: without binding one connection serves one request at a time; with binding,
+    # four threads wait concurrently, so latency stays near the single-thread figure.
+    d4 = cases_by(result, variant="default", threads=4)[0]["latency"]["mean_us"]
+    b4 = cases_by(result, variant="bind", threads=4)[0]["latency"]["mean_us"]
+    assert d4 > 2.0 * single
+    assert b4 / d4 < 0.6
+
+
+def test_background_threads_serve_the_default_variant_concurrently() -> None:
+    params = {"delay_p": 1.0, "delay_s": 0.008, "sub_p": 0.0, "max_depth": 0}
+    result = run(
+        {
+            "target": {"driver": "rpyc", "transport": "tcp"},
+            "variants": {"default": {}, "background": {"options": {"background": 4}}},
+            "workloads": {"wait": {"kind": "random_wait", **params}},
+            "load": {"requests": 30, "warmup": 0, "threads": 4},
+        }
+    )
+    plain, bg = (c["latency"]["mean_us"] for c in result["cases"])
+    assert bg < 0.7 * plain

@@ -1,0 +1,197 @@
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rpcmeter.errors import SuiteError
+from rpcmeter.suite import apply_set, build_suite, builtin_suite_path, load_suite, split_key
+
+GOOD = """
+name = "t"
+[target]
+driver = "rpyc"
+transport = "unix"
+[variants.default]
+[variants.bind]
+options = { bind_threads = true }
+[workloads.simple]
+[workloads."sub 2"]
+kind = "callback"
+depth = 2
+[load]
+requests = 100
+[matrix]
+threads = [1, 4]
+clients = [1, 4]
+"""
+
+
+def write(tmp_path: Path, text: str) -> Path:
+    p = tmp_path / "suite.toml"
+    p.write_text(text)
+    return p
+
+
+def error_of(tmp_path: Path, text: str, *overrides: str, where: str | None = None) -> str:
+    p = write(tmp_path, text)
+    with pytest.raises(SuiteError) as info:
+        load_suite(p, list(overrides))
+    message = str(info.value)
+    assert "\n" not in message
+    assert message.startswith(where or str(p))
+    return message
+
+
+def test_good_suite_loads(tmp_path: Path) -> None:
+    suite = load_suite(write(tmp_path, GOOD))
+    assert list(suite.variants) == ["default", "bind"]
+    assert suite.baseline_variant == "default"
+    assert suite.workloads["sub 2"].kind == "callback"
+    assert suite.workloads["simple"].kind == "simple"
+    assert suite.matrix == {"threads": [1, 4], "clients": [1, 4]}
+    assert len(suite.source_hash) == 64
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            GOOD.replace("requests = 100", "requests = 0"),
+            "load.requests: Input should be greater than or equal to 1 (got 0)",
+        ),
+        (
+            GOOD.replace("requests = 100", "requests = 'many'"),
+            "load.requests: Input should be a valid integer",
+        ),
+        (GOOD.replace("requests = 100", "requets = 100"), "load.requets: unknown key"),
+        (
+            GOOD.replace('driver = "rpyc"', 'driver = "corba"'),
+            "target.driver: unknown driver 'corba'",
+        ),
+        (
+            GOOD.replace('transport = "unix"', 'transport = "udp"'),
+            "target.transport: driver 'rpyc' has no transport 'udp'",
+        ),
+        (
+            GOOD.replace('kind = "callback"', 'kind = "teleport"'),
+            "workloads.\"sub 2\".kind: unknown workload kind 'teleport'",
+        ),
+        (
+            GOOD.replace('kind = "callback"', 'kind = "factorial"'),
+            "driver 'rpyc' cannot run workload 'factorial'",
+        ),
+        (
+            GOOD.replace("depth = 2", "depth = 0"),
+            'workloads."sub 2".depth: Input should be greater than or equal to 1',
+        ),
+        (
+            GOOD.replace("clients = [1, 4]", "clientz = [1, 4]"),
+            "matrix.clientz: not a load setting",
+        ),
+        (GOOD.replace("clients = [1, 4]", "clients = [1, 0]"), "matrix.clients: "),
+        ('baseline = "nope"\n' + GOOD, "baseline: no variant named 'nope'"),
+        (
+            GOOD.replace("[load]", "[load]\nconnections = 5\nconcurrency = 2"),
+            "concurrency (2) must be at least connections (5)",
+        ),
+        ("name = [", "invalid TOML"),
+    ],
+)
+def test_errors_name_file_key_and_value(tmp_path: Path, text: str, expected: str) -> None:
+    assert expected in error_of(tmp_path, text)
+
+
+def test_missing_file() -> None:
+    with pytest.raises(SuiteError, match="no such suite file"):
+        load_suite("/nonexistent/suite.toml")
+
+
+def test_set_overrides_dotted_and_quoted(tmp_path: Path) -> None:
+    p = write(tmp_path, GOOD)
+    suite = load_suite(
+        p,
+        [
+            "load.requests=5",
+            "matrix.threads=[2]",
+            'workloads."sub 2".depth=3',
+            "seed=42",
+            "validate=true",
+            "name=plain text",
+        ],
+    )
+    assert suite.load.requests == 5
+    assert suite.matrix["threads"] == [2]
+    assert suite.workload_params("sub 2").depth == 3  # type: ignore[attr-defined]
+    assert suite.seed == 42 and suite.validate_replies is True
+    assert suite.name == "plain text"
+
+
+def test_set_errors(tmp_path: Path) -> None:
+    assert "expected KEY=VALUE" in error_of(tmp_path, GOOD, "load.requests", where="--set")
+    assert "'name' is a value, not a table" in error_of(tmp_path, GOOD, "name.x=1", where="--set")
+    assert "load.requests: Input should be a valid integer" in error_of(
+        tmp_path, GOOD, "load.requests=abc"
+    )
+
+
+def test_split_key() -> None:
+    assert split_key('workloads."random wait".n') == ["workloads", "random wait", "n"]
+    assert split_key("a.'b.c'.d") == ["a", "b.c", "d"]
+
+
+def test_quick_caps_counts_and_repetitions(tmp_path: Path) -> None:
+    text = "repeat = 7\n" + GOOD.replace(
+        "requests = 100", "requests = 100000\nwarmup = 1000\nduration_s = 30"
+    )
+    text += '[quick]\n"matrix.threads" = [1]\n'
+    suite = load_suite(write(tmp_path, text), quick=True)
+    assert suite.repeat == 1
+    assert suite.load.requests <= 200 and suite.load.warmup <= 5 and suite.load.duration_s == 1.0
+    assert suite.matrix["threads"] == [1]  # the suite's own quick overrides
+
+
+def test_workload_selection(tmp_path: Path) -> None:
+    suite = load_suite(write(tmp_path, GOOD), only_workloads=["sub 2"])
+    assert list(suite.workloads) == ["sub 2"]
+    with pytest.raises(SuiteError, match="no workload named 'nope'"):
+        load_suite(write(tmp_path, GOOD), only_workloads=["nope"])
+
+
+def test_apply_set_creates_tables() -> None:
+    raw: dict[str, object] = {}
+    apply_set(raw, "variants.bind.options.bind_threads=true")
+    assert raw == {"variants": {"bind": {"options": {"bind_threads": True}}}}
+
+
+def test_builtin_demo_and_examples_are_valid() -> None:
+    load_suite(builtin_suite_path("demo"))
+    for path in sorted(Path(__file__).parents[1].joinpath("examples").glob("*.toml")):
+        try:
+            load_suite(path)
+        except SuiteError as exc:
+            if "unknown driver" not in str(exc):  # examples of drivers not installed here
+                raise
+
+
+def test_cli_suite_error_is_one_line_exit_2(tmp_path: Path) -> None:
+    p = write(tmp_path, GOOD.replace("requests = 100", "requests = -1"))
+    proc = subprocess.run(
+        [sys.executable, "-m", "rpcmeter.cli", "run", str(p)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0
+    assert "Traceback" not in proc.stderr
+    assert f"{p}: load.requests: Input should be greater than or equal to 1 (got -1)" in proc.stderr
+
+
+def test_build_suite_defaults() -> None:
+    suite = build_suite({"workloads": {"simple": {}}})
+    assert suite.target.driver == "rpyc" and list(suite.variants) == ["default"]
+    with pytest.raises(SuiteError, match="at least one workload"):
+        build_suite({})
