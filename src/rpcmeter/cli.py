@@ -86,6 +86,51 @@ def _add_run(sub: Any) -> None:
         "--output", "-o", type=Path, help="write the result document (JSON) here, after every case"
     )
     p.add_argument("--width", type=int, default=None, help="table width (default: terminal width)")
+    _add_report_outputs(p)
+
+
+def _add_report_outputs(p: Any) -> None:
+    p.add_argument(
+        "--html", type=Path, metavar="FILE", help="write a self-contained HTML report here"
+    )
+    p.add_argument("--plots", type=Path, metavar="DIR", help="write the plots as PNG files here")
+
+
+def _add_report(sub: Any) -> None:
+    p = sub.add_parser("report", help="report a finished run: tables, HTML, PNG plots")
+    p.add_argument("run", metavar="RUN", help="a result JSON file")
+    p.add_argument("--width", type=int, default=None, help="table width (default: terminal width)")
+    _add_report_outputs(p)
+
+
+def load_run(spec: str) -> dict[str, Any]:
+    """The result document a RUN argument names."""
+    from rpcmeter.result import read_json
+
+    return read_json(spec)
+
+
+def write_reports(result: dict[str, Any], args: argparse.Namespace, out: TextIO) -> None:
+    """The HTML report and PNG plots a command asked for (``--html``, ``--plots``)."""
+    if args.html:
+        from rpcmeter.reporters import html
+
+        html.write(result, args.html)
+        out.write(f"HTML report written to {args.html}\n")
+    if args.plots:
+        from rpcmeter.reporters import figures
+
+        paths = figures.write_pngs(result, args.plots)
+        out.write(f"{len(paths)} plots written to {args.plots}\n")
+
+
+def cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    result = load_run(args.run)
+    if not args.html and not args.plots:
+        width = args.width or (None if out.isatty() else 120)
+        out.write(terminal.render(result, width=width or 120, color=out.isatty()))
+    write_reports(result, args, out)
+    return 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -98,6 +143,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"rpcmeter {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_run(sub)
+    _add_report(sub)
     return parser
 
 
@@ -116,6 +162,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     out.write(terminal.render(result, width=width or 120, color=out.isatty()))
     if args.output:
         out.write(f"\nresult written to {args.output}\n")
+    write_reports(result, args, out)
     failed = sum(1 for c in result["cases"] if c["status"] != "ok")
     return 1 if failed == len(result["cases"]) else 0
 
@@ -133,6 +180,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.command == "run":
             return cmd_run(args, sys.stdout, sys.stderr)
+        if args.command == "report":
+            return cmd_report(args, sys.stdout, sys.stderr)
         parser.error(f"unknown command {args.command}")
     except RpcmeterError as exc:
         print(f"rpcmeter: error: {exc}", file=sys.stderr)

@@ -1,0 +1,286 @@
+"""The HTML report: one self-contained file (inline CSS and SVG, no script, no network) that opens
+offline. Suite and environment at the top with the warnings; then per workload the comparison
+table (ratios to the baseline, with intervals and verdicts when the result carries comparisons)
+and the plots of :mod:`rpcmeter.reporters.plots`. A pure function from a result to text."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Iterable
+from html import escape
+from pathlib import Path
+from typing import Any
+
+from rpcmeter.aggregate import Cell, PointKey, baseline, cells, variant_names
+from rpcmeter.errors import StoreError
+from rpcmeter.reporters.plots import (
+    Plot,
+    all_plots,
+    comparison,
+    is_command_cell,
+    palette,
+    run_mean,
+)
+from rpcmeter.reporters.terminal import fmt_ms, fmt_rate, fmt_ratio, fmt_s
+from rpcmeter.result import Result
+
+CSS = """
+:root { --fg: #1d1d1f; --muted: #666; --line: #e2e2e2; --warn: #fff4d6; --warnline: #e0b341; }
+* { box-sizing: border-box; }
+body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: var(--fg);
+       margin: 0 auto; padding: 16px 24px 48px; max-width: 1400px; }
+h1 { font-size: 22px; margin: 4px 0; }
+h2 { font-size: 18px; margin: 28px 0 8px; padding-top: 8px; border-top: 1px solid var(--line); }
+p.desc { margin: 2px 0 8px; color: var(--muted); }
+.meta { color: var(--muted); font-size: 13px; }
+.swatch { display: inline-block; width: 12px; height: 12px; border-radius: 2px;
+          vertical-align: -1px; margin-right: 4px; }
+.variants span.v { margin-right: 14px; white-space: nowrap; }
+table { border-collapse: collapse; font-size: 13px; font-variant-numeric: tabular-nums; }
+th, td { padding: 3px 9px; border-bottom: 1px solid var(--line); text-align: right;
+         white-space: nowrap; }
+th { font-weight: 600; vertical-align: bottom; }
+td.l, th.l { text-align: left; }
+dl.env { display: grid; grid-template-columns: repeat(auto-fill, minmax(320px, 1fr));
+         gap: 2px 18px; margin: 6px 0; font-size: 13px; }
+dl.env div { display: flex; gap: 8px; border-bottom: 1px solid var(--line); }
+dl.env dt { font-weight: 600; min-width: 130px; }
+dl.env dd { margin: 0; overflow-wrap: anywhere; }
+.scroll { overflow-x: auto; }
+.warnings { background: var(--warn); border-left: 4px solid var(--warnline); padding: 6px 12px;
+            margin: 10px 0; }
+.warnings ul { margin: 4px 0; padding-left: 18px; }
+.ci { color: var(--muted); font-size: 12px; }
+.faster { color: #107a3e; font-weight: 600; }
+.slower { color: #b3261e; font-weight: 600; }
+.same { color: var(--muted); }
+.failed { color: #b3261e; }
+.plots { display: grid; grid-template-columns: repeat(auto-fill, minmax(520px, 1fr)); gap: 12px;
+         margin-top: 12px; }
+figure.plot { margin: 0; border: 1px solid var(--line); border-radius: 6px; padding: 4px;
+              background: #fff; }
+figure.plot svg { width: 100%; height: auto; display: block; }
+details { margin-top: 24px; }
+pre { background: #f6f6f6; padding: 8px; overflow-x: auto; font-size: 12px; }
+"""
+
+
+def _e(value: Any) -> str:
+    return escape(str(value), quote=True)
+
+
+def _swatch(color: str) -> str:
+    return f'<span class="swatch" style="background:{_e(color)}"></span>'
+
+
+def _verdict_class(verdict: str) -> str:
+    v = verdict.lower()
+    if any(w in v for w in ("faster", "better", "improv", "less")):
+        return "faster"
+    if any(w in v for w in ("slower", "worse", "regress", "more")):
+        return "slower"
+    return "same"
+
+
+def _ratio_cell(
+    result: Result, workload: str, point: PointKey, variant: str, metric: str, plain: float
+) -> str:
+    comp = comparison(result, workload, point, variant, metric)
+    if comp is None:
+        return f"<td>{fmt_ratio(plain)}</td>"
+    text = fmt_ratio(comp.ratio)
+    if math.isfinite(comp.ci_low) and math.isfinite(comp.ci_high):
+        text += f' <span class="ci">[{comp.ci_low:.2f}, {comp.ci_high:.2f}]</span>'
+    if comp.verdict:
+        text += f' <span class="{_verdict_class(comp.verdict)}">{_e(comp.verdict)}</span>'
+    return f"<td>{text}</td>"
+
+
+def _ratio(a: float, b: float) -> float:
+    return a / b if math.isfinite(a) and math.isfinite(b) and b else math.nan
+
+
+def _columns(
+    command: bool,
+) -> list[tuple[str, str, Callable[[Cell], float], Callable[[float], str]]]:
+    """(header, comparison metric, value of a cell, formatter) of the table's measures."""
+    if command:
+        return [
+            ("wall s", "wall_s", lambda c: run_mean(c, "wall_s"), fmt_s),
+            ("user s", "user_s", lambda c: run_mean(c, "user_s"), fmt_s),
+            ("system s", "sys_s", lambda c: run_mean(c, "sys_s"), fmt_s),
+        ]
+    return [
+        ("mean ms", "latency.mean_us", lambda c: c.latency_us("mean"), fmt_ms),
+        ("p99 ms", "latency.p99_us", lambda c: c.latency_us("p99"), fmt_ms),
+        ("req/s", "throughput_rps", lambda c: c.mean("throughput_rps"), fmt_rate),
+    ]
+
+
+def workload_table(result: Result, workload: str, colors: dict[str, str]) -> str:
+    grid = cells(result)[workload]
+    names = variant_names(result)
+    base = baseline(result)
+    others = [v for v in names if v != base]
+    keys = list(result["suite"].get("matrix_keys") or [])
+    command = any(is_command_cell(c) for row in grid.values() for c in row.values())
+    cols = _columns(command)
+    head1 = "".join(f'<th class="l" rowspan="2">{_e(k)}</th>' for k in keys)
+    head2 = ""
+    for v in names:
+        head1 += f'<th colspan="{len(cols)}">{_swatch(colors[v])}{_e(v)}</th>'
+        head2 += "".join(f"<th>{_e(h)}</th>" for h, *_ in cols)
+    for v in others:
+        head1 += f'<th colspan="{len(cols)}">{_swatch(colors[v])}{_e(v)} / {_e(base)}</th>'
+        head2 += "".join(f"<th>{_e(h.split()[0])}</th>" for h, *_ in cols)
+    rows = []
+    for point, row in grid.items():
+        pd = dict(point)
+        tds = "".join(f'<td class="l">{_e(pd.get(k, ""))}</td>' for k in keys)
+        for v in names:
+            c = row.get(v)
+            if c is None:
+                tds += f'<td colspan="{len(cols)}">-</td>'
+            elif not c.ok_cases:
+                tds += f'<td colspan="{len(cols)}" class="failed">failed</td>'
+            else:
+                tds += "".join(f"<td>{fmt(get(c))}</td>" for _, _, get, fmt in cols)
+        b = row.get(base)
+        for v in others:
+            c = row.get(v)
+            for _, metric, get, _ in cols:
+                plain = (
+                    _ratio(get(c), get(b)) if c and b and c.ok_cases and b.ok_cases else math.nan
+                )
+                tds += _ratio_cell(result, workload, point, v, metric, plain)
+        rows.append(f"<tr>{tds}</tr>")
+    head = f"<tr>{head1}</tr><tr>{head2}</tr>"
+    return f'<div class="scroll"><table class="cmp">{head}{"".join(rows)}</table></div>'
+
+
+def _env_rows(env: dict[str, Any]) -> Iterable[tuple[str, str]]:
+    for key, value in env.items():
+        if isinstance(value, dict):
+            text = ", ".join(
+                f"{k} {v}" if key == "packages" else f"{k}: {v}" for k, v in value.items()
+            )
+        elif isinstance(value, list):
+            text = ", ".join(str(v) for v in value)
+        else:
+            text = str(value)
+        yield key.replace("_", " "), text
+
+
+def _problems(result: Result) -> list[str]:
+    out = [str(w) for w in result.get("warnings") or []]
+    for c in result["cases"]:
+        point = " ".join(f"{k}={v}" for k, v in (c.get("point") or {}).items())
+        where = f"{c['variant']} · {c['workload']}" + (f" · {point}" if point else "")
+        if c["status"] != "ok":
+            out.append(f"failed: {where} (repetition {c.get('repetition', 0)}): {c.get('reason')}")
+        elif c.get("errors"):
+            kinds = ", ".join(f"{k}: {n}" for k, n in c["errors"].items())
+            out.append(f"errors: {where}: {kinds}")
+    return out
+
+
+def _figure(plot: Plot, colors: dict[str, str]) -> str:
+    from rpcmeter.reporters.figures import to_svg
+
+    return (
+        f'<figure class="plot" id="plot-{_e(plot.id)}" data-plot="{_e(plot.id)}" '
+        f'data-kind="{_e(plot.kind)}" data-series="{len(plot.series)}">'
+        f"{to_svg(plot, colors)}</figure>"
+    )
+
+
+def expected_plots(result: Result) -> list[str]:
+    """Ids of the plots the report of ``result`` draws, in page order."""
+    return [p.id for plots in all_plots(result).values() for p in plots]
+
+
+def render(result: Result) -> str:
+    """The whole report as one HTML document."""
+    suite = result["suite"]
+    names = variant_names(result)
+    colors = palette(names)
+    base = baseline(result)
+    plots = all_plots(result)
+    title = f"rpcmeter · {suite.get('name', 'suite')}"
+    n_ok = sum(1 for c in result["cases"] if c["status"] == "ok")
+    meta = [
+        f"run {result.get('run_id', '?')}",
+        str(result.get("status", "?")),
+        f"{n_ok} of {len(result['cases'])} cases ok",
+        f"started {result.get('started_at') or '?'}",
+        f"finished {result.get('finished_at') or '-'}",
+        f"repeat {suite.get('repeat', 1)}",
+        f"rpcmeter {result.get('rpcmeter_version', '?')}",
+    ]
+    variant_defs = suite.get("variants") or {}
+    vparts = []
+    for v in names:
+        over = variant_defs.get(v) or {}
+        desc = ", ".join(f"{k}={json.dumps(val)}" for k, val in over.items() if k != "description")
+        label = _e(v) + (" (baseline)" if v == base and len(names) > 1 else "")
+        vparts.append(
+            f'<span class="v">{_swatch(colors[v])}<b>{label}</b>'
+            + (f' <span class="meta">{_e(desc)}</span>' if desc else "")
+            + "</span>"
+        )
+    out = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        f"<title>{_e(title)}</title><style>{CSS}</style></head><body>",
+        f"<header><h1>{_e(suite.get('name', 'suite'))}</h1>",
+    ]
+    if suite.get("description"):
+        out.append(f'<p class="desc">{_e(suite["description"])}</p>')
+    out.append(f'<div class="meta">{" · ".join(_e(m) for m in meta)}</div>')
+    out.append(f'<p class="variants">{"".join(vparts)}</p></header>')
+    problems = _problems(result)
+    if problems:
+        items = "".join(f"<li>{_e(p)}</li>" for p in problems)
+        out.append(
+            f'<section class="warnings" id="warnings"><b>Warnings</b><ul>{items}</ul></section>'
+        )
+    env_rows = "".join(
+        f"<div><dt>{_e(k)}</dt><dd>{_e(v)}</dd></div>"
+        for k, v in _env_rows(result.get("environment") or {})
+    )
+    out.append(
+        f'<details open id="environment"><summary><b>Environment</b></summary>'
+        f'<dl class="env">{env_rows}</dl></details>'
+    )
+    for workload in cells(result):
+        out.append(f'<section class="workload" data-workload="{_e(workload)}">')
+        out.append(f"<h2>{_e(workload)}</h2>")
+        out.append(workload_table(result, workload, colors))
+        figs = "".join(_figure(p, colors) for p in plots.get(workload, []))
+        out.append(f'<div class="plots">{figs}</div></section>')
+    if plots.get(""):
+        figs = "".join(_figure(p, colors) for p in plots[""])
+        out.append(
+            f'<section class="workload"><h2>Across workloads</h2><div class="plots">{figs}</div></section>'
+        )
+    if suite.get("text"):
+        out.append(
+            f"<details><summary>Suite file {_e(suite.get('path') or '')}</summary>"
+            f"<pre>{_e(suite['text'])}</pre></details>"
+        )
+    out.append("</body></html>\n")
+    return "\n".join(out)
+
+
+def write(result: Result, path: str | Path) -> Path:
+    """Write the report to ``path``; an unwritable path is a :class:`StoreError`."""
+    target = Path(path)
+    text = render(result)
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise StoreError(f"{path}: cannot write the HTML report: {exc.strerror or exc}") from None
+    return target

@@ -1,0 +1,506 @@
+"""What the plots show: pure functions from a result document to plot data (which series, which
+points), with no drawing. :mod:`rpcmeter.reporters.figures` draws them (PNG and SVG); the HTML
+report embeds them.
+
+Plot kinds, in report order for each workload:
+
+- ``spectrum``: the latency percentile spectrum of one matrix point, variants overlaid. x is the
+  percentile on a log scale of ``1 / (1 - p)`` (0 %, 90 %, 99 %, ... up to 99.99 %, never further
+  than the sample count supports); y is latency from the merged histogram of the repetitions.
+- ``throughput`` and ``p99``: requests/s and p99 latency against the load shape (clients x threads,
+  connections, concurrency: whichever vary in the matrix), one line per variant; one pair per
+  combination of the other matrix keys. Only when the load shape takes two or more values.
+- ``ratio``: each variant against the baseline per matrix point (mean latency, or wall time for
+  whole-command studies), with its confidence interval when the result carries comparisons.
+- ``cpu-client`` / ``cpu-server``: CPU microseconds per request, user and system stacked, per
+  matrix point and variant. Only when the cases carry those CPU figures.
+- ``idle``: server CPU while idle (% of one CPU) per variant, when the cases carry it.
+- ``command``: wall / user / system seconds per run, grouped bars per variant, for whole-command
+  cases.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rpcmeter.aggregate import Cell, PointKey, baseline, cells, variant_names
+from rpcmeter.result import CaseDoc, Result, case_histogram
+
+#: Colour-blind safe (Okabe-Ito, then Tableau), baseline first. Yellow is left out: unreadable on
+#: white.
+PALETTE = (
+    "#0072B2",
+    "#E69F00",
+    "#009E73",
+    "#CC79A7",
+    "#D55E00",
+    "#56B4E9",
+    "#000000",
+    "#8C564B",
+    "#7F7F7F",
+    "#BCBD22",
+)
+
+LOAD_SHAPE_KEYS = ("clients", "threads", "connections", "concurrency")
+#: The percentile spectrum goes up to 99.99 % (1 / (1 - p) = 10**4), 8 points per decade.
+SPECTRUM_MAX_NINES = 4
+SPECTRUM_STEPS_PER_DECADE = 8
+
+
+@dataclass(frozen=True)
+class Series:
+    """One drawn series. ``variant`` picks the colour. For bar charts, series with the same
+    ``stack`` are stacked (in order) into one bar per category; ``shade`` 1 draws the lighter,
+    hatched part of a stack (system CPU)."""
+
+    name: str
+    variant: str
+    x: tuple[Any, ...]
+    y: tuple[float, ...]
+    lo: tuple[float, ...] | None = None
+    hi: tuple[float, ...] | None = None
+    stack: str = ""
+    shade: int = 0
+
+    def finite_points(self) -> int:
+        return sum(1 for v in self.y if math.isfinite(v))
+
+
+@dataclass(frozen=True)
+class Plot:
+    """One chart. ``style`` is ``line`` (x numeric or categories), ``bar`` (categories) or ``dot``
+    (categories, markers with interval whiskers). ``x_scale`` ``nines`` is the percentile axis."""
+
+    id: str
+    kind: str
+    workload: str
+    title: str
+    x_label: str
+    y_label: str
+    series: tuple[Series, ...]
+    style: str = "line"
+    x_scale: str = "linear"
+    y_scale: str = "linear"
+    categories: tuple[str, ...] = ()
+    reference_y: float | None = None
+    note: str = ""
+    legend: tuple[tuple[str, int], ...] = field(default=())  # extra (label, shade) entries
+
+    @property
+    def variants(self) -> list[str]:
+        return list(dict.fromkeys(s.variant for s in self.series))
+
+
+def palette(variants: Sequence[str]) -> dict[str, str]:
+    """The colour of each variant, stable across every plot and table of a report."""
+    return {v: PALETTE[i % len(PALETTE)] for i, v in enumerate(variants)}
+
+
+def slug(text: str) -> str:
+    out = "".join(ch.lower() if ch.isalnum() else "-" for ch in text)
+    while "--" in out:
+        out = out.replace("--", "-")
+    return out.strip("-") or "x"
+
+
+def point_label(point: PointKey) -> str:
+    return ", ".join(f"{k}={v}" for k, v in point) or "all"
+
+
+def latency_unit(max_us: float) -> tuple[str, float]:
+    """Display unit for latencies up to ``max_us``: (name, microseconds per unit)."""
+    if math.isfinite(max_us) and max_us >= 10_000_000:
+        return "s", 1e6
+    if math.isfinite(max_us) and max_us >= 2_000:
+        return "ms", 1e3
+    return "µs", 1.0
+
+
+def _finite_max(values: Iterable[float]) -> float:
+    vals = [v for v in values if math.isfinite(v)]
+    return max(vals) if vals else math.nan
+
+
+def spectrum_percentiles(count: int) -> list[float]:
+    """Percentiles where 1 / (1 - p) = 10**(k / 8), up to 99.99 % and never beyond what ``count``
+    samples can resolve (1 / (1 - p) <= count)."""
+    out = []
+    for k in range(SPECTRUM_MAX_NINES * SPECTRUM_STEPS_PER_DECADE + 1):
+        inv = 10 ** (k / SPECTRUM_STEPS_PER_DECADE)
+        if k and inv > count:
+            break
+        out.append(round(100.0 * (1.0 - 1.0 / inv), 6))
+    return out
+
+
+# command cases ---------------------------------------------------------------------------------
+COMMAND_METRICS = (("wall", "wall_s"), ("user", "user_s"), ("system", "sys_s"))
+
+
+def command_runs(case: CaseDoc) -> list[dict[str, float]]:
+    """Per-run wall/user/system seconds of a whole-command case (empty for request cases)."""
+    runs = case.get("runs")
+    if not isinstance(runs, list):
+        return []
+    return [r for r in runs if isinstance(r, dict) and "wall_s" in r]
+
+
+def run_mean(cell: Cell, key: str) -> float:
+    """Mean over every run of a whole-command cell of ``wall_s``, ``user_s`` or ``sys_s``."""
+    vals = [
+        float(r[key])
+        for c in cell.ok_cases
+        for r in command_runs(c)
+        if isinstance(r.get(key), int | float)
+    ]
+    return statistics.fmean(vals) if vals else math.nan
+
+
+def is_command_cell(cell: Cell) -> bool:
+    return any(command_runs(c) for c in cell.ok_cases)
+
+
+# comparisons (from the statistics engine, when present) ------------------------------------------
+@dataclass(frozen=True)
+class Comparison:
+    ratio: float
+    ci_low: float
+    ci_high: float
+    verdict: str
+
+
+def comparison(
+    result: Result, workload: str, point: PointKey, variant: str, metric: str
+) -> Comparison | None:
+    """The stored comparison of ``variant`` against the baseline on ``metric``, if any."""
+    for comp in result.get("comparisons") or []:
+        if (
+            comp.get("workload") == workload
+            and comp.get("variant") == variant
+            and comp.get("metric") == metric
+            and tuple((k, v) for k, v in (comp.get("point") or {}).items()) == point
+        ):
+            return Comparison(
+                float(comp.get("ratio", math.nan)),
+                float(comp["ci_low"]) if comp.get("ci_low") is not None else math.nan,
+                float(comp["ci_high"]) if comp.get("ci_high") is not None else math.nan,
+                str(comp.get("verdict") or ""),
+            )
+    return None
+
+
+def _ratio(a: float, b: float) -> float:
+    return a / b if math.isfinite(a) and math.isfinite(b) and b else math.nan
+
+
+# the plots -------------------------------------------------------------------------------------
+def spectrum_plot(workload: str, point: PointKey, row: dict[str, Cell]) -> Plot | None:
+    hists = {v: c.hist for v, c in row.items() if c.hist.count}
+    if not hists:
+        return None
+    unit, div = latency_unit(_finite_max(h.max / 1e3 for h in hists.values()))
+    series = []
+    for variant, h in hists.items():
+        pcts = spectrum_percentiles(h.count)
+        values = [v / 1e3 / div for v in h.percentiles(pcts)]
+        series.append(Series(variant, variant, tuple(pcts), tuple(values)))
+    return Plot(
+        id=f"spectrum-{slug(workload)}-{slug(point_label(point))}",
+        kind="spectrum",
+        workload=workload,
+        title=f"{workload} · {point_label(point)}: latency by percentile",
+        x_label="percentile",
+        y_label=f"latency ({unit})",
+        series=tuple(series),
+        x_scale="nines",
+        y_scale="log",
+    )
+
+
+def _mean_min_max(values: Iterable[float]) -> tuple[float, float, float]:
+    vals = [v for v in values if math.isfinite(v)]
+    if not vals:
+        return math.nan, math.nan, math.nan
+    return statistics.fmean(vals), min(vals), max(vals)
+
+
+def _load_shape(cell: Cell) -> dict[str, int]:
+    params = cell.cases[0].get("params") or {}
+    return {k: int(params[k]) for k in LOAD_SHAPE_KEYS if isinstance(params.get(k), int)}
+
+
+def _loops(shape: dict[str, int]) -> int:
+    return shape.get("clients", 1) * (shape.get("concurrency") or shape.get("threads", 1))
+
+
+def scaling_plots(workload: str, grid: dict[PointKey, dict[str, Cell]]) -> list[Plot]:
+    """Throughput and p99 against the load shape, one pair per value of the other matrix keys."""
+    shapes = {p: _load_shape(next(iter(row.values()))) for p, row in grid.items() if row}
+    varying = [k for k in LOAD_SHAPE_KEYS if len({s.get(k) for s in shapes.values()}) > 1]
+    if not varying:
+        return []
+    groups: dict[PointKey, list[PointKey]] = {}
+    for p in grid:
+        groups.setdefault(tuple((k, v) for k, v in p if k not in LOAD_SHAPE_KEYS), []).append(p)
+    plots = []
+    for other, points in groups.items():
+        points = sorted(
+            points, key=lambda p: (_loops(shapes[p]), [shapes[p].get(k, 0) for k in varying])
+        )
+        if len(points) < 2:
+            continue
+        cats = tuple("×".join(str(shapes[p].get(k, "")) for k in varying) for p in points)
+        x_label = " × ".join(varying)
+        suffix = f" · {point_label(other)}" if other else ""
+        ident = slug(workload) + (f"-{slug(point_label(other))}" if other else "")
+        variants = list(dict.fromkeys(v for p in points for v in grid[p]))
+        tput: list[Series] = []
+        p99: list[Series] = []
+        p99_max = _finite_max(c.latency_us("p99") for p in points for c in grid[p].values())
+        unit, div = latency_unit(p99_max)
+        nan3 = (math.nan, math.nan, math.nan)
+        for v in variants:
+            tputs: list[tuple[float, float, float]] = []
+            p99s: list[tuple[float, float, float]] = []
+            for p in points:
+                c = grid[p].get(v)
+                if c is None or not c.ok_cases:
+                    tputs.append(nan3)
+                    p99s.append(nan3)
+                    continue
+                tputs.append(_mean_min_max(c.values("throughput_rps")))
+                reps = [case_histogram(case).percentile(99) / 1e3 / div for case in c.ok_cases]
+                _, lo, hi = _mean_min_max(reps)
+                p99s.append((c.latency_us("p99") / div, lo, hi))
+            t_mean, t_lo, t_hi = (tuple(col) for col in zip(*tputs, strict=True))
+            l_mid, l_lo, l_hi = (tuple(col) for col in zip(*p99s, strict=True))
+            tput.append(Series(v, v, cats, t_mean, t_lo, t_hi))
+            p99.append(Series(v, v, cats, l_mid, l_lo, l_hi))
+        plots.append(
+            Plot(
+                id=f"throughput-{ident}",
+                kind="throughput",
+                workload=workload,
+                title=f"{workload}{suffix}: throughput",
+                x_label=x_label,
+                y_label="requests/s",
+                series=tuple(tput),
+                categories=cats,
+                note="line: mean of repetitions; whiskers: min to max",
+            )
+        )
+        plots.append(
+            Plot(
+                id=f"p99-{ident}",
+                kind="p99",
+                workload=workload,
+                title=f"{workload}{suffix}: p99 latency",
+                x_label=x_label,
+                y_label=f"p99 latency ({unit})",
+                series=tuple(p99),
+                categories=cats,
+                note="line: p99 of all repetitions; whiskers: min to max of repetitions",
+            )
+        )
+    return plots
+
+
+def ratio_plot(
+    result: Result, workload: str, grid: dict[PointKey, dict[str, Cell]], base: str
+) -> Plot | None:
+    others = [v for v in variant_names(result) if v != base]
+    if not others or not grid:
+        return None
+    points = list(grid)
+    cats = tuple(point_label(p) for p in points)
+    command = any(is_command_cell(c) for row in grid.values() for c in row.values())
+    metric = "wall_s" if command else "latency.mean_us"
+    what = "wall time" if command else "mean latency"
+    series = []
+    any_ci = False
+    for v in others:
+        triples: list[tuple[float, float, float]] = []
+        for p in points:
+            b, c = grid[p].get(base), grid[p].get(v)
+            comp = comparison(result, workload, p, v, metric)
+            if comp is not None:
+                triples.append((comp.ratio, comp.ci_low, comp.ci_high))
+                any_ci = any_ci or math.isfinite(comp.ci_low)
+            elif b is None or c is None or not b.ok_cases or not c.ok_cases:
+                triples.append((math.nan, math.nan, math.nan))
+            elif command:
+                r = _ratio(run_mean(c, "wall_s"), run_mean(b, "wall_s"))
+                triples.append((r, math.nan, math.nan))
+            else:
+                r = _ratio(c.latency_us("mean"), b.latency_us("mean"))
+                triples.append((r, math.nan, math.nan))
+        ys, los, his = (tuple(col) for col in zip(*triples, strict=True))
+        if any(math.isfinite(y) for y in ys):
+            series.append(Series(v, v, cats, ys, los, his))
+    if not series:
+        return None
+    return Plot(
+        id=f"ratio-{slug(workload)}",
+        kind="ratio",
+        workload=workload,
+        title=f"{workload}: {what} relative to {base}",
+        x_label="matrix point",
+        y_label=f"{what} / {base} (below 1: faster)",
+        series=tuple(series),
+        style="dot",
+        y_scale="log",
+        categories=cats,
+        reference_y=1.0,
+        note="whiskers: confidence interval" if any_ci else "plain ratios (no intervals)",
+    )
+
+
+def _cpu_per_request(cell: Cell, side: str) -> tuple[float, float] | None:
+    """(user, system) CPU microseconds per request of one side, or None without data."""
+    user = cell.values(f"cpu.{side}_user_s")
+    system = cell.values(f"cpu.{side}_sys_s")
+    if not user or not system:
+        return None
+    requests = sum(c["requests"] for c in cell.ok_cases)
+    total = cell.values(f"cpu.{side}_us_per_request")
+    if total and sum(user) + sum(system) > 0:
+        frac = sum(user) / (sum(user) + sum(system))
+        t = statistics.fmean(total)
+        return t * frac, t * (1 - frac)
+    if not requests:
+        return None
+    return sum(user) * 1e6 / requests, sum(system) * 1e6 / requests
+
+
+def cpu_plots(workload: str, grid: dict[PointKey, dict[str, Cell]]) -> list[Plot]:
+    points = list(grid)
+    cats = tuple(point_label(p) for p in points)
+    variants = list(dict.fromkeys(v for row in grid.values() for v in row))
+    plots = []
+    for side in ("client", "server"):
+        series = []
+        for v in variants:
+            user, system = [], []
+            for p in points:
+                c = grid[p].get(v)
+                got = _cpu_per_request(c, side) if c is not None and c.ok_cases else None
+                user.append(got[0] if got else math.nan)
+                system.append(got[1] if got else math.nan)
+            if any(math.isfinite(u) for u in user):
+                series.append(Series(f"{v} user", v, cats, tuple(user), stack=v, shade=0))
+                series.append(Series(f"{v} system", v, cats, tuple(system), stack=v, shade=1))
+        if series:
+            plots.append(
+                Plot(
+                    id=f"cpu-{side}-{slug(workload)}",
+                    kind=f"cpu-{side}",
+                    workload=workload,
+                    title=f"{workload}: {side} CPU per request",
+                    x_label="matrix point",
+                    y_label=f"{side} CPU per request (µs)",
+                    series=tuple(series),
+                    style="bar",
+                    categories=cats,
+                    legend=(("user", 0), ("system", 1)),
+                )
+            )
+    return plots
+
+
+def idle_plot(result: Result, grid_all: dict[str, dict[PointKey, dict[str, Cell]]]) -> Plot | None:
+    entries: list[tuple[str, PointKey]] = []
+    for w, grid in grid_all.items():
+        for p, row in grid.items():
+            if any(c.values("cpu.server_idle_pct") for c in row.values()):
+                entries.append((w, p))
+    if not entries:
+        return None
+    cats = tuple(w + ("" if not p else f" · {point_label(p)}") for w, p in entries)
+    series = []
+    for v in variant_names(result):
+        ys = []
+        for w, p in entries:
+            c = grid_all[w][p].get(v)
+            vals = c.values("cpu.server_idle_pct") if c is not None else []
+            ys.append(statistics.fmean(vals) if vals else math.nan)
+        if any(math.isfinite(y) for y in ys):
+            series.append(Series(v, v, cats, tuple(ys), stack=v))
+    return Plot(
+        id="idle-cpu",
+        kind="idle",
+        workload="",
+        title="server CPU while idle",
+        x_label="workload",
+        y_label="server CPU (% of one CPU)",
+        series=tuple(series),
+        style="bar",
+        categories=cats,
+    )
+
+
+def command_plot(workload: str, point: PointKey, row: dict[str, Cell]) -> Plot | None:
+    cats = tuple(name for name, _ in COMMAND_METRICS)
+    series = []
+    for v, cell in row.items():
+        runs = [r for c in cell.ok_cases for r in command_runs(c)]
+        if not runs:
+            continue
+        stats = [
+            _mean_min_max(float(r[key]) for r in runs if isinstance(r.get(key), int | float))
+            for _, key in COMMAND_METRICS
+        ]
+        ys, los, his = (tuple(col) for col in zip(*stats, strict=True))
+        series.append(Series(v, v, cats, ys, los, his, stack=v))
+    if not series:
+        return None
+    n_runs = max(len(command_runs(c)) for cell in row.values() for c in cell.ok_cases)
+    return Plot(
+        id=f"command-{slug(workload)}-{slug(point_label(point))}",
+        kind="command",
+        workload=workload,
+        title=f"{workload} · {point_label(point)}: wall, user and system time",
+        x_label="time of all processes of the command",
+        y_label="seconds per run",
+        series=tuple(series),
+        style="bar",
+        categories=cats,
+        note=f"bars: mean of runs; whiskers: min to max ({n_runs} runs per case or more)",
+    )
+
+
+def workload_plots(result: Result, workload: str) -> list[Plot]:
+    """Every plot of one workload, in report order."""
+    grid = cells(result).get(workload, {})
+    base = baseline(result)
+    plots: list[Plot] = []
+    commands = [
+        (p, row) for p, row in grid.items() if any(is_command_cell(c) for c in row.values())
+    ]
+    for point, row in commands:
+        plot = command_plot(workload, point, row)
+        if plot:
+            plots.append(plot)
+    for point, row in grid.items():
+        plot = spectrum_plot(workload, point, row)
+        if plot:
+            plots.append(plot)
+    plots += scaling_plots(workload, grid)
+    ratio = ratio_plot(result, workload, grid, base)
+    if ratio:
+        plots.append(ratio)
+    plots += cpu_plots(workload, grid)
+    return plots
+
+
+def all_plots(result: Result) -> dict[str, list[Plot]]:
+    """Workload -> its plots; the key ``""`` holds plots across workloads (idle CPU)."""
+    grid_all = cells(result)
+    out = {w: workload_plots(result, w) for w in grid_all}
+    idle = idle_plot(result, grid_all)
+    if idle:
+        out[""] = [idle]
+    return out

@@ -1,0 +1,26 @@
+"""A real small run of the built-in demo suite, shared by the report tests."""
+
+from __future__ import annotations
+
+import pytest
+
+from rpcmeter.execute import run_suite
+from rpcmeter.result import Result
+from rpcmeter.suite import builtin_suite_path, load_suite
+
+# 2 workloads x 2 matrix points (clients x threads 1x1, 1x2) x 2 variants, one repetition.
+DEMO_OVERRIDES = [
+    "repeat=1",
+    "load.requests=60",
+    "load.warmup=2",
+    "matrix.threads=[1, 2]",
+    "matrix.clients=[1]",
+]
+
+
+@pytest.fixture(scope="session")
+def demo_result() -> Result:
+    suite = load_suite(builtin_suite_path("demo"), DEMO_OVERRIDES)
+    result = run_suite(suite)
+    assert all(c["status"] == "ok" for c in result["cases"]), [c["reason"] for c in result["cases"]]
+    return result

@@ -1,0 +1,261 @@
+"""The HTML report: structure (pure, fast) and the real page in headless Chromium."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rpcmeter.cli import main
+from rpcmeter.reporters import html
+from rpcmeter.result import Result, write_json
+
+ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+CHROMIUM_FLAGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--remote-debugging-port=0",
+    "--remote-allow-origins=*",
+    "--window-size=1366,900",
+]
+# Shown in every console of a headless Chromium in a container without a session bus; not the page.
+BROWSER_NOISE = ("dbus",)
+
+
+@pytest.fixture(scope="module")
+def demo_page(demo_result: Result) -> str:
+    return html.render(demo_result)
+
+
+def test_report_is_self_contained(demo_result: Result, demo_page: str) -> None:
+    page = demo_page
+    assert page.startswith("<!DOCTYPE html>")
+    for remote in ("http://", "https://", "<script", "<link", "@import"):
+        # the only URLs are the SVG namespaces, never something fetched
+        hits = page.count(remote)
+        if remote.startswith("http"):
+            hits -= page.count(f'{remote}www.w3.org/2000/svg"')
+            hits -= page.count(f'{remote}www.w3.org/1999/xlink"')
+        assert hits == 0, remote
+    assert page.count("<figure") == len(html.expected_plots(demo_result))
+    assert demo_result["suite"]["name"] in page
+    assert "bind / default" in page  # the comparison table
+
+
+def test_report_command_writes_html_and_pngs(demo_result: Result, tmp_path: Path) -> None:
+    # one workload of the demo run keeps this test quick; the full page is checked below
+    one = {**demo_result, "cases": [c for c in demo_result["cases"] if c["workload"] == "simple"]}
+    write_json(one, tmp_path / "run.json")
+    code = main(
+        [
+            "report",
+            str(tmp_path / "run.json"),
+            "--html",
+            str(tmp_path / "r.html"),
+            "--plots",
+            str(tmp_path / "png"),
+        ]
+    )
+    assert code == 0
+    assert (tmp_path / "r.html").read_text(encoding="utf-8").count("<svg") == len(
+        html.expected_plots(one)
+    )
+    pngs = sorted(p.name for p in (tmp_path / "png").glob("*.png"))
+    assert len(pngs) == 6
+    assert pngs == sorted(f"{i}.png" for i in html.expected_plots(one))
+    assert all((tmp_path / "png" / p).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
+
+
+def test_report_command_errors_are_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["report", str(tmp_path / "missing.json"), "--html", "x.html"]) != 0
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "missing.json" in err
+
+
+# headless Chromium --------------------------------------------------------------------------------
+class Page:
+    """A Chromium page driven over the DevTools protocol."""
+
+    def __init__(self, ws_url: str) -> None:
+        import websocket
+
+        self.ws = websocket.create_connection(ws_url, timeout=30, suppress_origin=True)
+        self.next_id = 0
+        self.events: list[dict[str, Any]] = []
+
+    def call(self, method: str, **params: Any) -> dict[str, Any]:
+        self.next_id += 1
+        ident = self.next_id
+        self.ws.send(json.dumps({"id": ident, "method": method, "params": params}))
+        while True:
+            msg = json.loads(self.ws.recv())
+            if msg.get("id") == ident:
+                if "error" in msg:
+                    raise AssertionError(f"{method}: {msg['error']}")
+                return dict(msg.get("result", {}))
+            if "method" in msg:
+                self.events.append(msg)
+
+    def wait_event(self, method: str, timeout_s: float = 30) -> None:
+        deadline = time.monotonic() + timeout_s
+        while not any(e["method"] == method for e in self.events):
+            assert time.monotonic() < deadline, f"no {method} within {timeout_s} s"
+            msg = json.loads(self.ws.recv())
+            if "method" in msg:
+                self.events.append(msg)
+
+    def close(self) -> None:
+        self.ws.close()
+
+
+@pytest.fixture
+def chromium() -> Iterator[str]:
+    """A headless Chromium; yields the DevTools websocket URL of its first page."""
+    if CHROMIUM is None:
+        pytest.skip("chromium is not installed (Debian: apt-get install chromium)")
+    pytest.importorskip("websocket", reason="websocket-client is in the test extra")
+    profile = tempfile.mkdtemp(prefix="rpcmeter-chromium-")
+    proc = subprocess.Popen(
+        [CHROMIUM, *CHROMIUM_FLAGS, f"--user-data-dir={profile}", "about:blank"],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    try:
+        port_file = Path(profile) / "DevToolsActivePort"
+        deadline = time.monotonic() + 30
+        while not (port_file.exists() and port_file.read_text().strip()):
+            assert proc.poll() is None, "chromium exited at start"
+            assert time.monotonic() < deadline, "chromium did not open its DevTools port"
+            time.sleep(0.1)
+        port = int(port_file.read_text().split()[0])
+        targets: list[dict[str, Any]] = []
+        while not any(t.get("type") == "page" for t in targets):
+            assert time.monotonic() < deadline, "chromium has no page"
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}/json/list", timeout=10) as r:
+                targets = json.load(r)
+            time.sleep(0.05)
+        yield next(t["webSocketDebuggerUrl"] for t in targets if t["type"] == "page")
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+            proc.wait(timeout=10)
+        except ProcessLookupError:
+            pass
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+# For every figure: its size on screen and, per series, whether any drawn element has an area.
+INSPECT_JS = """
+(() => {
+  const out = [];
+  for (const fig of document.querySelectorAll('figure.plot')) {
+    const svg = fig.querySelector('svg');
+    const rect = svg ? svg.getBoundingClientRect() : {width: 0, height: 0};
+    const n = parseInt(fig.dataset.series, 10);
+    const drawn = [];
+    for (let i = 0; i < n; i++) {
+      const els = svg ? svg.querySelectorAll(`[id$="series-${i}"], [id*="series-${i}-bar-"]`) : [];
+      let ok = false;
+      for (const el of els) {
+        const b = el.getBBox();
+        if (b.width > 0 && b.height > 0) { ok = true; break; }
+        if (el.tagName === 'g' && (b.width > 0 || b.height > 0)) { ok = true; break; }
+      }
+      drawn.push(ok);
+    }
+    const texts = svg ? Array.from(svg.querySelectorAll('text')).map(t => t.textContent) : [];
+    out.push({id: fig.dataset.plot, kind: fig.dataset.kind, width: rect.width,
+              height: rect.height, drawn, texts});
+  }
+  return JSON.stringify({plots: out, title: document.title,
+                         height: document.documentElement.scrollHeight});
+})()
+"""
+
+
+@pytest.mark.timeout(180)
+def test_report_in_headless_chromium(
+    demo_result: Result, demo_page: str, chromium: str, tmp_path: Path
+) -> None:
+    report = tmp_path / "report.html"
+    report.write_text(demo_page, encoding="utf-8")
+    page = Page(chromium)
+    try:
+        page.call("Runtime.enable")
+        page.call("Log.enable")
+        page.call("Page.enable")
+        page.call("Page.navigate", url=report.resolve().as_uri())
+        page.wait_event("Page.loadEventFired")
+        info = json.loads(
+            page.call("Runtime.evaluate", expression=INSPECT_JS, returnByValue=True)["result"][
+                "value"
+            ]
+        )
+        height = min(int(info["height"]), 16000)
+        page.call(
+            "Emulation.setDeviceMetricsOverride",
+            width=1366,
+            height=height,
+            deviceScaleFactor=1,
+            mobile=False,
+        )
+        shot = page.call("Page.captureScreenshot", format="png")
+        ARTIFACTS.mkdir(exist_ok=True)
+        (ARTIFACTS / "report.png").write_bytes(base64.b64decode(shot["data"]))
+        (ARTIFACTS / "report.html").write_text(demo_page, encoding="utf-8")
+        # let late messages arrive, then read every console message and log entry
+        page.call("Runtime.evaluate", expression="1", returnByValue=True)
+    finally:
+        page.close()
+
+    errors = []
+    for e in page.events:
+        p = e.get("params", {})
+        if e["method"] == "Runtime.exceptionThrown":
+            errors.append(p["exceptionDetails"].get("text", "exception"))
+        elif e["method"] == "Runtime.consoleAPICalled" and p.get("type") in ("error", "assert"):
+            errors.append(json.dumps(p.get("args")))
+        elif e["method"] == "Log.entryAdded" and p["entry"].get("level") == "error":
+            text = p["entry"].get("text", "")
+            if not any(noise in text.lower() for noise in BROWSER_NOISE):
+                errors.append(text)
+    assert errors == []
+
+    assert info["title"] == f"rpcmeter · {demo_result['suite']['name']}"
+    plots = {p["id"]: p for p in info["plots"]}
+    expected = html.expected_plots(demo_result)
+    assert list(plots) == expected
+    # a refactor must not silently drop a plot: the demo run has these per workload
+    for workload in ("simple", "sub-1"):
+        for kind in ("throughput", "p99", "ratio", "cpu-client"):
+            assert f"{kind}-{workload}" in plots
+        assert sum(1 for i in plots if i.startswith(f"spectrum-{workload}-")) == 2
+    for ident, p in plots.items():
+        assert p["width"] > 300 and p["height"] > 150, ident
+        assert p["drawn"] and all(p["drawn"]), (ident, p["drawn"])
+        assert any("default" in t for t in p["texts"]), ident  # the legend names the variants
+    assert (ARTIFACTS / "report.png").stat().st_size > 10_000

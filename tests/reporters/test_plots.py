@@ -1,0 +1,222 @@
+"""Structural tests of the plot data: which plots, which series, which points."""
+
+from __future__ import annotations
+
+import copy
+import math
+from typing import Any
+
+import numpy as np
+import pytest
+
+from rpcmeter.metrics.histogram import Histogram
+from rpcmeter.reporters import plots
+from rpcmeter.reporters.plots import all_plots, palette, spectrum_percentiles
+from rpcmeter.result import Result
+
+
+def _case(
+    variant: str,
+    workload: str,
+    point: dict[str, Any],
+    latencies_ns: list[int],
+    rep: int = 0,
+    **extra: Any,
+) -> dict[str, Any]:
+    h = Histogram()
+    h.record_array(np.array(latencies_ns, dtype=np.int64))
+    params = {"clients": 1, "threads": 1, **point}
+    return {
+        "id": 0,
+        "variant": variant,
+        "workload": workload,
+        "kind": "simple",
+        "point": point,
+        "params": params,
+        "repetition": rep,
+        "status": "ok",
+        "reason": None,
+        "requests": len(latencies_ns),
+        "ok": len(latencies_ns),
+        "errors": {},
+        "wall_s": 1.0,
+        "throughput_rps": float(len(latencies_ns)),
+        "latency": h.summary_us(),
+        "histogram": h.to_dict(),
+        "cpu": {},
+        **extra,
+    }
+
+
+def _result(cases: list[dict[str, Any]], variants: list[str], keys: list[str]) -> Result:
+    return {
+        "schema_version": 1,
+        "suite": {"name": "t", "variants": {v: {} for v in variants}, "matrix_keys": keys},
+        "environment": {},
+        "cases": cases,
+        "warnings": [],
+    }
+
+
+def _by_id(result: Result) -> dict[str, plots.Plot]:
+    return {p.id: p for ps in all_plots(result).values() for p in ps}
+
+
+def test_spectrum_percentiles_grid() -> None:
+    full = spectrum_percentiles(1_000_000)
+    assert full[0] == 0.0 and full[-1] == pytest.approx(99.99)
+    assert len(full) == 33  # 4 decades x 8 steps + the origin
+    assert full == sorted(full)
+    # never beyond what the sample count resolves: 100 samples stop at p99
+    assert spectrum_percentiles(100)[-1] == pytest.approx(99.0)
+    assert spectrum_percentiles(1) == [0.0]
+
+
+def test_one_variant_one_case_gives_only_a_spectrum() -> None:
+    r = _result([_case("a", "w", {}, list(range(1000, 2000)))], ["a"], [])
+    got = _by_id(r)
+    assert list(got) == ["spectrum-w-all"]
+    s = got["spectrum-w-all"].series
+    assert [x.name for x in s] == ["a"]
+    h = Histogram()
+    h.record_array(np.arange(1000, 2000))
+    want = [v / 1e3 for v in h.percentiles(spectrum_percentiles(1000))]  # 1-2 us: unit us
+    assert s[0].y == pytest.approx(tuple(want))
+    assert got["spectrum-w-all"].y_label == "latency (µs)"
+
+
+def _two_variant_matrix() -> Result:
+    cases = []
+    for threads in (1, 2, 4):
+        for rep in (0, 1):
+            cases.append(_case("base", "w", {"threads": threads}, [1_000_000 * threads] * 100, rep))
+            cases.append(_case("fast", "w", {"threads": threads}, [500_000 * threads] * 100, rep))
+    return _result(cases, ["base", "fast"], ["threads"])
+
+
+def test_matrix_plots_series_and_points() -> None:
+    got = _by_id(_two_variant_matrix())
+    assert sorted(got) == sorted(
+        [
+            "spectrum-w-threads-1",
+            "spectrum-w-threads-2",
+            "spectrum-w-threads-4",
+            "throughput-w",
+            "p99-w",
+            "ratio-w",
+        ]
+    )
+    tput = got["throughput-w"]
+    assert tput.categories == ("1", "2", "4") and tput.x_label == "threads"
+    assert [s.variant for s in tput.series] == ["base", "fast"]
+    assert tput.series[0].y == pytest.approx((100.0, 100.0, 100.0))
+    p99 = got["p99-w"]
+    assert p99.y_label == "p99 latency (ms)"
+    assert p99.series[0].y == pytest.approx((1.0, 2.0, 4.0), rel=1e-3)
+    assert p99.series[1].y == pytest.approx((0.5, 1.0, 2.0), rel=1e-3)
+    ratio = got["ratio-w"]
+    assert [s.variant for s in ratio.series] == ["fast"]  # the baseline is not compared to itself
+    assert ratio.series[0].y == pytest.approx((0.5, 0.5, 0.5), rel=1e-3)
+    assert ratio.reference_y == 1.0
+    assert all(math.isnan(v) for v in ratio.series[0].lo or ())  # no comparisons: no intervals
+
+
+def test_ratio_uses_stored_comparisons_with_intervals() -> None:
+    r = _two_variant_matrix()
+    r["comparisons"] = [
+        {
+            "workload": "w",
+            "point": {"threads": 2},
+            "variant": "fast",
+            "metric": "latency.mean_us",
+            "ratio": 0.52,
+            "ci_low": 0.48,
+            "ci_high": 0.56,
+            "verdict": "faster",
+        }
+    ]
+    ratio = _by_id(r)["ratio-w"]
+    assert ratio.series[0].y[1] == pytest.approx(0.52)
+    assert ratio.series[0].lo is not None and ratio.series[0].lo[1] == pytest.approx(0.48)
+    assert ratio.series[0].hi is not None and ratio.series[0].hi[1] == pytest.approx(0.56)
+    assert "confidence interval" in ratio.note
+
+
+def test_cpu_plots_when_present_and_stacked() -> None:
+    r = _two_variant_matrix()
+    for c in r["cases"]:
+        c["cpu"] = {
+            "client_user_s": 0.003,
+            "client_sys_s": 0.001,
+            "server_user_s": 0.002,
+            "server_sys_s": 0.002,
+            "server_idle_pct": 1.5,
+        }
+    got = _by_id(r)
+    for side, user, system in (("client", 30.0, 10.0), ("server", 20.0, 20.0)):
+        p = got[f"cpu-{side}-w"]
+        assert [(s.variant, s.shade) for s in p.series] == [
+            ("base", 0),
+            ("base", 1),
+            ("fast", 0),
+            ("fast", 1),
+        ]
+        assert p.series[0].y == pytest.approx((user,) * 3)  # 0.003 s / 100 requests = 30 us
+        assert p.series[1].y == pytest.approx((system,) * 3)
+        assert p.series[0].stack == p.series[1].stack == "base"
+    idle = got["idle-cpu"]
+    assert [s.variant for s in idle.series] == ["base", "fast"]
+    assert idle.series[0].y == pytest.approx((1.5, 1.5, 1.5))
+
+
+def test_cpu_plot_omitted_without_data() -> None:
+    r = _two_variant_matrix()
+    assert not any(p.kind.startswith("cpu") or p.kind == "idle" for p in _by_id(r).values())
+
+
+def test_command_cases_give_wall_user_system_bars() -> None:
+    cases = []
+    for v, scale in (("before", 1.0), ("after", 0.5)):
+        runs = [{"wall_s": 2.0 * scale, "user_s": 8.0 * scale, "sys_s": 4.0 * scale}] * 3
+        cases.append(_case(v, "job", {}, [2_000_000_000 * int(scale * 2)] * 3, runs=runs))
+    got = _by_id(_result(cases, ["before", "after"], []))
+    cmd = got["command-job-all"]
+    assert cmd.categories == ("wall", "user", "system")
+    assert [s.variant for s in cmd.series] == ["before", "after"]
+    assert cmd.series[0].y == pytest.approx((2.0, 8.0, 4.0))  # user and system not swapped
+    assert cmd.series[1].y == pytest.approx((1.0, 4.0, 2.0))
+    assert got["ratio-job"].series[0].y == pytest.approx((0.5,))
+
+
+def test_failed_cells_are_gaps_not_errors() -> None:
+    r = _two_variant_matrix()
+    broken = copy.deepcopy(r)
+    for c in broken["cases"]:
+        if c["variant"] == "fast" and c["point"]["threads"] == 2:
+            c["status"] = "failed"
+    got = _by_id(broken)
+    assert math.isnan(got["ratio-w"].series[0].y[1])
+    assert math.isnan(got["throughput-w"].series[1].y[1])
+    assert [s.name for s in got["spectrum-w-threads-2"].series] == ["base"]
+
+
+def test_palette_is_stable_and_distinct() -> None:
+    colors = palette(["a", "b", "c"])
+    assert colors == palette(["a", "b", "c"])
+    assert len(set(colors.values())) == 3
+
+
+def test_real_run_plots(demo_result: Result) -> None:
+    got = all_plots(demo_result)
+    assert list(got) == ["simple", "sub 1"]
+    for workload, ps in got.items():
+        kinds = [p.kind for p in ps]
+        assert kinds == ["spectrum", "spectrum", "throughput", "p99", "ratio", "cpu-client"], (
+            workload
+        )
+        for p in ps:
+            assert p.series, p.id
+            for s in p.series:
+                assert s.finite_points() >= 1, (p.id, s.name)
+        spectra = [p for p in ps if p.kind == "spectrum"]
+        assert all([s.variant for s in p.series] == ["default", "bind"] for p in spectra)
