@@ -97,55 +97,34 @@ def draw(plot: Plot, colors: dict[str, str]) -> Figure:
             (line,) = ax.plot(xs, s.y, color=color(s), label=s.name, linewidth=1.6)
             line.set_gid(f"series-{i}")
         ax.set_xscale("log")
-        top = max((len(s.x) for s in plot.series), default=1)
         ticks = [10.0**k for k in range(0, 5)]
         ax.xaxis.set_major_locator(FixedLocator(ticks))
         ax.xaxis.set_minor_locator(NullLocator())
         ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: _nines_label(100 * (1 - 1 / x))))
         right = max((1.0 / (1.0 - s.x[-1] / 100.0) for s in plot.series if s.x), default=10.0)
         ax.set_xlim(1.0, max(right, 10.0))
-        del top
-    elif plot.style == "line":
-        xs = list(range(len(cats)))
+    elif plot.style in ("line", "dot"):  # categories; dots are side by side, not joined
+        dot = plot.style == "dot"
         for i, s in enumerate(plot.series):
-            err = _errors(s)
+            off = (i - (n - 1) / 2) * (0.7 / n) if dot and n > 1 else 0.0
             container = ax.errorbar(
-                xs,
+                [j + off for j in range(len(cats))],
                 s.y,
-                yerr=err,
+                yerr=_errors(s),
                 color=color(s),
                 label=s.name,
                 marker="o",
-                markersize=4,
+                markersize=6 if dot else 4,
+                linestyle="none" if dot else "-",
                 linewidth=1.6,
-                capsize=3,
-                elinewidth=1,
-            )
-            container.lines[0].set_gid(f"series-{i}")
-        ax.set_xticks(xs, cats)
-        ax.set_xlim(-0.4, len(cats) - 0.6)
-        ax.set_ylim(bottom=0)
-    elif plot.style == "dot":
-        width = 0.7
-        for i, s in enumerate(plot.series):
-            off = (i - (n - 1) / 2) * (width / max(n, 1)) if n > 1 else 0.0
-            xs = [j + off for j in range(len(cats))]
-            err = _errors(s)
-            container = ax.errorbar(
-                xs,
-                s.y,
-                yerr=err,
-                color=color(s),
-                label=s.name,
-                marker="o",
-                markersize=6,
-                linestyle="none",
-                capsize=4,
-                elinewidth=1.4,
+                capsize=4 if dot else 3,
+                elinewidth=1.4 if dot else 1,
             )
             container.lines[0].set_gid(f"series-{i}")
         ax.set_xticks(range(len(cats)), cats)
         ax.set_xlim(-0.6, len(cats) - 0.4)
+        if not dot:
+            ax.set_ylim(bottom=0)
     else:  # bar
         stacks = list(dict.fromkeys(s.stack or s.name for s in plot.series))
         width = 0.8 / max(len(stacks), 1)
