@@ -252,6 +252,8 @@ def fill(doc: CaseDoc, outcome: LoadOutcome) -> None:
             "out_per_request": out_b / outcome.requests if out_b is not None else math.nan,
             "in_per_request": in_b / outcome.requests if in_b is not None else math.nan,
         }
+    if outcome.counters:
+        doc["counters"] = dict(outcome.counters)
     doc["clients"] = outcome.clients
     doc["cpu"] = {
         "client_user_s": sum(c["cpu_user_s"] for c in outcome.clients),

@@ -27,6 +27,8 @@ A case::
      "histogram": Histogram.to_dict(),
      "server_time": {"latency"-like summary, "histogram"} | null,
      "bytes": {"out_per_request", "in_per_request"} | null,
+     "counters": {name: total} (optional: the driver's own totals over the measured requests,
+                 e.g. bytes_out, bytes_in, would_block_ns),
      "clients": [{"client", "pid", "requests", "errors", "throughput_rps", "cpu_user_s",
                   "cpu_sys_s", "max_rss_bytes"}],
      "cpu": {"client_user_s", "client_sys_s", ...}, "memory": {"client_peak_rss_bytes", ...},

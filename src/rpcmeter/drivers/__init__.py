@@ -9,6 +9,8 @@ from rpcmeter.drivers.base import Driver
 # name -> "module:Class"; imported lazily so a suite only pays for the driver it uses.
 REGISTRY: dict[str, str] = {
     "rpyc": "rpcmeter.drivers.rpyc:RpycDriver",
+    "grpc": "rpcmeter.drivers.grpc:GrpcDriver",
+    "zmq": "rpcmeter.drivers.zmq:ZmqDriver",
 }
 
 

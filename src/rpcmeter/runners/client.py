@@ -255,6 +255,7 @@ def client_main(spec: ClientSpec, go: Any, stop: Any, progress: Any, conn: Any) 
     for th in threads:
         th.start()
     warmed.wait()
+    warm_counters = driver.counters()  # warmup calls are not part of the case
     failed = [s.fatal for s in stats if s.fatal]
     if failed:
         conn.send(("error", f"client {ctx.client_index}: {failed[0]}"))
@@ -266,7 +267,7 @@ def client_main(spec: ClientSpec, go: Any, stop: Any, progress: Any, conn: Any) 
     for th in threads:
         th.join()
     usage1 = resource.getrusage(resource.RUSAGE_SELF)
-    counters = driver.counters()
+    counters = {k: v - warm_counters.get(k, 0) for k, v in driver.counters().items()}
     with contextlib.suppress(Exception):
         driver.close()
     conn.send(

@@ -1,0 +1,182 @@
+"""gRPC driver (grpcio): unary calls with raw ``bytes`` bodies, no generated stubs.
+
+By default it calls rpcmeter's built-in service (``rpcmeter.Bench``, see
+:mod:`rpcmeter.servers.grpc_server`) with the workload's request body
+(:mod:`rpcmeter.servers.bodies`). With the ``method`` option it calls any unary method of any
+server by its full path, sending a raw request body, so a server written in any language can be
+driven without its generated code (the body is the serialized protobuf message; an empty body is a
+message with every field at its default).
+
+Options:
+
+- ``method``: full method path, e.g. ``"/grpc.health.v1.Health/Check"``.
+- ``request_hex`` / ``request_base64`` / ``request_text`` / ``request_file``: the raw request body
+  (at most one; without any, the workload's built-in body is sent).
+- ``expect_hex`` / ``expect_base64`` / ``expect_text`` / ``expect_file``: the reply body every
+  call must return when the suite validates (without one, the built-in expectation of the
+  workload is used when the request is the built-in body).
+- ``metadata``: a table of request metadata (``{ authorization = "..." }``).
+- ``call_timeout_s``: deadline of every call (default: none).
+
+Connections: each client process opens ``load.connections`` channels, each its own HTTP/2
+connection (a local subchannel pool and a per-channel argument keep grpcio from sharing one), and
+runs ``load.concurrency`` closed loops whose calls are spread over them round-robin. The loops are
+threads calling the blocking stubs: measured against grpc.aio in one event loop on this kind of
+machine, they were as fast or faster (``benchmarks/grpc_client_modes.py``).
+
+Server time: the built-in server sends its compute time as trailing metadata
+``rpcmeter-server-ns``; replies without it (other servers) report none. A failed call counts as
+``grpc:CODE``; ``UNAVAILABLE`` means the server is gone and stops the loop.
+"""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, ClassVar
+
+import grpc
+
+from rpcmeter.drivers.base import Caller, Driver, Endpoint
+from rpcmeter.errors import SuiteError
+from rpcmeter.servers.bodies import KINDS, SERVER_TIME_KEY, check, expected_reply, request_body
+from rpcmeter.servers.grpc_server import method_path
+
+
+class GrpcError(Exception):
+    """A call that ended with a non-OK status (counted as ``grpc:CODE``)."""
+
+
+class GrpcUnavailable(GrpcError):
+    """``UNAVAILABLE``: the server cannot be reached (fatal for the loop)."""
+
+
+_ERRORS: dict[grpc.StatusCode, type[GrpcError]] = {
+    code: (
+        GrpcUnavailable
+        if code is grpc.StatusCode.UNAVAILABLE
+        else type(f"grpc:{code.name}", (GrpcError,), {})
+    )
+    for code in grpc.StatusCode
+}
+GrpcUnavailable.__name__ = "grpc:UNAVAILABLE"
+
+
+def status_error(exc: grpc.RpcError) -> GrpcError:
+    code = exc.code() if isinstance(exc, grpc.Call) else grpc.StatusCode.UNKNOWN
+    details = exc.details() if isinstance(exc, grpc.Call) else str(exc)
+    return _ERRORS.get(code, _ERRORS[grpc.StatusCode.UNKNOWN])(details or code.name)
+
+
+_FORMATS = ("hex", "base64", "text", "file")
+
+
+def raw_bytes(options: Mapping[str, Any], prefix: str) -> bytes | None:
+    """The body given as ``{prefix}_hex``, ``_base64``, ``_text`` or ``_file`` (None: none given)."""
+    given = [f for f in _FORMATS if options.get(f"{prefix}_{f}") is not None]
+    if not given:
+        return None
+    if len(given) > 1:
+        keys = ", ".join(f"{prefix}_{f}" for f in given)
+        raise SuiteError(f"options: give only one of {keys}")
+    key = f"{prefix}_{given[0]}"
+    value = str(options[key])
+    try:
+        if given[0] == "hex":
+            return bytes.fromhex(value)
+        if given[0] == "base64":
+            return base64.b64decode(value, validate=True)
+        if given[0] == "file":
+            return Path(value).read_bytes()
+    except (ValueError, OSError) as exc:
+        raise SuiteError(f"options.{key}: cannot read {value!r}: {exc}") from None
+    return value.encode("utf-8")
+
+
+def target(endpoint: Endpoint) -> str:
+    """gRPC target of an endpoint: ``host:port`` or ``unix:PATH``."""
+    if endpoint.path is not None:
+        return f"unix:{endpoint.path}"
+    host = f"[{endpoint.host}]" if ":" in endpoint.host else endpoint.host
+    return f"{host}:{endpoint.port}"
+
+
+class GrpcDriver(Driver):
+    name: ClassVar[str] = "grpc"
+    transports: ClassVar[tuple[str, ...]] = ("tcp", "unix")
+    workloads: ClassVar[frozenset[str]] = frozenset(KINDS)
+    builtin_server: ClassVar[str | None] = "rpcmeter.servers.grpc_server"
+    reports_server_time: ClassVar[bool] = True
+    packages: ClassVar[tuple[str, ...]] = ("grpcio",)
+    fatal_errors: ClassVar[tuple[type[BaseException], ...]] = (OSError, EOFError, GrpcUnavailable)
+
+    def connect(self) -> None:
+        opts = self.ctx.options
+        w = self.ctx.workload
+        raw = raw_bytes(opts, "request")
+        self.request = request_body(w) if raw is None else raw
+        expect = raw_bytes(opts, "expect")
+        if expect is None and raw is None:
+            expect = expected_reply(w, self.request)
+        self.expected = expect if self.ctx.validate else None
+        self.path = str(opts.get("method") or method_path(w.kind))
+        self.metadata = tuple((str(k), str(v)) for k, v in (opts.get("metadata") or {}).items())
+        timeout = opts.get("call_timeout_s")
+        self.timeout = float(timeout) if timeout is not None else None
+        addr = target(self.ctx.endpoint)
+        self.channels = [
+            grpc.insecure_channel(
+                addr,
+                options=[
+                    ("grpc.use_local_subchannel_pool", 1),
+                    ("rpcmeter.client", self.ctx.client_index),
+                    ("rpcmeter.channel", i),
+                ],
+            )
+            for i in range(max(1, self.ctx.connections))
+        ]
+        for ch in self.channels:
+            grpc.channel_ready_future(ch).result(timeout=10.0)
+        self.stubs = [ch.unary_unary(self.path) for ch in self.channels]
+        self.bytes_out = [0] * self.ctx.threads
+        self.bytes_in = [0] * self.ctx.threads
+
+    def close(self) -> None:
+        for ch in self.channels:
+            ch.close()
+
+    def counters(self) -> dict[str, int]:
+        return {"bytes_out": sum(self.bytes_out), "bytes_in": sum(self.bytes_in)}
+
+    def caller(self, thread_index: int) -> Caller:
+        stub = self.stubs[thread_index % len(self.stubs)]
+        request = self.request
+        n_out = len(request)
+        expected = self.expected
+        kind = self.ctx.workload.kind
+        metadata = self.metadata or None
+        timeout = self.timeout
+        key = SERVER_TIME_KEY
+        out = self.bytes_out
+        inp = self.bytes_in
+        t = thread_index
+
+        def call() -> int | None:
+            try:
+                reply, rpc = stub.with_call(request, timeout=timeout, metadata=metadata)
+            except grpc.RpcError as exc:
+                raise status_error(exc) from None
+            out[t] += n_out
+            inp[t] += len(reply)
+            if expected is not None and reply != expected:
+                check(reply, expected, kind)
+            for item in rpc.trailing_metadata() or ():
+                if item[0] == key:
+                    return int(item[1])
+            return None
+
+        return call
+
+
+__all__ = ["GrpcDriver", "GrpcError", "raw_bytes", "status_error", "target"]

@@ -1,0 +1,157 @@
+"""ZeroMQ driver (pyzmq): REQ/REP round trips over ``tcp://`` and ``ipc://``.
+
+Every closed loop owns one REQ socket, i.e. one connection (``load.connections`` does not apply:
+the loops are the connections). Requests and replies use the frames of
+:mod:`rpcmeter.servers.zmq_server`: a one-byte workload code and the body of
+:mod:`rpcmeter.servers.bodies` out, an 8-byte server time (ns) and the reply body back.
+
+Options:
+
+- ``recv``: how the client waits for the reply (study 002): ``"block"`` (default, a blocking
+  receive), ``"poll"`` (busy polling: non-blocking receives in a tight loop) or ``"sleep"``
+  (non-blocking receives, sleeping ``sleep_us`` microseconds whenever nothing has arrived).
+- ``sleep_us``: the sleep of ``recv = "sleep"`` (default 100).
+- ``call_timeout_s``: give up on a reply after this long (the loop stops: a REQ socket that lost
+  a reply cannot go on). Default: wait as long as the case runs.
+
+Counters: ``bytes_out`` / ``bytes_in`` (whole frames), and for ``poll`` and ``sleep``
+``would_block_ns``: the total time between a request leaving and its reply being received, i.e.
+how long a blocking client would have blocked (study 002's figure; not measured in ``block`` mode
+so that mode keeps two clock reads per request).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, ClassVar
+
+import zmq
+
+from rpcmeter.drivers.base import Caller, Driver, Endpoint
+from rpcmeter.errors import SuiteError
+from rpcmeter.servers.bodies import KINDS, check, expected_reply, request_body
+from rpcmeter.servers.zmq_server import CODES, SERVER_NS
+
+RECV_MODES = ("block", "poll", "sleep")
+_CHECK_EVERY = 1024  # busy-poll misses between two looks at the clock
+
+
+def address(endpoint: Endpoint) -> str:
+    """ZeroMQ endpoint string: ``tcp://HOST:PORT`` or ``ipc://PATH``."""
+    if endpoint.path is not None:
+        return f"ipc://{endpoint.path}"
+    host = f"[{endpoint.host}]" if ":" in endpoint.host else endpoint.host
+    return f"tcp://{host}:{endpoint.port}"
+
+
+class ZmqDriver(Driver):
+    name: ClassVar[str] = "zmq"
+    transports: ClassVar[tuple[str, ...]] = ("tcp", "ipc")
+    workloads: ClassVar[frozenset[str]] = frozenset(KINDS)
+    builtin_server: ClassVar[str | None] = "rpcmeter.servers.zmq_server"
+    reports_server_time: ClassVar[bool] = True
+    packages: ClassVar[tuple[str, ...]] = ("pyzmq",)
+    fatal_errors: ClassVar[tuple[type[BaseException], ...]] = (OSError, EOFError)
+
+    def connect(self) -> None:
+        opts = self.ctx.options
+        self.mode = str(opts.get("recv", "block"))
+        if self.mode not in RECV_MODES:
+            raise SuiteError(
+                f"options.recv: expected one of {', '.join(RECV_MODES)} (got {self.mode!r})"
+            )
+        self.sleep_s = float(opts.get("sleep_us", 100)) / 1e6
+        timeout = opts.get("call_timeout_s")
+        self.timeout_ns = int(float(timeout) * 1e9) if timeout is not None else None
+        w = self.ctx.workload
+        body = request_body(w)
+        self.request = CODES[w.kind] + body
+        self.expected = expected_reply(w, body) if self.ctx.validate else None
+        self.context: zmq.Context[Any] = zmq.Context()
+        addr = address(self.ctx.endpoint)
+        self.sockets = []
+        for _ in range(self.ctx.threads):
+            sock = self.context.socket(zmq.REQ)
+            sock.setsockopt(zmq.LINGER, 0)
+            sock.ipv6 = ":" in self.ctx.endpoint.host and self.ctx.endpoint.path is None
+            if self.mode == "block" and self.timeout_ns is not None:
+                sock.setsockopt(zmq.RCVTIMEO, max(1, self.timeout_ns // 1_000_000))
+            sock.connect(addr)
+            self.sockets.append(sock)
+        n = self.ctx.threads
+        self.bytes_out = [0] * n
+        self.bytes_in = [0] * n
+        self.would_block_ns = [0] * n
+
+    def close(self) -> None:
+        for sock in self.sockets:
+            sock.close(linger=0)
+        self.context.term()
+
+    def counters(self) -> dict[str, int]:
+        out = {"bytes_out": sum(self.bytes_out), "bytes_in": sum(self.bytes_in)}
+        if self.mode != "block":
+            out["would_block_ns"] = sum(self.would_block_ns)
+        return out
+
+    def caller(self, thread_index: int) -> Caller:
+        t = thread_index
+        sock = self.sockets[t]
+        send = sock.send
+        recv = sock.recv
+        request = self.request
+        n_out = len(request)
+        expected = self.expected
+        kind = self.ctx.workload.kind
+        out, inp, blocked = self.bytes_out, self.bytes_in, self.would_block_ns
+        unpack = SERVER_NS.unpack_from
+        clock = time.perf_counter_ns
+        timeout_ns = self.timeout_ns
+
+        def finish(reply: bytes) -> int:
+            out[t] += n_out
+            inp[t] += len(reply)
+            if expected is not None:
+                check(reply[SERVER_NS.size :], expected, kind)
+            server_ns: int = unpack(reply)[0]
+            return server_ns
+
+        if self.mode == "block":
+
+            def call_block() -> int:
+                send(request)
+                try:
+                    reply = recv()
+                except zmq.Again:
+                    raise TimeoutError(f"no reply within {timeout_ns or 0:,} ns") from None
+                return finish(reply)
+
+            return call_block
+
+        nap = self.sleep_s if self.mode == "sleep" else None
+        sleep = time.sleep
+        noblock = zmq.NOBLOCK
+        again = zmq.Again
+
+        def call_poll() -> int:
+            send(request)
+            t0 = clock()
+            misses = 0
+            while True:
+                try:
+                    reply = recv(noblock)
+                    break
+                except again:
+                    if nap is not None:
+                        sleep(nap)
+                    misses += 1
+                    if (
+                        timeout_ns is not None
+                        and misses % _CHECK_EVERY == 0
+                        and clock() - t0 > timeout_ns
+                    ):
+                        raise TimeoutError(f"no reply within {timeout_ns / 1e9:g} s") from None
+            blocked[t] += clock() - t0
+            return finish(reply)
+
+        return call_poll

@@ -1,0 +1,104 @@
+"""Request and reply bodies of the built-in workloads, shared by the gRPC and ZeroMQ reference
+servers and their drivers.
+
+The encoding is deliberately tiny, so a server in any language can implement it in a few lines
+(and so the drivers can send the same bytes to any method of any server):
+
+=============  ==========================================  =======================================
+workload       request body                                reply body
+=============  ==========================================  =======================================
+``noop``       empty                                       empty
+``echo``       ``request_bytes`` bytes                     the request, unchanged
+``payload``    reply size as 4-byte big-endian unsigned,   ``reply_bytes`` bytes
+               then filler up to ``request_bytes`` (at     (:func:`rpcmeter.workloads.payload_bytes`)
+               least 4 bytes in all)
+``sleep``      milliseconds as ASCII decimal (``"1.5"``)   empty
+``factorial``  ``n`` as ASCII decimal (``"30000"``)        decimal digits of ``n!`` in ASCII
+=============  ==========================================  =======================================
+
+How the workload is named travels beside the body: gRPC uses one method per workload
+(``/rpcmeter.Bench/Echo``, ...), ZeroMQ a one-byte prefix (:data:`ZMQ_OPS`). Every reply carries
+the server's compute time for the request in nanoseconds (gRPC: trailing metadata
+:data:`SERVER_TIME_KEY`; ZeroMQ: an 8-byte big-endian prefix of the reply).
+"""
+
+from __future__ import annotations
+
+import functools
+import struct
+
+from rpcmeter.drivers.base import ReplyMismatch
+from rpcmeter.workloads import (
+    EchoParams,
+    FactorialParams,
+    PayloadParams,
+    SleepParams,
+    WorkloadParams,
+    factorial_digits,
+    lift_int_digit_limit,
+    payload_bytes,
+)
+
+KINDS = ("noop", "echo", "payload", "sleep", "factorial")
+SERVER_TIME_KEY = "rpcmeter-server-ns"
+_SIZE = struct.Struct(">I")
+_payload = functools.lru_cache(maxsize=64)(payload_bytes)
+
+
+def request_body(params: WorkloadParams) -> bytes:
+    """The request body the built-in servers expect for ``params``."""
+    if isinstance(params, EchoParams):
+        return payload_bytes(params.request_bytes)
+    if isinstance(params, PayloadParams):
+        filler = payload_bytes(max(0, params.request_bytes - _SIZE.size))
+        return _SIZE.pack(params.reply_bytes) + filler
+    if isinstance(params, SleepParams):
+        return repr(float(params.ms)).encode("ascii")
+    if isinstance(params, FactorialParams):
+        return str(params.n).encode("ascii")
+    if params.kind == "noop":
+        return b""
+    raise ValueError(f"no built-in request body for workload {params.kind!r}")
+
+
+def expected_reply(params: WorkloadParams, request: bytes) -> bytes:
+    """The reply body a correct server sends for ``request`` (what validation compares with)."""
+    if isinstance(params, EchoParams):
+        return request
+    if isinstance(params, PayloadParams):
+        return payload_bytes(params.reply_bytes)
+    if isinstance(params, FactorialParams):
+        lift_int_digit_limit()
+        return factorial_digits(params.n)
+    return b""
+
+
+def check(reply: bytes, expected: bytes, kind: str) -> None:
+    """Raise :class:`ReplyMismatch` unless ``reply == expected``."""
+    if reply != expected:
+        raise ReplyMismatch(
+            f"{kind}: expected {len(expected)} bytes {expected[:16]!r}..., "
+            f"got {len(reply)} bytes {reply[:16]!r}..."
+        )
+
+
+# ---- server side ------------------------------------------------------------------------------
+
+
+def sleep_seconds(body: bytes) -> float:
+    """Seconds a ``sleep`` request asks for."""
+    return float(body.decode("ascii")) / 1e3
+
+
+def compute(kind: str, body: bytes) -> bytes:
+    """The reply body of every workload except ``sleep`` (whose wait the server does itself)."""
+    if kind == "echo":
+        return body
+    if kind == "payload":
+        (size,) = _SIZE.unpack_from(body)
+        return _payload(size)
+    if kind == "factorial":
+        return factorial_digits(int(body.decode("ascii")))
+    if kind in ("noop", "sleep"):
+        return b""
+    raise ValueError(f"unknown workload {kind!r}")

@@ -1,0 +1,136 @@
+"""Built-in gRPC reference server: the shared workload set as service ``rpcmeter.Bench``.
+
+No generated code: one generic handler with raw ``bytes`` requests and replies, one unary method
+per workload (``/rpcmeter.Bench/Noop``, ``Echo``, ``Payload``, ``Sleep``, ``Factorial``). The
+bodies are those of :mod:`rpcmeter.servers.bodies`; every reply carries the handler's own compute
+time in nanoseconds as trailing metadata ``rpcmeter-server-ns``.
+
+Transports: ``tcp`` (``--host``/``--port``) and ``unix`` (``--socket``, gRPC target ``unix:PATH``).
+
+Options (JSON): ``server_mode`` = ``"aio"`` (default: grpc.aio, one event loop) or ``"sync"`` (the
+threaded server, ``server_workers`` threads, default 16).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Awaitable, Callable
+from concurrent import futures
+from typing import Any
+
+import grpc
+
+from rpcmeter.servers.bodies import KINDS, SERVER_TIME_KEY, compute, sleep_seconds
+from rpcmeter.servers.common import ServerArgs, announce_ready, exit_on_sigterm, parse_server_args
+from rpcmeter.workloads import lift_int_digit_limit
+
+SERVICE = "rpcmeter.Bench"
+
+
+def method_name(kind: str) -> str:
+    """``echo`` -> ``Echo`` (the method of workload ``kind`` in service ``rpcmeter.Bench``)."""
+    return kind.title().replace("_", "")
+
+
+def method_path(kind: str) -> str:
+    """Full method path of workload ``kind``: ``/rpcmeter.Bench/Echo``."""
+    return f"/{SERVICE}/{method_name(kind)}"
+
+
+def _sync_method(kind: str) -> Callable[[bytes, Any], bytes]:
+    clock = time.perf_counter_ns
+
+    def call(request: bytes, context: Any) -> bytes:
+        t0 = clock()
+        if kind == "sleep":
+            time.sleep(sleep_seconds(request))
+            reply = b""
+        else:
+            reply = compute(kind, request)
+        context.set_trailing_metadata(((SERVER_TIME_KEY, str(clock() - t0)),))
+        return reply
+
+    return call
+
+
+def _aio_method(kind: str) -> Callable[[bytes, Any], Awaitable[bytes]]:
+    clock = time.perf_counter_ns
+
+    async def call(request: bytes, context: Any) -> bytes:
+        t0 = clock()
+        if kind == "sleep":
+            await asyncio.sleep(sleep_seconds(request))
+            reply = b""
+        else:
+            reply = compute(kind, request)
+        context.set_trailing_metadata(((SERVER_TIME_KEY, str(clock() - t0)),))
+        return reply
+
+    return call
+
+
+def generic_handler(aio: bool) -> grpc.GenericRpcHandler:
+    """The ``rpcmeter.Bench`` service: bytes in, bytes out (no (de)serializers)."""
+    make = _aio_method if aio else _sync_method
+    return grpc.method_handlers_generic_handler(
+        SERVICE,
+        {method_name(k): grpc.unary_unary_rpc_method_handler(make(k)) for k in KINDS},
+    )
+
+
+def address(args: ServerArgs) -> str:
+    if args.transport == "unix":
+        if not args.socket:
+            raise SystemExit("--socket is required for the unix transport")
+        return f"unix:{args.socket}"
+    host = f"[{args.host}]" if ":" in args.host else args.host
+    return f"{host}:{args.port}"
+
+
+def _bound(addr: str, port: int) -> str:
+    return addr if addr.startswith("unix:") else addr.rsplit(":", 1)[0] + f":{port}"
+
+
+async def serve_aio(args: ServerArgs) -> None:
+    server = grpc.aio.server()
+    server.add_generic_rpc_handlers((generic_handler(aio=True),))
+    addr = address(args)
+    port = server.add_insecure_port(addr)
+    await server.start()
+    announce_ready(_bound(addr, port))
+    try:
+        await server.wait_for_termination()
+    finally:
+        await server.stop(None)
+
+
+def serve_sync(args: ServerArgs) -> None:
+    workers = int(args.options.get("server_workers", 16))
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers))
+    server.add_generic_rpc_handlers((generic_handler(aio=False),))
+    addr = address(args)
+    port = server.add_insecure_port(addr)
+    server.start()
+    announce_ready(_bound(addr, port))
+    try:
+        server.wait_for_termination()
+    finally:
+        server.stop(None)
+
+
+def main() -> None:
+    args = parse_server_args("rpcmeter's built-in gRPC server")
+    exit_on_sigterm()
+    lift_int_digit_limit()
+    mode = args.options.get("server_mode", "aio")
+    if mode == "sync":
+        serve_sync(args)
+    elif mode == "aio":
+        asyncio.run(serve_aio(args))
+    else:
+        raise SystemExit(f"--options: server_mode must be 'aio' or 'sync', not {mode!r}")
+
+
+if __name__ == "__main__":
+    main()

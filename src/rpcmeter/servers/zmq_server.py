@@ -1,0 +1,103 @@
+"""Built-in ZeroMQ reference server: the shared workload set over REQ/REP framing.
+
+A request is one frame: a one-byte workload code (:data:`OPS`) followed by the body of
+:mod:`rpcmeter.servers.bodies`. The reply is one frame: the server's compute time for the request
+in nanoseconds as an 8-byte big-endian unsigned integer, followed by the reply body.
+
+The server binds a ROUTER socket (REQ clients talk to it as to a REP socket) on ``tcp://HOST:PORT``
+or ``ipc://PATH`` (``--transport ipc --socket PATH``). With ``server_workers`` = 1 (default) one
+thread serves every request in turn, like the REP server of study 002; with N > 1 the ROUTER hands
+requests to N worker threads over ``inproc://`` (useful for ``sleep`` with several clients).
+"""
+
+from __future__ import annotations
+
+import struct
+import threading
+import time
+
+import zmq
+
+from rpcmeter.servers.bodies import compute, sleep_seconds
+from rpcmeter.servers.common import ServerArgs, announce_ready, exit_on_sigterm, parse_server_args
+from rpcmeter.workloads import lift_int_digit_limit
+
+OPS: dict[bytes, str] = {
+    b"n": "noop",
+    b"e": "echo",
+    b"p": "payload",
+    b"s": "sleep",
+    b"f": "factorial",
+}
+CODES: dict[str, bytes] = {kind: code for code, kind in OPS.items()}
+SERVER_NS = struct.Struct(">Q")
+
+
+def handle(message: bytes) -> bytes:
+    """Serve one request frame; returns the reply frame (server time + body)."""
+    t0 = time.perf_counter_ns()
+    kind = OPS.get(message[:1])
+    if kind is None:
+        return SERVER_NS.pack(0) + b"error: unknown workload code " + message[:1]
+    body = message[1:]
+    if kind == "sleep":
+        time.sleep(sleep_seconds(body))
+    reply = compute(kind, body)
+    return SERVER_NS.pack(time.perf_counter_ns() - t0) + reply
+
+
+def address(args: ServerArgs) -> str:
+    if args.transport == "ipc":
+        if not args.socket:
+            raise SystemExit("--socket is required for the ipc transport")
+        return f"ipc://{args.socket}"
+    host = f"[{args.host}]" if ":" in args.host else args.host
+    return f"tcp://{host}:{args.port or '*'}"
+
+
+def _worker(context: zmq.Context[zmq.Socket[bytes]], backend: str) -> None:
+    sock = context.socket(zmq.REP)
+    sock.connect(backend)
+    try:
+        while True:
+            sock.send(handle(sock.recv()))
+    except zmq.ContextTerminated:
+        pass
+    finally:
+        sock.close(linger=0)
+
+
+def serve(args: ServerArgs) -> None:
+    workers = int(args.options.get("server_workers", 1))
+    context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+    front = context.socket(zmq.ROUTER)
+    front.setsockopt(zmq.LINGER, 0)
+    front.ipv6 = ":" in args.host
+    front.bind(address(args))
+    announce_ready(front.getsockopt_string(zmq.LAST_ENDPOINT))
+    try:
+        if workers <= 1:
+            while True:
+                ident, empty, message = front.recv_multipart()
+                front.send_multipart((ident, empty, handle(message)))
+        else:
+            back = context.socket(zmq.DEALER)
+            back.bind("inproc://workers")
+            for _ in range(workers):
+                threading.Thread(
+                    target=_worker, args=(context, "inproc://workers"), daemon=True
+                ).start()
+            zmq.proxy(front, back)
+    finally:
+        front.close(linger=0)
+
+
+def main() -> None:
+    args = parse_server_args("rpcmeter's built-in ZeroMQ server")
+    exit_on_sigterm()
+    lift_int_digit_limit()
+    serve(args)
+
+
+if __name__ == "__main__":
+    main()
