@@ -1,0 +1,220 @@
+"""The gRPC driver against the real built-in gRPC server, and against a service that is not
+rpcmeter's (grpcio's health checking) by its method path with a raw payload."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from concurrent import futures
+from typing import Any
+
+import grpc
+import psutil
+import pytest
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+
+from rpcmeter.drivers.base import DriverContext, Endpoint, ReplyMismatch
+from rpcmeter.drivers.grpc import GrpcDriver, GrpcError, GrpcUnavailable, raw_bytes
+from rpcmeter.errors import SuiteError
+from rpcmeter.execute import run_suite
+from rpcmeter.servers.process import ServerProcess, new_endpoint
+from rpcmeter.suite import build_suite
+from rpcmeter.workloads import WorkloadParams, lift_int_digit_limit, parse_params
+
+pytestmark = pytest.mark.timeout(120)
+lift_int_digit_limit()
+
+
+@pytest.fixture(scope="module", params=["tcp", "unix"])
+def server(request: pytest.FixtureRequest) -> Iterator[ServerProcess]:
+    endpoint = new_endpoint(request.param)
+    with ServerProcess(GrpcDriver.server_command(endpoint, {}), endpoint) as proc:
+        yield proc
+
+
+def driver(
+    endpoint: Endpoint,
+    workload: WorkloadParams,
+    *,
+    threads: int = 1,
+    connections: int = 1,
+    validate: bool = True,
+    **options: Any,
+) -> GrpcDriver:
+    d = GrpcDriver(
+        DriverContext(
+            endpoint=endpoint,
+            workload=workload,
+            options=options,
+            validate=validate,
+            threads=threads,
+            connections=connections,
+        )
+    )
+    d.connect()
+    return d
+
+
+@pytest.mark.parametrize(
+    ("kind", "params", "reply_len"),
+    [
+        ("noop", {}, 0),
+        ("echo", {"request_bytes": 10}, 10),
+        ("echo", {"request_bytes": 10_000}, 10_000),
+        ("payload", {"request_bytes": 10, "reply_bytes": 10_000}, 10_000),
+        ("payload", {"request_bytes": 10_000, "reply_bytes": 10}, 10),
+        ("sleep", {"ms": 20}, 0),
+        ("factorial", {"n": 5}, 3),
+        ("factorial", {"n": 3000}, len(str(math.factorial(3000)))),
+    ],
+)
+def test_workloads_validated_with_server_time(
+    server: ServerProcess, kind: str, params: dict[str, Any], reply_len: int
+) -> None:
+    d = driver(server.endpoint, parse_params(kind, params))
+    try:
+        call = d.caller(0)
+        times = [call() for _ in range(3)]
+        assert all(isinstance(t, int) and t > 0 for t in times), times
+        if kind == "sleep":
+            assert min(times) >= 20e6 * 0.9  # type: ignore[operator]
+        counters = d.counters()
+        assert counters["bytes_in"] == 3 * reply_len
+        assert counters["bytes_out"] == 3 * len(d.request)
+    finally:
+        d.close()
+
+
+def test_wrong_reply_is_a_mismatch(server: ServerProcess) -> None:
+    d = driver(server.endpoint, parse_params("factorial", {"n": 20}))
+    d.expected = str(math.factorial(21)).encode()  # what a wrong server would be checked against
+    try:
+        with pytest.raises(ReplyMismatch):
+            d.caller(0)()
+    finally:
+        d.close()
+    d = driver(server.endpoint, parse_params("echo", {}), expect_text="something else")
+    try:
+        with pytest.raises(ReplyMismatch):
+            d.caller(0)()
+    finally:
+        d.close()
+
+
+def test_channels_are_distinct_connections() -> None:
+    endpoint = new_endpoint("tcp")
+    with ServerProcess(GrpcDriver.server_command(endpoint, {}), endpoint) as proc:
+        d = driver(endpoint, parse_params("noop", {}), threads=6, connections=3)
+        try:
+            for t in range(6):
+                d.caller(t)()
+            conns = [
+                c
+                for c in psutil.Process(proc.pid).net_connections("tcp")
+                if c.status == psutil.CONN_ESTABLISHED and c.laddr.port == endpoint.port
+            ]
+            assert len({c.raddr for c in conns}) == 3
+        finally:
+            d.close()
+
+
+def test_raw_bytes_formats(tmp_path: Any) -> None:
+    f = tmp_path / "body.bin"
+    f.write_bytes(b"\x08\x01")
+    assert raw_bytes({"request_hex": "0801"}, "request") == b"\x08\x01"
+    assert raw_bytes({"request_base64": "CAE="}, "request") == b"\x08\x01"
+    assert raw_bytes({"request_text": "hi"}, "request") == b"hi"
+    assert raw_bytes({"request_file": str(f)}, "request") == b"\x08\x01"
+    assert raw_bytes({}, "request") is None
+    with pytest.raises(SuiteError, match="only one of"):
+        raw_bytes({"request_hex": "00", "request_text": "x"}, "request")
+    with pytest.raises(SuiteError, match="request_hex"):
+        raw_bytes({"request_hex": "zz"}, "request")
+
+
+@pytest.fixture(scope="module")
+def health_server() -> Iterator[Endpoint]:
+    """grpcio's own health-checking service, in this process: not rpcmeter's implementation."""
+    srv = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    servicer = health.HealthServicer()
+    servicer.set("", health_pb2.HealthCheckResponse.SERVING)
+    servicer.set("down", health_pb2.HealthCheckResponse.NOT_SERVING)
+    health_pb2_grpc.add_HealthServicer_to_server(servicer, srv)
+    port = srv.add_insecure_port("127.0.0.1:0")
+    srv.start()
+    yield Endpoint("tcp", port=port)
+    srv.stop(None)
+
+
+def test_any_method_by_path_with_raw_payload(health_server: Endpoint) -> None:
+    serving = health_pb2.HealthCheckResponse(status=health_pb2.HealthCheckResponse.SERVING)
+    down = health_pb2.HealthCheckRequest(service="down").SerializeToString()
+    d = driver(
+        health_server,
+        parse_params("noop", {}),
+        method="/grpc.health.v1.Health/Check",
+        request_hex="",  # HealthCheckRequest(service=""): every field at its default
+        expect_hex=serving.SerializeToString().hex(),
+    )
+    try:
+        assert d.caller(0)() is None  # validated; this server reports no compute time
+    finally:
+        d.close()
+    d = driver(
+        health_server,
+        parse_params("noop", {}),
+        method="/grpc.health.v1.Health/Check",
+        request_hex=down.hex(),
+        expect_hex=serving.SerializeToString().hex(),
+    )
+    try:
+        with pytest.raises(ReplyMismatch):  # the reply says NOT_SERVING
+            d.caller(0)()
+    finally:
+        d.close()
+
+
+def test_error_status_is_counted_by_code(health_server: Endpoint) -> None:
+    d = driver(health_server, parse_params("noop", {}), method="/grpc.health.v1.Health/Nope")
+    try:
+        with pytest.raises(GrpcError) as info:
+            d.caller(0)()
+        assert type(info.value).__name__ == "grpc:UNIMPLEMENTED"
+        assert not isinstance(info.value, GrpcDriver.fatal_errors)
+    finally:
+        d.close()
+
+
+def test_server_gone_is_fatal() -> None:
+    endpoint = new_endpoint("tcp")
+    proc = ServerProcess(GrpcDriver.server_command(endpoint, {}), endpoint)
+    with proc:
+        d = driver(endpoint, parse_params("noop", {}), call_timeout_s=5)
+        call = d.caller(0)
+        call()
+    try:
+        with pytest.raises(GrpcUnavailable) as info:
+            call()
+        assert isinstance(info.value, GrpcDriver.fatal_errors)
+    finally:
+        d.close()
+
+
+def test_suite_end_to_end_records_server_time_and_bytes() -> None:
+    result = run_suite(
+        build_suite(
+            {
+                "target": {"driver": "grpc", "transport": "unix"},
+                "workloads": {"echo": {"request_bytes": 100}},
+                "load": {"requests": 50, "warmup": 5, "connections": 2, "concurrency": 4},
+                "validate": True,
+            }
+        )
+    )
+    (case,) = result["cases"]
+    assert case["status"] == "ok", case["reason"]
+    assert case["ok"] == case["requests"] == 200 and case["errors"] == {}
+    assert case["server_time"]["mean_us"] > 0
+    assert case["server_time"]["mean_us"] < case["latency"]["mean_us"]
+    assert case["bytes"] == {"out_per_request": 100.0, "in_per_request": 100.0}
+    assert result["environment"]["packages"]["grpcio"]

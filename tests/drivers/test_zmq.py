@@ -1,0 +1,171 @@
+"""The ZeroMQ driver against the real built-in ZeroMQ server: every workload, both transports,
+every receive mode, validation, server time and byte counters."""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from rpcmeter.drivers.base import DriverContext, Endpoint, ReplyMismatch
+from rpcmeter.drivers.zmq import ZmqDriver
+from rpcmeter.errors import SuiteError
+from rpcmeter.execute import run_suite
+from rpcmeter.servers.process import ServerProcess, new_endpoint, probe
+from rpcmeter.suite import build_suite
+from rpcmeter.workloads import WorkloadParams, lift_int_digit_limit, parse_params
+
+pytestmark = pytest.mark.timeout(120)
+lift_int_digit_limit()
+
+
+@pytest.fixture(scope="module", params=["tcp", "ipc"])
+def server(request: pytest.FixtureRequest) -> Iterator[ServerProcess]:
+    endpoint = new_endpoint(request.param)
+    with ServerProcess(ZmqDriver.server_command(endpoint, {}), endpoint) as proc:
+        yield proc
+
+
+def driver(
+    endpoint: Endpoint, workload: WorkloadParams, *, threads: int = 1, **options: Any
+) -> ZmqDriver:
+    d = ZmqDriver(
+        DriverContext(
+            endpoint=endpoint, workload=workload, options=options, validate=True, threads=threads
+        )
+    )
+    d.connect()
+    return d
+
+
+@pytest.mark.parametrize(
+    ("kind", "params", "reply_len"),
+    [
+        ("noop", {}, 0),
+        ("echo", {"request_bytes": 200}, 200),
+        ("echo", {"request_bytes": 10_000}, 10_000),
+        ("payload", {"request_bytes": 200, "reply_bytes": 900}, 900),
+        ("payload", {"request_bytes": 10, "reply_bytes": 10_000}, 10_000),
+        ("sleep", {"ms": 20}, 0),
+        ("factorial", {"n": 3000}, len(str(math.factorial(3000)))),
+    ],
+)
+def test_workloads_validated_with_server_time(
+    server: ServerProcess, kind: str, params: dict[str, Any], reply_len: int
+) -> None:
+    d = driver(server.endpoint, parse_params(kind, params))
+    try:
+        call = d.caller(0)
+        times = [call() for _ in range(3)]
+        assert all(isinstance(t, int) and t > 0 for t in times), times
+        if kind == "sleep":
+            assert min(times) >= 20e6 * 0.9  # type: ignore[operator]
+        counters = d.counters()
+        assert counters == {"bytes_out": 3 * len(d.request), "bytes_in": 3 * (8 + reply_len)}
+    finally:
+        d.close()
+
+
+@pytest.mark.parametrize(
+    "options", [{"recv": "poll"}, {"recv": "sleep", "sleep_us": 100}, {"recv": "block"}]
+)
+def test_receive_modes(server: ServerProcess, options: dict[str, Any]) -> None:
+    d = driver(server.endpoint, parse_params("sleep", {"ms": 5}), threads=2, **options)
+    try:
+        for t in range(2):
+            call = d.caller(t)
+            for _ in range(3):
+                assert call() >= 4_500_000
+        counters = d.counters()
+        assert counters["bytes_out"] == 6 * len(d.request)
+        if options["recv"] == "block":
+            assert "would_block_ns" not in counters
+        else:
+            # six replies that each took the server at least 5 ms to send
+            assert counters["would_block_ns"] >= 6 * 4_500_000
+    finally:
+        d.close()
+
+
+def test_wrong_reply_is_a_mismatch(server: ServerProcess) -> None:
+    d = driver(server.endpoint, parse_params("factorial", {"n": 20}))
+    d.expected = str(math.factorial(21)).encode()  # what a wrong server would be checked against
+    try:
+        with pytest.raises(ReplyMismatch):
+            d.caller(0)()
+    finally:
+        d.close()
+
+
+def test_unknown_receive_mode_is_a_suite_error(server: ServerProcess) -> None:
+    with pytest.raises(SuiteError, match=r"options\.recv"):
+        driver(server.endpoint, parse_params("noop", {}), recv="spin")
+
+
+def test_reply_timeout_is_fatal() -> None:
+    endpoint = new_endpoint("ipc")  # nobody listens
+    for recv in ("block", "poll"):
+        d = driver(endpoint, parse_params("noop", {}), recv=recv, call_timeout_s=0.05)
+        try:
+            with pytest.raises(TimeoutError):
+                d.caller(0)()
+            assert issubclass(TimeoutError, ZmqDriver.fatal_errors)
+        finally:
+            d.close()
+
+
+def test_probe_sees_ipc_server() -> None:
+    endpoint = new_endpoint("ipc")
+    assert not probe(endpoint)
+    with ServerProcess(ZmqDriver.server_command(endpoint, {}), endpoint):
+        assert probe(endpoint)
+    assert not probe(endpoint)
+
+
+def test_worker_threads_serve_sleeps_concurrently() -> None:
+    endpoint = new_endpoint("tcp")
+    cmd = ZmqDriver.server_command(endpoint, {"server_workers": 4})
+    with ServerProcess(cmd, endpoint):
+        d = driver(endpoint, parse_params("sleep", {"ms": 200}), threads=4)
+        try:
+            results: list[int] = []
+            callers = [d.caller(t) for t in range(4)]
+            threads = [threading.Thread(target=lambda c=c: results.append(c())) for c in callers]
+            t0 = time.monotonic()
+            for th in threads:
+                th.start()
+            for th in threads:
+                th.join(10)
+            elapsed = time.monotonic() - t0
+            assert len(results) == 4 and all(r >= 190_000_000 for r in results)
+            assert elapsed < 0.7  # one after another they would take 0.8 s
+        finally:
+            d.close()
+
+
+def test_suite_end_to_end_records_server_time_bytes_and_blocking() -> None:
+    result = run_suite(
+        build_suite(
+            {
+                "target": {"driver": "zmq", "transport": "ipc"},
+                "variants": {"block": {}, "poll": {"options": {"recv": "poll"}}},
+                "workloads": {"payload": {"request_bytes": 200, "reply_bytes": 900}},
+                "load": {"requests": 100, "warmup": 5, "concurrency": 2},
+                "validate": True,
+            }
+        )
+    )
+    assert [c["variant"] for c in result["cases"]] == ["block", "poll"]
+    for case in result["cases"]:
+        assert case["status"] == "ok", case["reason"]
+        assert case["ok"] == case["requests"] == 200 and case["errors"] == {}
+        assert 0 < case["server_time"]["mean_us"] < case["latency"]["mean_us"]
+        # warmup calls are not counted: exactly 201 B out, 8 + 900 B back per request
+        assert case["bytes"] == {"out_per_request": 201.0, "in_per_request": 908.0}
+    block, poll = result["cases"]
+    assert "would_block_ns" not in block["counters"]
+    assert 0 < poll["counters"]["would_block_ns"] / 200 < poll["latency"]["mean_us"] * 1e3
