@@ -7,6 +7,7 @@ import io
 import math
 from typing import Any
 
+from rich import box
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -70,18 +71,24 @@ def workload_table(result: Result, workload: str) -> Table:
     others = [v for v in names if v != base]
     keys = list(result["suite"].get("matrix_keys") or [])
     table = Table(
-        title=f"[bold]{workload}[/bold]", title_justify="left", show_edge=False, pad_edge=False
+        title=f"[bold]{workload}[/bold]  [dim](baseline {base}; other variants as ratios to it)[/dim]"
+        if others
+        else f"[bold]{workload}[/bold]",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
     )
     for key in keys:
         table.add_column(key, justify="right")
-    table.add_column(f"{base} mean ms", justify="right")
-    table.add_column("p50 ms", justify="right")
-    table.add_column("p99 ms", justify="right")
-    table.add_column("req/s", justify="right")
+    table.add_column(f"{base}\nmean ms", justify="right")
+    table.add_column("\nsd ms", justify="right")
+    table.add_column("\np50 ms", justify="right")
+    table.add_column("\np99 ms", justify="right")
+    table.add_column("\nreq/s", justify="right")
     for v in others:
-        table.add_column(f"{v}/{base}\nmean", justify="right")
-        table.add_column(f"{v}/{base}\np99", justify="right")
-        table.add_column(f"{v}/{base}\nreq/s", justify="right")
+        table.add_column(f"{v}\nmean", justify="right")
+        table.add_column("\np99", justify="right")
+        table.add_column("\nreq/s", justify="right")
     table.add_column("wall s\n" + " / ".join(names), justify="right")
     any_errors = any(c.errors for row in grid.values() for c in row.values())
     if any_errors:
@@ -91,10 +98,11 @@ def workload_table(result: Result, workload: str) -> Table:
         b: Cell | None = row.get(base)
         cols: list[str | Text] = [_point_value(pd.get(k, "")) for k in keys]
         if b is None or not b.ok_cases:
-            cols += [Text("failed", style="red"), "", "", ""]
+            cols += [Text("failed", style="red"), "", "", "", ""]
         else:
             cols += [
                 fmt_ms(b.latency_us("mean")),
+                fmt_ms(b.latency_us("stdev")),
                 fmt_ms(b.latency_us("p50")),
                 fmt_ms(b.latency_us("p99")),
                 fmt_rate(b.mean("throughput_rps")),

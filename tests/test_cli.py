@@ -1,0 +1,115 @@
+"""The command line end to end: `rpcmeter run` prints tables and writes the result document."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.timeout(240)
+ROOT = Path(__file__).parents[1]
+
+
+def rpcmeter(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "rpcmeter.cli", *args],
+        capture_output=True,
+        text=True,
+        timeout=220,
+        cwd=cwd,
+    )
+
+
+def test_demo_with_output_document(tmp_path: Path) -> None:
+    out = tmp_path / "results.json"
+    proc = rpcmeter(
+        "run",
+        "--quick",
+        "--set",
+        "load.requests=50",
+        "--set",
+        "matrix.clients=[1, 2]",
+        "--set",
+        "matrix.threads=[2]",
+        "--output",
+        str(out),
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr
+    # the study's table: per workload, rows by matrix point, baseline figures and ratios
+    assert "simple" in proc.stdout and "sub 1" in proc.stdout
+    assert "default" in proc.stdout and "bind" in proc.stdout and "p99 ms" in proc.stdout
+    assert "[1/8]" in proc.stderr and "[8/8]" in proc.stderr  # progress, case k of n
+    doc = json.loads(out.read_text())
+    assert doc["schema_version"] == 1 and doc["status"] == "complete"
+    env = doc["environment"]
+    for key in (
+        "host",
+        "cpu_model",
+        "cpu_count",
+        "os",
+        "kernel",
+        "python",
+        "rpcmeter",
+        "packages",
+        "placement",
+    ):
+        assert key in env, key
+    assert env["packages"]["rpyc"].startswith("6.")
+    assert set(env["placement"]) == {"server_cpus", "client_cpus"}
+    assert len(doc["cases"]) == 8
+    for case in doc["cases"]:
+        assert case["status"] == "ok"
+        assert {
+            "variant",
+            "workload",
+            "params",
+            "repetition",
+            "requests",
+            "errors",
+            "wall_s",
+            "throughput_rps",
+            "latency",
+            "histogram",
+        } <= set(case)
+        assert case["params"]["threads"] == 2 and case["params"]["clients"] in (1, 2)
+        assert case["requests"] == 50 * 2 * case["params"]["clients"]
+        assert set(case["latency"]) >= {
+            "mean_us",
+            "stdev_us",
+            "min_us",
+            "p50_us",
+            "p90_us",
+            "p99_us",
+            "p999_us",
+            "max_us",
+        }
+        assert case["histogram"]["count"] == case["ok"]
+
+
+@pytest.mark.parametrize("example", sorted(p.name for p in (ROOT / "examples").glob("*.toml")))
+def test_every_example_runs_quick(example: str, tmp_path: Path) -> None:
+    proc = rpcmeter(
+        "run",
+        str(ROOT / "examples" / example),
+        "--quick",
+        "--set",
+        "load.requests=20",
+        cwd=tmp_path,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "failed:" not in proc.stdout, proc.stdout[-2000:]
+
+
+def test_usage_errors_exit_2_without_traceback(tmp_path: Path) -> None:
+    proc = rpcmeter("run", str(tmp_path / "missing.toml"), cwd=tmp_path)
+    assert (
+        proc.returncode == 2
+        and "no such suite file" in proc.stderr
+        and "Traceback" not in proc.stderr
+    )
+    proc = rpcmeter("run", "--set", "nonsense", cwd=tmp_path)
+    assert proc.returncode == 2 and "expected KEY=VALUE" in proc.stderr
