@@ -10,11 +10,12 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from rpcmeter.errors import RpcmeterError
+from rpcmeter.errors import RpcmeterError, UsageError
 from rpcmeter.execute import RunOptions, run_suite
 from rpcmeter.plan import Case
 from rpcmeter.reporters import terminal
-from rpcmeter.suite import builtin_suite_path, load_suite
+from rpcmeter.result import Result
+from rpcmeter.suite import Suite, builtin_suite_path, load_suite
 
 EXIT_INTERRUPTED = 130
 
@@ -87,6 +88,31 @@ def _add_run(sub: Any) -> None:
     )
     p.add_argument("--width", type=int, default=None, help="table width (default: terminal width)")
     _add_report_outputs(p)
+    _add_rate_search(p)
+
+
+def _add_rate_search(p: Any) -> None:
+    g = p.add_argument_group("rate search (open loop)")
+    g.add_argument(
+        "--find-max-rate",
+        action="store_true",
+        help="search for the highest open-loop rate meeting --slo, per workload and variant",
+    )
+    g.add_argument(
+        "--slo",
+        metavar="OBJECTIVE",
+        help="latency objective: p99=5ms, p99.9=20ms, mean=1ms, or several comma-separated",
+    )
+    g.add_argument(
+        "--search-steps", type=int, default=12, metavar="N", help="at most N probes per search"
+    )
+    g.add_argument(
+        "--search-tolerance",
+        type=float,
+        default=0.05,
+        metavar="F",
+        help="stop when the passing and failing rates are within F (relative) of each other",
+    )
 
 
 def _add_report_outputs(p: Any) -> None:
@@ -155,7 +181,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         output=args.output, on_progress=progress.update, on_case_start=progress.case_start
     )
     try:
-        result = run_suite(suite, options)
+        result = _run_or_search(args, suite, options)
     finally:
         progress.clear()
     width = args.width or (None if out.isatty() else 120)
@@ -165,6 +191,29 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     write_reports(result, args, out)
     failed = sum(1 for c in result["cases"] if c["status"] != "ok")
     return 1 if failed == len(result["cases"]) else 0
+
+
+def _run_or_search(args: argparse.Namespace, suite: Suite, options: RunOptions) -> Result:
+    if not args.find_max_rate:
+        if args.slo:
+            raise UsageError("--slo is the objective of --find-max-rate; give both")
+        return run_suite(suite, options)
+    from rpcmeter.maxrate import find_max_rate
+    from rpcmeter.rates import parse_slo
+
+    if not args.slo:
+        raise UsageError("--find-max-rate needs a latency objective, e.g. --slo p99=5ms")
+    if not 1 <= args.search_steps <= 100:
+        raise UsageError("--search-steps: between 1 and 100")
+    if not 0 < args.search_tolerance < 1:
+        raise UsageError("--search-tolerance: a fraction between 0 and 1, e.g. 0.05")
+    return find_max_rate(
+        suite,
+        parse_slo(args.slo),
+        tolerance=args.search_tolerance,
+        max_steps=args.search_steps,
+        options=options,
+    )
 
 
 def _sigterm_as_interrupt(signum: int, frame: object) -> None:

@@ -20,10 +20,12 @@ from rpcmeter.drivers.base import DriverContext, Endpoint
 from rpcmeter.errors import ServerError
 from rpcmeter.metrics import environment
 from rpcmeter.plan import Case, expand
+from rpcmeter.rates import ACHIEVED_MIN
 from rpcmeter.result import SCHEMA_VERSION, CaseDoc, Result, now_iso, write_json
 from rpcmeter.runners.closed_loop import LoadOutcome, run_closed_loop
+from rpcmeter.runners.open_loop import Pacing
 from rpcmeter.servers.process import ServerProcess, expand_command, new_endpoint, stop_all
-from rpcmeter.suite import ServerSpec, Suite
+from rpcmeter.suite import Load, ServerSpec, Suite
 
 ProgressCallback = Callable[[Case, int, int, float], None]  # case, total cases, requests, seconds
 CaseCallback = Callable[[Result, CaseDoc], None]
@@ -83,26 +85,48 @@ def describe_suite(suite: Suite) -> dict[str, Any]:
     }
 
 
-def run_suite(suite: Suite, options: RunOptions | None = None) -> Result:
-    """Run every case of ``suite`` and return the result document."""
+CaseRunner = Callable[[Case], CaseDoc]  # runs one case and records it in the result
+Driving = Callable[[Result, CaseRunner], None]
+
+
+def run_suite(
+    suite: Suite,
+    options: RunOptions | None = None,
+    drive: Driving | None = None,
+    planned: int | None = None,
+) -> Result:
+    """Run every case of ``suite`` and return the result document.
+
+    ``drive(result, run_case)``, when given, chooses the cases instead (the rate search runs
+    cases whose rates depend on earlier results); ``planned`` is then its case budget."""
     options = options or RunOptions()
     packages = tuple(
         dict.fromkeys(p for v in suite.variants for p in driver_class(suite.driver_of(v)).packages)
     )
     cpus = placement_mod.resolve(suite.placement)
     result = new_result(suite, cpus, packages)
-    cases = expand(suite)
-    result["planned_cases"] = len(cases)
+    cases = expand(suite) if drive is None else []
+    total = len(cases) if drive is None else (planned or 0)
+    result["planned_cases"] = total
+
+    def run_one(case: Case) -> CaseDoc:
+        if options.on_case_start:
+            options.on_case_start(case, total)
+        doc = run_case(suite, case, cpus, options, total)
+        result["cases"].append(doc)
+        result["warnings"].extend(case_warnings(case, doc))
+        if options.output:
+            write_json(result, options.output)
+        for hook in options.on_case_done:
+            hook(result, doc)
+        return doc
+
     try:
-        for case in cases:
-            if options.on_case_start:
-                options.on_case_start(case, len(cases))
-            doc = run_case(suite, case, cpus, options, len(cases))
-            result["cases"].append(doc)
-            if options.output:
-                write_json(result, options.output)
-            for hook in options.on_case_done:
-                hook(result, doc)
+        if drive is None:
+            for case in cases:
+                run_one(case)
+        else:
+            drive(result, run_one)
         result["status"] = "complete"
     except KeyboardInterrupt:
         result["status"] = "interrupted"
@@ -182,6 +206,7 @@ def run_case(
             client_cpus=cpus.client,
             on_progress=progress,
             server_problem=server_problem,
+            pacing=pacing(load),
         )
         fill(doc, outcome)
         if outcome.failure:
@@ -190,6 +215,28 @@ def run_case(
         return doc
     finally:
         server.close()
+
+
+def pacing(load: Load) -> Pacing | None:
+    """The open-loop pacing of a case's load (None for a closed loop)."""
+    if load.mode != "open" or load.rate is None:
+        return None
+    return Pacing(load.rate, late_ms=load.late_ms, max_lag_ms=load.max_lag_ms)
+
+
+def case_warnings(case: Case, doc: CaseDoc) -> list[str]:
+    """Warnings about a finished case (an open loop that did not reach its rate)."""
+    ol = doc.get("open_loop")
+    if not ol or doc["status"] != "ok":
+        return []
+    if ol["achieved_rps"] >= ACHIEVED_MIN * ol["offered_rps"] and not ol["dropped"]:
+        return []
+    return [
+        f"{case.label()}: target rate not reached: {ol['achieved_rps']:,.0f} of "
+        f"{ol['offered_rps']:,.0f} req/s offered "
+        f"({ol['achieved_rps'] / ol['offered_rps']:.1%}); {ol['late']:,} late, "
+        f"{ol['dropped']:,} dropped"
+    ]
 
 
 def case_skeleton(case: Case, endpoint: Endpoint, cpus: placement_mod.Cpus) -> CaseDoc:
@@ -241,6 +288,8 @@ def fill(doc: CaseDoc, outcome: LoadOutcome) -> None:
     if outcome.hist.count:
         doc["latency"] = outcome.hist.summary_us()
         doc["histogram"] = outcome.hist.to_dict()
+    if outcome.schedule is not None:
+        fill_open_loop(doc, outcome)
     if outcome.server_hist.count:
         doc["server_time"] = {
             **outcome.server_hist.summary_us(),
@@ -261,4 +310,21 @@ def fill(doc: CaseDoc, outcome: LoadOutcome) -> None:
     }
     doc["memory"] = {
         "client_peak_rss_bytes": max((c["max_rss_bytes"] for c in outcome.clients), default=0)
+    }
+
+
+def fill_open_loop(doc: CaseDoc, outcome: LoadOutcome) -> None:
+    """Open loop: ``latency``/``histogram`` are corrected (from the intended send time); the
+    uncorrected ones and the schedule's totals are added beside them."""
+    assert outcome.schedule is not None
+    s = outcome.schedule
+    doc["latency_uncorrected"] = outcome.uhist.summary_us() if outcome.uhist.count else None
+    doc["histogram_uncorrected"] = outcome.uhist.to_dict() if outcome.uhist.count else None
+    doc["open_loop"] = {
+        "offered_rps": s["offered_rps"],
+        "achieved_rps": s["achieved_rps"],
+        "scheduled": int(s["scheduled"]),
+        "sent": int(s["sent"]),
+        "late": int(s["late"]),
+        "dropped": int(s["dropped"]),
     }

@@ -45,6 +45,8 @@ class Case:
         else:
             out["requests_per_thread"] = load.requests
         out["warmup"] = load.warmup
+        if load.mode == "open":
+            out["rate"] = load.rate
         out.update(self.params.model_dump())
         return out
 

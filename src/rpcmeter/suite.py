@@ -75,14 +75,47 @@ class Workload(_Model):
         return dict(self.model_extra or {})
 
 
+def round_rate(value: float, digits: int = 6) -> float:
+    """A rate to ``digits`` significant digits; whole numbers as integers (``rate=200``)."""
+    v = float(f"{value:.{digits}g}")
+    return int(v) if v.is_integer() else v
+
+
+class Sweep(_Model):
+    """Offered rates ``from`` .. ``to`` in ``steps`` steps, evenly spaced (``scale = "linear"``)
+    or by a constant factor (``"log"``)."""
+
+    start: float = Field(alias="from", gt=0)
+    to: float = Field(gt=0)
+    steps: int = Field(ge=2, le=1000)
+    scale: Literal["linear", "log"] = "linear"
+
+    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+
+    def rates(self) -> list[float]:
+        n = self.steps - 1
+        if self.scale == "log":
+            values = [self.start * (self.to / self.start) ** (i / n) for i in range(self.steps)]
+        else:
+            values = [self.start + (self.to - self.start) * i / n for i in range(self.steps)]
+        return [round_rate(v) for v in values]
+
+
 class Load(_Model):
     """How requests are issued. Closed loop: every loop sends its next request when the
     previous one returned; ``requests`` per loop, or for ``duration_s`` seconds.
 
     Each of ``clients`` processes runs ``concurrency`` loops (default: ``threads``) over
-    ``connections`` connections (loops share them round-robin; rpyc: one connection per client)."""
+    ``connections`` connections (loops share them round-robin; rpyc: one connection per client).
 
-    mode: Literal["closed"] = "closed"
+    Open loop (``mode = "open"``): requests go out at ``rate`` requests/s in total, split evenly
+    over the clients, whichever loop is free taking the next slot; ``requests`` per loop or
+    ``duration_s`` seconds of schedule. A send lagging more than ``late_ms`` behind its slot is
+    late; one lagging more than ``max_lag_ms`` is dropped (never sent). ``rates`` or ``sweep``
+    run several rates as the matrix dimension ``rate``
+    (:mod:`rpcmeter.runners.open_loop`)."""
+
+    mode: Literal["closed", "open"] = "closed"
     clients: int = Field(1, ge=1, le=1024)
     threads: int = Field(1, ge=1, le=4096)
     connections: int = Field(1, ge=1, le=100_000)
@@ -91,6 +124,11 @@ class Load(_Model):
     duration_s: float | None = Field(None, gt=0)
     warmup: int = Field(10, ge=0)
     timeout_s: float = Field(600.0, gt=0)
+    rate: float | None = Field(None, gt=0, le=1e9)
+    rates: list[float] | None = None
+    sweep: Sweep | None = None
+    late_ms: float = Field(1.0, ge=0)
+    max_lag_ms: float | None = Field(None, gt=0)
 
     @model_validator(mode="after")
     def _concurrency(self) -> Load:
@@ -100,6 +138,23 @@ class Load(_Model):
                 f"({self.connections})"
             )
         return self
+
+    @model_validator(mode="after")
+    def _open_loop(self) -> Load:
+        given = [k for k in ("rate", "rates", "sweep") if getattr(self, k) is not None]
+        if self.mode == "closed" and given:
+            raise ValueError(f'{given[0]} is an open-loop setting: set load.mode = "open"')
+        if self.rates is not None and self.sweep is not None:
+            raise ValueError("give either rates or sweep, not both")
+        if self.rates is not None and (not self.rates or min(self.rates) <= 0):
+            raise ValueError("rates must be a non-empty list of positive requests/s")
+        return self
+
+    def rate_list(self) -> list[float] | None:
+        """The offered rates of a sweep (``rates`` or ``sweep``), or None."""
+        if self.sweep is not None:
+            return self.sweep.rates()
+        return list(self.rates) if self.rates is not None else None
 
 
 class Placement(_Model):
@@ -286,9 +341,27 @@ def _deep_copy(value: Any) -> Any:
     return value
 
 
+def _open_loop_rates(suite: Suite, where: str) -> None:
+    """A rate sweep becomes the matrix dimension ``rate`` (the innermost, after the others)."""
+    rates = suite.load.rate_list()
+    if rates is not None:
+        if "rate" in suite.matrix:
+            raise SuiteError(f"{where}: matrix.rate: the rates are given in load already")
+        suite.matrix = {**suite.matrix, "rate": rates}
+    if suite.load.mode == "closed" and "rate" in suite.matrix:
+        raise SuiteError(f'{where}: matrix.rate: an open-loop setting: set load.mode = "open"')
+    if suite.load.mode == "open" and suite.load.rate is None and "rate" not in suite.matrix:
+        raise SuiteError(
+            f"{where}: load.rate: open-loop load needs a rate "
+            "(load.rate, load.rates, load.sweep or matrix.rate)"
+        )
+
+
 def _check_semantics(suite: Suite, where: str) -> None:
     from rpcmeter.drivers import driver_class
     from rpcmeter.drivers.base import Driver
+
+    _open_loop_rates(suite, where)
 
     drivers: dict[str, type[Driver]] = {}
     for key, name in [("target.driver", suite.target.driver)] + [
@@ -342,7 +415,7 @@ def _check_semantics(suite: Suite, where: str) -> None:
         if key not in _LOAD_KEYS and not in_workloads:
             raise SuiteError(
                 f"{where}: matrix.{key}: not a load setting nor a parameter of every workload "
-                f"(load settings: {', '.join(sorted(_LOAD_KEYS - {'mode'}))})"
+                f"(load settings: {', '.join(sorted(_LOAD_KEYS - {'mode', 'rates', 'sweep'}))})"
             )
         for value in values:
             try:

@@ -13,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from rpcmeter.aggregate import Cell, baseline, cells, variant_names
+from rpcmeter.rates import ACHIEVED_MIN, KNEE_FACTOR, Series, rate_series
 from rpcmeter.result import Result
 
 
@@ -146,6 +147,7 @@ def render(result: Result, width: int = 120, color: bool = False) -> str:
     for workload in cells(result):
         console.print()
         console.print(workload_table(result, workload))
+    render_rates(console, result)
     failed = [c for c in result["cases"] if c["status"] != "ok"]
     errors = [c for c in result["cases"] if c["errors"]]
     if failed or errors:
@@ -176,3 +178,86 @@ def render(result: Result, width: int = 120, color: bool = False) -> str:
     for w in result.get("warnings", []):
         console.print(Text(f"warning: {w}", style="yellow"))
     return buf.getvalue()
+
+
+# ---- open loop: latency against offered rate, the rate search --------------------------------
+
+
+def rate_table(series: Series) -> Table:
+    """Latency (corrected, and p99 uncorrected) against offered rate; the knee marked."""
+    point = " ".join(f"{k}={v}" for k, v in series.point)
+    title = f"[bold]{series.workload}[/bold] · {series.variant}" + (f" · {point}" if point else "")
+    table = Table(
+        title=f"{title} · latency vs offered rate (from the intended send time)",
+        title_justify="left",
+        show_edge=False,
+        pad_edge=False,
+    )
+    for name in ("offered req/s", "achieved req/s", "p50 ms", "p99 ms", "p99.9 ms"):
+        table.add_column(name, justify="right")
+    table.add_column("p99 ms\nuncorrected", justify="right")
+    table.add_column("late", justify="right")
+    table.add_column("dropped", justify="right")
+    table.add_column("")
+    for p in series.points:
+        table.add_row(
+            fmt_rate(p.offered_rps),
+            Text(fmt_rate(p.achieved_rps), style="" if p.keeps_up else "yellow"),
+            fmt_ms(p.p50_us),
+            fmt_ms(p.p99_us),
+            fmt_ms(p.p999_us),
+            fmt_ms(p.p99_uncorrected_us),
+            f"{p.late:,}",
+            f"{p.dropped:,}",
+            Text("◀ knee", style="bold red") if p.knee else "",
+        )
+    return table
+
+
+def max_rate_table(result: Result) -> Table:
+    """One row per search: the highest rate meeting the objective and the latency there."""
+    entries = result.get("max_rate") or []
+    keys = list(dict.fromkeys(k for e in entries for k in e["point"]))
+    table = Table(
+        title=f"[bold]highest rate meeting {entries[0]['slo']}[/bold]",
+        title_justify="left",
+        show_edge=False,
+        pad_edge=False,
+    )
+    for name in ("workload", "variant", *keys):
+        table.add_column(name)
+    for name in ("max req/s", "achieved req/s", "p50 ms", "p99 ms", "p99.9 ms", "steps"):
+        table.add_column(name, justify="right")
+    for e in entries:
+        lat = e["latency_us"] or {}
+        steps = f"{len(e['steps'])}" + ("" if e["converged"] else " (not converged)")
+        table.add_row(
+            e["workload"],
+            e["variant"],
+            *[str(e["point"].get(k, "")) for k in keys],
+            Text("none", style="red") if e["max_rate_rps"] is None else fmt_rate(e["max_rate_rps"]),
+            fmt_rate(e["achieved_rps"] if e["achieved_rps"] is not None else math.nan),
+            *[fmt_ms(lat.get(k, math.nan)) for k in ("p50", "p99", "p999")],
+            steps,
+        )
+    return table
+
+
+def render_rates(console: Console, result: Result) -> None:
+    """The open-loop tables, when the run has a rate dimension or a rate search."""
+    all_series = rate_series(result)
+    for series in all_series:
+        console.print()
+        console.print(rate_table(series))
+    if any(s.knee for s in all_series):
+        console.print(
+            Text(
+                f"knee: the first rate whose p99 exceeds {KNEE_FACTOR:g}x the p99 at the lowest "
+                f"rate, or that achieves under {ACHIEVED_MIN:.0%} of the offered rate or drops "
+                "requests",
+                style="dim",
+            )
+        )
+    if result.get("max_rate"):
+        console.print()
+        console.print(max_rate_table(result))

@@ -24,6 +24,7 @@ import numpy as np
 from rpcmeter.drivers import driver_class
 from rpcmeter.drivers.base import Caller, DriverContext, ReplyMismatch
 from rpcmeter.metrics.histogram import Histogram
+from rpcmeter.runners.open_loop import Pacing, Schedule, measure_open
 
 BUFFER = 1 << 15  # samples per thread between folds
 MAX_CHUNK = 4096
@@ -40,6 +41,7 @@ class ClientSpec:
     duration_s: float | None
     warmup: int
     cpus: list[int] | None = None
+    pacing: Pacing | None = None  # open loop: this client's rate (runners/open_loop.py)
 
 
 @dataclass
@@ -52,6 +54,11 @@ class ThreadStats:
     fatal: str | None = None
     start_ns: int = 0
     end_ns: int = 0
+    # open loop: uncorrected latency (from the actual send), requests sent, late sends, last send
+    uhist: Histogram = field(default_factory=Histogram)
+    sent: int = 0
+    late: int = 0
+    last_send_ns: int = 0
 
 
 class Recorder:
@@ -223,6 +230,15 @@ def client_main(spec: ClientSpec, go: Any, stop: Any, progress: Any, conn: Any) 
     stats = [ThreadStats() for _ in range(ctx.threads)]
     base = ctx.client_index * ctx.threads
     warmed = threading.Barrier(ctx.threads + 1)
+    sched = (
+        Schedule(
+            spec.pacing,
+            requests=spec.requests * ctx.threads if spec.requests else None,
+            duration_s=spec.duration_s,
+        )
+        if spec.pacing
+        else None
+    )
 
     def thread_main(t: int) -> None:
         warm_up(callers[t], spec.warmup, stats[t], fatal)
@@ -237,6 +253,18 @@ def client_main(spec: ClientSpec, go: Any, stop: Any, progress: Any, conn: Any) 
         def publish(done: int) -> None:
             progress[base + t] = done
 
+        if sched is not None:
+            measure_open(
+                callers[t],
+                stats[t],
+                sched,
+                loops=ctx.threads,
+                server_time=cls.reports_server_time,
+                fatal=fatal,
+                stop=stop.is_set,
+                publish=publish,
+            )
+            return
         measure(
             callers[t],
             stats[t],
@@ -285,9 +313,16 @@ def client_main(spec: ClientSpec, go: Any, stop: Any, progress: Any, conn: Any) 
                         "fatal": s.fatal,
                         "start_ns": s.start_ns,
                         "end_ns": s.end_ns,
+                        "uhist": s.uhist.to_dict() if s.uhist.count else None,
+                        "late": s.late,
                     }
                     for s in stats
                 ],
+                "schedule": sched.summary(
+                    sum(s.sent for s in stats), max(s.last_send_ns for s in stats)
+                )
+                if sched
+                else None,
                 "counters": counters,
                 "cpu_user_s": usage1.ru_utime - usage0.ru_utime,
                 "cpu_sys_s": usage1.ru_stime - usage0.ru_stime,

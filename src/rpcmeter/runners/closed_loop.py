@@ -20,6 +20,7 @@ from typing import Any
 from rpcmeter.drivers.base import DriverContext
 from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.runners.client import ClientSpec, client_main
+from rpcmeter.runners.open_loop import Pacing
 
 ProgressFn = Callable[[int, float], None]
 AliveFn = Callable[[], str | None]
@@ -41,6 +42,10 @@ class LoadOutcome:
     counters: dict[str, int] = field(default_factory=dict)
     failure: str | None = None
     client_pids: list[int] = field(default_factory=list)
+    # open loop: latency from the actual send (``hist`` is then from the intended send time),
+    # and the schedule's totals (offered_rps, achieved_rps, scheduled, sent, late, dropped)
+    uhist: Histogram = field(default_factory=Histogram)
+    schedule: dict[str, float] | None = None
 
     @property
     def requests(self) -> int:
@@ -75,11 +80,13 @@ def run_closed_loop(
     server_problem: AliveFn | None = None,
     on_start: Callable[[list[int]], None] | None = None,
     on_go: Callable[[], None] | None = None,
+    pacing: Pacing | None = None,
 ) -> LoadOutcome:
     """Run one case's load. ``server_problem()`` returns a reason when the server is gone.
 
     ``on_start(pids)`` is called once the client processes exist, ``on_go()`` right before the gate
-    opens (resource sampling hooks)."""
+    opens (resource sampling hooks). With ``pacing``, the load is open loop at ``pacing.rate_rps``
+    requests/s in total (split evenly over the clients; see :mod:`rpcmeter.runners.open_loop`)."""
     ctx = mp_context()
     threads = base_ctx.threads
     go = ctx.Event()
@@ -107,6 +114,7 @@ def run_closed_loop(
                 duration_s=duration_s,
                 warmup=warmup,
                 cpus=client_cpus,
+                pacing=pacing.for_client(c, clients) if pacing else None,
             )
             recv, send = ctx.Pipe(duplex=False)
             proc = ctx.Process(
@@ -227,6 +235,8 @@ def _merge(outcome: LoadOutcome, results: dict[int, dict[str, Any]]) -> None:
         for t in r["threads"]:
             h = Histogram.from_dict(t["hist"])
             client_hist.merge(h)
+            if t.get("uhist"):
+                outcome.uhist.merge(Histogram.from_dict(t["uhist"]))
             if t["server_hist"]:
                 outcome.server_hist.merge(Histogram.from_dict(t["server_hist"]))
             client_ok += t["ok"]
@@ -245,6 +255,10 @@ def _merge(outcome: LoadOutcome, results: dict[int, dict[str, Any]]) -> None:
             outcome.errors[kind] = outcome.errors.get(kind, 0) + n
         for key, value in r["counters"].items():
             outcome.counters[key] = outcome.counters.get(key, 0) + value
+        if r.get("schedule"):
+            sched = {**r["schedule"], "late": sum(t.get("late", 0) for t in r["threads"])}
+            total = outcome.schedule or dict.fromkeys(sched, 0)
+            outcome.schedule = {k: total[k] + v for k, v in sched.items()}
         span = (
             max(t["end_ns"] for t in r["threads"]) - min(t["start_ns"] for t in r["threads"])
         ) / 1e9

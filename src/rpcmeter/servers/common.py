@@ -6,6 +6,8 @@ import argparse
 import json
 import signal
 import sys
+import threading
+import time
 from dataclasses import dataclass
 from typing import Any
 
@@ -49,3 +51,43 @@ def exit_on_sigterm() -> None:
 def announce_ready(address: str) -> None:
     """One line on stdout once the server accepts connections (kept in the server's log)."""
     print(f"rpcmeter-server ready {address}", flush=True)
+
+
+class Stall:
+    """A server stall at a known moment, to see what the load generator makes of it.
+
+    Server options: ``stall_ms`` (how long), ``stall_after_s`` (when: seconds after the first
+    request the server handles; default 1) and ``stall_every_s`` (repeat; default: once). A request
+    handled inside a stall window waits until the window ends, so every request arriving
+    meanwhile queues behind it, as in a garbage-collection pause. Reference servers call
+    :meth:`check` at the start of every request (from any thread; a blocking wait on purpose)."""
+
+    def __init__(self, options: dict[str, Any]) -> None:
+        self.stall_ns = int(float(options.get("stall_ms", 0)) * 1e6)
+        self.after_ns = int(float(options.get("stall_after_s", 1.0)) * 1e9)
+        every = options.get("stall_every_s")
+        self.every_ns = int(float(every) * 1e9) if every else 0
+        if self.every_ns and self.every_ns <= self.stall_ns:
+            raise ValueError("stall_every_s must be longer than stall_ms")
+        self.first_ns = 0
+        self._lock = threading.Lock()
+
+    @property
+    def active(self) -> bool:
+        return self.stall_ns > 0
+
+    def check(self) -> None:
+        """Wait out the stall window this request falls into, if any."""
+        now = time.monotonic_ns()
+        if not self.first_ns:
+            with self._lock:
+                self.first_ns = self.first_ns or now
+        since = now - self.first_ns - self.after_ns
+        if since < 0:
+            return
+        if self.every_ns:
+            since %= self.every_ns
+        elif since >= self.stall_ns:
+            return
+        if since < self.stall_ns:
+            time.sleep((self.stall_ns - since) / 1e9)

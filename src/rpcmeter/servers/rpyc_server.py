@@ -7,6 +7,8 @@ Options (JSON, from the suite's ``target.options`` and the variant's ``options``
   several requests of one connection can run at once (study 000's ``--background``).
 - ``seed`` (int): base seed of the random_wait generators (server thread ``t``: ``seed + t``).
 - ``corrupt_every`` (int): for testing validation, every N-th ``simple`` reply is altered.
+- ``stall_ms``, ``stall_after_s``, ``stall_every_s``: stall the server at a known moment
+  (:class:`~rpcmeter.servers.common.Stall`).
 - ``workload`` (object): the case's workload, ``kind`` and parameters (random_wait's delay_p,
   delay_s, sub_p and max_depth are read from it).
 """
@@ -23,7 +25,7 @@ from typing import Any
 import rpyc
 from rpyc.utils.server import ThreadedServer
 
-from rpcmeter.servers.common import announce_ready, exit_on_sigterm, parse_server_args
+from rpcmeter.servers.common import Stall, announce_ready, exit_on_sigterm, parse_server_args
 from rpcmeter.workloads import RandomWaitParams
 
 
@@ -43,6 +45,8 @@ def make_service(options: dict[str, Any]) -> type[rpyc.Service]:
     background = int(options.get("background", 0))
     corrupt_every = int(options.get("corrupt_every", 0))
     served = itertools.count(1)
+    stall = Stall(options)
+    stalled = stall.check if stall.active else None
     seed = int(options.get("seed", 0))
     workload = dict(options.get("workload", {}))
     rw = RandomWaitParams.model_validate(
@@ -61,11 +65,15 @@ def make_service(options: dict[str, Any]) -> type[rpyc.Service]:
                 ).start()
 
         def exposed_simple(self, value: Any = None) -> Any:
+            if stalled:
+                stalled()
             if corrupt_every and next(served) % corrupt_every == 0:
                 return None if value is None else value + 1
             return value
 
         def exposed_callback(self, depth: int, fn: Any, value: Any = None) -> Any:
+            if stalled:
+                stalled()
             if depth > 0:
                 return fn(depth - 1, value)
             return value
@@ -78,6 +86,8 @@ def make_service(options: dict[str, Any]) -> type[rpyc.Service]:
             return rng
 
         def exposed_random_wait(self, thread: int, depth: int, fn: Any, value: Any = None) -> Any:
+            if stalled:
+                stalled()
             rng = self._rng(thread)
             if rng.random() < rw.delay_p:
                 time.sleep(rng.uniform(0.0, rw.delay_s))

@@ -1,0 +1,112 @@
+"""``rpcmeter run --find-max-rate --slo p99=5ms``: the highest open-loop rate that meets a
+latency objective, for every workload x matrix point x variant of a suite.
+
+Each probe is one case at one offered rate (the suite's load otherwise unchanged), recorded in
+the result like any case, with the matrix dimension ``rate``. The search starts at ``load.rate``
+(or the lowest rate of a sweep, or ``DEFAULT_START``); see :func:`rpcmeter.rates.search_max_rate`.
+The result document gets ``max_rate``: one entry per search with the objective, the highest
+passing rate, the latency there, and every step.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from rpcmeter.aggregate import Cell
+from rpcmeter.execute import CaseRunner, RunOptions, run_suite
+from rpcmeter.plan import Case, expand
+from rpcmeter.rates import Objective, Step, judge, rate_point, search_max_rate
+from rpcmeter.result import Result
+from rpcmeter.suite import Suite
+
+DEFAULT_START = 100.0
+
+
+def search_suite(suite: Suite) -> Suite:
+    """The suite a search runs: open loop, without the rate dimension."""
+    load = suite.load.model_copy(update={"mode": "open", "rates": None, "sweep": None})
+    matrix = {k: v for k, v in suite.matrix.items() if k != "rate"}
+    return suite.model_copy(update={"load": load, "matrix": matrix})
+
+
+def start_rate(suite: Suite) -> float:
+    rates = suite.load.rate_list() or suite.matrix.get("rate")
+    return float(suite.load.rate or (min(rates) if rates else DEFAULT_START))
+
+
+def probe_case(base: Case, rate: float, index: int) -> Case:
+    return dataclasses.replace(
+        base,
+        index=index,
+        point=(*base.point, ("rate", rate)),
+        load=base.load.model_copy(update={"rate": rate}),
+    )
+
+
+def step_data(rate: float, cell: Cell, passed: bool, reason: str) -> dict[str, Any]:
+    p = rate_point(cell) if cell.ok_cases else None
+    return {
+        "rate": rate,
+        "passed": passed,
+        "reason": reason,
+        "case": cell.cases[0]["id"],
+        "achieved_rps": p.achieved_rps if p else None,
+        "p50_us": p.p50_us if p else None,
+        "p99_us": p.p99_us if p else None,
+        "p999_us": p.p999_us if p else None,
+        "late": p.late if p else None,
+        "dropped": p.dropped if p else None,
+    }
+
+
+def find_max_rate(
+    suite: Suite,
+    objectives: list[Objective],
+    *,
+    tolerance: float = 0.05,
+    max_steps: int = 12,
+    options: RunOptions | None = None,
+) -> Result:
+    """Search every workload x matrix point x variant of ``suite`` (first repetition) for the
+    highest rate meeting ``objectives``; returns the result document with ``max_rate``."""
+    searched = search_suite(suite)
+    bases = [c for c in expand(searched) if c.repetition == 0]
+    start = start_rate(suite)
+    slo = ",".join(o.text for o in objectives)
+
+    def drive(result: Result, run_case: CaseRunner) -> None:
+        result["suite"]["matrix_keys"] = [*result["suite"]["matrix_keys"], "rate"]
+        entries: list[dict[str, Any]] = result.setdefault("max_rate", [])
+
+        for base in bases:
+
+            def probe(rate: float, base: Case = base) -> Step:
+                doc = run_case(probe_case(base, rate, len(result["cases"])))
+                cell = Cell(base.workload, (*base.point, ("rate", rate)), base.variant, [doc])
+                passed, reason = judge(cell, objectives)
+                return Step(rate, passed, reason, step_data(rate, cell, passed, reason))
+
+            search = search_max_rate(probe, start, tolerance=tolerance, max_steps=max_steps)
+            best = search.best.data if search.best else None
+            entries.append(
+                {
+                    "workload": base.workload,
+                    "variant": base.variant,
+                    "point": base.point_dict,
+                    "slo": slo,
+                    "objectives": [{"stat": o.stat, "bound_us": o.bound_us} for o in objectives],
+                    "max_rate_rps": search.best.rate if search.best else None,
+                    "achieved_rps": best["achieved_rps"] if best else None,
+                    "latency_us": (
+                        {k: best[f"{k}_us"] for k in ("p50", "p99", "p999")} if best else None
+                    ),
+                    "lowest_failing_rps": search.lowest_failing,
+                    "converged": search.converged,
+                    "tolerance": tolerance,
+                    "max_steps": max_steps,
+                    "steps": [s.data for s in search.steps],
+                }
+            )
+
+    return run_suite(searched, options, drive=drive, planned=len(bases) * max_steps)

@@ -1,0 +1,147 @@
+"""The open-loop scheduler in one process, with in-process callers (no server): pacing, the
+achieved rate, late and dropped slots, and the corrected vs uncorrected latency of a stall."""
+
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+
+import pytest
+
+from rpcmeter.runners.client import ThreadStats
+from rpcmeter.runners.open_loop import Pacing, Schedule, measure_open
+
+pytestmark = pytest.mark.timeout(60)
+
+
+def run_loops(
+    call_for: list[object],
+    sched: Schedule,
+    stop: threading.Event | None = None,
+) -> list[ThreadStats]:
+    """Run one open loop per caller against ``sched`` in threads, as a client process does."""
+    stats = [ThreadStats() for _ in call_for]
+    stop = stop or threading.Event()
+
+    def loop(i: int) -> None:
+        measure_open(
+            call_for[i],  # type: ignore[arg-type]
+            stats[i],
+            sched,
+            loops=len(call_for),
+            server_time=False,
+            fatal=(OSError,),
+            stop=stop.is_set,
+            publish=lambda done: None,
+        )
+
+    threads = [threading.Thread(target=loop, args=(i,)) for i in range(len(call_for))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    return stats
+
+
+def summary(sched: Schedule, stats: list[ThreadStats]) -> dict[str, float | int]:
+    return sched.summary(sum(s.sent for s in stats), max(s.last_send_ns for s in stats))
+
+
+def test_for_client_splits_rate_and_offsets_phase() -> None:
+    p = Pacing(1000.0).for_client(1, 4)
+    assert p.rate_rps == 250.0
+    assert p.phase == 0.25
+    sched = Schedule(p, requests=None, duration_s=2.0)
+    assert sched.slots == 500  # ceil(2 * 250 - 0.25)
+    start = sched.begin(10_000_000)
+    assert start == sched.begin(99_999_999_999)  # the first begin wins
+    assert sched.time_of(1) - sched.time_of(0) == 4_000_000
+    # the four clients' first slots interleave evenly over one client period
+    firsts = []
+    for c in range(4):
+        s = Schedule(Pacing(1000.0).for_client(c, 4), requests=None, duration_s=1.0)
+        firsts.append(s.begin(0))
+    assert [b - a for a, b in itertools.pairwise(firsts)] == [1_000_000] * 3
+
+
+def test_count_mode_sends_every_slot_at_the_rate() -> None:
+    sched = Schedule(Pacing(2000.0), requests=1000, duration_s=None)
+    stats = run_loops([lambda: None, lambda: None], sched)
+    s = summary(sched, stats)
+    assert s["sent"] == s["scheduled"] == 1000
+    assert s["dropped"] == 0
+    assert s["achieved_rps"] == pytest.approx(2000.0, rel=0.02)
+    # wall time is the schedule's length (0.5 s), not as fast as possible
+    span = max(x.end_ns for x in stats) - min(x.start_ns for x in stats)
+    assert 0.45e9 < span < 1.5e9
+    corrected = sum(x.hist.count for x in stats)
+    uncorrected = sum(x.uhist.count for x in stats)
+    assert corrected == uncorrected == 1000
+
+
+def test_slow_calls_make_slots_late_and_the_duration_drops_the_rest() -> None:
+    # one loop, 2 ms per call, 1000 req/s offered: half the slots cannot go out in time
+    sched = Schedule(Pacing(1000.0, late_ms=1.0), requests=None, duration_s=0.5)
+    stats = run_loops([lambda: time.sleep(0.002)], sched)
+    s = summary(sched, stats)
+    assert s["scheduled"] == 500
+    assert s["sent"] < 320  # about 250
+    assert s["dropped"] == 500 - s["sent"]
+    assert s["achieved_rps"] < 650
+    assert stats[0].late > 0.8 * s["sent"]
+    # corrected latency grows with the backlog; uncorrected stays near the call's 2 ms
+    assert stats[0].hist.percentile(99) > 100e6
+    assert stats[0].uhist.percentile(99) < 50e6
+
+
+def test_max_lag_drops_slots_instead_of_sending_them_late() -> None:
+    sched = Schedule(Pacing(1000.0, max_lag_ms=20.0), requests=300, duration_s=None)
+    calls = 0
+
+    def call() -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 20:
+            time.sleep(0.1)  # 100 ms stuck: slots more than 20 ms behind are dropped
+
+    stats = run_loops([call], sched)
+    s = summary(sched, stats)
+    assert 60 <= s["dropped"] <= 110  # about 100 - 20
+    assert s["sent"] == calls == 300 - s["dropped"]
+    assert stats[0].hist.max < 0.2e9
+
+
+def test_stop_ends_the_loops() -> None:
+    sched = Schedule(Pacing(100.0), requests=10_000, duration_s=None)  # 100 s of schedule
+    stop = threading.Event()
+    threading.Timer(0.3, stop.set).start()
+    t0 = time.monotonic()
+    stats = run_loops([lambda: None], sched, stop)
+    assert time.monotonic() - t0 < 5
+    assert 0 < stats[0].sent < 200
+
+
+def test_stall_shows_in_corrected_and_hides_in_uncorrected() -> None:
+    """At rate R, a stall of S seconds at T delays the requests due in [T, T+S) by up to S,
+    linearly decreasing: P(corrected > x) = (S - x) / D for x < S over a run of D seconds."""
+    rate, stall_s, duration_s = 1000.0, 0.2, 2.0
+    t_stall = [0.0]
+    start = time.perf_counter()
+
+    def call() -> None:
+        now = time.perf_counter() - start
+        if not t_stall[0] and now > 0.8:
+            t_stall[0] = now
+            time.sleep(stall_s)
+
+    sched = Schedule(Pacing(rate), requests=None, duration_s=duration_s)
+    stats = run_loops([call], sched)
+    corrected, uncorrected = stats[0].hist, stats[0].uhist
+    assert corrected.count == pytest.approx(rate * duration_s, rel=0.02)
+    for pct in (99.0, 99.9):
+        expected = stall_s - (1 - pct / 100) * duration_s  # seconds
+        assert corrected.percentile(pct) / 1e9 == pytest.approx(expected, rel=0.15, abs=0.015)
+        assert uncorrected.percentile(pct) / 1e9 < stall_s / 10
+    assert uncorrected.max / 1e9 == pytest.approx(stall_s, rel=0.2)
+    assert stats[0].late >= rate * stall_s * 0.8

@@ -1,0 +1,73 @@
+"""``rpcmeter run --find-max-rate --slo ...`` end to end against the rpyc reference server."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rpcmeter.cli import main
+
+SUITE = """
+name = "search"
+[target]
+driver = "rpyc"
+transport = "unix"
+[placement]
+server_cpus = "none"
+client_cpus = "none"
+[workloads.simple]
+[load]
+mode = "open"
+rate = 100
+duration_s = 0.5
+warmup = 5
+"""
+
+
+@pytest.mark.timeout(120)
+def test_find_max_rate_records_its_steps(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    suite = tmp_path / "s.toml"
+    suite.write_text(SUITE)
+    out = tmp_path / "r.json"
+    argv = [
+        "run", str(suite), "--find-max-rate", "--slo", "p99=200ms", "--search-steps", "3",
+        "-o", str(out),
+    ]  # fmt: skip
+    assert main(argv) == 0
+    result = json.loads(out.read_text())
+    (entry,) = result["max_rate"]
+    # a trivial call keeps up with 400 req/s: the search only grew, within its step budget
+    assert [s["rate"] for s in entry["steps"]] == [100, 200, 400]
+    assert all(s["passed"] for s in entry["steps"])
+    assert entry["max_rate_rps"] == 400 and not entry["converged"]
+    assert entry["latency_us"]["p99"] <= 200_000
+    assert entry["objectives"] == [{"stat": "p99", "bound_us": 200_000}]
+    assert [c["point"]["rate"] for c in result["cases"]] == [100, 200, 400]
+    assert [s["case"] for s in entry["steps"]] == [c["id"] for c in result["cases"]]
+    assert "rate" in result["suite"]["matrix_keys"]
+    text = capsys.readouterr().out
+    assert "highest rate meeting p99=200ms" in text
+    assert "latency vs offered rate" in text
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--find-max-rate"], "--find-max-rate needs a latency objective"),
+        (["--slo", "p99=5ms"], "--slo is the objective of --find-max-rate"),
+        (["--find-max-rate", "--slo", "p99"], "--slo p99: cannot read 'p99'"),
+    ],
+)
+def test_rate_search_usage_errors(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], extra: list[str], message: str
+) -> None:
+    suite = tmp_path / "s.toml"
+    suite.write_text(SUITE)
+    assert main(["run", str(suite), *extra]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("rpcmeter: error: ") and message in err
+    assert "\n" not in err

@@ -1,0 +1,171 @@
+"""Rate sweeps in the suite, the knee, latency objectives and the rate search (pure parts)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from rpcmeter.errors import SuiteError, UsageError
+from rpcmeter.metrics.histogram import Histogram
+from rpcmeter.plan import expand
+from rpcmeter.rates import (
+    Step,
+    mark_knee,
+    parse_slo,
+    rate_series,
+    search_max_rate,
+)
+from rpcmeter.reporters import terminal
+from rpcmeter.suite import build_suite
+
+
+def raw(load: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {"workloads": {"simple": {}}, "load": load, **extra}
+
+
+def test_rates_become_the_matrix_dimension_rate() -> None:
+    suite = build_suite(raw({"mode": "open", "rates": [100, 200, 400]}, matrix={"threads": [1, 2]}))
+    assert suite.matrix == {"threads": [1, 2], "rate": [100, 200, 400]}
+    cases = expand(suite)
+    assert [(c.load.threads, c.load.rate) for c in cases] == [
+        (t, r) for t in (1, 2) for r in (100, 200, 400)
+    ]
+    assert cases[0].params_dict()["rate"] == 100
+
+
+def test_sweep_linear_and_log() -> None:
+    lin = build_suite(raw({"mode": "open", "sweep": {"from": 1000, "to": 5000, "steps": 5}}))
+    assert lin.matrix["rate"] == [1000, 2000, 3000, 4000, 5000]
+    log = build_suite(
+        raw({"mode": "open", "sweep": {"from": 100, "to": 10000, "steps": 3, "scale": "log"}})
+    )
+    assert log.matrix["rate"] == [100, 1000, 10000]
+
+
+@pytest.mark.parametrize(
+    ("load", "extra", "message"),
+    [
+        ({"rate": 100}, {}, 'load: rate is an open-loop setting: set load.mode = "open"'),
+        ({"mode": "open"}, {}, "load.rate: open-loop load needs a rate"),
+        ({"mode": "open", "rate": 0}, {}, "load.rate: Input should be greater than 0"),
+        ({"mode": "open", "rates": []}, {}, "rates must be a non-empty list"),
+        (
+            {"mode": "open", "rates": [1], "sweep": {"from": 1, "to": 2, "steps": 2}},
+            {},
+            "give either rates or sweep",
+        ),
+        ({"mode": "open", "sweep": {"from": 1, "to": 2, "steps": 1}}, {}, "load.sweep.steps"),
+        (
+            {"mode": "open", "rates": [1, 2]},
+            {"matrix": {"rate": [3]}},
+            "matrix.rate: the rates are given in load already",
+        ),
+        ({}, {"matrix": {"rate": [3]}}, "matrix.rate: an open-loop setting"),
+    ],
+)
+def test_open_loop_suite_errors_name_the_key(
+    load: dict[str, Any], extra: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(SuiteError) as err:
+        build_suite(raw(load, **extra), "s.toml")
+    assert str(err.value).startswith("s.toml: ")
+    assert message in str(err.value)
+
+
+def test_parse_slo() -> None:
+    (o,) = parse_slo("p99=5ms")
+    assert (o.stat, o.bound_us) == ("p99", 5000.0)
+    a, b, c = parse_slo("p99.9=20ms, mean<=300us,p50=0.5s")
+    assert (a.stat, a.bound_us) == ("p999", 20000.0)
+    assert (b.stat, b.bound_us) == ("mean", 300.0)
+    assert (c.stat, c.bound_us) == ("p50", 500000.0)
+    for bad in ("p99", "p99=5", "q99=5ms", "p100=1ms", "p99=5min"):
+        with pytest.raises(UsageError):
+            parse_slo(bad)
+
+
+def test_search_grows_then_bisects_to_the_capacity() -> None:
+    probed: list[float] = []
+
+    def probe(rate: float) -> Step:
+        probed.append(rate)
+        return Step(rate, rate <= 3700, "")
+
+    s = search_max_rate(probe, 100, tolerance=0.05, max_steps=20)
+    assert probed[:7] == [100, 200, 400, 800, 1600, 3200, 6400]
+    assert s.converged
+    assert s.best is not None and 3700 * 0.95 <= s.best.rate <= 3700
+    assert s.lowest_failing is not None and s.lowest_failing > 3700
+    assert (s.lowest_failing - s.best.rate) <= 0.05 * s.best.rate
+    assert len(s.steps) == len(probed) <= 20
+
+
+def test_search_goes_down_when_the_start_fails_and_is_bounded() -> None:
+    s = search_max_rate(lambda r: Step(r, r <= 30, ""), 1000, tolerance=0.01, max_steps=6)
+    assert [st.rate for st in s.steps][:3] == [1000, 500, 250]
+    assert len(s.steps) == 6 and not s.converged
+    nothing = search_max_rate(lambda r: Step(r, False, ""), 8, max_steps=50)
+    assert nothing.best is None and len(nothing.steps) == 4  # 8, 4, 2, 1: not below 1 req/s
+
+
+def fake_case(i: int, rate: float, p99_ms: float, achieved: float, dropped: int = 0) -> Any:
+    h = Histogram()
+    # 100 values: 98 at 0.1 ms, 2 at p99_ms -> p99 = p99_ms
+    h.record_array([100_000] * 98 + [int(p99_ms * 1e6)] * 2)
+    return {
+        "id": i,
+        "variant": "default",
+        "workload": "simple",
+        "point": {"rate": rate},
+        "repetition": 0,
+        "status": "ok",
+        "reason": None,
+        "requests": 100,
+        "errors": {},
+        "histogram": h.to_dict(),
+        "histogram_uncorrected": h.to_dict(),
+        "open_loop": {
+            "offered_rps": rate,
+            "achieved_rps": achieved,
+            "scheduled": 100,
+            "sent": 100 - dropped,
+            "late": 0,
+            "dropped": dropped,
+        },
+        "throughput_rps": achieved,
+        "wall_s": 1.0,
+    }
+
+
+def sweep_result(cases: list[Any]) -> dict[str, Any]:
+    return {
+        "suite": {"name": "t", "variants": {"default": {}}, "matrix_keys": ["rate"]},
+        "cases": cases,
+        "environment": {},
+        "warnings": [],
+        "status": "complete",
+    }
+
+
+def test_knee_is_the_first_rate_with_a_worse_p99_or_a_missed_rate() -> None:
+    result = sweep_result(
+        [
+            fake_case(0, 100, 1.0, 100),
+            fake_case(1, 200, 2.5, 199),
+            fake_case(2, 400, 3.5, 400),  # 3.5 x the p99 at 100 req/s
+            fake_case(3, 800, 50, 700),
+        ]
+    )
+    (series,) = rate_series(result)
+    assert [p.offered_rps for p in series.points] == [100, 200, 400, 800]
+    assert series.knee is not None and series.knee.offered_rps == 400
+    assert [p.knee for p in series.points] == [False, False, True, False]
+    # a missed rate is a knee even when latency looks fine
+    series.points[1].achieved_rps = 150
+    mark_knee(series.points)
+    assert series.knee is not None and series.knee.offered_rps == 200
+    text = terminal.render(result, width=160)
+    assert "latency vs offered rate" in text
+    knee_line = next(line for line in text.splitlines() if "knee" in line and "400" in line)
+    assert "3.50" in knee_line
