@@ -20,7 +20,7 @@ from rpcmeter.drivers.base import DriverContext, Endpoint
 from rpcmeter.errors import ServerError
 from rpcmeter.metrics import environment
 from rpcmeter.plan import Case, expand
-from rpcmeter.rates import ACHIEVED_MIN
+from rpcmeter.rates import keeps_up
 from rpcmeter.result import SCHEMA_VERSION, CaseDoc, Result, now_iso, write_json
 from rpcmeter.runners.closed_loop import LoadOutcome, run_closed_loop
 from rpcmeter.runners.open_loop import Pacing
@@ -229,7 +229,7 @@ def case_warnings(case: Case, doc: CaseDoc) -> list[str]:
     ol = doc.get("open_loop")
     if not ol or doc["status"] != "ok":
         return []
-    if ol["achieved_rps"] >= ACHIEVED_MIN * ol["offered_rps"] and not ol["dropped"]:
+    if keeps_up(ol["offered_rps"], ol["achieved_rps"], ol["dropped"], ol["scheduled"]):
         return []
     return [
         f"{case.label()}: target rate not reached: {ol['achieved_rps']:,.0f} of "

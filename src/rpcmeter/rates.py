@@ -3,12 +3,12 @@ the highest rate that meets one. Pure functions of the result document (the sear
 the function that runs one probe, so it can be tested without a server).
 
 The knee of a sweep is the first offered rate (ascending) at which the system stops keeping up:
-its corrected p99 exceeds ``KNEE_FACTOR`` times the p99 at the lowest offered rate, or the
-achieved rate falls below ``ACHIEVED_MIN`` of the offered rate, or requests were dropped.
+its corrected p99 exceeds ``KNEE_FACTOR`` times the p99 at the lowest offered rate, or the load
+no longer goes out as scheduled (:func:`keeps_up`: under ``ACHIEVED_MIN`` of the offered rate
+achieved, or more than ``1 - ACHIEVED_MIN`` of the scheduled requests dropped).
 
 A rate *meets* an objective (``--slo p99=5ms``) when every named corrected percentile is at or
-below its bound, the achieved rate is at least ``ACHIEVED_MIN`` of the offered rate, nothing was
-dropped and no request failed. The search (:func:`search_max_rate`) doubles the rate from a start
+below its bound, the load kept up (:func:`keeps_up`) and no request failed. The search (:func:`search_max_rate`) doubles the rate from a start
 until a rate fails (halving instead when the start already fails), then bisects between the
 highest passing and the lowest failing rate until they are within ``tolerance`` of each other,
 in at most ``max_steps`` probes.
@@ -47,12 +47,19 @@ class RatePoint:
     p99_uncorrected_us: float
     late: int
     dropped: int
+    scheduled: int
     errors: int
     knee: bool = False
 
     @property
     def keeps_up(self) -> bool:
-        return self.achieved_rps >= ACHIEVED_MIN * self.offered_rps and not self.dropped
+        return keeps_up(self.offered_rps, self.achieved_rps, self.dropped, self.scheduled)
+
+
+def keeps_up(offered_rps: float, achieved_rps: float, dropped: int, scheduled: int) -> bool:
+    """The load went out as scheduled: at least ``ACHIEVED_MIN`` of the offered rate achieved and
+    of the scheduled requests sent."""
+    return achieved_rps >= ACHIEVED_MIN * offered_rps and dropped <= (1 - ACHIEVED_MIN) * scheduled
 
 
 @dataclass
@@ -86,6 +93,7 @@ def rate_point(cell: Cell) -> RatePoint:
         p99_uncorrected_us=uh.percentile(99) / 1e3,
         late=sum(int(c["open_loop"]["late"]) for c in cell.ok_cases),
         dropped=sum(int(c["open_loop"]["dropped"]) for c in cell.ok_cases),
+        scheduled=sum(int(c["open_loop"]["scheduled"]) for c in cell.ok_cases),
         errors=cell.errors,
     )
 
@@ -170,10 +178,8 @@ def judge(cell: Cell, objectives: list[Objective]) -> tuple[bool, str]:
     p = rate_point(cell)
     if p.errors:
         return False, f"{p.errors} errors"
-    if p.dropped:
-        return False, f"{p.dropped} dropped"
-    if p.achieved_rps < ACHIEVED_MIN * p.offered_rps:
-        return False, f"achieved {p.achieved_rps:,.0f} req/s"
+    if not p.keeps_up:
+        return False, f"achieved {p.achieved_rps:,.0f} req/s, {p.dropped} dropped"
     for o in objectives:
         value = o.value_us(cell)
         if not value <= o.bound_us:

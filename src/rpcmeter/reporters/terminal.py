@@ -253,8 +253,8 @@ def render_rates(console: Console, result: Result) -> None:
         console.print(
             Text(
                 f"knee: the first rate whose p99 exceeds {KNEE_FACTOR:g}x the p99 at the lowest "
-                f"rate, or that achieves under {ACHIEVED_MIN:.0%} of the offered rate or drops "
-                "requests",
+                f"rate, or where under {ACHIEVED_MIN:.0%} of the offered rate was achieved or "
+                f"over {1 - ACHIEVED_MIN:.0%} of the requests dropped",
                 style="dim",
             )
         )

@@ -13,8 +13,8 @@ by a phase so that the clients interleave. Inside a client, every loop (a thread
 slot of an event loop) takes the next slot of the shared :class:`Schedule` when it is free, waits
 until the slot's time and sends. A slot taken after its time is *late* when the send lags by more
 than ``late_ms`` (no loop was free: the client or the server is not keeping up), and *dropped*
-(never sent) when the lag exceeds ``max_lag_ms`` or the run ended (``duration_s`` reached, stop)
-before it went out. ``achieved_rps`` is the rate at which requests actually went out.
+(never sent) when the lag exceeds ``max_lag_ms`` or the run ended before it went out (``late_ms``
+after the end of ``duration_s``, or a stop). ``achieved_rps`` is the rate at which requests actually went out.
 
 Waiting: the loop sleeps until ``SPIN_NS`` before the slot, then yields the CPU in a short loop
 until the slot's time (``os.sched_yield`` releases the GIL, so other loops run meanwhile); the
@@ -93,8 +93,8 @@ class Schedule:
         with self._lock:
             if not self.start_ns:
                 self.start_ns = now_ns + LEAD_NS + int(self.pacing.phase * self.period_ns)
-                if self.duration_ns is not None:
-                    self.end_ns = now_ns + LEAD_NS + self.duration_ns
+                if self.duration_ns is not None:  # a slot may still go out up to late_ns after
+                    self.end_ns = now_ns + LEAD_NS + self.duration_ns + self.late_ns
         return self.start_ns
 
     def time_of(self, k: int) -> int:
