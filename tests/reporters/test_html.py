@@ -259,3 +259,33 @@ def test_report_in_headless_chromium(
         assert p["drawn"] and all(p["drawn"]), (ident, p["drawn"])
         assert any("default" in t for t in p["texts"]), ident  # the legend names the variants
     assert (ARTIFACTS / "report.png").stat().st_size > 10_000
+
+
+ONE_CASE_SUITE = """
+name = "one case"
+[target]
+driver = "rpyc"
+transport = "unix"
+[workloads.simple]
+[load]
+requests = 40
+warmup = 2
+"""
+
+
+@pytest.mark.timeout(120)
+def test_run_with_one_variant_and_one_case_writes_a_sensible_report(tmp_path: Path) -> None:
+    suite = tmp_path / "one.toml"
+    suite.write_text(ONE_CASE_SUITE, encoding="utf-8")
+    report, plots = tmp_path / "one.html", tmp_path / "plots"
+    assert main(["run", str(suite), "--html", str(report), "--plots", str(plots)]) == 0
+    page = report.read_text(encoding="utf-8")
+    # one variant: its spectrum and its CPU, no ratio plot and no ratio columns
+    assert page.count('<figure class="plot"') == 2
+    assert 'data-kind="spectrum"' in page and 'data-kind="cpu-client"' in page
+    assert "ratio-" not in page and " / default" not in page
+    assert "(baseline)" not in page
+    assert sorted(p.name for p in plots.iterdir()) == [
+        "cpu-client-simple.png",
+        "spectrum-simple-all.png",
+    ]

@@ -123,18 +123,21 @@ def test_matrix_plots_series_and_points() -> None:
 
 def test_ratio_uses_stored_comparisons_with_intervals() -> None:
     r = _two_variant_matrix()
-    r["comparisons"] = [
-        {
-            "workload": "w",
-            "point": {"threads": 2},
-            "variant": "fast",
-            "metric": "latency.mean_us",
-            "ratio": 0.52,
-            "ci_low": 0.48,
-            "ci_high": 0.56,
-            "verdict": "faster",
-        }
-    ]
+    r["comparisons"] = {
+        "kind": "variants",
+        "rows": [
+            {
+                "workload": "w",
+                "point": {"threads": 2},
+                "variant": "fast",
+                "metric": "mean",
+                "ratio": 0.52,
+                "ci_low": 0.48,
+                "ci_high": 0.56,
+                "verdict": "faster",
+            }
+        ],
+    }
     ratio = _by_id(r)["ratio-w"]
     assert ratio.series[0].y[1] == pytest.approx(0.52)
     assert ratio.series[0].lo is not None and ratio.series[0].lo[1] == pytest.approx(0.48)
@@ -186,6 +189,8 @@ def test_command_cases_give_wall_user_system_bars() -> None:
     assert cmd.series[0].y == pytest.approx((2.0, 8.0, 4.0))  # user and system not swapped
     assert cmd.series[1].y == pytest.approx((1.0, 4.0, 2.0))
     assert got["ratio-job"].series[0].y == pytest.approx((0.5,))
+    # a spectrum of a few run times or "CPU per request" would mislead for whole commands
+    assert sorted(got) == ["command-job-all", "ratio-job"]
 
 
 def test_failed_cells_are_gaps_not_errors() -> None:

@@ -97,7 +97,7 @@ def draw(plot: Plot, colors: dict[str, str]) -> Figure:
             (line,) = ax.plot(xs, s.y, color=color(s), label=s.name, linewidth=1.6)
             line.set_gid(f"series-{i}")
         ax.set_xscale("log")
-        ticks = [10.0**k for k in range(0, 5)]
+        ticks = [1.0, 2.0, *(10.0**k for k in range(1, 5))]  # 0 %, 50 %, 90 %, 99 %, ...
         ax.xaxis.set_major_locator(FixedLocator(ticks))
         ax.xaxis.set_minor_locator(NullLocator())
         ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: _nines_label(100 * (1 - 1 / x))))
@@ -204,7 +204,13 @@ def draw(plot: Plot, colors: dict[str, str]) -> Figure:
             )
         )
     if handles:
-        ax.legend(handles=handles, fontsize=8, frameon=False, loc="best")
+        # spectra rise to the right, so their upper left is free
+        ax.legend(
+            handles=handles,
+            fontsize=8,
+            frameon=False,
+            loc="upper left" if plot.x_scale == "nines" else "best",
+        )
     if plot.note:
         engine = fig.get_layout_engine()
         assert isinstance(engine, ConstrainedLayoutEngine)

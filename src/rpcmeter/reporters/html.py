@@ -107,14 +107,14 @@ def _columns(
     """(header, comparison metric, value of a cell, formatter) of the table's measures."""
     if command:
         return [
-            ("wall s", "wall_s", lambda c: run_mean(c, "wall_s"), fmt_s),
-            ("user s", "user_s", lambda c: run_mean(c, "user_s"), fmt_s),
-            ("system s", "sys_s", lambda c: run_mean(c, "sys_s"), fmt_s),
+            ("wall s", "mean", lambda c: run_mean(c, "wall_s"), fmt_s),
+            ("user s", "", lambda c: run_mean(c, "user_s"), fmt_s),
+            ("system s", "", lambda c: run_mean(c, "sys_s"), fmt_s),
         ]
     return [
-        ("mean ms", "latency.mean_us", lambda c: c.latency_us("mean"), fmt_ms),
-        ("p99 ms", "latency.p99_us", lambda c: c.latency_us("p99"), fmt_ms),
-        ("req/s", "throughput_rps", lambda c: c.mean("throughput_rps"), fmt_rate),
+        ("mean ms", "mean", lambda c: c.latency_us("mean"), fmt_ms),
+        ("p99 ms", "p99", lambda c: c.latency_us("p99"), fmt_ms),
+        ("req/s", "throughput", lambda c: c.mean("throughput_rps"), fmt_rate),
     ]
 
 

@@ -176,8 +176,11 @@ class Comparison:
 def comparison(
     result: Result, workload: str, point: PointKey, variant: str, metric: str
 ) -> Comparison | None:
-    """The stored comparison of ``variant`` against the baseline on ``metric``, if any."""
-    for comp in result.get("comparisons") or []:
+    """The stored comparison of ``variant`` against the baseline on ``metric`` (``mean``, ``p99``,
+    ``throughput``, ...: the statistics engine's metric names), if the result carries one."""
+    doc = result.get("comparisons") or {}
+    rows = doc.get("rows") if isinstance(doc, dict) else doc
+    for comp in rows or []:
         if (
             comp.get("workload") == workload
             and comp.get("variant") == variant
@@ -188,7 +191,7 @@ def comparison(
                 float(comp.get("ratio", math.nan)),
                 float(comp["ci_low"]) if comp.get("ci_low") is not None else math.nan,
                 float(comp["ci_high"]) if comp.get("ci_high") is not None else math.nan,
-                str(comp.get("verdict") or ""),
+                "" if comp.get("verdict") in (None, "unknown") else str(comp["verdict"]),
             )
     return None
 
@@ -318,7 +321,7 @@ def ratio_plot(
     points = list(grid)
     cats = tuple(point_label(p) for p in points)
     command = any(is_command_cell(c) for row in grid.values() for c in row.values())
-    metric = "wall_s" if command else "latency.mean_us"
+    metric = "mean"  # for whole commands: the mean wall time of the runs
     what = "wall time" if command else "mean latency"
     series = []
     any_ci = False
@@ -477,22 +480,26 @@ def workload_plots(result: Result, workload: str) -> list[Plot]:
     grid = cells(result).get(workload, {})
     base = baseline(result)
     plots: list[Plot] = []
-    commands = [
-        (p, row) for p, row in grid.items() if any(is_command_cell(c) for c in row.values())
-    ]
-    for point, row in commands:
-        plot = command_plot(workload, point, row)
-        if plot:
-            plots.append(plot)
-    for point, row in grid.items():
-        plot = spectrum_plot(workload, point, row)
-        if plot:
-            plots.append(plot)
-    plots += scaling_plots(workload, grid)
+    command = any(is_command_cell(c) for row in grid.values() for c in row.values())
+    if command:
+        # whole commands: what a run costs, and the ratio of wall times; a spectrum of a few run
+        # times or "CPU per request" would mislead
+        for point, row in grid.items():
+            plot = command_plot(workload, point, row)
+            if plot:
+                plots.append(plot)
+    else:
+        for point, row in grid.items():
+            plot = spectrum_plot(workload, point, row)
+            if plot:
+                plots.append(plot)
+        if any(c.hist.count for row in grid.values() for c in row.values()):
+            plots += scaling_plots(workload, grid)
     ratio = ratio_plot(result, workload, grid, base)
     if ratio:
         plots.append(ratio)
-    plots += cpu_plots(workload, grid)
+    if not command:
+        plots += cpu_plots(workload, grid)
     return plots
 
 
