@@ -225,3 +225,23 @@ def test_real_run_plots(demo_result: Result) -> None:
                 assert s.finite_points() >= 1, (p.id, s.name)
         spectra = [p for p in ps if p.kind == "spectrum"]
         assert all([s.variant for s in p.series] == ["default", "bind"] for p in spectra)
+
+
+def test_html_table_and_summary_show_intervals_and_verdicts() -> None:
+    from rpcmeter.reporters import html
+
+    r = _two_variant_matrix()
+    row = {"workload": "w", "point": {"threads": 2}, "variant": "fast", "metric": "mean"}
+    r["comparisons"] = {
+        "baseline": "base",
+        "rows": [{**row, "ratio": 0.52, "ci_low": 0.48, "ci_high": 0.56, "verdict": "faster"}],
+        "summary": [{"variant": "fast", "metric": "mean", "geomean": 0.5, "cases": 3, "faster": 1}],
+    }
+    colors = palette(["base", "fast"])
+    table = html.workload_table(r, "w", colors)
+    assert '0.52 <span class="ci">[0.48, 0.56]</span> <span class="faster">faster</span>' in table
+    assert table.count("<tr>") == 2 + 3  # two header rows, one row per matrix point
+    assert "0.50" in table  # plain ratios where no comparison is stored
+    summary = html.comparison_summary(r, colors)
+    assert "Against base" in summary and '<span class="faster">1 faster</span>' in summary
+    assert html.comparison_summary(_two_variant_matrix(), colors) == ""

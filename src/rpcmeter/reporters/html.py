@@ -185,6 +185,37 @@ def _problems(result: Result) -> list[str]:
     return out
 
 
+def comparison_summary(result: Result, colors: dict[str, str]) -> str:
+    """Per variant and metric: geometric mean of the ratios and verdict counts, when the result
+    carries comparisons with a summary."""
+    doc = result.get("comparisons")
+    rows = doc.get("summary") if isinstance(doc, dict) else None
+    if not rows:
+        return ""
+    base = _e(doc.get("baseline") or baseline(result)) if isinstance(doc, dict) else ""
+    body = []
+    for r in rows:
+        geo = r.get("geomean")
+        counts = " · ".join(
+            f'<span class="{_verdict_class(v)}">{r.get(v, 0)} {v}</span>'
+            for v in ("faster", "slower", "same", "unknown")
+            if r.get(v)
+        )
+        variant = str(r.get("variant", ""))
+        body.append(
+            f'<tr><td class="l">{_swatch(colors.get(variant, "#444"))}{_e(variant)}</td>'
+            f'<td class="l">{_e(r.get("metric", ""))}</td>'
+            f"<td>{fmt_ratio(geo) if isinstance(geo, int | float) else '-'}</td>"
+            f'<td>{r.get("cases", "")}</td><td class="l">{counts}</td></tr>'
+        )
+    return (
+        f'<section id="summary"><h2>Against {base}</h2><div class="scroll"><table>'
+        '<tr><th class="l">variant</th><th class="l">metric</th><th>geometric mean ratio</th>'
+        '<th>cases</th><th class="l">verdicts</th></tr>'
+        f"{''.join(body)}</table></div></section>"
+    )
+
+
 def _figure(plot: Plot, colors: dict[str, str]) -> str:
     from rpcmeter.reporters.figures import to_svg
 
@@ -254,6 +285,7 @@ def render(result: Result) -> str:
         f'<details open id="environment"><summary><b>Environment</b></summary>'
         f'<dl class="env">{env_rows}</dl></details>'
     )
+    out.append(comparison_summary(result, colors))
     for workload in cells(result):
         out.append(f'<section class="workload" data-workload="{_e(workload)}">')
         out.append(f"<h2>{_e(workload)}</h2>")
