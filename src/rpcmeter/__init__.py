@@ -3,17 +3,29 @@
 The library comes first; the ``rpcmeter`` command only parses arguments and calls it::
 
     from rpcmeter import load_suite, run_suite
-    result = run_suite(load_suite("examples/rpyc-thread-binding.toml", quick=True))
+
+    if __name__ == "__main__":  # rpcmeter starts client processes
+        result = run_suite(load_suite("examples/rpyc-thread-binding.toml", quick=True))
+
+Names are imported lazily, so that a built-in server importing one submodule starts fast.
 """
 
 from __future__ import annotations
 
+import importlib
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
 
-from rpcmeter.errors import RpcmeterError, SuiteError
-from rpcmeter.execute import RunOptions, run_suite
-from rpcmeter.metrics.histogram import Histogram
-from rpcmeter.suite import Suite, load_suite
+_EXPORTS = {
+    "Histogram": "rpcmeter.metrics.histogram",
+    "RpcmeterError": "rpcmeter.errors",
+    "SuiteError": "rpcmeter.errors",
+    "RunOptions": "rpcmeter.execute",
+    "run_suite": "rpcmeter.execute",
+    "Suite": "rpcmeter.suite",
+    "load_suite": "rpcmeter.suite",
+}
 
 __all__ = [
     "Histogram",
@@ -25,3 +37,16 @@ __all__ = [
     "load_suite",
     "run_suite",
 ]
+
+if TYPE_CHECKING:
+    from rpcmeter.errors import RpcmeterError, SuiteError
+    from rpcmeter.execute import RunOptions, run_suite
+    from rpcmeter.metrics.histogram import Histogram
+    from rpcmeter.suite import Suite, load_suite
+
+
+def __getattr__(name: str) -> Any:
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'rpcmeter' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)

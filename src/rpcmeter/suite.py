@@ -296,7 +296,7 @@ def _validation_message(where: str, exc: ValidationError) -> str:
     err = exc.errors()[0]
     loc = _format_loc(tuple(p for p in err["loc"] if p not in ("function-after",)))
     msg = err["msg"].removeprefix("Value error, ")
-    if err["type"] == "extra_forbidden":
+    if err["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
         msg = "unknown key"
     got = err.get("input")
     shown = "" if err["type"] in ("missing",) or isinstance(got, dict) else f" (got {got!r})"
@@ -411,7 +411,7 @@ def _check_semantics(suite: Suite, where: str) -> None:
                 _validation_message(where, exc).replace(": ", f": {key}.", 1)
             ) from None
     for key, values in suite.matrix.items():
-        in_workloads = all(key in KINDS[w.kind].model_fields for w in suite.workloads.values())
+        in_workloads = all(key in KINDS[w.kind].field_names() for w in suite.workloads.values())
         if key not in _LOAD_KEYS and not in_workloads:
             raise SuiteError(
                 f"{where}: matrix.{key}: not a load setting nor a parameter of every workload "

@@ -24,64 +24,104 @@ Kinds:
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import sys
-from typing import Any, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal, Self
 
-from pydantic import BaseModel, ConfigDict, Field
+from annotated_types import Ge, Le
+
+# Parameter classes are plain frozen dataclasses: reference servers import this module and must
+# start fast, so pydantic (which validates them for suites) is imported only when validating.
+_MAX_BYTES = 64 * 1024 * 1024
 
 
-class WorkloadParams(BaseModel):
+@dataclasses.dataclass(frozen=True)
+class WorkloadParams:
     """Base of every workload's parameters."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
     kind: ClassVar[str]
+    __pydantic_config__: ClassVar[dict[str, Any]] = {"extra": "forbid"}
+
+    def model_dump(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def field_names(cls) -> frozenset[str]:
+        return frozenset(f.name for f in dataclasses.fields(cls))
+
+    @classmethod
+    def model_validate(cls, params: dict[str, Any]) -> Self:
+        """Validate ``params`` (raises pydantic's ValidationError)."""
+        result: Self = _adapter(cls).validate_python(params)
+        return result
 
 
+_ADAPTERS: dict[type[WorkloadParams], Any] = {}
+
+
+def _adapter(cls: type[WorkloadParams]) -> Any:
+    adapter = _ADAPTERS.get(cls)
+    if adapter is None:
+        from pydantic import TypeAdapter
+
+        adapter = _ADAPTERS[cls] = TypeAdapter(cls)
+    return adapter
+
+
+@dataclasses.dataclass(frozen=True)
 class SimpleParams(WorkloadParams):
     kind: ClassVar[str] = "simple"
 
 
+@dataclasses.dataclass(frozen=True)
 class NoopParams(WorkloadParams):
     kind: ClassVar[str] = "noop"
 
 
+@dataclasses.dataclass(frozen=True)
 class IdleParams(WorkloadParams):
     kind: ClassVar[str] = "idle"
 
 
+@dataclasses.dataclass(frozen=True)
 class CallbackParams(WorkloadParams):
     kind: ClassVar[str] = "callback"
-    depth: int = Field(1, ge=1, le=64)
+    depth: Annotated[int, Ge(1), Le(64)] = 1
 
 
+@dataclasses.dataclass(frozen=True)
 class RandomWaitParams(WorkloadParams):
     kind: ClassVar[str] = "random_wait"
-    delay_p: float = Field(1.0, ge=0.0, le=1.0)
-    delay_s: float = Field(0.01, ge=0.0, le=60.0)
-    sub_p: float = Field(0.5, ge=0.0, le=1.0)
-    max_depth: int = Field(2, ge=0, le=64)
+    delay_p: Annotated[float, Ge(0.0), Le(1.0)] = 1.0
+    delay_s: Annotated[float, Ge(0.0), Le(60.0)] = 0.01
+    sub_p: Annotated[float, Ge(0.0), Le(1.0)] = 0.5
+    max_depth: Annotated[int, Ge(0), Le(64)] = 2
 
 
+@dataclasses.dataclass(frozen=True)
 class EchoParams(WorkloadParams):
     kind: ClassVar[str] = "echo"
-    request_bytes: int = Field(100, ge=0, le=64 * 1024 * 1024)
+    request_bytes: Annotated[int, Ge(0), Le(_MAX_BYTES)] = 100
 
 
+@dataclasses.dataclass(frozen=True)
 class PayloadParams(WorkloadParams):
     kind: ClassVar[str] = "payload"
-    request_bytes: int = Field(100, ge=0, le=64 * 1024 * 1024)
-    reply_bytes: int = Field(100, ge=0, le=64 * 1024 * 1024)
+    request_bytes: Annotated[int, Ge(0), Le(_MAX_BYTES)] = 100
+    reply_bytes: Annotated[int, Ge(0), Le(_MAX_BYTES)] = 100
 
 
+@dataclasses.dataclass(frozen=True)
 class SleepParams(WorkloadParams):
     kind: ClassVar[str] = "sleep"
-    ms: float = Field(1.0, ge=0.0, le=3_600_000.0)
+    ms: Annotated[float, Ge(0.0), Le(3_600_000.0)] = 1.0
 
 
+@dataclasses.dataclass(frozen=True)
 class FactorialParams(WorkloadParams):
     kind: ClassVar[str] = "factorial"
-    n: int = Field(5, ge=0, le=10_000_000)
+    n: Annotated[int, Ge(0), Le(10_000_000)] = 5
 
 
 KINDS: dict[str, type[WorkloadParams]] = {
