@@ -89,7 +89,8 @@ def test_random_wait_matches_its_arithmetic_and_bind_parallelises() -> None:
     assert all(c["status"] == "ok" for c in result["cases"])
     expected_us = random_wait_expected_s(RandomWaitParams(**params)) * 1e6
     single = cases_by(result, variant="default", threads=1)[0]["latency"]["mean_us"]
-    assert expected_us * 0.7 < single < expected_us * 1.6
+    # transport and scheduling add to the waits (a lot on a busy machine), never subtract
+    assert expected_us * 0.8 < single < expected_us * 2.5
     # study 000: without binding one connection serves one request at a time; with binding,
     # four threads wait concurrently, so latency stays near the single-thread figure.
     d4 = cases_by(result, variant="default", threads=4)[0]["latency"]["mean_us"]
