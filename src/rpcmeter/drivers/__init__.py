@@ -11,6 +11,7 @@ REGISTRY: dict[str, str] = {
     "rpyc": "rpcmeter.drivers.rpyc:RpycDriver",
     "grpc": "rpcmeter.drivers.grpc:GrpcDriver",
     "zmq": "rpcmeter.drivers.zmq:ZmqDriver",
+    "http": "rpcmeter.drivers.http:HttpDriver",
 }
 
 

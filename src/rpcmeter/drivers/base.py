@@ -13,6 +13,33 @@ latency; the driver never aggregates anything.
   then return that time in nanoseconds (or ``None`` when a reply carried none).
 - ``counters()`` returns totals the driver kept itself (``bytes_out``, ``bytes_in``), read once at
   the end of the case.
+- A reply that arrived but reports a failure (an HTTP status other than 2xx, an error frame) is a
+  :class:`ReplyError`; it is counted under its ``kind`` (``http_503``) and the loop goes on.
+
+Event drivers
+-------------
+A thread per closed loop cannot keep up with a fast server once there are many connections. An
+:class:`EventDriver` therefore issues its requests from one event loop (uvloop when installed) per
+client process; the runner (:mod:`rpcmeter.runners.event_loop`) runs every loop of the client
+(``load.concurrency`` or ``load.threads``) as callbacks inside that event loop. The interface:
+
+- ``async open()`` opens ``ctx.connections`` connections inside the running event loop.
+- ``channel(index)`` returns the :data:`Channel` that loop ``index`` sends through (loops share the
+  connections round-robin).
+- A channel is called as ``channel(done)``: it writes one request of the workload and returns at
+  once; when the reply has been read, it calls ``done(server_ns, error)`` from the event loop,
+  ``server_ns`` being the server-reported compute time (or ``None``) and ``error`` ``None`` or the
+  exception a caller would have raised (same classification as above). A channel accepts a new
+  request before the previous one completed: requests on one connection are pipelined and their
+  ``done`` callbacks run in the order the requests were sent.
+- ``close()`` closes the connections (called outside the event loop, after it stopped).
+
+The closed-loop runner reads the clock, calls ``channel(done)``, and in ``done`` reads the clock
+again, stores the latency into the same :class:`~rpcmeter.runners.client.Recorder` buffers as the
+thread loops, and sends the next request. An open-loop scheduler plugs into the same interface:
+it calls ``channel(done)`` at each request's intended send time (``loop.call_at``) without waiting
+for the previous reply, and records ``clock() - intended_send_time`` in ``done``, so a server that
+falls behind is charged the queueing it causes (no coordinated omission).
 """
 
 from __future__ import annotations
@@ -27,6 +54,14 @@ from rpcmeter.workloads import WorkloadParams
 
 class ReplyMismatch(Exception):
     """A reply arrived but did not match what was sent or expected (validation)."""
+
+
+class ReplyError(Exception):
+    """A reply arrived and reports a failure; counted under ``kind`` (``http_503``, ...)."""
+
+    def __init__(self, kind: str, message: str = "") -> None:
+        super().__init__(message or kind)
+        self.kind = kind
 
 
 @dataclass(frozen=True)
@@ -61,6 +96,8 @@ class DriverContext:
 
 
 Caller = Callable[[], object]
+Done = Callable[[int | None, BaseException | None], None]  # (server_ns, error)
+Channel = Callable[[Done], None]
 
 
 class Driver(ABC):
@@ -106,3 +143,21 @@ class Driver(ABC):
         else:
             cmd += ["--host", endpoint.host, "--port", str(endpoint.port)]
         return [*cmd, "--options", json.dumps(dict(options), sort_keys=True)]
+
+
+class EventDriver(Driver):
+    """A driver whose requests are issued from an event loop (see the module docstring)."""
+
+    def connect(self) -> None:
+        """Event drivers connect inside the event loop: :meth:`open`."""
+
+    def caller(self, thread_index: int) -> Caller:
+        raise NotImplementedError(f"driver {self.name!r} is an event driver: use channel()")
+
+    @abstractmethod
+    async def open(self) -> None:
+        """Open ``ctx.connections`` connections inside the running event loop."""
+
+    @abstractmethod
+    def channel(self, index: int) -> Channel:
+        """The channel closed loop ``index`` sends its requests through."""

@@ -22,7 +22,14 @@ from typing import Any
 import numpy as np
 
 from rpcmeter.drivers import driver_class
-from rpcmeter.drivers.base import Caller, DriverContext, ReplyMismatch
+from rpcmeter.drivers.base import (
+    Caller,
+    Driver,
+    DriverContext,
+    EventDriver,
+    ReplyError,
+    ReplyMismatch,
+)
 from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.runners.open_loop import Pacing, Schedule, measure_open
 
@@ -48,6 +55,7 @@ class ClientSpec:
 class ThreadStats:
     hist: Histogram = field(default_factory=Histogram)
     server_hist: Histogram = field(default_factory=Histogram)
+    net_hist: Histogram = field(default_factory=Histogram)  # latency - server time, per request
     ok: int = 0
     errors: dict[str, int] = field(default_factory=dict)
     first_error: dict[str, str] = field(default_factory=dict)
@@ -60,17 +68,35 @@ class ThreadStats:
     late: int = 0
     last_send_ns: int = 0
 
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "hist": self.hist.to_dict(),
+            "server_hist": self.server_hist.to_dict() if self.server_hist.count else None,
+            "net_hist": self.net_hist.to_dict() if self.net_hist.count else None,
+            "ok": self.ok,
+            "errors": self.errors,
+            "first_error": self.first_error,
+            "fatal": self.fatal,
+            "start_ns": self.start_ns,
+            "end_ns": self.end_ns,
+            "uhist": self.uhist.to_dict() if self.uhist.count else None,
+            "late": self.late,
+        }
+
 
 class Recorder:
-    """Preallocated sample buffer of one thread, folded into histograms when full."""
+    """Preallocated sample buffers of one loop (or one event loop), folded into histograms when
+    full: latencies in ``buf``; with server time, the server-reported time in ``sbuf`` and
+    latency minus server time of the same request in ``nbuf`` (same index ``spos``)."""
 
-    __slots__ = ("buf", "pos", "sbuf", "spos", "stats")
+    __slots__ = ("buf", "nbuf", "pos", "sbuf", "spos", "stats")
 
     def __init__(self, stats: ThreadStats, server_time: bool) -> None:
         self.stats = stats
         self.buf = array("q", bytes(8 * BUFFER))
         self.pos = 0
         self.sbuf = array("q", bytes(8 * BUFFER)) if server_time else array("q")
+        self.nbuf = array("q", bytes(8 * BUFFER)) if server_time else array("q")
         self.spos = 0
 
     def fold(self) -> None:
@@ -82,12 +108,20 @@ class Recorder:
             self.stats.server_hist.record_array(
                 np.frombuffer(self.sbuf, dtype=np.int64, count=self.spos)
             )
+            self.stats.net_hist.record_array(
+                np.frombuffer(self.nbuf, dtype=np.int64, count=self.spos)
+            )
             self.spos = 0
 
     def error(self, exc: BaseException, fatal_types: tuple[type[BaseException], ...]) -> bool:
-        """Count an error; True when it is fatal for this thread's connection."""
-        kind = "mismatch" if isinstance(exc, ReplyMismatch) else type(exc).__name__
-        fatal = isinstance(exc, fatal_types) and not isinstance(exc, ReplyMismatch)
+        """Count an error; True when it is fatal for this loop's connection."""
+        if isinstance(exc, ReplyMismatch):
+            kind = "mismatch"
+        elif isinstance(exc, ReplyError):
+            kind = exc.kind
+        else:
+            kind = type(exc).__name__
+        fatal = isinstance(exc, fatal_types) and not isinstance(exc, ReplyMismatch | ReplyError)
         if fatal:
             kind = f"connection:{kind}"
         self.stats.errors[kind] = self.stats.errors.get(kind, 0) + 1
@@ -127,6 +161,7 @@ def run_chunk_server_time(
     clock = time.perf_counter_ns
     buf = rec.buf
     sbuf = rec.sbuf
+    nbuf = rec.nbuf
     pos = rec.pos
     made = 0
     try:
@@ -139,10 +174,12 @@ def run_chunk_server_time(
                 if rec.error(exc, fatal):
                     return made
                 continue
-            buf[pos] = clock() - t0
+            latency = clock() - t0
+            buf[pos] = latency
             pos += 1
             if server_ns is not None:
                 sbuf[rec.spos] = server_ns  # type: ignore[call-overload]
+                nbuf[rec.spos] = latency - server_ns  # type: ignore[operator]
                 rec.spos += 1
     finally:
         rec.pos = pos
@@ -194,6 +231,11 @@ def measure(
     publish(done)
 
 
+def is_fatal(exc: BaseException, fatal: tuple[type[BaseException], ...]) -> bool:
+    """True when ``exc`` means the connection is gone (not a wrong or failed reply)."""
+    return isinstance(exc, fatal) and not isinstance(exc, ReplyMismatch | ReplyError)
+
+
 def warm_up(
     call: Caller, n: int, stats: ThreadStats, fatal: tuple[type[BaseException], ...]
 ) -> None:
@@ -202,31 +244,58 @@ def warm_up(
         try:
             call()
         except Exception as exc:
-            if isinstance(exc, fatal) and not isinstance(exc, ReplyMismatch):
+            if is_fatal(exc, fatal):
                 stats.fatal = f"during warmup: {type(exc).__name__}: {exc}"[:300]
                 return
 
 
-def client_main(spec: ClientSpec, go: Any, stop: Any, progress: Any, conn: Any) -> None:
-    """Entry point of a client process. Protocol on ``conn``: ("ready",) or ("error", msg) after
-    connecting and warming up, then the final ("result", dict)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops us
-    if spec.cpus:
-        with contextlib.suppress(OSError):
-            os.sched_setaffinity(0, spec.cpus)
+class Gate:
+    """The client's side of the start protocol: report ready (or why not), wait for the gate,
+    then measure this process's CPU time until :meth:`finish`."""
+
+    def __init__(self, index: int, go: Any, conn: Any, driver: Driver) -> None:
+        self.index = index
+        self.go = go
+        self.conn = conn
+        self.driver = driver
+        self.usage0: Any = None
+        self.counters0: dict[str, int] = {}
+
+    def ready(self, failure: str | None) -> None:
+        self.counters0 = self.driver.counters()  # warmup traffic is not the case's
+        if failure:
+            self.conn.send(("error", f"client {self.index}: {failure}"))
+        else:
+            self.conn.send(("ready",))
+        self.go.wait()
+        self.usage0 = resource.getrusage(resource.RUSAGE_SELF)
+
+    def counters(self) -> dict[str, int]:
+        """The driver's counters since the gate opened."""
+        return {k: v - self.counters0.get(k, 0) for k, v in self.driver.counters().items()}
+
+    def cpu(self) -> dict[str, float]:
+        usage1 = resource.getrusage(resource.RUSAGE_SELF)
+        usage0 = self.usage0 or usage1
+        return {
+            "cpu_user_s": usage1.ru_utime - usage0.ru_utime,
+            "cpu_sys_s": usage1.ru_stime - usage0.ru_stime,
+            "max_rss_bytes": usage1.ru_maxrss * 1024,
+        }
+
+
+# what a client's load returns: per-loop stats, and the open-loop schedule's totals (or None)
+LoadReport = tuple[list["ThreadStats"], dict[str, float] | None]
+
+
+def thread_load(
+    driver: Driver, spec: ClientSpec, gate: Gate, stop: Any, progress: Any
+) -> LoadReport:
+    """One thread per loop, each calling the driver's caller (the synchronous drivers); closed
+    loop, or open loop on the client's schedule when ``spec.pacing`` is set."""
     ctx = spec.ctx
-    os.environ.update(ctx.env)  # before the driver imports its library (RPYC_BIND_THREADS, ...)
-    try:
-        cls = driver_class(spec.driver)
-        driver = cls(ctx)
-        driver.connect()
-        callers = [driver.caller(t) for t in range(ctx.threads)]
-    except Exception as exc:
-        conn.send(
-            ("error", f"client {ctx.client_index}: cannot connect: {type(exc).__name__}: {exc}")
-        )
-        return
-    fatal = cls.fatal_errors
+    callers = [driver.caller(t) for t in range(ctx.threads)]
+    fatal = driver.fatal_errors
     stats = [ThreadStats() for _ in range(ctx.threads)]
     base = ctx.client_index * ctx.threads
     warmed = threading.Barrier(ctx.threads + 1)
@@ -246,7 +315,7 @@ def client_main(spec: ClientSpec, go: Any, stop: Any, progress: Any, conn: Any) 
             warmed.wait()
         except threading.BrokenBarrierError:
             return
-        go.wait()
+        gate.go.wait()
         if stats[t].fatal is not None or stop.is_set():
             return
 
@@ -259,7 +328,7 @@ def client_main(spec: ClientSpec, go: Any, stop: Any, progress: Any, conn: Any) 
                 stats[t],
                 sched,
                 loops=ctx.threads,
-                server_time=cls.reports_server_time,
+                server_time=driver.reports_server_time,
                 fatal=fatal,
                 stop=stop.is_set,
                 publish=publish,
@@ -270,7 +339,7 @@ def client_main(spec: ClientSpec, go: Any, stop: Any, progress: Any, conn: Any) 
             stats[t],
             requests=spec.requests,
             duration_s=spec.duration_s,
-            server_time=cls.reports_server_time,
+            server_time=driver.reports_server_time,
             fatal=fatal,
             stop=stop.is_set,
             publish=publish,
@@ -283,19 +352,40 @@ def client_main(spec: ClientSpec, go: Any, stop: Any, progress: Any, conn: Any) 
     for th in threads:
         th.start()
     warmed.wait()
-    warm_counters = driver.counters()  # warmup calls are not part of the case
-    failed = [s.fatal for s in stats if s.fatal]
-    if failed:
-        conn.send(("error", f"client {ctx.client_index}: {failed[0]}"))
-        go.wait()
-    else:
-        conn.send(("ready",))
-        go.wait()
-    usage0 = resource.getrusage(resource.RUSAGE_SELF)
+    gate.ready(next((s.fatal for s in stats if s.fatal), None))
     for th in threads:
         th.join()
-    usage1 = resource.getrusage(resource.RUSAGE_SELF)
-    counters = {k: v - warm_counters.get(k, 0) for k, v in driver.counters().items()}
+    if sched is None:
+        return stats, None
+    return stats, sched.summary(sum(s.sent for s in stats), max(s.last_send_ns for s in stats))
+
+
+def client_main(spec: ClientSpec, go: Any, stop: Any, progress: Any, conn: Any) -> None:
+    """Entry point of a client process. Protocol on ``conn``: ("ready",) or ("error", msg) after
+    connecting and warming up, then the final ("result", dict)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops us
+    if spec.cpus:
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(0, spec.cpus)
+    ctx = spec.ctx
+    os.environ.update(ctx.env)  # before the driver imports its library (RPYC_BIND_THREADS, ...)
+    try:
+        driver = driver_class(spec.driver)(ctx)
+        driver.connect()
+    except Exception as exc:
+        conn.send(
+            ("error", f"client {ctx.client_index}: cannot connect: {type(exc).__name__}: {exc}")
+        )
+        return
+    gate = Gate(ctx.client_index, go, conn, driver)
+    if isinstance(driver, EventDriver):
+        from rpcmeter.runners.event_loop import event_load
+
+        stats, schedule = event_load(driver, spec, gate, stop, progress)
+    else:
+        stats, schedule = thread_load(driver, spec, gate, stop, progress)
+    cpu = gate.cpu()
+    counters = gate.counters()
     with contextlib.suppress(Exception):
         driver.close()
     conn.send(
@@ -303,30 +393,10 @@ def client_main(spec: ClientSpec, go: Any, stop: Any, progress: Any, conn: Any) 
             "result",
             {
                 "client": ctx.client_index,
-                "threads": [
-                    {
-                        "hist": s.hist.to_dict(),
-                        "server_hist": s.server_hist.to_dict() if s.server_hist.count else None,
-                        "ok": s.ok,
-                        "errors": s.errors,
-                        "first_error": s.first_error,
-                        "fatal": s.fatal,
-                        "start_ns": s.start_ns,
-                        "end_ns": s.end_ns,
-                        "uhist": s.uhist.to_dict() if s.uhist.count else None,
-                        "late": s.late,
-                    }
-                    for s in stats
-                ],
-                "schedule": sched.summary(
-                    sum(s.sent for s in stats), max(s.last_send_ns for s in stats)
-                )
-                if sched
-                else None,
+                "threads": [s.to_dict() for s in stats],
+                "schedule": schedule,
                 "counters": counters,
-                "cpu_user_s": usage1.ru_utime - usage0.ru_utime,
-                "cpu_sys_s": usage1.ru_stime - usage0.ru_stime,
-                "max_rss_bytes": usage1.ru_maxrss * 1024,
+                **cpu,
                 "pid": os.getpid(),
             },
         )

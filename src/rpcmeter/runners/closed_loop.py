@@ -32,6 +32,7 @@ class LoadOutcome:
 
     hist: Histogram = field(default_factory=Histogram)
     server_hist: Histogram = field(default_factory=Histogram)
+    net_hist: Histogram = field(default_factory=Histogram)  # latency - server time, per request
     ok: int = 0
     errors: dict[str, int] = field(default_factory=dict)
     first_error: dict[str, str] = field(default_factory=dict)
@@ -239,6 +240,8 @@ def _merge(outcome: LoadOutcome, results: dict[int, dict[str, Any]]) -> None:
                 outcome.uhist.merge(Histogram.from_dict(t["uhist"]))
             if t["server_hist"]:
                 outcome.server_hist.merge(Histogram.from_dict(t["server_hist"]))
+            if t.get("net_hist"):
+                outcome.net_hist.merge(Histogram.from_dict(t["net_hist"]))
             client_ok += t["ok"]
             for kind, n in t["errors"].items():
                 client_errors[kind] = client_errors.get(kind, 0) + n

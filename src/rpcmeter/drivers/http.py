@@ -1,0 +1,130 @@
+"""HTTP/1.1 driver: keep-alive connections driven from one uvloop event loop per client process.
+
+The client path is a raw asyncio protocol whose replies are parsed by httptools (the fastest
+Python client path measured; see ``benchmarks/vs_wrk.py``). Each client opens
+``load.connections`` connections; its ``load.concurrency`` (or ``load.threads``) closed loops
+share them round-robin, so concurrency above connections pipelines requests on a connection.
+
+Requests follow the built-in server's URL scheme (:mod:`rpcmeter.servers.http_server`) unless the
+options say otherwise. Options (target or variant ``options``):
+
+- ``method`` (default ``GET`` for ``noop``/``sleep``, ``POST`` otherwise), ``path`` (path and
+  query string; default ``/noop``, ``/echo``, ``/payload?reply_bytes=N``, ``/sleep?ms=X``,
+  ``/factorial``), ``headers`` (table of extra request headers), ``body`` (text sent instead of
+  the workload's body), ``host`` (the ``Host`` header; default the endpoint's address).
+- ``event_loop``: ``uvloop`` (default) or ``asyncio``.
+
+A status other than 2xx counts as an error of kind ``http_STATUS``. The server's compute time is
+read from a ``Server-Timing`` header (``dur`` in milliseconds, the first metric carrying one);
+replies without it report none. With ``validate``, every reply body is compared with the expected
+one (echo: the request body; payload: ``reply_bytes`` bytes; factorial: ``math.factorial``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import httptools
+
+from rpcmeter.drivers.base import ReplyError
+from rpcmeter.drivers.stream import StreamConnection, StreamDriver
+from rpcmeter.workloads import PayloadParams, SleepParams, WorkloadParams
+
+
+def parse_server_timing(value: bytes) -> int | None:
+    """Nanoseconds of the first ``dur=`` in a ``Server-Timing`` header value (milliseconds)."""
+    at = value.find(b"dur=")
+    if at < 0:
+        return None
+    end = at + 4
+    while end < len(value) and value[end] not in b",; ":
+        end += 1
+    try:
+        return int(float(value[at + 4 : end]) * 1e6)
+    except ValueError:
+        return None
+
+
+def default_path(w: WorkloadParams) -> str:
+    if isinstance(w, PayloadParams):
+        return f"/payload?reply_bytes={w.reply_bytes}"
+    if isinstance(w, SleepParams):
+        return f"/sleep?ms={w.ms:g}"
+    return f"/{w.kind}"
+
+
+def build_request(
+    method: str, path: str, host: str, headers: Mapping[str, Any], body: bytes
+) -> bytes:
+    """The bytes of one HTTP/1.1 request (``Content-Length`` when there is a body or a POST)."""
+    lines = [f"{method} {path} HTTP/1.1", f"Host: {host}"]
+    lines += [f"{k}: {v}" for k, v in headers.items()]
+    if body or method not in ("GET", "HEAD", "DELETE", "OPTIONS"):
+        lines.append(f"Content-Length: {len(body)}")
+    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+
+
+class HttpConnection(StreamConnection):
+    """One keep-alive connection; replies parsed by httptools."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.parser = httptools.HttpResponseParser(self)
+        self.server_ns: int | None = None
+        self.body: list[bytes] | None = None
+
+    def data_received(self, data: bytes) -> None:
+        self.bytes_in += len(data)
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserCallbackError:
+            raise
+        except httptools.HttpParserError as exc:
+            self.fail(ConnectionError(f"invalid HTTP reply: {exc}"))
+
+    # httptools callbacks
+    def on_message_begin(self) -> None:
+        self.server_ns = None
+        self.body = [] if self.wants_body() else None
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        if len(name) == 13 and name.lower() == b"server-timing":
+            self.server_ns = parse_server_timing(value)
+
+    def on_body(self, body: bytes) -> None:
+        if self.body is not None:
+            self.body.append(body)
+
+    def on_message_complete(self) -> None:
+        status = self.parser.get_status_code()
+        body = b"".join(self.body) if self.body is not None else None
+        if 200 <= status < 300:
+            self.reply(self.server_ns, body, None)
+        else:
+            self.reply(self.server_ns, body, ReplyError(f"http_{status}", f"HTTP status {status}"))
+
+
+class HttpDriver(StreamDriver):
+    name: ClassVar[str] = "http"
+    builtin_server: ClassVar[str | None] = "rpcmeter.servers.http_server"
+    packages: ClassVar[tuple[str, ...]] = ("httptools", "uvloop")
+
+    def new_connection(self) -> StreamConnection:
+        return HttpConnection()
+
+    def request_body(self, variant: int) -> bytes:
+        body = self.ctx.options.get("body")
+        if body is not None:
+            return str(body).encode("utf-8")
+        return super().request_body(variant)
+
+    def encode(self, body: bytes) -> bytes:
+        opts = self.ctx.options
+        w = self.ctx.workload
+        ep = self.ctx.endpoint
+        method = str(opts.get("method") or ("GET" if w.kind in ("noop", "sleep") else "POST"))
+        path = str(opts.get("path") or default_path(w))
+        host = str(opts.get("host") or ("localhost" if ep.path else ep.describe().split("//")[1]))
+        headers = dict(opts.get("headers") or {})
+        return build_request(method.upper(), path, host, headers, body)

@@ -1,0 +1,197 @@
+"""Shared pieces of the event drivers that speak over stream sockets (HTTP/1.1, raw frames).
+
+A :class:`StreamConnection` is an asyncio protocol for one TCP or Unix connection whose replies
+arrive in the order the requests were sent. Each sent request leaves ``(done, expect)`` in a FIFO;
+the subclass parses replies and calls :meth:`StreamConnection.reply` for each one, which pops the
+oldest entry, checks the body against ``expect`` (when validating) and calls ``done``. A lost
+connection fails every pending request with a ``ConnectionError`` (fatal for its loop).
+
+A :class:`StreamDriver` opens ``ctx.connections`` such connections and gives closed loop ``i``
+connection ``i % connections``; requests are prebuilt bytes (a few variants cycled, so validation
+is not fooled by a server replaying one reply).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from abc import abstractmethod
+from collections import deque
+from typing import ClassVar, cast
+
+from rpcmeter.drivers.base import Channel, Done, EventDriver, ReplyMismatch
+from rpcmeter.workloads import (
+    EchoParams,
+    FactorialParams,
+    PayloadParams,
+    WorkloadParams,
+    factorial_digits,
+    lift_int_digit_limit,
+    payload_bytes,
+)
+
+VARIANTS = 8  # distinct request bodies per loop when validating echo
+
+
+def mismatch(got: bytes, expect: bytes) -> ReplyMismatch:
+    """A readable description of how a reply body differs from the expected one."""
+    if len(got) != len(expect):
+        return ReplyMismatch(f"reply of {len(got)} bytes, expected {len(expect)} bytes")
+    at = next(i for i, (a, b) in enumerate(zip(got, expect, strict=True)) if a != b)
+    return ReplyMismatch(
+        f"reply differs from the expected {len(expect)} bytes at byte {at}: "
+        f"{got[at : at + 16]!r} != {expect[at : at + 16]!r}"
+    )
+
+
+class StreamConnection(asyncio.Protocol):
+    """One connection; requests may be pipelined, replies come back in order."""
+
+    def __init__(self) -> None:
+        self.pending: deque[tuple[Done, bytes | None]] = deque()
+        self.transport: asyncio.Transport | None = None
+        self.lost: BaseException | None = None
+        self.bytes_out = 0
+        self.bytes_in = 0
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's are not subclasses
+
+    def send(self, data: bytes, done: Done, expect: bytes | None) -> None:
+        """Write one request; ``done`` is called when its reply has been read (never before
+        this method returned)."""
+        if self.lost is not None:
+            asyncio.get_running_loop().call_soon(done, None, self.lost)
+            return
+        self.pending.append((done, expect))
+        self.bytes_out += len(data)
+        assert self.transport is not None
+        self.transport.write(data)
+
+    def reply(self, server_ns: int | None, body: bytes | None, error: BaseException | None) -> None:
+        """The next reply is complete: validate it and complete its request."""
+        if not self.pending:
+            self.fail(ConnectionError("reply without a request"))
+            return
+        done, expect = self.pending.popleft()
+        if error is None and expect is not None and body != expect:
+            error = mismatch(body or b"", expect)
+        done(server_ns, error)
+
+    def wants_body(self) -> bool:
+        """True when the oldest pending request validates its reply body."""
+        return bool(self.pending) and self.pending[0][1] is not None
+
+    def fail(self, exc: BaseException) -> None:
+        """Fail every pending request and refuse new ones (the connection is unusable)."""
+        if self.lost is None:
+            self.lost = exc
+        if self.transport is not None:
+            self.transport.abort()
+        self._fail_pending()
+
+    def _fail_pending(self) -> None:
+        assert self.lost is not None
+        while self.pending:
+            done, _ = self.pending.popleft()
+            done(None, self.lost)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.lost is None:
+            self.lost = exc or ConnectionResetError("connection closed by the server")
+        self._fail_pending()
+
+
+class StreamDriver(EventDriver):
+    """An event driver over ``ctx.connections`` stream connections of one protocol."""
+
+    transports: ClassVar[tuple[str, ...]] = ("tcp", "unix")
+    workloads: ClassVar[frozenset[str]] = frozenset(
+        {"noop", "echo", "payload", "sleep", "factorial"}
+    )
+    reports_server_time: ClassVar[bool] = True
+
+    conns: list[StreamConnection]
+
+    @abstractmethod
+    def new_connection(self) -> StreamConnection:
+        """A protocol instance for one new connection."""
+
+    @abstractmethod
+    def encode(self, body: bytes) -> bytes:
+        """The request bytes carrying the workload with request body ``body``."""
+
+    async def open(self) -> None:
+        lift_int_digit_limit()  # expected factorial replies
+        loop = asyncio.get_running_loop()
+        ep = self.ctx.endpoint
+        self.conns = []
+        for _ in range(self.ctx.connections):
+            if ep.transport == "unix":
+                assert ep.path is not None
+                _, proto = await loop.create_unix_connection(self.new_connection, ep.path)
+            else:
+                assert ep.port is not None
+                _, proto = await loop.create_connection(self.new_connection, ep.host, ep.port)
+            self.conns.append(proto)
+
+    def request_body(self, variant: int) -> bytes:
+        """The request body of the workload (variant ``variant`` of it for echo)."""
+        w = self.ctx.workload
+        if isinstance(w, EchoParams):
+            rng = random.Random(self.ctx.seed * 7919 + variant)
+            return rng.randbytes(w.request_bytes)
+        if isinstance(w, PayloadParams):
+            return payload_bytes(w.request_bytes)
+        if isinstance(w, FactorialParams):
+            return str(w.n).encode("ascii")
+        return b""
+
+    def expected_reply(self, w: WorkloadParams, body: bytes) -> bytes:
+        """The reply body a correct server sends for request body ``body``."""
+        if isinstance(w, EchoParams):
+            return body
+        if isinstance(w, PayloadParams):
+            return payload_bytes(w.reply_bytes)
+        if isinstance(w, FactorialParams):
+            return factorial_digits(w.n)
+        return b""
+
+    def channel(self, index: int) -> Channel:
+        conn = self.conns[index % len(self.conns)]
+        send = conn.send
+        w = self.ctx.workload
+        n = VARIANTS if isinstance(w, EchoParams) else 1
+        bodies = [self.request_body(index * VARIANTS + v) for v in range(n)]
+        requests = [self.encode(b) for b in bodies]
+        if not self.ctx.validate:
+            data = requests[0]
+
+            def channel(done: Done) -> None:
+                send(data, done, None)
+
+            return channel
+
+        expects = [self.expected_reply(w, b) for b in bodies]
+        pairs = list(zip(requests, expects, strict=True))
+        turn = 0
+
+        def validated(done: Done) -> None:
+            nonlocal turn
+            data, expect = pairs[turn]
+            turn = (turn + 1) % n
+            send(data, done, expect)
+
+        return validated
+
+    def counters(self) -> dict[str, int]:
+        conns = getattr(self, "conns", [])
+        return {
+            "bytes_out": sum(c.bytes_out for c in conns),
+            "bytes_in": sum(c.bytes_in for c in conns),
+        }
+
+    def close(self) -> None:
+        for c in getattr(self, "conns", []):
+            if c.transport is not None:
+                c.transport.close()

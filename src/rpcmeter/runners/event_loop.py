@@ -1,0 +1,211 @@
+"""Closed loops inside one event loop: how a client process runs an event driver.
+
+Every closed loop of the client (``load.concurrency`` or ``load.threads`` of them) is a chain of
+callbacks on one event loop (uvloop when installed; target option ``event_loop = "asyncio"`` picks
+the standard loop): read the clock, ``channel(done)``; in ``done`` read the clock again, store the
+latency (and the server-reported time) into the client's :class:`Recorder`, and send the next
+request. Warmup, the start gate, ``requests`` per loop or ``duration_s``, the stop flag, progress
+and error accounting follow the thread loops of :mod:`rpcmeter.runners.client` exactly; the result
+goes back to the parent in the same shape (one :class:`ThreadStats` for the whole event loop).
+
+A timer every ``TICK_S`` publishes progress, checks the stop flag and folds the buffers into
+histograms when they fill up, so the per-request path stays two clock reads and a store.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from rpcmeter.drivers.base import Channel, Done, EventDriver
+from rpcmeter.runners.client import (
+    BUFFER,
+    MAX_CHUNK,
+    ClientSpec,
+    Gate,
+    LoadReport,
+    Recorder,
+    ThreadStats,
+    is_fatal,
+)
+
+TICK_S = 0.02
+NO_DEADLINE = 1 << 62
+
+
+def new_event_loop(kind: str = "uvloop") -> asyncio.AbstractEventLoop:
+    """A uvloop event loop (the fast path) unless ``kind`` is ``asyncio`` or uvloop is missing."""
+    if kind != "asyncio":
+        try:
+            import uvloop
+
+            loop: asyncio.AbstractEventLoop = uvloop.new_event_loop()
+            return loop
+        except ImportError:
+            pass
+    return asyncio.new_event_loop()
+
+
+class Phase:
+    """The loops of one phase (warmup or measurement); ``finished`` resolves when all stopped."""
+
+    __slots__ = ("active", "finished", "stopping")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, loops: int) -> None:
+        self.active = loops
+        self.finished: asyncio.Future[None] = loop.create_future()
+        self.stopping = False
+        if loops == 0:
+            self.finished.set_result(None)
+
+    def loop_done(self) -> None:
+        self.active -= 1
+        if self.active == 0 and not self.finished.done():
+            self.finished.set_result(None)
+
+
+def warm_loop(
+    channel: Channel,
+    n: int,
+    stats: ThreadStats,
+    fatal: tuple[type[BaseException], ...],
+    phase: Phase,
+) -> None:
+    """Start one loop of ``n`` untimed requests; a fatal error stops it and marks the client."""
+    left = n
+
+    def done(server_ns: int | None, err: BaseException | None) -> None:
+        nonlocal left
+        if err is not None and is_fatal(err, fatal):
+            if stats.fatal is None:
+                stats.fatal = f"during warmup: {type(err).__name__}: {err}"[:300]
+            phase.loop_done()
+            return
+        left -= 1
+        if left <= 0 or phase.stopping:
+            phase.loop_done()
+            return
+        channel(done)
+
+    if n <= 0:
+        phase.loop_done()
+    else:
+        channel(done)
+
+
+def closed_loop(
+    channel: Channel,
+    rec: Recorder,
+    phase: Phase,
+    requests: int | None,
+    deadline_ns: int,
+    fatal: tuple[type[BaseException], ...],
+) -> Done:
+    """Start one timed closed loop; returns its completion callback (for tests)."""
+    clock = time.perf_counter_ns
+    buf = rec.buf
+    sbuf = rec.sbuf
+    nbuf = rec.nbuf
+    left = requests if requests is not None else -1
+    t0 = 0
+
+    def done(server_ns: int | None, err: BaseException | None) -> None:
+        nonlocal t0, left
+        t1 = clock()
+        if err is None:
+            latency = t1 - t0
+            pos = rec.pos
+            buf[pos] = latency
+            if server_ns is not None:
+                spos = rec.spos
+                sbuf[spos] = server_ns
+                nbuf[spos] = latency - server_ns
+                rec.spos = spos + 1
+            rec.pos = pos = pos + 1
+            if pos >= BUFFER:
+                rec.fold()
+        elif rec.error(err, fatal):
+            phase.loop_done()
+            return
+        left -= 1
+        if left == 0 or t1 >= deadline_ns or phase.stopping:
+            phase.loop_done()
+            return
+        t0 = clock()
+        channel(done)
+
+    t0 = clock()
+    channel(done)
+    return done
+
+
+def event_load(
+    driver: EventDriver, spec: ClientSpec, gate: Gate, stop: Any, progress: Any
+) -> LoadReport:
+    """Run the client's loops on one event loop: open, warm up, gate, measure, close."""
+    ctx = spec.ctx
+    loop = new_event_loop(str(ctx.options.get("event_loop", "uvloop")))
+    asyncio.set_event_loop(loop)
+    stats = ThreadStats()
+    fatal = driver.fatal_errors
+    slot = ctx.client_index * ctx.threads
+    try:
+        if spec.pacing is not None:
+            gate.ready(f"driver {driver.name!r} runs closed loops only (open loop: not yet)")
+            return [stats], None
+        try:
+            loop.run_until_complete(driver.open())
+            channels = [driver.channel(i) for i in range(ctx.threads)]
+        except Exception as exc:
+            gate.ready(f"cannot connect: {type(exc).__name__}: {exc}")
+            return [stats], None
+        try:
+            warm = Phase(loop, len(channels))
+            for ch in channels:
+                warm_loop(ch, spec.warmup, stats, fatal, warm)
+            loop.run_until_complete(warm.finished)
+        except Exception as exc:
+            stats.fatal = f"during warmup: {type(exc).__name__}: {exc}"[:300]
+        gate.ready(stats.fatal)
+        if stats.fatal is not None or stop.is_set():
+            return [stats], None
+
+        rec = Recorder(stats, driver.reports_server_time)
+        phase = Phase(loop, len(channels))
+        clock = time.perf_counter_ns
+
+        def publish() -> None:
+            progress[slot] = stats.ok + rec.pos + sum(stats.errors.values())
+
+        def tick() -> None:
+            publish()
+            if stop.is_set():
+                phase.stopping = True
+            if rec.pos > BUFFER - MAX_CHUNK:
+                rec.fold()
+            if not phase.finished.done():
+                loop.call_later(TICK_S, tick)
+
+        stats.start_ns = clock()
+        deadline = (
+            stats.start_ns + int(spec.duration_s * 1e9)
+            if spec.duration_s is not None
+            else NO_DEADLINE
+        )
+        requests = None if spec.duration_s is not None else spec.requests
+        for ch in channels:
+            closed_loop(ch, rec, phase, requests, deadline, fatal)
+        loop.call_later(TICK_S, tick)
+        loop.run_until_complete(phase.finished)
+        stats.end_ns = clock()
+        rec.fold()
+        publish()
+        return [stats], None
+    finally:
+        try:
+            driver.close()
+            loop.run_until_complete(asyncio.sleep(0))
+        finally:
+            loop.close()
+            asyncio.set_event_loop(None)

@@ -1,0 +1,145 @@
+"""HTTP/1.1 driver against the built-in server (and the server against hand-written requests)."""
+
+from __future__ import annotations
+
+import math
+import socket
+import sys
+
+import pytest
+
+from rpcmeter.drivers.base import Endpoint
+from rpcmeter.drivers.http import build_request, parse_server_timing
+from rpcmeter.servers.process import ServerProcess, new_endpoint
+from tests.drivers.streams import assert_clean, run_cases
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def test_parse_server_timing() -> None:
+    assert parse_server_timing(b"app;dur=1.5") == 1_500_000
+    assert parse_server_timing(b"db;desc=x, app;dur=0.000250;x=1") == 250
+    assert parse_server_timing(b"cache;desc=hit") is None
+    assert parse_server_timing(b"app;dur=abc") is None
+
+
+def test_build_request() -> None:
+    get = build_request("GET", "/noop", "h:1", {}, b"")
+    assert get == b"GET /noop HTTP/1.1\r\nHost: h:1\r\n\r\n"
+    post = build_request("POST", "/echo", "h", {"X-A": "1"}, b"abc")
+    assert post == b"POST /echo HTTP/1.1\r\nHost: h\r\nX-A: 1\r\nContent-Length: 3\r\n\r\nabc"
+
+
+@pytest.mark.parametrize("transport", ["tcp", "unix"])
+def test_every_workload_validated(transport: str) -> None:
+    cases = run_cases(
+        "http",
+        {
+            "noop": {},
+            "echo": {"request_bytes": 1000},
+            "payload": {"request_bytes": 10, "reply_bytes": 10_000},
+            "sleep": {"ms": 5, "requests": 5},
+            "factorial": {"n": 5000, "requests": 5},
+        },
+        transport=transport,
+        load={"connections": 2, "concurrency": 3},
+    )
+    loops = 3
+    for name in ("noop", "echo", "payload"):
+        assert_clean(cases[name], 50 * loops)
+    for name in ("sleep", "factorial"):
+        assert_clean(cases[name], 5 * loops)
+    # bytes per request: the body plus the HTTP head, both ways
+    echo = cases["echo"]["bytes"]
+    assert 1000 < echo["out_per_request"] < 1200 and 1000 < echo["in_per_request"] < 1200
+    payload = cases["payload"]["bytes"]
+    assert payload["out_per_request"] < 200 and 10_000 < payload["in_per_request"] < 10_200
+    # the server's own time comes back in Server-Timing
+    sleep = cases["sleep"]
+    assert sleep["server_time"]["mean_us"] >= 4_500
+    assert sleep["latency"]["mean_us"] >= sleep["server_time"]["mean_us"]
+    assert cases["factorial"]["server_time"]["mean_us"] > cases["noop"]["server_time"]["mean_us"]
+
+
+def test_mismatches_are_counted() -> None:
+    cases = run_cases(
+        "http",
+        {"echo": {"request_bytes": 64}, "factorial": {"n": 50}},
+        options={"corrupt_every": 5},
+        load={"requests": 100, "warmup": 0},
+    )
+    for case in cases.values():
+        assert case["status"] == "ok"
+        assert case["errors"] == {"mismatch": 20}
+        assert case["ok"] == 80
+        assert "differs" in case["error_samples"]["mismatch"]
+
+
+def test_without_validation_corruption_goes_unseen() -> None:
+    cases = run_cases(
+        "http",
+        {"echo": {"request_bytes": 64}},
+        options={"corrupt_every": 5},
+        validate=False,
+        load={"requests": 100, "warmup": 0},
+    )
+    assert_clean(cases["echo"], 100)
+
+
+def test_non_2xx_counted_by_status() -> None:
+    cases = run_cases(
+        "http",
+        {"noop": {}},
+        options={"path": "/no-such-workload", "method": "POST"},
+        load={"requests": 30, "warmup": 0, "concurrency": 2},
+    )
+    case = cases["noop"]
+    assert case["status"] == "ok"
+    assert case["errors"] == {"http_404": 60}
+    assert case["ok"] == 0
+
+
+def _exchange(endpoint: Endpoint, data: bytes) -> bytes:
+    """Send raw bytes (the last request says ``Connection: close``), read until the server closes."""
+    assert endpoint.port is not None
+    with socket.create_connection((endpoint.host, endpoint.port), timeout=10) as s:
+        s.sendall(data)
+        got = b""
+        while chunk := s.recv(65536):
+            got += chunk
+        return got
+
+
+def _server() -> tuple[Endpoint, ServerProcess]:
+    endpoint = new_endpoint("tcp")
+    cmd = [sys.executable, "-m", "rpcmeter.servers.http_server", "--port", str(endpoint.port)]
+    return endpoint, ServerProcess(cmd, endpoint)
+
+
+def test_server_keeps_pipelined_replies_in_order() -> None:
+    endpoint, server = _server()
+    with server:
+        got = _exchange(
+            endpoint,
+            b"GET /sleep?ms=30 HTTP/1.1\r\nHost: x\r\n\r\n"
+            b"POST /echo HTTP/1.1\r\nHost: x\r\nConnection: close\r\nContent-Length: 1\r\n\r\nx",
+        )
+    first, second = got.split(b"HTTP/1.1 ")[1:]
+    assert first.startswith(b"200") and b"Content-Length: 0" in first
+    dur = float(first.split(b"dur=")[1].split(b"\r\n")[0])
+    assert 25 <= dur < 5_000  # milliseconds, measured by the server
+    assert second.startswith(b"200") and second.endswith(b"\r\n\r\nx")
+
+
+def test_server_factorial_and_errors() -> None:
+    endpoint, server = _server()
+    with server:
+        got = _exchange(
+            endpoint,
+            b"POST /factorial HTTP/1.1\r\nHost: x\r\nContent-Length: 4\r\n\r\n5000"
+            b"GET /payload?reply_bytes=zz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        )
+    fact, bad = got.split(b"HTTP/1.1 ")[1:]
+    assert fact.startswith(b"200") and b"Server-Timing: app;dur=" in fact
+    assert fact.endswith(b"\r\n\r\n" + str(math.factorial(5000)).encode())  # > 4,300 digits
+    assert bad.startswith(b"400")
