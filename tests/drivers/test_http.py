@@ -76,7 +76,7 @@ def test_mismatches_are_counted() -> None:
         assert case["status"] == "ok"
         assert case["errors"] == {"mismatch": 20}
         assert case["ok"] == 80
-        assert "differs" in case["error_samples"]["mismatch"]
+        assert "expected" in case["error_samples"]["mismatch"]
 
 
 def test_without_validation_corruption_goes_unseen() -> None:

@@ -8,10 +8,11 @@ share them round-robin, so concurrency above connections pipelines requests on a
 Requests follow the built-in server's URL scheme (:mod:`rpcmeter.servers.http_server`) unless the
 options say otherwise. Options (target or variant ``options``):
 
-- ``method`` (default ``GET`` for ``noop``/``sleep``, ``POST`` otherwise), ``path`` (path and
-  query string; default ``/noop``, ``/echo``, ``/payload?reply_bytes=N``, ``/sleep?ms=X``,
-  ``/factorial``), ``headers`` (table of extra request headers), ``body`` (text sent instead of
-  the workload's body), ``host`` (the ``Host`` header; default the endpoint's address).
+- ``method`` (default ``GET`` for ``noop``, ``POST`` otherwise), ``path`` (path and query
+  string; default ``/noop``, ``/echo``, ``/payload?reply_bytes=N``, ``/sleep``, ``/factorial``),
+  ``headers`` (table of extra request headers), ``body`` (text sent instead of the workload's
+  body, :mod:`rpcmeter.servers.bodies`), ``host`` (the ``Host`` header; default the endpoint's
+  address).
 - ``event_loop``: ``uvloop`` (default) or ``asyncio``.
 
 A status other than 2xx counts as an error of kind ``http_STATUS``. The server's compute time is
@@ -29,7 +30,7 @@ import httptools
 
 from rpcmeter.drivers.base import ReplyError
 from rpcmeter.drivers.stream import StreamConnection, StreamDriver
-from rpcmeter.workloads import PayloadParams, SleepParams, WorkloadParams
+from rpcmeter.workloads import PayloadParams, WorkloadParams
 
 
 def parse_server_timing(value: bytes) -> int | None:
@@ -49,8 +50,6 @@ def parse_server_timing(value: bytes) -> int | None:
 def default_path(w: WorkloadParams) -> str:
     if isinstance(w, PayloadParams):
         return f"/payload?reply_bytes={w.reply_bytes}"
-    if isinstance(w, SleepParams):
-        return f"/sleep?ms={w.ms:g}"
     return f"/{w.kind}"
 
 
@@ -123,7 +122,7 @@ class HttpDriver(StreamDriver):
         opts = self.ctx.options
         w = self.ctx.workload
         ep = self.ctx.endpoint
-        method = str(opts.get("method") or ("GET" if w.kind in ("noop", "sleep") else "POST"))
+        method = str(opts.get("method") or ("GET" if w.kind == "noop" else "POST"))
         path = str(opts.get("path") or default_path(w))
         host = str(opts.get("host") or ("localhost" if ep.path else ep.describe().split("//")[1]))
         headers = dict(opts.get("headers") or {})

@@ -20,28 +20,10 @@ from collections import deque
 from typing import ClassVar, cast
 
 from rpcmeter.drivers.base import Channel, Done, EventDriver, ReplyMismatch
-from rpcmeter.workloads import (
-    EchoParams,
-    FactorialParams,
-    PayloadParams,
-    WorkloadParams,
-    factorial_digits,
-    lift_int_digit_limit,
-    payload_bytes,
-)
+from rpcmeter.servers.bodies import KINDS, check, expected_reply, request_body
+from rpcmeter.workloads import EchoParams, lift_int_digit_limit
 
 VARIANTS = 8  # distinct request bodies per loop when validating echo
-
-
-def mismatch(got: bytes, expect: bytes) -> ReplyMismatch:
-    """A readable description of how a reply body differs from the expected one."""
-    if len(got) != len(expect):
-        return ReplyMismatch(f"reply of {len(got)} bytes, expected {len(expect)} bytes")
-    at = next(i for i, (a, b) in enumerate(zip(got, expect, strict=True)) if a != b)
-    return ReplyMismatch(
-        f"reply differs from the expected {len(expect)} bytes at byte {at}: "
-        f"{got[at : at + 16]!r} != {expect[at : at + 16]!r}"
-    )
 
 
 class StreamConnection(asyncio.Protocol):
@@ -75,7 +57,10 @@ class StreamConnection(asyncio.Protocol):
             return
         done, expect = self.pending.popleft()
         if error is None and expect is not None and body != expect:
-            error = mismatch(body or b"", expect)
+            try:
+                check(body or b"", expect, "reply")
+            except ReplyMismatch as exc:
+                error = exc
         done(server_ns, error)
 
     def wants_body(self) -> bool:
@@ -106,9 +91,7 @@ class StreamDriver(EventDriver):
     """An event driver over ``ctx.connections`` stream connections of one protocol."""
 
     transports: ClassVar[tuple[str, ...]] = ("tcp", "unix")
-    workloads: ClassVar[frozenset[str]] = frozenset(
-        {"noop", "echo", "payload", "sleep", "factorial"}
-    )
+    workloads: ClassVar[frozenset[str]] = frozenset(KINDS)
     reports_server_time: ClassVar[bool] = True
 
     conns: list[StreamConnection]
@@ -136,26 +119,11 @@ class StreamDriver(EventDriver):
             self.conns.append(proto)
 
     def request_body(self, variant: int) -> bytes:
-        """The request body of the workload (variant ``variant`` of it for echo)."""
+        """The request body of the workload (for echo, random bytes: variant ``variant``)."""
         w = self.ctx.workload
         if isinstance(w, EchoParams):
-            rng = random.Random(self.ctx.seed * 7919 + variant)
-            return rng.randbytes(w.request_bytes)
-        if isinstance(w, PayloadParams):
-            return payload_bytes(w.request_bytes)
-        if isinstance(w, FactorialParams):
-            return str(w.n).encode("ascii")
-        return b""
-
-    def expected_reply(self, w: WorkloadParams, body: bytes) -> bytes:
-        """The reply body a correct server sends for request body ``body``."""
-        if isinstance(w, EchoParams):
-            return body
-        if isinstance(w, PayloadParams):
-            return payload_bytes(w.reply_bytes)
-        if isinstance(w, FactorialParams):
-            return factorial_digits(w.n)
-        return b""
+            return random.Random(self.ctx.seed * 7919 + variant).randbytes(w.request_bytes)
+        return request_body(w)
 
     def channel(self, index: int) -> Channel:
         conn = self.conns[index % len(self.conns)]
@@ -172,7 +140,7 @@ class StreamDriver(EventDriver):
 
             return channel
 
-        expects = [self.expected_reply(w, b) for b in bodies]
+        expects = [expected_reply(w, b) for b in bodies]
         pairs = list(zip(requests, expects, strict=True))
         turn = 0
 

@@ -1,8 +1,7 @@
 """Shared pieces of the event-loop reference servers (HTTP/1.1, raw frames).
 
-- :func:`run_workload` does the server side of the stream workloads (``noop``, ``echo``,
-  ``payload``, ``factorial``; ``sleep`` is scheduled by the protocol, never blocking the loop) and
-  reports its own compute time.
+- :func:`timed` does the server side of a workload (:func:`rpcmeter.servers.bodies.compute`;
+  ``sleep`` is scheduled by the protocol, never blocking the loop) and measures its compute time.
 - :class:`OrderedReplies` keeps replies of pipelined requests in request order when some of them
   (``sleep``) complete later.
 - :func:`serve` runs a protocol factory on uvloop over TCP or a Unix socket until SIGTERM.
@@ -22,43 +21,17 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
+from rpcmeter.servers.bodies import compute
 from rpcmeter.servers.common import ServerArgs, announce_ready, exit_on_sigterm
-from rpcmeter.workloads import factorial_digits, lift_int_digit_limit, payload_bytes
-
-WORKLOADS = ("noop", "echo", "payload", "sleep", "factorial")
+from rpcmeter.workloads import lift_int_digit_limit, payload_bytes
 
 
-class BadRequest(Exception):
-    """The request carries a bad argument."""
-
-
-class UnknownWorkload(BadRequest):
-    """The request names no workload this server knows."""
-
-
-def run_workload(kind: str, arg: int, body: bytes) -> tuple[bytes, int]:
-    """Reply body and compute time (ns) of workload ``kind`` (not ``sleep``).
-
-    ``arg`` is the reply size for ``payload``; ``n`` for ``factorial`` comes from ``arg`` when it
-    is not negative, else from the request body (decimal digits)."""
+def timed(kind: str, body: bytes, reply_bytes: int | None = None) -> tuple[bytes, int]:
+    """Reply body of workload ``kind`` (not ``sleep``: the protocol schedules its wait) and the
+    server's compute time (ns). ``reply_bytes`` gives the payload size when it does not travel in
+    the body. Raises ``ValueError`` (or ``struct.error``) for a malformed request."""
     t0 = time.perf_counter_ns()
-    if kind == "noop":
-        out = b""
-    elif kind == "echo":
-        out = body
-    elif kind == "payload":
-        if arg < 0:
-            raise BadRequest("payload needs a reply size")
-        out = payload_bytes(arg)
-    elif kind == "factorial":
-        if arg < 0:
-            try:
-                arg = int(body)
-            except ValueError:
-                raise BadRequest(f"factorial needs n, got {body[:20]!r}") from None
-        out = factorial_digits(arg)
-    else:
-        raise UnknownWorkload(f"unknown workload {kind!r}")
+    out = payload_bytes(reply_bytes) if reply_bytes is not None else compute(kind, body)
     return out, time.perf_counter_ns() - t0
 
 

@@ -10,6 +10,9 @@ URL scheme (any method; keep-alive and pipelining supported; bodies need ``Conte
 ``/factorial`` (body: ``n``)           decimal digits of ``n!``; ``/factorial?n=N`` works too
 =====================================  ===================================================
 
+Without the query string, ``payload``, ``sleep`` and ``factorial`` read their argument from the
+body as :mod:`rpcmeter.servers.bodies` encodes it (so its request bodies work here unchanged).
+
 Every reply carries ``Server-Timing: app;dur=MS``: the server's own compute time for that request
 in milliseconds (6 decimals: nanoseconds). Unknown paths get 404, bad arguments 400.
 
@@ -19,20 +22,15 @@ Options (JSON): ``corrupt_every`` (see :mod:`rpcmeter.servers.aio`).
 from __future__ import annotations
 
 import asyncio
+import struct
 import time
 from typing import Any, cast
 from urllib.parse import parse_qsl
 
 import httptools
 
-from rpcmeter.servers.aio import (
-    BadRequest,
-    Corrupter,
-    OrderedReplies,
-    UnknownWorkload,
-    run_workload,
-    serve,
-)
+from rpcmeter.servers.aio import Corrupter, OrderedReplies, serve, timed
+from rpcmeter.servers.bodies import KINDS, sleep_seconds
 from rpcmeter.servers.common import parse_server_args
 
 REASONS = {200: b"OK", 400: b"Bad Request", 404: b"Not Found"}
@@ -47,15 +45,6 @@ def response(status: int, body: bytes, server_ns: int, keep_alive: bool = True) 
     if not keep_alive:
         head += b"Connection: close\r\n"
     return head + b"\r\n" + body
-
-
-def query_int(query: dict[str, str], key: str, default: int = -1) -> int:
-    if key not in query:
-        return default
-    try:
-        return int(query[key])
-    except ValueError:
-        raise BadRequest(f"{key} must be an integer, got {query[key]!r}") from None
 
 
 class HttpServerProtocol(asyncio.Protocol):
@@ -109,31 +98,35 @@ class HttpServerProtocol(asyncio.Protocol):
         assert self.replies is not None
         keep_alive = self.parser.should_keep_alive()
         path, _, raw_query = self.url.decode("latin-1").partition("?")
+        kind = path.strip("/")
         body = b"".join(self.body)
-        try:
-            query = dict(parse_qsl(raw_query)) if raw_query else {}
-            kind = path.strip("/")
-            if kind == "sleep":
-                self._sleep(query, keep_alive)
-                return
-            arg = query_int(query, "reply_bytes" if kind == "payload" else "n")
-            out, server_ns = run_workload(kind, arg, body)
-            status = 200
-        except BadRequest as exc:
-            status = 404 if isinstance(exc, UnknownWorkload) else 400
-            out, server_ns = str(exc).encode(), 0
-        if status == 200:
-            out = self.corrupt(out)
+        query = dict(parse_qsl(raw_query)) if raw_query else {}
+        status, server_ns = 200, 0
+        if kind not in KINDS:
+            status, out = 404, b"unknown workload"
+        elif kind == "sleep":
+            self._sleep(query.get("ms"), body, keep_alive)
+            return
+        else:
+            try:
+                size = query.get("reply_bytes") if kind == "payload" else None
+                n = query.get("n") if kind == "factorial" else None
+                out, server_ns = timed(
+                    kind, n.encode() if n else body, int(size) if size is not None else None
+                )
+                out = self.corrupt(out)
+            except (ValueError, struct.error) as exc:
+                status, out = 400, f"bad {kind} request: {exc}".encode()
         self.replies.now(response(status, out, server_ns, keep_alive))
         if not keep_alive:
             self._close_when_sent()
 
-    def _sleep(self, query: dict[str, str], keep_alive: bool) -> None:
+    def _sleep(self, ms: str | None, body: bytes, keep_alive: bool) -> None:
         assert self.replies is not None
         try:
-            ms = float(query.get("ms", "0"))
+            seconds = float(ms) / 1e3 if ms is not None else sleep_seconds(body)
         except ValueError:
-            self.replies.now(response(400, b"ms must be a number", 0, keep_alive))
+            self.replies.now(response(400, b"bad sleep request", 0, keep_alive))
             return
         replies = self.replies
         slot = replies.later()
@@ -145,7 +138,7 @@ class HttpServerProtocol(asyncio.Protocol):
             if self.closing:
                 self._close_when_sent()
 
-        asyncio.get_running_loop().call_later(max(ms, 0.0) / 1e3, wake)
+        asyncio.get_running_loop().call_later(max(seconds, 0.0), wake)
 
 
 def make_factory(options: dict[str, Any]) -> Any:
