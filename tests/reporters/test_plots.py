@@ -245,3 +245,16 @@ def test_html_table_and_summary_show_intervals_and_verdicts() -> None:
     summary = html.comparison_summary(r, colors)
     assert "Against base" in summary and '<span class="faster">1 faster</span>' in summary
     assert html.comparison_summary(_two_variant_matrix(), colors) == ""
+
+
+def test_open_loop_rate_sweep_puts_the_offered_rate_on_x() -> None:
+    cases = []
+    for rate in (200.0, 50.0, 100.0):
+        c = _case("a", "w", {"rate": rate}, [int(1e6 * rate / 50)] * 50)
+        c["params"]["rate"] = rate
+        cases.append(c)
+    got = _by_id(_result(cases, ["a"], ["rate"]))
+    p99 = got["p99-w"]
+    assert p99.categories == ("50", "100", "200")  # ascending offered rate
+    assert p99.x_label == "offered rate (requests/s)"
+    assert p99.series[0].y == pytest.approx((1.0, 2.0, 4.0), rel=1e-3)

@@ -45,7 +45,9 @@ PALETTE = (
     "#BCBD22",
 )
 
-LOAD_SHAPE_KEYS = ("clients", "threads", "connections", "concurrency")
+#: What the throughput and p99 plots put on x: the offered rate (open loop) and the closed-loop
+#: shape, whichever vary in the matrix.
+LOAD_SHAPE_KEYS = ("rate", "clients", "threads", "connections", "concurrency")
 #: The percentile spectrum goes up to 99.99 % (1 / (1 - p) = 10**4), 8 points per decade.
 SPECTRUM_MAX_NINES = 4
 SPECTRUM_STEPS_PER_DECADE = 8
@@ -231,13 +233,15 @@ def _mean_min_max(values: Iterable[float]) -> tuple[float, float, float]:
     return statistics.fmean(vals), min(vals), max(vals)
 
 
-def _load_shape(cell: Cell) -> dict[str, int]:
+def _load_shape(cell: Cell) -> dict[str, float]:
     params = cell.cases[0].get("params") or {}
-    return {k: int(params[k]) for k in LOAD_SHAPE_KEYS if isinstance(params.get(k), int)}
+    return {k: params[k] for k in LOAD_SHAPE_KEYS if isinstance(params.get(k), int | float)}
 
 
-def _loops(shape: dict[str, int]) -> int:
-    return shape.get("clients", 1) * (shape.get("concurrency") or shape.get("threads", 1))
+def _shape_order(shape: dict[str, float]) -> tuple[float, float]:
+    """Offered rate, then total loops (clients x concurrency or threads)."""
+    loops = shape.get("clients", 1) * (shape.get("concurrency") or shape.get("threads", 1))
+    return shape.get("rate", 0.0), loops
 
 
 def scaling_plots(workload: str, grid: dict[PointKey, dict[str, Cell]]) -> list[Plot]:
@@ -252,12 +256,12 @@ def scaling_plots(workload: str, grid: dict[PointKey, dict[str, Cell]]) -> list[
     plots = []
     for other, points in groups.items():
         points = sorted(
-            points, key=lambda p: (_loops(shapes[p]), [shapes[p].get(k, 0) for k in varying])
+            points, key=lambda p: (_shape_order(shapes[p]), [shapes[p].get(k, 0) for k in varying])
         )
         if len(points) < 2:
             continue
-        cats = tuple("×".join(str(shapes[p].get(k, "")) for k in varying) for p in points)
-        x_label = " × ".join(varying)
+        cats = tuple("×".join(f"{shapes[p].get(k, 0):g}" for k in varying) for p in points)
+        x_label = " × ".join("offered rate (requests/s)" if k == "rate" else k for k in varying)
         suffix = f" · {point_label(other)}" if other else ""
         ident = slug(workload) + (f"-{slug(point_label(other))}" if other else "")
         variants = list(dict.fromkeys(v for p in points for v in grid[p]))
