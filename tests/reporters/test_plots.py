@@ -258,3 +258,20 @@ def test_open_loop_rate_sweep_puts_the_offered_rate_on_x() -> None:
     assert p99.categories == ("50", "100", "200")  # ascending offered rate
     assert p99.x_label == "offered rate (requests/s)"
     assert p99.series[0].y == pytest.approx((1.0, 2.0, 4.0), rel=1e-3)
+
+
+def test_html_lists_warnings_and_failed_cases_folding_long_lists() -> None:
+    from rpcmeter.reporters import html
+
+    cases = [_case("a", "w", {}, [1000] * 10)]
+    for i in range(10):
+        failed = _case("a", "w", {}, [1000], rep=i + 1)
+        failed.update(status="failed", reason=f"server exited {i}")
+        cases.append(failed)
+    r = _result(cases, ["a"], [])
+    r["warnings"] = ["client CPUs saturated"]
+    page = html.render(r)
+    section = page[page.index('id="warnings"') : page.index("</section>", page.index("warnings"))]
+    assert "client CPUs saturated" in section and "server exited 9" in section
+    assert "<summary>3 more</summary>" in section  # 11 problems, 8 shown
+    assert page.count('<figure class="plot"') == 1  # the spectrum of the one good case

@@ -172,7 +172,7 @@ def draw(plot: Plot, colors: dict[str, str]) -> Figure:
                 lo, hi = mid / 2, mid * 2
             ax.set_ylim(lo / 1.15, hi * 1.15)
             ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:g}"))
-            few_decades = hi / lo < 100
+            few_decades = hi / lo < 1000
             ax.yaxis.set_minor_formatter(
                 FuncFormatter(
                     lambda y, _: f"{y:g}" if few_decades and _leading(y) in (2, 5) else ""

@@ -25,6 +25,8 @@ from rpcmeter.reporters.plots import (
 from rpcmeter.reporters.terminal import fmt_ms, fmt_rate, fmt_ratio, fmt_s
 from rpcmeter.result import Result
 
+MAX_SHOWN_WARNINGS = 8  # more are folded away (a failed run can list one per case)
+
 CSS = """
 :root { --fg: #1d1d1f; --muted: #666; --line: #e2e2e2; --warn: #fff4d6; --warnline: #e0b341; }
 * { box-sizing: border-box; }
@@ -273,7 +275,13 @@ def render(result: Result) -> str:
     out.append(f'<p class="variants">{"".join(vparts)}</p></header>')
     problems = _problems(result)
     if problems:
-        items = "".join(f"<li>{_e(p)}</li>" for p in problems)
+        items = "".join(f"<li>{_e(p)}</li>" for p in problems[:MAX_SHOWN_WARNINGS])
+        if len(problems) > MAX_SHOWN_WARNINGS:
+            rest = "".join(f"<li>{_e(p)}</li>" for p in problems[MAX_SHOWN_WARNINGS:])
+            items += (
+                f"<li><details><summary>{len(problems) - MAX_SHOWN_WARNINGS} more</summary>"
+                f"<ul>{rest}</ul></details></li>"
+            )
         out.append(
             f'<section class="warnings" id="warnings"><b>Warnings</b><ul>{items}</ul></section>'
         )
