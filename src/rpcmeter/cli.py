@@ -87,6 +87,12 @@ def _add_run(sub: Any) -> None:
         "--output", "-o", type=Path, help="write the result document (JSON) here, after every case"
     )
     p.add_argument("--width", type=int, default=None, help="table width (default: terminal width)")
+    p.add_argument(
+        "--cluster",
+        metavar="SPEC",
+        help="generate the load on a Dask cluster: local:N (N local worker processes) or "
+        "tcp://HOST:PORT (a running scheduler); needs rpcmeter[dask]",
+    )
     _add_report_outputs(p)
     _add_rate_search(p)
 
@@ -178,7 +184,10 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     suite = load_suite(path, args.overrides, quick=args.quick, only_workloads=args.workload)
     progress = Progress(err)
     options = RunOptions(
-        output=args.output, on_progress=progress.update, on_case_start=progress.case_start
+        output=args.output,
+        on_progress=progress.update,
+        on_case_start=progress.case_start,
+        cluster=args.cluster,
     )
     try:
         result = _run_or_search(args, suite, options)

@@ -9,6 +9,7 @@ line and exits with its ``exit_code``. Anything else escaping the library is a b
   - :class:`ServerError`: a server failed to start, died, or did not become ready.
   - :class:`CaseError`: a case could not complete (timeout, client crash, lost connection).
   - :class:`StoreError`: the history database or a result file cannot be read or written.
+  - :class:`ClusterError`: a ``--cluster`` is malformed, unreachable or without workers.
 """
 
 from __future__ import annotations
@@ -46,3 +47,7 @@ class CaseError(RpcmeterError):
 
 class StoreError(RpcmeterError):
     """The history store or a result file could not be used."""
+
+
+class ClusterError(RpcmeterError):
+    """A load cluster (``--cluster``) cannot be used."""

@@ -11,6 +11,7 @@ import math
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +24,21 @@ from rpcmeter.plan import Case, expand
 from rpcmeter.rates import keeps_up
 from rpcmeter.result import SCHEMA_VERSION, CaseDoc, Result, now_iso, write_json
 from rpcmeter.runners.closed_loop import LoadOutcome, run_closed_loop
+from rpcmeter.runners.distributed import (
+    LoadCluster,
+    load_spread,
+    open_cluster,
+    run_distributed,
+)
 from rpcmeter.runners.open_loop import Pacing
-from rpcmeter.servers.process import ServerProcess, expand_command, new_endpoint, stop_all
+from rpcmeter.servers.process import (
+    ServerProcess,
+    expand_command,
+    new_endpoint,
+    probe,
+    remote_endpoint,
+    stop_all,
+)
 from rpcmeter.suite import Load, ServerSpec, Suite
 
 ProgressCallback = Callable[[Case, int, int, float], None]  # case, total cases, requests, seconds
@@ -37,6 +51,7 @@ class RunOptions:
     on_progress: ProgressCallback | None = None
     on_case_start: Callable[[Case, int], None] | None = None
     on_case_done: list[CaseCallback] = field(default_factory=list)
+    cluster: str | None = None  # load from a Dask cluster: "local:N" or "tcp://HOST:PORT"
 
 
 def new_result(suite: Suite, cpus: placement_mod.Cpus, packages: tuple[str, ...]) -> Result:
@@ -108,11 +123,16 @@ def run_suite(
     cases = expand(suite) if drive is None else []
     total = len(cases) if drive is None else (planned or 0)
     result["planned_cases"] = total
+    cluster = open_cluster(options.cluster) if options.cluster else None
+    if cluster is not None:
+        result["environment"]["cluster"] = cluster.describe()
+        if cluster.local is None:  # the workers are elsewhere: local client CPUs do not apply
+            cpus = placement_mod.Cpus(cpus.server, None)
 
     def run_one(case: Case) -> CaseDoc:
         if options.on_case_start:
             options.on_case_start(case, total)
-        doc = run_case(suite, case, cpus, options, total)
+        doc = run_case(suite, case, cpus, options, total, cluster)
         result["cases"].append(doc)
         result["warnings"].extend(case_warnings(case, doc))
         if options.output:
@@ -133,6 +153,8 @@ def run_suite(
         raise
     finally:
         stop_all()
+        if cluster is not None:
+            cluster.close()
         result["finished_at"] = now_iso()
         if options.output:
             write_json(result, options.output)
@@ -153,32 +175,54 @@ def server_command(suite: Suite, case: Case, spec: ServerSpec, endpoint: Endpoin
 
 
 def run_case(
-    suite: Suite, case: Case, cpus: placement_mod.Cpus, options: RunOptions, total: int
+    suite: Suite,
+    case: Case,
+    cpus: placement_mod.Cpus,
+    options: RunOptions,
+    total: int,
+    cluster: LoadCluster | None = None,
 ) -> CaseDoc:
-    """Start the case's server, run its load, always stop the server."""
+    """Start the case's server (none for a remote target), run its load (on ``cluster`` when
+    given), always stop the server."""
     variant = suite.variants[case.variant]
     target = suite.target
     spec = variant.server or target.server
-    endpoint = new_endpoint(variant.transport or target.transport, variant.host or target.host)
+    transport = variant.transport or target.transport
+    address = suite.address_of(case.variant)
+    endpoint = (
+        remote_endpoint(address, transport)
+        if address is not None
+        else new_endpoint(transport, variant.host or target.host)
+    )
     doc = case_skeleton(case, endpoint, cpus)
     env = {**target.server.env, **spec.env, **variant.env}
-    server = ServerProcess(
-        server_command(suite, case, spec, endpoint),
-        endpoint,
-        env=env,
-        cwd=spec.cwd,
-        cpus=cpus.server,
-        ready_timeout_s=spec.ready_timeout_s,
-        stop_timeout_s=spec.stop_timeout_s,
+    # None: a remote server rpcmeter neither starts nor watches (its resources are unknown)
+    server = (
+        None
+        if address is not None
+        else ServerProcess(
+            server_command(suite, case, spec, endpoint),
+            endpoint,
+            env=env,
+            cwd=spec.cwd,
+            cpus=cpus.server,
+            ready_timeout_s=spec.ready_timeout_s,
+            stop_timeout_s=spec.stop_timeout_s,
+        )
     )
+    doc["server_managed"] = server is not None
     try:
-        try:
-            server.start()
-        except ServerError as exc:
-            return fail(doc, str(exc), exc.output_tail)
+        if server is None:
+            if not probe(endpoint, timeout=5.0):
+                return fail(doc, f"no server answers at {endpoint.describe()} ({address})")
+        else:
+            try:
+                server.start()
+            except ServerError as exc:
+                return fail(doc, str(exc), exc.output_tail)
 
         def server_problem() -> str | None:
-            code = server.exit_code()
+            code = None if server is None else server.exit_code()
             return None if code is None else f"server exited with status {code} during the case"
 
         def progress(done: int, seconds: float) -> None:
@@ -186,7 +230,8 @@ def run_case(
                 options.on_progress(case, total, done, seconds)
 
         load = case.load
-        outcome = run_closed_loop(
+        runner = run_closed_loop if cluster is None else partial(run_distributed, cluster)
+        outcome = runner(
             suite.driver_of(case.variant),
             DriverContext(
                 endpoint=endpoint,
@@ -210,11 +255,15 @@ def run_case(
         )
         fill(doc, outcome)
         if outcome.failure:
-            tail = server.output_tail() if not server.alive() else ""
+            tail = server.output_tail() if server is not None and not server.alive() else ""
             fail(doc, outcome.failure, tail)
+        elif outcome.incomplete:
+            doc["status"] = "incomplete"
+            doc["reason"] = outcome.incomplete
         return doc
     finally:
-        server.close()
+        if server is not None:
+            server.close()
 
 
 def pacing(load: Load) -> Pacing | None:
@@ -304,12 +353,17 @@ def fill(doc: CaseDoc, outcome: LoadOutcome) -> None:
     if outcome.counters:
         doc["counters"] = dict(outcome.counters)
     doc["clients"] = outcome.clients
+    # on a cluster, clients share worker processes: CPU is measured per worker
+    if outcome.workers:
+        doc["workers"] = outcome.workers
+        doc["spread"] = load_spread(outcome.workers)
+    per_process = outcome.workers or outcome.clients
     doc["cpu"] = {
-        "client_user_s": sum(c["cpu_user_s"] for c in outcome.clients),
-        "client_sys_s": sum(c["cpu_sys_s"] for c in outcome.clients),
+        "client_user_s": sum(c["cpu_user_s"] or 0.0 for c in per_process),
+        "client_sys_s": sum(c["cpu_sys_s"] or 0.0 for c in per_process),
     }
     doc["memory"] = {
-        "client_peak_rss_bytes": max((c["max_rss_bytes"] for c in outcome.clients), default=0)
+        "client_peak_rss_bytes": max((c["max_rss_bytes"] or 0 for c in per_process), default=0)
     }
 
 

@@ -43,9 +43,13 @@ class ServerSpec(_Model):
 
 
 class Target(_Model):
+    """The system under test. With ``address`` (``"host:port"`` or a Unix socket path), the server
+    is remote: rpcmeter starts none and reports its resource figures as unknown."""
+
     driver: str = "rpyc"
     transport: str = "tcp"
     host: str = "127.0.0.1"
+    address: str | None = None
     server: ServerSpec = Field(default_factory=lambda: ServerSpec())
     options: dict[str, Any] = Field(default_factory=dict)
 
@@ -58,6 +62,7 @@ class Variant(_Model):
     env: dict[str, str] = Field(default_factory=dict)
     transport: str | None = None
     host: str | None = None
+    address: str | None = None
     server: ServerSpec | None = None
     description: str = ""
 
@@ -201,6 +206,10 @@ class Suite(_Model):
             if not values:
                 raise ValueError(f"matrix.{key} is empty")
         return v
+
+    def address_of(self, variant: str) -> str | None:
+        """The remote server address a variant measures (its own, or the target's), if any."""
+        return self.variants[variant].address or self.target.address
 
     def driver_of(self, variant: str) -> str:
         """The driver a variant uses (its own, or the target's)."""
@@ -387,6 +396,7 @@ def _check_semantics(suite: Suite, where: str) -> None:
                 f"{where}: {key}: driver {driver.name!r} has no transport {transport!r} "
                 f"(expected one of: {', '.join(driver.transports)})"
             )
+    _check_addresses(suite, where)
     if not suite.workloads:
         raise SuiteError(f"{where}: workloads: at least one workload is needed")
     for name, w in suite.workloads.items():
@@ -428,6 +438,34 @@ def _check_semantics(suite: Suite, where: str) -> None:
                 raise SuiteError(
                     _validation_message(where, exc).replace(": ", f": matrix.{key}: ", 1)
                 ) from None
+
+
+def _check_addresses(suite: Suite, where: str) -> None:
+    """A remote address must parse and suit the driver; it excludes a server command."""
+    from rpcmeter.drivers import driver_class
+    from rpcmeter.servers.process import remote_endpoint
+
+    for vname, v in suite.variants.items():
+        address = suite.address_of(vname)
+        if address is None:
+            continue
+        key = f"variants.{_format_loc((vname,))}.address" if v.address else "target.address"
+        spec = v.server or suite.target.server
+        if spec.command is not None:
+            raise SuiteError(
+                f"{where}: {key}: a remote target ({address!r}) has no server command "
+                "(remove server.command)"
+            )
+        try:
+            endpoint = remote_endpoint(address, v.transport or suite.target.transport)
+        except ValueError as exc:
+            raise SuiteError(f"{where}: {key}: {exc}") from None
+        driver = driver_class(suite.driver_of(vname))
+        if endpoint.transport not in driver.transports:
+            raise SuiteError(
+                f"{where}: {key}: driver {driver.name!r} has no transport "
+                f"{endpoint.transport!r} (address {address!r})"
+            )
 
 
 def load_suite(

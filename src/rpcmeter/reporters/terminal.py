@@ -125,6 +125,31 @@ def workload_table(result: Result, workload: str) -> Table:
     return table
 
 
+def spread_lines(result: Result) -> list[str]:
+    """For load from a cluster: how evenly the workers carried it (per-worker throughput, lowest
+    over highest; median over the cases and the worst case)."""
+    cluster = result.get("environment", {}).get("cluster")
+    spread = [
+        (c["spread"]["min_max_ratio"], c)
+        for c in result["cases"]
+        if c.get("spread") and c["spread"]["min_max_ratio"] is not None
+    ]
+    if not cluster or not spread:
+        return []
+    spread.sort(key=lambda rc: rc[0])
+    worst, case = spread[0]
+    median = spread[len(spread) // 2][0]
+    point = " ".join(f"{k}={v}" for k, v in case["point"].items())
+    lost = sum(c["spread"]["lost"] for _, c in spread)
+    return [
+        f"spread over {cluster['workers']} Dask workers ({cluster['spec']}): per-worker req/s "
+        f"min/max median {fmt_ratio(median)}, worst {fmt_ratio(worst)} at "
+        f"{case['variant']} · {case['workload']}"
+        + (f" · {point}" if point else "")
+        + (f"; {lost} worker(s) lost" if lost else "")
+    ]
+
+
 def render(result: Result, width: int = 120, color: bool = False) -> str:
     """The run's tables as text."""
     buf = io.StringIO()
@@ -148,6 +173,9 @@ def render(result: Result, width: int = 120, color: bool = False) -> str:
         console.print()
         console.print(workload_table(result, workload))
     render_rates(console, result)
+    for line in spread_lines(result):
+        console.print()
+        console.print(Text(line))
     failed = [c for c in result["cases"] if c["status"] != "ok"]
     errors = [c for c in result["cases"] if c["errors"]]
     if failed or errors:
@@ -156,7 +184,7 @@ def render(result: Result, width: int = 120, color: bool = False) -> str:
         point = " ".join(f"{k}={v}" for k, v in c["point"].items())
         console.print(
             Text(
-                f"failed: {c['variant']} · {c['workload']} · {point} (rep {c['repetition']}): {c['reason']}",
+                f"{c['status']}: {c['variant']} · {c['workload']} · {point} (rep {c['repetition']}): {c['reason']}",
                 style="red",
             )
         )

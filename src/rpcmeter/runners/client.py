@@ -361,9 +361,11 @@ def thread_load(
 
 
 def client_main(spec: ClientSpec, go: Any, stop: Any, progress: Any, conn: Any) -> None:
-    """Entry point of a client process. Protocol on ``conn``: ("ready",) or ("error", msg) after
-    connecting and warming up, then the final ("result", dict)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops us
+    """Entry point of a client process (or of a client thread in a cluster's load worker).
+    Protocol on ``conn``: ("ready",) or ("error", msg) after connecting and warming up, then the
+    final ("result", dict). ``go``/``stop`` are events, ``progress`` maps slot -> requests done."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops us
     if spec.cpus:
         with contextlib.suppress(OSError):
             os.sched_setaffinity(0, spec.cpus)

@@ -47,6 +47,8 @@ class LoadOutcome:
     # and the schedule's totals (offered_rps, achieved_rps, scheduled, sent, late, dropped)
     uhist: Histogram = field(default_factory=Histogram)
     schedule: dict[str, float] | None = None
+    incomplete: str | None = None  # why some clients' figures are missing (a lost worker)
+    workers: list[dict[str, Any]] = field(default_factory=list)  # per worker (cluster runs)
 
     @property
     def requests(self) -> int:
@@ -184,7 +186,7 @@ def run_closed_loop(
                     pending.discard(i)
             if on_progress:
                 on_progress(sum(progress), time.perf_counter() - t_go)
-        _merge(outcome, results)
+        merge_results(outcome, results)
         if len(results) < clients and outcome.failure is None:
             outcome.failure = f"{clients - len(results)} client(s) reported no result"
         return outcome
@@ -224,7 +226,10 @@ def _problem(
     return None
 
 
-def _merge(outcome: LoadOutcome, results: dict[int, dict[str, Any]]) -> None:
+def merge_results(outcome: LoadOutcome, results: dict[int, dict[str, Any]]) -> dict[int, Histogram]:
+    """Merge client results (as :func:`~rpcmeter.runners.client.client_main` reports them) into
+    ``outcome`` exactly: histograms and counters add. Returns each client's latency histogram."""
+    per_client: dict[int, Histogram] = {}
     starts: list[int] = []
     ends: list[int] = []
     fatal: list[str] = []
@@ -253,6 +258,7 @@ def _merge(outcome: LoadOutcome, results: dict[int, dict[str, Any]]) -> None:
                 starts.append(t["start_ns"])
                 ends.append(t["end_ns"])
         outcome.hist.merge(client_hist)
+        per_client[i] = client_hist
         outcome.ok += client_ok
         for kind, n in client_errors.items():
             outcome.errors[kind] = outcome.errors.get(kind, 0) + n
@@ -283,3 +289,4 @@ def _merge(outcome: LoadOutcome, results: dict[int, dict[str, Any]]) -> None:
         outcome.wall_s = (outcome.end_ns - outcome.start_ns) / 1e9
     if fatal and outcome.failure is None:
         outcome.failure = f"lost connection: {fatal[0]}"
+    return per_client

@@ -1,0 +1,480 @@
+"""Closed-loop load from the workers of a Dask cluster (``dask.distributed``).
+
+``--cluster local:N`` starts a :class:`~distributed.LocalCluster` of N worker processes on
+loopback; ``--cluster tcp://HOST:8786`` uses a running scheduler (workers on other machines, on
+Kubernetes, on an HPC queue). Dask only places the load: every client of the case becomes ONE
+long-running task (:func:`load_worker`, seceded from the worker's thread pool) that runs the same
+client code as a local client process (:func:`~rpcmeter.runners.client.client_main`: its threads,
+hot loops, buffers folded into histograms). Clients are spread round-robin over the workers.
+
+Protocol, all through the scheduler: each task connects and warms up, then reports ``ready`` on
+a Dask ``Queue``; when every client is ready the parent sets a Dask ``Event`` (the start barrier)
+and all threads of all clients start together. While they run, each task publishes its request
+count (progress) and watches a ``stop`` event. A task returns only its histograms and counters,
+which the parent merges exactly (:func:`~rpcmeter.runners.closed_loop.merge_results`).
+
+Clocks are read per worker: latency is measured where the request is made, and spans are only
+computed within one host (the case's wall time is the longest per-host span); there is no
+cross-machine clock arithmetic. A worker that dies, leaves or fails mid-case is reported and the
+case is marked incomplete (never silently short); per-worker figures are kept in the case.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import logging
+import os
+import queue as queue_mod
+import resource
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from rpcmeter.drivers.base import DriverContext
+from rpcmeter.errors import ClusterError
+from rpcmeter.metrics.histogram import Histogram
+from rpcmeter.runners.client import ClientSpec, client_main
+from rpcmeter.runners.closed_loop import AliveFn, LoadOutcome, ProgressFn, merge_results
+from rpcmeter.runners.open_loop import Pacing
+
+POLL_S = 0.1  # parent: how often it drains messages and checks futures
+PUBLISH_S = 0.25  # load worker: how often it publishes progress and looks at the stop event
+MEMBERSHIP_S = 0.5  # parent: how often it asks the scheduler which workers are alive
+GRACE_S = 5.0  # after a stop: how long the remaining clients have to report what they have
+
+
+def _distributed() -> Any:
+    try:
+        import distributed
+    except ImportError:
+        raise ClusterError(
+            "--cluster needs dask.distributed: pip install 'rpcmeter[dask]'"
+        ) from None
+    return distributed
+
+
+@dataclass
+class LoadCluster:
+    """A connection to a Dask scheduler (and the local cluster behind it, when we started it)."""
+
+    spec: str
+    client: Any
+    local: Any = None  # the LocalCluster we started, or None for an existing scheduler
+
+    def workers(self) -> dict[str, dict[str, Any]]:
+        """Live workers as the scheduler sees them right now: address -> info."""
+        info: dict[str, dict[str, Any]] = self.client.scheduler_info(n_workers=-1)["workers"]
+        return info
+
+    def describe(self) -> dict[str, Any]:
+        workers = self.workers()
+        return {
+            "spec": self.spec,
+            "scheduler": self.client.scheduler.address,
+            "workers": len(workers),
+            "hosts": sorted({w.get("host", "?") for w in workers.values()}),
+            "dask": _distributed().__version__,
+        }
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.client.close()
+        if self.local is not None:
+            with contextlib.suppress(Exception):
+                self.local.close()
+
+
+def parse_cluster(spec: str) -> int | str:
+    """``local:N`` -> N (worker processes); ``tcp://HOST:PORT`` (or ``tls://``) -> the address."""
+    text = spec.strip()
+    if text.startswith("local:"):
+        n = text.removeprefix("local:")
+        if not n.isdigit() or not 1 <= int(n) <= 256:
+            raise ClusterError(f"--cluster {spec}: expected local:N with N from 1 to 256")
+        return int(n)
+    if text.startswith(("tcp://", "tls://")) and ":" in text.split("://", 1)[1]:
+        return text
+    raise ClusterError(
+        f"--cluster {spec}: expected local:N or the scheduler address tcp://HOST:PORT"
+    )
+
+
+def open_cluster(spec: str, *, timeout_s: float = 60.0) -> LoadCluster:
+    """Start ``local:N`` (N worker processes on 127.0.0.1, no dashboard) or connect to a
+    scheduler and wait until it has at least one worker."""
+    where = parse_cluster(spec)
+    dist = _distributed()
+    local = None
+    try:
+        if isinstance(where, int):
+            local = dist.LocalCluster(
+                n_workers=where,
+                threads_per_worker=2,  # load tasks secede: they do not hold these threads
+                processes=True,
+                host="127.0.0.1",
+                dashboard_address=None,
+                silence_logs=logging.ERROR,
+            )
+            client = dist.Client(local, timeout=timeout_s)
+            client.wait_for_workers(where, timeout=timeout_s)
+        else:
+            client = dist.Client(where, timeout=timeout_s)
+            client.wait_for_workers(1, timeout=timeout_s)
+    except (OSError, TimeoutError) as exc:
+        if local is not None:
+            with contextlib.suppress(Exception):
+                local.close()
+        raise ClusterError(f"--cluster {spec}: cannot use the cluster: {exc}") from None
+    return LoadCluster(spec, client, local)
+
+
+# ---- on the worker --------------------------------------------------------------------------
+
+
+class _Inbox:
+    """Stands in for the pipe of a client process: what client_main sends, the task reads."""
+
+    def __init__(self) -> None:
+        self.messages: queue_mod.Queue[tuple[Any, ...]] = queue_mod.Queue()
+
+    def send(self, msg: tuple[Any, ...]) -> None:
+        self.messages.put(msg)
+
+
+def _client_thread(spec: ClientSpec, go: Any, stop: Any, progress: Any, inbox: _Inbox) -> None:
+    try:
+        client_main(spec, go, stop, progress, inbox)
+    except BaseException as exc:  # reported to the parent, never lost in a worker's log
+        inbox.send(("error", f"client {spec.ctx.client_index}: {type(exc).__name__}: {exc}"))
+
+
+def load_worker(spec: ClientSpec, names: dict[str, str], timeout_s: float) -> dict[str, Any]:
+    """One client of a case, as a long-running task on a Dask worker (see the module doc).
+
+    Returns client_main's result (histograms and counters) plus the worker's address and host,
+    or ``{"client": i, "error": reason}``."""
+    dist = _distributed()
+    dist.secede()  # a long-running task: give the slot back to the worker's thread pool
+    worker = dist.get_worker()
+    c = spec.ctx.client_index
+    posts = dist.Queue(names["queue"])
+    go_ev, stop_ev = dist.Event(names["go"]), dist.Event(names["stop"])
+    go, stop = threading.Event(), threading.Event()
+    progress: dict[int, int] = {}
+    inbox = _Inbox()
+    saved_env = dict(os.environ)
+    thread = threading.Thread(
+        target=_client_thread,
+        args=(spec, go, stop, progress, inbox),
+        name=f"rpcmeter-client-{c}",
+        daemon=True,
+    )
+    deadline = time.monotonic() + timeout_s
+    thread.start()
+    try:
+        # 1. connected and warmed up?
+        first: tuple[Any, ...] | None = None
+        while first is None:
+            with contextlib.suppress(queue_mod.Empty):
+                first = inbox.messages.get(timeout=PUBLISH_S)
+            if first is None and (
+                stop_ev.is_set() or time.monotonic() > deadline or not thread.is_alive()
+            ):
+                first = ("error", f"client {c}: no connection before the case was stopped")
+        if first[0] != "ready":
+            posts.put(["error", c, first[1]])
+            return {"client": c, "error": first[1]}
+        posts.put(["ready", c])
+        # 2. the start barrier
+        while not go_ev.wait(PUBLISH_S):
+            if stop_ev.is_set() or time.monotonic() > deadline:
+                stop.set()
+                break
+        go.set()
+        # 3. run; publish progress, relay a stop
+        while thread.is_alive():
+            thread.join(PUBLISH_S)
+            if not stop.is_set() and stop_ev.is_set():
+                stop.set()
+            posts.put(["progress", c, sum(progress.values())])
+        while True:
+            msg = inbox.messages.get(timeout=1.0)
+            if msg[0] == "result":
+                return {**msg[1], "worker": worker.address, "host": _host(worker.address)}
+            if msg[0] == "error":
+                return {"client": c, "error": msg[1]}
+    except queue_mod.Empty:
+        return {"client": c, "error": f"client {c}: ended without a result"}
+    finally:
+        stop.set()
+        go.set()
+        thread.join(5.0)
+        if dict(os.environ) != saved_env:  # client_main applied the variant's env
+            os.environ.clear()
+            os.environ.update(saved_env)
+
+
+def _process_usage() -> tuple[float, float, int]:
+    """CPU seconds (user, system) and peak RSS (bytes) of the calling worker process."""
+    u = resource.getrusage(resource.RUSAGE_SELF)
+    return u.ru_utime, u.ru_stime, u.ru_maxrss * 1024
+
+
+def _host(address: str) -> str:
+    """The host part of a worker address (``tcp://10.0.0.5:40123`` -> ``10.0.0.5``)."""
+    rest = address.split("://", 1)[-1]
+    return rest.rpartition(":")[0].strip("[]") or rest
+
+
+# ---- in the parent --------------------------------------------------------------------------
+
+
+def run_distributed(
+    cluster: LoadCluster,
+    driver: str,
+    base_ctx: DriverContext,
+    *,
+    clients: int,
+    requests: int | None,
+    duration_s: float | None,
+    warmup: int,
+    timeout_s: float,
+    client_cpus: list[int] | None = None,
+    on_progress: ProgressFn | None = None,
+    server_problem: AliveFn | None = None,
+    on_start: Callable[[list[int]], None] | None = None,
+    on_go: Callable[[], None] | None = None,
+    pacing: Pacing | None = None,
+) -> LoadOutcome:
+    """Run one case's load on ``cluster``'s workers; the same contract as
+    :func:`~rpcmeter.runners.closed_loop.run_closed_loop` (closed or, with ``pacing``, open
+    loop: each client paces its share of the rate). ``client_cpus`` pins the client
+    threads on a local cluster only (the parent's CPU list means nothing on other machines)."""
+    dist = _distributed()
+    dc = cluster.client
+    prefix = f"rpcmeter-{uuid.uuid4().hex[:12]}"
+    names = {"queue": f"{prefix}-posts", "go": f"{prefix}-go", "stop": f"{prefix}-stop"}
+    posts = dist.Queue(names["queue"], client=dc)
+    go, stop = dist.Event(names["go"], client=dc), dist.Event(names["stop"], client=dc)
+    outcome = LoadOutcome()
+    live = cluster.workers()
+    addresses = sorted(live)
+    if not addresses:
+        outcome.failure = "the cluster has no workers"
+        return outcome
+    assign = {c: addresses[c % len(addresses)] for c in range(clients)}
+    used = sorted(set(assign.values()))
+    futures = {
+        c: dc.submit(
+            load_worker,
+            ClientSpec(
+                driver=driver,
+                ctx=dataclasses.replace(base_ctx, client_index=c),
+                requests=requests,
+                duration_s=duration_s,
+                warmup=warmup,
+                cpus=client_cpus if cluster.local is not None else None,
+                pacing=pacing.for_client(c, clients) if pacing else None,
+            ),
+            names,
+            timeout_s,
+            key=f"{prefix}-client-{c}",
+            workers=[assign[c]],
+            allow_other_workers=False,
+            pure=False,
+            retries=0,
+        )
+        for c in range(clients)
+    }
+    pids: dict[str, int] = {}
+    with contextlib.suppress(Exception):
+        pids = dc.run(os.getpid, workers=used, on_error="ignore")
+    if on_start:
+        on_start([pids[a] for a in used if a in pids])
+    results: dict[int, dict[str, Any]] = {}
+    lost: dict[int, str] = {}
+    ready: set[int] = set()
+    progress: dict[int, int] = {}
+    pending = set(range(clients))
+    deadline = time.monotonic() + timeout_s
+    next_membership = time.monotonic() + MEMBERSHIP_S
+    usage0: dict[str, tuple[float, float, int]] = {}
+    t_go: float | None = None
+    stopping = False
+    try:
+        while pending:
+            for item in posts.get(batch=True):
+                kind, c = item[0], int(item[1])
+                if kind == "ready":
+                    ready.add(c)
+                elif kind == "progress":
+                    progress[c] = int(item[2])
+                elif kind == "error" and outcome.failure is None:
+                    outcome.failure = str(item[2])
+            for c in sorted(pending):
+                fut = futures[c]
+                if not fut.done():
+                    continue
+                pending.discard(c)
+                if fut.status == "finished":
+                    r = fut.result()
+                    if "error" in r:
+                        outcome.failure = outcome.failure or str(r["error"])
+                    else:
+                        results[c] = r
+                else:
+                    lost[c] = f"client {c} on worker {assign[c]} failed: {_exception(fut)}"
+            now = time.monotonic()
+            if now >= next_membership and pending:
+                next_membership = now + MEMBERSHIP_S
+                alive = set(cluster.workers())
+                for c in sorted(pending):
+                    if assign[c] not in alive:
+                        lost[c] = f"worker {assign[c]} (client {c}) left the cluster mid-case"
+                        pending.discard(c)
+                        futures[c].cancel()
+            if not stopping:
+                problem = server_problem() if server_problem is not None else None
+                if problem is None and now > deadline:
+                    problem = (
+                        f"timed out while {'running' if t_go else 'connecting'} (load.timeout_s)"
+                    )
+                if problem is not None:
+                    outcome.failure = outcome.failure or problem
+                if outcome.failure is not None or lost:
+                    stopping = True
+                    stop.set()
+                    deadline = now + GRACE_S
+                elif t_go is None and len(ready) == clients:
+                    usage0 = _usage(dc, used)
+                    if on_go:
+                        on_go()
+                    t_go = time.perf_counter()
+                    go.set()
+            elif now > deadline:
+                for c in sorted(pending):
+                    lost[c] = f"client {c} on worker {assign[c]} did not report in time"
+                    futures[c].cancel()
+                pending.clear()
+            if t_go is not None and on_progress:
+                on_progress(sum(progress.values()), time.perf_counter() - t_go)
+            if pending:
+                time.sleep(POLL_S)
+        usage1 = _usage(dc, [a for a in used if a in cluster.workers()]) if t_go else {}
+    finally:
+        stop.set()
+        go.set()
+        for fut in futures.values():
+            if not fut.done():
+                fut.cancel()
+        with contextlib.suppress(Exception):
+            posts.close()
+        for ev in (go, stop):
+            with contextlib.suppress(Exception):
+                ev.clear()
+    per_client = merge_results(outcome, results)
+    _per_worker(outcome, results, per_client, assign, lost, usage0, usage1, pids)
+    if lost:
+        reasons = list(dict.fromkeys(lost.values()))
+        outcome.incomplete = "; ".join(reasons[:3]) + (
+            f" (+{len(reasons) - 3} more)" if len(reasons) > 3 else ""
+        )
+    elif len(results) < clients and outcome.failure is None:
+        outcome.failure = f"{clients - len(results)} client(s) reported no result"
+    return outcome
+
+
+def _exception(fut: Any) -> str:
+    try:
+        exc = fut.exception(timeout=1.0)
+    except Exception as err:  # cancelled, or the scheduler lost it
+        return f"{type(err).__name__}: {err}"
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _usage(dc: Any, workers: list[str]) -> dict[str, tuple[float, float, int]]:
+    """Process CPU and peak RSS of each worker (a dead worker is left out)."""
+    try:
+        out: dict[str, tuple[float, float, int]] = dc.run(
+            _process_usage, workers=workers, on_error="ignore"
+        )
+    except Exception:
+        return {}
+    return {a: tuple(v) for a, v in out.items()}  # type: ignore[misc]
+
+
+def _per_worker(
+    outcome: LoadOutcome,
+    results: dict[int, dict[str, Any]],
+    per_client: dict[int, Histogram],
+    assign: dict[int, str],
+    lost: dict[int, str],
+    usage0: dict[str, tuple[float, float, int]],
+    usage1: dict[str, tuple[float, float, int]],
+    pids: dict[str, int],
+) -> None:
+    """Per-worker figures; the case's wall time from per-host spans (one clock per host).
+
+    A client's CPU is its worker process's, shared with the other clients there, so CPU figures
+    are kept per worker (measured around the whole case) and left unknown per client."""
+    by_client = {entry["client"]: entry for entry in outcome.clients}
+    for c, entry in by_client.items():
+        entry["worker"] = results[c]["worker"]
+        entry["cpu_user_s"] = entry["cpu_sys_s"] = None
+    host_spans: dict[str, tuple[int, int]] = {}
+    for addr in sorted(set(assign.values())):
+        mine = [c for c in sorted(assign) if assign[c] == addr]
+        done = [c for c in mine if c in results]
+        hist = Histogram.merged(per_client[c] for c in done)
+        threads = [t for c in done for t in results[c]["threads"] if t["end_ns"]]
+        start = min((t["start_ns"] for t in threads), default=0)
+        end = max((t["end_ns"] for t in threads), default=0)
+        host = _host(addr)
+        if threads:
+            lo, hi = host_spans.get(host, (start, end))
+            host_spans[host] = (min(lo, start), max(hi, end))
+        span = (end - start) / 1e9
+        ok = sum(by_client[c]["requests"] - by_client[c]["errors"] for c in done)
+        u0, u1 = usage0.get(addr), usage1.get(addr)
+        reasons = [lost[c] for c in mine if c in lost]
+        outcome.workers.append(
+            {
+                "worker": addr,
+                "host": host,
+                "pid": pids.get(addr),
+                "status": "lost" if reasons else "ok",
+                "reason": reasons[0] if reasons else None,
+                "clients": mine,
+                "requests": sum(by_client[c]["requests"] for c in done),
+                "ok": ok,
+                "errors": sum(by_client[c]["errors"] for c in done),
+                "wall_s": span,
+                "throughput_rps": ok / span if span > 0 else 0.0,
+                "cpu_user_s": u1[0] - u0[0] if u0 and u1 else None,
+                "cpu_sys_s": u1[1] - u0[1] if u0 and u1 else None,
+                "max_rss_bytes": u1[2] if u1 else None,
+                "latency": hist.summary_us() if hist.count else None,
+                "histogram": hist.to_dict() if hist.count else None,
+            }
+        )
+    if host_spans:
+        outcome.wall_s = max((hi - lo) / 1e9 for lo, hi in host_spans.values())
+        if len(host_spans) > 1:  # start/end on different clocks mean nothing together
+            outcome.start_ns = outcome.end_ns = 0
+
+
+def load_spread(workers: list[dict[str, Any]]) -> dict[str, Any]:
+    """Whether the load was spread evenly: per-worker throughput, lowest over highest."""
+    rates = [w["throughput_rps"] for w in workers if w["status"] == "ok"]
+    lo, hi = (min(rates), max(rates)) if rates else (0.0, 0.0)
+    return {
+        "workers": len(workers),
+        "lost": sum(1 for w in workers if w["status"] != "ok"),
+        "min_rps": lo,
+        "max_rps": hi,
+        "min_max_ratio": lo / hi if hi > 0 else None,
+    }

@@ -1,0 +1,173 @@
+"""Load from a real Dask LocalCluster (2 worker processes) against the real rpyc reference server:
+exact merge of the workers' figures, dispatch from execute, and a worker killed mid-case."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import signal
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+
+from rpcmeter import placement
+from rpcmeter.drivers import driver_class
+from rpcmeter.drivers.base import DriverContext, Endpoint
+from rpcmeter.errors import ClusterError
+from rpcmeter.execute import RunOptions, run_case
+from rpcmeter.metrics.histogram import SUB_BITS, Histogram
+from rpcmeter.plan import expand
+from rpcmeter.runners.distributed import LoadCluster, open_cluster, parse_cluster, run_distributed
+from rpcmeter.runners.open_loop import Pacing
+from rpcmeter.servers.process import ServerProcess, new_endpoint
+from rpcmeter.suite import build_suite
+from rpcmeter.workloads import parse_params
+
+pytest.importorskip("distributed")
+pytestmark = pytest.mark.timeout(120)
+WORKERS = 2
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[LoadCluster]:
+    with contextlib.closing(open_cluster(f"local:{WORKERS}")) as cl:
+        yield cl
+
+
+@pytest.fixture(scope="module")
+def server() -> Iterator[Endpoint]:
+    ep = new_endpoint("tcp")
+    with ServerProcess(driver_class("rpyc").server_command(ep, {}), ep):
+        yield ep
+
+
+def ctx(ep: Endpoint, threads: int = 1) -> DriverContext:
+    return DriverContext(endpoint=ep, workload=parse_params("simple", {}), threads=threads)
+
+
+def worker_pids(cl: LoadCluster) -> dict[str, int]:
+    pids: dict[str, int] = cl.client.run(os.getpid)
+    return pids
+
+
+def samples(h: Histogram) -> np.ndarray[Any, Any]:
+    """The histogram's samples at bucket precision (each bucket's midpoint, repeated)."""
+    mids, counts = h.bucket_values()
+    return np.repeat(np.array(mids), counts)
+
+
+def test_parse_cluster() -> None:
+    assert parse_cluster("local:3") == 3
+    assert parse_cluster("tcp://10.0.0.5:8786") == "tcp://10.0.0.5:8786"
+    for bad in ("local:0", "local:x", "10.0.0.5:8786", "tcp://nohost"):
+        with pytest.raises(ClusterError, match="--cluster"):
+            parse_cluster(bad)
+
+
+def test_workers_merge_exactly(cluster: LoadCluster, server: Endpoint) -> None:
+    requests, clients, threads = 150, 4, 2
+    out = run_distributed(
+        cluster,
+        "rpyc",
+        ctx(server, threads),
+        clients=clients,
+        requests=requests,
+        duration_s=None,
+        warmup=2,
+        timeout_s=60,
+    )
+    assert out.failure is None and out.incomplete is None
+    assert out.requests == out.ok == clients * threads * requests
+    assert len(out.workers) == WORKERS
+    assert {w["worker"] for w in out.workers} == set(cluster.workers())
+    assert sum(w["requests"] for w in out.workers) == out.requests
+    for w in out.workers:
+        assert w["status"] == "ok" and w["requests"] == len(w["clients"]) * threads * requests
+        assert w["throughput_rps"] > 0 and w["cpu_user_s"] is not None
+        assert Histogram.from_dict(w["histogram"]).count == w["requests"]
+    # merged percentiles = percentiles of the workers' concatenated samples (bucket precision)
+    concat = np.concatenate([samples(Histogram.from_dict(w["histogram"])) for w in out.workers])
+    assert concat.size == out.hist.count
+    for pct in (50, 90, 99, 99.9):
+        expected = float(np.percentile(concat, pct, method="inverted_cdf"))
+        got = out.hist.percentile(pct)
+        assert math.isclose(got, expected, rel_tol=2.0 / 2 ** (SUB_BITS - 1)), (pct, got, expected)
+
+
+def test_execute_dispatches_to_the_cluster(cluster: LoadCluster, server: Endpoint) -> None:
+    suite = build_suite(
+        {
+            "target": {"driver": "rpyc", "address": f"127.0.0.1:{server.port}"},
+            "workloads": {"simple": {}},
+            "load": {"clients": 3, "requests": 100, "warmup": 2},
+        }
+    )
+    case = expand(suite)[0]
+    doc = run_case(suite, case, placement.Cpus(None, None), RunOptions(), 1, cluster)
+    assert doc["status"] == "ok", doc["reason"]
+    assert doc["requests"] == 300 and doc["server_managed"] is False
+    assert sum(w["requests"] for w in doc["workers"]) == 300
+    assert sorted(c for w in doc["workers"] for c in w["clients"]) == [0, 1, 2]
+    spread = doc["spread"]
+    assert spread["workers"] == WORKERS and spread["lost"] == 0
+    assert 0 < spread["min_max_ratio"] <= 1
+    assert doc["cpu"]["client_user_s"] > 0
+
+
+def test_open_loop_paces_each_client_share(cluster: LoadCluster, server: Endpoint) -> None:
+    out = run_distributed(
+        cluster,
+        "rpyc",
+        ctx(server),
+        clients=2,
+        requests=None,
+        duration_s=1.0,
+        warmup=2,
+        timeout_s=60,
+        pacing=Pacing(200.0),
+    )
+    assert out.failure is None and out.schedule is not None
+    assert out.schedule["offered_rps"] == pytest.approx(200.0)
+    assert out.schedule["scheduled"] == pytest.approx(200, abs=4)
+    assert out.ok == sum(w["ok"] for w in out.workers) > 0
+
+
+def test_killed_worker_is_reported(cluster: LoadCluster, server: Endpoint) -> None:
+    victim, pid = sorted(worker_pids(cluster).items())[0]
+    killed: list[int] = []
+
+    def kill_once(done: int, seconds: float) -> None:
+        if not killed and done > 0 and seconds > 0.3:
+            os.kill(pid, signal.SIGKILL)
+            killed.append(pid)
+
+    out = run_distributed(
+        cluster,
+        "rpyc",
+        ctx(server),
+        clients=2,
+        requests=None,
+        duration_s=20.0,
+        warmup=2,
+        timeout_s=60,
+        on_progress=kill_once,
+    )
+    assert killed, "the load never started"
+    assert out.incomplete is not None and victim in out.incomplete
+    lost = [w for w in out.workers if w["status"] == "lost"]
+    assert [w["worker"] for w in lost] == [victim]
+    (survivor,) = [w for w in out.workers if w["status"] == "ok"]
+    assert survivor["requests"] > 0 and out.requests == survivor["requests"]
+    assert out.wall_s < 15.0  # the survivor was stopped, not left running its 20 s
+    cluster.client.wait_for_workers(WORKERS, timeout=30)  # the nanny restarts the victim
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="Linux process model")
+def test_bad_scheduler_is_one_line_error() -> None:
+    from rpcmeter.cli import main
+
+    assert main(["run", "--quick", "--cluster", "local:zero"]) == 1

@@ -1,0 +1,80 @@
+"""Remote targets: ``address`` instead of a server command; rpcmeter starts no server, measures
+the one already listening, and reports the server's resources as unknown."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from rpcmeter.drivers import driver_class
+from rpcmeter.drivers.base import Endpoint
+from rpcmeter.errors import SuiteError
+from rpcmeter.execute import run_suite
+from rpcmeter.servers.process import ServerProcess, free_port, new_endpoint, remote_endpoint
+from rpcmeter.suite import build_suite
+
+pytestmark = pytest.mark.timeout(60)
+
+
+@pytest.fixture(scope="module", params=["tcp", "unix"])
+def running(request: pytest.FixtureRequest) -> Iterator[Endpoint]:
+    ep = new_endpoint(request.param)
+    with ServerProcess(driver_class("rpyc").server_command(ep, {}), ep):
+        yield ep
+
+
+def suite(address: str, **target: Any) -> Any:
+    return build_suite(
+        {
+            "target": {"driver": "rpyc", "address": address, **target},
+            "workloads": {"simple": {}},
+            "load": {"clients": 2, "requests": 100, "warmup": 2},
+        }
+    )
+
+
+def address_of(ep: Endpoint) -> str:
+    return ep.path if ep.path is not None else f"{ep.host}:{ep.port}"
+
+
+def test_remote_endpoint_forms() -> None:
+    assert remote_endpoint("10.1.2.3:8080") == Endpoint("tcp", "10.1.2.3", 8080)
+    assert remote_endpoint("tcp://example.org:80") == Endpoint("tcp", "example.org", 80)
+    assert remote_endpoint("[::1]:9000") == Endpoint("tcp", "::1", 9000)
+    assert remote_endpoint("/run/app.sock") == Endpoint("unix", path="/run/app.sock")
+    assert remote_endpoint("unix:/run/app.sock", "ipc") == Endpoint("ipc", path="/run/app.sock")
+    for bad in ("example.org", "host:http", "host:0", ":80", "unix:"):
+        with pytest.raises(ValueError):
+            remote_endpoint(bad)
+
+
+def test_suite_rejects_bad_addresses() -> None:
+    with pytest.raises(SuiteError, match=r"target\.address: expected 'host:port'"):
+        suite("nowhere")
+    with pytest.raises(SuiteError, match=r"target\.address: .*no server command"):
+        suite("127.0.0.1:9", server={"command": "sleep 1"})
+    with pytest.raises(SuiteError, match=r"variants\.v\.address"):
+        build_suite(
+            {
+                "variants": {"v": {"address": "h:99999"}},
+                "workloads": {"simple": {}},
+            }
+        )
+
+
+def test_measures_a_server_it_did_not_start(running: Endpoint) -> None:
+    result = run_suite(suite(address_of(running)))
+    (case,) = result["cases"]
+    assert case["status"] == "ok", case["reason"]
+    assert case["requests"] == case["ok"] == 200
+    assert case["server_managed"] is False
+    assert case["endpoint"] == running.describe()
+
+
+def test_no_server_at_the_address_fails_the_case() -> None:
+    result = run_suite(suite(f"127.0.0.1:{free_port()}"))
+    (case,) = result["cases"]
+    assert case["status"] == "failed"
+    assert "no server answers at tcp://127.0.0.1:" in case["reason"]
