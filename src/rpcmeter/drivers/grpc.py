@@ -38,10 +38,10 @@ from typing import Any, ClassVar
 
 import grpc
 
-from rpcmeter.drivers.base import Caller, Driver, Endpoint
+from rpcmeter.drivers.base import Caller, Driver
 from rpcmeter.errors import SuiteError
 from rpcmeter.servers.bodies import KINDS, SERVER_TIME_KEY, check, expected_reply, request_body
-from rpcmeter.servers.grpc_server import method_path
+from rpcmeter.servers.grpc_server import method_path, target
 
 
 class GrpcError(Exception):
@@ -92,14 +92,6 @@ def raw_bytes(options: Mapping[str, Any], prefix: str) -> bytes | None:
     except (ValueError, OSError) as exc:
         raise SuiteError(f"options.{key}: cannot read {value!r}: {exc}") from None
     return value.encode("utf-8")
-
-
-def target(endpoint: Endpoint) -> str:
-    """gRPC target of an endpoint: ``host:port`` or ``unix:PATH``."""
-    if endpoint.path is not None:
-        return f"unix:{endpoint.path}"
-    host = f"[{endpoint.host}]" if ":" in endpoint.host else endpoint.host
-    return f"{host}:{endpoint.port}"
 
 
 class GrpcDriver(Driver):

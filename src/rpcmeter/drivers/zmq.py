@@ -27,21 +27,13 @@ from typing import Any, ClassVar
 
 import zmq
 
-from rpcmeter.drivers.base import Caller, Driver, Endpoint
+from rpcmeter.drivers.base import Caller, Driver
 from rpcmeter.errors import SuiteError
 from rpcmeter.servers.bodies import KINDS, check, expected_reply, request_body
-from rpcmeter.servers.zmq_server import CODES, SERVER_NS
+from rpcmeter.servers.zmq_server import CODES, SERVER_NS, address
 
 RECV_MODES = ("block", "poll", "sleep")
 _CHECK_EVERY = 1024  # busy-poll misses between two looks at the clock
-
-
-def address(endpoint: Endpoint) -> str:
-    """ZeroMQ endpoint string: ``tcp://HOST:PORT`` or ``ipc://PATH``."""
-    if endpoint.path is not None:
-        return f"ipc://{endpoint.path}"
-    host = f"[{endpoint.host}]" if ":" in endpoint.host else endpoint.host
-    return f"tcp://{host}:{endpoint.port}"
 
 
 class ZmqDriver(Driver):

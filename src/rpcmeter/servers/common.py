@@ -11,6 +11,8 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
+from rpcmeter.drivers.base import Endpoint
+
 
 @dataclass(frozen=True)
 class ServerArgs:
@@ -19,6 +21,12 @@ class ServerArgs:
     port: int
     socket: str | None
     options: dict[str, Any]
+
+    def endpoint(self) -> Endpoint:
+        """Where to listen, as the drivers describe it."""
+        if self.socket is not None:
+            return Endpoint(self.transport, host=self.host, path=self.socket)
+        return Endpoint(self.transport, host=self.host, port=self.port)
 
 
 def parse_server_args(description: str, argv: list[str] | None = None) -> ServerArgs:

@@ -21,6 +21,7 @@ from typing import Any
 
 import grpc
 
+from rpcmeter.drivers.base import Endpoint
 from rpcmeter.servers.bodies import KINDS, SERVER_TIME_KEY, compute, sleep_seconds
 from rpcmeter.servers.common import ServerArgs, announce_ready, exit_on_sigterm, parse_server_args
 from rpcmeter.workloads import lift_int_digit_limit
@@ -79,13 +80,17 @@ def generic_handler(aio: bool) -> grpc.GenericRpcHandler:
     )
 
 
+def target(endpoint: Endpoint) -> str:
+    """gRPC address of an endpoint: ``host:port`` or ``unix:PATH``."""
+    if endpoint.path is not None:
+        return f"unix:{endpoint.path}"
+    return endpoint.describe().removeprefix(f"{endpoint.transport}://")
+
+
 def address(args: ServerArgs) -> str:
-    if args.transport == "unix":
-        if not args.socket:
-            raise SystemExit("--socket is required for the unix transport")
-        return f"unix:{args.socket}"
-    host = f"[{args.host}]" if ":" in args.host else args.host
-    return f"{host}:{args.port}"
+    if args.transport == "unix" and not args.socket:
+        raise SystemExit("--socket is required for the unix transport")
+    return target(args.endpoint())
 
 
 def _bound(addr: str, port: int) -> str:

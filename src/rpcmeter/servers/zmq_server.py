@@ -18,6 +18,7 @@ import time
 
 import zmq
 
+from rpcmeter.drivers.base import Endpoint
 from rpcmeter.servers.bodies import compute, sleep_seconds
 from rpcmeter.servers.common import ServerArgs, announce_ready, exit_on_sigterm, parse_server_args
 from rpcmeter.workloads import lift_int_digit_limit
@@ -46,13 +47,9 @@ def handle(message: bytes) -> bytes:
     return SERVER_NS.pack(time.perf_counter_ns() - t0) + reply
 
 
-def address(args: ServerArgs) -> str:
-    if args.transport == "ipc":
-        if not args.socket:
-            raise SystemExit("--socket is required for the ipc transport")
-        return f"ipc://{args.socket}"
-    host = f"[{args.host}]" if ":" in args.host else args.host
-    return f"tcp://{host}:{args.port or '*'}"
+def address(endpoint: Endpoint) -> str:
+    """ZeroMQ address of an endpoint: ``tcp://HOST:PORT`` or ``ipc://PATH``."""
+    return endpoint.describe()
 
 
 def _worker(context: zmq.Context[zmq.Socket[bytes]], backend: str) -> None:
@@ -73,7 +70,9 @@ def serve(args: ServerArgs) -> None:
     front = context.socket(zmq.ROUTER)
     front.setsockopt(zmq.LINGER, 0)
     front.ipv6 = ":" in args.host
-    front.bind(address(args))
+    if args.transport == "ipc" and not args.socket:
+        raise SystemExit("--socket is required for the ipc transport")
+    front.bind(address(args.endpoint()))
     announce_ready(front.getsockopt_string(zmq.LAST_ENDPOINT))
     try:
         if workers <= 1:
