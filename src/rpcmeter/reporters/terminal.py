@@ -172,6 +172,11 @@ def render(result: Result, width: int = 120, color: bool = False) -> str:
     for workload in cells(result):
         console.print()
         console.print(workload_table(result, workload))
+        if len(variant_names(result)) > 1:
+            from rpcmeter.reporters.ranking import ranking_table
+
+            console.print()
+            console.print(ranking_table(result, workload))
     render_rates(console, result)
     for line in spread_lines(result):
         console.print()
