@@ -4,7 +4,9 @@ Where the comparison table shows the baseline and ratios, this one shows each im
 absolute terms, sorted by requests/s (study 001's table): requests/s, mean, p90, p95 and p99
 latency, wall time, and, when the cases have them, the server's own compute time, bytes per
 request out and in (study 002's --trace-sizes) and the time a polling client would have blocked
-per request (``would_block_ns``). A pure function from a result to a rich Table.
+per request (``would_block_ns``), and each variant's requests/s as a ratio to the baseline's.
+With more than :data:`MAX_RATIO_VARIANTS` variants the terminal shows this table alone (the
+comparison table's ratio columns no longer fit). A pure function from a result to a rich Table.
 """
 
 from __future__ import annotations
@@ -14,9 +16,11 @@ import math
 from rich.table import Table
 from rich.text import Text
 
-from rpcmeter.aggregate import Cell, cells
-from rpcmeter.reporters.terminal import fmt_ms, fmt_rate, fmt_s
+from rpcmeter.aggregate import Cell, baseline, cells
+from rpcmeter.reporters.terminal import fmt_ms, fmt_rate, fmt_ratio, fmt_s, ratio
 from rpcmeter.result import Result
+
+MAX_RATIO_VARIANTS = 3
 
 
 def _fmt_bytes(n: float) -> str:
@@ -38,6 +42,7 @@ def ranking_table(result: Result, workload: str) -> Table:
     """Rows: matrix point x variant, sorted by requests/s (highest first) within each point."""
     grid = cells(result)[workload]
     keys = list(result["suite"].get("matrix_keys") or [])
+    base = baseline(result)
     all_cells = [c for row in grid.values() for c in row.values()]
     has_server = any(c.values("server_time.mean_us") for c in all_cells)
     has_bytes = any(c.values("bytes.out_per_request") for c in all_cells)
@@ -50,8 +55,8 @@ def ranking_table(result: Result, workload: str) -> Table:
     )
     for key in keys:
         table.add_column(key, justify="right")
-    table.add_column("variant")
-    for name in ("req/s", "mean ms", "p90 ms", "p95 ms", "p99 ms", "wall s"):
+    table.add_column("variant", no_wrap=True)
+    for name in ("req/s", f"req/s ÷\n{base}", "mean ms", "p90 ms", "p95 ms", "p99 ms", "wall s"):
         table.add_column(name, justify="right")
     if has_server:
         table.add_column("server ms", justify="right")
@@ -66,6 +71,8 @@ def ranking_table(result: Result, workload: str) -> Table:
             row.values(),
             key=lambda c: -c.mean("throughput_rps") if c.ok_cases else math.inf,
         )
+        b = row.get(base)
+        base_rps = b.mean("throughput_rps") if b is not None else math.nan
         for i, c in enumerate(ranked):
             cols: list[str | Text] = [str(pd.get(k, "")) if i == 0 else "" for k in keys]
             cols.append(c.variant)
@@ -76,6 +83,7 @@ def ranking_table(result: Result, workload: str) -> Table:
                 continue
             cols += [
                 fmt_rate(c.mean("throughput_rps")),
+                fmt_ratio(ratio(c.mean("throughput_rps"), base_rps)),
                 fmt_ms(c.latency_us("mean")),
                 fmt_ms(c.latency_us("p90")),
                 fmt_ms(c.latency_us("p95")),

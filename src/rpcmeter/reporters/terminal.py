@@ -169,12 +169,14 @@ def render(result: Result, width: int = 120, color: bool = False) -> str:
         header += f" · {status}"
     console.print(Text(header, style="bold"))
     console.print(Text(environment_line(result), style="dim"))
-    for workload in cells(result):
-        console.print()
-        console.print(workload_table(result, workload))
-        if len(variant_names(result)) > 1:
-            from rpcmeter.reporters.ranking import ranking_table
+    from rpcmeter.reporters.ranking import MAX_RATIO_VARIANTS, ranking_table
 
+    n_variants = len(variant_names(result))
+    for workload in cells(result):
+        if n_variants <= MAX_RATIO_VARIANTS:  # wider comparisons do not fit: ranking only
+            console.print()
+            console.print(workload_table(result, workload))
+        if n_variants > 1:
             console.print()
             console.print(ranking_table(result, workload))
     render_rates(console, result)

@@ -1,0 +1,70 @@
+"""The ranking table on a real (small) demo run."""
+
+from __future__ import annotations
+
+import copy
+import io
+
+from rich.console import Console
+
+from rpcmeter.aggregate import cells
+from rpcmeter.reporters.ranking import ranking_table
+from rpcmeter.reporters.terminal import render
+from rpcmeter.result import Result
+
+
+def text(table: object) -> str:
+    buf = io.StringIO()
+    Console(file=buf, width=200, color_system=None).print(table)
+    return buf.getvalue()
+
+
+def rows(out: str) -> list[list[str]]:
+    return [
+        [p.strip() for p in line.split("│")] for line in out.splitlines() if line.count("│") >= 5
+    ]
+
+
+def test_variants_ranked_by_requests_per_second(demo_result: Result) -> None:
+    for workload, grid in cells(demo_result).items():
+        out = text(ranking_table(demo_result, workload))
+        assert "p90 ms" in out and "p95 ms" in out and "p99 ms" in out
+        assert "server ms" not in out and "B out" not in out  # rpyc reports neither
+        table_rows = rows(out)
+        assert len(table_rows) == sum(len(row) for row in grid.values())
+        for i, (point, row) in enumerate(grid.items()):
+            block = table_rows[i * len(row) : (i + 1) * len(row)]
+            expected = sorted(row.values(), key=lambda c: -c.mean("throughput_rps"))
+            assert [r[2] for r in block] == [c.variant for c in expected], point
+            for r in block:
+                if r[2] == "default":  # the baseline's ratio to itself
+                    assert r[4] == "1.00"
+
+
+def test_counters_bytes_and_server_time_get_columns(demo_result: Result) -> None:
+    result = copy.deepcopy(demo_result)
+    for case in result["cases"]:
+        case["bytes"] = {"out_per_request": 201.0, "in_per_request": 908.0}
+        case["counters"] = {"would_block_ns": 250_000 * case["requests"]}
+        case["server_time"] = {"mean_us": 40.0}
+    out = text(ranking_table(result, next(iter(cells(result)))))
+    assert "would block ms" in out and "server ms" in out
+    first = rows(out)[0]
+    assert first[-4:] == ["0.040", "0.250", "201", "908"]
+
+
+def test_terminal_shows_ranking_and_drops_ratios_when_too_wide(demo_result: Result) -> None:
+    out = render(demo_result, width=200)
+    assert out.count("ranked by requests/s") == len(cells(demo_result))
+    assert "as ratios to it" in out  # two variants: the comparison table is there too
+    wide = copy.deepcopy(demo_result)
+    extra = []
+    for name in ("third", "fourth"):
+        for case in demo_result["cases"]:
+            extra.append({**copy.deepcopy(case), "variant": name})
+        wide["suite"]["variants"][name] = {}
+    wide["cases"] += extra
+    out = render(wide, width=200)
+    assert "as ratios to it" not in out
+    assert out.count("ranked by requests/s") == len(cells(demo_result))
+    assert "fourth" in out
