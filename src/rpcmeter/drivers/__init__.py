@@ -12,6 +12,7 @@ REGISTRY: dict[str, str] = {
     "grpc": "rpcmeter.drivers.grpc:GrpcDriver",
     "zmq": "rpcmeter.drivers.zmq:ZmqDriver",
     "http": "rpcmeter.drivers.http:HttpDriver",
+    "raw": "rpcmeter.drivers.raw:RawDriver",
 }
 
 

@@ -29,8 +29,8 @@ import zmq
 
 from rpcmeter.drivers.base import Caller, Driver
 from rpcmeter.errors import SuiteError
-from rpcmeter.servers.bodies import KINDS, check, expected_reply, request_body
-from rpcmeter.servers.zmq_server import CODES, SERVER_NS, address
+from rpcmeter.servers.bodies import CODES, KINDS, check, expected_reply, request_body
+from rpcmeter.servers.zmq_server import SERVER_NS, address
 
 RECV_MODES = ("block", "poll", "sleep")
 _CHECK_EVERY = 1024  # busy-poll misses between two looks at the clock

@@ -17,7 +17,7 @@ workload       request body                                reply body
 =============  ==========================================  =======================================
 
 How the workload is named travels beside the body: gRPC uses one method per workload
-(``/rpcmeter.Bench/Echo``, ...), ZeroMQ a one-byte prefix (:data:`ZMQ_OPS`). Every reply carries
+(``/rpcmeter.Bench/Echo``, ...), ZeroMQ and raw frames a one-byte code (:data:`OPS`). Every reply carries
 the server's compute time for the request in nanoseconds (gRPC: trailing metadata
 :data:`SERVER_TIME_KEY`; ZeroMQ: an 8-byte big-endian prefix of the reply).
 """
@@ -40,6 +40,14 @@ from rpcmeter.workloads import (
 )
 
 KINDS = ("noop", "echo", "payload", "sleep", "factorial")
+OPS: dict[bytes, str] = {
+    b"n": "noop",
+    b"e": "echo",
+    b"p": "payload",
+    b"s": "sleep",
+    b"f": "factorial",
+}
+CODES: dict[str, bytes] = {kind: code for code, kind in OPS.items()}
 SERVER_TIME_KEY = "rpcmeter-server-ns"
 _SIZE = struct.Struct(">I")
 _payload = functools.lru_cache(maxsize=64)(payload_bytes)

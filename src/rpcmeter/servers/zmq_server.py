@@ -1,6 +1,6 @@
 """Built-in ZeroMQ reference server: the shared workload set over REQ/REP framing.
 
-A request is one frame: a one-byte workload code (:data:`OPS`) followed by the body of
+A request is one frame: a one-byte workload code (:data:`rpcmeter.servers.bodies.OPS`) followed by the body of
 :mod:`rpcmeter.servers.bodies`. The reply is one frame: the server's compute time for the request
 in nanoseconds as an 8-byte big-endian unsigned integer, followed by the reply body.
 
@@ -19,18 +19,10 @@ import time
 import zmq
 
 from rpcmeter.drivers.base import Endpoint
-from rpcmeter.servers.bodies import compute, sleep_seconds
+from rpcmeter.servers.bodies import OPS, compute, sleep_seconds
 from rpcmeter.servers.common import ServerArgs, announce_ready, exit_on_sigterm, parse_server_args
 from rpcmeter.workloads import lift_int_digit_limit
 
-OPS: dict[bytes, str] = {
-    b"n": "noop",
-    b"e": "echo",
-    b"p": "payload",
-    b"s": "sleep",
-    b"f": "factorial",
-}
-CODES: dict[str, bytes] = {kind: code for code, kind in OPS.items()}
 SERVER_NS = struct.Struct(">Q")
 
 

@@ -1,0 +1,118 @@
+"""Built-in raw-socket reference server: length-prefixed frames over TCP or a Unix socket.
+
+The frame protocol (all integers big-endian; the floor against which frameworks are read)::
+
+    request  = length:u32  code:u8  body             length = 1 + len(body)
+    reply    = length:u32  status:u8  server_ns:u64  body     length = 9 + len(body)
+
+``code`` names the workload (:data:`rpcmeter.servers.bodies.OPS`: ``n`` noop, ``e`` echo,
+``p`` payload, ``s`` sleep, ``f`` factorial) and ``body`` is its request body as
+:mod:`rpcmeter.servers.bodies` encodes it. ``status`` is 0 for a served request and 1 for a
+request the server could not serve (the body then says why). ``server_ns`` is the server's own
+compute time for the request in nanoseconds. Requests may be pipelined; replies come back in
+order.
+
+Options (JSON): ``corrupt_every`` (see :mod:`rpcmeter.servers.aio`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import struct
+import time
+from typing import Any, cast
+
+from rpcmeter.servers.aio import Corrupter, OrderedReplies, serve, timed
+from rpcmeter.servers.bodies import OPS, sleep_seconds
+from rpcmeter.servers.common import parse_server_args
+
+REQUEST_HEAD = struct.Struct(">IB")  # length, code
+REPLY_HEAD = struct.Struct(">IBQ")  # length, status, server_ns
+MAX_FRAME = 1 << 30
+OK, FAILED = 0, 1
+
+
+def reply_frame(body: bytes, server_ns: int, status: int = OK) -> bytes:
+    return REPLY_HEAD.pack(9 + len(body), status, server_ns) + body
+
+
+def request_frame(code: bytes, body: bytes) -> bytes:
+    return REQUEST_HEAD.pack(1 + len(body), code[0]) + body
+
+
+class RawServerProtocol(asyncio.Protocol):
+    """One client connection."""
+
+    def __init__(self, corrupt: Corrupter) -> None:
+        self.corrupt = corrupt
+        self.buf = bytearray()
+        self.transport: asyncio.Transport | None = None
+        self.replies: OrderedReplies | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's are not subclasses
+        self.replies = OrderedReplies(self.transport.write)
+
+    def data_received(self, data: bytes) -> None:
+        buf = self.buf
+        buf += data
+        start = 0
+        end = len(buf)
+        while end - start >= 4:
+            (length,) = struct.unpack_from(">I", buf, start)
+            if length < 1 or length > MAX_FRAME:
+                assert self.transport is not None
+                self.transport.close()
+                return
+            if end - start < 4 + length:
+                break
+            code = bytes(buf[start + 4 : start + 5])
+            body = bytes(buf[start + 5 : start + 4 + length])
+            start += 4 + length
+            self.serve(code, body)
+        del buf[:start]
+
+    def serve(self, code: bytes, body: bytes) -> None:
+        assert self.replies is not None
+        kind = OPS.get(code)
+        if kind is None:
+            self.replies.now(reply_frame(b"unknown workload code " + code, 0, FAILED))
+        elif kind == "sleep":
+            self._sleep(body)
+        else:
+            try:
+                out, server_ns = timed(kind, body)
+            except (ValueError, struct.error) as exc:
+                self.replies.now(reply_frame(f"bad {kind} request: {exc}".encode(), 0, FAILED))
+                return
+            self.replies.now(reply_frame(self.corrupt(out), server_ns))
+
+    def _sleep(self, body: bytes) -> None:
+        assert self.replies is not None
+        try:
+            seconds = sleep_seconds(body)
+        except ValueError:
+            self.replies.now(reply_frame(b"bad sleep request", 0, FAILED))
+            return
+        replies = self.replies
+        slot = replies.later()
+        t0 = time.perf_counter_ns()
+
+        def wake() -> None:
+            replies.fill(slot, reply_frame(self.corrupt(b""), time.perf_counter_ns() - t0))
+
+        asyncio.get_running_loop().call_later(max(seconds, 0.0), wake)
+
+
+def make_factory(options: dict[str, Any]) -> Any:
+    corrupt = Corrupter(options)
+    return lambda: RawServerProtocol(corrupt)
+
+
+def main() -> None:
+    args = parse_server_args("rpcmeter's built-in raw-socket (length-prefixed frames) server")
+    serve(args, make_factory(args.options))
+
+
+if __name__ == "__main__":
+    main()
