@@ -257,6 +257,7 @@ def test_open_loop_rate_sweep_puts_the_offered_rate_on_x() -> None:
     p99 = got["p99-w"]
     assert p99.categories == ("50", "100", "200")  # ascending offered rate
     assert p99.x_label == "offered rate (requests/s)"
+    assert "spectrum-w-rate-50" in got  # 50.0 is written 50
     assert p99.series[0].y == pytest.approx((1.0, 2.0, 4.0), rel=1e-3)
 
 
