@@ -18,6 +18,7 @@ from rpcmeter.reporters.plots import (
     Plot,
     all_plots,
     comparison,
+    format_value,
     is_command_cell,
     palette,
     run_mean,
@@ -139,7 +140,7 @@ def workload_table(result: Result, workload: str, colors: dict[str, str]) -> str
     rows = []
     for point, row in grid.items():
         pd = dict(point)
-        tds = "".join(f'<td class="l">{_e(pd.get(k, ""))}</td>' for k in keys)
+        tds = "".join(f'<td class="l">{_e(format_value(pd.get(k, "")))}</td>' for k in keys)
         for v in names:
             c = row.get(v)
             if c is None:

@@ -109,12 +109,12 @@ def slug(text: str) -> str:
     return out.strip("-") or "x"
 
 
-def _value(value: Any) -> str:
+def format_value(value: Any) -> str:
     return f"{value:g}" if isinstance(value, float) else str(value)
 
 
 def point_label(point: PointKey) -> str:
-    return ", ".join(f"{k}={_value(v)}" for k, v in point) or "all"
+    return ", ".join(f"{k}={format_value(v)}" for k, v in point) or "all"
 
 
 def latency_unit(max_us: float) -> tuple[str, float]:
