@@ -57,7 +57,7 @@ def test_report_is_self_contained(demo_result: Result, demo_page: str) -> None:
         assert hits == 0, remote
     assert page.count("<figure") == len(html.expected_plots(demo_result))
     assert demo_result["suite"]["name"] in page
-    assert "bind / default" in page  # the comparison table
+    assert "mean / default" in page  # the comparison table
 
 
 def test_report_command_writes_html_and_pngs(demo_result: Result, tmp_path: Path) -> None:

@@ -240,7 +240,8 @@ def test_html_table_and_summary_show_intervals_and_verdicts() -> None:
     colors = palette(["base", "fast"])
     table = html.workload_table(r, "w", colors)
     assert '0.52 <span class="ci">[0.48, 0.56]</span> <span class="faster">faster</span>' in table
-    assert table.count("<tr>") == 2 + 3  # two header rows, one row per matrix point
+    assert table.count("<tr>") == 1 + 3 * 2  # a header, one row per matrix point and variant
+    assert table.count(">baseline</td>") == 3
     assert "0.50" in table  # plain ratios where no comparison is stored
     summary = html.comparison_summary(r, colors)
     assert "Against base" in summary and '<span class="faster">1 faster</span>' in summary

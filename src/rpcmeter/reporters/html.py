@@ -45,6 +45,7 @@ th, td { padding: 3px 9px; border-bottom: 1px solid var(--line); text-align: rig
          white-space: nowrap; }
 th { font-weight: 600; vertical-align: bottom; }
 td.l, th.l { text-align: left; }
+td[rowspan] { vertical-align: top; }
 dl.env { display: grid; grid-template-columns: repeat(auto-fill, minmax(320px, 1fr));
          gap: 2px 18px; margin: 6px 0; font-size: 13px; }
 dl.env div { display: flex; gap: 8px; border-bottom: 1px solid var(--line); }
@@ -122,44 +123,48 @@ def _columns(
 
 
 def workload_table(result: Result, workload: str, colors: dict[str, str]) -> str:
+    """One row per matrix point and variant: the variant's figures, then its ratios to the
+    baseline (with interval and verdict when the result carries comparisons). Long rather than
+    wide, so any number of variants fits a laptop screen."""
     grid = cells(result)[workload]
     names = variant_names(result)
     base = baseline(result)
-    others = [v for v in names if v != base]
     keys = list(result["suite"].get("matrix_keys") or [])
     command = any(is_command_cell(c) for row in grid.values() for c in row.values())
     cols = _columns(command)
-    head1 = "".join(f'<th class="l" rowspan="2">{_e(k)}</th>' for k in keys)
-    head2 = ""
-    for v in names:
-        head1 += f'<th colspan="{len(cols)}">{_swatch(colors[v])}{_e(v)}</th>'
-        head2 += "".join(f"<th>{_e(h)}</th>" for h, *_ in cols)
-    for v in others:
-        head1 += f'<th colspan="{len(cols)}">{_swatch(colors[v])}{_e(v)} / {_e(base)}</th>'
-        head2 += "".join(f"<th>{_e(h.split()[0])}</th>" for h, *_ in cols)
+    compare = len(names) > 1
+    head = "".join(f'<th class="l">{_e(k)}</th>' for k in keys) + '<th class="l">variant</th>'
+    head += "".join(f"<th>{_e(h)}</th>" for h, *_ in cols)
+    if compare:
+        head += "".join(f"<th>{_e(h.split()[0])} / {_e(base)}</th>" for h, *_ in cols)
     rows = []
     for point, row in grid.items():
         pd = dict(point)
-        tds = "".join(f'<td class="l">{_e(format_value(pd.get(k, "")))}</td>' for k in keys)
-        for v in names:
-            c = row.get(v)
-            if c is None:
-                tds += f'<td colspan="{len(cols)}">-</td>'
-            elif not c.ok_cases:
-                tds += f'<td colspan="{len(cols)}" class="failed">failed</td>'
-            else:
-                tds += "".join(f"<td>{fmt(get(c))}</td>" for _, _, get, fmt in cols)
         b = row.get(base)
-        for v in others:
-            c = row.get(v)
-            for _, metric, get, _ in cols:
-                plain = (
-                    _ratio(get(c), get(b)) if c and b and c.ok_cases and b.ok_cases else math.nan
+        present = [v for v in names if v in row]
+        for i, v in enumerate(present):
+            c = row[v]
+            tds = ""
+            if i == 0:
+                span = f' rowspan="{len(present)}"' if len(present) > 1 else ""
+                tds += "".join(
+                    f'<td class="l"{span}>{_e(format_value(pd.get(k, "")))}</td>' for k in keys
                 )
-                tds += _ratio_cell(result, workload, point, v, metric, plain)
-        rows.append(f"<tr>{tds}</tr>")
-    head = f"<tr>{head1}</tr><tr>{head2}</tr>"
-    return f'<div class="scroll"><table class="cmp">{head}{"".join(rows)}</table></div>'
+            tds += f'<td class="l">{_swatch(colors[v])}{_e(v)}</td>'
+            if not c.ok_cases:
+                n = len(cols) * (2 if compare else 1)
+                rows.append(f'<tr>{tds}<td colspan="{n}" class="failed">failed</td></tr>')
+                continue
+            tds += "".join(f"<td>{fmt(get(c))}</td>" for _, _, get, fmt in cols)
+            if compare and v == base:
+                tds += f'<td colspan="{len(cols)}" class="same l">baseline</td>'
+            elif compare:
+                for _, metric, get, _ in cols:
+                    ok = b is not None and bool(b.ok_cases)
+                    plain = _ratio(get(c), get(b)) if ok and b is not None else math.nan
+                    tds += _ratio_cell(result, workload, point, v, metric, plain)
+            rows.append(f"<tr>{tds}</tr>")
+    return f'<div class="scroll"><table class="cmp"><tr>{head}</tr>{"".join(rows)}</table></div>'
 
 
 def _env_rows(env: dict[str, Any]) -> Iterable[tuple[str, str]]:
