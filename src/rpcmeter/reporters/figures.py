@@ -8,7 +8,7 @@ import io
 import math
 import re
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from rpcmeter.aggregate import variant_names
 from rpcmeter.errors import StoreError
@@ -71,6 +71,7 @@ def draw(plot: Plot, colors: dict[str, str]) -> Figure:
     _mpl()
     from matplotlib.figure import Figure
     from matplotlib.layout_engine import ConstrainedLayoutEngine
+    from matplotlib.lines import Line2D
     from matplotlib.patches import Patch
     from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
@@ -103,6 +104,20 @@ def draw(plot: Plot, colors: dict[str, str]) -> Figure:
         ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: _nines_label(100 * (1 - 1 / x))))
         right = max((1.0 / (1.0 - s.x[-1] / 100.0) for s in plot.series if s.x), default=10.0)
         ax.set_xlim(1.0, max(right, 10.0))
+    elif plot.style == "rate":  # numeric x; a variant's statistics by line style and marker
+        for i, s in enumerate(plot.series):
+            (line,) = ax.plot(
+                s.x,
+                s.y,
+                color=color(s),
+                label=s.name,
+                linestyle=s.linestyle,
+                marker=s.marker,
+                markersize=4,
+                linewidth=1.4,
+            )
+            line.set_gid(f"series-{i}")
+        ax.set_xlim(left=0)
     elif plot.style in ("line", "dot"):  # categories; dots are side by side, not joined
         dot = plot.style == "dot"
         for i, s in enumerate(plot.series):
@@ -180,6 +195,17 @@ def draw(plot: Plot, colors: dict[str, str]) -> Figure:
             )
     if plot.reference_y is not None:
         ax.axhline(plot.reference_y, color="#555555", linewidth=1, linestyle="--", zorder=0)
+    if plot.reference_x is not None:
+        ax.axvline(plot.reference_x, color="#C00000", linewidth=1, linestyle=":", zorder=0)
+        ax.annotate(
+            plot.reference_x_label,
+            (plot.reference_x, 1.0),
+            xycoords=("data", "axes fraction"),
+            xytext=(3, -10),
+            textcoords="offset points",
+            fontsize=8,
+            color="#C00000",
+        )
     if cats:
         longest = max(len(c) for c in cats)
         if longest * len(cats) > 60:
@@ -187,8 +213,14 @@ def draw(plot: Plot, colors: dict[str, str]) -> Figure:
                 label.set_rotation(20)
                 label.set_horizontalalignment("right")
 
-    handles = []
+    handles: list[Any] = []
     seen = set()
+    if plot.style == "rate":  # one colour per plot: the legend names the statistics
+        handles = [
+            Line2D([], [], color="#444444", linestyle=s.linestyle, marker=s.marker, label=s.name)
+            for s in plot.series
+        ]
+        seen = {s.variant for s in plot.series}
     for s in plot.series:
         if s.variant in seen:
             continue

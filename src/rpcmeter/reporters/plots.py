@@ -17,6 +17,10 @@ Plot kinds, in report order for each workload:
 - ``idle``: server CPU while idle (% of one CPU) per variant, when the cases carry it.
 - ``command``: wall / user / system seconds per run, grouped bars per variant, for whole-command
   cases.
+- ``rate``: open-loop latency against offered rate (a sweep or a rate search), one plot per
+  variant and combination of the other matrix keys: corrected p50, p99 and p99.9 (from the
+  intended send time) and the uncorrected p99 (dashed), the knee marked
+  (:func:`rpcmeter.rates.rate_series`).
 """
 
 from __future__ import annotations
@@ -25,9 +29,10 @@ import math
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from rpcmeter.aggregate import Cell, PointKey, baseline, cells, variant_names
+from rpcmeter.rates import rate_series
 from rpcmeter.result import CaseDoc, Result, case_histogram
 
 #: Colour-blind safe (Okabe-Ito, then Tableau), baseline first. Yellow is left out: unreadable on
@@ -53,6 +58,9 @@ SPECTRUM_MAX_NINES = 4
 SPECTRUM_STEPS_PER_DECADE = 8
 
 
+LineStyle = Literal["-", "--", ":"]
+
+
 @dataclass(frozen=True)
 class Series:
     """One drawn series. ``variant`` picks the colour. For bar charts, series with the same
@@ -67,6 +75,10 @@ class Series:
     hi: tuple[float, ...] | None = None
     stack: str = ""
     shade: int = 0
+    linestyle: LineStyle = (
+        "-"  # ``rate`` plots tell a variant's statistics apart by line and marker
+    )
+    marker: str = "o"
 
     def finite_points(self) -> int:
         return sum(1 for v in self.y if math.isfinite(v))
@@ -89,6 +101,8 @@ class Plot:
     y_scale: str = "linear"
     categories: tuple[str, ...] = ()
     reference_y: float | None = None
+    reference_x: float | None = None  # a marked x value (the knee of a ``rate`` plot)
+    reference_x_label: str = ""
     note: str = ""
     legend: tuple[tuple[str, int], ...] = field(default=())  # extra (label, shade) entries
 
@@ -483,6 +497,60 @@ def command_plot(workload: str, point: PointKey, row: dict[str, Cell]) -> Plot |
     )
 
 
+#: (statistic, RatePoint attribute, line style, marker) of a ``rate`` plot
+RATE_LINES: tuple[tuple[str, str, LineStyle, str], ...] = (
+    ("p50", "p50_us", "-", "o"),
+    ("p99", "p99_us", "-", "s"),
+    ("p99.9", "p999_us", "-", "^"),
+    ("p99 uncorrected", "p99_uncorrected_us", "--", "x"),
+)
+
+
+def rate_plots(result: Result, workload: str) -> list[Plot]:
+    """Latency against offered rate, one plot per open-loop series of ``workload``."""
+    plots = []
+    for series in rate_series(result):
+        if series.workload != workload or len(series.points) < 2:
+            continue
+        xs = tuple(p.offered_rps for p in series.points)
+        unit, div = latency_unit(
+            _finite_max(getattr(p, attr) for p in series.points for _, attr, _, _ in RATE_LINES)
+        )
+        lines = tuple(
+            Series(
+                name,
+                series.variant,
+                xs,
+                tuple(getattr(p, attr) / div for p in series.points),
+                linestyle=style,
+                marker=marker,
+            )
+            for name, attr, style, marker in RATE_LINES
+        )
+        where = point_label(series.point) if series.point else ""
+        ident = "-".join(slug(x) for x in (workload, series.variant, where) if x)
+        knee = series.knee
+        plots.append(
+            Plot(
+                id=f"rate-{ident}",
+                kind="rate",
+                workload=workload,
+                title=f"{workload} · {series.variant}"
+                + (f" · {where}" if where else "")
+                + ": latency vs offered rate",
+                x_label="offered rate (requests/s)",
+                y_label=f"latency ({unit})",
+                series=lines,
+                style="rate",
+                y_scale="log",
+                reference_x=knee.offered_rps if knee else None,
+                reference_x_label="knee" if knee else "",
+                note="corrected: from the intended send time; uncorrected: from the actual send",
+            )
+        )
+    return plots
+
+
 def workload_plots(result: Result, workload: str) -> list[Plot]:
     """Every plot of one workload, in report order."""
     grid = cells(result).get(workload, {})
@@ -508,6 +576,7 @@ def workload_plots(result: Result, workload: str) -> list[Plot]:
         plots.append(ratio)
     if not command:
         plots += cpu_plots(workload, grid)
+    plots += rate_plots(result, workload)
     return plots
 
 

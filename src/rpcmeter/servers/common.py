@@ -86,16 +86,18 @@ class Stall:
 
     def check(self) -> None:
         """Wait out the stall window this request falls into, if any."""
-        now = time.monotonic_ns()
+        wait = self.wait_ns(time.monotonic_ns())
+        if wait:
+            time.sleep(wait / 1e9)
+
+    def wait_ns(self, now_ns: int) -> int:
+        """How long a request handled at ``now_ns`` waits (the first call starts the clock)."""
         if not self.first_ns:
             with self._lock:
-                self.first_ns = self.first_ns or now
-        since = now - self.first_ns - self.after_ns
-        if since < 0:
-            return
+                self.first_ns = self.first_ns or now_ns
+        since = now_ns - self.first_ns - self.after_ns
+        if since < 0 or (not self.every_ns and since >= self.stall_ns):
+            return 0
         if self.every_ns:
             since %= self.every_ns
-        elif since >= self.stall_ns:
-            return
-        if since < self.stall_ns:
-            time.sleep((self.stall_ns - since) / 1e9)
+        return max(0, self.stall_ns - since)
