@@ -6,6 +6,8 @@ from __future__ import annotations
 import itertools
 import threading
 import time
+from collections.abc import Callable
+from typing import Any
 
 import pytest
 
@@ -145,3 +147,68 @@ def test_stall_shows_in_corrected_and_hides_in_uncorrected() -> None:
         assert uncorrected.percentile(pct) / 1e9 < stall_s / 10
     assert uncorrected.max / 1e9 == pytest.approx(stall_s, rel=0.2)
     assert stats[0].late >= rate * stall_s * 0.8
+
+
+# ---- the same schedule on an event loop (event drivers) ----------------------------------------
+
+
+def run_event_loop(
+    sched: Schedule, loops: int, reply_after_s: Callable[[float], float]
+) -> ThreadStats:
+    """Open loop on one event loop over ``loops`` fake channels; each reply arrives
+    ``reply_after_s(seconds since the start)`` after its request was sent."""
+    import asyncio
+
+    from rpcmeter.runners.client import Recorder
+    from rpcmeter.runners.event_loop import new_event_loop
+    from rpcmeter.runners.open_loop import EventPacer
+
+    loop = new_event_loop()
+    stats = ThreadStats()
+    t0 = time.perf_counter()
+
+    def channel(done: Any) -> None:
+        loop.call_later(reply_after_s(time.perf_counter() - t0), done, None, None)
+
+    pacer = EventPacer(loop, sched, [channel] * loops, Recorder(stats, False), stats, (OSError,))
+    try:
+        stats.start_ns = sched.begin(time.perf_counter_ns())
+        pacer.start()
+        loop.run_until_complete(asyncio.wait_for(pacer.finished, 30))
+    finally:
+        pacer.close()
+        loop.close()
+    pacer.fold()
+    return stats
+
+
+def test_event_loop_keeps_the_rate_and_counts_late_when_loops_are_busy() -> None:
+    sched = Schedule(Pacing(2000.0), requests=None, duration_s=0.5)
+    stats = run_event_loop(sched, 4, lambda t: 0.0)
+    s = sched.summary(stats.sent, stats.last_send_ns)
+    assert s["sent"] == s["scheduled"] == 1000
+    assert s["achieved_rps"] == pytest.approx(2000, rel=0.02)
+    assert stats.hist.count == stats.uhist.count == 1000
+    # 2 loops, 10 ms per reply: at most 200 req/s for 1000 offered
+    busy = Schedule(Pacing(1000.0), requests=None, duration_s=0.5)
+    stats = run_event_loop(busy, 2, lambda t: 0.01)
+    s = busy.summary(stats.sent, stats.last_send_ns)
+    assert s["sent"] < 150 and s["dropped"] == 500 - s["sent"]
+    assert stats.late > 0.8 * s["sent"]
+
+
+def test_event_loop_stall_shows_in_corrected_and_hides_in_uncorrected() -> None:
+    rate, stall_s, duration_s, at = 1000.0, 0.2, 2.0, 0.8
+
+    def reply_after(t: float) -> float:  # a request in [at, at + S) is answered at at + S
+        return at + stall_s - t if at <= t < at + stall_s else 0.0
+
+    sched = Schedule(Pacing(rate), requests=None, duration_s=duration_s)
+    stats = run_event_loop(sched, 1, reply_after)
+    corrected, uncorrected = stats.hist, stats.uhist
+    assert corrected.count == pytest.approx(rate * duration_s, rel=0.02)
+    for pct in (99.0, 99.9):
+        expected = stall_s - (1 - pct / 100) * duration_s
+        assert corrected.percentile(pct) / 1e9 == pytest.approx(expected, rel=0.15, abs=0.015)
+        assert uncorrected.percentile(pct) / 1e9 < stall_s / 10
+    assert stats.late >= rate * stall_s * 0.8

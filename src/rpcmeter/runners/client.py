@@ -31,7 +31,7 @@ from rpcmeter.drivers.base import (
     ReplyMismatch,
 )
 from rpcmeter.metrics.histogram import Histogram
-from rpcmeter.runners.open_loop import Pacing, Schedule, measure_open
+from rpcmeter.runners.open_loop import Pacing, client_schedule, measure_open
 
 BUFFER = 1 << 15  # samples per thread between folds
 MAX_CHUNK = 4096
@@ -299,15 +299,7 @@ def thread_load(
     stats = [ThreadStats() for _ in range(ctx.threads)]
     base = ctx.client_index * ctx.threads
     warmed = threading.Barrier(ctx.threads + 1)
-    sched = (
-        Schedule(
-            spec.pacing,
-            requests=spec.requests * ctx.threads if spec.requests else None,
-            duration_s=spec.duration_s,
-        )
-        if spec.pacing
-        else None
-    )
+    sched = client_schedule(spec)
 
     def thread_main(t: int) -> None:
         warm_up(callers[t], spec.warmup, stats[t], fatal)

@@ -29,6 +29,7 @@ from rpcmeter.runners.client import (
     ThreadStats,
     is_fatal,
 )
+from rpcmeter.runners.open_loop import EventPacer, Schedule, client_schedule
 
 TICK_S = 0.02
 NO_DEADLINE = 1 << 62
@@ -140,6 +141,46 @@ def closed_loop(
     return done
 
 
+def open_event_load(
+    loop: asyncio.AbstractEventLoop,
+    sched: Schedule,
+    channels: list[Channel],
+    rec: Recorder,
+    stats: ThreadStats,
+    fatal: tuple[type[BaseException], ...],
+    stop: Any,
+    progress: Any,
+    slot: int,
+) -> dict[str, float]:
+    """The open loop of an event driver (:class:`~rpcmeter.runners.open_loop.EventPacer`);
+    returns the schedule's totals."""
+    pacer = EventPacer(loop, sched, channels, rec, stats, fatal)
+
+    def publish() -> None:
+        progress[slot] = stats.ok + rec.pos + sum(stats.errors.values())
+
+    def tick() -> None:
+        publish()
+        if stop.is_set():
+            pacer.stop()
+        if rec.pos > BUFFER - MAX_CHUNK:
+            pacer.fold()
+        if not pacer.finished.done():
+            loop.call_later(TICK_S, tick)
+
+    stats.start_ns = sched.begin(time.perf_counter_ns())
+    loop.call_later(TICK_S, tick)
+    pacer.start()
+    try:
+        loop.run_until_complete(pacer.finished)
+    finally:
+        pacer.close()
+    stats.end_ns = time.perf_counter_ns()
+    pacer.fold()
+    publish()
+    return sched.summary(stats.sent, stats.last_send_ns)
+
+
 def event_load(
     driver: EventDriver, spec: ClientSpec, gate: Gate, stop: Any, progress: Any
 ) -> LoadReport:
@@ -151,9 +192,6 @@ def event_load(
     fatal = driver.fatal_errors
     slot = ctx.client_index * ctx.threads
     try:
-        if spec.pacing is not None:
-            gate.ready(f"driver {driver.name!r} runs closed loops only (open loop: not yet)")
-            return [stats], None
         try:
             loop.run_until_complete(driver.open())
             channels = [driver.channel(i) for i in range(ctx.threads)]
@@ -172,6 +210,11 @@ def event_load(
             return [stats], None
 
         rec = Recorder(stats, driver.reports_server_time)
+        sched = client_schedule(spec)
+        if sched is not None:
+            return [stats], open_event_load(
+                loop, sched, channels, rec, stats, fatal, stop, progress, slot
+            )
         phase = Phase(loop, len(channels))
         clock = time.perf_counter_ns
 

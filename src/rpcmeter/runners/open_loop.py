@@ -14,7 +14,8 @@ slot of an event loop) takes the next slot of the shared :class:`Schedule` when 
 until the slot's time and sends. A slot taken after its time is *late* when the send lags by more
 than ``late_ms`` (no loop was free: the client or the server is not keeping up), and *dropped*
 (never sent) when the lag exceeds ``max_lag_ms`` or the run ended before it went out (``late_ms``
-after the end of ``duration_s``, or a stop). ``achieved_rps`` is the rate at which requests actually went out.
+after the end of ``duration_s``, or a stop). ``achieved_rps`` is the rate at which requests
+actually went out.
 
 Waiting: the loop sleeps until ``SPIN_NS`` before the slot, then yields the CPU in a short loop
 until the slot's time (``os.sched_yield`` releases the GIL, so other loops run meanwhile); the
@@ -27,6 +28,7 @@ reply) and two stores (corrected and uncorrected latency) into preallocated buff
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import ctypes
 import itertools
@@ -40,14 +42,15 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from rpcmeter.drivers.base import Caller
-    from rpcmeter.runners.client import Recorder, ThreadStats
+    from rpcmeter.drivers.base import Caller, Channel, Done
+    from rpcmeter.runners.client import ClientSpec, Recorder, ThreadStats
 
 SPIN_NS = 30_000  # wake up this long before a slot, then yield until its time
 LEAD_NS = 2_000_000  # the first slot is this long after the gate opens (loops are awake by then)
 CHUNK_TARGET_NS = 20_000_000  # publish progress / check the stop flag about every 20 ms
 MAX_CHUNK = 4096
 NEVER = 1 << 62
+SEND, LATE, DROP, END = 0, 1, 2, 3  # Schedule.admit
 
 
 @dataclass(frozen=True)
@@ -100,6 +103,16 @@ class Schedule:
     def time_of(self, k: int) -> int:
         return self.start_ns + int(k * self.period_ns)
 
+    def admit(self, due: int, now: int) -> int:
+        """The rule for a slot due at ``due`` that a loop could send at ``now`` (``now >= due``):
+        ``SEND``, ``LATE`` (send, counted late), ``DROP`` (skip it) or ``END`` (the run is over)."""
+        if now >= self.end_ns:
+            return END
+        lag = now - due
+        if lag <= self.late_ns:
+            return SEND
+        return DROP if lag > self.max_lag_ns else LATE
+
     def summary(self, sent: int, last_send_ns: int) -> dict[str, float | int]:
         """Scheduled / sent / dropped and the achieved rate: requests sent per second from the
         first slot to the last send (one period added, so a perfect schedule gives the rate)."""
@@ -140,12 +153,11 @@ def run_open_chunk(
     slots = sched.slots
     start = sched.start_ns
     period = sched.period_ns
-    end = sched.end_ns
-    late_ns = sched.late_ns
-    max_lag = sched.max_lag_ns
+    admit = sched.admit
     buf = rec.buf
     ubuf = urec.buf
     sbuf = rec.sbuf
+    nbuf = rec.nbuf
     pos = rec.pos
     sent = 0
     finished = False
@@ -165,13 +177,15 @@ def run_open_chunk(
                 while now < due:
                     yield_cpu()
                     now = clock()
-            elif now >= end:
-                finished = True  # the duration is over: this slot and the rest are dropped
-                break
-            elif now - due > late_ns:
-                if now - due > max_lag:
-                    continue  # dropped: counted as scheduled - sent
-                stats.late += 1
+            else:
+                verdict = admit(due, now)
+                if verdict:
+                    if verdict == END:  # this slot and the rest are dropped
+                        finished = True
+                        break
+                    if verdict == DROP:
+                        continue  # counted as scheduled - sent
+                    stats.late += 1
             sent += 1
             try:
                 server_ns = call()
@@ -183,10 +197,11 @@ def run_open_chunk(
                 continue
             done = clock()
             buf[pos] = done - due
-            ubuf[pos] = done - now
+            ubuf[pos] = latency = done - now
             pos += 1
             if server_ns is not None:
                 sbuf[rec.spos] = server_ns  # type: ignore[call-overload]
+                nbuf[rec.spos] = latency - server_ns  # type: ignore[operator]
                 rec.spos += 1
     finally:
         rec.pos = urec.pos = pos
@@ -235,3 +250,221 @@ def measure_open(
     rec.fold()
     urec.fold()
     publish(done)
+
+
+def client_schedule(spec: ClientSpec) -> Schedule | None:
+    """The schedule of a client process (None for a closed loop): ``requests`` per loop, or
+    ``duration_s`` seconds of slots."""
+    if spec.pacing is None:
+        return None
+    requests = spec.requests * spec.ctx.threads if spec.requests else None
+    return Schedule(spec.pacing, requests=requests, duration_s=spec.duration_s)
+
+
+class _Timespec(ctypes.Structure):
+    _fields_ = (("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long))
+
+
+class _Itimerspec(ctypes.Structure):
+    _fields_ = (("it_interval", _Timespec), ("it_value", _Timespec))
+
+
+class TimerFdWaker:
+    """Wakes an event loop at an absolute ``perf_counter_ns`` time within microseconds: a Linux
+    timerfd on CLOCK_MONOTONIC (``perf_counter``'s clock) watched by the loop. Event-loop timers
+    (``call_later``) have millisecond resolution; this costs two system calls per wake-up
+    instead of polling the loop for the last millisecond (``benchmarks/open_loop_pacing.py``)."""
+
+    _CLOCK_MONOTONIC = 1
+    _TFD_NONBLOCK = 0o4000
+    _TFD_CLOEXEC = 0o2000000
+    _TFD_TIMER_ABSTIME = 1
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, callback: Callable[[], None]) -> None:
+        libc = ctypes.CDLL(None, use_errno=True)
+        self.fd = libc.timerfd_create(self._CLOCK_MONOTONIC, self._TFD_NONBLOCK | self._TFD_CLOEXEC)
+        if self.fd < 0:
+            raise OSError(ctypes.get_errno(), "timerfd_create failed")
+        self._settime = libc.timerfd_settime
+        self._spec = _Itimerspec()
+        self._ref = ctypes.byref(self._spec)
+        self.loop = loop
+        self.callback = callback
+        loop.add_reader(self.fd, self._fired)
+
+    def arm(self, at_ns: int) -> None:
+        if at_ns - time.perf_counter_ns() <= SPIN_NS:  # about as close as a wake-up gets
+            self.loop.call_soon(self.callback)
+            return
+        value = self._spec.it_value
+        value.tv_sec, value.tv_nsec = divmod(max(at_ns, 1), 1_000_000_000)
+        self._settime(self.fd, self._TFD_TIMER_ABSTIME, self._ref, None)
+
+    def _fired(self) -> None:
+        with contextlib.suppress(BlockingIOError):
+            os.read(self.fd, 8)
+        self.callback()
+
+    def close(self) -> None:
+        self.loop.remove_reader(self.fd)
+        os.close(self.fd)
+
+
+class LoopWaker:
+    """The portable fallback: an event-loop timer to within ``SPIN_NS`` of the time (millisecond
+    resolution), then the loop's own iterations until it."""
+
+    SPIN_NS = 1_200_000
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, callback: Callable[[], None]) -> None:
+        self.loop = loop
+        self.callback = callback
+
+    def arm(self, at_ns: int) -> None:
+        wait = at_ns - time.perf_counter_ns()
+        if wait > self.SPIN_NS:
+            self.loop.call_later((wait - self.SPIN_NS) / 1e9, self.callback)
+        else:
+            self.loop.call_soon(self.callback)
+
+    def close(self) -> None:
+        pass
+
+
+def new_waker(
+    loop: asyncio.AbstractEventLoop, callback: Callable[[], None]
+) -> TimerFdWaker | LoopWaker:
+    if (
+        sys.platform.startswith("linux")
+        and time.get_clock_info("perf_counter").implementation == "clock_gettime(CLOCK_MONOTONIC)"
+    ):
+        fine_timer_slack()
+        with contextlib.suppress(OSError, AttributeError):
+            return TimerFdWaker(loop, callback)
+    return LoopWaker(loop, callback)
+
+
+class EventPacer:
+    """Open loop on an event loop: the client's ``loops`` (one per channel) take slots of the
+    same :class:`Schedule` with the same rule as the thread loops. A waker (:func:`new_waker`)
+    wakes the pacer at each slot; it sends on a free loop's channel, or, when every loop has a request in flight, the slot waits
+    for the next reply (and is late when that is more than ``late_ms`` after its time)."""
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        sched: Schedule,
+        channels: list[Channel],
+        rec: Recorder,
+        stats: ThreadStats,
+        fatal: tuple[type[BaseException], ...],
+    ) -> None:
+        from rpcmeter.runners.client import ThreadStats
+
+        self.loop = loop
+        self.sched = sched
+        self.channels = channels
+        self.rec = rec
+        self.urec = type(rec)(ThreadStats(hist=stats.uhist), False)  # folds into stats.uhist
+        self.stats = stats
+        self.fatal = fatal
+        self.free = list(range(len(channels)))[::-1]
+        self.due = [0] * len(channels)
+        self.sent_at = [0] * len(channels)
+        self.dones = [self._done_for(i) for i in range(len(channels))]
+        self.next_due = -1  # the slot taken but not sent yet (-1: none)
+        self.armed = False  # a wake-up of the pacer is pending
+        self.waker = new_waker(loop, self.pace)
+        self.over = False  # no more slots will be sent
+        self.finished: asyncio.Future[None] = loop.create_future()
+
+    def start(self) -> None:
+        self.pace()
+
+    def stop(self) -> None:
+        self.over = True
+        self._maybe_finish()
+
+    def close(self) -> None:
+        self.waker.close()
+
+    def fold(self) -> None:
+        self.rec.fold()
+        self.urec.fold()
+
+    def pace(self) -> None:
+        """Send every slot that is due while a loop is free, then wait for the next one."""
+        self.armed = False
+        sched = self.sched
+        clock = time.perf_counter_ns
+        now = clock()
+        while self.free and not self.over:
+            if self.next_due < 0:
+                k = sched.take()
+                if k >= sched.slots:
+                    self.over = True
+                    break
+                self.next_due = sched.time_of(k)
+            due = self.next_due
+            if due > now:
+                break
+            verdict = sched.admit(due, now) if now > due else SEND
+            if verdict == END:
+                self.over = True
+                break
+            self.next_due = -1
+            if verdict == DROP:
+                continue
+            if verdict == LATE:
+                self.stats.late += 1
+            i = self.free.pop()
+            self.due[i] = due
+            self.sent_at[i] = now
+            self.stats.sent += 1
+            self.stats.last_send_ns = now
+            self.channels[i](self.dones[i])
+            now = clock()
+        if self.over:
+            self._maybe_finish()
+        elif self.free and not self.armed:
+            self.armed = True
+            self.waker.arm(self.next_due)
+
+    def _done_for(self, i: int) -> Done:
+        from rpcmeter.runners.client import BUFFER
+
+        clock = time.perf_counter_ns
+        rec = self.rec
+        urec = self.urec
+        buf = rec.buf
+        ubuf = urec.buf
+        sbuf = rec.sbuf
+        nbuf = rec.nbuf
+
+        def done(server_ns: int | None, err: BaseException | None) -> None:
+            t1 = clock()
+            if err is None:
+                pos = rec.pos
+                buf[pos] = t1 - self.due[i]
+                ubuf[pos] = latency = t1 - self.sent_at[i]
+                if server_ns is not None:
+                    spos = rec.spos
+                    sbuf[spos] = server_ns
+                    nbuf[spos] = latency - server_ns
+                    rec.spos = spos + 1
+                rec.pos = urec.pos = pos = pos + 1
+                if pos >= BUFFER:
+                    self.fold()
+            elif rec.error(err, self.fatal):
+                self.over = True
+            self.free.append(i)
+            if self.over:
+                self._maybe_finish()
+            elif not self.armed:
+                self.pace()
+
+        return done
+
+    def _maybe_finish(self) -> None:
+        if len(self.free) == len(self.channels) and not self.finished.done():
+            self.finished.set_result(None)

@@ -16,7 +16,9 @@ body as :mod:`rpcmeter.servers.bodies` encodes it (so its request bodies work he
 Every reply carries ``Server-Timing: app;dur=MS``: the server's own compute time for that request
 in milliseconds (6 decimals: nanoseconds). Unknown paths get 404, bad arguments 400.
 
-Options (JSON): ``corrupt_every`` (see :mod:`rpcmeter.servers.aio`).
+Options (JSON): ``corrupt_every`` (see :mod:`rpcmeter.servers.aio`); ``stall_ms``,
+``stall_after_s``, ``stall_every_s``: the whole server (its event loop) stalls at a known moment
+(:class:`~rpcmeter.servers.common.Stall`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import struct
 import time
+from collections.abc import Callable
 from typing import Any, cast
 from urllib.parse import parse_qsl
 
@@ -31,7 +34,7 @@ import httptools
 
 from rpcmeter.servers.aio import Corrupter, OrderedReplies, serve, timed
 from rpcmeter.servers.bodies import KINDS, sleep_seconds
-from rpcmeter.servers.common import parse_server_args
+from rpcmeter.servers.common import Stall, parse_server_args
 
 REASONS = {200: b"OK", 400: b"Bad Request", 404: b"Not Found"}
 
@@ -50,8 +53,9 @@ def response(status: int, body: bytes, server_ns: int, keep_alive: bool = True) 
 class HttpServerProtocol(asyncio.Protocol):
     """One client connection."""
 
-    def __init__(self, corrupt: Corrupter) -> None:
+    def __init__(self, corrupt: Corrupter, stalled: Callable[[], None] | None = None) -> None:
         self.corrupt = corrupt
+        self.stalled = stalled
         self.parser = httptools.HttpRequestParser(self)
         self.url = b""
         self.body: list[bytes] = []
@@ -96,6 +100,8 @@ class HttpServerProtocol(asyncio.Protocol):
 
     def on_message_complete(self) -> None:
         assert self.replies is not None
+        if self.stalled:
+            self.stalled()
         keep_alive = self.parser.should_keep_alive()
         path, _, raw_query = self.url.decode("latin-1").partition("?")
         kind = path.strip("/")
@@ -143,7 +149,9 @@ class HttpServerProtocol(asyncio.Protocol):
 
 def make_factory(options: dict[str, Any]) -> Any:
     corrupt = Corrupter(options)
-    return lambda: HttpServerProtocol(corrupt)
+    stall = Stall(options)
+    stalled = stall.check if stall.active else None
+    return lambda: HttpServerProtocol(corrupt, stalled)
 
 
 def main() -> None:
