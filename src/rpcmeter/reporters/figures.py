@@ -142,6 +142,7 @@ def draw(plot: Plot, colors: dict[str, str]) -> Figure:
             ax.set_ylim(bottom=0)
     else:  # bar
         stacks = list(dict.fromkeys(s.stack or s.name for s in plot.series))
+        stacked = len(stacks) < len(plot.series)
         width = 0.8 / max(len(stacks), 1)
         bottoms: dict[str, list[float]] = {k: [0.0] * len(cats) for k in stacks}
         for i, s in enumerate(plot.series):
@@ -166,6 +167,13 @@ def draw(plot: Plot, colors: dict[str, str]) -> Figure:
             )
             for j, patch in enumerate(bars.patches):
                 patch.set_gid(f"series-{i}-bar-{j}")
+            if not stacked:  # one bar per series and category: print its value on it
+                ax.bar_label(
+                    bars,
+                    labels=[f"{y:.3g}" if math.isfinite(y) else "" for y in s.y],
+                    fontsize=7,
+                    padding=2,
+                )
             bottoms[s.stack or s.name] = [
                 b + y for b, y in zip(bottoms[s.stack or s.name], ys, strict=True)
             ]

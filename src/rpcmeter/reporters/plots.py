@@ -437,23 +437,28 @@ def cpu_plots(workload: str, grid: dict[PointKey, dict[str, Cell]]) -> list[Plot
 
 
 def idle_plot(result: Result, grid_all: dict[str, dict[PointKey, dict[str, Cell]]]) -> Plot | None:
-    entries: list[tuple[str, PointKey]] = []
-    for w, grid in grid_all.items():
-        for p, row in grid.items():
-            if any(c.values("cpu.server_idle_pct") for c in row.values()):
-                entries.append((w, p))
-    if not entries:
+    """Server CPU while idle per variant: per workload (the idle window before each case's load,
+    or the whole case of an ``idle`` workload), mean over matrix points and repetitions, whiskers
+    from the lowest to the highest case."""
+
+    def idle_values(workload: str, variant: str) -> list[float]:
+        return [
+            v
+            for row in grid_all[workload].values()
+            if variant in row
+            for v in row[variant].values("cpu.server_idle_pct")
+        ]
+
+    names = variant_names(result)
+    cats = tuple(w for w in grid_all if any(idle_values(w, v) for v in names))
+    if not cats:
         return None
-    cats = tuple(w + ("" if not p else f" · {point_label(p)}") for w, p in entries)
     series = []
-    for v in variant_names(result):
-        ys = []
-        for w, p in entries:
-            c = grid_all[w][p].get(v)
-            vals = c.values("cpu.server_idle_pct") if c is not None else []
-            ys.append(statistics.fmean(vals) if vals else math.nan)
+    for v in names:
+        stats = [_mean_min_max(idle_values(w, v)) for w in cats]
+        ys, los, his = (tuple(col) for col in zip(*stats, strict=True))
         if any(math.isfinite(y) for y in ys):
-            series.append(Series(v, v, cats, tuple(ys), stack=v))
+            series.append(Series(v, v, cats, ys, los, his, stack=v))
     return Plot(
         id="idle-cpu",
         kind="idle",
@@ -464,6 +469,7 @@ def idle_plot(result: Result, grid_all: dict[str, dict[PointKey, dict[str, Cell]
         series=tuple(series),
         style="bar",
         categories=cats,
+        note="bars: mean of the cases; whiskers: min to max",
     )
 
 
