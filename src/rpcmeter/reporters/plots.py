@@ -131,6 +131,10 @@ def point_label(point: PointKey) -> str:
     return ", ".join(f"{k}={format_value(v)}" for k, v in point) or "all"
 
 
+def _where(workload: str, point: PointKey) -> str:
+    return f"{workload} · {point_label(point)}" if point else workload
+
+
 def latency_unit(max_us: float) -> tuple[str, float]:
     """Display unit for latencies up to ``max_us``: (name, microseconds per unit)."""
     if math.isfinite(max_us) and max_us >= 10_000_000:
@@ -235,7 +239,7 @@ def spectrum_plot(workload: str, point: PointKey, row: dict[str, Cell]) -> Plot 
         id=f"spectrum-{slug(workload)}-{slug(point_label(point))}",
         kind="spectrum",
         workload=workload,
-        title=f"{workload} · {point_label(point)}: latency by percentile",
+        title=f"{_where(workload, point)}: latency by percentile",
         x_label="percentile",
         y_label=f"latency ({unit})",
         series=tuple(series),
@@ -488,18 +492,19 @@ def command_plot(workload: str, point: PointKey, row: dict[str, Cell]) -> Plot |
         series.append(Series(v, v, cats, ys, los, his, stack=v))
     if not series:
         return None
-    n_runs = max(len(command_runs(c)) for cell in row.values() for c in cell.ok_cases)
+    counts = [len(command_runs(c)) for cell in row.values() for c in cell.ok_cases]
+    n_runs = f"{min(counts)}" if min(counts) == max(counts) else f"{min(counts)} to {max(counts)}"
     return Plot(
         id=f"command-{slug(workload)}-{slug(point_label(point))}",
         kind="command",
         workload=workload,
-        title=f"{workload} · {point_label(point)}: wall, user and system time",
+        title=f"{_where(workload, point)}: wall, user and system time",
         x_label="time of all processes of the command",
         y_label="seconds per run",
         series=tuple(series),
         style="bar",
         categories=cats,
-        note=f"bars: mean of runs; whiskers: min to max ({n_runs} runs per case or more)",
+        note=f"bars: mean of the runs; whiskers: min to max ({n_runs} runs per case)",
     )
 
 
