@@ -105,15 +105,19 @@ def _ratio(a: float, b: float) -> float:
     return a / b if math.isfinite(a) and math.isfinite(b) and b else math.nan
 
 
+def _fmt_seconds(s: float) -> str:
+    return f"{s:.3g}" if math.isfinite(s) and s < 100 else fmt_s(s)
+
+
 def _columns(
     command: bool,
 ) -> list[tuple[str, str, Callable[[Cell], float], Callable[[float], str]]]:
     """(header, comparison metric, value of a cell, formatter) of the table's measures."""
     if command:
         return [
-            ("wall s", "mean", lambda c: run_mean(c, "wall_s"), fmt_s),
-            ("user s", "", lambda c: run_mean(c, "user_s"), fmt_s),
-            ("system s", "", lambda c: run_mean(c, "sys_s"), fmt_s),
+            ("wall s", "mean", lambda c: run_mean(c, "wall_s"), _fmt_seconds),
+            ("user s", "", lambda c: run_mean(c, "user_s"), _fmt_seconds),
+            ("system s", "", lambda c: run_mean(c, "sys_s"), _fmt_seconds),
         ]
     return [
         ("mean ms", "mean", lambda c: c.latency_us("mean"), fmt_ms),
@@ -176,8 +180,9 @@ def _env_rows(env: dict[str, Any]) -> Iterable[tuple[str, str]]:
         elif isinstance(value, list):
             text = ", ".join(str(v) for v in value)
         else:
-            text = str(value)
-        yield key.replace("_", " "), text
+            text = "" if value is None else str(value)
+        if text:
+            yield key.replace("_", " "), text
 
 
 def _problems(result: Result) -> list[str]:
