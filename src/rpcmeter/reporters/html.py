@@ -22,6 +22,7 @@ from rpcmeter.reporters.plots import (
     is_command_cell,
     palette,
     run_mean,
+    slug,
 )
 from rpcmeter.reporters.terminal import fmt_ms, fmt_rate, fmt_ratio, fmt_s
 from rpcmeter.result import Result
@@ -304,9 +305,15 @@ def render(result: Result) -> str:
         f'<details open id="environment"><summary><b>Environment</b></summary>'
         f'<dl class="env">{env_rows}</dl></details>'
     )
+    workloads = list(cells(result))
+    if len(workloads) > 1:
+        links = " · ".join(f'<a href="#w-{_e(slug(w))}">{_e(w)}</a>' for w in workloads)
+        out.append(f'<nav class="meta">workloads: {links}</nav>')
     out.append(comparison_summary(result, colors))
-    for workload in cells(result):
-        out.append(f'<section class="workload" data-workload="{_e(workload)}">')
+    for workload in workloads:
+        out.append(
+            f'<section class="workload" id="w-{_e(slug(workload))}" data-workload="{_e(workload)}">'
+        )
         out.append(f"<h2>{_e(workload)}</h2>")
         out.append(workload_table(result, workload, colors))
         figs = "".join(_figure(p, colors) for p in plots.get(workload, []))
