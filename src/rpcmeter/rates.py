@@ -239,6 +239,6 @@ def search_max_rate(
             if hi / 2 < min_rate:
                 break
             rate = hi / 2
-        rate = round_rate(rate, 4)
+        rate = round(rate) if rate >= 100 else round_rate(rate, 3)
     s.lowest_failing = hi
     return s
