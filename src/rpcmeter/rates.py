@@ -8,10 +8,12 @@ no longer goes out as scheduled (:func:`keeps_up`: under ``ACHIEVED_MIN`` of the
 achieved, or more than ``1 - ACHIEVED_MIN`` of the scheduled requests dropped).
 
 A rate *meets* an objective (``--slo p99=5ms``) when every named corrected percentile is at or
-below its bound, the load kept up (:func:`keeps_up`) and no request failed. The search (:func:`search_max_rate`) doubles the rate from a start
-until a rate fails (halving instead when the start already fails), then bisects between the
-highest passing and the lowest failing rate until they are within ``tolerance`` of each other,
-in at most ``max_steps`` probes.
+below its bound, the load kept up (:func:`keeps_up`) and no request failed. The search
+(:func:`search_max_rate`) doubles the rate from a start until a rate fails (halving instead when
+the start already fails), then bisects between the highest passing and the lowest failing rate
+until they are within ``tolerance`` of each other, in at most ``max_steps`` probes. Each probe is
+one measurement: on a noisy machine, a rate can pass once and fail the next time, so the search
+finds a rate that met the objective once (use longer ``duration_s`` for steadier answers).
 """
 
 from __future__ import annotations

@@ -33,6 +33,23 @@ A case::
                   "cpu_sys_s", "max_rss_bytes"}],
      "cpu": {"client_user_s", "client_sys_s", ...}, "memory": {"client_peak_rss_bytes", ...},
      "placement": {"server_cpus", "client_cpus"}, "endpoint": str, "started_at": ISO-8601}
+
+Open-loop cases (``load.mode = "open"``; :mod:`rpcmeter.runners.open_loop`) measure latency from
+each request's intended send time: ``latency`` and ``histogram`` are then the *corrected* figures
+(coordinated omission accounted for), and beside them::
+
+     "latency_uncorrected": "latency"-like summary (from the actual send, as a closed loop sees it),
+     "histogram_uncorrected": Histogram.to_dict(),
+     "open_loop": {"offered_rps", "achieved_rps", "scheduled", "sent", "late", "dropped"}
+
+``params`` and ``point`` carry ``rate`` (total requests/s offered). A run made with
+``--find-max-rate`` also has ``"max_rate"``: one entry per workload x point x variant searched::
+
+    {"workload", "variant", "point", "slo": "p99=5ms", "objectives": [{"stat", "bound_us"}],
+     "max_rate_rps": float | null, "achieved_rps", "latency_us": {"p50", "p99", "p999"} | null,
+     "lowest_failing_rps", "converged", "tolerance", "max_steps",
+     "steps": [{"rate", "passed", "reason", "case": case id, "achieved_rps", "p50_us", "p99_us",
+                "p999_us", "late", "dropped"}]}
 """
 
 from __future__ import annotations

@@ -347,8 +347,9 @@ def new_waker(
 class EventPacer:
     """Open loop on an event loop: the client's ``loops`` (one per channel) take slots of the
     same :class:`Schedule` with the same rule as the thread loops. A waker (:func:`new_waker`)
-    wakes the pacer at each slot; it sends on a free loop's channel, or, when every loop has a request in flight, the slot waits
-    for the next reply (and is late when that is more than ``late_ms`` after its time)."""
+    wakes the pacer at each slot; it sends on a free loop's channel, or, when every loop has a
+    request in flight, the slot waits for the next reply (and is late when that is more than
+    ``late_ms`` after its time). Channels pipeline, so a loop is an in-flight request here."""
 
     def __init__(
         self,
