@@ -21,8 +21,12 @@ Options:
 Connections: each client process opens ``load.connections`` channels, each its own HTTP/2
 connection (a local subchannel pool and a per-channel argument keep grpcio from sharing one), and
 runs ``load.concurrency`` closed loops whose calls are spread over them round-robin. The loops are
-threads calling the blocking stubs: measured against grpc.aio in one event loop on this kind of
-machine, they were as fast or faster (``benchmarks/grpc_client_modes.py``).
+threads calling the blocking stubs: measured against grpc.aio in one event loop on a 2-CPU machine,
+grpc.aio was not faster (``benchmarks/grpc_client_modes.py`` prints the ratio). Either way the
+Python gRPC client costs far more CPU per call than the HTTP driver's (130-220 us against 9-14 us
+in ``examples/grpc-vs-rest.toml``), so with one client CPU it is usually the client that limits a gRPC run.
+
+Bytes out/in count message bodies (not gRPC framing nor HTTP/2 headers).
 
 Server time: the built-in server sends its compute time as trailing metadata
 ``rpcmeter-server-ns``; replies without it (other servers) report none. A failed call counts as
