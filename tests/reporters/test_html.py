@@ -208,6 +208,7 @@ def test_report_in_headless_chromium(
         page.call("Runtime.enable")
         page.call("Log.enable")
         page.call("Page.enable")
+        page.call("Network.enable")
         page.call("Page.navigate", url=report.resolve().as_uri())
         page.wait_event("Page.loadEventFired")
         info = json.loads(
@@ -244,6 +245,13 @@ def test_report_in_headless_chromium(
             if not any(noise in text.lower() for noise in BROWSER_NOISE):
                 errors.append(text)
     assert errors == []
+    # self-contained: the page is the only thing loaded
+    requested = {
+        e["params"]["request"]["url"]
+        for e in page.events
+        if e["method"] == "Network.requestWillBeSent"
+    }
+    assert requested == {report.resolve().as_uri()}, requested
 
     assert info["title"] == f"rpcmeter · {demo_result['suite']['name']}"
     plots = {p["id"]: p for p in info["plots"]}
