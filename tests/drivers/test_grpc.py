@@ -200,6 +200,12 @@ def test_server_gone_is_fatal() -> None:
         d.close()
 
 
+def test_nobody_listening_is_a_connection_error() -> None:
+    endpoint = new_endpoint("tcp")
+    with pytest.raises(ConnectionError, match=r"no gRPC connection to 127\.0\.0\.1:"):
+        driver(endpoint, parse_params("noop", {}), connect_timeout_s=0.3)
+
+
 def test_suite_end_to_end_records_server_time_and_bytes() -> None:
     result = run_suite(
         build_suite(

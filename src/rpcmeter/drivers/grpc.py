@@ -17,6 +17,7 @@ Options:
   workload is used when the request is the built-in body).
 - ``metadata``: a table of request metadata (``{ authorization = "..." }``).
 - ``call_timeout_s``: deadline of every call (default: none).
+- ``connect_timeout_s``: how long each channel may take to connect (default 10).
 
 Connections: each client process opens ``load.connections`` channels, each its own HTTP/2
 connection (a local subchannel pool and a per-channel argument keep grpcio from sharing one), and
@@ -132,8 +133,13 @@ class GrpcDriver(Driver):
             )
             for i in range(max(1, self.ctx.connections))
         ]
+        wait_s = float(opts.get("connect_timeout_s", 10.0))
         for ch in self.channels:
-            grpc.channel_ready_future(ch).result(timeout=10.0)
+            try:
+                grpc.channel_ready_future(ch).result(timeout=wait_s)
+            except grpc.FutureTimeoutError:
+                self.close()
+                raise ConnectionError(f"no gRPC connection to {addr} within {wait_s:g} s") from None
         self.stubs = [ch.unary_unary(self.path) for ch in self.channels]
         self.bytes_out = [0] * self.ctx.threads
         self.bytes_in = [0] * self.ctx.threads

@@ -40,35 +40,30 @@ def method_path(kind: str) -> str:
 
 
 def _sync_method(kind: str) -> Callable[[bytes, Any], bytes]:
-    clock = time.perf_counter_ns
-
     def call(request: bytes, context: Any) -> bytes:
-        t0 = clock()
+        t0 = time.perf_counter_ns()
         if kind == "sleep":
             time.sleep(sleep_seconds(request))
-            reply = b""
-        else:
-            reply = compute(kind, request)
-        context.set_trailing_metadata(((SERVER_TIME_KEY, str(clock() - t0)),))
-        return reply
+        return _reply(kind, request, context, t0)
 
     return call
 
 
 def _aio_method(kind: str) -> Callable[[bytes, Any], Awaitable[bytes]]:
-    clock = time.perf_counter_ns
-
     async def call(request: bytes, context: Any) -> bytes:
-        t0 = clock()
+        t0 = time.perf_counter_ns()
         if kind == "sleep":
             await asyncio.sleep(sleep_seconds(request))
-            reply = b""
-        else:
-            reply = compute(kind, request)
-        context.set_trailing_metadata(((SERVER_TIME_KEY, str(clock() - t0)),))
-        return reply
+        return _reply(kind, request, context, t0)
 
     return call
+
+
+def _reply(kind: str, request: bytes, context: Any, t0: int) -> bytes:
+    """The reply body, with the time since ``t0`` (ns) as trailing metadata."""
+    reply = compute(kind, request)
+    context.set_trailing_metadata(((SERVER_TIME_KEY, str(time.perf_counter_ns() - t0)),))
+    return reply
 
 
 def generic_handler(aio: bool) -> grpc.GenericRpcHandler:
