@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from rpcmeter import placement as placement_mod
+from rpcmeter.breakdown import breakdown
 from rpcmeter.drivers import driver_class
 from rpcmeter.drivers.base import DriverContext, Endpoint
 from rpcmeter.errors import ServerError
@@ -40,6 +41,7 @@ from rpcmeter.servers.process import (
     stop_all,
 )
 from rpcmeter.suite import Load, ServerSpec, Suite
+from rpcmeter.workloads import NoopParams
 
 ProgressCallback = Callable[[Case, int, int, float], None]  # case, total cases, requests, seconds
 CaseCallback = Callable[[Result, CaseDoc], None]
@@ -231,6 +233,29 @@ def run_case(
 
         load = case.load
         runner = run_closed_loop if cluster is None else partial(run_distributed, cluster)
+        rtt: LoadOutcome | None = None
+        if suite.breakdown is not None:  # the round-trip baseline, on the same server
+            rtt = runner(
+                suite.driver_of(case.variant),
+                DriverContext(
+                    endpoint=endpoint,
+                    workload=NoopParams(),
+                    options={**target.options, **variant.options, "seed": suite.seed},
+                    seed=suite.seed,
+                    threads=load.concurrency or load.threads,
+                    connections=load.connections,
+                    env=env,
+                ),
+                clients=load.clients,
+                requests=suite.breakdown.rtt_requests,
+                duration_s=None,
+                warmup=load.warmup,
+                timeout_s=load.timeout_s,
+                client_cpus=cpus.client,
+                server_problem=server_problem,
+            )
+            if rtt.failure or not rtt.hist.count:
+                return fail(doc, f"round-trip baseline (noop) failed: {rtt.failure}")
         outcome = runner(
             suite.driver_of(case.variant),
             DriverContext(
@@ -254,6 +279,8 @@ def run_case(
             pacing=pacing(load),
         )
         fill(doc, outcome)
+        if rtt is not None:
+            doc["breakdown"] = breakdown(rtt.hist, outcome.server_hist, outcome.net_hist)
         if outcome.failure:
             tail = server.output_tail() if server is not None and not server.alive() else ""
             fail(doc, outcome.failure, tail)

@@ -27,6 +27,8 @@ A case::
      "histogram": Histogram.to_dict(),
      "server_time": {"latency"-like summary, "histogram"} | null,
      "bytes": {"out_per_request", "in_per_request"} | null,
+     "breakdown": {"rtt_us", "server_us", "overhead_us": {"mean", "stdev"}, "rtt_requests"}
+                  (optional: suites with [breakdown]; see rpcmeter.breakdown),
      "counters": {name: total} (optional: the driver's own totals over the measured requests,
                  e.g. bytes_out, bytes_in, would_block_ns),
      "clients": [{"client", "pid", "requests", "errors", "throughput_rps", "cpu_user_s",

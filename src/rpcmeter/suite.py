@@ -170,6 +170,13 @@ class Placement(_Model):
     client_cpus: int | list[int] | Literal["auto", "none"] = "auto"
 
 
+class Breakdown(_Model):
+    """Where the time goes (:mod:`rpcmeter.breakdown`): before each case, ``rtt_requests``
+    ``noop`` requests per loop measure the round trip on the same server and connections."""
+
+    rtt_requests: int = Field(200, ge=1)
+
+
 class Suite(_Model):
     name: str = "suite"
     description: str = ""
@@ -184,6 +191,7 @@ class Suite(_Model):
     validate_replies: bool = Field(False, alias="validate")
     placement: Placement = Field(default_factory=lambda: Placement())
     quick: dict[str, Any] = Field(default_factory=dict)
+    breakdown: Breakdown | None = None
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 
@@ -285,6 +293,9 @@ def _apply_quick(raw: dict[str, Any]) -> None:
             for key, cap in QUICK_CAPS.items():
                 if w.get(key) is not None:
                     w[key] = min(w[key], cap)
+    if isinstance(raw.get("breakdown"), dict):
+        rtt = int(raw["breakdown"].get("rtt_requests", QUICK_CAPS["requests"]))
+        raw["breakdown"]["rtt_requests"] = min(rtt, QUICK_CAPS["requests"])
     for key, value in (raw.get("quick") or {}).items():
         set_key(raw, key, value)
 
@@ -399,6 +410,13 @@ def _check_semantics(suite: Suite, where: str) -> None:
     _check_addresses(suite, where)
     if not suite.workloads:
         raise SuiteError(f"{where}: workloads: at least one workload is needed")
+    if suite.breakdown is not None:
+        for driver in drivers.values():
+            if "noop" not in driver.workloads:
+                raise SuiteError(
+                    f"{where}: breakdown: driver {driver.name!r} has no noop workload to measure "
+                    "the round trip with"
+                )
     for name, w in suite.workloads.items():
         key = f"workloads.{_format_loc((name,))}"
         if not w.kind:

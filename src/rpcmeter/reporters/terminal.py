@@ -125,6 +125,73 @@ def workload_table(result: Result, workload: str) -> Table:
     return table
 
 
+def _mean_sd(cell: Cell, key: str) -> str:
+    mean, sd = cell.mean(f"{key}.mean"), cell.mean(f"{key}.stdev")
+    return "-" if not math.isfinite(mean) else f"{fmt_ms(mean)} ± {fmt_ms(sd)}"
+
+
+def _bytes(value: float) -> str:
+    return "-" if not math.isfinite(value) else f"{value:,.0f}"
+
+
+def breakdown_table(result: Result, workload: str) -> Table | None:
+    """Where the time goes (study 004's table): per matrix point and variant, latency, server
+    compute, round trip and overhead (mean ± sd, ms; means over repetitions), and bytes sent and
+    received per request. None when the workload's cases have neither breakdown nor bytes."""
+    grid = cells(result)[workload]
+    all_cells = [c for row in grid.values() for c in row.values()]
+    with_breakdown = any(c.values("breakdown.rtt_us.mean") for c in all_cells)
+    with_bytes = any(c.values("bytes.out_per_request") for c in all_cells)
+    if not (with_breakdown or with_bytes):
+        return None
+    keys = list(result["suite"].get("matrix_keys") or [])
+    several = len(variant_names(result)) > 1
+    title = "where the time goes" if with_breakdown else "bytes per request"
+    table = Table(
+        title=f"[bold]{workload}[/bold]  [dim]({title}; ms: mean ± sd)[/dim]",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+    )
+    for key in keys:
+        table.add_column(key, justify="right")
+    if several:
+        table.add_column("variant")
+    table.add_column("req/s", justify="right")
+    table.add_column("latency", justify="right")
+    if with_breakdown:
+        table.add_column("server compute", justify="right")
+        table.add_column("round trip", justify="right")
+        table.add_column("overhead", justify="right")
+    if with_bytes:
+        table.add_column("bytes out", justify="right")
+        table.add_column("bytes in", justify="right")
+    for point, row in grid.items():
+        pd = dict(point)
+        for variant, cell in row.items():
+            cols: list[str | Text] = [_point_value(pd.get(k, "")) for k in keys]
+            if several:
+                cols.append(variant)
+            if not cell.ok_cases:
+                table.add_row(*cols, Text("failed", style="red"))
+                continue
+            cols.append(fmt_rate(cell.mean("throughput_rps")))
+            cols.append(f"{fmt_ms(cell.latency_us('mean'))} ± {fmt_ms(cell.latency_us('stdev'))}")
+            if with_breakdown:
+                cols += [
+                    _mean_sd(cell, "breakdown.server_us"),
+                    _mean_sd(cell, "breakdown.rtt_us"),
+                    _mean_sd(cell, "breakdown.overhead_us"),
+                ]
+            if with_bytes:
+                cols += [
+                    _bytes(cell.mean("bytes.out_per_request")),
+                    _bytes(cell.mean("bytes.in_per_request")),
+                ]
+            table.add_row(*cols)
+    return table
+
+
 def spread_lines(result: Result) -> list[str]:
     """For load from a cluster: how evenly the workers carried it (per-worker throughput, lowest
     over highest; median over the cases and the worst case)."""
@@ -179,6 +246,10 @@ def render(result: Result, width: int = 120, color: bool = False) -> str:
         if n_variants > 1:
             console.print()
             console.print(ranking_table(result, workload))
+        where = breakdown_table(result, workload)
+        if where is not None:
+            console.print()
+            console.print(where)
     render_rates(console, result)
     for line in spread_lines(result):
         console.print()
