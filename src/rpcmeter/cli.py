@@ -42,6 +42,11 @@ class Progress:
             return
         self.last = now
         rate = done / seconds if seconds > 0 else 0.0
+        if case.kind == "command":
+            self._show(
+                f"[{case.index + 1}/{total}] {case.label()} · {done:,} runs · {seconds:.1f} s"
+            )
+            return
         self._show(
             f"[{case.index + 1}/{total}] {case.label()} · {done:,} requests · {rate:,.0f} req/s"
         )
@@ -51,6 +56,11 @@ class Progress:
         self.stream.write("\r" + line + " " * pad)
         self.stream.flush()
         self.width = len(line)
+
+    def note(self, message: str) -> None:
+        """A line that stays (environment preparation)."""
+        self.clear()
+        print(f"rpcmeter: {message}", file=self.stream, flush=True)
 
     def clear(self) -> None:
         if self.tty and self.width:
@@ -188,6 +198,7 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         on_progress=progress.update,
         on_case_start=progress.case_start,
         cluster=args.cluster,
+        on_note=progress.note,
     )
     try:
         result = _run_or_search(args, suite, options)

@@ -10,6 +10,8 @@ line and exits with its ``exit_code``. Anything else escaping the library is a b
   - :class:`CaseError`: a case could not complete (timeout, client crash, lost connection).
   - :class:`StoreError`: the history database or a result file cannot be read or written.
   - :class:`ClusterError`: a ``--cluster`` is malformed, unreachable or without workers.
+  - :class:`EnvError`: a variant's environment (interpreter, virtualenv, install, git revision)
+    cannot be prepared; fails that variant only.
 """
 
 from __future__ import annotations
@@ -51,3 +53,7 @@ class StoreError(RpcmeterError):
 
 class ClusterError(RpcmeterError):
     """A load cluster (``--cluster``) cannot be used."""
+
+
+class EnvError(RpcmeterError):
+    """A variant's environment could not be prepared (bad interpreter, revision or install)."""

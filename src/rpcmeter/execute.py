@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -19,7 +19,8 @@ from rpcmeter import placement as placement_mod
 from rpcmeter.breakdown import breakdown
 from rpcmeter.drivers import driver_class
 from rpcmeter.drivers.base import DriverContext, Endpoint
-from rpcmeter.errors import ServerError
+from rpcmeter.envs import Env, in_env, prepare_variants
+from rpcmeter.errors import EnvError, ServerError
 from rpcmeter.metrics import environment
 from rpcmeter.plan import Case, expand
 from rpcmeter.rates import keeps_up
@@ -54,6 +55,7 @@ class RunOptions:
     on_case_start: Callable[[Case, int], None] | None = None
     on_case_done: list[CaseCallback] = field(default_factory=list)
     cluster: str | None = None  # load from a Dask cluster: "local:N" or "tcp://HOST:PORT"
+    on_note: Callable[[str], None] | None = None  # environment preparation, one line each
 
 
 def new_result(suite: Suite, cpus: placement_mod.Cpus, packages: tuple[str, ...]) -> Result:
@@ -131,10 +133,12 @@ def run_suite(
         if cluster.local is None:  # the workers are elsewhere: local client CPUs do not apply
             cpus = placement_mod.Cpus(cpus.server, None)
 
+    environments: dict[str, Env | EnvError] = {}
+
     def run_one(case: Case) -> CaseDoc:
         if options.on_case_start:
             options.on_case_start(case, total)
-        doc = run_case(suite, case, cpus, options, total, cluster)
+        doc = run_case(suite, case, cpus, options, total, cluster, environments)
         result["cases"].append(doc)
         result["warnings"].extend(case_warnings(case, doc))
         if options.output:
@@ -144,6 +148,7 @@ def run_suite(
         return doc
 
     try:
+        environments.update(prepare_environments(suite, result, options))
         if drive is None:
             for case in cases:
                 run_one(case)
@@ -163,9 +168,35 @@ def run_suite(
     return result
 
 
-def server_command(suite: Suite, case: Case, spec: ServerSpec, endpoint: Endpoint) -> list[str]:
+def prepare_environments(
+    suite: Suite, result: Result, options: RunOptions
+) -> dict[str, Env | EnvError]:
+    """Make (or reuse) the variants' environments before any case runs (rpcmeter.envs)."""
+
+    def note(variant: str, message: str) -> None:
+        if options.on_note:
+            options.on_note(f"{variant}: {message}")
+
+    environments = prepare_variants(suite, note)
+    if environments:
+        result["environment"]["variant_envs"] = {
+            name: {"error": str(env)} if isinstance(env, EnvError) else env.describe()
+            for name, env in environments.items()
+        }
+    return environments
+
+
+def server_command(
+    suite: Suite, case: Case, spec: ServerSpec, endpoint: Endpoint, env: Env | None = None
+) -> list[str]:
+    """The server's command line; with a variant environment, run by its interpreter
+    (``{python}`` in a server command)."""
+    import sys
+
     if spec.command is not None:
-        return expand_command(spec.command, endpoint)
+        return expand_command(
+            spec.command, endpoint, {"python": env.python if env else sys.executable}
+        )
     variant = suite.variants[case.variant]
     opts = {
         **suite.target.options,
@@ -173,7 +204,8 @@ def server_command(suite: Suite, case: Case, spec: ServerSpec, endpoint: Endpoin
         "seed": suite.seed,
         "workload": {"kind": case.kind, **case.params.model_dump()},
     }
-    return driver_class(suite.driver_of(case.variant)).server_command(endpoint, opts)
+    command = driver_class(suite.driver_of(case.variant)).server_command(endpoint, opts)
+    return in_env(command, env) if env is not None else command
 
 
 def run_case(
@@ -183,9 +215,16 @@ def run_case(
     options: RunOptions,
     total: int,
     cluster: LoadCluster | None = None,
+    environments: Mapping[str, Env | EnvError] | None = None,
 ) -> CaseDoc:
     """Start the case's server (none for a remote target), run its load (on ``cluster`` when
-    given), always stop the server."""
+    given), always stop the server. A variant with an environment (rpcmeter.envs) runs its server
+    with that environment's interpreter; a command target goes to rpcmeter.runners.command."""
+    prepared = (environments or {}).get(case.variant)
+    if isinstance(prepared, EnvError):
+        return fail(case_skeleton(case, None, cpus), f"environment: {prepared}")
+    if suite.driver_of(case.variant) == "command":
+        return run_command(suite, case, cpus, options, total, prepared)
     variant = suite.variants[case.variant]
     target = suite.target
     spec = variant.server or target.server
@@ -203,9 +242,9 @@ def run_case(
         None
         if address is not None
         else ServerProcess(
-            server_command(suite, case, spec, endpoint),
+            server_command(suite, case, spec, endpoint, prepared),
             endpoint,
-            env=env,
+            env={**(prepared.activation() if prepared else {}), **env},
             cwd=spec.cwd,
             cpus=cpus.server,
             ready_timeout_s=spec.ready_timeout_s,
@@ -315,7 +354,33 @@ def case_warnings(case: Case, doc: CaseDoc) -> list[str]:
     ]
 
 
-def case_skeleton(case: Case, endpoint: Endpoint, cpus: placement_mod.Cpus) -> CaseDoc:
+def run_command(
+    suite: Suite,
+    case: Case,
+    cpus: placement_mod.Cpus,
+    options: RunOptions,
+    total: int,
+    env: Env | None,
+) -> CaseDoc:
+    """A whole-command case (driver ``command``): rpcmeter.runners.command."""
+    from rpcmeter.runners.command import run_command_case
+
+    def progress(done: int, seconds: float) -> None:
+        if options.on_progress:
+            options.on_progress(case, total, done, seconds)
+
+    explicit = suite.placement.server_cpus != "auto"
+    return run_command_case(
+        suite,
+        case,
+        case_skeleton(case, None, cpus),
+        cpus.server if explicit else None,
+        env,
+        progress,
+    )
+
+
+def case_skeleton(case: Case, endpoint: Endpoint | None, cpus: placement_mod.Cpus) -> CaseDoc:
     return {
         "id": case.index,
         "variant": case.variant,
@@ -327,7 +392,7 @@ def case_skeleton(case: Case, endpoint: Endpoint, cpus: placement_mod.Cpus) -> C
         "status": "ok",
         "reason": None,
         "started_at": now_iso(),
-        "endpoint": endpoint.describe(),
+        "endpoint": endpoint.describe() if endpoint else None,
         "placement": cpus.as_dict(),
         "requests": 0,
         "ok": 0,

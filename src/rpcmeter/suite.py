@@ -52,6 +52,35 @@ class Target(_Model):
     address: str | None = None
     server: ServerSpec = Field(default_factory=lambda: ServerSpec())
     options: dict[str, Any] = Field(default_factory=dict)
+    # driver "command": the command line measured as a whole (``{param}`` placeholders), its
+    # working directory (relative to the suite file) and extra environment variables
+    command: str | list[str] | None = None
+    cwd: str | None = None
+    env: dict[str, str] = Field(default_factory=dict)
+
+
+class GitSource(_Model):
+    """A project at a git revision: ``repo`` is a path (relative to the suite file) or a URL;
+    ``subdir`` the project's directory inside the repository when it is not the top."""
+
+    repo: str
+    rev: str = "HEAD"
+    subdir: str | None = None
+
+
+class Runs(_Model):
+    """How often a command target runs per case: ``warmup`` runs first (not measured), then at
+    least ``min_runs`` runs and at least ``min_time_s`` seconds (hyperfine's defaults), at most
+    ``max_runs``; or exactly ``count`` runs. ``timeout_s`` bounds one run; descendants still
+    alive ``linger_s`` after the command exited are killed."""
+
+    warmup: int = Field(1, ge=0, le=10_000)
+    min_runs: int = Field(10, ge=1, le=1_000_000)
+    min_time_s: float = Field(3.0, ge=0)
+    max_runs: int | None = Field(None, ge=1)
+    count: int | None = Field(None, ge=1, le=1_000_000)
+    timeout_s: float = Field(600.0, gt=0)
+    linger_s: float = Field(10.0, ge=0)
 
 
 class Variant(_Model):
@@ -65,6 +94,13 @@ class Variant(_Model):
     address: str | None = None
     server: ServerSpec | None = None
     description: str = ""
+    # environment (rpcmeter.envs): an existing interpreter, and/or an isolated virtualenv with
+    # these requirements and/or a project at a git revision installed; the command of a
+    # command target (else the target's)
+    python: str | None = None
+    install: list[str] = Field(default_factory=list)
+    git: GitSource | None = None
+    command: str | list[str] | None = None
 
 
 class Workload(_Model):
@@ -190,6 +226,7 @@ class Suite(_Model):
     seed: int = 0
     validate_replies: bool = Field(False, alias="validate")
     placement: Placement = Field(default_factory=lambda: Placement())
+    runs: Runs = Field(default_factory=lambda: Runs())
     quick: dict[str, Any] = Field(default_factory=dict)
     breakdown: Breakdown | None = None
 
@@ -288,6 +325,13 @@ def _apply_quick(raw: dict[str, Any]) -> None:
     if load.get("duration_s") is not None:
         load["duration_s"] = min(float(load["duration_s"]), QUICK_CAPS["duration_s"])
     load["warmup"] = min(int(load.get("warmup", QUICK_CAPS["warmup"])), QUICK_CAPS["warmup"])
+    runs = raw.setdefault("runs", {})
+    if isinstance(runs, dict):  # command targets: no warmup, 3 runs, no minimum time
+        runs["warmup"] = 0
+        runs["min_runs"] = min(int(runs.get("min_runs", 3)), 3)
+        runs["min_time_s"] = 0.0
+        if runs.get("count") is not None:
+            runs["count"] = min(int(runs["count"]), 3)
     for w in (raw.get("workloads") or {}).values():
         if isinstance(w, dict):
             for key, cap in QUICK_CAPS.items():
@@ -402,12 +446,15 @@ def _check_semantics(suite: Suite, where: str) -> None:
         driver = drivers[suite.driver_of(vname)]
         transport = v.transport or suite.target.transport
         key = f"variants.{_format_loc((vname,))}.transport" if v.transport else "target.transport"
-        if transport not in driver.transports:
+        if driver.transports and transport not in driver.transports:
             raise SuiteError(
                 f"{where}: {key}: driver {driver.name!r} has no transport {transport!r} "
                 f"(expected one of: {', '.join(driver.transports)})"
             )
     _check_addresses(suite, where)
+    default_kind = _default_kind(drivers.values())
+    if not suite.workloads and default_kind:
+        suite.workloads = {default_kind: Workload(kind=default_kind)}
     if not suite.workloads:
         raise SuiteError(f"{where}: workloads: at least one workload is needed")
     if suite.breakdown is not None:
@@ -420,7 +467,7 @@ def _check_semantics(suite: Suite, where: str) -> None:
     for name, w in suite.workloads.items():
         key = f"workloads.{_format_loc((name,))}"
         if not w.kind:
-            w.kind = name.replace(" ", "_")
+            w.kind = default_kind or name.replace(" ", "_")
         if w.kind not in KINDS:
             raise SuiteError(
                 f"{where}: {key}.kind: unknown workload kind {w.kind!r} "
@@ -439,7 +486,7 @@ def _check_semantics(suite: Suite, where: str) -> None:
                 _validation_message(where, exc).replace(": ", f": {key}.", 1)
             ) from None
     for key, values in suite.matrix.items():
-        in_workloads = all(key in KINDS[w.kind].field_names() for w in suite.workloads.values())
+        in_workloads = all(KINDS[w.kind].accepts(key) for w in suite.workloads.values())
         if key not in _LOAD_KEYS and not in_workloads:
             raise SuiteError(
                 f"{where}: matrix.{key}: not a load setting nor a parameter of every workload "
@@ -456,6 +503,17 @@ def _check_semantics(suite: Suite, where: str) -> None:
                 raise SuiteError(
                     _validation_message(where, exc).replace(": ", f": matrix.{key}: ", 1)
                 ) from None
+    for driver in drivers.values():
+        driver.check_suite(suite, where)
+
+
+def _default_kind(drivers: Any) -> str | None:
+    """The workload kind when every driver runs exactly one (a command target's ``command``):
+    workloads may then leave out ``kind``, and a suite without workloads gets one."""
+    kinds = [d.workloads for d in drivers]
+    if kinds and all(len(k) == 1 for k in kinds) and len(set(kinds)) == 1:
+        return str(next(iter(kinds[0])))
+    return None
 
 
 def _check_addresses(suite: Suite, where: str) -> None:

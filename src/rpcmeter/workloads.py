@@ -20,6 +20,8 @@ Kinds:
 - ``sleep``: the server waits ``ms`` milliseconds.
 - ``factorial``: the server computes ``n!`` and returns its decimal digits.
 - ``idle``: no requests at all; measures what the server costs while nobody calls it.
+- ``command``: one run of a whole command (driver ``command``); its parameters fill the command
+  line's ``{name}`` placeholders.
 """
 
 from __future__ import annotations
@@ -49,6 +51,11 @@ class WorkloadParams:
     @classmethod
     def field_names(cls) -> frozenset[str]:
         return frozenset(f.name for f in dataclasses.fields(cls))
+
+    @classmethod
+    def accepts(cls, key: str) -> bool:
+        """Whether ``key`` is a parameter of this kind (a matrix key may vary it)."""
+        return key in cls.field_names()
 
     @classmethod
     def model_validate(cls, params: dict[str, Any]) -> Self:
@@ -124,6 +131,35 @@ class FactorialParams(WorkloadParams):
     n: Annotated[int, Ge(0), Le(10_000_000)] = 5
 
 
+@dataclasses.dataclass(frozen=True)
+class CommandParams(WorkloadParams):
+    """A whole command (driver ``command``): ``command`` replaces the target's command line, and
+    any other parameter (kept in ``values``) fills the ``{name}`` placeholder of that name."""
+
+    kind: ClassVar[str] = "command"
+    command: str | list[str] | None = None
+    values: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+    @classmethod
+    def accepts(cls, key: str) -> bool:
+        return True
+
+    @classmethod
+    def model_validate(cls, params: dict[str, Any]) -> Self:
+        rest = dict(params)
+        if "values" in rest:  # as stored by model_dump
+            rest.update(rest.pop("values"))
+        command = rest.pop("command", None)
+        result: Self = _adapter(cls).validate_python({"command": command, "values": rest})
+        return result
+
+    def model_dump(self) -> dict[str, Any]:
+        return {"command": self.command, **self.values}
+
+    def placeholders(self) -> dict[str, Any]:
+        return dict(self.values)
+
+
 KINDS: dict[str, type[WorkloadParams]] = {
     cls.kind: cls
     for cls in (
@@ -136,11 +172,21 @@ KINDS: dict[str, type[WorkloadParams]] = {
         PayloadParams,
         SleepParams,
         FactorialParams,
+        CommandParams,
     )
 }
 
 WorkloadKind = Literal[
-    "simple", "noop", "idle", "callback", "random_wait", "echo", "payload", "sleep", "factorial"
+    "simple",
+    "noop",
+    "idle",
+    "callback",
+    "random_wait",
+    "echo",
+    "payload",
+    "sleep",
+    "factorial",
+    "command",
 ]
 
 

@@ -13,6 +13,7 @@ REGISTRY: dict[str, str] = {
     "zmq": "rpcmeter.drivers.zmq:ZmqDriver",
     "http": "rpcmeter.drivers.http:HttpDriver",
     "raw": "rpcmeter.drivers.raw:RawDriver",
+    "command": "rpcmeter.drivers.command:CommandDriver",
 }
 
 

@@ -47,9 +47,12 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from rpcmeter.workloads import WorkloadParams
+
+if TYPE_CHECKING:
+    from rpcmeter.suite import Suite
 
 
 class ReplyMismatch(Exception):
@@ -128,6 +131,10 @@ class Driver(ABC):
     def counters(self) -> dict[str, int]:
         """Totals the driver kept (bytes_out, bytes_in, ...)."""
         return {}
+
+    @classmethod  # noqa: B027 - optional hook
+    def check_suite(cls, suite: Suite, where: str) -> None:
+        """Checks of a suite this driver needs beyond the model's (raise SuiteError)."""
 
     @classmethod
     def server_command(cls, endpoint: Endpoint, options: Mapping[str, Any]) -> list[str]:

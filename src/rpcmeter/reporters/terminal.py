@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import io
 import math
+import statistics
 from typing import Any
 
 from rich import box
@@ -217,6 +218,72 @@ def spread_lines(result: Result) -> list[str]:
     ]
 
 
+def is_command_workload(result: Result, workload: str) -> bool:
+    return any(c["workload"] == workload and c.get("kind") == "command" for c in result["cases"])
+
+
+def command_table(result: Result, workload: str) -> Table:
+    """A whole-command workload: one row per matrix point and variant, with means over runs (wall
+    time, user, system and total CPU of the process tree, CPUs kept busy, peak memory of the
+    largest process) and, for every variant but the baseline, the wall and CPU ratios to the
+    baseline with a verdict (95 % bootstrap interval over the runs)."""
+    from rpcmeter.runners.command import compare_runs, run_values
+
+    grid = cells(result)[workload]
+    base = baseline(result)
+    keys = list(result["suite"].get("matrix_keys") or [])
+    table = Table(
+        title=f"[bold]{workload}[/bold] · means over runs · ratios to {base}",
+        title_justify="left",
+        show_edge=False,
+        pad_edge=False,
+    )
+    for key in keys:
+        table.add_column(key, justify="right")
+    table.add_column("variant")
+    for name in ("runs", "wall s", "± s", "user s", "sys s", "CPU s", "CPUs", "peak MB"):
+        table.add_column(name, justify="right")
+    table.add_column("wall ratio", justify="right")
+    table.add_column("CPU ratio", justify="right")
+    for point, row in grid.items():
+        pd = dict(point)
+        base_cell = row.get(base)
+        for name, cell in row.items():
+            cols: list[str | Text] = [*(_point_value(pd.get(k, "")) for k in keys), name]
+            wall = run_values(cell.cases, "wall")
+            if not wall:
+                cols += [Text("failed", style="red")] + [""] * 9
+                table.add_row(*cols)
+                continue
+            user, sys_, cpu = (run_values(cell.cases, m) for m in ("user", "sys", "cpu"))
+            mean_wall, mean_cpu = statistics.fmean(wall), statistics.fmean(cpu)
+            peak = max(r["max_rss_bytes"] for c in cell.ok_cases for r in c.get("runs") or [])
+            cols += [
+                str(len(wall)),
+                f"{mean_wall:.3f}",
+                f"{statistics.stdev(wall):.3f}" if len(wall) > 1 else "-",
+                f"{statistics.fmean(user):.3f}",
+                f"{statistics.fmean(sys_):.3f}",
+                f"{mean_cpu:.3f}",
+                f"{mean_cpu / mean_wall:.2f}" if mean_wall > 0 else "-",
+                f"{peak / 1e6:.0f}",
+            ]
+            if name == base or base_cell is None:
+                cols += ["", ""]
+            else:
+                for metric, words in (("wall", ("faster", "slower")), ("cpu", ("less", "more"))):
+                    cmp = compare_runs(
+                        run_values(base_cell.cases, metric), run_values(cell.cases, metric)
+                    )
+                    word = {"lower": words[0], "higher": words[1]}.get(
+                        cmp["verdict"], cmp["verdict"]
+                    )
+                    style = {"lower": "green", "higher": "red"}.get(cmp["verdict"], "")
+                    cols.append(Text(f"{fmt_ratio(cmp['ratio'])} {word}", style=style))
+            table.add_row(*cols)
+    return table
+
+
 def render(result: Result, width: int = 120, color: bool = False) -> str:
     """The run's tables as text."""
     buf = io.StringIO()
@@ -240,6 +307,10 @@ def render(result: Result, width: int = 120, color: bool = False) -> str:
 
     n_variants = len(variant_names(result))
     for workload in cells(result):
+        if is_command_workload(result, workload):  # its own table: runs, wall and CPU
+            console.print()
+            console.print(command_table(result, workload))
+            continue
         if n_variants <= MAX_RATIO_VARIANTS:  # wider comparisons do not fit: ranking only
             console.print()
             console.print(workload_table(result, workload))

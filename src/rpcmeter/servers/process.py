@@ -66,13 +66,16 @@ def remote_endpoint(address: str, transport: str = "tcp") -> Endpoint:
     )
 
 
-def expand_command(command: str | Sequence[str], endpoint: Endpoint) -> list[str]:
-    """Split a command line and fill ``{host}``, ``{port}`` and ``{socket}``."""
+def expand_command(
+    command: str | Sequence[str], endpoint: Endpoint, extra: Mapping[str, str] | None = None
+) -> list[str]:
+    """Split a command line and fill ``{host}``, ``{port}``, ``{socket}`` (and ``extra``)."""
     parts = shlex.split(command) if isinstance(command, str) else list(command)
     values = {
         "host": endpoint.host,
         "port": "" if endpoint.port is None else str(endpoint.port),
         "socket": endpoint.path or "",
+        **(extra or {}),
     }
     out = []
     for part in parts:

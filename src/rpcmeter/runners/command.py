@@ -1,0 +1,417 @@
+"""Whole-command cases (driver ``command``): the command line is the system under test.
+
+Per case, the command runs ``runs.warmup`` times unmeasured, then at least ``runs.min_runs`` times
+and for at least ``runs.min_time_s`` seconds (at most ``runs.max_runs``), or exactly
+``runs.count`` times. Every run goes through the launcher :mod:`rpcmeter.runners.tree`, which
+reaps the command's whole process tree and reports wall time, user and system CPU of every process
+in it, and the peak memory.
+
+The command line (a string split like a shell would, or a list) takes ``{name}`` placeholders:
+the workload's parameters and the matrix keys, and ``{python}``, the variant's interpreter
+(``{{`` and ``}}`` are literal braces). Booleans are written ``true``/``false``. There is no
+shell: write ``sh -c '...'`` for pipes and redirections. The command runs in ``target.cwd``
+(relative to the suite file; default: the current directory), with the variant's environment
+activated (its ``bin`` first on ``PATH``, ``VIRTUAL_ENV`` set) and ``target.env`` and the
+variant's ``env`` added. It is pinned to ``placement.server_cpus`` only when that is set
+explicitly (a whole command usually wants every CPU).
+
+A run that exits with a non-zero status, times out or cannot start ends the case as failed, with
+the status and the last line of the command's output; the runs measured before it are kept.
+
+The case document (see :mod:`rpcmeter.result`) gets, besides the common fields:
+
+- ``runs``: every measured run, ``{"wall_s", "user_s", "sys_s", "max_rss_bytes", "exit_code",
+  "processes"}`` (``processes``: how many processes of the tree were reaped);
+- ``command``: ``{"argv", "warmup_runs", "wall_s", "wall_stdev_s", "user_s", "sys_s", "cpu_s",
+  "cpu_stdev_s", "cores", "max_rss_bytes", "python"}``, means over the runs (``cpu_s`` = user +
+  system, ``cores`` = cpu_s / wall_s, the CPUs kept busy on average);
+- ``latency``/``histogram``: the distribution of the runs' wall times, so every table and
+  comparison built on latency works for commands too; ``requests`` counts runs, ``ok`` the
+  successful ones, ``throughput_rps`` runs per second;
+- ``cpu``: ``server_user_s`` and ``server_sys_s`` (totals over the measured runs: the command is
+  the server side) and ``server_us_per_request`` (mean CPU per run, microseconds); ``memory``:
+  ``server_peak_rss_bytes``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from rpcmeter.envs import Env
+from rpcmeter.errors import SuiteError
+from rpcmeter.metrics.histogram import Histogram
+from rpcmeter.plan import Case
+from rpcmeter.runners import tree
+from rpcmeter.suite import Runs, Suite
+from rpcmeter.workloads import CommandParams
+
+_PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
+RUN_KEYS = ("wall_s", "user_s", "sys_s", "max_rss_bytes", "exit_code", "processes")
+
+
+def _text(value: Any) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def placeholders(command: str | Sequence[str]) -> list[str]:
+    """Names of the ``{name}`` placeholders in a command line."""
+    parts = [command] if isinstance(command, str) else list(command)
+    return [m.group(1) for p in parts for m in _PLACEHOLDER.finditer(p) if m.group(1)]
+
+
+def fill(command: str | Sequence[str], values: Mapping[str, Any]) -> list[str]:
+    """Split ``command`` (shell-like, without a shell) and fill its placeholders."""
+    parts = shlex.split(command) if isinstance(command, str) else list(command)
+
+    def sub(m: re.Match[str]) -> str:
+        if m.group(0) in ("{{", "}}"):
+            return m.group(0)[0]
+        return _text(values[m.group(1)])
+
+    return [_PLACEHOLDER.sub(sub, p) for p in parts]
+
+
+def command_of(suite: Suite, variant: str, workload: str) -> tuple[str | list[str] | None, str]:
+    """The command line a variant runs for a workload, and the key it came from."""
+    w_cmd = suite.workloads[workload].params().get("command")
+    if w_cmd is not None:
+        return w_cmd, f"workloads.{workload}.command"
+    v_cmd = suite.variants[variant].command
+    if v_cmd is not None:
+        return v_cmd, f"variants.{variant}.command"
+    return suite.target.command, "target.command"
+
+
+def check_suite(suite: Suite, where: str) -> None:
+    """Every variant and workload has a command line whose placeholders are all known."""
+    for wname, w in suite.workloads.items():
+        known = {"python", *suite.matrix, *(k for k in w.params() if k != "command")}
+        for vname in suite.variants:
+            command, key = command_of(suite, vname, wname)
+            if command is None or command == "" or command == []:
+                raise SuiteError(
+                    f"{where}: target.command: driver 'command' needs a command line "
+                    f"(variant {vname!r}, workload {wname!r})"
+                )
+            try:
+                names = placeholders(command)
+                fill(command, dict.fromkeys(names, ""))
+            except ValueError as exc:
+                raise SuiteError(f"{where}: {key}: cannot split the command line: {exc}") from None
+            unknown = [n for n in names if n not in known]
+            if unknown:
+                raise SuiteError(
+                    f"{where}: {key}: unknown placeholder {{{unknown[0]}}} "
+                    f"(known: {', '.join(sorted(known))})"
+                )
+
+
+# ---- one run ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Outcome:
+    """The measured runs of one case, and why it stopped early if it did."""
+
+    runs: list[dict[str, Any]] = field(default_factory=list)
+    elapsed_s: float = 0.0
+    failure: str | None = None
+    output_tail: str = ""
+
+
+def _kill(proc: subprocess.Popen[bytes]) -> None:
+    """Kill the launcher and every process below it."""
+    with contextlib.suppress(psutil.Error):
+        for child in psutil.Process(proc.pid).children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                child.kill()
+    with contextlib.suppress(OSError):
+        proc.kill()
+    proc.wait()
+
+
+def run_once(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    cwd: str | None,
+    runs: Runs,
+    log: Path,
+    cpus: Sequence[int] | None = None,
+) -> dict[str, Any]:
+    """One run of ``argv`` through the launcher; its :class:`~rpcmeter.runners.tree.TreeUsage`."""
+    launcher = [
+        sys.executable,
+        "-S",
+        "-P",
+        str(Path(tree.__file__)),
+        "--timeout",
+        str(runs.timeout_s),
+        "--linger",
+        str(runs.linger_s),
+        "--log",
+        str(log),
+        "--",
+        *argv,
+    ]
+    pin = list(cpus) if cpus else None
+    proc = subprocess.Popen(
+        launcher,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=dict(env),
+        cwd=cwd,
+        start_new_session=True,
+        preexec_fn=(lambda: os.sched_setaffinity(0, pin)) if pin else None,
+    )
+    try:
+        out, err = proc.communicate(timeout=runs.timeout_s + runs.linger_s + 30)
+    except BaseException:
+        _kill(proc)
+        raise
+    try:
+        usage: dict[str, Any] = json.loads(out.decode().strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        detail = err.decode(errors="replace").strip().splitlines()
+        return {
+            "error": "launcher failed: " + (detail[-1] if detail else f"status {proc.returncode}")
+        }
+    return usage
+
+
+def _tail(log: Path, lines: int = 20) -> str:
+    try:
+        text = log.read_text(errors="replace")
+    except OSError:
+        return ""
+    return "\n".join(text.rstrip().splitlines()[-lines:])
+
+
+def _problem(usage: Mapping[str, Any], runs: Runs) -> str | None:
+    if usage.get("error"):
+        return str(usage["error"])
+    if usage.get("timed_out"):
+        return f"timed out after {runs.timeout_s:g} s (runs.timeout_s)"
+    code = usage.get("exit_code")
+    if code:
+        return f"command exited with status {code}" if code > 0 else f"killed by signal {-code}"
+    return None
+
+
+def measure(
+    argv: Sequence[str],
+    *,
+    env: Mapping[str, str],
+    cwd: str | None,
+    runs: Runs,
+    cpus: Sequence[int] | None = None,
+    on_run: Callable[[int, float], None] | None = None,
+) -> Outcome:
+    """Warmup runs, then the measured runs (see the module documentation)."""
+    outcome = Outcome()
+    with tempfile.NamedTemporaryFile(prefix="rpcmeter-command-", suffix=".log") as logf:
+        log = Path(logf.name)
+
+        def once(label: str) -> dict[str, Any] | None:
+            log.write_bytes(b"")
+            usage = run_once(argv, env=env, cwd=cwd, runs=runs, log=log, cpus=cpus)
+            problem = _problem(usage, runs)
+            if problem is None:
+                return usage
+            outcome.output_tail = _tail(log)
+            last = outcome.output_tail.splitlines()[-1][:200] if outcome.output_tail else ""
+            outcome.failure = f"{label}: {problem}" + (f" ({last})" if last else "")
+            return usage if usage.get("exit_code") is not None else None
+
+        for i in range(runs.warmup):
+            if once(f"warmup run {i + 1}") is None or outcome.failure:
+                return outcome
+        start = time.monotonic()
+        while True:
+            n = len(outcome.runs)
+            elapsed = time.monotonic() - start
+            if runs.count is not None:
+                if n >= runs.count:
+                    break
+            elif (n >= runs.min_runs and elapsed >= runs.min_time_s) or (
+                runs.max_runs is not None and n >= runs.max_runs
+            ):
+                break
+            usage = once(f"run {n + 1}")
+            if usage is not None:
+                outcome.runs.append({k: usage[k] for k in RUN_KEYS})
+                if usage.get("outlived"):
+                    outcome.runs[-1]["outlived"] = usage["outlived"]
+            outcome.elapsed_s = time.monotonic() - start
+            if on_run:
+                on_run(len(outcome.runs), outcome.elapsed_s)
+            if outcome.failure:
+                break
+    return outcome
+
+
+# ---- the case ---------------------------------------------------------------------------------
+
+
+def _mean(values: list[float]) -> float:
+    return statistics.fmean(values) if values else float("nan")
+
+
+def _stdev(values: list[float]) -> float:
+    return statistics.stdev(values) if len(values) > 1 else float("nan")
+
+
+def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
+    """Means over runs: the ``command`` block of a case."""
+    wall = [r["wall_s"] for r in runs]
+    cpu = [r["user_s"] + r["sys_s"] for r in runs]
+    mean_wall, mean_cpu = _mean(wall), _mean(cpu)
+    return {
+        "runs": len(runs),
+        "wall_s": mean_wall,
+        "wall_stdev_s": _stdev(wall),
+        "user_s": _mean([r["user_s"] for r in runs]),
+        "sys_s": _mean([r["sys_s"] for r in runs]),
+        "cpu_s": mean_cpu,
+        "cpu_stdev_s": _stdev(cpu),
+        "cores": mean_cpu / mean_wall if runs and mean_wall > 0 else float("nan"),
+        "max_rss_bytes": max((r["max_rss_bytes"] for r in runs), default=0),
+    }
+
+
+def fill_case(doc: dict[str, Any], outcome: Outcome) -> None:
+    """Copy a command outcome into the case document."""
+    runs = outcome.runs
+    ok = [r for r in runs if r["exit_code"] == 0]
+    doc["requests"] = len(runs)
+    doc["ok"] = len(ok)
+    doc["errors"] = {"exit_status": len(runs) - len(ok)} if len(ok) < len(runs) else {}
+    doc["wall_s"] = outcome.elapsed_s
+    doc["throughput_rps"] = len(runs) / outcome.elapsed_s if outcome.elapsed_s > 0 else 0.0
+    hist = Histogram()
+    hist.record_array([round(r["wall_s"] * 1e9) for r in ok])
+    if hist.count:
+        doc["latency"] = hist.summary_us()
+        doc["histogram"] = hist.to_dict()
+    doc["runs"] = runs
+    doc["command"] = {**doc.get("command", {}), **summarize(ok)}
+    doc["cpu"] = {
+        "server_user_s": sum(r["user_s"] for r in ok),
+        "server_sys_s": sum(r["sys_s"] for r in ok),
+        "server_us_per_request": doc["command"]["cpu_s"] * 1e6 if ok else float("nan"),
+    }
+    doc["memory"] = {"server_peak_rss_bytes": doc["command"]["max_rss_bytes"]}
+
+
+def run_command_case(
+    suite: Suite,
+    case: Case,
+    doc: dict[str, Any],
+    server_cpus: Sequence[int] | None,
+    env: Env | None,
+    on_run: Callable[[int, float], None] | None = None,
+) -> dict[str, Any]:
+    """Run one command case and fill ``doc`` (a case skeleton) with what it measured."""
+    assert isinstance(case.params, CommandParams)
+    python = env.python if env is not None else sys.executable
+    values = {**case.params.placeholders(), "python": python}
+    command, _ = command_of(suite, case.variant, case.workload)
+    assert command is not None, "checked when the suite was loaded"
+    argv = fill(command, values)
+    variant = suite.variants[case.variant]
+    environ = env.environ() if env is not None else dict(os.environ)
+    environ.update({**suite.target.env, **variant.env})
+    cwd = suite.target.cwd
+    if cwd is not None and not os.path.isabs(cwd) and suite.path:
+        cwd = str(Path(suite.path).resolve().parent / cwd)
+    runs = suite.runs
+    doc["endpoint"] = None
+    doc["placement"] = {"server_cpus": list(server_cpus) if server_cpus else None}
+    doc["params"] = {
+        **case.params.placeholders(),
+        "warmup_runs": runs.warmup,
+        **({"runs": runs.count} if runs.count else {"min_runs": runs.min_runs}),
+    }
+    doc["command"] = {"argv": argv, "warmup_runs": runs.warmup, "python": python}
+    outcome = measure(argv, env=environ, cwd=cwd, runs=runs, cpus=server_cpus, on_run=on_run)
+    fill_case(doc, outcome)
+    if outcome.failure:
+        doc["status"] = "failed"
+        doc["reason"] = outcome.failure
+        if outcome.output_tail:
+            doc["output_tail"] = outcome.output_tail
+    return doc
+
+
+# ---- comparisons over runs ----------------------------------------------------------------------
+
+RUN_METRICS: dict[str, tuple[str, ...]] = {
+    "wall": ("wall_s",),
+    "user": ("user_s",),
+    "sys": ("sys_s",),
+    "cpu": ("user_s", "sys_s"),
+}
+
+
+def run_values(cases: Sequence[Mapping[str, Any]], metric: str) -> list[float]:
+    """Per-run values of ``metric`` (``wall``, ``user``, ``sys``, ``cpu``) over the successful
+    runs of ``cases`` (every repetition of a cell)."""
+    keys = RUN_METRICS[metric]
+    return [
+        float(sum(r[k] for k in keys))
+        for c in cases
+        if c.get("status") == "ok"
+        for r in c.get("runs") or []
+        if r.get("exit_code") == 0
+    ]
+
+
+def compare_runs(
+    baseline: Sequence[float], other: Sequence[float], seed: int = 0, resamples: int = 2000
+) -> dict[str, Any]:
+    """Ratio of means (other / baseline) with a 95 % percentile-bootstrap interval over runs and
+    a verdict: ``lower`` or ``higher`` only when the interval excludes 1, else ``same``;
+    ``unknown`` with fewer than three runs on a side."""
+    import numpy as np
+
+    if not baseline or not other or statistics.fmean(baseline) <= 0:
+        return {
+            "ratio": float("nan"),
+            "ci_low": float("nan"),
+            "ci_high": float("nan"),
+            "verdict": "unknown",
+        }
+    b, o = np.asarray(baseline, dtype=float), np.asarray(other, dtype=float)
+    ratio = float(o.mean() / b.mean())
+    if b.size < 3 or o.size < 3:
+        return {
+            "ratio": ratio,
+            "ci_low": float("nan"),
+            "ci_high": float("nan"),
+            "verdict": "unknown",
+        }
+    rng = np.random.default_rng(seed)
+    bm = b[rng.integers(0, b.size, (resamples, b.size))].mean(axis=1)
+    om = o[rng.integers(0, o.size, (resamples, o.size))].mean(axis=1)
+    ratios = om[bm > 0] / bm[bm > 0]
+    lo, hi = (float(x) for x in np.percentile(ratios, [2.5, 97.5]))
+    verdict = "lower" if hi < 1 else "higher" if lo > 1 else "same"
+    return {"ratio": ratio, "ci_low": lo, "ci_high": hi, "verdict": verdict}

@@ -1,0 +1,200 @@
+"""Run one command as a process tree and account for every process in it.
+
+``python -m rpcmeter.runners.tree [options] -- COMMAND...`` is the launcher rpcmeter starts for
+every run of a command target. It makes itself a *child subreaper* (Linux ``prctl
+PR_SET_CHILD_SUBREAPER``), so processes orphaned inside the tree (a worker whose parent exited
+without waiting for it, a double-forked helper) are re-parented to the launcher instead of init.
+The launcher then reaps every process of the tree with ``wait4`` and adds up the resource usage
+each one reports:
+
+- ``wait4`` returns a process's own user and system CPU *plus* that of the descendants it waited
+  for itself, so nothing is counted twice, and descendants nobody waited for are reaped (and
+  counted) by the launcher;
+- ``wall_s`` runs from the spawn of the command until the command itself exited;
+- ``max_rss_bytes`` is the largest peak resident set of any one process of the tree (a bound on
+  the tree's peak from below; the kernel keeps no peak of the sum). The kernel counts the memory
+  a process had before it executed the command, which for a spawned process is the launcher's
+  own (``rss_floor_bytes``, about 10-15 MB of a small Python): a peak at that floor means "at
+  most this much";
+- descendants still alive when the command exited are waited for up to ``--linger`` seconds, then
+  killed; they are counted and reported as ``outlived``.
+
+The launcher prints one JSON object on its standard output; the command's own output goes to
+``--log``. Its own start-up and CPU are not part of any figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import json
+import os
+import resource
+import signal
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from types import FrameType
+from typing import Any
+
+PR_SET_CHILD_SUBREAPER = 36
+
+
+class _Deadline(Exception):
+    pass
+
+
+@dataclass
+class TreeUsage:
+    """What one run of a command tree used."""
+
+    wall_s: float = 0.0
+    user_s: float = 0.0
+    sys_s: float = 0.0
+    max_rss_bytes: int = 0
+    exit_code: int | None = None
+    processes: int = 0
+    outlived: int = 0
+    timed_out: bool = False
+    subreaper: bool = False
+    rss_floor_bytes: int = 0
+    error: str | None = None
+
+    def add(self, usage: Any) -> None:
+        self.user_s += usage.ru_utime
+        self.sys_s += usage.ru_stime
+        self.max_rss_bytes = max(self.max_rss_bytes, int(usage.ru_maxrss) * 1024)
+        self.processes += 1
+
+
+def become_subreaper() -> bool:
+    """Adopt orphaned descendants (Linux 3.4+); False where the call is not available."""
+    if not sys.platform.startswith("linux"):
+        return False
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        return bool(libc.prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0) == 0)
+    except (OSError, AttributeError):
+        return False
+
+
+def _on_alarm(signum: int, frame: FrameType | None) -> None:
+    raise _Deadline
+
+
+def _wait_any(deadline: float) -> tuple[int, int, Any] | None:
+    """Block until some child exits (its pid, status, rusage), or None at ``deadline``; raises
+    ChildProcessError when there are no children left."""
+    remaining = deadline - time.monotonic()
+    if remaining <= 0:
+        return None
+    signal.setitimer(signal.ITIMER_REAL, remaining)
+    try:
+        return os.wait4(-1, 0)
+    except _Deadline:
+        return None
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+
+
+def _descendants() -> list[int]:
+    """Pids of the launcher's living children (orphans adopted included), from /proc."""
+    me = os.getpid()
+    out = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat", "rb") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(b")") + 2 :].split()
+        if len(fields) > 1 and int(fields[1]) == me:
+            out.append(int(name))
+    return out
+
+
+def _kill_tree(group: int) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(group, signal.SIGKILL)
+    for pid in _descendants():  # adopted orphans may have left the group
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, signal.SIGKILL)
+
+
+def run_tree(argv: Sequence[str], log_fd: int, timeout_s: float, linger_s: float) -> TreeUsage:
+    """Spawn ``argv`` (its output to ``log_fd``), reap its whole tree, return the usage."""
+    usage = TreeUsage(subreaper=become_subreaper())
+    signal.signal(signal.SIGALRM, _on_alarm)
+    actions = [
+        (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+        (os.POSIX_SPAWN_DUP2, log_fd, 1),
+        (os.POSIX_SPAWN_DUP2, log_fd, 2),
+    ]
+    usage.rss_floor_bytes = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    start = time.perf_counter_ns()
+    try:
+        pid = os.posix_spawnp(argv[0], list(argv), os.environ, file_actions=actions, setpgroup=0)
+    except FileNotFoundError:
+        usage.error = f"command not found: {argv[0]}"
+        return usage
+    except PermissionError:
+        usage.error = f"cannot execute {argv[0]}: permission denied"
+        return usage
+    except OSError as exc:
+        usage.error = f"cannot start {argv[0]}: {exc.strerror}"
+        return usage
+    deadline = time.monotonic() + timeout_s
+    linger_deadline: float | None = None
+    killed = False
+    while True:
+        try:
+            got = _wait_any(linger_deadline if linger_deadline is not None else deadline)
+        except ChildProcessError:
+            break
+        if got is None:  # the run timed out, or descendants outlived the linger time
+            if killed:
+                break
+            if linger_deadline is None:
+                usage.timed_out = True
+            else:
+                usage.outlived = len(_descendants())
+            _kill_tree(pid)
+            killed = True
+            linger_deadline = time.monotonic() + 5.0
+            continue
+        wpid, status, rusage = got
+        usage.add(rusage)
+        if wpid == pid:
+            usage.wall_s = (time.perf_counter_ns() - start) / 1e9
+            usage.exit_code = os.waitstatus_to_exitcode(status)
+            if linger_deadline is None:
+                linger_deadline = time.monotonic() + (0.0 if killed else linger_s)
+    return usage
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m rpcmeter.runners.tree")
+    parser.add_argument("--timeout", type=float, default=600.0)
+    parser.add_argument("--linger", type=float, default=10.0)
+    parser.add_argument("--log", default=os.devnull)
+    parser.add_argument("command", nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        parser.error("no command given")
+    fd = os.open(args.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        usage = run_tree(command, fd, args.timeout, args.linger)
+    finally:
+        os.close(fd)
+    sys.stdout.write(json.dumps(asdict(usage)) + "\n")
+    sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,168 @@
+"""Whole-command suites end to end: runs, placeholders, per-run values, failures, tables."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rpcmeter.cli import main
+from rpcmeter.errors import SuiteError
+from rpcmeter.runners.command import compare_runs, fill, placeholders
+from rpcmeter.suite import load_suite
+
+
+def write_suite(tmp_path: Path, body: str) -> Path:
+    path = tmp_path / "suite.toml"
+    path.write_text(textwrap.dedent(body))
+    return path
+
+
+def run_cli(suite: Path, tmp_path: Path, *extra: str) -> tuple[int, dict[str, Any]]:
+    out = tmp_path / "result.json"
+    code = main(["run", str(suite), "-o", str(out), "--width", "160", *extra])
+    return code, json.loads(out.read_text())
+
+
+def test_placeholders_are_filled_without_a_shell() -> None:
+    cmd = "sh -c 'echo {a} {{literal}}' --flag={flag} {n}"
+    assert placeholders(cmd) == ["a", "flag", "n"]
+    assert fill(cmd, {"a": "x y", "flag": True, "n": 3}) == [
+        "sh",
+        "-c",
+        "echo x y {literal}",
+        "--flag=true",
+        "3",
+    ]
+
+
+@pytest.mark.timeout(120)
+def test_runs_matrix_and_per_run_values(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    suite = write_suite(
+        tmp_path,
+        """
+        name = "sleepers"
+        [target]
+        driver = "command"
+        command = "sleep {t}"
+        [variants.short]
+        [variants.spin]
+        command = "sh -c 'sleep {t} & while kill -0 $! 2>/dev/null; do :; done'"
+        [matrix]
+        t = [0.05, 0.1]
+        [runs]
+        warmup = 1
+        count = 3
+        """,
+    )
+    code, result = run_cli(suite, tmp_path)
+    assert code == 0
+    assert len(result["cases"]) == 4
+    for case in result["cases"]:
+        assert case["status"] == "ok", case["reason"]
+        assert case["kind"] == "command"
+        assert len(case["runs"]) == 3 and case["requests"] == 3 and case["ok"] == 3
+        t = case["point"]["t"]
+        for run in case["runs"]:
+            assert set(run) >= {"wall_s", "user_s", "sys_s", "max_rss_bytes", "exit_code"}
+            assert run["exit_code"] == 0
+            assert t * 0.9 <= run["wall_s"] < t + 2.0
+        walls = [r["wall_s"] for r in case["runs"]]
+        assert case["command"]["wall_s"] == pytest.approx(sum(walls) / 3)
+        assert case["latency"]["mean_us"] == pytest.approx(sum(walls) / 3 * 1e6, rel=0.01)
+        assert case["cpu"]["server_user_s"] == pytest.approx(sum(r["user_s"] for r in case["runs"]))
+        assert case["memory"]["server_peak_rss_bytes"] > 0
+    sleepy = [c for c in result["cases"] if c["variant"] == "short"]
+    spinning = [c for c in result["cases"] if c["variant"] == "spin"]
+    # sleep(1) uses almost no CPU; a shell polling its child burns CPU while it waits
+    assert max(c["command"]["cpu_s"] for c in sleepy) < 0.05
+    assert min(c["command"]["cpu_s"] for c in spinning) > 0.01
+    out = capsys.readouterr().out
+    assert "wall ratio" in out and "CPU ratio" in out
+    assert "more" in out  # the spinning variant uses more CPU, with a verdict
+
+
+@pytest.mark.timeout(120)
+def test_minimum_runs_and_minimum_time(tmp_path: Path) -> None:
+    suite = write_suite(
+        tmp_path,
+        """
+        [target]
+        driver = "command"
+        command = ["sleep", "0.05"]
+        [runs]
+        warmup = 0
+        min_runs = 2
+        min_time_s = 0.4
+        """,
+    )
+    code, result = run_cli(suite, tmp_path)
+    (case,) = result["cases"]
+    assert code == 0 and case["status"] == "ok"
+    assert len(case["runs"]) >= 2
+    assert case["wall_s"] >= 0.4  # the measuring phase lasted at least min_time_s
+
+
+@pytest.mark.timeout(120)
+def test_a_failing_command_fails_its_case_clearly(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    suite = write_suite(
+        tmp_path,
+        """
+        [target]
+        driver = "command"
+        command = "true"
+        [variants.good]
+        [variants.bad]
+        command = "sh -c 'echo something broke >&2; exit 3'"
+        [runs]
+        warmup = 0
+        count = 2
+        """,
+    )
+    code, result = run_cli(suite, tmp_path)
+    assert code == 0  # one variant still ran
+    good, bad = result["cases"]
+    assert good["status"] == "ok"
+    assert bad["status"] == "failed"
+    assert bad["reason"] == "run 1: command exited with status 3 (something broke)"
+    assert bad["runs"][0]["exit_code"] == 3
+    assert "failed: bad" in capsys.readouterr().out
+
+
+def test_suite_errors_name_the_key(tmp_path: Path) -> None:
+    unknown = write_suite(
+        tmp_path,
+        """
+        [target]
+        driver = "command"
+        command = "sleep {t} {oops}"
+        [matrix]
+        t = [1]
+        """,
+    )
+    with pytest.raises(SuiteError, match=r"target.command: unknown placeholder \{oops\}"):
+        load_suite(unknown)
+    missing = write_suite(tmp_path, '[target]\ndriver = "command"\n')
+    with pytest.raises(SuiteError, match=r"target\.command: driver 'command' needs a command line"):
+        load_suite(missing)
+
+
+def test_quick_caps_runs(tmp_path: Path) -> None:
+    path = write_suite(
+        tmp_path, '[target]\ndriver = "command"\ncommand = "true"\n[runs]\nmin_runs = 50\n'
+    )
+    suite = load_suite(path, quick=True)
+    assert (suite.runs.warmup, suite.runs.min_runs, suite.runs.min_time_s) == (0, 3, 0.0)
+
+
+def test_compare_runs_verdicts() -> None:
+    base = [1.0, 1.02, 0.98, 1.01, 0.99]
+    assert compare_runs(base, [0.1, 0.11, 0.09, 0.1, 0.1])["verdict"] == "lower"
+    assert compare_runs(base, [2.0, 2.1, 1.9, 2.0, 2.05])["verdict"] == "higher"
+    assert compare_runs(base, [1.0, 0.99, 1.01, 1.02, 0.98])["verdict"] == "same"
+    assert compare_runs(base, [0.5])["verdict"] == "unknown"

@@ -1,0 +1,96 @@
+"""The process-tree launcher: every process of a command's tree is counted, nothing is left."""
+
+from __future__ import annotations
+
+import os
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from rpcmeter.runners.tree import become_subreaper, run_tree
+
+# A parent that burns 0.1 s of CPU, a child it waits for that burns 0.3 s, and a grandchild whose
+# parent exits at once, so nobody but the subreaper waits for it; it burns 0.4 s after the
+# command itself has exited. CPU is burnt by process time, so the amounts hold on a busy machine.
+FORKER = textwrap.dedent(
+    """
+    import os, sys, time
+
+    def burn(cpu_s):
+        end = time.process_time() + cpu_s
+        while time.process_time() < end:
+            pass
+
+    child = os.fork()
+    if child == 0:
+        if os.fork() == 0:      # the grandchild, orphaned below
+            time.sleep(0.2)
+            burn(0.4)
+            os._exit(0)
+        burn(0.3)
+        os._exit(0)
+    burn(0.1)
+    os.waitpid(child, 0)
+    """
+)
+
+
+def _run(argv: list[str], tmp_path: Path, timeout_s: float = 30.0, linger_s: float = 10.0):  # type: ignore[no-untyped-def]
+    fd = os.open(tmp_path / "out.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
+    try:
+        return run_tree(argv, fd, timeout_s, linger_s)
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.timeout(60)
+def test_cpu_of_children_and_orphaned_grandchildren_is_counted(tmp_path: Path) -> None:
+    script = tmp_path / "forker.py"
+    script.write_text(FORKER)
+    usage = _run([sys.executable, str(script)], tmp_path)
+    assert usage.error is None and usage.exit_code == 0
+    assert usage.subreaper
+    assert usage.processes >= 2  # the command, and the orphan reaped on its own
+    total = usage.user_s + usage.sys_s
+    # 0.8 s burnt in all, plus interpreter start-up; without the orphan it would be about 0.4.
+    assert 0.8 * 0.95 <= total <= 0.8 + 1.0, total
+    assert usage.max_rss_bytes > 0
+
+
+@pytest.mark.timeout(60)
+def test_timeout_kills_the_whole_tree(tmp_path: Path) -> None:
+    pidfile = tmp_path / "pid"
+    usage = _run(["sh", "-c", f"sleep 30 & echo $! > {pidfile}; wait"], tmp_path, timeout_s=0.5)
+    assert usage.timed_out
+    assert usage.exit_code is not None and usage.exit_code < 0
+    pid = int(pidfile.read_text())
+    time.sleep(0.1)
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+@pytest.mark.timeout(60)
+def test_descendants_outliving_the_command_are_counted_and_killed(tmp_path: Path) -> None:
+    pidfile = tmp_path / "pid"
+    usage = _run(["sh", "-c", f"sleep 30 & echo $! > {pidfile}; exit 3"], tmp_path, linger_s=0.3)
+    assert usage.exit_code == 3
+    assert usage.outlived == 1
+    assert usage.wall_s < 5
+    pid = int(pidfile.read_text())
+    assert not psutil.pid_exists(pid) or psutil.Process(pid).status() == psutil.STATUS_ZOMBIE
+
+
+def test_missing_command_is_reported(tmp_path: Path) -> None:
+    usage = _run(["rpcmeter-no-such-command"], tmp_path)
+    assert usage.error == "command not found: rpcmeter-no-such-command"
+
+
+def test_subreaper_is_available_here() -> None:
+    pid = os.fork()
+    if pid == 0:
+        os._exit(0 if become_subreaper() else 1)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0
