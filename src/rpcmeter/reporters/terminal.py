@@ -233,9 +233,10 @@ def command_table(result: Result, workload: str) -> Table:
     base = baseline(result)
     keys = list(result["suite"].get("matrix_keys") or [])
     table = Table(
-        title=f"[bold]{workload}[/bold] · means over runs · ratios to {base}",
+        title=f"[bold]{workload}[/bold]  [dim](means over runs; ratios to {base}, verdicts on "
+        "95 % bootstrap intervals over runs)[/dim]",
         title_justify="left",
-        show_edge=False,
+        box=box.SIMPLE_HEAD,
         pad_edge=False,
     )
     for key in keys:
@@ -243,8 +244,8 @@ def command_table(result: Result, workload: str) -> Table:
     table.add_column("variant")
     for name in ("runs", "wall s", "± s", "user s", "sys s", "CPU s", "CPUs", "peak MB"):
         table.add_column(name, justify="right")
-    table.add_column("wall ratio", justify="right")
-    table.add_column("CPU ratio", justify="right")
+    table.add_column("wall ratio", justify="right", no_wrap=True)
+    table.add_column("CPU ratio", justify="right", no_wrap=True)
     for point, row in grid.items():
         pd = dict(point)
         base_cell = row.get(base)
