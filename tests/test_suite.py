@@ -195,3 +195,15 @@ def test_build_suite_defaults() -> None:
     assert suite.target.driver == "rpyc" and list(suite.variants) == ["default"]
     with pytest.raises(SuiteError, match="at least one workload"):
         build_suite({})
+
+
+def test_resources_section_and_quick_idle_window() -> None:
+    raw = {"workloads": {"simple": {}, "idle": {"kind": "idle", "duration_s": 3}}}
+    suite = build_suite({**raw, "resources": {"idle_s": 2.5}})
+    assert suite.resources.idle_s == 2.5 and suite.resources.cgroup is True
+    assert build_suite({**raw, "resources": {"idle_s": 2.5}}, quick=True).resources.idle_s == 0.2
+    with pytest.raises(SuiteError, match=r"resources\.idle_s"):
+        build_suite({**raw, "resources": {"idle_s": -1}})
+    # idle sends no requests, so any driver can run it
+    assert build_suite(raw).workloads["idle"].kind == "idle"
+    assert build_suite({**raw, "placement": {"server_cpus": 0.5}}).placement.server_cpus == 0.5

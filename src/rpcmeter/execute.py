@@ -17,11 +17,12 @@ from typing import Any
 
 from rpcmeter import placement as placement_mod
 from rpcmeter.breakdown import breakdown
+from rpcmeter.checks import warnings_for
 from rpcmeter.drivers import driver_class
 from rpcmeter.drivers.base import DriverContext, Endpoint
 from rpcmeter.envs import Env, in_env, prepare_variants
 from rpcmeter.errors import EnvError, ServerError
-from rpcmeter.metrics import environment
+from rpcmeter.metrics import environment, resources
 from rpcmeter.plan import Case, expand
 from rpcmeter.rates import keeps_up
 from rpcmeter.result import SCHEMA_VERSION, CaseDoc, Result, now_iso, write_json
@@ -58,11 +59,17 @@ class RunOptions:
     on_note: Callable[[str], None] | None = None  # environment preparation, one line each
 
 
-def new_result(suite: Suite, cpus: placement_mod.Cpus, packages: tuple[str, ...]) -> Result:
+def new_result(
+    suite: Suite,
+    cpus: placement_mod.Cpus,
+    packages: tuple[str, ...],
+    quotas: placement_mod.CpuQuotas | None = None,
+) -> Result:
     from rpcmeter import __version__
 
     env = environment.capture(packages)
-    env["placement"] = cpus.as_dict()
+    env["placement"] = {**cpus.as_dict(), **(quotas.as_dict() if quotas else {})}
+    env.update(environment.capture_suite(suite))
     return {
         "schema_version": SCHEMA_VERSION,
         "rpcmeter_version": __version__,
@@ -123,7 +130,8 @@ def run_suite(
         dict.fromkeys(p for v in suite.variants for p in driver_class(suite.driver_of(v)).packages)
     )
     cpus = placement_mod.resolve(suite.placement)
-    result = new_result(suite, cpus, packages)
+    quotas = placement_mod.apply_quotas(cpus, suite.resources.cgroup)
+    result = new_result(suite, cpus, packages, quotas)
     cases = expand(suite) if drive is None else []
     total = len(cases) if drive is None else (planned or 0)
     result["planned_cases"] = total
@@ -138,7 +146,7 @@ def run_suite(
     def run_one(case: Case) -> CaseDoc:
         if options.on_case_start:
             options.on_case_start(case, total)
-        doc = run_case(suite, case, cpus, options, total, cluster, environments)
+        doc = run_case(suite, case, cpus, options, total, cluster, environments, quotas)
         result["cases"].append(doc)
         result["warnings"].extend(case_warnings(case, doc))
         if options.output:
@@ -162,7 +170,9 @@ def run_suite(
         stop_all()
         if cluster is not None:
             cluster.close()
+        quotas.close()
         result["finished_at"] = now_iso()
+        result["warnings"] = list(dict.fromkeys([*result["warnings"], *warnings_for(result)]))
         if options.output:
             write_json(result, options.output)
     return result
@@ -216,10 +226,13 @@ def run_case(
     total: int,
     cluster: LoadCluster | None = None,
     environments: Mapping[str, Env | EnvError] | None = None,
+    quotas: placement_mod.CpuQuotas | None = None,
 ) -> CaseDoc:
     """Start the case's server (none for a remote target), run its load (on ``cluster`` when
     given), always stop the server. A variant with an environment (rpcmeter.envs) runs its server
-    with that environment's interpreter; a command target goes to rpcmeter.runners.command."""
+    with that environment's interpreter; a command target goes to rpcmeter.runners.command. The server's process tree is watched for CPU
+    and memory from its start; a remote server's figures are unknown (null)."""
+    quotas = quotas or placement_mod.CpuQuotas()
     prepared = (environments or {}).get(case.variant)
     if isinstance(prepared, EnvError):
         return fail(case_skeleton(case, None, cpus), f"environment: {prepared}")
@@ -249,9 +262,15 @@ def run_case(
             cpus=cpus.server,
             ready_timeout_s=spec.ready_timeout_s,
             stop_timeout_s=spec.stop_timeout_s,
+            ready_probe=False,
         )
     )
     doc["server_managed"] = server is not None
+    monitor = (
+        resources.TreeMonitor(server.tree, suite.resources.sample_interval_s)
+        if server is not None
+        else None
+    )
     try:
         if server is None:
             if not probe(endpoint, timeout=5.0):
@@ -259,8 +278,21 @@ def run_case(
         else:
             try:
                 server.start()
+                note_placement(doc, placement_mod.join_cgroup(quotas.server, [server.pid]))
+                server.wait_ready()
             except ServerError as exc:
                 return fail(doc, str(exc), exc.output_tail)
+        if monitor is not None:
+            monitor.start()
+        if case.kind == "idle":  # no load: the whole case is the quiet window
+            window = case.load.duration_s or suite.resources.idle_s or 1.0
+            record_idle_case(doc, window, monitor, cpus, quotas)
+            return doc
+        idle = (
+            monitor.idle(suite.resources.idle_s)
+            if monitor is not None and suite.resources.idle_s > 0
+            else None
+        )
 
         def server_problem() -> str | None:
             code = None if server is None else server.exit_code()
@@ -316,10 +348,16 @@ def run_case(
             on_progress=progress,
             server_problem=server_problem,
             pacing=pacing(load),
+            on_start=lambda pids: note_placement(
+                doc, placement_mod.join_cgroup(quotas.client, pids)
+            ),
+            on_go=lambda: monitor.mark("go") if monitor is not None else None,
+            on_end=lambda: monitor.mark("end") if monitor is not None else None,
         )
         fill(doc, outcome)
         if rtt is not None:
             doc["breakdown"] = breakdown(rtt.hist, outcome.server_hist, outcome.net_hist)
+        record_resources(doc, outcome, monitor, idle, cpus, quotas, cluster)
         if outcome.failure:
             tail = server.output_tail() if server is not None and not server.alive() else ""
             fail(doc, outcome.failure, tail)
@@ -328,8 +366,75 @@ def run_case(
             doc["reason"] = outcome.incomplete
         return doc
     finally:
+        if monitor is not None:
+            monitor.stop()
         if server is not None:
             server.close()
+
+
+def note_placement(doc: CaseDoc, note: str | None) -> None:
+    if note:
+        doc["placement"].setdefault("notes", []).append(note)
+
+
+def _given(cpus: placement_mod.Cpus, quotas: placement_mod.CpuQuotas) -> tuple[float, float]:
+    """CPUs the server and the clients were given (quota where applied, else affinity)."""
+    return (
+        placement_mod.cpus_given(cpus.server, quotas.server.cpus if quotas.server else None),
+        placement_mod.cpus_given(cpus.client, quotas.client.cpus if quotas.client else None),
+    )
+
+
+def record_resources(
+    doc: CaseDoc,
+    outcome: LoadOutcome,
+    monitor: resources.TreeMonitor | None,
+    idle: resources.CpuTimes | None,
+    cpus: placement_mod.Cpus,
+    quotas: placement_mod.CpuQuotas,
+    cluster: LoadCluster | None = None,
+) -> None:
+    """The case's ``cpu`` and ``memory``: server tree and load processes over the measured
+    interval (``monitor`` None: a server rpcmeter does not watch, its figures unknown)."""
+    server = monitor.between("go", "end") if monitor is not None else None
+    server_cpus, client_cpus = _given(cpus, quotas)
+    remote_load = cluster is not None and cluster.local is None
+    doc["cpu"], doc["memory"] = resources.case_figures(
+        requests=outcome.requests,
+        server=server,
+        server_peak_rss=monitor.peak_rss_bytes() if monitor is not None else None,
+        server_idle=idle,
+        server_cpus=server_cpus,
+        clients=outcome.workers or outcome.clients,  # on a cluster: per worker process
+        client_cpus=None if remote_load else client_cpus,
+        interval_s=server.at if server else outcome.wall_s,
+    )
+    if monitor is not None:
+        doc["cpu"]["server_cpus_busy_pct"] = monitor.busy_between("go", "end", cpus.server)
+    if monitor is not None and not remote_load:
+        doc["cpu"]["client_cpus_busy_pct"] = monitor.busy_between("go", "end", cpus.client)
+
+
+def record_idle_case(
+    doc: CaseDoc,
+    window_s: float,
+    monitor: resources.TreeMonitor | None,
+    cpus: placement_mod.Cpus,
+    quotas: placement_mod.CpuQuotas,
+) -> None:
+    """An ``idle`` case: no requests; the server's CPU over the window is its idle cost."""
+    idle = monitor.idle(window_s) if monitor is not None else None
+    doc["wall_s"] = idle.at if idle is not None else 0.0
+    doc["cpu"], doc["memory"] = resources.case_figures(
+        requests=0,
+        server=idle,
+        server_peak_rss=monitor.peak_rss_bytes() if monitor is not None else None,
+        server_idle=idle,
+        server_cpus=_given(cpus, quotas)[0],
+        clients=None,
+        client_cpus=None,
+        interval_s=idle.at if idle is not None else 0.0,
+    )
 
 
 def pacing(load: Load) -> Pacing | None:
@@ -449,14 +554,17 @@ def fill(doc: CaseDoc, outcome: LoadOutcome) -> None:
     if outcome.workers:
         doc["workers"] = outcome.workers
         doc["spread"] = load_spread(outcome.workers)
-    per_process = outcome.workers or outcome.clients
-    doc["cpu"] = {
-        "client_user_s": sum(c["cpu_user_s"] or 0.0 for c in per_process),
-        "client_sys_s": sum(c["cpu_sys_s"] or 0.0 for c in per_process),
-    }
-    doc["memory"] = {
-        "client_peak_rss_bytes": max((c["max_rss_bytes"] or 0 for c in per_process), default=0)
-    }
+    # client figures only here; run_case adds the server's (see record_resources)
+    doc["cpu"], doc["memory"] = resources.case_figures(
+        requests=outcome.requests,
+        server=None,
+        server_peak_rss=None,
+        server_idle=None,
+        server_cpus=0.0,
+        clients=outcome.workers or outcome.clients,
+        client_cpus=None,
+        interval_s=outcome.wall_s,
+    )
 
 
 def fill_open_loop(doc: CaseDoc, outcome: LoadOutcome) -> None:

@@ -1,20 +1,46 @@
-"""Where server and clients run: CPU lists resolved from the suite's placement."""
+"""Where server and clients run: CPU lists resolved from the suite's placement, and CPU quotas.
+
+Placement is applied two ways:
+
+- affinity: the server and every client process are pinned to their CPU list;
+- a cgroup CPU quota, for a side whose placement is a count (``1``, ``2``, ``0.5``): the side's
+  processes are moved into a cgroup of their own allowed exactly that many CPUs of run time per
+  period. cgroup v2 (``cpu.max``) and v1 (``cpu.cfs_quota_us``) are supported; where neither can
+  be written (no permission, no cpu controller, a container) the quota is skipped and the reason
+  recorded (:attr:`CpuQuotas.notes`).
+"""
 
 from __future__ import annotations
 
+import contextlib
+import math
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
 
+from rpcmeter.errors import SuiteError
 from rpcmeter.suite import Placement
+
+PERIOD_US = 100_000
 
 
 @dataclass(frozen=True)
 class Cpus:
+    """Resolved placement: CPU lists (None: not pinned) and CPU counts for quotas."""
+
     server: list[int] | None
     client: list[int] | None
+    server_quota: float | None = None  # CPUs of run time, when the placement was a count
+    client_quota: float | None = None
 
-    def as_dict(self) -> dict[str, list[int] | None]:
-        return {"server_cpus": self.server, "client_cpus": self.client}
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "server_cpus": self.server,
+            "client_cpus": self.client,
+            "server_quota_cpus": self.server_quota,
+            "client_quota_cpus": self.client_quota,
+        }
 
 
 def available_cpus() -> list[int]:
@@ -23,24 +49,56 @@ def available_cpus() -> list[int]:
     return list(range(os.cpu_count() or 1))
 
 
+def cpus_given(pinned: list[int] | None, quota: float | None) -> float:
+    """How many CPUs a side may use: its quota, else its CPU list, else every available CPU."""
+    if quota is not None:
+        return quota
+    if pinned:
+        return float(len(pinned))
+    return float(len(available_cpus()))
+
+
+def format_cpus(cpus: list[int]) -> str:
+    """``[0, 1, 2, 5]`` -> ``0-2,5``."""
+    runs: list[list[int]] = []
+    for c in sorted(set(cpus)):
+        if runs and runs[-1][1] == c - 1:
+            runs[-1][1] = c
+        else:
+            runs.append([c, c])
+    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
+
+
 def resolve(placement: Placement, cpus: list[int] | None = None) -> Cpus:
-    """Explicit lists are kept; counts take CPUs from the front (server) and the back (clients);
-    ``auto`` keeps server and clients apart when there are two or more CPUs (server gets one)."""
+    """Explicit lists are kept (each CPU must be available); counts take CPUs from the front
+    (server) and the back (clients); ``auto`` keeps server and clients apart when there are two or
+    more CPUs (server gets one)."""
     cpus = available_cpus() if cpus is None else cpus
     server_spec, client_spec = placement.server_cpus, placement.client_cpus
 
-    def pick(spec: int | list[int] | str, from_front: bool) -> list[int] | None:
+    def pick(spec: float | list[int] | str, key: str, from_front: bool) -> list[int] | None:
         if spec == "none":
             return None
         if isinstance(spec, list):
-            return list(spec)
-        if isinstance(spec, int):
-            n = max(1, min(spec, len(cpus)))
+            missing = [c for c in spec if c not in cpus]
+            if missing:
+                raise SuiteError(
+                    f"placement.{key}: CPU {missing[0]} is not available "
+                    f"(available: {format_cpus(cpus)})"
+                )
+            return sorted(set(spec))
+        if isinstance(spec, int | float):
+            n = max(1, min(math.ceil(spec), len(cpus)))
             return cpus[:n] if from_front else cpus[-n:]
         return None  # auto, resolved below
 
-    server = pick(server_spec, True)
-    client = pick(client_spec, False)
+    def quota(spec: float | list[int] | str) -> float | None:
+        if isinstance(spec, int | float) and not isinstance(spec, bool):
+            return float(min(spec, len(cpus)))
+        return None
+
+    server = pick(server_spec, "server_cpus", True)
+    client = pick(client_spec, "client_cpus", False)
     if len(cpus) >= 2:
         if server_spec == "auto":
             taken = set(client or [])
@@ -49,4 +107,156 @@ def resolve(placement: Placement, cpus: list[int] | None = None) -> Cpus:
         if client_spec == "auto":
             taken = set(server or [])
             client = [c for c in cpus if c not in taken] or cpus
-    return Cpus(server, client)
+    return Cpus(server, client, quota(server_spec), quota(client_spec))
+
+
+# ---- cgroup CPU quotas ----------------------------------------------------------------------
+
+
+def _own_cgroup(controller: str | None) -> str | None:
+    """This process's cgroup path for ``controller`` (v1) or the unified hierarchy (None)."""
+    try:
+        lines = Path("/proc/self/cgroup").read_text().splitlines()
+    except OSError:
+        return None
+    for line in lines:
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        if controller is None and parts[0] == "0" and parts[1] == "":
+            return parts[2]
+        if controller is not None and controller in parts[1].split(","):
+            return parts[2]
+    return None
+
+
+def _mounts() -> list[tuple[str, str, str]]:
+    """(mount point, fs type, options) of cgroup file systems."""
+    out = []
+    try:
+        for line in Path("/proc/self/mounts").read_text().splitlines():
+            f = line.split()
+            if len(f) >= 4 and f[2] in ("cgroup", "cgroup2"):
+                out.append((f[1], f[2], f[3]))
+    except OSError:
+        pass
+    return out
+
+
+@dataclass
+class Cgroup:
+    """One quota cgroup: a directory whose ``procs`` file takes process ids."""
+
+    path: Path
+    version: int
+    cpus: float
+
+    @property
+    def procs(self) -> Path:
+        return self.path / "cgroup.procs"
+
+    def add(self, pid: int) -> None:
+        self.procs.write_text(str(pid))
+
+    def remove(self) -> None:
+        with contextlib.suppress(OSError):
+            self.path.rmdir()
+
+    def describe(self) -> dict[str, Any]:
+        return {"path": str(self.path), "version": self.version, "cpus": self.cpus}
+
+
+def create_cgroup(name: str, cpus: float) -> tuple[Cgroup | None, str]:
+    """A new cgroup limited to ``cpus`` CPUs of run time, or None and the reason it failed."""
+    quota = max(1000, round(cpus * PERIOD_US))
+    reasons: list[str] = []
+    for mount, fstype, options in _mounts():
+        if fstype == "cgroup2":
+            own = _own_cgroup(None)
+            if own is None:
+                continue
+            parent = Path(mount) / own.lstrip("/")
+            try:
+                controllers = (parent / "cgroup.controllers").read_text().split()
+            except OSError as exc:
+                reasons.append(f"{parent}: {exc.strerror}")
+                continue
+            if "cpu" not in controllers:
+                reasons.append(f"cgroup v2 at {parent} has no cpu controller")
+                continue
+            path = parent / name
+            try:
+                with contextlib.suppress(OSError):  # may be enabled already, or not allowed here
+                    (parent / "cgroup.subtree_control").write_text("+cpu")
+                path.mkdir(exist_ok=True)
+                (path / "cpu.max").write_text(f"{quota} {PERIOD_US}")
+                return Cgroup(path, 2, cpus), ""
+            except OSError as exc:
+                reasons.append(f"cgroup v2 at {parent}: {exc.strerror}")
+                with contextlib.suppress(OSError):
+                    path.rmdir()
+        elif "cpu" in options.split(","):
+            own = _own_cgroup("cpu")
+            if own is None:
+                continue
+            path = Path(mount) / own.lstrip("/") / name
+            try:
+                path.mkdir(exist_ok=True)
+                (path / "cpu.cfs_period_us").write_text(str(PERIOD_US))
+                (path / "cpu.cfs_quota_us").write_text(str(quota))
+                return Cgroup(path, 1, cpus), ""
+            except OSError as exc:
+                reasons.append(f"cgroup v1 at {path.parent}: {exc.strerror}")
+                with contextlib.suppress(OSError):
+                    path.rmdir()
+    return None, "; ".join(reasons) or "no cgroup file system with a cpu controller"
+
+
+@dataclass
+class CpuQuotas:
+    """The cgroups of one run (server and clients), removed on exit."""
+
+    server: Cgroup | None = None
+    client: Cgroup | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "server_cgroup": self.server.describe() if self.server else None,
+            "client_cgroup": self.client.describe() if self.client else None,
+            "cgroup_notes": list(self.notes),
+        }
+
+    def close(self) -> None:
+        for group in (self.server, self.client):
+            if group is not None:
+                group.remove()
+
+
+def apply_quotas(cpus: Cpus, enabled: bool = True) -> CpuQuotas:
+    """cgroups for the sides whose placement was a CPU count (see the module docstring)."""
+    quotas = CpuQuotas()
+    tag = f"rpcmeter-{os.getpid()}"
+    for side, amount in (("server", cpus.server_quota), ("client", cpus.client_quota)):
+        if amount is None:
+            continue
+        if not enabled:
+            quotas.notes.append(f"{side} CPU quota not applied: resources.cgroup is false")
+            continue
+        group, reason = create_cgroup(f"{tag}-{side}", amount)
+        if group is None:
+            quotas.notes.append(f"{side} CPU quota of {amount:g} CPUs not applied: {reason}")
+        setattr(quotas, side, group)
+    return quotas
+
+
+def join_cgroup(group: Cgroup | None, pids: list[int]) -> str | None:
+    """Move ``pids`` (all their threads) into ``group``; the reason when that failed."""
+    if group is None:
+        return None
+    for pid in pids:
+        try:
+            group.add(pid)
+        except OSError as exc:
+            return f"cannot move process {pid} into {group.path}: {exc.strerror}"
+    return None

@@ -11,7 +11,14 @@ A result is a JSON-compatible dict, versioned by ``schema_version``::
                 "baseline", "variants", "workloads", "matrix", "matrix_keys", "repeat", "seed",
                 "validate", "load"},
       "environment": {"host", "cpu_model", "cpu_count", "os", "kernel", "python", "rpcmeter",
-                      "packages", "placement": {"server_cpus", "client_cpus"}, ...},
+                      "packages", "cpu_governor": {governor: [cpu, ...]} | null,
+                      "cpuidle_driver", "cpuidle_governor", "load_average": [1, 5, 15 min],
+                      "virtualization": {"detect_virt", "hypervisor_flag", "product_name"},
+                      "resolved_hosts": {name: [address, ...]},
+                      "variant_packages": {variant: {package: version}},
+                      "placement": {"server_cpus", "client_cpus", "server_quota_cpus",
+                                    "client_quota_cpus", "server_cgroup", "client_cgroup",
+                                    "cgroup_notes"}, ...},
       "cases": [case, ...],
       "warnings": [str, ...]
     }
@@ -33,7 +40,13 @@ A case::
                  e.g. bytes_out, bytes_in, would_block_ns),
      "clients": [{"client", "pid", "requests", "errors", "throughput_rps", "cpu_user_s",
                   "cpu_sys_s", "max_rss_bytes"}],
-     "cpu": {"client_user_s", "client_sys_s", ...}, "memory": {"client_peak_rss_bytes", ...},
+     "cpu": {"interval_s", "server_user_s", "server_sys_s", "client_user_s", "client_sys_s",
+             "server_us_per_request", "client_us_per_request", "server_util_pct",
+             "client_util_pct", "server_cpus_given", "client_cpus_given", "server_idle_pct",
+             "server_idle_window_s", "server_cpus_busy_pct", "client_cpus_busy_pct"},
+     "memory": {"server_peak_rss_bytes", "client_peak_rss_bytes"},
+     (server figures are null when rpcmeter did not start the server: unknown, not zero;
+      see rpcmeter.metrics.resources)
      "placement": {"server_cpus", "client_cpus"}, "endpoint": str, "started_at": ISO-8601}
 
 Open-loop cases (``load.mode = "open"``; :mod:`rpcmeter.runners.open_loop`) measure latency from

@@ -200,10 +200,38 @@ class Load(_Model):
 
 class Placement(_Model):
     """CPUs for server and clients: a count or an explicit list; ``"auto"`` keeps them apart when
-    the machine has two or more CPUs; ``"none"`` leaves placement to the OS."""
+    the machine has two or more CPUs; ``"none"`` leaves placement to the OS.
 
-    server_cpus: int | list[int] | Literal["auto", "none"] = "auto"
-    client_cpus: int | list[int] | Literal["auto", "none"] = "auto"
+    A count (``1``, or a fraction such as ``0.5``) pins to that many CPUs (rounded up) and, where
+    the machine allows it, also sets a cgroup CPU quota of exactly that many CPUs."""
+
+    server_cpus: int | float | list[int] | Literal["auto", "none"] = "auto"
+    client_cpus: int | float | list[int] | Literal["auto", "none"] = "auto"
+
+    @field_validator("server_cpus", "client_cpus")
+    @classmethod
+    def _positive(cls, v: Any) -> Any:
+        if isinstance(v, int | float) and v <= 0:
+            raise ValueError("a CPU count must be greater than 0")
+        if isinstance(v, list) and (not v or any(c < 0 for c in v)):
+            raise ValueError("a CPU list must name CPUs 0, 1, ...")
+        return v
+
+
+DEFAULT_IDLE_S = 1.0  # resources.idle_s when a suite does not set it
+
+
+class Resources(_Model):
+    """CPU and memory measurement.
+
+    ``idle_s``: the quiet window after the server is ready and before load starts over which its
+    idle CPU is measured (0 skips it). ``sample_interval_s``: how often the server's process tree
+    is sampled (peak memory, processes that come and go). ``cgroup``: apply CPU counts of
+    ``placement`` as a cgroup CPU quota where the machine allows it."""
+
+    idle_s: float = Field(default_factory=lambda: DEFAULT_IDLE_S, ge=0, le=3600)
+    sample_interval_s: float = Field(0.25, gt=0, le=60)
+    cgroup: bool = True
 
 
 class Breakdown(_Model):
@@ -227,6 +255,7 @@ class Suite(_Model):
     validate_replies: bool = Field(False, alias="validate")
     placement: Placement = Field(default_factory=lambda: Placement())
     runs: Runs = Field(default_factory=lambda: Runs())
+    resources: Resources = Field(default_factory=lambda: Resources())
     quick: dict[str, Any] = Field(default_factory=dict)
     breakdown: Breakdown | None = None
 
@@ -313,6 +342,7 @@ def apply_set(raw: dict[str, Any], assignment: str) -> None:
 
 
 QUICK_CAPS = {"requests": 200, "duration_s": 1.0, "warmup": 5}
+QUICK_IDLE_S = 0.2
 
 
 def _apply_quick(raw: dict[str, Any]) -> None:
@@ -340,6 +370,9 @@ def _apply_quick(raw: dict[str, Any]) -> None:
     if isinstance(raw.get("breakdown"), dict):
         rtt = int(raw["breakdown"].get("rtt_requests", QUICK_CAPS["requests"]))
         raw["breakdown"]["rtt_requests"] = min(rtt, QUICK_CAPS["requests"])
+    resources = raw.setdefault("resources", {})
+    if isinstance(resources, dict):
+        resources["idle_s"] = min(float(resources.get("idle_s", QUICK_IDLE_S)), QUICK_IDLE_S)
     for key, value in (raw.get("quick") or {}).items():
         set_key(raw, key, value)
 
@@ -474,7 +507,7 @@ def _check_semantics(suite: Suite, where: str) -> None:
                 f"(expected one of: {', '.join(sorted(KINDS))})"
             )
         for driver in drivers.values():
-            if w.kind not in driver.workloads:
+            if w.kind != "idle" and w.kind not in driver.workloads:  # idle sends no requests
                 raise SuiteError(
                     f"{where}: {key}.kind: driver {driver.name!r} cannot run workload {w.kind!r} "
                     f"(it runs: {', '.join(sorted(driver.workloads))})"

@@ -79,7 +79,7 @@ def test_report_command_writes_html_and_pngs(demo_result: Result, tmp_path: Path
         html.expected_plots(one)
     )
     pngs = sorted(p.name for p in (tmp_path / "png").glob("*.png"))
-    assert len(pngs) == 6
+    assert len(pngs) == 8  # 2 spectra, throughput, p99, ratio, client and server CPU, idle CPU
     assert pngs == sorted(f"{i}.png" for i in html.expected_plots(one))
     assert all((tmp_path / "png" / p).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
 

@@ -214,12 +214,20 @@ def test_palette_is_stable_and_distinct() -> None:
 
 def test_real_run_plots(demo_result: Result) -> None:
     got = all_plots(demo_result)
-    assert list(got) == ["simple", "sub 1"]
+    assert list(got) == ["simple", "sub 1", ""]  # "": the idle CPU plot across workloads
+    assert [p.kind for p in got[""]] == ["idle"]
     for workload, ps in got.items():
         kinds = [p.kind for p in ps]
-        assert kinds == ["spectrum", "spectrum", "throughput", "p99", "ratio", "cpu-client"], (
-            workload
-        )
+        if workload:
+            assert kinds == [
+                "spectrum",
+                "spectrum",
+                "throughput",
+                "p99",
+                "ratio",
+                "cpu-client",
+                "cpu-server",
+            ], workload
         for p in ps:
             assert p.series, p.id
             for s in p.series:

@@ -2,15 +2,24 @@
 
 from __future__ import annotations
 
+import contextlib
 import importlib.metadata
+import ipaddress
 import os
 import platform
+import shutil
 import socket
+import subprocess
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import rpcmeter
+
+if TYPE_CHECKING:
+    from rpcmeter.suite import Suite
+
+CPU_SYS = Path("/sys/devices/system/cpu")
 
 
 def cpu_model() -> str:
@@ -30,8 +39,82 @@ def package_version(name: str) -> str | None:
         return None
 
 
+def _read(path: Path) -> str | None:
+    try:
+        return path.read_text().strip() or None
+    except OSError:
+        return None
+
+
+def cpu_governors() -> dict[str, list[int]] | None:
+    """CPU frequency governor -> the CPUs using it (None where cpufreq is not readable)."""
+    out: dict[str, list[int]] = {}
+    for cpu in sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else []:
+        governor = _read(CPU_SYS / f"cpu{cpu}" / "cpufreq" / "scaling_governor")
+        if governor is not None:
+            out.setdefault(governor, []).append(cpu)
+    return out or None
+
+
+def virtualization() -> dict[str, Any]:
+    """Hints that the machine is virtual: systemd-detect-virt, the CPU's hypervisor flag, the
+    DMI product name."""
+    hints: dict[str, Any] = {"detect_virt": None, "hypervisor_flag": None, "product_name": None}
+    tool = shutil.which("systemd-detect-virt")
+    if tool:
+        with contextlib.suppress(OSError, subprocess.SubprocessError):
+            done = subprocess.run([tool], capture_output=True, text=True, timeout=5, check=False)
+            hints["detect_virt"] = done.stdout.strip() or None
+    cpuinfo = _read(Path("/proc/cpuinfo"))
+    if cpuinfo is not None:
+        flags = next((ln for ln in cpuinfo.splitlines() if ln.startswith("flags")), "")
+        hints["hypervisor_flag"] = "hypervisor" in flags.split()
+    hints["product_name"] = _read(Path("/sys/class/dmi/id/product_name"))
+    return hints
+
+
+def load_average() -> list[float] | None:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return None
+
+
+def resolve_host(host: str) -> list[str]:
+    """Addresses ``host`` resolves to, in the order a client tries them."""
+    try:
+        infos = socket.getaddrinfo(host, None, type=socket.SOCK_STREAM)
+    except OSError:
+        return []
+    return list(dict.fromkeys(str(info[4][0]) for info in infos))
+
+
+def is_address(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return True
+
+
+def capture_suite(suite: Suite) -> dict[str, Any]:
+    """What the run depends on beyond the machine: how every host name of the suite resolves,
+    and the versions of each variant's packages in the environment its processes run in."""
+    from rpcmeter.drivers import driver_class
+
+    hosts = {suite.target.host, *(v.host for v in suite.variants.values() if v.host)}
+    return {
+        "resolved_hosts": {h: resolve_host(h) for h in sorted(hosts) if not is_address(h)},
+        "variant_packages": {
+            name: {p: package_version(p) for p in driver_class(suite.driver_of(name)).packages}
+            for name in suite.variants
+        },
+    }
+
+
 def capture(packages: tuple[str, ...] = ()) -> dict[str, Any]:
-    """Host, CPU, OS, Python and package versions."""
+    """Host, CPU, OS, Python and package versions, CPU frequency and idle settings, load average
+    and virtualisation hints."""
     uname = platform.uname()
     return {
         "host": socket.gethostname(),
@@ -47,4 +130,10 @@ def capture(packages: tuple[str, ...] = ()) -> dict[str, Any]:
         "python_implementation": platform.python_implementation(),
         "rpcmeter": rpcmeter.__version__,
         "packages": {name: package_version(name) for name in packages},
+        "cpu_governor": cpu_governors(),
+        "cpuidle_driver": _read(CPU_SYS / "cpuidle" / "current_driver"),
+        "cpuidle_governor": _read(CPU_SYS / "cpuidle" / "current_governor_ro")
+        or _read(CPU_SYS / "cpuidle" / "current_governor"),
+        "load_average": load_average(),
+        "virtualization": virtualization(),
     }

@@ -285,6 +285,60 @@ def command_table(result: Result, workload: str) -> Table:
     return table
 
 
+def fmt_num(x: float, digits: int = 1) -> str:
+    if not math.isfinite(x):
+        return "-"
+    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.{digits}f}"
+
+
+def fmt_mb(n: float) -> str:
+    return "-" if not math.isfinite(n) else f"{n / 1e6:,.0f}" if n >= 1e7 else f"{n / 1e6:.1f}"
+
+
+RESOURCE_COLUMNS = (  # header, case metric, formatter
+    ("server\nus/req", "cpu.server_us_per_request", fmt_num),
+    ("client\nus/req", "cpu.client_us_per_request", fmt_num),
+    ("server\nCPU %", "cpu.server_util_pct", fmt_num),
+    ("client\nCPU %", "cpu.client_util_pct", fmt_num),
+    ("idle\n% core", "cpu.server_idle_pct", fmt_num),
+    ("server\nRSS MB", "memory.server_peak_rss_bytes", fmt_mb),
+    ("client\nRSS MB", "memory.client_peak_rss_bytes", fmt_mb),
+)
+
+
+def resource_table(result: Result, workload: str) -> Table | None:
+    """CPU per request (user + system) of server and clients, each side's CPU use as a share of
+    the CPUs it was given, the server's idle CPU and peak memory; one row per point and variant
+    (means over repetitions; ``-``: not measured)."""
+    grid = cells(result)[workload]
+    keys = list(result["suite"].get("matrix_keys") or [])
+    table = Table(
+        title=f"[bold]{workload}[/bold] · CPU and memory",
+        title_justify="left",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+    )
+    for key in [*keys, "variant"]:
+        table.add_column(key, justify="right" if key != "variant" else "left")
+    for header, _, _ in RESOURCE_COLUMNS:
+        table.add_column(header, justify="right")
+    rows = 0
+    for point, row in grid.items():
+        pd = dict(point)
+        for variant, cell in row.items():
+            if not cell.ok_cases:
+                continue
+            values = [fmt(cell.mean(metric)) for _, metric, fmt in RESOURCE_COLUMNS]
+            table.add_row(*[_point_value(pd.get(k, "")) for k in keys], variant, *values)
+            rows += 1
+    return table if rows else None
+
+
+def _is_idle(result: Result, workload: str) -> bool:
+    kinds = {c.get("kind") for c in result["cases"] if c["workload"] == workload}
+    return kinds == {"idle"}
+
+
 def render(result: Result, width: int = 120, color: bool = False) -> str:
     """The run's tables as text."""
     buf = io.StringIO()
@@ -312,16 +366,21 @@ def render(result: Result, width: int = 120, color: bool = False) -> str:
             console.print()
             console.print(command_table(result, workload))
             continue
-        if n_variants <= MAX_RATIO_VARIANTS:  # wider comparisons do not fit: ranking only
+        idle = _is_idle(result, workload)  # an idle workload has no latency to show
+        if n_variants <= MAX_RATIO_VARIANTS and not idle:  # wider comparisons: ranking only
             console.print()
             console.print(workload_table(result, workload))
-        if n_variants > 1:
+        if n_variants > 1 and not idle:
             console.print()
             console.print(ranking_table(result, workload))
         where = breakdown_table(result, workload)
         if where is not None:
             console.print()
             console.print(where)
+        resources = resource_table(result, workload)
+        if resources is not None:
+            console.print()
+            console.print(resources)
     render_rates(console, result)
     for line in spread_lines(result):
         console.print()
@@ -353,6 +412,8 @@ def render(result: Result, width: int = 120, color: bool = False) -> str:
                 style="yellow",
             )
         )
+    if result.get("warnings"):
+        console.print()
     for w in result.get("warnings", []):
         console.print(Text(f"warning: {w}", style="yellow"))
     return buf.getvalue()

@@ -84,12 +84,15 @@ def run_closed_loop(
     on_start: Callable[[list[int]], None] | None = None,
     on_go: Callable[[], None] | None = None,
     pacing: Pacing | None = None,
+    on_end: Callable[[], None] | None = None,
 ) -> LoadOutcome:
     """Run one case's load. ``server_problem()`` returns a reason when the server is gone.
 
     ``on_start(pids)`` is called once the client processes exist, ``on_go()`` right before the gate
-    opens (resource sampling hooks). With ``pacing``, the load is open loop at ``pacing.rate_rps``
-    requests/s in total (split evenly over the clients; see :mod:`rpcmeter.runners.open_loop`)."""
+    opens and ``on_end()`` once the last client has reported (resource sampling hooks): the
+    measured interval runs from ``on_go`` to ``on_end``. With ``pacing``, the load is open loop
+    at ``pacing.rate_rps`` requests/s in total (split evenly over the clients; see
+    :mod:`rpcmeter.runners.open_loop`)."""
     ctx = mp_context()
     threads = base_ctx.threads
     go = ctx.Event()
@@ -186,6 +189,8 @@ def run_closed_loop(
                     pending.discard(i)
             if on_progress:
                 on_progress(sum(progress), time.perf_counter() - t_go)
+        if on_end:
+            on_end()
         merge_results(outcome, results)
         if len(results) < clients and outcome.failure is None:
             outcome.failure = f"{clients - len(results)} client(s) reported no result"

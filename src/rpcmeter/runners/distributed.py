@@ -249,6 +249,7 @@ def run_distributed(
     on_start: Callable[[list[int]], None] | None = None,
     on_go: Callable[[], None] | None = None,
     pacing: Pacing | None = None,
+    on_end: Callable[[], None] | None = None,
 ) -> LoadOutcome:
     """Run one case's load on ``cluster``'s workers; the same contract as
     :func:`~rpcmeter.runners.closed_loop.run_closed_loop` (closed or, with ``pacing``, open
@@ -364,6 +365,8 @@ def run_distributed(
                 on_progress(sum(progress.values()), time.perf_counter() - t_go)
             if pending:
                 time.sleep(POLL_S)
+        if on_end and t_go is not None:
+            on_end()
         usage1 = _usage(dc, [a for a in used if a in cluster.workers()]) if t_go else {}
     finally:
         stop.set()

@@ -11,18 +11,30 @@ Options (JSON, from the suite's ``target.options`` and the variant's ``options``
   (:class:`~rpcmeter.servers.common.Stall`).
 - ``workload`` (object): the case's workload, ``kind`` and parameters (random_wait's delay_p,
   delay_s, sub_p and max_depth are read from it).
+- ``spin_us`` (number): CPU time every ``simple`` call burns before it replies (measured on the
+  serving thread's CPU clock, so it is the same however busy the machine is): a known server
+  cost per request.
+- ``wait`` (``"spin"`` or ``"block"``): serve every connection from one thread that waits for
+  input with ``select``: ``block`` sleeps in it until a connection is readable, ``spin`` polls it
+  with a zero timeout in a loop (busy polling). The two differ only in how they wait. Without
+  ``wait``, rpyc's ThreadedServer serves (a thread per connection).
 """
 
 from __future__ import annotations
 
 import contextlib
 import itertools
+import os
 import random
+import select
+import socket
 import threading
 import time
 from typing import Any
 
 import rpyc
+from rpyc.core.stream import SocketStream
+from rpyc.utils.factory import connect_stream
 from rpyc.utils.server import ThreadedServer
 
 from rpcmeter.servers.common import Stall, announce_ready, exit_on_sigterm, parse_server_args
@@ -41,12 +53,22 @@ def serve_forever(conn: Any) -> None:
             conn.serve(0.1)
 
 
+def burn_cpu(us: float) -> None:
+    """Spin until this thread has used ``us`` microseconds of CPU (user time: reading the thread's
+    CPU clock is a system call, so it is read only every few microseconds of spinning)."""
+    end = time.thread_time_ns() + int(us * 1000)
+    while time.thread_time_ns() < end:
+        for _ in range(200):
+            pass
+
+
 def make_service(options: dict[str, Any]) -> type[rpyc.Service]:
     background = int(options.get("background", 0))
     corrupt_every = int(options.get("corrupt_every", 0))
     served = itertools.count(1)
     stall = Stall(options)
     stalled = stall.check if stall.active else None
+    spin_us = float(options.get("spin_us", 0))
     seed = int(options.get("seed", 0))
     workload = dict(options.get("workload", {}))
     rw = RandomWaitParams.model_validate(
@@ -65,6 +87,8 @@ def make_service(options: dict[str, Any]) -> type[rpyc.Service]:
                 ).start()
 
         def exposed_simple(self, value: Any = None) -> Any:
+            if spin_us:
+                burn_cpu(spin_us)
             if stalled:
                 stalled()
             if corrupt_every and next(served) % corrupt_every == 0:
@@ -98,11 +122,64 @@ def make_service(options: dict[str, Any]) -> type[rpyc.Service]:
     return BenchService
 
 
+def listen(transport: str, host: str, port: int, path: str | None) -> socket.socket:
+    if transport == "unix":
+        assert path is not None, "--socket is required for the unix transport"
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        sock.bind(path)
+        sock.listen(128)
+        return sock
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    return socket.create_server((host, port), family=family, backlog=128)
+
+
+def serve_select(
+    service: type[rpyc.Service], config: dict[str, Any], listener: socket.socket, spin: bool
+) -> None:
+    """Serve every connection from this thread, waiting for input in ``select``: blocking in it
+    (``spin=False``) or polling it with a zero timeout (``spin=True``)."""
+    listener.setblocking(False)
+    conns: dict[socket.socket, Any] = {}
+    timeout = 0.0 if spin else None
+    while True:
+        readable, _, _ = select.select([listener, *conns], [], [], timeout)
+        for sock in readable:
+            if sock is listener:
+                try:
+                    client, _ = listener.accept()
+                except BlockingIOError:
+                    continue
+                client.setblocking(True)
+                conns[client] = connect_stream(SocketStream(client), service, config)
+                continue
+            conn = conns[sock]
+            try:
+                conn.serve(0)
+            except Exception:  # EOF or a broken connection: drop it, keep serving the others
+                del conns[sock]
+                with contextlib.suppress(Exception):
+                    conn.close()
+
+
 def main() -> None:
     args = parse_server_args("rpcmeter's built-in rpyc server")
     exit_on_sigterm()
     service = make_service(args.options)
     config = protocol_config(args.options)
+    wait = args.options.get("wait")
+    if wait is not None:
+        if wait not in ("spin", "block"):
+            raise SystemExit(f"rpyc server: option wait: expected 'spin' or 'block', got {wait!r}")
+        listener = listen(args.transport, args.host, args.port, args.socket)
+        announce_ready(args.socket or "{}:{}".format(*listener.getsockname()[:2]))
+        try:
+            serve_select(service, config, listener, spin=wait == "spin")
+        finally:
+            listener.close()
+            if args.socket:
+                with contextlib.suppress(OSError):
+                    os.unlink(args.socket)
+        return
     if args.transport == "unix":
         assert args.socket is not None, "--socket is required for the unix transport"
         server = ThreadedServer(service, socket_path=args.socket, protocol_config=config)

@@ -1,0 +1,226 @@
+"""Measurement warnings: pure functions of a result document.
+
+``warnings_for(result)`` runs every rule in :data:`RULES` and returns their sentences, each one
+saying what was seen and what to do about it. A rule is a function ``(result) -> list[str]``; to
+add one, write it here and append it to ``RULES``. The run stores the sentences in the result's
+``warnings`` list; the terminal prints them under the tables.
+
+Rules and their thresholds:
+
+- the load generator was saturated: all client processes together used more than
+  :data:`CLIENT_SATURATION_PCT` % of the CPUs they were given, or those CPUs were that busy in
+  all (other processes competing with the clients starve them just the same);
+- the CPU frequency governor is not ``performance`` (where it is readable);
+- server or clients were not pinned to CPUs, or they share a CPU;
+- a target host name (such as ``localhost``) resolves to an IPv6 address first;
+- a metric (throughput, mean latency) varies between repetitions with a coefficient of variation
+  above :data:`SPREAD_CV`;
+- too few requests for the percentiles shown: a percentile ``p`` needs at least
+  :data:`MIN_TAIL_SAMPLES` samples above it, i.e. ``MIN_TAIL_SAMPLES / (1 - p/100)`` requests in
+  the cell (p99: 1,000; p99.9: 10,000) (:func:`min_requests`);
+- the server used more than :data:`IDLE_BURN_PCT` % of a core while idle.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+from rpcmeter.aggregate import Cell, cells
+from rpcmeter.result import CaseDoc, Result
+
+CLIENT_SATURATION_PCT = 90.0
+IDLE_BURN_PCT = 5.0
+SPREAD_CV = 0.10
+MIN_TAIL_SAMPLES = 10
+PERCENTILES_SHOWN = (50.0, 99.0)  # the percentiles the terminal tables print
+
+Rule = Callable[[Result], list[str]]
+
+
+def min_requests(percentile: float, tail_samples: int = MIN_TAIL_SAMPLES) -> int:
+    """Requests needed for ``tail_samples`` samples above ``percentile`` (p99 -> 1,000)."""
+    return math.ceil(round(tail_samples / (1.0 - percentile / 100.0), 6))
+
+
+def _label(variant: str, workload: str, point: dict[str, Any] | tuple[Any, ...]) -> str:
+    items = point.items() if isinstance(point, dict) else point
+    text = " ".join(f"{k}={v}" for k, v in items)
+    return f"{variant} · {workload}" + (f" · {text}" if text else "")
+
+
+def _case_label(case: CaseDoc) -> str:
+    return _label(case["variant"], case["workload"], case.get("point") or {})
+
+
+def _cell_label(cell: Cell) -> str:
+    return _label(cell.variant, cell.workload, cell.point)
+
+
+def _ok_cases(result: Result) -> list[CaseDoc]:
+    return [c for c in result.get("cases", []) if c.get("status") == "ok"]
+
+
+def _number(case: CaseDoc, section: str, key: str) -> float | None:
+    value = (case.get(section) or {}).get(key)
+    return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
+
+
+def _cpu_list(cpus: list[int]) -> str:
+    from rpcmeter.placement import format_cpus
+
+    return format_cpus(cpus)
+
+
+def client_saturation(result: Result) -> list[str]:
+    busy: list[tuple[float, CaseDoc]] = []
+    for c in _ok_cases(result):
+        own = _number(c, "cpu", "client_util_pct")
+        total = _number(c, "cpu", "client_cpus_busy_pct")
+        worst = max((v for v in (own, total) if v is not None), default=None)
+        if worst is not None and worst > CLIENT_SATURATION_PCT:
+            busy.append((worst, c))
+    if not busy:
+        return []
+    _, case = max(busy, key=lambda x: x[0])
+    own = _number(case, "cpu", "client_util_pct")
+    total = _number(case, "cpu", "client_cpus_busy_pct")
+    given = _number(case, "cpu", "client_cpus_given")
+    what = f"the clients used {own:.0f} % of their {given:g} CPU(s)" if own and given else ""
+    if total is not None and (own is None or total > own + 10):
+        what += (", and " if what else "") + f"those CPUs were {total:.0f} % busy in all"
+    return [
+        f"the load generator was saturated in {len(busy)} of {len(_ok_cases(result))} cases "
+        f"(worst: {_case_label(case)}: {what}), so those results measure the client, not the "
+        "server: give the clients more or quieter CPUs (placement.client_cpus) or use fewer "
+        "clients and threads."
+    ]
+
+
+def governor(result: Result) -> list[str]:
+    governors: dict[str, list[int]] = (result.get("environment") or {}).get("cpu_governor") or {}
+    return [
+        f"the CPU frequency governor of CPUs {_cpu_list(cpus)} is {name!r}, not 'performance': "
+        "clock changes add noise; set it with `cpupower frequency-set -g performance`."
+        for name, cpus in governors.items()
+        if name != "performance"
+    ]
+
+
+def placement(result: Result) -> list[str]:
+    env = result.get("environment") or {}
+    place = env.get("placement") or {}
+    server, client = place.get("server_cpus"), place.get("client_cpus")
+    if not result.get("cases"):
+        return []
+    if server is None or client is None:
+        sides = " and ".join(
+            side for side, cpus in (("the server", server), ("the clients", client)) if not cpus
+        )
+        return [
+            f"{sides} ran without CPU pinning, so server and clients compete for the same CPUs "
+            "and the OS may move them: set placement.server_cpus and placement.client_cpus"
+            + (
+                " (this machine has a single CPU)"
+                if len(env.get("cpus_available") or []) < 2
+                else ""
+            )
+            + "."
+        ]
+    shared = sorted(set(server) & set(client))
+    if shared:
+        return [
+            f"server and clients share CPU(s) {_cpu_list(shared)}, so each side's CPU use slows "
+            "the other: give them separate CPUs (placement.server_cpus, placement.client_cpus)."
+        ]
+    return []
+
+
+def ipv6_first(result: Result) -> list[str]:
+    resolved: dict[str, list[str]] = (result.get("environment") or {}).get("resolved_hosts") or {}
+    return [
+        f"target host {host!r} resolves to {addrs[0]} (IPv6) first: a server listening on IPv4 "
+        "only makes every new connection try IPv6 first, which can stall it by up to a second; "
+        'use host = "127.0.0.1" (or "::1") instead of a name.'
+        for host, addrs in resolved.items()
+        if addrs and ":" in addrs[0]
+    ]
+
+
+def _measured_cells(result: Result) -> list[Cell]:
+    return [
+        cell
+        for by_point in cells(result).values()
+        for by_variant in by_point.values()
+        for cell in by_variant.values()
+        if cell.ok_cases and cell.ok_cases[0].get("kind") not in ("idle", "command")
+    ]
+
+
+def spread(result: Result) -> list[str]:
+    wide: list[tuple[float, str, Cell]] = []
+    measured = _measured_cells(result)
+    for cell in measured:
+        for metric, name in (("throughput_rps", "throughput"), ("latency.mean_us", "mean latency")):
+            cv = cell.cv(metric)
+            if math.isfinite(cv) and cv > SPREAD_CV:
+                wide.append((cv, name, cell))
+                break
+    if not wide:
+        return []
+    cv, name, worst = max(wide, key=lambda x: x[0])
+    return [
+        f"{len(wide)} of {len(measured)} results vary by more than {SPREAD_CV * 100:.0f} % between "
+        f"repetitions (worst: {_cell_label(worst)}, {name} CV {cv * 100:.0f} %): the machine was busy "
+        "or the cases too short; use more requests (or load.duration_s), more repetitions and a "
+        "quiet machine."
+    ]
+
+
+def too_few_requests(result: Result) -> list[str]:
+    top = max(PERCENTILES_SHOWN)
+    need = min_requests(top)
+    measured = _measured_cells(result)
+    short = [(cell.hist.count, cell) for cell in measured if cell.hist.count < need]
+    if not short:
+        return []
+    count, fewest = min(short, key=lambda x: x[0])
+    return [
+        f"{len(short)} of {len(measured)} results have fewer than {need:,} requests (fewest: "
+        f"{_cell_label(fewest)}, {count:,}), too few for a p{top:g} resting on at least "
+        f"{MIN_TAIL_SAMPLES} samples: use more requests (load.requests) or repetitions."
+    ]
+
+
+def idle_burn(result: Result) -> list[str]:
+    worst: dict[str, float] = {}
+    for case in _ok_cases(result):
+        pct = _number(case, "cpu", "server_idle_pct")
+        if pct is not None and pct > IDLE_BURN_PCT:
+            worst[case["variant"]] = max(pct, worst.get(case["variant"], 0.0))
+    return [
+        f"the server of variant {variant!r} used {pct:.0f} % of a core while idle (no requests): "
+        "it busy-polls or runs background work that costs CPU with nobody calling; check how it "
+        "waits for input (a blocking receive instead of polling)."
+        for variant, pct in worst.items()
+    ]
+
+
+RULES: list[Rule] = [
+    client_saturation,
+    governor,
+    placement,
+    ipv6_first,
+    spread,
+    too_few_requests,
+    idle_burn,
+]
+
+
+def warnings_for(result: Result) -> list[str]:
+    """Every rule's warnings for ``result``, in rule order."""
+    out: list[str] = []
+    for rule in RULES:
+        out.extend(rule(result))
+    return out

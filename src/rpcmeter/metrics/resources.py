@@ -1,0 +1,267 @@
+"""CPU and memory cost of server and clients.
+
+Server: a :class:`TreeMonitor` watches the server's whole process tree (the process, its threads
+and every descendant). CPU time of the tree is the sum over its live processes of their own user
+and system time (:func:`process_cpu`) plus the time of children they have already waited for, so
+a worker that exits before the end still counts once its parent reaps it; a process that vanished
+with its parent (reparented outside the tree) counts with the last values the sampler saw.
+A background thread samples the tree every ``interval_s`` for peak memory (the sum of the
+processes' resident sets; at the end also each process's own high-water mark, ``VmHWM``).
+
+Clients: every client process reports its own ``getrusage`` delta over the measured interval and
+its peak RSS (:mod:`rpcmeter.runners.client`).
+
+The measured interval runs from the gate opening to the last client result
+(``run_closed_loop``'s ``on_go`` and ``on_end``). Before it, :meth:`TreeMonitor.idle` measures the
+server's CPU over a quiet window: the idle cost, in percent of one core.
+
+A server rpcmeter did not start has no tree to watch: its figures are ``None`` (unknown), never 0.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+TreeFn = Callable[[], list[psutil.Process]]
+
+
+@dataclass(frozen=True)
+class CpuTimes:
+    """User and system CPU seconds (and the monotonic time they were read at)."""
+
+    user_s: float
+    sys_s: float
+    at: float = 0.0
+
+    @property
+    def total_s(self) -> float:
+        return self.user_s + self.sys_s
+
+    def __sub__(self, other: CpuTimes) -> CpuTimes:
+        return CpuTimes(
+            max(0.0, self.user_s - other.user_s),
+            max(0.0, self.sys_s - other.sys_s),
+            self.at - other.at,
+        )
+
+
+CpuTicks = list[tuple[float, float]]  # per CPU: (busy seconds, total seconds) since boot
+
+
+def machine_cpu() -> CpuTicks:
+    """Busy and total time of every CPU of the machine (``/proc/stat``)."""
+    out = []
+    for t in psutil.cpu_times(percpu=True):
+        total = sum(t)
+        # guest time is already counted in user time
+        total -= getattr(t, "guest", 0.0) + getattr(t, "guest_nice", 0.0)
+        out.append((total - t.idle - getattr(t, "iowait", 0.0), total))
+    return out
+
+
+def busy_pct(start: CpuTicks, end: CpuTicks, cpus: list[int] | None) -> float | None:
+    """How busy (with anything, not only rpcmeter's processes) the CPUs ``cpus`` (None: all) were
+    between two readings, in percent; None when the readings are too close (under 20 ticks)."""
+    chosen = range(min(len(start), len(end))) if cpus is None else cpus
+    busy = total = 0.0
+    for c in chosen:
+        if c < len(start) and c < len(end):
+            busy += end[c][0] - start[c][0]
+            total += end[c][1] - start[c][1]
+    return 100.0 * busy / total if total >= 0.2 else None
+
+
+def process_cpu(p: psutil.Process) -> tuple[float, float]:
+    """User and system seconds of a process (all its threads, live and exited) plus those of the
+    children it has waited for.
+
+    ``/proc/PID/stat`` counts in clock ticks (10 ms), too coarse for short cases, so the total
+    comes from the process's CPU clock (nanoseconds) and is split into user and system in the
+    ratio of the tick counts, as the kernel itself does for ``getrusage``. Children's times are
+    only available in ticks."""
+    t = p.cpu_times()
+    ticks = t.user + t.system
+    try:
+        total = time.clock_gettime_ns(((~p.pid) << 3) | 2) / 1e9  # CPUCLOCK_SCHED of the process
+    except OSError:
+        total = ticks
+    user_share = t.user / ticks if ticks > 0 else 1.0
+    return total * user_share + t.children_user, total * (1.0 - user_share) + t.children_system
+
+
+def peak_rss_of(pid: int) -> int | None:
+    """A process's own peak resident set (``VmHWM``) in bytes, where Linux reports it."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return None
+
+
+class TreeMonitor:
+    """CPU time and peak memory of a process tree (see the module docstring)."""
+
+    def __init__(self, tree: TreeFn, interval_s: float = 0.25) -> None:
+        self._tree = tree
+        self.interval_s = interval_s
+        self._lock = threading.Lock()
+        # pid -> (parent pid, user + children user, system + children system), last seen
+        self._seen: dict[int, tuple[int, float, float]] = {}
+        self._peak_rss = 0
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.marks: dict[str, CpuTimes] = {}
+        self.machine_marks: dict[str, CpuTicks] = {}
+
+    def start(self) -> TreeMonitor:
+        self.sample()
+        self._thread = threading.Thread(target=self._run, name="tree-monitor", daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5.0)
+            self._thread = None
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.interval_s):
+            self.sample()
+
+    def sample(self) -> CpuTimes:
+        """Read the tree now: CPU so far, and the memory sample for the peak."""
+        procs = self._tree()
+        now = time.monotonic()
+        live: dict[int, tuple[int, float, float]] = {}
+        rss = 0
+        for p in procs:
+            try:
+                with p.oneshot():
+                    user, system = process_cpu(p)
+                    mem = p.memory_info().rss
+                    ppid = p.ppid()
+            except psutil.Error:
+                continue
+            live[p.pid] = (ppid, user, system)
+            rss += mem
+        with self._lock:
+            self._peak_rss = max(self._peak_rss, rss)
+            gone = {pid: v for pid, v in self._seen.items() if pid not in live}
+            # a vanished process whose parent is still in the tree is (or will be) in its
+            # parent's children times; one whose parent vanished too is counted as last seen
+            orphans = [v for v in gone.values() if v[0] not in live]
+            self._seen = {**{p: v for p, v in gone.items() if v[0] not in live}, **live}
+            user = sum(v[1] for v in live.values()) + sum(v[1] for v in orphans)
+            system = sum(v[2] for v in live.values()) + sum(v[2] for v in orphans)
+        return CpuTimes(user, system, now)
+
+    def mark(self, name: str) -> None:
+        """Record the tree's CPU times (and the machine's) now under ``name`` (``go``, ...)."""
+        self.marks[name] = self.sample()
+        self.machine_marks[name] = machine_cpu()
+
+    def busy_between(self, start: str, end: str, cpus: list[int] | None) -> float | None:
+        """How busy CPUs ``cpus`` were between two marks (see :func:`busy_pct`)."""
+        if start not in self.machine_marks or end not in self.machine_marks:
+            return None
+        return busy_pct(self.machine_marks[start], self.machine_marks[end], cpus)
+
+    def between(self, start: str, end: str) -> CpuTimes | None:
+        if start not in self.marks or end not in self.marks:
+            return None
+        return self.marks[end] - self.marks[start]
+
+    def idle(self, seconds: float) -> CpuTimes:
+        """CPU the tree used over a quiet window of ``seconds`` (nothing else must be sent)."""
+        self.mark("idle_start")
+        time.sleep(seconds)
+        self.mark("idle_end")
+        delta = self.between("idle_start", "idle_end")
+        assert delta is not None
+        return delta
+
+    def peak_rss_bytes(self) -> int:
+        """Peak of the tree's summed RSS samples, or a process's own high-water mark if higher."""
+        own = [peak_rss_of(p.pid) for p in self._tree()]
+        with self._lock:
+            return max([self._peak_rss, *(v for v in own if v is not None)])
+
+
+def percent_of_core(cpu: CpuTimes) -> float | None:
+    """CPU time over a window as a percentage of one core."""
+    return 100.0 * cpu.total_s / cpu.at if cpu.at > 0 else None
+
+
+def _per_request_us(cpu_s: float | None, requests: int) -> float | None:
+    return cpu_s * 1e6 / requests if cpu_s is not None and requests > 0 else None
+
+
+def _total(reports: list[dict[str, Any]] | None, key: str) -> Any:
+    """Sum of ``key`` over the reports; None when there are none or any is unknown."""
+    if not reports or any(r.get(key) is None for r in reports):
+        return None
+    return sum(r[key] for r in reports)
+
+
+def _util_pct(cpu_s: float | None, seconds: float, cpus: float) -> float | None:
+    if cpu_s is None or seconds <= 0 or cpus <= 0:
+        return None
+    return 100.0 * cpu_s / (seconds * cpus)
+
+
+def case_figures(
+    *,
+    requests: int,
+    server: CpuTimes | None,
+    server_peak_rss: int | None,
+    server_idle: CpuTimes | None,
+    server_cpus: float,
+    clients: list[dict[str, Any]] | None,
+    client_cpus: float | None,
+    interval_s: float,
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """The case document's ``cpu`` and ``memory`` sections.
+
+    ``server`` is the server tree's CPU over the measured interval (None: unknown, e.g. a server
+    rpcmeter did not start); ``clients`` the load processes' reports (None: no clients ran; a
+    report whose CPU is None, e.g. from a lost worker, makes the total unknown); ``*_cpus`` how
+    many CPUs each side was given (None: unknown); ``interval_s`` the measured interval.
+    """
+    server_user = server.user_s if server else None
+    server_sys = server.sys_s if server else None
+    server_total = server.total_s if server else None
+    client_user = _total(clients, "cpu_user_s")
+    client_sys = _total(clients, "cpu_sys_s")
+    client_total = (
+        client_user + client_sys if client_user is not None and client_sys is not None else None
+    )
+    cpu = {
+        "interval_s": interval_s,
+        "server_user_s": server_user,
+        "server_sys_s": server_sys,
+        "client_user_s": client_user,
+        "client_sys_s": client_sys,
+        "server_us_per_request": _per_request_us(server_total, requests),
+        "client_us_per_request": _per_request_us(client_total, requests),
+        "server_util_pct": _util_pct(server_total, interval_s, server_cpus),
+        "client_util_pct": _util_pct(client_total, interval_s, client_cpus or 0.0),
+        "server_cpus_given": server_cpus if server else None,
+        "client_cpus_given": client_cpus if clients else None,
+        "server_idle_pct": percent_of_core(server_idle) if server_idle else None,
+        "server_idle_window_s": server_idle.at if server_idle else None,
+    }
+    memory = {
+        "server_peak_rss_bytes": server_peak_rss,
+        "client_peak_rss_bytes": _total(clients, "max_rss_bytes"),
+    }
+    return cpu, memory

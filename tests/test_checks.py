@@ -1,0 +1,125 @@
+"""Measurement warnings: each rule fires on the result that calls for it, and stays quiet on a
+clean one."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from rpcmeter.checks import min_requests, warnings_for
+from rpcmeter.metrics.histogram import Histogram
+from rpcmeter.result import Result
+
+
+def case(variant: str = "a", rps: float = 1000.0, n: int = 5000, **cpu: Any) -> dict[str, Any]:
+    h = Histogram()
+    for i in range(n):
+        h.record(100_000 + i)
+    return {
+        "variant": variant,
+        "workload": "simple",
+        "kind": "simple",
+        "point": {"threads": 1},
+        "status": "ok",
+        "requests": n,
+        "errors": {},
+        "throughput_rps": rps,
+        "latency": h.summary_us(),
+        "histogram": h.to_dict(),
+        "cpu": {"client_util_pct": 40.0, "server_idle_pct": 0.5, "client_cpus_given": 1.0, **cpu},
+        "memory": {},
+    }
+
+
+def clean() -> Result:
+    return {
+        "suite": {"variants": {"a": {}}, "matrix_keys": ["threads"]},
+        "environment": {
+            "cpus_available": [0, 1],
+            "cpu_governor": {"performance": [0, 1]},
+            "placement": {"server_cpus": [0], "client_cpus": [1]},
+            "resolved_hosts": {"localhost": ["127.0.0.1"]},
+        },
+        "cases": [case(), case()],
+        "warnings": [],
+    }
+
+
+def with_changes(**env: Any) -> Result:
+    r = clean()
+    r["environment"].update(env)
+    return r
+
+
+def test_a_clean_result_has_no_warnings() -> None:
+    assert warnings_for(clean()) == []
+
+
+def test_saturated_load_generator() -> None:
+    r = clean()
+    r["cases"][1]["cpu"]["client_util_pct"] = 97.0
+    (w,) = warnings_for(r)
+    assert "load generator was saturated in 1 of 2 cases" in w
+    assert "97 %" in w and "placement.client_cpus" in w
+
+
+def test_client_cpus_busy_with_other_work_count_as_saturated() -> None:
+    r = clean()
+    r["cases"][0]["cpu"]["client_cpus_busy_pct"] = 99.0
+    (w,) = warnings_for(r)
+    assert "99 % busy in all" in w
+
+
+def test_governor_not_performance() -> None:
+    (w,) = warnings_for(with_changes(cpu_governor={"powersave": [0, 1]}))
+    assert "'powersave'" in w and "CPUs 0-1" in w and "performance" in w
+    assert warnings_for(with_changes(cpu_governor=None)) == []  # unreadable: nothing to say
+
+
+def test_not_pinned_and_shared_cpus() -> None:
+    (w,) = warnings_for(with_changes(placement={"server_cpus": [0], "client_cpus": None}))
+    assert w.startswith("the clients ran without CPU pinning")
+    (w,) = warnings_for(with_changes(placement={"server_cpus": [0, 1], "client_cpus": [1]}))
+    assert "share CPU(s) 1" in w
+
+
+def test_localhost_resolving_to_ipv6_first() -> None:
+    (w,) = warnings_for(with_changes(resolved_hosts={"localhost": ["::1", "127.0.0.1"]}))
+    assert "'localhost' resolves to ::1 (IPv6) first" in w and "127.0.0.1" in w
+
+
+def test_spread_between_repetitions() -> None:
+    r = clean()
+    r["cases"][1]["throughput_rps"] = 1300.0  # CV ~ 18 %
+    (w,) = warnings_for(r)
+    assert "vary by more than 10 %" in w and "throughput CV" in w
+    r["cases"][1]["throughput_rps"] = 1050.0  # CV ~ 3.4 %
+    assert warnings_for(r) == []
+
+
+def test_too_few_requests_for_p99() -> None:
+    assert min_requests(99.0) == 1000
+    assert min_requests(99.9) == 10000
+    assert min_requests(50.0) == 20
+    r = clean()
+    r["cases"] = [case(n=400), case(n=500)]  # 900 in the cell
+    (w,) = warnings_for(r)
+    assert "fewer than 1,000 requests" in w and "900" in w
+    r["cases"] = [case(n=400), case(n=600)]
+    assert warnings_for(r) == []
+
+
+def test_idle_burn() -> None:
+    r = clean()
+    r["cases"].append(copy.deepcopy(r["cases"][0]) | {"variant": "b"})
+    r["cases"][-1]["cpu"]["server_idle_pct"] = 97.0
+    warnings = warnings_for(r)
+    assert any("variant 'b' used 97 % of a core while idle" in w for w in warnings)
+    assert not any("variant 'a'" in w for w in warnings)
+
+
+def test_failed_cases_are_ignored() -> None:
+    r = clean()
+    r["cases"][1]["cpu"]["server_idle_pct"] = 97.0
+    r["cases"][1]["status"] = "failed"
+    assert warnings_for(r) == []
