@@ -59,7 +59,7 @@ def test_demo_with_output_document(tmp_path: Path) -> None:
     ):
         assert key in env, key
     assert env["packages"]["rpyc"].startswith("6.")
-    assert set(env["placement"]) == {"server_cpus", "client_cpus"}
+    assert {"server_cpus", "client_cpus", "server_cgroup", "client_cgroup"} <= set(env["placement"])
     assert len(doc["cases"]) == 8
     for case in doc["cases"]:
         assert case["status"] == "ok"

@@ -71,6 +71,11 @@ def test_measures_a_server_it_did_not_start(running: Endpoint) -> None:
     assert case["requests"] == case["ok"] == 200
     assert case["server_managed"] is False
     assert case["endpoint"] == running.describe()
+    # rpcmeter cannot see a server it did not start: its CPU and memory are unknown, not zero
+    for key in ("server_user_s", "server_sys_s", "server_us_per_request", "server_idle_pct"):
+        assert case["cpu"][key] is None, key
+    assert case["memory"]["server_peak_rss_bytes"] is None
+    assert case["cpu"]["client_us_per_request"] > 0
 
 
 def test_no_server_at_the_address_fails_the_case() -> None:

@@ -288,12 +288,15 @@ def test_run_with_one_variant_and_one_case_writes_a_sensible_report(tmp_path: Pa
     report, plots = tmp_path / "one.html", tmp_path / "plots"
     assert main(["run", str(suite), "--html", str(report), "--plots", str(plots)]) == 0
     page = report.read_text(encoding="utf-8")
-    # one variant: its spectrum and its CPU, no ratio plot and no ratio columns
-    assert page.count('<figure class="plot"') == 2
+    # one variant: its spectrum, its CPU (client, server, idle), no ratio plot or ratio columns
+    assert page.count('<figure class="plot"') == 4
     assert 'data-kind="spectrum"' in page and 'data-kind="cpu-client"' in page
+    assert 'data-kind="cpu-server"' in page and 'data-kind="idle"' in page
     assert "ratio-" not in page and " / default" not in page
     assert "(baseline)" not in page
     assert sorted(p.name for p in plots.iterdir()) == [
         "cpu-client-simple.png",
+        "cpu-server-simple.png",
+        "idle-cpu.png",
         "spectrum-simple-all.png",
     ]
