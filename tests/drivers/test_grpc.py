@@ -14,9 +14,10 @@ import pytest
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 
 from rpcmeter.drivers.base import DriverContext, Endpoint, ReplyMismatch
-from rpcmeter.drivers.grpc import GrpcDriver, GrpcError, GrpcUnavailable, raw_bytes
+from rpcmeter.drivers.grpc import GrpcDriver, GrpcError, GrpcUnavailable
 from rpcmeter.errors import SuiteError
 from rpcmeter.execute import run_suite
+from rpcmeter.servers.bodies import raw_bytes
 from rpcmeter.servers.process import ServerProcess, new_endpoint
 from rpcmeter.suite import build_suite
 from rpcmeter.workloads import WorkloadParams, lift_int_digit_limit, parse_params

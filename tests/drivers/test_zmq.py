@@ -4,6 +4,7 @@ every receive mode, validation, server time and byte counters."""
 from __future__ import annotations
 
 import math
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -16,6 +17,7 @@ from rpcmeter.drivers.zmq import ZmqDriver
 from rpcmeter.errors import SuiteError
 from rpcmeter.execute import run_suite
 from rpcmeter.servers.process import ServerProcess, new_endpoint, probe
+from rpcmeter.servers.zmq_server import address
 from rpcmeter.suite import build_suite
 from rpcmeter.workloads import WorkloadParams, lift_int_digit_limit, parse_params
 
@@ -169,3 +171,41 @@ def test_suite_end_to_end_records_server_time_bytes_and_blocking() -> None:
     block, poll = result["cases"]
     assert "would_block_ns" not in block["counters"]
     assert 0 < poll["counters"]["would_block_ns"] / 200 < poll["latency"]["mean_us"] * 1e3
+
+
+# a REP server that is not rpcmeter's: replies b"pong:" + the request, knows no workload codes
+FOREIGN_SERVER = """
+import sys, zmq
+sock = zmq.Context().socket(zmq.REP)
+sock.bind(sys.argv[1])
+print("ready", flush=True)
+while True:
+    sock.send(b"pong:" + sock.recv())
+"""
+
+
+@pytest.mark.parametrize("transport", ["tcp", "ipc"])
+def test_any_rep_server_with_raw_framing(transport: str) -> None:
+    endpoint = new_endpoint(transport)
+    cmd = [sys.executable, "-c", FOREIGN_SERVER, address(endpoint)]
+    with ServerProcess(cmd, endpoint):
+        d = driver(
+            endpoint,
+            parse_params("noop", {}),
+            framing="raw",
+            request_text="ping",
+            expect_text="pong:ping",
+        )
+        try:
+            call = d.caller(0)
+            assert [call() for _ in range(3)] == [None] * 3  # validated; no server time
+            assert d.counters() == {"bytes_out": 12, "bytes_in": 27}
+        finally:
+            d.close()
+        d = driver(endpoint, parse_params("noop", {}), framing="raw", request_text="ping")
+        d.expected = b"ping"  # what a server that echoes would have sent
+        try:
+            with pytest.raises(ReplyMismatch):
+                d.caller(0)()
+        finally:
+            d.close()

@@ -36,16 +36,12 @@ Server time: the built-in server sends its compute time as trailing metadata
 
 from __future__ import annotations
 
-import base64
-from collections.abc import Mapping
-from pathlib import Path
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import grpc
 
 from rpcmeter.drivers.base import Caller, Driver
-from rpcmeter.errors import SuiteError
-from rpcmeter.servers.bodies import KINDS, SERVER_TIME_KEY, check, expected_reply, request_body
+from rpcmeter.servers.bodies import KINDS, SERVER_TIME_KEY, bodies_from_options, check
 from rpcmeter.servers.grpc_server import method_path, target
 
 
@@ -74,31 +70,6 @@ def status_error(exc: grpc.RpcError) -> GrpcError:
     return _ERRORS.get(code, _ERRORS[grpc.StatusCode.UNKNOWN])(details or code.name)
 
 
-_FORMATS = ("hex", "base64", "text", "file")
-
-
-def raw_bytes(options: Mapping[str, Any], prefix: str) -> bytes | None:
-    """The body given as ``{prefix}_hex``, ``_base64``, ``_text`` or ``_file`` (None: none given)."""
-    given = [f for f in _FORMATS if options.get(f"{prefix}_{f}") is not None]
-    if not given:
-        return None
-    if len(given) > 1:
-        keys = ", ".join(f"{prefix}_{f}" for f in given)
-        raise SuiteError(f"options: give only one of {keys}")
-    key = f"{prefix}_{given[0]}"
-    value = str(options[key])
-    try:
-        if given[0] == "hex":
-            return bytes.fromhex(value)
-        if given[0] == "base64":
-            return base64.b64decode(value, validate=True)
-        if given[0] == "file":
-            return Path(value).read_bytes()
-    except (ValueError, OSError) as exc:
-        raise SuiteError(f"options.{key}: cannot read {value!r}: {exc}") from None
-    return value.encode("utf-8")
-
-
 class GrpcDriver(Driver):
     name: ClassVar[str] = "grpc"
     transports: ClassVar[tuple[str, ...]] = ("tcp", "unix")
@@ -111,11 +82,7 @@ class GrpcDriver(Driver):
     def connect(self) -> None:
         opts = self.ctx.options
         w = self.ctx.workload
-        raw = raw_bytes(opts, "request")
-        self.request = request_body(w) if raw is None else raw
-        expect = raw_bytes(opts, "expect")
-        if expect is None and raw is None:
-            expect = expected_reply(w, self.request)
+        self.request, expect = bodies_from_options(opts, w)
         self.expected = expect if self.ctx.validate else None
         self.path = str(opts.get("method") or method_path(w.kind))
         self.metadata = tuple((str(k), str(v)) for k, v in (opts.get("metadata") or {}).items())
@@ -181,4 +148,4 @@ class GrpcDriver(Driver):
         return call
 
 
-__all__ = ["GrpcDriver", "GrpcError", "raw_bytes", "status_error", "target"]
+__all__ = ["GrpcDriver", "GrpcError", "status_error", "target"]

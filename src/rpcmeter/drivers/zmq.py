@@ -13,6 +13,11 @@ Options:
 - ``sleep_us``: the sleep of ``recv = "sleep"`` (default 100).
 - ``call_timeout_s``: give up on a reply after this long (the loop stops: a REQ socket that lost
   a reply cannot go on). Default: wait as long as the case runs.
+- ``framing``: ``"rpcmeter"`` (default, the frames above) or ``"raw"``, for any REP or ROUTER
+  server in any language: the request frame is the raw body of ``request_hex`` /
+  ``request_base64`` / ``request_text`` / ``request_file`` (default: the workload's body without
+  the code byte), the whole reply frame is the reply (no server time), and with ``validate`` it
+  must equal ``expect_*`` (default: the workload's expected reply when the request is its body).
 
 Counters: ``bytes_out`` / ``bytes_in`` (whole frames), and for ``poll`` and ``sleep``
 ``would_block_ns``: the total time between a request leaving and its reply being received, i.e.
@@ -29,7 +34,7 @@ import zmq
 
 from rpcmeter.drivers.base import Caller, Driver
 from rpcmeter.errors import SuiteError
-from rpcmeter.servers.bodies import CODES, KINDS, check, expected_reply, request_body
+from rpcmeter.servers.bodies import CODES, KINDS, bodies_from_options, check
 from rpcmeter.servers.zmq_server import SERVER_NS, address
 
 RECV_MODES = ("block", "poll", "sleep")
@@ -56,9 +61,13 @@ class ZmqDriver(Driver):
         timeout = opts.get("call_timeout_s")
         self.timeout_ns = int(float(timeout) * 1e9) if timeout is not None else None
         w = self.ctx.workload
-        body = request_body(w)
-        self.request = CODES[w.kind] + body
-        self.expected = expected_reply(w, body) if self.ctx.validate else None
+        framing = opts.get("framing", "rpcmeter")
+        if framing not in ("rpcmeter", "raw"):
+            raise SuiteError(f"options.framing: expected rpcmeter or raw (got {framing!r})")
+        self.raw = framing == "raw"
+        body, expected = bodies_from_options(opts if self.raw else {}, w)
+        self.request = body if self.raw else CODES[w.kind] + body
+        self.expected = expected if self.ctx.validate else None
         self.context: zmq.Context[Any] = zmq.Context()
         addr = address(self.ctx.endpoint)
         self.sockets = []
@@ -100,17 +109,21 @@ class ZmqDriver(Driver):
         clock = time.perf_counter_ns
         timeout_ns = self.timeout_ns
 
-        def finish(reply: bytes) -> int:
+        head = 0 if self.raw else SERVER_NS.size
+
+        def finish(reply: bytes) -> int | None:
             out[t] += n_out
             inp[t] += len(reply)
             if expected is not None:
-                check(reply[SERVER_NS.size :], expected, kind)
+                check(reply[head:], expected, kind)
+            if not head:
+                return None
             server_ns: int = unpack(reply)[0]
             return server_ns
 
         if self.mode == "block":
 
-            def call_block() -> int:
+            def call_block() -> int | None:
                 send(request)
                 try:
                     reply = recv()
@@ -125,7 +138,7 @@ class ZmqDriver(Driver):
         noblock = zmq.NOBLOCK
         again = zmq.Again
 
-        def call_poll() -> int:
+        def call_poll() -> int | None:
             send(request)
             t0 = clock()
             misses = 0

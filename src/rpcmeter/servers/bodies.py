@@ -24,10 +24,15 @@ the server's compute time for the request in nanoseconds (gRPC: trailing metadat
 
 from __future__ import annotations
 
+import base64
 import functools
 import struct
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
 
 from rpcmeter.drivers.base import ReplyMismatch
+from rpcmeter.errors import SuiteError
 from rpcmeter.workloads import (
     EchoParams,
     FactorialParams,
@@ -88,6 +93,45 @@ def check(reply: bytes, expected: bytes, kind: str) -> None:
             f"{kind}: expected {len(expected)} bytes {expected[:16]!r}..., "
             f"got {len(reply)} bytes {reply[:16]!r}..."
         )
+
+
+_FORMATS = ("hex", "base64", "text", "file")
+
+
+def raw_bytes(options: Mapping[str, Any], prefix: str) -> bytes | None:
+    """The body given as ``{prefix}_hex``, ``_base64``, ``_text`` or ``_file`` (None: none given)."""
+    given = [f for f in _FORMATS if options.get(f"{prefix}_{f}") is not None]
+    if not given:
+        return None
+    if len(given) > 1:
+        keys = ", ".join(f"{prefix}_{f}" for f in given)
+        raise SuiteError(f"options: give only one of {keys}")
+    key = f"{prefix}_{given[0]}"
+    value = str(options[key])
+    try:
+        if given[0] == "hex":
+            return bytes.fromhex(value)
+        if given[0] == "base64":
+            return base64.b64decode(value, validate=True)
+        if given[0] == "file":
+            return Path(value).read_bytes()
+    except (ValueError, OSError) as exc:
+        raise SuiteError(f"options.{key}: cannot read {value!r}: {exc}") from None
+    return value.encode("utf-8")
+
+
+def bodies_from_options(
+    options: Mapping[str, Any], params: WorkloadParams
+) -> tuple[bytes, bytes | None]:
+    """Request body and expected reply for drivers that can talk to any server: the raw bodies
+    the options give (``request_*``, ``expect_*``), else the workload's built-in ones (the
+    expected reply is None when a raw request has no ``expect_*``: nothing to compare with)."""
+    raw = raw_bytes(options, "request")
+    request = request_body(params) if raw is None else raw
+    expect = raw_bytes(options, "expect")
+    if expect is None and raw is None:
+        expect = expected_reply(params, request)
+    return request, expect
 
 
 # ---- server side ------------------------------------------------------------------------------
