@@ -1,0 +1,71 @@
+"""nginx as an external HTTP/1.1 server for rpcmeter (used by the tests and ``benchmarks/vs_wrk.py``).
+
+:func:`prepare` writes a self-contained configuration into a directory of your choice: one
+worker, ``daemon off``, pid, logs and temporary files inside that directory (nothing needs root),
+keep-alive without limits, and these locations:
+
+- ``/noop``: ``200`` with an empty body; ``/``: ``200`` with ``hello``;
+- ``/unavailable``: ``503`` (for error counting).
+
+The returned command line starts nginx on the port given by rpcmeter's ``{port}`` placeholder,
+so it can be a suite's ``server.command``::
+
+    [target.server]
+    command = ["sh", "-c", "sed s/@PORT@/{port}/ DIR/nginx.conf.in > DIR/nginx.conf && exec nginx ..."]
+"""
+
+from __future__ import annotations
+
+import shlex
+import shutil
+from pathlib import Path
+
+TEMPLATE = """\
+worker_processes 1;
+pid {dir}/nginx.pid;
+error_log {dir}/error.log warn;
+events {{
+    worker_connections 4096;
+}}
+http {{
+    access_log off;
+    client_body_temp_path {dir}/client_body;
+    proxy_temp_path {dir}/proxy;
+    fastcgi_temp_path {dir}/fastcgi;
+    uwsgi_temp_path {dir}/uwsgi;
+    scgi_temp_path {dir}/scgi;
+    keepalive_requests 100000000;
+    keepalive_timeout 300s;
+    server {{
+        listen {host}:@PORT@ backlog=4096;
+        location = /noop {{ return 200 ""; }}
+        location = /unavailable {{ return 503; }}
+        location / {{ return 200 "hello"; }}
+    }}
+}}
+"""
+
+
+def executable() -> str | None:
+    """Path of the nginx binary, or None when nginx is not installed."""
+    return shutil.which("nginx") or next(
+        (p for p in ("/usr/sbin/nginx", "/usr/local/sbin/nginx") if Path(p).exists()), None
+    )
+
+
+def prepare(directory: Path, host: str = "127.0.0.1") -> list[str]:
+    """Write the configuration template into ``directory``; return the server command (with the
+    ``{port}`` placeholder)."""
+    nginx = executable()
+    if nginx is None:
+        raise FileNotFoundError("nginx is not installed")
+    directory.mkdir(parents=True, exist_ok=True)
+    d = str(directory.resolve())
+    (directory / "nginx.conf.in").write_text(TEMPLATE.format(dir=d, host=host))
+    conf = f"{d}/nginx.conf"
+    start = [nginx, "-p", d, "-c", conf, "-e", f"{d}/error.log", "-g", "daemon off;"]
+    script = (
+        f"sed s/@PORT@/{{port}}/ {shlex.quote(d)}/nginx.conf.in > {shlex.quote(conf)} "
+        f"&& exec {shlex.join(start)}"
+    )
+    return ["sh", "-c", script]
