@@ -7,8 +7,8 @@ import sys
 
 import pytest
 
-from rpcmeter.drivers.base import Endpoint
-from rpcmeter.drivers.http import build_request, parse_server_timing
+from rpcmeter.drivers.base import Endpoint, ReplyError, ReplyMismatch
+from rpcmeter.drivers.http import HttpConnection, build_request, parse_server_timing
 from rpcmeter.servers.process import ServerProcess, new_endpoint
 from rpcmeter.workloads import factorial_digits, lift_int_digit_limit
 from tests.drivers.streams import assert_clean, run_cases
@@ -148,3 +148,33 @@ def test_server_factorial_and_errors() -> None:
     lift_int_digit_limit()
     assert fact.endswith(b"\r\n\r\n" + factorial_digits(5000))  # more than 4,300 digits
     assert bad.startswith(b"400")
+
+
+def _replies(
+    stream: bytes, step: int, expects: list[bytes | None]
+) -> list[tuple[int | None, BaseException | None]]:
+    conn = HttpConnection()
+    got: list[tuple[int | None, BaseException | None]] = []
+    for expect in expects:
+        conn.pending.append((lambda s, e: got.append((s, e)), expect))
+    for i in range(0, len(stream), step):
+        conn.data_received(stream[i : i + step])
+    assert conn.bytes_in == len(stream)
+    return got
+
+
+def test_reply_parsing_split_anywhere_any_spelling_and_chunked() -> None:
+    stream = (
+        b"HTTP/1.1 200 OK\r\nServer-Timing: app;dur=0.5\r\nContent-Length: 3\r\n\r\nabc"
+        b"HTTP/1.1 503 Busy\r\ncontent-length: 0\r\nserver-timing: app;dur=1\r\n\r\n"
+        b"HTTP/1.1 200 OK\r\nCONTENT-LENGTH: 2\r\n\r\nxy"
+        # chunked: the connection switches to httptools for good
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\n"
+        b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nz"
+    )
+    for step in (1, 7, 64, len(stream)):
+        got = _replies(stream, step, [b"abc", None, b"xz", b"hi", b"z"])
+        assert [s for s, _ in got] == [500_000, 1_000_000, None, None, None]
+        assert got[0][1] is None and got[3][1] is None and got[4][1] is None
+        assert isinstance(got[1][1], ReplyError) and got[1][1].kind == "http_503"
+        assert isinstance(got[2][1], ReplyMismatch)

@@ -29,7 +29,7 @@ from typing import Any, ClassVar
 import httptools
 
 from rpcmeter.drivers.base import ReplyError
-from rpcmeter.drivers.stream import StreamConnection, StreamDriver
+from rpcmeter.drivers.stream import StreamConnection, StreamDriver, mismatch
 from rpcmeter.workloads import PayloadParams, WorkloadParams
 
 
@@ -65,16 +65,79 @@ def build_request(
 
 
 class HttpConnection(StreamConnection):
-    """One keep-alive connection; replies parsed by httptools."""
+    """One keep-alive connection.
 
-    def __init__(self) -> None:
+    Replies with a ``Content-Length`` (what servers send to keep-alive clients) are parsed by a
+    few byte searches on the head (``Server-Timing`` spelled so or all in lower case); anything
+    else (chunked bodies, 1xx, 204, 304, a request method of ``HEAD``) switches the connection
+    to httptools' full parser for good."""
+
+    def __init__(self, head_only: bool = False) -> None:
         super().__init__()
-        self.parser = httptools.HttpResponseParser(self)
+        self.parser: httptools.HttpResponseParser | None = None
+        self.buf = b""
         self.server_ns: int | None = None
         self.body: list[bytes] | None = None
+        if head_only:
+            self._use_parser()
+
+    def _use_parser(self) -> None:
+        if self.parser is None:
+            self.parser = httptools.HttpResponseParser(self)
 
     def data_received(self, data: bytes) -> None:
         self.bytes_in += len(data)
+        if self.parser is not None:
+            self._feed(data)
+            return
+        if self.buf:
+            data = self.buf + data
+        pending = self.pending
+        pos = 0
+        n = len(data)
+        while pos < n:
+            end = data.find(b"\r\n\r\n", pos)
+            if end < 0:
+                break
+            try:
+                status = int(data[pos + 9 : pos + 12])  # "HTTP/1.1 200 OK"
+                at = data.find(b"\nContent-Length:", pos, end)
+                if at < 0:  # another spelling: search the head in lower case
+                    at = data[:end].lower().find(b"\ncontent-length:", pos)
+                if at < 0 or status < 200 or status in (204, 304):
+                    self.buf = b""
+                    self._use_parser()
+                    self._feed(data[pos:])
+                    return
+                eol = data.find(b"\r", at + 16, end + 1)
+                length = int(data[at + 16 : eol])
+            except ValueError as exc:
+                self.fail(ConnectionError(f"invalid HTTP reply: {exc}"))
+                return
+            stop = end + 4 + length
+            if stop > n:
+                break
+            at = data.find(b"\nServer-Timing:", pos, end)
+            if at < 0:
+                at = data.find(b"\nserver-timing:", pos, end)
+            server_ns = None
+            if at >= 0:
+                server_ns = parse_server_timing(data[at + 15 : data.find(b"\r", at, end + 1)])
+            pos = stop
+            if not pending:
+                self.fail(ConnectionError("reply without a request"))
+                return
+            done, expect = pending.popleft()
+            error: BaseException | None = None
+            if not 200 <= status < 300:
+                error = ReplyError(f"http_{status}", f"HTTP status {status}")
+            elif expect is not None:
+                error = mismatch(data[end + 4 : stop], expect)
+            done(server_ns, error)
+        self.buf = data[pos:] if pos < n else b""
+
+    def _feed(self, data: bytes) -> None:
+        assert self.parser is not None
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserCallbackError:
@@ -96,6 +159,7 @@ class HttpConnection(StreamConnection):
             self.body.append(body)
 
     def on_message_complete(self) -> None:
+        assert self.parser is not None
         status = self.parser.get_status_code()
         body = b"".join(self.body) if self.body is not None else None
         if 200 <= status < 300:
@@ -110,7 +174,11 @@ class HttpDriver(StreamDriver):
     packages: ClassVar[tuple[str, ...]] = ("httptools", "uvloop")
 
     def new_connection(self) -> StreamConnection:
-        return HttpConnection()
+        return HttpConnection(head_only=self.method() == "HEAD")
+
+    def method(self) -> str:
+        default = "GET" if self.ctx.workload.kind == "noop" else "POST"
+        return str(self.ctx.options.get("method") or default).upper()
 
     def request_body(self, variant: int) -> bytes:
         body = self.ctx.options.get("body")
@@ -122,8 +190,8 @@ class HttpDriver(StreamDriver):
         opts = self.ctx.options
         w = self.ctx.workload
         ep = self.ctx.endpoint
-        method = str(opts.get("method") or ("GET" if w.kind == "noop" else "POST"))
+        method = self.method()
         path = str(opts.get("path") or default_path(w))
         host = str(opts.get("host") or ("localhost" if ep.path else ep.describe().split("//")[1]))
         headers = dict(opts.get("headers") or {})
-        return build_request(method.upper(), path, host, headers, body)
+        return build_request(method, path, host, headers, body)

@@ -26,6 +26,17 @@ from rpcmeter.workloads import EchoParams, lift_int_digit_limit
 VARIANTS = 8  # distinct request bodies per loop when validating echo
 
 
+def mismatch(body: bytes, expect: bytes) -> ReplyMismatch | None:
+    """None when ``body`` is the expected reply, else the error to count."""
+    if body == expect:
+        return None
+    try:
+        check(body, expect, "reply")
+    except ReplyMismatch as exc:
+        return exc
+    return None
+
+
 class StreamConnection(asyncio.Protocol):
     """One connection; requests may be pipelined, replies come back in order."""
 
@@ -56,11 +67,8 @@ class StreamConnection(asyncio.Protocol):
             self.fail(ConnectionError("reply without a request"))
             return
         done, expect = self.pending.popleft()
-        if error is None and expect is not None and body != expect:
-            try:
-                check(body or b"", expect, "reply")
-            except ReplyMismatch as exc:
-                error = exc
+        if error is None and expect is not None:
+            error = mismatch(body or b"", expect)
         done(server_ns, error)
 
     def wants_body(self) -> bool:

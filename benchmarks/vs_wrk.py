@@ -1,0 +1,135 @@
+"""rpcmeter's HTTP driver against wrk, on the same nginx, in one run.
+
+nginx (one worker, the configuration of :mod:`rpcmeter.servers.nginx`) runs pinned to one CPU;
+wrk (``-t1``) and rpcmeter's HTTP driver (one client process) run in turn, pinned to another CPU,
+with the same number of keep-alive connections, for the same duration, alternating for several
+rounds. For each client it reports requests/s and client CPU time per request (user + system of
+the client process: wrk's from ``getrusage(RUSAGE_CHILDREN)``, rpcmeter's as the runner measures
+it, from the start gate to the end), and prints the ratios of the medians
+(targets: rpcmeter / wrk >= 1 for requests/s, <= 1 for CPU per request).
+
+    python benchmarks/vs_wrk.py [--connections 50] [--duration 5] [--rounds 3] [--path /noop]
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import resource
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+from rpcmeter.drivers.base import DriverContext, Endpoint
+from rpcmeter.placement import available_cpus
+from rpcmeter.runners.closed_loop import run_closed_loop
+from rpcmeter.servers import nginx
+from rpcmeter.servers.process import ServerProcess, expand_command, free_port
+from rpcmeter.workloads import NoopParams
+
+
+def children_cpu_s() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
+def run_wrk(url: str, connections: int, duration: float, cpu: int) -> tuple[float, float]:
+    """(requests/s, client CPU seconds per request) of one wrk run."""
+    cpu0 = children_cpu_s()
+    out = subprocess.run(
+        ["taskset", "-c", str(cpu), "wrk", "-t1", f"-c{connections}", f"-d{duration:g}s", url],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=duration + 60,
+    ).stdout
+    cpu_s = children_cpu_s() - cpu0
+    m = re.search(r"(\d+) requests in", out)
+    rate = re.search(r"Requests/sec:\s*([\d.]+)", out)
+    if m is None or rate is None:
+        raise RuntimeError(f"cannot read wrk's output:\n{out}")
+    return float(rate.group(1)), cpu_s / int(m.group(1))
+
+
+def run_rpcmeter(
+    endpoint: Endpoint, path: str, connections: int, duration: float, cpu: int
+) -> tuple[float, float]:
+    """(requests/s, client CPU seconds per request) of one rpcmeter run."""
+    out = run_closed_loop(
+        "http",
+        DriverContext(
+            endpoint,
+            NoopParams(),
+            {"path": path, "method": "GET"},
+            threads=connections,
+            connections=connections,
+        ),
+        clients=1,
+        requests=None,
+        duration_s=duration,
+        warmup=10,
+        timeout_s=duration + 60,
+        client_cpus=[cpu],
+    )
+    if out.failure or out.errors:
+        raise RuntimeError(f"rpcmeter run failed: {out.failure or out.errors}")
+    client = out.clients[0]
+    return out.ok / out.wall_s, (client["cpu_user_s"] + client["cpu_sys_s"]) / out.ok
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--connections", type=int, default=50)
+    parser.add_argument("--duration", type=float, default=5.0)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--path", default="/noop")
+    args = parser.parse_args()
+    if shutil.which("wrk") is None or nginx.executable() is None:
+        print("needs wrk and nginx (Debian: apt-get install wrk nginx-light)", file=sys.stderr)
+        return 2
+    cpus = available_cpus()
+    server_cpu, client_cpu = (cpus[0], cpus[1]) if len(cpus) > 1 else (cpus[0], cpus[0])
+    with tempfile.TemporaryDirectory(prefix="rpcmeter-nginx-") as tmp:
+        endpoint = Endpoint("tcp", "127.0.0.1", free_port())
+        command = expand_command(nginx.prepare(Path(tmp)), endpoint)
+        url = f"http://127.0.0.1:{endpoint.port}{args.path}"
+        wrk: list[tuple[float, float]] = []
+        ours: list[tuple[float, float]] = []
+        with ServerProcess(command, endpoint, cpus=[server_cpu]):
+            print(
+                f"nginx on CPU {server_cpu}, clients on CPU {client_cpu}; {args.connections} "
+                f"connections, {args.duration:g} s per run, GET {args.path}"
+            )
+            print(f"{'round':>5}  {'client':<9} {'req/s':>10} {'CPU us/req':>11}")
+            for r in range(1, args.rounds + 1):
+                for name, runs, run in (
+                    ("wrk", wrk, lambda: run_wrk(url, args.connections, args.duration, client_cpu)),
+                    (
+                        "rpcmeter",
+                        ours,
+                        lambda: run_rpcmeter(
+                            endpoint, args.path, args.connections, args.duration, client_cpu
+                        ),
+                    ),
+                ):
+                    rps, cpu = run()
+                    runs.append((rps, cpu))
+                    print(f"{r:>5}  {name:<9} {rps:>10,.0f} {cpu * 1e6:>11.2f}", flush=True)
+    w_rps = statistics.median(x[0] for x in wrk)
+    w_cpu = statistics.median(x[1] for x in wrk)
+    o_rps = statistics.median(x[0] for x in ours)
+    o_cpu = statistics.median(x[1] for x in ours)
+    print(
+        f"\nmedians: wrk {w_rps:,.0f} req/s, {w_cpu * 1e6:.2f} us CPU/req; "
+        f"rpcmeter {o_rps:,.0f} req/s, {o_cpu * 1e6:.2f} us CPU/req"
+    )
+    print(f"rpcmeter / wrk requests/s:        {o_rps / w_rps:.2f}  (target >= 1)")
+    print(f"rpcmeter / wrk CPU per request:   {o_cpu / w_cpu:.2f}  (target <= 1)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
