@@ -15,6 +15,7 @@ DEMO_OVERRIDES = [
     "load.warmup=2",
     "matrix.threads=[1, 2]",
     "matrix.clients=[1]",
+    "resources.idle_s=0.2",  # a short idle window: the idle CPU plot, without the wait
 ]
 
 

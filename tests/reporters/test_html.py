@@ -259,9 +259,10 @@ def test_report_in_headless_chromium(
     assert list(plots) == expected
     # a refactor must not silently drop a plot: the demo run has these per workload
     for workload in ("simple", "sub-1"):
-        for kind in ("throughput", "p99", "ratio", "cpu-client"):
+        for kind in ("throughput", "p99", "ratio", "cpu-client", "cpu-server"):
             assert f"{kind}-{workload}" in plots
         assert sum(1 for i in plots if i.startswith(f"spectrum-{workload}-")) == 2
+    assert "idle-cpu" in plots
     for ident, p in plots.items():
         assert p["width"] > 300 and p["height"] > 150, ident
         assert p["drawn"] and all(p["drawn"]), (ident, p["drawn"])
@@ -278,6 +279,8 @@ transport = "unix"
 [load]
 requests = 40
 warmup = 2
+[resources]
+idle_s = 0.2
 """
 
 
@@ -300,3 +303,46 @@ def test_run_with_one_variant_and_one_case_writes_a_sensible_report(tmp_path: Pa
         "idle-cpu.png",
         "spectrum-simple-all.png",
     ]
+
+
+COMMAND_SUITE = """
+name = "spin or sleep"
+[target]
+driver = "command"
+command = "{python} -c 'import os, time; end = time.process_time() + 0.3; exec(\\"while time.process_time() < end: pass\\") if os.environ[\\"MODE\\"] == \\"spin\\" else time.sleep(0.3)'"
+[variants.spin]
+env = { MODE = "spin" }
+[variants.sleep]
+env = { MODE = "sleep" }
+[workloads.wait]
+[runs]
+count = 3
+warmup = 0
+"""
+
+
+@pytest.mark.timeout(120)
+def test_command_run_report_labels_wall_user_and_system(tmp_path: Path) -> None:
+    suite = tmp_path / "cmd.toml"
+    suite.write_text(COMMAND_SUITE, encoding="utf-8")
+    out = tmp_path / "run.json"
+    assert main(["run", str(suite), "--output", str(out), "--html", str(tmp_path / "r.html")]) == 0
+    from rpcmeter.reporters.plots import all_plots
+    from rpcmeter.result import read_json
+
+    result = read_json(out)
+    got = {p.id: p for p in all_plots(result)["wait"]}
+    assert sorted(got) == ["command-wait-all", "ratio-wait"]
+    bars = got["command-wait-all"]
+    assert bars.categories == ("wall", "user", "system")
+    assert [s.variant for s in bars.series] == ["spin", "sleep"]
+    for series, case in zip(bars.series, result["cases"], strict=True):
+        runs = case["runs"]
+        for value, key in zip(series.y, ("wall_s", "user_s", "sys_s"), strict=True):
+            assert value == pytest.approx(sum(r[key] for r in runs) / len(runs)), key
+    spin, sleep = (s.y for s in bars.series)
+    # the spinning command burns 300 ms of CPU per run; the sleeping one far less
+    assert spin[1] + spin[2] >= 0.29 and sleep[1] + sleep[2] < spin[1] + spin[2] - 0.15
+    assert spin[0] >= 0.29 and sleep[0] >= 0.29  # wall covers the 300 ms either way
+    page = (tmp_path / "r.html").read_text(encoding="utf-8")
+    assert "<th>wall s</th><th>user s</th><th>system s</th>" in page
