@@ -140,6 +140,7 @@ def run_suite(
         result["environment"]["cluster"] = cluster.describe()
         if cluster.local is None:  # the workers are elsewhere: local client CPUs do not apply
             cpus = placement_mod.Cpus(cpus.server, None)
+        result["warnings"].extend(cluster_warnings(suite))
 
     environments: dict[str, Env | EnvError] = {}
 
@@ -435,6 +436,19 @@ def record_idle_case(
         client_cpus=None,
         interval_s=idle.at if idle is not None else 0.0,
     )
+
+
+def cluster_warnings(suite: Suite) -> list[str]:
+    """Variant environments on a cluster: worker processes outlive cases, so a variable a
+    library reads when it is first imported keeps the value of the first case there."""
+    names = [n for n, v in suite.variants.items() if v.env]
+    if not names:
+        return []
+    return [
+        f"variants {', '.join(names)} set environment variables; on a cluster they are set in "
+        "long-lived worker processes, so a variable read at import time keeps its first value "
+        "there (prefer options, or run without --cluster)"
+    ]
 
 
 def pacing(load: Load) -> Pacing | None:

@@ -18,7 +18,9 @@ A result is a JSON-compatible dict, versioned by ``schema_version``::
                       "variant_packages": {variant: {package: version}},
                       "placement": {"server_cpus", "client_cpus", "server_quota_cpus",
                                     "client_quota_cpus", "server_cgroup", "client_cgroup",
-                                    "cgroup_notes"}, ...},
+                                    "cgroup_notes"},
+                      "cluster": {"spec", "scheduler", "workers", "hosts", "dask"} (--cluster),
+                      ...},
       "cases": [case, ...],
       "warnings": [str, ...]
     }
@@ -26,7 +28,8 @@ A result is a JSON-compatible dict, versioned by ``schema_version``::
 A case::
 
     {"id", "variant", "workload", "kind", "point": {matrix key: value}, "params": {...},
-     "repetition", "status": "ok" | "failed", "reason": str | null,
+     "repetition", "status": "ok" | "failed" | "incomplete" (a load worker was lost),
+     "reason": str | null, "server_managed": bool (false: a remote target's address),
      "requests", "ok", "errors": {kind: count}, "error_samples": {kind: message},
      "wall_s", "throughput_rps",
      "latency": {"mean_us", "stdev_us", "min_us", "p50_us", "p90_us", "p95_us", "p99_us",
@@ -47,7 +50,12 @@ A case::
      "memory": {"server_peak_rss_bytes", "client_peak_rss_bytes"},
      (server figures are null when rpcmeter did not start the server: unknown, not zero;
       see rpcmeter.metrics.resources)
-     "placement": {"server_cpus", "client_cpus"}, "endpoint": str, "started_at": ISO-8601}
+     "placement": {"server_cpus", "client_cpus"}, "endpoint": str, "started_at": ISO-8601,
+     with --cluster also (clients then carry "worker"; their CPU is null, see workers):
+     "workers": [{"worker", "host", "pid", "status": "ok" | "lost", "reason", "clients": [i],
+                  "requests", "ok", "errors", "wall_s", "throughput_rps", "cpu_user_s",
+                  "cpu_sys_s", "max_rss_bytes", "latency", "histogram"}],
+     "spread": {"workers", "lost", "min_rps", "max_rps", "min_max_ratio"}}
 
 Open-loop cases (``load.mode = "open"``; :mod:`rpcmeter.runners.open_loop`) measure latency from
 each request's intended send time: ``latency`` and ``histogram`` are then the *corrected* figures

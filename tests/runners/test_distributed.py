@@ -21,6 +21,7 @@ from rpcmeter.errors import ClusterError
 from rpcmeter.execute import RunOptions, run_case
 from rpcmeter.metrics.histogram import SUB_BITS, Histogram
 from rpcmeter.plan import expand
+from rpcmeter.reporters import terminal
 from rpcmeter.runners.distributed import LoadCluster, open_cluster, parse_cluster, run_distributed
 from rpcmeter.runners.open_loop import Pacing
 from rpcmeter.servers.process import ServerProcess, new_endpoint
@@ -116,6 +117,11 @@ def test_execute_dispatches_to_the_cluster(cluster: LoadCluster, server: Endpoin
     assert spread["workers"] == WORKERS and spread["lost"] == 0
     assert 0 < spread["min_max_ratio"] <= 1
     assert doc["cpu"]["client_user_s"] > 0
+    lines = terminal.spread_lines(
+        {"environment": {"cluster": cluster.describe()}, "cases": [doc, {**doc, "spread": None}]}
+    )
+    assert f"load spread over {WORKERS} Dask workers" in lines[0]
+    assert f"worst {spread['min_max_ratio']:.2f}" in lines[0] and "clients" not in lines[0]
 
 
 def test_open_loop_paces_each_client_share(cluster: LoadCluster, server: Endpoint) -> None:

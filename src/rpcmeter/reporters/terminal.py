@@ -208,13 +208,12 @@ def spread_lines(result: Result) -> list[str]:
     worst, case = spread[0]
     median = spread[len(spread) // 2][0]
     point = " ".join(f"{k}={v}" for k, v in case["point"].items())
-    lost = sum(c["spread"]["lost"] for _, c in spread)
+    lost = sum(c["spread"]["lost"] for c in result["cases"] if c.get("spread"))
     return [
-        f"spread over {cluster['workers']} Dask workers ({cluster['spec']}): per-worker req/s "
-        f"min/max median {fmt_ratio(median)}, worst {fmt_ratio(worst)} at "
-        f"{case['variant']} · {case['workload']}"
-        + (f" · {point}" if point else "")
-        + (f"; {lost} worker(s) lost" if lost else "")
+        f"load spread over {cluster['workers']} Dask workers ({cluster['spec']}): per-worker "
+        f"req/s min/max median {fmt_ratio(median)}, worst {fmt_ratio(worst)}"
+        + (f"; {lost} worker(s) lost" if lost else ""),
+        f"  worst: {case['variant']} · {case['workload']}" + (f" · {point}" if point else ""),
     ]
 
 
@@ -382,8 +381,10 @@ def render(result: Result, width: int = 120, color: bool = False) -> str:
             console.print()
             console.print(resources)
     render_rates(console, result)
-    for line in spread_lines(result):
+    spread = spread_lines(result)
+    if spread:
         console.print()
+    for line in spread:
         console.print(Text(line))
     failed = [c for c in result["cases"] if c["status"] != "ok"]
     errors = [c for c in result["cases"] if c["errors"]]

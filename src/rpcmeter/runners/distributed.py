@@ -471,7 +471,8 @@ def _per_worker(
 
 
 def load_spread(workers: list[dict[str, Any]]) -> dict[str, Any]:
-    """Whether the load was spread evenly: per-worker throughput, lowest over highest."""
+    """Whether the load was spread evenly: per-worker throughput, lowest over highest (None with
+    fewer than two workers carrying load)."""
     rates = [w["throughput_rps"] for w in workers if w["status"] == "ok"]
     lo, hi = (min(rates), max(rates)) if rates else (0.0, 0.0)
     return {
@@ -479,5 +480,5 @@ def load_spread(workers: list[dict[str, Any]]) -> dict[str, Any]:
         "lost": sum(1 for w in workers if w["status"] != "ok"),
         "min_rps": lo,
         "max_rps": hi,
-        "min_max_ratio": lo / hi if hi > 0 else None,
+        "min_max_ratio": lo / hi if hi > 0 and len(rates) > 1 else None,
     }
