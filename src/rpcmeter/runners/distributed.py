@@ -328,14 +328,14 @@ def run_distributed(
                     else:
                         results[c] = r
                 else:
-                    lost[c] = f"client {c} on worker {assign[c]} failed: {_exception(fut)}"
+                    lost[c] = f"failed: {_exception(fut)}"
             now = time.monotonic()
             if now >= next_membership and pending:
                 next_membership = now + MEMBERSHIP_S
                 alive = set(cluster.workers())
                 for c in sorted(pending):
                     if assign[c] not in alive:
-                        lost[c] = f"worker {assign[c]} (client {c}) left the cluster mid-case"
+                        lost[c] = "left the cluster mid-case"
                         pending.discard(c)
                         futures[c].cancel()
             if not stopping:
@@ -358,7 +358,7 @@ def run_distributed(
                     go.set()
             elif now > deadline:
                 for c in sorted(pending):
-                    lost[c] = f"client {c} on worker {assign[c]} did not report in time"
+                    lost[c] = "did not report in time"
                     futures[c].cancel()
                 pending.clear()
             if t_go is not None and on_progress:
@@ -382,7 +382,7 @@ def run_distributed(
     per_client = merge_results(outcome, results)
     _per_worker(outcome, results, per_client, assign, lost, usage0, usage1, pids)
     if lost:
-        reasons = list(dict.fromkeys(lost.values()))
+        reasons = [w["reason"] for w in outcome.workers if w["reason"]]
         outcome.incomplete = "; ".join(reasons[:3]) + (
             f" (+{len(reasons) - 3} more)" if len(reasons) > 3 else ""
         )
@@ -443,14 +443,20 @@ def _per_worker(
         span = (end - start) / 1e9
         ok = sum(by_client[c]["requests"] - by_client[c]["errors"] for c in done)
         u0, u1 = usage0.get(addr), usage1.get(addr)
-        reasons = [lost[c] for c in mine if c in lost]
+        gone = [c for c in mine if c in lost]
+        reason = (
+            f"worker {addr} (client{'s' if len(gone) > 1 else ''} "
+            f"{', '.join(map(str, gone))}) {lost[gone[0]]}"
+            if gone
+            else None
+        )
         outcome.workers.append(
             {
                 "worker": addr,
                 "host": host,
                 "pid": pids.get(addr),
-                "status": "lost" if reasons else "ok",
-                "reason": reasons[0] if reasons else None,
+                "status": "lost" if gone else "ok",
+                "reason": reason,
                 "clients": mine,
                 "requests": sum(by_client[c]["requests"] for c in done),
                 "ok": ok,
