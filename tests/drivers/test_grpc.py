@@ -225,3 +225,19 @@ def test_suite_end_to_end_records_server_time_and_bytes() -> None:
     assert case["server_time"]["mean_us"] < case["latency"]["mean_us"]
     assert case["bytes"] == {"out_per_request": 100.0, "in_per_request": 100.0}
     assert result["environment"]["packages"]["grpcio"]
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"method": "Check"}, "options.method: expected /package.Service/Method"),
+        ({"server_mode": "fast"}, "options.server_mode: expected aio or sync"),
+        ({"request_text": "a", "request_hex": "00"}, "options: give only one of"),
+        ({"expect_base64": "!!"}, "options.expect_base64: cannot read"),
+    ],
+)
+def test_bad_options_fail_when_the_suite_loads(options: dict[str, Any], message: str) -> None:
+    raw = {"target": {"driver": "grpc", "options": options}, "workloads": {"noop": {}}}
+    with pytest.raises(SuiteError) as info:
+        build_suite(raw, "s.toml")
+    assert str(info.value).startswith(f"s.toml: variants.default: {message}")

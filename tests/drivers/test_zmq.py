@@ -209,3 +209,23 @@ def test_any_rep_server_with_raw_framing(transport: str) -> None:
                 d.caller(0)()
         finally:
             d.close()
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        ({"recv": "spin"}, "variants.v: options.recv: expected one of block, poll, sleep"),
+        ({"sleep_us": -1}, "variants.v: options.sleep_us: expected a number >= 0"),
+        ({"framing": "json"}, "variants.v: options.framing: expected rpcmeter or raw"),
+        ({"request_hex": "zz"}, "variants.v: options.request_hex: cannot read"),
+    ],
+)
+def test_bad_options_fail_when_the_suite_loads(options: dict[str, Any], message: str) -> None:
+    raw = {
+        "target": {"driver": "zmq"},
+        "variants": {"ok": {}, "v": {"options": options}},
+        "workloads": {"noop": {}},
+    }
+    with pytest.raises(SuiteError) as info:
+        build_suite(raw, "s.toml")
+    assert str(info.value).startswith(f"s.toml: {message}")

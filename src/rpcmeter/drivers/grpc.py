@@ -36,13 +36,25 @@ Server time: the built-in server sends its compute time as trailing metadata
 
 from __future__ import annotations
 
-from typing import ClassVar
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import grpc
 
 from rpcmeter.drivers.base import Caller, Driver
-from rpcmeter.servers.bodies import KINDS, SERVER_TIME_KEY, bodies_from_options, check
+from rpcmeter.errors import SuiteError
+from rpcmeter.servers.bodies import (
+    KINDS,
+    SERVER_TIME_KEY,
+    bodies_from_options,
+    check,
+    check_raw_options,
+    check_variant_options,
+)
 from rpcmeter.servers.grpc_server import method_path, target
+
+if TYPE_CHECKING:
+    from rpcmeter.suite import Suite
 
 
 class GrpcError(Exception):
@@ -70,6 +82,21 @@ def status_error(exc: grpc.RpcError) -> GrpcError:
     return _ERRORS.get(code, _ERRORS[grpc.StatusCode.UNKNOWN])(details or code.name)
 
 
+def check_options(opts: Mapping[str, Any]) -> None:
+    """The driver's and the built-in server's options make sense (SuiteError naming the option)."""
+    method = opts.get("method")
+    if method is not None and not (
+        isinstance(method, str) and method.startswith("/") and method.count("/") == 2
+    ):
+        raise SuiteError(f"options.method: expected /package.Service/Method (got {method!r})")
+    mode = opts.get("server_mode", "aio")
+    if mode not in ("aio", "sync"):
+        raise SuiteError(f"options.server_mode: expected aio or sync (got {mode!r})")
+    if not isinstance(opts.get("metadata") or {}, dict):
+        raise SuiteError("options.metadata: expected a table")
+    check_raw_options(opts)
+
+
 class GrpcDriver(Driver):
     name: ClassVar[str] = "grpc"
     transports: ClassVar[tuple[str, ...]] = ("tcp", "unix")
@@ -78,6 +105,10 @@ class GrpcDriver(Driver):
     reports_server_time: ClassVar[bool] = True
     packages: ClassVar[tuple[str, ...]] = ("grpcio",)
     fatal_errors: ClassVar[tuple[type[BaseException], ...]] = (OSError, EOFError, GrpcUnavailable)
+
+    @classmethod
+    def check_suite(cls, suite: Suite, where: str) -> None:
+        check_variant_options(suite, where, cls.name, check_options)
 
     def connect(self) -> None:
         opts = self.ctx.options

@@ -28,17 +28,43 @@ so that mode keeps two clock reads per request).
 from __future__ import annotations
 
 import time
-from typing import Any, ClassVar
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import zmq
 
 from rpcmeter.drivers.base import Caller, Driver
 from rpcmeter.errors import SuiteError
-from rpcmeter.servers.bodies import CODES, KINDS, bodies_from_options, check
+from rpcmeter.servers.bodies import (
+    CODES,
+    KINDS,
+    bodies_from_options,
+    check,
+    check_raw_options,
+    check_variant_options,
+)
 from rpcmeter.servers.zmq_server import SERVER_NS, address
+
+if TYPE_CHECKING:
+    from rpcmeter.suite import Suite
 
 RECV_MODES = ("block", "poll", "sleep")
 _CHECK_EVERY = 1024  # busy-poll misses between two looks at the clock
+
+
+def parse_options(opts: Mapping[str, Any]) -> tuple[str, float, bool]:
+    """Receive mode, sleep (s) and raw framing from the options (SuiteError naming the option)."""
+    mode = str(opts.get("recv", "block"))
+    if mode not in RECV_MODES:
+        raise SuiteError(f"options.recv: expected one of {', '.join(RECV_MODES)} (got {mode!r})")
+    sleep_us = opts.get("sleep_us", 100)
+    if not isinstance(sleep_us, int | float) or sleep_us < 0:
+        raise SuiteError(f"options.sleep_us: expected a number >= 0 (got {sleep_us!r})")
+    framing = opts.get("framing", "rpcmeter")
+    if framing not in ("rpcmeter", "raw"):
+        raise SuiteError(f"options.framing: expected rpcmeter or raw (got {framing!r})")
+    check_raw_options(opts)
+    return mode, float(sleep_us) / 1e6, framing == "raw"
 
 
 class ZmqDriver(Driver):
@@ -50,21 +76,16 @@ class ZmqDriver(Driver):
     packages: ClassVar[tuple[str, ...]] = ("pyzmq",)
     fatal_errors: ClassVar[tuple[type[BaseException], ...]] = (OSError, EOFError)
 
+    @classmethod
+    def check_suite(cls, suite: Suite, where: str) -> None:
+        check_variant_options(suite, where, cls.name, parse_options)
+
     def connect(self) -> None:
         opts = self.ctx.options
-        self.mode = str(opts.get("recv", "block"))
-        if self.mode not in RECV_MODES:
-            raise SuiteError(
-                f"options.recv: expected one of {', '.join(RECV_MODES)} (got {self.mode!r})"
-            )
-        self.sleep_s = float(opts.get("sleep_us", 100)) / 1e6
+        self.mode, self.sleep_s, self.raw = parse_options(opts)
         timeout = opts.get("call_timeout_s")
         self.timeout_ns = int(float(timeout) * 1e9) if timeout is not None else None
         w = self.ctx.workload
-        framing = opts.get("framing", "rpcmeter")
-        if framing not in ("rpcmeter", "raw"):
-            raise SuiteError(f"options.framing: expected rpcmeter or raw (got {framing!r})")
-        self.raw = framing == "raw"
         body, expected = bodies_from_options(opts if self.raw else {}, w)
         self.request = body if self.raw else CODES[w.kind] + body
         self.expected = expected if self.ctx.validate else None

@@ -29,7 +29,7 @@ import functools
 import struct
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rpcmeter.drivers.base import ReplyMismatch
 from rpcmeter.errors import SuiteError
@@ -43,6 +43,11 @@ from rpcmeter.workloads import (
     lift_int_digit_limit,
     payload_bytes,
 )
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from rpcmeter.suite import Suite
 
 KINDS = ("noop", "echo", "payload", "sleep", "factorial")
 OPS: dict[bytes, str] = {
@@ -132,6 +137,26 @@ def bodies_from_options(
     if expect is None and raw is None:
         expect = expected_reply(params, request)
     return request, expect
+
+
+def check_variant_options(
+    suite: Suite, where: str, driver: str, check: Callable[[Mapping[str, Any]], object]
+) -> None:
+    """Run ``check(options)`` for every variant that uses ``driver`` (the target's options under
+    the variant's), turning its :class:`SuiteError` into one naming the file and the variant."""
+    for name, variant in suite.variants.items():
+        if suite.driver_of(name) != driver:
+            continue
+        try:
+            check({**suite.target.options, **variant.options})
+        except SuiteError as exc:
+            raise SuiteError(f"{where}: variants.{name}: {exc}") from None
+
+
+def check_raw_options(options: Mapping[str, Any]) -> None:
+    """The raw request and expected bodies of ``options`` can be read."""
+    raw_bytes(options, "request")
+    raw_bytes(options, "expect")
 
 
 # ---- server side ------------------------------------------------------------------------------
