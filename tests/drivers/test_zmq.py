@@ -229,3 +229,14 @@ def test_bad_options_fail_when_the_suite_loads(options: dict[str, Any], message:
     with pytest.raises(SuiteError) as info:
         build_suite(raw, "s.toml")
     assert str(info.value).startswith(f"s.toml: {message}")
+
+
+def test_malformed_request_is_answered_not_fatal(server: ServerProcess) -> None:
+    d = driver(server.endpoint, parse_params("factorial", {"n": 5}))
+    d.request = b"fnot-a-number"  # a client that speaks the framing badly
+    try:
+        with pytest.raises(ReplyMismatch, match="error: factorial"):
+            d.caller(0)()
+    finally:
+        d.close()
+    assert server.alive()

@@ -33,9 +33,12 @@ def handle(message: bytes) -> bytes:
     if kind is None:
         return SERVER_NS.pack(0) + b"error: unknown workload code " + message[:1]
     body = message[1:]
-    if kind == "sleep":
-        time.sleep(sleep_seconds(body))
-    reply = compute(kind, body)
+    try:
+        if kind == "sleep":
+            time.sleep(sleep_seconds(body))
+        reply = compute(kind, body)
+    except (ValueError, struct.error) as exc:  # a malformed body: the client sees a mismatch
+        return SERVER_NS.pack(0) + f"error: {kind}: {exc}".encode()
     return SERVER_NS.pack(time.perf_counter_ns() - t0) + reply
 
 
