@@ -75,6 +75,7 @@ def revisions_suite(repo: Path, bad_rev: bool = False) -> str:
     bad = f'\n[variants.broken]\ngit = {{ repo = "{repo}", rev = "no-such-rev" }}\n'
     return f"""
         name = "busy polling by revision"
+        repeat = 1
         [target]
         driver = "command"
         command = "python -m busy_polling.flow --workers 2 --items 6 --interval 0.1 --long-input {{long_input}}"
@@ -173,6 +174,7 @@ def test_builtin_server_runs_in_the_variant_environment(cache: Path, tmp_path: P
     code, result = run_cli(
         tmp_path,
         f"""
+        repeat = 1
         [target]
         driver = "rpyc"
         transport = "unix"

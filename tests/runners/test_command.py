@@ -45,6 +45,7 @@ def test_runs_matrix_and_per_run_values(tmp_path: Path, capsys: pytest.CaptureFi
         tmp_path,
         """
         name = "sleepers"
+        repeat = 1
         [target]
         driver = "command"
         command = "sleep {t}"
@@ -90,6 +91,7 @@ def test_minimum_runs_and_minimum_time(tmp_path: Path) -> None:
     suite = write_suite(
         tmp_path,
         """
+        repeat = 1
         [target]
         driver = "command"
         command = ["sleep", "0.05"]
@@ -113,6 +115,7 @@ def test_a_failing_command_fails_its_case_clearly(
     suite = write_suite(
         tmp_path,
         """
+        repeat = 1
         [target]
         driver = "command"
         command = "true"
@@ -138,6 +141,7 @@ def test_suite_errors_name_the_key(tmp_path: Path) -> None:
     unknown = write_suite(
         tmp_path,
         """
+        repeat = 1
         [target]
         driver = "command"
         command = "sleep {t} {oops}"
