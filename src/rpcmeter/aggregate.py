@@ -41,14 +41,12 @@ class Cell:
 
     def values(self, metric: str) -> list[float]:
         """Per-repetition values of a case metric (``throughput_rps``, ``wall_s``,
-        ``latency.mean_us``, ``cpu.server_us_per_request``, ...), skipping missing ones."""
-        out = []
+        ``latency.mean_us``, ``cpu.server_us_per_request``, ...), skipping missing ones. A path
+        through a list gives one value per element: ``runs.wall_s`` is the wall time of every run
+        of a whole command, over all repetitions."""
+        out: list[float] = []
         for case in self.ok_cases:
-            value: Any = case
-            for part in metric.split("."):
-                value = value.get(part) if isinstance(value, dict) else None
-            if isinstance(value, int | float) and math.isfinite(value):
-                out.append(float(value))
+            out.extend(values_at(case, metric.split(".")))
         return out
 
     def mean(self, metric: str) -> float:
@@ -88,6 +86,17 @@ class Cell:
         if stat.startswith("p9") and len(stat) > 3:  # p999 -> 99.9, p9999 -> 99.99
             pct = float(stat[1:3] + "." + stat[3:])
         return h.percentile(pct) / 1e3
+
+
+def values_at(value: Any, parts: list[str]) -> list[float]:
+    """The finite numbers at a dotted path in a document, flattening lists on the way."""
+    for i, part in enumerate(parts):
+        if isinstance(value, list):
+            return [v for item in value for v in values_at(item, parts[i:])]
+        value = value.get(part) if isinstance(value, dict) else None
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        return []
+    return [float(value)]
 
 
 def point_key(case: CaseDoc) -> PointKey:

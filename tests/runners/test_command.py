@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from rpcmeter.aggregate import cells
 from rpcmeter.cli import main
 from rpcmeter.errors import SuiteError
 from rpcmeter.runners.command import compare_runs, fill, placeholders
@@ -81,6 +82,13 @@ def test_runs_matrix_and_per_run_values(tmp_path: Path, capsys: pytest.CaptureFi
     # sleep(1) uses almost no CPU; a shell polling its child burns CPU while it waits
     assert max(c["command"]["cpu_s"] for c in sleepy) < 0.05
     assert min(c["command"]["cpu_s"] for c in spinning) > 0.01
+    for row in cells(result)["command"].values():  # per-run values for comparisons
+        for cell in row.values():
+            (case,) = cell.cases
+            assert cell.values("runs.wall_s") == [r["wall_s"] for r in case["runs"]]
+            assert cell.values("runs.cpu_s") == pytest.approx(
+                [r["user_s"] + r["sys_s"] for r in case["runs"]]
+            )
     out = capsys.readouterr().out
     assert "wall ratio" in out and "CPU ratio" in out
     assert "more" in out  # the spinning variant uses more CPU, with a verdict

@@ -226,7 +226,7 @@ def command_table(result: Result, workload: str) -> Table:
     time, user, system and total CPU of the process tree, CPUs kept busy, peak memory of the
     largest process) and, for every variant but the baseline, the wall and CPU ratios to the
     baseline with a verdict (95 % bootstrap interval over the runs)."""
-    from rpcmeter.runners.command import compare_runs, run_values
+    from rpcmeter.runners.command import compare_runs
 
     grid = cells(result)[workload]
     base = baseline(result)
@@ -250,12 +250,12 @@ def command_table(result: Result, workload: str) -> Table:
         base_cell = row.get(base)
         for name, cell in row.items():
             cols: list[str | Text] = [*(_point_value(pd.get(k, "")) for k in keys), name]
-            wall = run_values(cell.cases, "wall")
+            wall = cell.values("runs.wall_s")
             if not wall:
                 cols += [Text("failed", style="red")] + [""] * 9
                 table.add_row(*cols)
                 continue
-            user, sys_, cpu = (run_values(cell.cases, m) for m in ("user", "sys", "cpu"))
+            user, sys_, cpu = (cell.values(f"runs.{m}_s") for m in ("user", "sys", "cpu"))
             mean_wall, mean_cpu = statistics.fmean(wall), statistics.fmean(cpu)
             peak = max(r["max_rss_bytes"] for c in cell.ok_cases for r in c.get("runs") or [])
             cols += [
@@ -272,9 +272,8 @@ def command_table(result: Result, workload: str) -> Table:
                 cols += ["", ""]
             else:
                 for metric, words in (("wall", ("faster", "slower")), ("cpu", ("less", "more"))):
-                    cmp = compare_runs(
-                        run_values(base_cell.cases, metric), run_values(cell.cases, metric)
-                    )
+                    path = f"runs.{metric}_s"
+                    cmp = compare_runs(base_cell.values(path), cell.values(path))
                     word = {"lower": words[0], "higher": words[1]}.get(
                         cmp["verdict"], cmp["verdict"]
                     )

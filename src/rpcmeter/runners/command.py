@@ -20,8 +20,9 @@ the status and the last line of the command's output; the runs measured before i
 
 The case document (see :mod:`rpcmeter.result`) gets, besides the common fields:
 
-- ``runs``: every measured run, ``{"wall_s", "user_s", "sys_s", "max_rss_bytes", "exit_code",
-  "processes"}`` (``processes``: how many processes of the tree were reaped);
+- ``runs``: every measured run, ``{"wall_s", "user_s", "sys_s", "cpu_s", "max_rss_bytes",
+  "exit_code", "processes"}`` (``cpu_s`` = user + system; ``processes``: how many processes of
+  the tree were reaped); ``Cell.values("runs.cpu_s")`` gives them over all repetitions;
 - ``command``: ``{"argv", "warmup_runs", "wall_s", "wall_stdev_s", "user_s", "sys_s", "cpu_s",
   "cpu_stdev_s", "cores", "max_rss_bytes", "python"}``, means over the runs (``cpu_s`` = user +
   system, ``cores`` = cpu_s / wall_s, the CPUs kept busy on average);
@@ -258,6 +259,7 @@ def measure(
             usage = once(f"run {n + 1}")
             if usage is not None:
                 outcome.runs.append({k: usage[k] for k in RUN_KEYS})
+                outcome.runs[-1]["cpu_s"] = usage["user_s"] + usage["sys_s"]
                 if usage.get("outlived"):
                     outcome.runs[-1]["outlived"] = usage["outlived"]
             outcome.elapsed_s = time.monotonic() - start
@@ -362,26 +364,6 @@ def run_command_case(
 
 
 # ---- comparisons over runs ----------------------------------------------------------------------
-
-RUN_METRICS: dict[str, tuple[str, ...]] = {
-    "wall": ("wall_s",),
-    "user": ("user_s",),
-    "sys": ("sys_s",),
-    "cpu": ("user_s", "sys_s"),
-}
-
-
-def run_values(cases: Sequence[Mapping[str, Any]], metric: str) -> list[float]:
-    """Per-run values of ``metric`` (``wall``, ``user``, ``sys``, ``cpu``) over the successful
-    runs of ``cases`` (every repetition of a cell)."""
-    keys = RUN_METRICS[metric]
-    return [
-        float(sum(r[k] for k in keys))
-        for c in cases
-        if c.get("status") == "ok"
-        for r in c.get("runs") or []
-        if r.get("exit_code") == 0
-    ]
 
 
 def compare_runs(
