@@ -75,7 +75,8 @@ def _cpu_list(cpus: list[int]) -> str:
 
 def client_saturation(result: Result) -> list[str]:
     busy: list[tuple[float, CaseDoc]] = []
-    for c in _ok_cases(result):
+    loaded = [c for c in _ok_cases(result) if c.get("requests")]
+    for c in loaded:
         own = _number(c, "cpu", "client_util_pct")
         total = _number(c, "cpu", "client_cpus_busy_pct")
         worst = max((v for v in (own, total) if v is not None), default=None)
@@ -91,7 +92,7 @@ def client_saturation(result: Result) -> list[str]:
     if total is not None and (own is None or total > own + 10):
         what += (", and " if what else "") + f"those CPUs were {total:.0f} % busy in all"
     return [
-        f"the load generator was saturated in {len(busy)} of {len(_ok_cases(result))} cases "
+        f"the load generator was saturated in {len(busy)} of {len(loaded)} cases "
         f"(worst: {_case_label(case)}: {what}), so those results measure the client, not the "
         "server: give the clients more or quieter CPUs (placement.client_cpus) or use fewer "
         "clients and threads."

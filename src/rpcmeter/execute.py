@@ -129,7 +129,7 @@ def run_suite(
     packages = tuple(
         dict.fromkeys(p for v in suite.variants for p in driver_class(suite.driver_of(v)).packages)
     )
-    cpus = placement_mod.resolve(suite.placement)
+    cpus = placement_mod.resolve(suite.placement, where=suite.path)
     quotas = placement_mod.apply_quotas(cpus, suite.resources.cgroup)
     result = new_result(suite, cpus, packages, quotas)
     cases = expand(suite) if drive is None else []

@@ -69,7 +69,7 @@ def format_cpus(cpus: list[int]) -> str:
     return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in runs)
 
 
-def resolve(placement: Placement, cpus: list[int] | None = None) -> Cpus:
+def resolve(placement: Placement, cpus: list[int] | None = None, where: str | None = None) -> Cpus:
     """Explicit lists are kept (each CPU must be available); counts take CPUs from the front
     (server) and the back (clients); ``auto`` keeps server and clients apart when there are two or
     more CPUs (server gets one)."""
@@ -83,7 +83,7 @@ def resolve(placement: Placement, cpus: list[int] | None = None) -> Cpus:
             missing = [c for c in spec if c not in cpus]
             if missing:
                 raise SuiteError(
-                    f"placement.{key}: CPU {missing[0]} is not available "
+                    f"{where + ': ' if where else ''}placement.{key}: CPU {missing[0]} is not available "
                     f"(available: {format_cpus(cpus)})"
                 )
             return sorted(set(spec))
