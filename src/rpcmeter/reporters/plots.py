@@ -33,7 +33,7 @@ from typing import Any, Literal
 
 from rpcmeter.aggregate import Cell, PointKey, baseline, cells, variant_names
 from rpcmeter.rates import rate_series
-from rpcmeter.result import CaseDoc, Result, case_histogram
+from rpcmeter.result import Result, case_histogram
 
 #: Colour-blind safe (Okabe-Ito, then Tableau), baseline first. Yellow is left out: unreadable on
 #: white.
@@ -165,27 +165,13 @@ def spectrum_percentiles(count: int) -> list[float]:
 COMMAND_METRICS = (("wall", "wall_s"), ("user", "user_s"), ("system", "sys_s"))
 
 
-def command_runs(case: CaseDoc) -> list[dict[str, float]]:
-    """Per-run wall/user/system seconds of a whole-command case (empty for request cases)."""
-    runs = case.get("runs")
-    if not isinstance(runs, list):
-        return []
-    return [r for r in runs if isinstance(r, dict) and "wall_s" in r]
-
-
 def run_mean(cell: Cell, key: str) -> float:
     """Mean over every run of a whole-command cell of ``wall_s``, ``user_s`` or ``sys_s``."""
-    vals = [
-        float(r[key])
-        for c in cell.ok_cases
-        for r in command_runs(c)
-        if isinstance(r.get(key), int | float)
-    ]
-    return statistics.fmean(vals) if vals else math.nan
+    return cell.mean(f"runs.{key}")
 
 
 def is_command_cell(cell: Cell) -> bool:
-    return any(command_runs(c) for c in cell.ok_cases)
+    return bool(cell.values("runs.wall_s"))
 
 
 # comparisons (from the statistics engine, when present) ------------------------------------------
@@ -481,18 +467,14 @@ def command_plot(workload: str, point: PointKey, row: dict[str, Cell]) -> Plot |
     cats = tuple(name for name, _ in COMMAND_METRICS)
     series = []
     for v, cell in row.items():
-        runs = [r for c in cell.ok_cases for r in command_runs(c)]
-        if not runs:
+        if not is_command_cell(cell):
             continue
-        stats = [
-            _mean_min_max(float(r[key]) for r in runs if isinstance(r.get(key), int | float))
-            for _, key in COMMAND_METRICS
-        ]
+        stats = [_mean_min_max(cell.values(f"runs.{key}")) for _, key in COMMAND_METRICS]
         ys, los, his = (tuple(col) for col in zip(*stats, strict=True))
         series.append(Series(v, v, cats, ys, los, his, stack=v))
     if not series:
         return None
-    counts = [len(command_runs(c)) for cell in row.values() for c in cell.ok_cases]
+    counts = [len(c.get("runs") or []) for cell in row.values() for c in cell.ok_cases]
     n_runs = f"{min(counts)}" if min(counts) == max(counts) else f"{min(counts)} to {max(counts)}"
     return Plot(
         id=f"command-{slug(workload)}-{slug(point_label(point))}",
