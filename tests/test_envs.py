@@ -201,3 +201,25 @@ def test_existing_interpreter_is_used_as_is(cache: Path) -> None:
     assert env.python == os.path.abspath(sys.executable) and env.root is None
     assert env.python_version == sys.version.split()[0]
     assert not (cache / "envs").exists()
+
+
+def test_server_commands_take_the_variant_interpreter(cache: Path, tmp_path: Path) -> None:
+    from rpcmeter.execute import server_command
+    from rpcmeter.plan import expand
+    from rpcmeter.servers.process import new_endpoint
+    from rpcmeter.suite import ServerSpec, build_suite
+
+    suite = build_suite({"workloads": {"simple": {}}})
+    (case,) = expand(suite)
+    env = prepare(EnvRequest(install=(str(PKG),)), lambda _: None)
+    endpoint = new_endpoint("tcp")
+    own = ServerSpec(command="{python} -m myserver --port {port}")
+    assert server_command(suite, case, own, endpoint, env) == [
+        env.python,
+        "-m",
+        "myserver",
+        "--port",
+        str(endpoint.port),
+    ]
+    builtin = server_command(suite, case, suite.target.server, endpoint, env)
+    assert builtin[:3] == [env.python, "-c", builtin[2]] and "rpcmeter.servers" in builtin[3]
