@@ -73,6 +73,20 @@ each request's intended send time: ``latency`` and ``histogram`` are then the *c
      "lowest_failing_rps", "converged", "tolerance", "max_steps",
      "steps": [{"rate", "passed", "reason", "case": case id, "achieved_rps", "p50_us", "p99_us",
                 "p999_us", "late", "dropped"}]}
+
+Whole-command cases (driver ``command``; :mod:`rpcmeter.runners.command`) count runs as requests
+(``latency``/``histogram``: the runs' wall times; the command's CPU is the server side of ``cpu``
+and ``memory``) and add::
+
+     "runs": [{"wall_s", "user_s", "sys_s", "cpu_s", "max_rss_bytes", "exit_code", "processes",
+               "outlived" (when descendants outlived the command)}],
+     "command": {"argv", "python", "warmup_runs", "runs", "wall_s", "wall_stdev_s", "user_s",
+                 "sys_s", "cpu_s", "cpu_stdev_s", "cores", "max_rss_bytes"} (means over runs),
+     "output_tail": str (a failed case: the end of the command's output)
+
+and the result's ``environment`` has ``"variant_envs": {variant: {"source", "python",
+"python_version", "virtualenv", "key", "git_sha", "created", "prepare_s", "packages"} | {"error"}}``
+for variants with their own environment (:mod:`rpcmeter.envs`).
 """
 
 from __future__ import annotations
