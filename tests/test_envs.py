@@ -223,3 +223,23 @@ def test_server_commands_take_the_variant_interpreter(cache: Path, tmp_path: Pat
     ]
     builtin = server_command(suite, case, suite.target.server, endpoint, env)
     assert builtin[:3] == [env.python, "-c", builtin[2]] and "rpcmeter.servers" in builtin[3]
+
+
+@pytest.mark.timeout(240)
+def test_without_uv_venv_and_pip_are_used(
+    cache: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    uv = find_uv()
+    assert uv is not None
+    subprocess.run(
+        [uv, "build", "--quiet", "--wheel", "--out-dir", str(tmp_path / "dist"), str(PKG)],
+        check=True,
+        capture_output=True,
+    )
+    (wheel,) = (tmp_path / "dist").glob("busy_polling-*.whl")
+    monkeypatch.setattr("rpcmeter.envs.find_uv", lambda: None)
+    notes: list[str] = []
+    env = prepare(EnvRequest(install=(str(wheel),)), notes.append)
+    assert any("creating virtualenv (venv + pip)" in n for n in notes)
+    assert env.created and env.packages["busy-polling"] == "1.1.0"
+    assert "pip" in env.packages  # made by python -m venv, not by uv
