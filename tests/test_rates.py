@@ -204,3 +204,12 @@ def test_no_rate_plot_without_a_rate_dimension() -> None:
     for case in closed["cases"]:
         del case["open_loop"]
     assert rate_plots(closed, "simple") == []
+
+
+def test_a_single_open_loop_rate_gets_its_row_without_a_knee() -> None:
+    case = fake_case(0, 500, 5.0, 300)  # far from keeping up, but nothing to compare with
+    case["point"] = {}
+    (series,) = rate_series(sweep_result([case]))
+    assert [p.offered_rps for p in series.points] == [500]
+    assert series.knee is None
+    assert not series.points[0].keeps_up

@@ -115,13 +115,11 @@ def mark_knee(points: list[RatePoint]) -> None:
 
 
 def rate_series(result: Result) -> list[Series]:
-    """One series per workload x variant x matrix point (without ``rate``) of the open-loop cases
-    that have a ``rate`` dimension, points ascending by offered rate, the knee marked."""
+    """One series per workload x variant x matrix point (without ``rate``) of the open-loop
+    cases, points ascending by offered rate, the knee marked (with two points or more)."""
     out: dict[tuple[str, str, PointKey], Series] = {}
     for workload, by_point in cells(result).items():
         for point, by_variant in by_point.items():
-            if "rate" not in dict(point):
-                continue
             rest = tuple((k, v) for k, v in point if k != "rate")
             for variant, cell in by_variant.items():
                 if not cell.ok_cases or not all(c.get("open_loop") for c in cell.ok_cases):
@@ -131,7 +129,8 @@ def rate_series(result: Result) -> list[Series]:
                 series.points.append(rate_point(cell))
     for series in out.values():
         series.points.sort(key=lambda p: p.offered_rps)
-        mark_knee(series.points)
+        if len(series.points) > 1:
+            mark_knee(series.points)
     return list(out.values())
 
 
