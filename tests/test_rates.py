@@ -213,3 +213,27 @@ def test_a_single_open_loop_rate_gets_its_row_without_a_knee() -> None:
     assert [p.offered_rps for p in series.points] == [500]
     assert series.knee is None
     assert not series.points[0].keeps_up
+
+
+def test_spectrum_of_an_open_loop_case_adds_the_uncorrected_latency_dashed() -> None:
+    from rpcmeter.aggregate import cells
+    from rpcmeter.metrics.histogram import Histogram
+    from rpcmeter.reporters.plots import spectrum_plot
+
+    case = fake_case(0, 100, 50.0, 100)
+    uncorrected = Histogram()
+    uncorrected.record_array([100_000] * 100)  # the stall hidden: 0.1 ms throughout
+    case["histogram_uncorrected"] = uncorrected.to_dict()
+    result = sweep_result([case])
+    ((point, row),) = cells(result)["simple"].items()
+    plot = spectrum_plot("simple", point, row)
+    assert plot is not None
+    corrected, dashed = plot.series
+    assert dashed.name == "default uncorrected" and dashed.linestyle == "--"
+    assert corrected.linestyle == "-"
+    assert corrected.y[-1] == pytest.approx(50.0, rel=0.01)  # ms: the 2 % at 50 ms show
+    assert dashed.y[-1] == pytest.approx(0.1, rel=0.01)
+    assert "uncorrected" in plot.note
+    del case["histogram_uncorrected"]  # a closed loop: one line per variant, no note
+    (only,) = spectrum_plot("simple", point, cells(result)["simple"][point]).series  # type: ignore[union-attr]
+    assert only.name == "default"

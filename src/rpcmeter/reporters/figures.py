@@ -95,7 +95,9 @@ def draw(plot: Plot, colors: dict[str, str]) -> Figure:
     if plot.style == "line" and plot.x_scale == "nines":
         for i, s in enumerate(plot.series):
             xs = [1.0 / (1.0 - p / 100.0) for p in s.x]
-            (line,) = ax.plot(xs, s.y, color=color(s), label=s.name, linewidth=1.6)
+            (line,) = ax.plot(
+                xs, s.y, color=color(s), label=s.name, linewidth=1.6, linestyle=s.linestyle
+            )
             line.set_gid(f"series-{i}")
         ax.set_xscale("log")
         ticks = [1.0, 2.0, *(10.0**k for k in range(1, 5))]  # 0 %, 50 %, 90 %, 99 %, ...

@@ -7,6 +7,7 @@ Plot kinds, in report order for each workload:
 - ``spectrum``: the latency percentile spectrum of one matrix point, variants overlaid. x is the
   percentile on a log scale of ``1 / (1 - p)`` (0 %, 90 %, 99 %, ... up to 99.99 %, never further
   than the sample count supports); y is latency from the merged histogram of the repetitions.
+  Open-loop cases add each variant's uncorrected latency, dashed.
 - ``throughput`` and ``p99``: requests/s and p99 latency against the load shape (clients x threads,
   connections, concurrency: whichever vary in the matrix), one line per variant; one pair per
   combination of the other matrix keys. Only when the load shape takes two or more values.
@@ -32,7 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from rpcmeter.aggregate import Cell, PointKey, baseline, cells, variant_names
-from rpcmeter.rates import rate_series
+from rpcmeter.rates import rate_series, uncorrected_hist
 from rpcmeter.result import Result, case_histogram
 
 #: Colour-blind safe (Okabe-Ito, then Tableau), baseline first. Yellow is left out: unreadable on
@@ -215,12 +216,23 @@ def spectrum_plot(workload: str, point: PointKey, row: dict[str, Cell]) -> Plot 
     hists = {v: c.hist for v, c in row.items() if c.hist.count}
     if not hists:
         return None
+    # open loop: the uncorrected latency (from the actual send) beside the corrected one, dashed
+    uncorrected = {v: uncorrected_hist(c.ok_cases) for v, c in row.items() if v in hists}
+    uncorrected = {v: h for v, h in uncorrected.items() if h.count}
     unit, div = latency_unit(_finite_max(h.max / 1e3 for h in hists.values()))
     series = []
     for variant, h in hists.items():
         pcts = spectrum_percentiles(h.count)
         values = [v / 1e3 / div for v in h.percentiles(pcts)]
         series.append(Series(variant, variant, tuple(pcts), tuple(values)))
+        u = uncorrected.get(variant)
+        if u is not None:
+            values = [v / 1e3 / div for v in u.percentiles(pcts)]
+            series.append(
+                Series(
+                    f"{variant} uncorrected", variant, tuple(pcts), tuple(values), linestyle="--"
+                )
+            )
     return Plot(
         id=f"spectrum-{slug(workload)}-{slug(point_label(point))}",
         kind="spectrum",
@@ -231,6 +243,9 @@ def spectrum_plot(workload: str, point: PointKey, row: dict[str, Cell]) -> Plot 
         series=tuple(series),
         x_scale="nines",
         y_scale="log",
+        note="solid: from the intended send time; dashed: from the actual send (uncorrected)"
+        if uncorrected
+        else "",
     )
 
 
