@@ -73,7 +73,8 @@ def test_count_mode_sends_every_slot_at_the_rate() -> None:
     s = summary(sched, stats)
     assert s["sent"] == s["scheduled"] == 1000
     assert s["dropped"] == 0
-    assert s["achieved_rps"] == pytest.approx(2000.0, rel=0.02)
+    # a late last send lowers the achieved rate: a busy machine may delay one by milliseconds
+    assert s["achieved_rps"] == pytest.approx(2000.0, rel=0.05)
     # wall time is the schedule's length (0.5 s), not as fast as possible
     span = max(x.end_ns for x in stats) - min(x.start_ns for x in stats)
     assert 0.45e9 < span < 1.5e9
@@ -92,9 +93,10 @@ def test_slow_calls_make_slots_late_and_the_duration_drops_the_rest() -> None:
     assert s["dropped"] == 500 - s["sent"]
     assert s["achieved_rps"] < 650
     assert stats[0].late > 0.8 * s["sent"]
-    # corrected latency grows with the backlog; uncorrected stays near the call's 2 ms
-    assert stats[0].hist.percentile(99) > 100e6
-    assert stats[0].uhist.percentile(99) < 50e6
+    # corrected latency grows with the backlog (to about 250 ms at the end); uncorrected stays
+    # near the call's 2 ms
+    assert stats[0].hist.percentile(50) > 50e6
+    assert stats[0].uhist.percentile(50) < 25e6
 
 
 def test_max_lag_drops_slots_instead_of_sending_them_late() -> None:
