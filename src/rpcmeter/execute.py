@@ -194,6 +194,9 @@ def prepare_environments(
             name: {"error": str(env)} if isinstance(env, EnvError) else env.describe()
             for name, env in environments.items()
         }
+        for name, env in environments.items():  # versions as installed in the variant's own env
+            if isinstance(env, Env):
+                result["environment"].setdefault("variant_packages", {})[name] = dict(env.packages)
     return environments
 
 
