@@ -148,9 +148,10 @@ def test_busy_polling_server_burns_cpu_while_idle_and_a_blocking_one_does_not() 
     )
     idle = {c["variant"]: c["cpu"]["server_idle_pct"] for c in result["cases"]}
     assert all(c["status"] == "ok" and c["requests"] == 0 for c in result["cases"])
-    # a spinning server uses a core whenever it gets one: on a shared, busy machine that is
-    # still far above a server that sleeps in select()
-    assert idle["spin"] > 15.0
+    # a spinning server uses a core whenever it gets one: on a shared, busy machine (load average
+    # above 10 on two cores) that may be only a tenth of one, still far above a server that
+    # sleeps in select(), and above the warning's 5 %
+    assert idle["spin"] > 5.0
     assert idle["block"] < 3.0
     assert idle["spin"] > 5 * idle["block"]
     assert any("'spin' used" in w and "idle" in w for w in result["warnings"])
