@@ -242,4 +242,5 @@ def test_without_uv_venv_and_pip_are_used(
     env = prepare(EnvRequest(install=(str(wheel),)), notes.append)
     assert any("creating virtualenv (venv + pip)" in n for n in notes)
     assert env.created and env.packages["busy-polling"] == "1.1.0"
-    assert "pip" in env.packages  # made by python -m venv, not by uv
+    assert env.root is not None
+    assert "uv =" not in (env.root / "pyvenv.cfg").read_text()  # made by python -m venv

@@ -11,10 +11,12 @@ A variant sets any of::
 
 Relative paths (``./dir``, ``../x``, a relative ``repo``) are taken from the suite file's
 directory. Virtualenvs are made with ``uv`` when it is available (``uv venv``, ``uv pip
-install``) and with ``python -m venv`` and ``pip`` otherwise. They are cached, keyed by their
-content: the base interpreter and its version, the requirements (a local directory by a hash of
-its files), and the git commit a revision resolves to (a branch that moved gets a new
-environment; an unchanged revision reuses the old one). Cache layout, under ``$RPCMETER_CACHE``,
+install``) and with ``python -m venv`` and ``pip`` otherwise (rpcmeter's own pip installing into
+the new environment when it is recent enough, else the environment's own). They are cached,
+keyed by their content: the base interpreter and its version, the requirements (a local directory
+by a hash of its files), and the git commit a revision resolves to (a branch that moved gets a
+new environment; an unchanged revision reuses the old one). Cache layout, under
+``$RPCMETER_CACHE``,
 else ``$XDG_CACHE_HOME/rpcmeter``, else ``~/.cache/rpcmeter``::
 
     git/<hash of the repository>/   a bare mirror of each repository, fetched when needed
@@ -163,6 +165,17 @@ def find_uv() -> str | None:
         return str(uv.find_uv_bin())
     except (ImportError, FileNotFoundError, AttributeError):
         return None
+
+
+def _pip_takes_python() -> bool:
+    """Whether this interpreter has a pip that installs into another one (``--python``, 22.3+)."""
+    import importlib.metadata
+
+    try:
+        major, minor = (int(p) for p in importlib.metadata.version("pip").split(".")[:2])
+    except (importlib.metadata.PackageNotFoundError, ValueError):
+        return False
+    return (major, minor) >= (22, 3)
 
 
 def _last_error_line(text: str) -> str:
@@ -350,18 +363,23 @@ def _create(
     note: Note,
 ) -> None:
     uv = find_uv()
+    own_pip = not uv and _pip_takes_python()
     tool = "uv" if uv else "venv + pip"
     note(f"creating virtualenv ({tool}) in {_short(root)}")
+    python = str(root / "bin" / "python")
+    pip_args = ["install", "--disable-pip-version-check"]
     if uv:
         _run([uv, "venv", "--quiet", "--python", base_python, str(root)], "virtualenv", log)
+        pip = [uv, "pip", "install", "--python", python]
+    elif own_pip:  # this interpreter's pip installs into the new env: no pip bootstrap there
+        _run([base_python, "-m", "venv", "--without-pip", str(root)], "virtualenv", log)
+        pip = [sys.executable, "-m", "pip", "--python", python, *pip_args]
     else:
         _run([base_python, "-m", "venv", str(root)], "virtualenv", log)
-    python = str(root / "bin" / "python")
+        pip = [python, "-m", "pip", *pip_args]
 
     def install_cmd(args: list[str]) -> list[str]:
-        if uv:
-            return [uv, "pip", "install", "--python", python, *args]
-        return [python, "-m", "pip", "install", "--disable-pip-version-check", *args]
+        return [*pip, *args]
 
     with tempfile.TemporaryDirectory(prefix="rpcmeter-src-") as tmp:
         targets, shown = list(install), list(install)
