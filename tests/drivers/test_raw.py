@@ -52,6 +52,33 @@ def test_tcp_mismatches_counted() -> None:
     assert cases["echo"]["ok"] == 75
 
 
+@pytest.mark.parametrize("io", ["blocking", "event"])
+def test_one_loop_both_client_paths(io: str) -> None:
+    cases = run_cases(
+        "raw",
+        {"echo": {"request_bytes": 300}, "factorial": {"n": 100, "requests": 20}},
+        options={"io": io, "corrupt_every": 5},
+        load={"requests": 50, "warmup": 0},
+    )
+    echo, fact = cases["echo"], cases["factorial"]
+    assert echo["errors"] == {"mismatch": 10} and echo["ok"] == 40
+    assert fact["errors"] == {"mismatch": 4} and fact["ok"] == 16
+    assert echo["bytes"] == {"out_per_request": 305.0, "in_per_request": 313.0}
+    assert echo["server_time"]["mean_us"] > 0
+
+
+def test_blocking_loops_sharing_a_connection_take_turns() -> None:
+    cases = run_cases(
+        "raw",
+        {"sleep": {"ms": 2}},
+        options={"io": "blocking"},
+        load={"requests": 20, "warmup": 1, "concurrency": 3, "connections": 1},
+    )
+    assert_clean(cases["sleep"], 60)
+    # one request at a time on the connection: three loops wait about 3 x 2 ms each
+    assert cases["sleep"]["latency"]["mean_us"] > 2 * cases["sleep"]["server_time"]["mean_us"]
+
+
 def collect(conn: RawConnection, n: int) -> list[tuple[int | None, BaseException | None]]:
     got: list[tuple[int | None, BaseException | None]] = []
     for expect in [b"abc", None, b"xyz"][:n]:

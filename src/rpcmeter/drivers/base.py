@@ -153,7 +153,14 @@ class Driver(ABC):
 
 
 class EventDriver(Driver):
-    """A driver whose requests are issued from an event loop (see the module docstring)."""
+    """A driver whose requests are issued from an event loop (see the module docstring).
+
+    One that also has a blocking client path implements :meth:`connect` and :meth:`caller` too
+    and returns False from :meth:`uses_event_loop` when its options ask for that path; the
+    runner then drives it with thread loops like any other driver."""
+
+    def uses_event_loop(self) -> bool:
+        return True
 
     def connect(self) -> None:
         """Event drivers connect inside the event loop: :meth:`open`."""

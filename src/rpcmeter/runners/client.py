@@ -372,7 +372,7 @@ def client_main(spec: ClientSpec, go: Any, stop: Any, progress: Any, conn: Any) 
         )
         return
     gate = Gate(ctx.client_index, go, conn, driver)
-    if isinstance(driver, EventDriver):
+    if isinstance(driver, EventDriver) and driver.uses_event_loop():
         from rpcmeter.runners.event_loop import event_load
 
         stats, schedule = event_load(driver, spec, gate, stop, progress)
