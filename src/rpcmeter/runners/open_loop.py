@@ -161,7 +161,7 @@ def run_open_chunk(
     pos = rec.pos
     sent = 0
     finished = False
-    now = 0
+    now = last_send = 0
     try:
         for _ in range(n):
             k = take()
@@ -187,6 +187,7 @@ def run_open_chunk(
                         continue  # counted as scheduled - sent
                     stats.late += 1
             sent += 1
+            last_send = now
             try:
                 server_ns = call()
             except Exception as exc:
@@ -206,7 +207,7 @@ def run_open_chunk(
     finally:
         rec.pos = urec.pos = pos
         if sent:
-            stats.last_send_ns = max(stats.last_send_ns, now)
+            stats.last_send_ns = max(stats.last_send_ns, last_send)
         stats.sent += sent
     return sent, finished
 
