@@ -57,6 +57,7 @@ def suite(variants: dict[str, Any], **load: Any) -> Any:
         {
             "target": {"driver": "rpyc", "transport": "unix", "server": {"ready_timeout_s": 10}},
             "variants": variants,
+            "repeat": 1,
             "workloads": {"simple": {}},
             "load": {"requests": 200, "warmup": 2, **load},
         }

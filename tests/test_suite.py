@@ -207,3 +207,12 @@ def test_resources_section_and_quick_idle_window() -> None:
     # idle sends no requests, so any driver can run it
     assert build_suite(raw).workloads["idle"].kind == "idle"
     assert build_suite({**raw, "placement": {"server_cpus": 0.5}}).placement.server_cpus == 0.5
+
+
+def test_comparisons_default_to_five_repetitions(tmp_path: Path) -> None:
+    assert load_suite(write(tmp_path, GOOD)).repeat == 5  # two variants, repeat not set
+    assert load_suite(write(tmp_path, GOOD), quick=True).repeat == 1
+    assert load_suite(write(tmp_path, "repeat = 2\n" + GOOD)).repeat == 2
+    assert load_suite(write(tmp_path, GOOD), ["repeat=3"]).repeat == 3
+    one = GOOD.replace("[variants.bind]\noptions = { bind_threads = true }\n", "")
+    assert load_suite(write(tmp_path, one)).repeat == 1

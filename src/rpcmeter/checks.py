@@ -18,7 +18,9 @@ Rules and their thresholds:
 - too few requests for the percentiles shown: a percentile ``p`` needs at least
   :data:`MIN_TAIL_SAMPLES` samples above it, i.e. ``MIN_TAIL_SAMPLES / (1 - p/100)`` requests in
   the cell (p99: 1,000; p99.9: 10,000) (:func:`min_requests`);
-- the server used more than :data:`IDLE_BURN_PCT` % of a core while idle.
+- the server used more than :data:`IDLE_BURN_PCT` % of a core while idle;
+- verdicts of the comparisons (``result["comparisons"]``, see :mod:`rpcmeter.analysis`) that rest
+  on fewer than 5 repetitions or on repetitions spread by more than 10 %.
 """
 
 from __future__ import annotations
@@ -208,6 +210,13 @@ def idle_burn(result: Result) -> list[str]:
     ]
 
 
+def verdicts(result: Result) -> list[str]:
+    doc = result.get("comparisons")
+    if not doc:
+        return []
+    return [f"comparisons against {doc['baseline']}: {w}" for w in doc["warnings"]]
+
+
 RULES: list[Rule] = [
     client_saturation,
     governor,
@@ -216,6 +225,7 @@ RULES: list[Rule] = [
     spread,
     too_few_requests,
     idle_burn,
+    verdicts,
 ]
 
 

@@ -10,11 +10,17 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
+from rpcmeter import analysis
 from rpcmeter.errors import RpcmeterError, UsageError
 from rpcmeter.execute import RunOptions, run_suite
 from rpcmeter.plan import Case
-from rpcmeter.reporters import terminal
+from rpcmeter.reporters import csv as csv_reporter
+from rpcmeter.reporters import json as json_reporter
+from rpcmeter.reporters import markdown as markdown_reporter
+from rpcmeter.reporters import tables, terminal
 from rpcmeter.result import Result
+from rpcmeter.store import DEFAULT_PATH as DEFAULT_STORE
+from rpcmeter.store import RunRef, Store, resolve_run
 from rpcmeter.suite import Suite, builtin_suite_path, load_suite
 
 EXIT_INTERRUPTED = 130
@@ -105,6 +111,7 @@ def _add_run(sub: Any) -> None:
     )
     _add_report_outputs(p)
     _add_rate_search(p)
+    _add_run_history_options(p)
 
 
 def _add_rate_search(p: Any) -> None:
@@ -140,16 +147,17 @@ def _add_report_outputs(p: Any) -> None:
 
 def _add_report(sub: Any) -> None:
     p = sub.add_parser("report", help="report a finished run: tables, HTML, PNG plots")
-    p.add_argument("run", metavar="RUN", help="a result JSON file")
+    p.add_argument(
+        "run", metavar="RUN", help="the run: id, last, last~N, a tag or a result JSON file"
+    )
     p.add_argument("--width", type=int, default=None, help="table width (default: terminal width)")
     _add_report_outputs(p)
+    _add_store_option(p)
 
 
-def load_run(spec: str) -> dict[str, Any]:
-    """The result document a RUN argument names."""
-    from rpcmeter.result import read_json
-
-    return read_json(spec)
+def load_run(spec: str, store: Path | None = DEFAULT_STORE) -> dict[str, Any]:
+    """The result document a RUN argument names (id, last, last~N, a tag or a JSON file)."""
+    return resolve_run(spec, store).result
 
 
 def write_reports(result: dict[str, Any], args: argparse.Namespace, out: TextIO) -> None:
@@ -167,11 +175,236 @@ def write_reports(result: dict[str, Any], args: argparse.Namespace, out: TextIO)
 
 
 def cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    result = load_run(args.run)
+    result = load_run(args.run, args.store)
     if not args.html and not args.plots:
         width = args.width or (None if out.isatty() else 120)
         out.write(terminal.render(result, width=width or 120, color=out.isatty()))
     write_reports(result, args, out)
+    return 0
+
+
+# ---- history, comparisons, exports --------------------------------------------------------------
+
+FORMATS = ("text", "json", "csv", "markdown")
+
+
+def _add_store_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--store",
+        type=Path,
+        default=DEFAULT_STORE,
+        metavar="PATH",
+        help=f"history database (default: {DEFAULT_STORE} under the current directory)",
+    )
+
+
+def _add_gate_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--fail-if-slower",
+        type=float,
+        metavar="PCT",
+        help="exit with status 1 when any case's --metric is significantly worse than the "
+        "baseline by more than PCT percent (listing which)",
+    )
+    p.add_argument(
+        "--metric",
+        default="mean",
+        choices=[m.name for m in analysis.METRICS],
+        help="metric that --fail-if-slower gates on (default: mean latency)",
+    )
+
+
+def _add_run_history_options(p: argparse.ArgumentParser) -> None:
+    _add_store_option(p)
+    p.add_argument("--no-store", action="store_true", help="do not record the run in the history")
+    p.add_argument(
+        "--baseline",
+        metavar="NAME",
+        help="compare against the stored run tagged NAME; when no run has that tag yet, tag "
+        "this run NAME",
+    )
+    _add_gate_options(p)
+    p.add_argument("--csv", type=Path, metavar="FILE", help="write one row per case and metric")
+    p.add_argument("--markdown", type=Path, metavar="FILE", help="write the tables as Markdown")
+
+
+def _add_history_commands(sub: Any) -> None:
+    p = sub.add_parser("history", help="list the runs stored in the history")
+    _add_store_option(p)
+    p.add_argument("--limit", "-n", type=int, default=20, help="newest N runs (default 20)")
+
+    p = sub.add_parser("show", help="print a stored run (id, last, last~N, a tag or a JSON file)")
+    p.add_argument("run", nargs="?", default="last", help="the run (default: last)")
+    p.add_argument("--format", "-f", choices=FORMATS, default="text")
+    p.add_argument("--width", type=int, default=None, help="table width (default: terminal width)")
+    _add_store_option(p)
+
+    p = sub.add_parser("compare", help="compare run B against run A (the baseline), case by case")
+    p.add_argument("a", help="baseline run (id, last, last~N, a tag or a JSON file)")
+    p.add_argument("b", nargs="?", default="last", help="compared run (default: last)")
+    p.add_argument("--format", "-f", choices=FORMATS, default="text")
+    p.add_argument("--width", type=int, default=None, help="table width (default: terminal width)")
+    _add_store_option(p)
+    _add_gate_options(p)
+
+    p = sub.add_parser("tag", help="tag a stored run as a baseline NAME (moves an existing tag)")
+    p.add_argument("name")
+    p.add_argument("run", nargs="?", default="last", help="the run (default: last)")
+    _add_store_option(p)
+
+
+def _width(args: argparse.Namespace, out: TextIO) -> int:
+    return int(args.width or (None if out.isatty() else 120) or 120)
+
+
+def _run_header(ref: RunRef) -> str:
+    r = ref.result
+    git = r["suite"].get("git") or {}
+    commit = (
+        f" · commit {git['commit'][:10]}{' (dirty)' if git.get('dirty') else ''}" if git else ""
+    )
+    return (
+        f"{ref.label}: {r['suite'].get('name', '?')} · {r.get('started_at', '?')}{commit} · "
+        f"{len(r['cases'])} cases · {r.get('status', '?')}"
+    )
+
+
+def _gate(doc: dict[str, Any], args: argparse.Namespace, out: TextIO) -> int:
+    """--fail-if-slower: 1 when a case regressed beyond the threshold, listing which."""
+    if args.fail_if_slower is None:
+        return 0
+    pct = args.fail_if_slower
+    m = analysis.metric(args.metric)
+    found = analysis.regressions(doc, m.name, pct)
+    out.write("\n")
+    judged = sum(1 for r in doc["rows"] if r["metric"] == m.name and r["verdict"] != "unknown")
+    if not judged:
+        out.write(
+            f"gate: no case's {m.label} could be judged (a side has one repetition); "
+            "nothing gated\n"
+        )
+        return 0
+    if not found:
+        out.write(
+            f"gate: no case's {m.label} is significantly worse than the baseline by more than "
+            f"{pct:g} % ({judged} cases judged)\n"
+        )
+        return 0
+    out.write(
+        f"gate: {len(found)} case(s) {m.label} worse than the baseline by more than {pct:g} %:\n"
+    )
+    for line in tables.regression_lines(doc, found, pct):
+        out.write(f"  {line}\n")
+    return 1
+
+
+def _compare_output(
+    doc: dict[str, Any], header: list[str], fmt: str, width: int, color: bool
+) -> str:
+    if fmt == "json":
+        return json_reporter.render_comparison(doc)
+    if fmt == "csv":
+        return csv_reporter.render_comparison(doc)
+    if fmt == "markdown":
+        return markdown_reporter.render_comparison(doc, header)
+    return terminal.render_comparison(doc, header, width=width, color=color)
+
+
+def _after_run(result: Result, args: argparse.Namespace, stored: int | None, out: TextIO) -> int:
+    """Exports, the baseline tag or comparison, and the gate after ``rpcmeter run``."""
+    if args.csv:
+        _write(args.csv, csv_reporter.render(result))
+        out.write(f"CSV written to {args.csv}\n")
+    if args.markdown:
+        _write(args.markdown, markdown_reporter.render(result))
+        out.write(f"Markdown written to {args.markdown}\n")
+    if stored is not None:
+        out.write(f"stored as run {stored} in {args.store}\n")
+    doc = tables.comparisons_of(result)
+    if args.baseline and stored is not None:
+        with Store(args.store) as store:
+            tagged = store.tagged(args.baseline)
+            if tagged is None or tagged == stored:
+                store.tag(args.baseline, stored)
+                out.write(f"tagged run {stored} as baseline {args.baseline!r}\n")
+                tagged = None
+            else:
+                base = RunRef(store.load(tagged), f"run {tagged} ({args.baseline})", tagged)
+        if tagged is not None:
+            doc = analysis.compare_runs(base.result, result, base.label, f"run {stored}")
+            header = [f"run {stored} against baseline {args.baseline!r}", _run_header(base)]
+            out.write("\n")
+            out.write(terminal.render_comparison(doc, header, _width(args, out), out.isatty()))
+    return _gate(doc, args, out)
+
+
+def _write(path: Path, text: str) -> None:
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"{path}: cannot write: {exc.strerror}") from None
+
+
+def cmd_history(args: argparse.Namespace, out: TextIO) -> int:
+    with Store(args.store, create=False) as store:
+        runs = store.runs(args.limit)
+    if not runs:
+        out.write(f"no runs in {args.store}\n")
+        return 0
+    grid = tables.Grid(
+        f"history: {args.store}",
+        ["id", "time", "suite", "commit", "variants", "cases", "status", "tags"],
+        left=8,
+    )
+    for r in runs:
+        commit = (r.commit[:10] + ("*" if r.dirty else "")) if r.commit else "-"
+        planned = f"/{r.planned_cases}" if r.planned_cases and r.planned_cases != r.cases else ""
+        grid.rows.append(
+            [
+                str(r.id),
+                r.started_at.replace("T", " ").removesuffix("+00:00"),
+                r.suite,
+                commit,
+                ", ".join(r.variants),
+                f"{r.cases}{planned}",
+                r.status,
+                ", ".join(r.tags),
+            ]
+        )
+    out.write(terminal.render_grid(grid, width=_width(argparse.Namespace(width=None), out)))
+    return 0
+
+
+def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
+    result = resolve_run(args.run, args.store).result
+    if args.format == "json":
+        out.write(json_reporter.render(result))
+    elif args.format == "csv":
+        out.write(csv_reporter.render(result))
+    elif args.format == "markdown":
+        out.write(markdown_reporter.render(result))
+    else:
+        out.write(terminal.render(result, width=_width(args, out), color=out.isatty()))
+    return 0
+
+
+def cmd_compare(args: argparse.Namespace, out: TextIO) -> int:
+    a = resolve_run(args.a, args.store)
+    b = resolve_run(args.b, args.store)
+    doc = analysis.compare_runs(a.result, b.result, a.label, b.label)
+    if not doc["rows"]:
+        raise UsageError(f"{a.label} and {b.label} have no case in common")
+    header = [f"{b.label} against {a.label}", _run_header(a), _run_header(b)]
+    out.write(_compare_output(doc, header, args.format, _width(args, out), out.isatty()))
+    return _gate(doc, args, out)
+
+
+def cmd_tag(args: argparse.Namespace, out: TextIO) -> int:
+    with Store(args.store, create=False) as store:
+        run = store.resolve(args.run)
+        store.tag(args.name, run)
+    out.write(f"tagged run {run} as {args.name!r}\n")
     return 0
 
 
@@ -186,6 +419,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_run(sub)
     _add_report(sub)
+    _add_history_commands(sub)
     return parser
 
 
@@ -200,17 +434,24 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         cluster=args.cluster,
         on_note=progress.note,
     )
+    if args.baseline and args.no_store:
+        raise UsageError("--baseline needs the history store (drop --no-store)")
+    store = None if args.no_store else Store(args.store)
+    stored = store.recorder(options) if store is not None else []
     try:
         result = _run_or_search(args, suite, options)
     finally:
         progress.clear()
+        if store is not None:
+            store.close()
     width = args.width or (None if out.isatty() else 120)
     out.write(terminal.render(result, width=width or 120, color=out.isatty()))
     if args.output:
         out.write(f"\nresult written to {args.output}\n")
     write_reports(result, args, out)
+    gate = _after_run(result, args, stored[0] if stored else None, out)
     failed = sum(1 for c in result["cases"] if c["status"] != "ok")
-    return 1 if failed == len(result["cases"]) else 0
+    return 1 if failed == len(result["cases"]) else gate
 
 
 def _run_or_search(args: argparse.Namespace, suite: Suite, options: RunOptions) -> Result:
@@ -251,6 +492,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_run(args, sys.stdout, sys.stderr)
         if args.command == "report":
             return cmd_report(args, sys.stdout, sys.stderr)
+        history_commands = {
+            "history": cmd_history,
+            "show": cmd_show,
+            "compare": cmd_compare,
+            "tag": cmd_tag,
+        }
+        if args.command in history_commands:
+            return history_commands[args.command](args, sys.stdout)
         parser.error(f"unknown command {args.command}")
     except RpcmeterError as exc:
         print(f"rpcmeter: error: {exc}", file=sys.stderr)

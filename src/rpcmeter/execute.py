@@ -15,6 +15,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from rpcmeter import analysis
 from rpcmeter import placement as placement_mod
 from rpcmeter.breakdown import breakdown
 from rpcmeter.checks import warnings_for
@@ -47,6 +48,7 @@ from rpcmeter.workloads import NoopParams
 
 ProgressCallback = Callable[[Case, int, int, float], None]  # case, total cases, requests, seconds
 CaseCallback = Callable[[Result, CaseDoc], None]
+ResultCallback = Callable[[Result], None]
 
 
 @dataclass
@@ -57,6 +59,8 @@ class RunOptions:
     on_case_done: list[CaseCallback] = field(default_factory=list)
     cluster: str | None = None  # load from a Dask cluster: "local:N" or "tcp://HOST:PORT"
     on_note: Callable[[str], None] | None = None  # environment preparation, one line each
+    on_start: list[ResultCallback] = field(default_factory=list)  # result created, no case yet
+    on_finish: list[ResultCallback] = field(default_factory=list)  # final, also when interrupted
 
 
 def new_result(
@@ -90,6 +94,7 @@ def describe_suite(suite: Suite) -> dict[str, Any]:
         "description": suite.description,
         "path": suite.path,
         "sha256": suite.source_hash,
+        "git": environment.git_revision(Path(suite.path).parent) if suite.path else None,
         "text": suite.source_text,
         "driver": suite.target.driver,
         "drivers": {name: suite.driver_of(name) for name in suite.variants},
@@ -156,6 +161,9 @@ def run_suite(
             hook(result, doc)
         return doc
 
+    for start_hook in options.on_start:
+        start_hook(result)
+
     try:
         environments.update(prepare_environments(suite, result, options))
         if drive is None:
@@ -173,9 +181,12 @@ def run_suite(
             cluster.close()
         quotas.close()
         result["finished_at"] = now_iso()
+        result["comparisons"] = analysis.compare_variants(result)
         result["warnings"] = list(dict.fromkeys([*result["warnings"], *warnings_for(result)]))
         if options.output:
             write_json(result, options.output)
+        for finish_hook in options.on_finish:
+            finish_hook(result)
     return result
 
 

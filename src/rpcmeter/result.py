@@ -22,8 +22,11 @@ A result is a JSON-compatible dict, versioned by ``schema_version``::
                       "cluster": {"spec", "scheduler", "workers", "hosts", "dask"} (--cluster),
                       ...},
       "cases": [case, ...],
-      "warnings": [str, ...]
+      "warnings": [str, ...],
+      "comparisons": analysis.compare_variants(result)   (at the end of a run; see analysis.py)
     }
+
+``suite.git`` is ``{"commit", "dirty"}`` of the suite file's directory, or null outside git.
 
 A case::
 

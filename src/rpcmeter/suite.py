@@ -250,7 +250,7 @@ class Suite(_Model):
     workloads: dict[str, Workload] = Field(default_factory=dict)
     load: Load = Field(default_factory=lambda: Load())
     matrix: dict[str, list[Any]] = Field(default_factory=dict)
-    repeat: int = Field(1, ge=1, le=1000)
+    repeat: int = Field(1, ge=1, le=1000)  # unset with 2+ variants: COMPARE_REPEAT
     seed: int = 0
     validate_replies: bool = Field(False, alias="validate")
     placement: Placement = Field(default_factory=lambda: Placement())
@@ -341,6 +341,8 @@ def apply_set(raw: dict[str, Any], assignment: str) -> None:
     set_key(raw, key, parse_value(value.strip()))
 
 
+COMPARE_REPEAT = 5  # default repeat of a suite with two or more variants (not under --quick)
+
 QUICK_CAPS = {"requests": 200, "duration_s": 1.0, "warmup": 5}
 QUICK_IDLE_S = 0.2
 
@@ -419,6 +421,8 @@ def build_suite(
     except ValidationError as exc:
         raise SuiteError(_validation_message(where, exc)) from None
     _check_semantics(suite, where)
+    if "repeat" not in suite.model_fields_set and len(suite.variants) >= 2:
+        suite.repeat = COMPARE_REPEAT  # comparisons need repetitions to give verdicts
     if only_workloads:
         unknown = [w for w in only_workloads if w not in suite.workloads]
         if unknown:

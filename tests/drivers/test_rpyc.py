@@ -31,6 +31,7 @@ def test_study_workloads_validated_both_variants(transport: str) -> None:
     result = run(
         {
             "target": {"driver": "rpyc", "transport": transport},
+            "repeat": 1,
             "variants": {"default": {}, "bind": {"options": {"bind_threads": True}}},
             "workloads": {
                 "simple": {},
@@ -79,6 +80,7 @@ def test_random_wait_matches_its_arithmetic_and_bind_parallelises() -> None:
     result = run(
         {
             "target": {"driver": "rpyc", "transport": "unix"},
+            "repeat": 1,
             "variants": {"default": {}, "bind": {"options": {"bind_threads": True}}},
             "workloads": {"random wait": {"kind": "random_wait", **params}},
             "load": {"requests": 40, "warmup": 0},
@@ -104,6 +106,7 @@ def test_background_threads_serve_the_default_variant_concurrently() -> None:
     result = run(
         {
             "target": {"driver": "rpyc", "transport": "tcp"},
+            "repeat": 1,
             "variants": {"default": {}, "background": {"options": {"background": 4}}},
             "workloads": {"wait": {"kind": "random_wait", **params}},
             "load": {"requests": 30, "warmup": 0, "threads": 4},

@@ -137,3 +137,28 @@ def capture(packages: tuple[str, ...] = ()) -> dict[str, Any]:
         "load_average": load_average(),
         "virtualization": virtualization(),
     }
+
+
+def git_revision(directory: str | Path) -> dict[str, Any] | None:
+    """The git commit checked out in ``directory`` and whether its tracked files have changes;
+    None when the directory is not in a git work tree (or git is missing)."""
+    import subprocess
+
+    def git(*args: str) -> str | None:
+        try:
+            proc = subprocess.run(
+                ["git", "-C", str(directory), *args],
+                capture_output=True,
+                text=True,
+                timeout=10,
+                check=False,
+            )
+        except (OSError, subprocess.TimeoutExpired):
+            return None
+        return proc.stdout.strip() if proc.returncode == 0 else None
+
+    commit = git("rev-parse", "HEAD")
+    if not commit:
+        return None
+    status = git("status", "--porcelain", "--untracked-files=no")
+    return {"commit": commit, "dirty": bool(status)}

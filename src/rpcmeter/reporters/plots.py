@@ -199,7 +199,7 @@ def comparison(
             and tuple((k, v) for k, v in (comp.get("point") or {}).items()) == point
         ):
             return Comparison(
-                float(comp.get("ratio", math.nan)),
+                float(comp["ratio"]) if comp.get("ratio") is not None else math.nan,
                 float(comp["ci_low"]) if comp.get("ci_low") is not None else math.nan,
                 float(comp["ci_high"]) if comp.get("ci_high") is not None else math.nan,
                 "" if comp.get("verdict") in (None, "unknown") else str(comp["verdict"]),

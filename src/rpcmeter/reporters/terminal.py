@@ -1,5 +1,7 @@
 """Terminal tables: per workload, one row per matrix point; the baseline's latency and throughput,
-and every other variant as a ratio to the baseline. A pure function from a result to text."""
+and every other variant as a ratio to the baseline; with repetitions, a comparison table per
+workload (ratio, 95 % interval and verdict per metric) and the geometric means of the ratios.
+A pure function from a result to text."""
 
 from __future__ import annotations
 
@@ -13,40 +15,40 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
+from rpcmeter import analysis
 from rpcmeter.aggregate import Cell, baseline, cells, variant_names
 from rpcmeter.rates import ACHIEVED_MIN, KNEE_FACTOR, Series, rate_series
+from rpcmeter.reporters.tables import (
+    Grid,
+    GridCell,
+    Mark,
+    RatioCell,
+    comparison_grids,
+    comparisons_of,
+    fmt_ms,
+    fmt_rate,
+    fmt_ratio,
+    fmt_s,
+    ratio,
+    summary_grid,
+    workload_grid,
+)
 from rpcmeter.result import Result
 
-
-def fmt_ms(us: float) -> str:
-    if not math.isfinite(us):
-        return "-"
-    ms = us / 1e3
-    if ms >= 100:
-        return f"{ms:,.0f}"
-    if ms >= 1:
-        return f"{ms:.2f}"
-    return f"{ms:.3f}"
-
-
-def fmt_rate(rps: float) -> str:
-    if not math.isfinite(rps):
-        return "-"
-    return f"{rps:,.0f}" if rps >= 100 else f"{rps:.1f}"
-
-
-def fmt_ratio(r: float) -> str:
-    return "-" if not math.isfinite(r) else f"{r:.2f}"
-
-
-def fmt_s(s: float) -> str:
-    if not math.isfinite(s):
-        return "-"
-    return f"{s:.1f}" if s >= 10 else f"{s:.2f}"
-
-
-def ratio(a: float, b: float) -> float:
-    return a / b if (math.isfinite(a) and math.isfinite(b) and b) else math.nan
+__all__ = [
+    "comparison_tables",
+    "environment_line",
+    "fmt_ms",
+    "fmt_rate",
+    "fmt_ratio",
+    "fmt_s",
+    "grid_table",
+    "ratio",
+    "render",
+    "render_comparison",
+    "render_grid",
+    "workload_table",
+]
 
 
 def _point_value(value: Any) -> str:
@@ -66,64 +68,93 @@ def environment_line(result: Result) -> str:
     )
 
 
-def workload_table(result: Result, workload: str) -> Table:
-    grid = cells(result)[workload]
-    names = variant_names(result)
-    base = baseline(result)
-    others = [v for v in names if v != base]
-    keys = list(result["suite"].get("matrix_keys") or [])
+STYLES = {"bad": "red", "warn": "yellow", "dim": "dim", "good": "green"}
+VERDICT_STYLES = {"faster": "green", "slower": "red", "same": "", "unknown": "dim"}
+
+
+def _cell(cell: GridCell) -> str | Text:
+    if isinstance(cell, Mark):
+        return Text(cell.text, style=STYLES.get(cell.style, ""))
+    if isinstance(cell, RatioCell):
+        text = Text(fmt_ratio(cell.ratio))
+        if cell.verdict != "unknown":
+            text.append(f" {cell.verdict}", style=VERDICT_STYLES.get(cell.verdict, ""))
+        if cell.low is not None and cell.high is not None:
+            text.append(f"\n{fmt_ratio(cell.low)}-{fmt_ratio(cell.high)}", style="dim")
+        return text
+    return cell
+
+
+def grid_table(grid: Grid, title: bool = True) -> Table:
+    """A :class:`~rpcmeter.reporters.tables.Grid` as a rich table (``title=False``: the caller
+    prints the title, which then does not wrap to the table's width)."""
+    note = f"  [dim]({grid.note})[/dim]" if grid.note else ""
     table = Table(
-        title=f"[bold]{workload}[/bold]  [dim](baseline {base}; other variants as ratios to it)[/dim]"
-        if others
-        else f"[bold]{workload}[/bold]",
+        title=f"[bold]{grid.title}[/bold]{note}" if title else None,
         title_justify="left",
         box=box.SIMPLE_HEAD,
         pad_edge=False,
     )
-    for key in keys:
-        table.add_column(key, justify="right")
-    table.add_column(f"{base}\nmean ms", justify="right")
-    table.add_column("\nsd ms", justify="right")
-    table.add_column("\np50 ms", justify="right")
-    table.add_column("\np99 ms", justify="right")
-    table.add_column("\nreq/s", justify="right")
-    for v in others:
-        table.add_column(f"{v}\nmean", justify="right")
-        table.add_column("\np99", justify="right")
-        table.add_column("\nreq/s", justify="right")
-    table.add_column("wall s\n" + " / ".join(names), justify="right")
-    any_errors = any(c.errors for row in grid.values() for c in row.values())
-    if any_errors:
-        table.add_column("errors", justify="right")
-    for point, row in grid.items():
-        pd = dict(point)
-        b: Cell | None = row.get(base)
-        cols: list[str | Text] = [_point_value(pd.get(k, "")) for k in keys]
-        if b is None or not b.ok_cases:
-            cols += [Text("failed", style="red"), "", "", "", ""]
-        else:
-            cols += [
-                fmt_ms(b.latency_us("mean")),
-                fmt_ms(b.latency_us("stdev")),
-                fmt_ms(b.latency_us("p50")),
-                fmt_ms(b.latency_us("p99")),
-                fmt_rate(b.mean("throughput_rps")),
-            ]
-        for v in others:
-            c = row.get(v)
-            if c is None or not c.ok_cases or b is None or not b.ok_cases:
-                cols += [Text("failed", style="red") if c is not None else "-", "", ""]
-                continue
-            cols += [
-                fmt_ratio(ratio(c.latency_us("mean"), b.latency_us("mean"))),
-                fmt_ratio(ratio(c.latency_us("p99"), b.latency_us("p99"))),
-                fmt_ratio(ratio(c.mean("throughput_rps"), b.mean("throughput_rps"))),
-            ]
-        cols.append(" / ".join(fmt_s(row[v].mean("wall_s")) if v in row else "-" for v in names))
-        if any_errors:
-            cols.append(str(sum(c.errors for c in row.values())))
-        table.add_row(*cols)
+    for i, column in enumerate(grid.columns):
+        table.add_column(column, justify="left" if i < grid.left else "right")
+    for row in grid.rows:
+        table.add_row(*(_cell(c) for c in row))
     return table
+
+
+def workload_table(result: Result, workload: str) -> Table:
+    return grid_table(workload_grid(result, workload))
+
+
+def comparison_tables(doc: dict[str, Any]) -> list[Text | Table]:
+    """Ratio, interval and verdict tables for a comparison document, then the geometric means;
+    each table after its title line."""
+    grids = comparison_grids(doc)
+    summary = summary_grid(doc)
+    out: list[Text | Table] = []
+    for grid in [*grids, *([summary] if summary else [])]:
+        out += [Text(grid.title, style="bold"), grid_table(grid, title=False)]
+    return out
+
+
+def _console(width: int, color: bool) -> tuple[io.StringIO, Console]:
+    buf = io.StringIO()
+    console = Console(
+        file=buf,
+        width=width,
+        color_system="standard" if color else None,
+        force_terminal=color,
+        highlight=False,
+        soft_wrap=False,
+    )
+    return buf, console
+
+
+def render_grid(grid: Grid, width: int = 120, color: bool = False) -> str:
+    """One grid as text."""
+    buf, console = _console(width, color)
+    console.print(grid_table(grid))
+    return buf.getvalue()
+
+
+def render_comparison(
+    doc: dict[str, Any], header: list[str], width: int = 120, color: bool = False
+) -> str:
+    """A comparison of two runs (``rpcmeter compare``) as text."""
+    buf, console = _console(width, color)
+    for i, line in enumerate(header):
+        console.print(Text(line, style="bold" if i == 0 else "dim"))
+    if not doc["rows"]:
+        console.print(Text("no case in common", style="yellow"))
+    for item in comparison_tables(doc):
+        if isinstance(item, Text):
+            console.print()
+        console.print(item)
+    if doc["warnings"]:
+        console.print()
+    for w in doc["warnings"]:
+        console.print(Text(f"warning: {w}", style="yellow"))
+    return buf.getvalue()
 
 
 def _mean_sd(cell: Cell, key: str) -> str:
@@ -339,15 +370,7 @@ def _is_idle(result: Result, workload: str) -> bool:
 
 def render(result: Result, width: int = 120, color: bool = False) -> str:
     """The run's tables as text."""
-    buf = io.StringIO()
-    console = Console(
-        file=buf,
-        width=width,
-        color_system="standard" if color else None,
-        force_terminal=color,
-        highlight=False,
-        soft_wrap=False,
-    )
+    buf, console = _console(width, color)
     suite = result["suite"]
     status = result.get("status", "?")
     n_cases = len(result["cases"])
@@ -379,6 +402,12 @@ def render(result: Result, width: int = 120, color: bool = False) -> str:
         if resources is not None:
             console.print()
             console.print(resources)
+    comparisons = comparisons_of(result)
+    if analysis.has_verdicts(comparisons):
+        for item in comparison_tables(comparisons):
+            if isinstance(item, Text):
+                console.print()
+            console.print(item)
     render_rates(console, result)
     spread = spread_lines(result)
     if spread:

@@ -1,0 +1,416 @@
+"""Comparisons that say whether a difference is real.
+
+For every cell (workload x matrix point) and every metric that matters, a compared side is set
+against a baseline side using the per-repetition values of the two cells:
+
+- ``ratio``: mean over the compared side's repetitions / mean over the baseline's;
+- ``ci_low``/``ci_high``: a 95 % percentile-bootstrap interval for that ratio (both sides resampled
+  independently over their repetitions; 2000 resamples; seeded from the cell, so the same data
+  always gives the same interval);
+- ``p_value``: a two-sided Mann-Whitney U test of the two sets of repetitions (exact distribution
+  without ties, normal approximation with tie and continuity correction otherwise);
+- ``verdict``: ``faster`` / ``slower`` only when the interval excludes 1 **and** the test agrees at
+  the 5 % level, else ``same``; ``unknown`` when a side has fewer than two repetitions (nothing can
+  be tested). For throughput higher is better; for latency and CPU time per request lower is better
+  (``faster`` there means less CPU time per request).
+
+Two uses share one mechanism (:func:`compare_pairs`): variants of one run against the run's
+baseline variant (:func:`compare_variants`, stored in the result as ``comparisons``) and the cases
+of one run against the same cases of another (:func:`compare_runs`). Both are pure functions of
+their inputs, so ``rpcmeter show`` and ``rpcmeter compare`` recompute them at will.
+
+The comparison document::
+
+    {"kind": "variants" | "runs", "baseline": label, "against": label | null,
+     "confidence": 0.95, "alpha": 0.05, "resamples": 2000,
+     "rows": [{"workload", "point": {...}, "variant", "baseline", "metric", "unit",
+               "n", "n_baseline", "mean", "mean_baseline", "cv", "cv_baseline",
+               "ratio", "ci_low", "ci_high", "p_value", "verdict"}],
+     "summary": [{"variant", "metric", "geomean", "cases", "faster", "slower", "same",
+                  "unknown"}],
+     "warnings": [str]}
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import zlib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from rpcmeter.aggregate import Cell, PointKey, baseline, cells, variant_names
+from rpcmeter.result import Result
+
+CONFIDENCE = 0.95
+ALPHA = 0.05
+RESAMPLES = 2000
+MIN_REPEAT = 5  # fewer repetitions than this per side: a warning
+MAX_CV = 0.10  # spread between repetitions above this: a warning
+VERDICTS = ("faster", "slower", "same", "unknown")
+
+
+@dataclass(frozen=True)
+class Metric:
+    name: str  # as given to --metric
+    path: str  # key path in a case document
+    label: str  # in sentences
+    short: str  # in table headers
+    unit: str
+    higher_is_better: bool = False
+
+
+METRICS: tuple[Metric, ...] = (
+    Metric("mean", "latency.mean_us", "mean latency", "mean", "us"),
+    Metric("p50", "latency.p50_us", "median latency", "p50", "us"),
+    Metric("p99", "latency.p99_us", "p99 latency", "p99", "us"),
+    Metric("throughput", "throughput_rps", "throughput", "req/s", "1/s", higher_is_better=True),
+    Metric("server_cpu", "cpu.server_us_per_request", "server CPU per request", "server CPU", "us"),
+    Metric("client_cpu", "cpu.client_us_per_request", "client CPU per request", "client CPU", "us"),
+)
+METRIC_BY_NAME = {m.name: m for m in METRICS}
+
+
+def metric(name: str) -> Metric:
+    from rpcmeter.errors import UsageError
+
+    try:
+        return METRIC_BY_NAME[name]
+    except KeyError:
+        raise UsageError(
+            f"--metric {name}: unknown metric (expected one of: {', '.join(METRIC_BY_NAME)})"
+        ) from None
+
+
+# ---- statistics ---------------------------------------------------------------------------------
+
+
+def _ranks(values: Sequence[float]) -> tuple[list[float], list[int]]:
+    """Mid-ranks (1-based) of ``values`` and the sizes of their groups of ties."""
+    order = sorted(range(len(values)), key=lambda i: values[i])
+    ranks = [0.0] * len(values)
+    ties: list[int] = []
+    i = 0
+    while i < len(order):
+        j = i
+        while j + 1 < len(order) and values[order[j + 1]] == values[order[i]]:
+            j += 1
+        for k in range(i, j + 1):
+            ranks[order[k]] = (i + j) / 2 + 1
+        ties.append(j - i + 1)
+        i = j + 1
+    return ranks, ties
+
+
+def _u_counts(n1: int, n2: int) -> list[int]:
+    """How many of the C(n1+n2, n1) arrangements give U = 0, 1, ..., n1*n2 (no ties).
+
+    These are the coefficients of the Gaussian binomial [n1+n2 choose n1]_q, built as
+    prod_{i=1..n1} (1 - q^(n2+i)) / (1 - q^i) with exact integer polynomial arithmetic.
+    """
+    size = n1 * n2 + 1
+    poly = [0] * (size + n1 + n2 + 1)
+    poly[0] = 1
+    for i in range(1, n1 + 1):  # multiply by (1 - q^(n2+i))
+        step = n2 + i
+        for k in range(len(poly) - 1, step - 1, -1):
+            poly[k] -= poly[k - step]
+    for i in range(1, n1 + 1):  # divide by (1 - q^i): b[k] = a[k] + b[k-i]
+        for k in range(i, len(poly)):
+            poly[k] += poly[k - i]
+    return poly[:size]
+
+
+def mann_whitney_u(x: Sequence[float], y: Sequence[float]) -> tuple[float, float]:
+    """Two-sided Mann-Whitney U test: (U of ``x``, p-value).
+
+    Exact without ties when n1*n2 <= 2500; otherwise the normal approximation with tie correction
+    and continuity correction. The p-value is 1 when either sample is empty or all values tie.
+    """
+    n1, n2 = len(x), len(y)
+    if n1 == 0 or n2 == 0:
+        return math.nan, 1.0
+    ranks, ties = _ranks([*x, *y])
+    u1 = sum(ranks[:n1]) - n1 * (n1 + 1) / 2
+    if all(t == 1 for t in ties) and n1 * n2 <= 2500:
+        counts = _u_counts(n1, n2)
+        total = sum(counts)
+        u = round(u1)
+        low = sum(counts[: u + 1])  # P(U <= u) * total
+        high = sum(counts[u:])  # P(U >= u) * total
+        return u1, min(1.0, 2 * min(low, high) / total)
+    n = n1 + n2
+    mu = n1 * n2 / 2
+    tie_term = sum(t**3 - t for t in ties) / (n * (n - 1))
+    var = n1 * n2 / 12 * ((n + 1) - tie_term)
+    if var <= 0:
+        return u1, 1.0
+    z = max(abs(u1 - mu) - 0.5, 0.0) / math.sqrt(var)
+    return u1, min(1.0, math.erfc(z / math.sqrt(2)))
+
+
+def bootstrap_ratio_ci(
+    baseline_values: Sequence[float],
+    values: Sequence[float],
+    *,
+    confidence: float = CONFIDENCE,
+    resamples: int = RESAMPLES,
+    seed: int = 0,
+) -> tuple[float, float]:
+    """Percentile-bootstrap interval for mean(values) / mean(baseline_values).
+
+    Both samples are resampled with replacement, independently, ``resamples`` times from a generator
+    seeded with ``seed``: the same inputs always give the same interval.
+    """
+    base = np.asarray(baseline_values, dtype=np.float64)
+    other = np.asarray(values, dtype=np.float64)
+    if base.size == 0 or other.size == 0:
+        return math.nan, math.nan
+    rng = np.random.default_rng(seed)
+    base_means = base[rng.integers(0, base.size, size=(resamples, base.size))].mean(axis=1)
+    other_means = other[rng.integers(0, other.size, size=(resamples, other.size))].mean(axis=1)
+    valid = base_means > 0
+    if not valid.any():
+        return math.nan, math.nan
+    ratios = other_means[valid] / base_means[valid]
+    tail = (1 - confidence) / 2 * 100
+    lo, hi = np.percentile(ratios, [tail, 100 - tail])
+    return float(lo), float(hi)
+
+
+def verdict_of(
+    ratio: float, ci_low: float, ci_high: float, p_value: float, higher_is_better: bool
+) -> str:
+    """``faster``/``slower`` when the interval excludes 1 and the test agrees, else ``same``."""
+    if not all(math.isfinite(v) for v in (ratio, ci_low, ci_high)):
+        return "unknown"
+    excludes_one = ci_high < 1 or ci_low > 1
+    if not (excludes_one and p_value < ALPHA):
+        return "same"
+    better = ratio > 1 if higher_is_better else ratio < 1
+    return "faster" if better else "slower"
+
+
+def geomean(ratios: Iterable[float]) -> float:
+    logs = [math.log(r) for r in ratios if math.isfinite(r) and r > 0]
+    return math.exp(statistics.fmean(logs)) if logs else math.nan
+
+
+def _cv(values: Sequence[float]) -> float:
+    if len(values) < 2:
+        return math.nan
+    m = statistics.fmean(values)
+    return statistics.stdev(values) / m if m else math.nan
+
+
+def _round(value: float, digits: int = 4) -> float | None:
+    """Stored figures: rounded (stable across platforms), NaN as null."""
+    if not math.isfinite(value):
+        return None
+    if value == 0:
+        return 0.0
+    return round(value, max(0, digits - 1 - math.floor(math.log10(abs(value)))))
+
+
+def _seed(*parts: object) -> int:
+    return zlib.crc32("|".join(map(str, parts)).encode())
+
+
+def compare_values(
+    baseline_values: Sequence[float], values: Sequence[float], m: Metric, seed: int = 0
+) -> dict[str, Any]:
+    """The statistics of one metric of one cell against its baseline."""
+    mean_b = statistics.fmean(baseline_values) if baseline_values else math.nan
+    mean_v = statistics.fmean(values) if values else math.nan
+    ratio = mean_v / mean_b if mean_b and math.isfinite(mean_b) else math.nan
+    if len(values) >= 2 and len(baseline_values) >= 2:
+        lo, hi = bootstrap_ratio_ci(baseline_values, values, seed=seed)
+        _, p = mann_whitney_u(values, baseline_values)
+    else:
+        lo, hi, p = math.nan, math.nan, math.nan
+    return {
+        "metric": m.name,
+        "unit": m.unit,
+        "n": len(values),
+        "n_baseline": len(baseline_values),
+        "mean": _round(mean_v, 6),
+        "mean_baseline": _round(mean_b, 6),
+        "cv": _round(_cv(values), 3),
+        "cv_baseline": _round(_cv(baseline_values), 3),
+        "ratio": _round(ratio),
+        "ci_low": _round(lo),
+        "ci_high": _round(hi),
+        "p_value": _round(p),
+        "verdict": verdict_of(ratio, lo, hi, p, m.higher_is_better),
+    }
+
+
+# ---- comparisons --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Pair:
+    """One compared cell against its baseline cell."""
+
+    workload: str
+    point: PointKey
+    variant: str
+    base: Cell
+    other: Cell
+
+
+def compare_pairs(
+    pairs: Iterable[Pair], kind: str, baseline_label: str, against: str | None = None
+) -> dict[str, Any]:
+    """The comparison document for ``pairs`` (see the module docstring)."""
+    rows: list[dict[str, Any]] = []
+    for pair in pairs:
+        for m in METRICS:
+            base_vals, vals = pair.base.values(m.path), pair.other.values(m.path)
+            if not base_vals or not vals:
+                continue  # metric not measured (e.g. no CPU figures)
+            seed = _seed(pair.workload, pair.point, pair.variant, m.name)
+            rows.append(
+                {
+                    "workload": pair.workload,
+                    "point": dict(pair.point),
+                    "variant": pair.variant,
+                    "baseline": pair.base.variant,
+                    **compare_values(base_vals, vals, m, seed),
+                }
+            )
+    doc: dict[str, Any] = {
+        "kind": kind,
+        "baseline": baseline_label,
+        "against": against,
+        "confidence": CONFIDENCE,
+        "alpha": ALPHA,
+        "resamples": RESAMPLES,
+        "rows": rows,
+        "summary": summarize(rows),
+    }
+    doc["warnings"] = comparison_warnings(doc)
+    return doc
+
+
+def summarize(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per variant and metric: geometric mean of the ratios across cases and verdict counts."""
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for row in rows:
+        groups.setdefault((row["variant"], row["metric"]), []).append(row)
+    out = []
+    for (variant, name), group in groups.items():
+        counts = {v: sum(1 for r in group if r["verdict"] == v) for v in VERDICTS}
+        ratios = [r["ratio"] for r in group if r["ratio"] is not None]
+        out.append(
+            {
+                "variant": variant,
+                "metric": name,
+                "geomean": _round(geomean(ratios)),
+                "cases": len(group),
+                **counts,
+            }
+        )
+    return out
+
+
+def point_label(point: dict[str, Any]) -> str:
+    return " ".join(f"{k}={v}" for k, v in point.items())
+
+
+def row_label(row: dict[str, Any]) -> str:
+    parts = [row["workload"]]
+    if row["point"]:
+        parts.append(point_label(row["point"]))
+    parts.append(row["variant"])
+    return " · ".join(parts)
+
+
+def comparison_warnings(doc: dict[str, Any]) -> list[str]:
+    """Verdicts resting on too few repetitions or on spread above 10 % between repetitions."""
+    rows = doc["rows"]
+    warnings: list[str] = []
+    thin = [r for r in rows if min(r["n"], r["n_baseline"]) < MIN_REPEAT]
+    if thin:
+        fewest = min(min(r["n"], r["n_baseline"]) for r in thin)
+        what = (
+            "no verdict (one repetition)"
+            if fewest < 2
+            else f"verdicts rest on as few as {fewest} repetitions"
+        )
+        warnings.append(
+            f"{len(thin)} of {len(rows)} comparisons: {what}; use repeat >= {MIN_REPEAT} "
+            "(below 4 repetitions per side no difference can be significant at 5 %)"
+        )
+    noisy: dict[str, tuple[float, str]] = {}  # cell -> worst CV and its metric
+    for r in rows:
+        cvs = [c for c in (r["cv"], r["cv_baseline"]) if c is not None]
+        if cvs and max(cvs) > MAX_CV and max(cvs) > noisy.get(row_label(r), (0.0, ""))[0]:
+            noisy[row_label(r)] = (max(cvs), METRIC_BY_NAME[r["metric"]].short)
+    if noisy:
+        label, (cv, short) = max(noisy.items(), key=lambda kv: kv[1][0])
+        cells_compared = len({row_label(r) for r in rows})
+        warnings.append(
+            f"{len(noisy)} of {cells_compared} compared cells rest on repetitions spread by more "
+            f"than {MAX_CV:.0%} (worst: {label}, {short} CV {cv:.0%}); their verdicts are weak"
+        )
+    return warnings
+
+
+def compare_variants(result: Result) -> dict[str, Any]:
+    """Every variant of a run against the run's baseline variant, cell by cell."""
+    base = baseline(result)
+    pairs = []
+    for workload, by_point in cells(result).items():
+        for point, by_variant in by_point.items():
+            b = by_variant.get(base)
+            if b is None:
+                continue
+            for variant in variant_names(result):
+                other = by_variant.get(variant)
+                if variant != base and other is not None:
+                    pairs.append(Pair(workload, point, variant, b, other))
+    return compare_pairs(pairs, "variants", base)
+
+
+def compare_runs(a: Result, b: Result, label_a: str = "A", label_b: str = "B") -> dict[str, Any]:
+    """Run ``b`` against run ``a`` (the baseline), case by case: the cells both runs share."""
+    grid_a, grid_b = cells(a), cells(b)
+    pairs = []
+    for workload, by_point in grid_b.items():
+        for point, by_variant in by_point.items():
+            for variant, other in by_variant.items():
+                base = grid_a.get(workload, {}).get(point, {}).get(variant)
+                if base is not None:
+                    pairs.append(Pair(workload, point, variant, base, other))
+    doc = compare_pairs(pairs, "runs", label_a, label_b)
+    if a["suite"].get("sha256") != b["suite"].get("sha256"):
+        doc["warnings"].insert(
+            0, "the two runs used different suite files; only the cases they share are compared"
+        )
+    return doc
+
+
+def regressions(doc: dict[str, Any], metric_name: str, pct: float) -> list[dict[str, Any]]:
+    """Rows of ``metric_name`` that are significantly worse than the baseline by more than ``pct``
+    percent (verdict ``slower`` and the ratio beyond 1 + pct/100, or below 1 - pct/100 for
+    higher-is-better metrics)."""
+    m = metric(metric_name)
+    limit = pct / 100
+    out = []
+    for row in doc["rows"]:
+        if row["metric"] != m.name or row["verdict"] != "slower" or row["ratio"] is None:
+            continue
+        worse = (1 - row["ratio"]) if m.higher_is_better else (row["ratio"] - 1)
+        if worse > limit:
+            out.append(row)
+    return out
+
+
+def has_verdicts(doc: dict[str, Any] | None) -> bool:
+    if not doc:
+        return False
+    return any(r["verdict"] != "unknown" for r in doc["rows"])

@@ -1,0 +1,314 @@
+"""The history store: every run in a SQLite database.
+
+Default location ``.rpcmeter/history.db`` under the current directory (``--store PATH``,
+``--no-store``). Tables::
+
+    runs(id INTEGER PRIMARY KEY, run_id TEXT UNIQUE, started_at, finished_at, status,
+         suite_name, suite_path, suite_sha256, git_commit, git_dirty, variants (JSON list),
+         cases, planned_cases, environment (JSON), document (JSON: the result without its cases))
+    cases(run REFERENCES runs(id), seq, document (JSON: one case))   PRIMARY KEY (run, seq)
+    tags(name TEXT PRIMARY KEY, run REFERENCES runs(id), tagged_at)
+
+A run's row is created when it starts and updated, in one transaction with the new case, after
+every case; the database is in WAL mode, so a run killed at any moment leaves a readable database
+holding the cases done so far. :meth:`Store.load` reassembles the exact result document.
+
+A run is named (:func:`resolve_run`, wherever a command takes a run) by its id (``7``), ``last``,
+``last~N`` (N runs before the last), a baseline tag, a prefix of its ``run_id``, or the path of a
+result JSON file.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rpcmeter.errors import StoreError
+from rpcmeter.execute import RunOptions
+from rpcmeter.result import CaseDoc, Result, _clean, now_iso, read_json
+
+DEFAULT_PATH = Path(".rpcmeter") / "history.db"
+SCHEMA_VERSION = 1
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT UNIQUE NOT NULL,
+    started_at TEXT, finished_at TEXT, status TEXT,
+    suite_name TEXT, suite_path TEXT, suite_sha256 TEXT,
+    git_commit TEXT, git_dirty INTEGER,
+    variants TEXT, cases INTEGER NOT NULL DEFAULT 0, planned_cases INTEGER,
+    environment TEXT, document TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS cases (
+    run INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    seq INTEGER NOT NULL,
+    document TEXT NOT NULL,
+    PRIMARY KEY (run, seq)
+);
+CREATE TABLE IF NOT EXISTS tags (
+    name TEXT PRIMARY KEY,
+    run INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    tagged_at TEXT
+);
+"""
+
+
+def _json(value: Any) -> str:
+    return json.dumps(_clean(value), allow_nan=False)
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """One line of ``rpcmeter history``."""
+
+    id: int
+    run_id: str
+    started_at: str
+    status: str
+    suite: str
+    commit: str | None
+    dirty: bool
+    variants: list[str]
+    cases: int
+    planned_cases: int | None
+    tags: list[str]
+
+
+@dataclass(frozen=True)
+class RunRef:
+    """A resolved run: its document and how to call it in output."""
+
+    result: Result
+    label: str
+    id: int | None = None
+
+
+class Store:
+    """The SQLite history at ``path`` (created with its directory when missing)."""
+
+    def __init__(self, path: str | Path = DEFAULT_PATH, create: bool = True) -> None:
+        self.path = Path(path)
+        if not create and not self.path.exists():
+            raise StoreError(f"{self.path}: no history database (run a suite first)")
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            self.db.execute("PRAGMA foreign_keys=ON")
+            version = self.db.execute("PRAGMA user_version").fetchone()[0]
+            if version > SCHEMA_VERSION:
+                raise StoreError(
+                    f"{self.path}: history schema {version} is newer than this rpcmeter "
+                    f"understands ({SCHEMA_VERSION})"
+                )
+            if version == 0:  # executescript runs in its own transaction
+                self.db.executescript(
+                    f"BEGIN IMMEDIATE; {_SCHEMA} PRAGMA user_version={SCHEMA_VERSION}; COMMIT;"
+                )
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: cannot use the history database: {exc}") from None
+
+    def close(self) -> None:
+        self.db.close()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @contextmanager
+    def transaction(self) -> Iterator[sqlite3.Connection]:
+        try:
+            self.db.execute("BEGIN IMMEDIATE")
+            try:
+                yield self.db
+            except BaseException:
+                self.db.execute("ROLLBACK")
+                raise
+            self.db.execute("COMMIT")
+        except sqlite3.Error as exc:
+            raise StoreError(f"{self.path}: history write failed: {exc}") from None
+
+    # ---- writing --------------------------------------------------------------------------------
+
+    def _header(self, result: Result) -> dict[str, Any]:
+        suite = result["suite"]
+        git = suite.get("git") or {}
+        return {
+            "started_at": result.get("started_at"),
+            "finished_at": result.get("finished_at"),
+            "status": result.get("status"),
+            "suite_name": suite.get("name"),
+            "suite_path": suite.get("path"),
+            "suite_sha256": suite.get("sha256"),
+            "git_commit": git.get("commit"),
+            "git_dirty": int(bool(git.get("dirty"))) if git else None,
+            "variants": _json(list(suite.get("variants") or [])),
+            "cases": len(result["cases"]),
+            "planned_cases": result.get("planned_cases"),
+            "environment": _json(result.get("environment")),
+            "document": _json({**result, "cases": []}),
+        }
+
+    def begin(self, result: Result) -> int:
+        """Create the run's row (no cases yet); returns its id."""
+        header = self._header(result)
+        with self.transaction() as db:
+            cur = db.execute(
+                f"INSERT INTO runs (run_id, {', '.join(header)}) "
+                f"VALUES (?, {', '.join('?' * len(header))})",
+                [result["run_id"], *header.values()],
+            )
+        assert cur.lastrowid is not None
+        return cur.lastrowid
+
+    def _update(self, db: sqlite3.Connection, run: int, result: Result) -> None:
+        header = self._header(result)
+        db.execute(
+            f"UPDATE runs SET {', '.join(f'{k} = ?' for k in header)} WHERE id = ?",
+            [*header.values(), run],
+        )
+
+    def add_case(self, run: int, result: Result, case: CaseDoc) -> None:
+        """Store one finished case and the run's updated header, in one transaction."""
+        seq = next(i for i, c in enumerate(result["cases"]) if c is case)
+        with self.transaction() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO cases (run, seq, document) VALUES (?, ?, ?)",
+                (run, seq, _json(case)),
+            )
+            self._update(db, run, result)
+
+    def finish(self, run: int, result: Result) -> None:
+        """Store the final document (every case, comparisons, status)."""
+        with self.transaction() as db:
+            db.execute("DELETE FROM cases WHERE run = ?", (run,))
+            db.executemany(
+                "INSERT INTO cases (run, seq, document) VALUES (?, ?, ?)",
+                [(run, i, _json(c)) for i, c in enumerate(result["cases"])],
+            )
+            self._update(db, run, result)
+
+    def save(self, result: Result) -> int:
+        """Store a whole result at once (e.g. one read from a JSON file); returns its id."""
+        run = self.begin(result)
+        self.finish(run, result)
+        return run
+
+    def recorder(self, options: RunOptions) -> list[int]:
+        """Hook this store into ``options``: the run's row at start, every case as it finishes,
+        the final document at the end (also when interrupted). Returns a list that holds the
+        run's id once the run has started."""
+        ids: list[int] = []
+        options.on_start.append(lambda result: ids.append(self.begin(result)))
+        options.on_case_done.append(lambda result, case: self.add_case(ids[0], result, case))
+        options.on_finish.append(lambda result: self.finish(ids[0], result) if ids else None)
+        return ids
+
+    def tag(self, name: str, run: int) -> None:
+        if re.fullmatch(r"\d+|last(~\d+)?", name):
+            raise StoreError(f"tag {name!r}: a tag cannot look like a run id or 'last'")
+        with self.transaction() as db:
+            db.execute(
+                "INSERT OR REPLACE INTO tags (name, run, tagged_at) VALUES (?, ?, ?)",
+                (name, run, now_iso()),
+            )
+
+    # ---- reading --------------------------------------------------------------------------------
+
+    def load(self, run: int) -> Result:
+        """The result document of run ``run``, exactly as it was stored."""
+        row = self.db.execute("SELECT document FROM runs WHERE id = ?", (run,)).fetchone()
+        if row is None:
+            raise StoreError(f"{self.path}: no run {run}")
+        result: Result = json.loads(row[0])
+        result["cases"] = [
+            json.loads(doc)
+            for (doc,) in self.db.execute(
+                "SELECT document FROM cases WHERE run = ? ORDER BY seq", (run,)
+            )
+        ]
+        return result
+
+    def tagged(self, name: str) -> int | None:
+        row = self.db.execute("SELECT run FROM tags WHERE name = ?", (name,)).fetchone()
+        return None if row is None else int(row[0])
+
+    def runs(self, limit: int | None = None) -> list[RunInfo]:
+        """Stored runs, newest first."""
+        tags: dict[int, list[str]] = {}
+        for name, run in self.db.execute("SELECT name, run FROM tags ORDER BY name"):
+            tags.setdefault(run, []).append(name)
+        rows = self.db.execute(
+            "SELECT id, run_id, started_at, status, suite_name, git_commit, git_dirty, variants, "
+            "cases, planned_cases FROM runs ORDER BY id DESC LIMIT ?",
+            (-1 if limit is None else limit,),
+        )
+        return [
+            RunInfo(
+                id=r[0],
+                run_id=r[1],
+                started_at=r[2] or "",
+                status=r[3] or "?",
+                suite=r[4] or "",
+                commit=r[5],
+                dirty=bool(r[6]),
+                variants=json.loads(r[7] or "[]"),
+                cases=r[8],
+                planned_cases=r[9],
+                tags=tags.get(r[0], []),
+            )
+            for r in rows
+        ]
+
+    def resolve(self, name: str) -> int:
+        """The id of the run called ``name``: an id, ``last``, ``last~N``, a tag or a run_id
+        prefix."""
+        m = re.fullmatch(r"last(?:~(\d+))?", name)
+        if m:
+            back = int(m.group(1) or 0)
+            row = self.db.execute(
+                "SELECT id FROM runs ORDER BY id DESC LIMIT 1 OFFSET ?", (back,)
+            ).fetchone()
+            if row is None:
+                count = self.db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+                raise StoreError(f"{name}: the history at {self.path} holds {count} runs")
+            return int(row[0])
+        if name.isdigit():
+            row = self.db.execute("SELECT id FROM runs WHERE id = ?", (int(name),)).fetchone()
+            if row is not None:
+                return int(row[0])
+        tagged = self.tagged(name)
+        if tagged is not None:
+            return tagged
+        if len(name) >= 4:
+            rows = self.db.execute(
+                "SELECT id FROM runs WHERE run_id LIKE ? || '%'", (name,)
+            ).fetchall()
+            if len(rows) == 1:
+                return int(rows[0][0])
+        raise StoreError(
+            f"{name}: no such run in {self.path} (name a run by id, last, last~N, a tag, "
+            "or a result JSON file)"
+        )
+
+
+def resolve_run(name: str, store_path: str | Path | None = DEFAULT_PATH) -> RunRef:
+    """The run called ``name``: a result JSON file, or a run of the history at ``store_path``."""
+    path = Path(name)
+    if path.suffix == ".json" or path.is_file():
+        return RunRef(read_json(path), str(path))
+    if store_path is None:
+        raise StoreError(f"{name}: not a result file, and the history store is disabled")
+    with Store(store_path, create=False) as store:
+        run = store.resolve(name)
+        return RunRef(store.load(run), f"run {run}", run)

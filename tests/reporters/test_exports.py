@@ -1,0 +1,133 @@
+"""Golden files for every export: JSON, CSV, Markdown (and the terminal tables).
+
+The input is a synthetic result built deterministically; regenerate the files after an intended
+change with ``RPCMETER_UPDATE_GOLDEN=1 pytest tests/reporters``.
+"""
+
+from __future__ import annotations
+
+import base64
+import csv
+import io
+import json
+import os
+import zlib
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rpcmeter import analysis, checks
+from rpcmeter.reporters import csv as csv_reporter
+from rpcmeter.reporters import json as json_reporter
+from rpcmeter.reporters import markdown as markdown_reporter
+from rpcmeter.reporters import terminal
+from tests.support.synthetic import synthetic_result
+
+GOLDEN = Path(__file__).parent / "golden"
+UPDATE = os.environ.get("RPCMETER_UPDATE_GOLDEN") == "1"
+
+
+def golden_result() -> dict[str, Any]:
+    t1, t4 = (("threads", 1),), (("threads", 4),)
+    result = synthetic_result(
+        {
+            ("simple", t1, "default"): [100, 102, 98, 101, 99],
+            ("simple", t1, "bind"): [70, 72, 69, 71, 70],
+            ("simple", t4, "default"): [300, 305, 298, 302, 301],
+            ("simple", t4, "bind"): [300, 390, 250, 310, 295],
+            ("sub 1", t1, "default"): [200, 202, 198, 201, 199],
+            ("sub 1", t1, "bind"): [260, 262, 258, 261, 259],
+            ("sub 1", t4, "default"): [900, 905, 898, 902, 901],
+            ("sub 1", t4, "bind"): [880, 905, 890, 902, 899],
+        },
+        samples=100,
+        cpu=True,
+    )
+    failed = result["cases"][-1]
+    failed.update(status="failed", reason="server exited with status 1 during the case")
+    result["comparisons"] = analysis.compare_variants(result)
+    result["warnings"] = checks.warnings_for(result)
+    return result
+
+
+def _decoded_buckets(value: Any) -> Any:
+    """Histogram buckets compared decompressed (zlib builds may compress differently)."""
+    if isinstance(value, dict):
+        return {
+            k: (
+                zlib.decompress(base64.b64decode(v)).hex()
+                if k == "buckets"
+                else _decoded_buckets(v)
+            )
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [_decoded_buckets(v) for v in value]
+    return value
+
+
+def check_golden(name: str, text: str) -> None:
+    path = GOLDEN / name
+    if UPDATE or not path.exists():
+        path.write_text(text, encoding="utf-8")
+        if not UPDATE:
+            pytest.fail(f"{path} did not exist; written, check it in")
+    expected = path.read_text(encoding="utf-8")
+    if name.endswith(".json"):
+        assert _decoded_buckets(json.loads(text)) == _decoded_buckets(json.loads(expected))
+    else:
+        assert text == expected
+
+
+def test_json_golden() -> None:
+    result = golden_result()
+    text = json_reporter.render(result)
+    check_golden("result.json", text)
+    assert json.loads(text)["comparisons"] == json.loads(json.dumps(result["comparisons"]))
+
+
+def test_csv_golden() -> None:
+    text = csv_reporter.render(golden_result())
+    check_golden("result.csv", text)
+    rows = list(csv.DictReader(io.StringIO(text)))
+    assert {r["metric"] for r in rows} >= {
+        "latency.mean_us",
+        "latency.p99_us",
+        "throughput_rps",
+        "cpu.server_us_per_request",
+    }
+    assert len({(r["case"], r["metric"]) for r in rows}) == len(rows)  # tidy: one per pair
+    p99 = next(r for r in rows if r["metric"] == "latency.p99_us")
+    assert p99["unit"] == "us" and p99["threads"] == "1" and p99["variant"] == "default"
+
+
+def test_comparison_csv_golden() -> None:
+    text = csv_reporter.render_comparison(golden_result()["comparisons"])
+    check_golden("comparison.csv", text)
+    assert "faster" in text and "slower" in text and "same" in text
+
+
+def test_markdown_golden() -> None:
+    text = markdown_reporter.render(golden_result())
+    check_golden("result.md", text)
+    assert "| threads | variant | mean | p50 | p99 | req/s | server CPU | client CPU |" in text
+    assert "**Failed cases**" in text and "**Warnings**" in text
+
+
+def test_terminal_golden() -> None:
+    text = terminal.render(golden_result(), width=130)
+    check_golden("result.txt", text)
+    assert "geometric mean of ratios each variant / default" in text
+
+
+def test_reporters_are_pure() -> None:
+    result = golden_result()
+    before = json.dumps(result)
+    outputs = [
+        r(result) for r in (json_reporter.render, csv_reporter.render, markdown_reporter.render)
+    ]
+    assert json.dumps(result) == before
+    assert outputs == [
+        r(result) for r in (json_reporter.render, csv_reporter.render, markdown_reporter.render)
+    ]

@@ -1,0 +1,99 @@
+"""`rpcmeter history`, `show`, `compare`, `tag` and the gate's exit codes, on stored results."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rpcmeter.cli import main
+from rpcmeter.result import write_json
+from rpcmeter.store import Store
+from tests.support.synthetic import synthetic_result
+
+P1 = (("threads", 1),)
+
+
+@pytest.fixture
+def db(tmp_path: Path) -> Path:
+    """Run 1: the baseline; run 2: workload w 30 % slower, workload v unchanged."""
+    path = tmp_path / "h.db"
+    old = synthetic_result({("w", P1, "x"): [100, 101, 99, 100, 102], ("v", P1, "x"): [50] * 5})
+    new = synthetic_result(
+        {("w", P1, "x"): [130, 131, 129, 130, 132], ("v", P1, "x"): [50, 51, 49, 50, 50]},
+        seed=1,
+    )
+    with Store(path) as store:
+        store.save(old)
+        store.save(new)
+    return path
+
+
+def run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:
+    code = main(argv)
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_history_lists_runs(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out, _ = run(["tag", "main", "1", "--store", str(db)], capsys)
+    assert code == 0 and "tagged run 1 as 'main'" in out
+    code, out, _ = run(["history", "--store", str(db)], capsys)
+    assert code == 0
+    lines = [line for line in out.splitlines() if "synthetic" in line]
+    assert len(lines) == 2 and lines[0].split()[0] == "2" and "main" in lines[1]
+    assert "2026-01-02 03:04:05" in out and "10" in lines[0]
+
+
+def test_compare_and_gate_exit_codes(db: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    store = ["--store", str(db)]
+    code, out, _ = run(["compare", "1", "2", *store], capsys)
+    assert code == 0
+    assert "run 2 against run 1" in out and "slower" in out and "same" in out
+    code, out, _ = run(["compare", "1", "last", "--fail-if-slower", "10", *store], capsys)
+    assert code == 1
+    assert "gate: 1 case(s) mean latency worse" in out
+    assert "w · threads=1 · x: mean latency 1.3" in out and "of run 1 (p=0.00794)" in out
+    code, out, _ = run(["compare", "1", "2", "--fail-if-slower", "50", *store], capsys)
+    assert code == 0 and "no case's mean latency is significantly worse" in out
+    code, out, _ = run(["compare", "last", "last", "--fail-if-slower", "1", *store], capsys)
+    assert code == 0
+    code, out, _ = run(
+        ["compare", "1", "2", "--metric", "throughput", "--fail-if-slower", "10", *store], capsys
+    )
+    assert code == 1 and "throughput" in out
+    code, out, _ = run(["compare", "1", "2", "--format", "json", *store], capsys)
+    doc = json.loads(out)
+    assert doc["kind"] == "runs" and {r["verdict"] for r in doc["rows"]} >= {"slower", "same"}
+    code, out, _ = run(["compare", "1", "2", "--format", "csv", *store], capsys)
+    assert out.splitlines()[0].startswith("workload,threads,variant,baseline,metric")
+    code, out, _ = run(["compare", "1", "2", "--format", "markdown", *store], capsys)
+    assert "| threads | variant | mean |" in out and "**slower**" in out
+
+
+def test_show_formats_and_files(
+    db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = ["--store", str(db)]
+    code, out, _ = run(["show", "last", *store], capsys)
+    assert code == 0 and "synthetic · 10 cases" in out
+    code, out, _ = run(["show", "1", "--format", "json", *store], capsys)
+    assert json.loads(out)["run_id"] == "5e1ec7ed0000"
+    code, out, _ = run(["show", "1", "-f", "csv", *store], capsys)
+    assert "latency.p99_us" in out
+    code, out, _ = run(["show", "1", "-f", "markdown", *store], capsys)
+    assert out.startswith("## synthetic")
+    file = tmp_path / "r.json"
+    write_json(synthetic_result({("w", P1, "x"): [100, 101, 99, 100, 102]}, seed=5), file)
+    code, out, _ = run(["compare", str(file), "1", *store], capsys)
+    assert code == 0 and f"run 1 against {file}" in out
+
+
+def test_user_errors_are_one_line(
+    db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, _, err = run(["show", "42", "--store", str(db)], capsys)
+    assert code == 1 and err.count("\n") == 1 and "42: no such run" in err
+    code, _, err = run(["history", "--store", str(tmp_path / "none.db")], capsys)
+    assert code == 1 and "no history database" in err

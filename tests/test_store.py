@@ -1,0 +1,85 @@
+"""The history store: round trip, incremental writes, naming runs."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rpcmeter.errors import StoreError
+from rpcmeter.result import dumps, write_json
+from rpcmeter.store import Store, resolve_run
+from tests.support.synthetic import synthetic_result
+
+SPEC = {("w", (("threads", 1),), "a"): [100, 101, 99], ("w", (("threads", 1),), "b"): [90, 91, 89]}
+
+
+def as_stored(result: dict[str, Any]) -> dict[str, Any]:
+    """What a document looks like after JSON (NaN as null)."""
+    loaded: dict[str, Any] = json.loads(dumps(result))
+    return loaded
+
+
+def test_round_trip_gives_the_identical_document(tmp_path: Path) -> None:
+    result = synthetic_result(SPEC)
+    result["cases"][0]["bytes"] = {"out_per_request": float("nan"), "in_per_request": 3.0}
+    with Store(tmp_path / "h.db") as store:
+        run = store.save(result)
+        back = store.load(run)
+    assert back == as_stored(result)
+    assert list(back) == list(result)  # key order kept too
+    assert dumps(back) == dumps(result)
+
+
+def test_run_row_is_updated_after_every_case(tmp_path: Path) -> None:
+    full = synthetic_result(SPEC)
+    result = {**full, "cases": [], "status": "running", "finished_at": None}
+    path = tmp_path / "h.db"
+    with Store(path) as store:
+        run = store.begin(result)
+        assert store.load(run)["cases"] == []
+        for case in full["cases"]:
+            result["cases"].append(case)
+            store.add_case(run, result, case)
+            # another connection (another process, e.g. `rpcmeter history`) sees the case
+            with Store(path, create=False) as reader:
+                assert len(reader.load(run)["cases"]) == len(result["cases"])
+                assert reader.runs()[0].cases == len(result["cases"])
+        result["status"] = "complete"
+        store.finish(run, result)
+        assert store.load(run) == as_stored(result)
+    db = sqlite3.connect(path)
+    assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+
+
+def test_history_and_naming_runs(tmp_path: Path) -> None:
+    path = tmp_path / "h.db"
+    with Store(path) as store:
+        ids = [store.save(synthetic_result(SPEC, seed=s)) for s in range(3)]
+        store.tag("main", ids[0])
+        infos = store.runs()
+        assert [i.id for i in infos] == ids[::-1]
+        assert infos[-1].tags == ["main"] and infos[0].variants == ["a", "b"]
+        assert infos[0].cases == 6 and infos[0].suite == "synthetic"
+        with pytest.raises(StoreError, match="cannot look like"):
+            store.tag("last~2", ids[0])
+    assert resolve_run("last", path).id == ids[2]
+    assert resolve_run("last~1", path).id == ids[1]
+    assert resolve_run(str(ids[1]), path).id == ids[1]
+    assert resolve_run("main", path).id == ids[0]
+    assert resolve_run("5e1ec7ed0002", path).id == ids[2]  # run_id
+    assert resolve_run("last", path).result["run_id"] == "5e1ec7ed0002"
+    for bad, match in [("last~3", "holds 3 runs"), ("nope", "no such run"), ("99", "no such run")]:
+        with pytest.raises(StoreError, match=match):
+            resolve_run(bad, path)
+    file = tmp_path / "r.json"
+    write_json(synthetic_result(SPEC, seed=9), file)
+    ref = resolve_run(str(file), path)
+    assert ref.id is None and ref.result["run_id"] == "5e1ec7ed0009"
+    with pytest.raises(StoreError, match="no history database"):
+        resolve_run("last", tmp_path / "missing.db")
+    with pytest.raises(StoreError, match="no such result file"):
+        resolve_run(str(tmp_path / "missing.json"), path)
