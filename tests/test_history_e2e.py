@@ -1,4 +1,4 @@
-"""History, comparisons and the gate with real runs of the `rpcmeter` command: the rpyc demo run
+"""History, comparisons and the gate with real runs of the `rpcmeter` command: the rpyc example run
 twice and compared, an A/A variant inside a real run, a run gated on a real regression, and a
 database left by a run killed with SIGKILL."""
 
@@ -18,7 +18,6 @@ import psutil
 import pytest
 
 from rpcmeter.store import Store, resolve_run
-from rpcmeter.suite import builtin_suite_path
 
 pytestmark = pytest.mark.timeout(240)
 ROOT = Path(__file__).resolve().parents[1]
@@ -52,8 +51,8 @@ def rpcmeter(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedP
     return proc
 
 
-def test_demo_run_twice_then_compare_shows_verdicts(tmp_path: Path) -> None:
-    demo = str(builtin_suite_path("demo"))
+def test_example_run_twice_then_compare_shows_verdicts(tmp_path: Path) -> None:
+    demo = str(ROOT / "examples" / "rpyc-thread-binding.toml")
     # run 1: default, bind and twin (an identical copy of default: an A/A comparison)
     first = rpcmeter(
         "run", demo, *SMALL, "--set", "repeat=4", "--set", "variants.twin.options={}",
