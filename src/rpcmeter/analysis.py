@@ -70,6 +70,9 @@ METRICS: tuple[Metric, ...] = (
     Metric("throughput", "throughput_rps", "throughput", "req/s", "1/s", higher_is_better=True),
     Metric("server_cpu", "cpu.server_us_per_request", "server CPU per request", "server CPU", "us"),
     Metric("client_cpu", "cpu.client_us_per_request", "client CPU per request", "client CPU", "us"),
+    # whole commands (runners/command.py): CPU seconds per run, user and system apart
+    Metric("user_cpu", "command.user_s", "user CPU per run", "user s", "s"),
+    Metric("sys_cpu", "command.sys_s", "system CPU per run", "sys s", "s"),
 )
 METRIC_BY_NAME = {m.name: m for m in METRICS}
 
