@@ -341,7 +341,7 @@ def apply_set(raw: dict[str, Any], assignment: str) -> None:
     set_key(raw, key, parse_value(value.strip()))
 
 
-COMPARE_REPEAT = 5  # default repeat of a suite with two or more variants (not under --quick)
+COMPARE_REPEAT = 5  # default repeat with two or more variants (not --quick, not whole commands)
 
 QUICK_CAPS = {"requests": 200, "duration_s": 1.0, "warmup": 5}
 QUICK_IDLE_S = 0.2
@@ -421,8 +421,10 @@ def build_suite(
     except ValidationError as exc:
         raise SuiteError(_validation_message(where, exc)) from None
     _check_semantics(suite, where)
-    if "repeat" not in suite.model_fields_set and len(suite.variants) >= 2:
-        suite.repeat = COMPARE_REPEAT  # comparisons need repetitions to give verdicts
+    measured_per_request = any(suite.driver_of(v) != "command" for v in suite.variants)
+    if "repeat" not in suite.model_fields_set and len(suite.variants) >= 2 and measured_per_request:
+        # comparisons need repetitions to give verdicts (whole commands repeat runs: runs.count)
+        suite.repeat = COMPARE_REPEAT
     if only_workloads:
         unknown = [w for w in only_workloads if w not in suite.workloads]
         if unknown:

@@ -154,6 +154,7 @@ def test_suite_end_to_end_records_server_time_bytes_and_blocking() -> None:
         build_suite(
             {
                 "target": {"driver": "zmq", "transport": "ipc"},
+                "repeat": 1,
                 "variants": {"block": {}, "poll": {"options": {"recv": "poll"}}},
                 "workloads": {"payload": {"request_bytes": 200, "reply_bytes": 900}},
                 "load": {"requests": 100, "warmup": 5, "concurrency": 2},

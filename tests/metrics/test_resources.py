@@ -138,6 +138,7 @@ def run(raw: dict[str, Any]) -> Result:
 def test_busy_polling_server_burns_cpu_while_idle_and_a_blocking_one_does_not() -> None:
     result = run(
         {
+            "repeat": 1,
             "variants": {
                 "block": {"options": {"wait": "block"}},
                 "spin": {"options": {"wait": "spin"}},

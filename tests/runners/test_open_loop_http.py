@@ -16,6 +16,7 @@ def test_http_open_loop_rate_and_stall() -> None:
     suite = build_suite(
         {
             "target": {"driver": "http", "transport": "tcp"},
+            "repeat": 1,
             "variants": {
                 "steady": {},
                 "stall": {"options": {"stall_ms": stall_s * 1e3, "stall_after_s": 1.0}},
