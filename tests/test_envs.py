@@ -194,6 +194,10 @@ def test_builtin_server_runs_in_the_variant_environment(cache: Path, tmp_path: P
     env = result["environment"]["variant_envs"]["isolated"]
     assert env["python"].startswith(str(cache))
     assert "rpyc" not in env["packages"]  # the server found it on rpcmeter's path, after its own
+    # package versions per variant: as installed in each variant's own environment
+    versions = result["environment"]["variant_packages"]
+    assert versions["isolated"] == env["packages"]
+    assert versions["host"]["rpyc"]
 
 
 def test_existing_interpreter_is_used_as_is(cache: Path) -> None:
