@@ -18,7 +18,7 @@ from rpcmeter.execute import CaseRunner, RunOptions, run_suite
 from rpcmeter.plan import Case, expand
 from rpcmeter.rates import Objective, Step, judge, rate_point, search_max_rate
 from rpcmeter.result import Result
-from rpcmeter.suite import Suite
+from rpcmeter.suite import Suite, round_rate
 
 DEFAULT_START = 100.0
 
@@ -32,7 +32,7 @@ def search_suite(suite: Suite) -> Suite:
 
 def start_rate(suite: Suite) -> float:
     rates = suite.load.rate_list() or suite.matrix.get("rate")
-    return float(suite.load.rate or (min(rates) if rates else DEFAULT_START))
+    return round_rate(float(suite.load.rate or (min(rates) if rates else DEFAULT_START)))
 
 
 def probe_case(base: Case, rate: float, index: int) -> Case:
