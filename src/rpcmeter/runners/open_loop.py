@@ -158,6 +158,9 @@ def run_open_chunk(
     ubuf = urec.buf
     sbuf = rec.sbuf
     nbuf = rec.nbuf
+    server_time = (
+        len(sbuf) > 0
+    )  # the driver reports server time (others' callers may return anything)
     pos = rec.pos
     sent = 0
     finished = False
@@ -200,7 +203,7 @@ def run_open_chunk(
             buf[pos] = done - due
             ubuf[pos] = latency = done - now
             pos += 1
-            if server_ns is not None:
+            if server_time and server_ns is not None:
                 sbuf[rec.spos] = server_ns  # type: ignore[call-overload]
                 nbuf[rec.spos] = latency - server_ns  # type: ignore[operator]
                 rec.spos += 1
@@ -442,6 +445,7 @@ class EventPacer:
         ubuf = urec.buf
         sbuf = rec.sbuf
         nbuf = rec.nbuf
+        server_time = len(sbuf) > 0
 
         def done(server_ns: int | None, err: BaseException | None) -> None:
             t1 = clock()
@@ -449,7 +453,7 @@ class EventPacer:
                 pos = rec.pos
                 buf[pos] = t1 - self.due[i]
                 ubuf[pos] = latency = t1 - self.sent_at[i]
-                if server_ns is not None:
+                if server_time and server_ns is not None:
                     spos = rec.spos
                     sbuf[spos] = server_ns
                     nbuf[spos] = latency - server_ns
