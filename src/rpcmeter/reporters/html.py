@@ -117,8 +117,8 @@ def _columns(
     if command:
         return [
             ("wall s", "mean", lambda c: run_mean(c, "wall_s"), _fmt_seconds),
-            ("user s", "", lambda c: run_mean(c, "user_s"), _fmt_seconds),
-            ("system s", "", lambda c: run_mean(c, "sys_s"), _fmt_seconds),
+            ("user s", "user_cpu", lambda c: run_mean(c, "user_s"), _fmt_seconds),
+            ("system s", "sys_cpu", lambda c: run_mean(c, "sys_s"), _fmt_seconds),
         ]
     return [
         ("mean ms", "mean", lambda c: c.latency_us("mean"), fmt_ms),
