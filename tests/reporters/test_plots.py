@@ -286,3 +286,19 @@ def test_html_lists_warnings_and_failed_cases_folding_long_lists() -> None:
     assert "client CPUs saturated" in section and "server exited 9" in section
     assert "<summary>3 more</summary>" in section  # 11 problems, 8 shown
     assert page.count('<figure class="plot"') == 1  # the spectrum of the one good case
+
+
+def test_environment_rows_are_one_readable_line_each() -> None:
+    from rpcmeter.reporters.html import _env_rows
+
+    env = {
+        "packages": {"rpyc": "6.0.2"},
+        "placement": {"server_cpus": [0], "client_cpus": [1], "server_quota_cpus": None},
+        "variant_packages": {"a": {"rpyc": "6.0.2"}, "b": {"rpyc": "5.3.1"}},
+        "governor": None,
+    }
+    assert list(_env_rows(env)) == [
+        ("packages", "rpyc 6.0.2"),
+        ("placement", "server_cpus: 0, client_cpus: 1"),
+        ("variant packages", "a: rpyc 6.0.2; b: rpyc 5.3.1"),
+    ]

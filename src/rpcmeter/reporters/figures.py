@@ -197,11 +197,12 @@ def draw(plot: Plot, colors: dict[str, str]) -> Figure:
                 lo, hi = mid / 2, mid * 2
             ax.set_ylim(lo / 1.15, hi * 1.15)
             ax.yaxis.set_major_formatter(FuncFormatter(lambda y, _: f"{y:g}"))
-            few_decades = hi / lo < 1000
+            # label the minor ticks the range has room for: all of them within a factor of 8,
+            # 2 and 5 over up to three decades, none beyond
+            span = hi / lo
+            labelled = range(2, 10) if span < 8 else (2, 5) if span < 1000 else ()
             ax.yaxis.set_minor_formatter(
-                FuncFormatter(
-                    lambda y, _: f"{y:g}" if few_decades and _leading(y) in (2, 5) else ""
-                )
+                FuncFormatter(lambda y, _: f"{y:g}" if _leading(y) in labelled else "")
             )
     if plot.reference_y is not None:
         ax.axhline(plot.reference_y, color="#555555", linewidth=1, linestyle="--", zorder=0)

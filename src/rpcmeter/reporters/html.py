@@ -172,16 +172,23 @@ def workload_table(result: Result, workload: str, colors: dict[str, str]) -> str
     return f'<div class="scroll"><table class="cmp"><tr>{head}</tr>{"".join(rows)}</table></div>'
 
 
+def _env_text(value: Any, packages: bool = False) -> str:
+    """An environment value as one line: nested mappings as ``key: value``, empties left out."""
+    if isinstance(value, dict):
+        parts = ((k, _env_text(v, packages=k == "packages")) for k, v in value.items())
+        sep = " " if packages else ": "
+        return ", ".join(f"{k}{sep}{text}" for k, text in parts if text)
+    if isinstance(value, list):
+        return ", ".join(t for t in (_env_text(v) for v in value) if t)
+    return "" if value is None else str(value)
+
+
 def _env_rows(env: dict[str, Any]) -> Iterable[tuple[str, str]]:
     for key, value in env.items():
-        if isinstance(value, dict):
-            text = ", ".join(
-                f"{k} {v}" if key == "packages" else f"{k}: {v}" for k, v in value.items()
-            )
-        elif isinstance(value, list):
-            text = ", ".join(str(v) for v in value)
+        if key == "variant_packages" and isinstance(value, dict):
+            text = "; ".join(f"{v}: {_env_text(p, packages=True)}" for v, p in value.items())
         else:
-            text = "" if value is None else str(value)
+            text = _env_text(value, packages=key == "packages")
         if text:
             yield key.replace("_", " "), text
 
