@@ -116,14 +116,14 @@ def _processes_with(marker: str) -> list[int]:
     return found
 
 
-def test_ctrl_c_keeps_finished_cases_and_leaves_no_process(tmp_path: Path) -> None:
+def start_run(tmp_path: Path, marker: str) -> tuple[subprocess.Popen[bytes], Path]:
+    """Start `rpcmeter run` on a suite of six one-second cases; return once the first is done."""
     suite_file = tmp_path / "s.toml"
     suite_file.write_text(
         '[target]\ndriver = "rpyc"\ntransport = "unix"\n[workloads.simple]\n'
         "[load]\nduration_s = 1.0\nwarmup = 1\n[matrix]\nthreads = [1, 2, 3, 4, 5, 6]\n"
     )
     out = tmp_path / "r.json"
-    marker = uuid.uuid4().hex
     proc = subprocess.Popen(
         [sys.executable, "-m", "rpcmeter.cli", "run", str(suite_file), "--output", str(out)],
         env={**os.environ, "RPCMETER_TEST_MARKER": marker},
@@ -131,13 +131,19 @@ def test_ctrl_c_keeps_finished_cases_and_leaves_no_process(tmp_path: Path) -> No
         stderr=subprocess.PIPE,
         start_new_session=True,
     )
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if out.exists() and json.loads(out.read_text())["cases"]:
+            break
+        time.sleep(0.1)
+    time.sleep(0.3)  # in the middle of the second case
+    return proc, out
+
+
+def test_ctrl_c_keeps_finished_cases_and_leaves_no_process(tmp_path: Path) -> None:
+    marker = uuid.uuid4().hex
+    proc, out = start_run(tmp_path, marker)
     try:
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            if out.exists() and json.loads(out.read_text())["cases"]:
-                break
-            time.sleep(0.1)
-        time.sleep(0.3)  # in the middle of the second case
         os.killpg(proc.pid, signal.SIGINT)  # what a terminal does on Ctrl-C
         _, err = proc.communicate(timeout=30)
     finally:
@@ -149,4 +155,16 @@ def test_ctrl_c_keeps_finished_cases_and_leaves_no_process(tmp_path: Path) -> No
     assert doc["status"] == "interrupted"
     assert 1 <= len(doc["cases"]) < 6 and all(c["status"] == "ok" for c in doc["cases"])
     time.sleep(0.5)
+    assert _processes_with(marker) == []
+
+
+def test_a_killed_rpcmeter_takes_its_servers_and_clients_along(tmp_path: Path) -> None:
+    marker = uuid.uuid4().hex
+    proc, _ = start_run(tmp_path, marker)
+    assert len(_processes_with(marker)) > 2  # rpcmeter, its server, its clients
+    proc.kill()  # SIGKILL: no chance to clean up
+    proc.wait(timeout=10)
+    deadline = time.monotonic() + 10
+    while _processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.2)
     assert _processes_with(marker) == []

@@ -27,7 +27,7 @@ from rpcmeter.metrics import environment, resources
 from rpcmeter.plan import Case, expand
 from rpcmeter.rates import keeps_up
 from rpcmeter.result import SCHEMA_VERSION, CaseDoc, Result, now_iso, write_json
-from rpcmeter.runners.closed_loop import LoadOutcome, run_closed_loop
+from rpcmeter.runners.closed_loop import LoadOutcome, preload_drivers, run_closed_loop
 from rpcmeter.runners.distributed import (
     LoadCluster,
     load_spread,
@@ -131,9 +131,9 @@ def run_suite(
     ``drive(result, run_case)``, when given, chooses the cases instead (the rate search runs
     cases whose rates depend on earlier results); ``planned`` is then its case budget."""
     options = options or RunOptions()
-    packages = tuple(
-        dict.fromkeys(p for v in suite.variants for p in driver_class(suite.driver_of(v)).packages)
-    )
+    drivers = list(dict.fromkeys(suite.driver_of(v) for v in suite.variants))
+    preload_drivers(drivers)
+    packages = tuple(dict.fromkeys(p for d in drivers for p in driver_class(d).packages))
     cpus = placement_mod.resolve(suite.placement, where=suite.path)
     quotas = placement_mod.apply_quotas(cpus, suite.resources.cgroup)
     result = new_result(suite, cpus, packages, quotas)

@@ -112,6 +112,7 @@ class Driver(ABC):
     builtin_server: ClassVar[str | None] = None  # module run as `python -m MODULE`
     reports_server_time: ClassVar[bool] = False
     packages: ClassVar[tuple[str, ...]] = ()  # distributions whose versions the result records
+    fork_safe: ClassVar[bool] = True  # its module may be imported before client processes fork
     fatal_errors: ClassVar[tuple[type[BaseException], ...]] = (OSError, EOFError)
 
     def __init__(self, ctx: DriverContext) -> None:

@@ -104,6 +104,7 @@ class GrpcDriver(Driver):
     builtin_server: ClassVar[str | None] = "rpcmeter.servers.grpc_server"
     reports_server_time: ClassVar[bool] = True
     packages: ClassVar[tuple[str, ...]] = ("grpcio",)
+    fork_safe: ClassVar[bool] = False  # grpc's core must start after the fork
     fatal_errors: ClassVar[tuple[type[BaseException], ...]] = (OSError, EOFError, GrpcUnavailable)
 
     @classmethod

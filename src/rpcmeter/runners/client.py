@@ -32,6 +32,7 @@ from rpcmeter.drivers.base import (
 )
 from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.runners.open_loop import Pacing, client_schedule, measure_open
+from rpcmeter.servers.process import die_with_parent
 
 BUFFER = 1 << 15  # samples per thread between folds
 MAX_CHUNK = 4096
@@ -358,6 +359,7 @@ def client_main(spec: ClientSpec, go: Any, stop: Any, progress: Any, conn: Any) 
     final ("result", dict). ``go``/``stop`` are events, ``progress`` maps slot -> requests done."""
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops us
+        die_with_parent(os.getppid())
     if spec.cpus:
         with contextlib.suppress(OSError):
             os.sched_setaffinity(0, spec.cpus)

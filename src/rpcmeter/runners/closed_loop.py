@@ -13,10 +13,11 @@ import contextlib
 import multiprocessing as mp
 import multiprocessing.connection
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from rpcmeter.drivers import driver_class
 from rpcmeter.drivers.base import DriverContext
 from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.runners.client import ClientSpec, client_main
@@ -56,6 +57,16 @@ class LoadOutcome:
 
 
 _CTX: Any = None
+_PRELOAD = ["rpcmeter.runners.client"]
+
+
+def preload_drivers(names: Iterable[str]) -> None:
+    """Have client processes start with these drivers' modules already imported (effective
+    before the first client starts; drivers that are not fork-safe are left out)."""
+    for name in names:
+        cls = driver_class(name)
+        if cls.fork_safe and cls.__module__ not in _PRELOAD:
+            _PRELOAD.append(cls.__module__)
 
 
 def mp_context() -> Any:
@@ -65,7 +76,7 @@ def mp_context() -> Any:
         methods = mp.get_all_start_methods()
         _CTX = mp.get_context("forkserver" if "forkserver" in methods else "spawn")
         if "forkserver" in methods:
-            _CTX.set_forkserver_preload(["rpcmeter.runners.client"])
+            _CTX.set_forkserver_preload(_PRELOAD)
     return _CTX
 
 

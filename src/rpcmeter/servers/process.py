@@ -4,11 +4,13 @@ and always stop the whole process tree, on success, failure, timeout and Ctrl-C.
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import os
 import shlex
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -23,6 +25,23 @@ from rpcmeter.errors import ServerError
 
 _LIVE: set[ServerProcess] = set()
 _LIVE_LOCK = threading.Lock()
+
+
+_PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent(parent: int) -> None:
+    """Linux: have the kernel kill this process when the thread that started it ends, so even a
+    SIGKILLed rpcmeter leaves no server or client behind. ``parent`` is the expected parent pid
+    (if it is already gone, exit now)."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:
+        os._exit(1)
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -138,7 +157,10 @@ class ServerProcess:
     def start(self) -> None:
         cpus = self.cpus
 
+        parent = os.getpid()
+
         def _in_child() -> None:
+            die_with_parent(parent)
             if cpus:
                 os.sched_setaffinity(0, cpus)
 
@@ -151,7 +173,7 @@ class ServerProcess:
                 env={**os.environ, **self.env},
                 cwd=self.cwd,
                 start_new_session=True,
-                preexec_fn=_in_child if cpus else None,
+                preexec_fn=_in_child,
             )
         except OSError as exc:
             raise ServerError(
