@@ -289,7 +289,9 @@ def test_run_with_one_variant_and_one_case_writes_a_sensible_report(tmp_path: Pa
     suite = tmp_path / "one.toml"
     suite.write_text(ONE_CASE_SUITE, encoding="utf-8")
     report, plots = tmp_path / "one.html", tmp_path / "plots"
-    assert main(["run", str(suite), "--html", str(report), "--plots", str(plots)]) == 0
+    store = str(tmp_path / "history.db")
+    argv = ["run", str(suite), "--store", store, "--html", str(report), "--plots", str(plots)]
+    assert main(argv) == 0
     page = report.read_text(encoding="utf-8")
     # one variant: its spectrum, its CPU (client, server, idle), no ratio plot or ratio columns
     assert page.count('<figure class="plot"') == 4
@@ -303,6 +305,10 @@ def test_run_with_one_variant_and_one_case_writes_a_sensible_report(tmp_path: Pa
         "idle-cpu.png",
         "spectrum-simple-all.png",
     ]
+    # the stored run gives the same report again
+    again = tmp_path / "again.html"
+    assert main(["report", "last", "--store", store, "--html", str(again)]) == 0
+    assert again.read_text(encoding="utf-8").count('<figure class="plot"') == 4
 
 
 COMMAND_SUITE = """
@@ -326,7 +332,16 @@ def test_command_run_report_labels_wall_user_and_system(tmp_path: Path) -> None:
     suite = tmp_path / "cmd.toml"
     suite.write_text(COMMAND_SUITE, encoding="utf-8")
     out = tmp_path / "run.json"
-    assert main(["run", str(suite), "--output", str(out), "--html", str(tmp_path / "r.html")]) == 0
+    argv = [
+        "run",
+        str(suite),
+        "--no-store",
+        "--output",
+        str(out),
+        "--html",
+        str(tmp_path / "r.html"),
+    ]
+    assert main(argv) == 0
     from rpcmeter.reporters.plots import all_plots
     from rpcmeter.result import read_json
 
