@@ -177,3 +177,23 @@ def test_compare_runs_and_regressions() -> None:
     assert [r["workload"] for r in regressions(doc, "throughput", 10)] == ["w"]
     with pytest.raises(UsageError, match="unknown metric"):
         regressions(doc, "nonsense", 10)
+
+
+def test_whole_commands_compare_run_by_run() -> None:
+    """A command case holds every run: each run is a repetition, so one case per variant gives
+    verdicts on wall time and CPU."""
+    result = synthetic_result({("flow", (), "1.0"): [100], ("flow", (), "1.1"): [100]})
+    rng = np.random.default_rng(5)
+    for case, wall in zip(result["cases"], (1.0, 1.3), strict=True):
+        case["runs"] = [
+            {"wall_s": w, "user_s": w * 0.5, "sys_s": w * 0.1, "exit_code": 0}
+            for w in rng.normal(wall, 0.02, 10)
+        ]
+        case["runs"].append({"wall_s": 99.0, "user_s": 0, "sys_s": 0, "exit_code": 1})  # failed
+        case["command"] = {"user_s": wall * 0.5, "sys_s": wall * 0.1}
+    rows = {r["metric"]: r for r in compare_variants(result)["rows"]}
+    for name in ("mean", "user_cpu", "sys_cpu"):
+        assert rows[name]["n"] == rows[name]["n_baseline"] == 10
+        assert rows[name]["verdict"] == "slower"
+        assert rows[name]["ratio"] == pytest.approx(1.3, rel=0.05)
+    assert rows["p99"]["verdict"] == "unknown"  # one case per side: no repetitions of p99

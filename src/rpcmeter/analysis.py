@@ -1,7 +1,8 @@
 """Comparisons that say whether a difference is real.
 
 For every cell (workload x matrix point) and every metric that matters, a compared side is set
-against a baseline side using the per-repetition values of the two cells:
+against a baseline side using the per-repetition values of the two cells (for whole commands, the
+values of every run: wall time, CPU; :func:`metric_values`):
 
 - ``ratio``: mean over the compared side's repetitions / mean over the baseline's;
 - ``ci_low``/``ci_high``: a 95 % percentile-bootstrap interval for that ratio (both sides resampled
@@ -36,7 +37,7 @@ from __future__ import annotations
 import math
 import statistics
 import zlib
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -75,6 +76,25 @@ METRICS: tuple[Metric, ...] = (
     Metric("sys_cpu", "command.sys_s", "system CPU per run", "sys s", "s"),
 )
 METRIC_BY_NAME = {m.name: m for m in METRICS}
+
+# Whole commands (runners/command.py) record every run of a case: there each run is a repetition.
+RUN_VALUES: dict[str, Callable[[dict[str, Any]], float]] = {
+    "mean": lambda run: float(run["wall_s"]) * 1e6,
+    "server_cpu": lambda run: (float(run["user_s"]) + float(run["sys_s"])) * 1e6,
+    "user_cpu": lambda run: float(run["user_s"]),
+    "sys_cpu": lambda run: float(run["sys_s"]),
+}
+
+
+def metric_values(cell: Cell, m: Metric) -> list[float]:
+    """The values a comparison rests on: one per repetition of the cell; for whole commands, one
+    per successful run (every run of every repetition)."""
+    per_run = RUN_VALUES.get(m.name)
+    runs = [r for c in cell.ok_cases for r in c.get("runs") or [] if r.get("exit_code") == 0]
+    if per_run is not None and runs:
+        values = [per_run(r) for r in runs]
+        return [v for v in values if math.isfinite(v)]
+    return cell.values(m.path)
 
 
 def metric(name: str) -> Metric:
@@ -272,7 +292,7 @@ def compare_pairs(
     rows: list[dict[str, Any]] = []
     for pair in pairs:
         for m in METRICS:
-            base_vals, vals = pair.base.values(m.path), pair.other.values(m.path)
+            base_vals, vals = metric_values(pair.base, m), metric_values(pair.other, m)
             if not base_vals or not vals:
                 continue  # metric not measured (e.g. no CPU figures)
             seed = _seed(pair.workload, pair.point, pair.variant, m.name)
