@@ -7,7 +7,6 @@ import contextlib
 import math
 import os
 import signal
-import sys
 from collections.abc import Iterator
 from typing import Any
 
@@ -22,6 +21,7 @@ from rpcmeter.execute import RunOptions, run_case
 from rpcmeter.metrics.histogram import SUB_BITS, Histogram
 from rpcmeter.plan import expand
 from rpcmeter.reporters import terminal
+from rpcmeter.runners.closed_loop import LoadOutcome
 from rpcmeter.runners.distributed import LoadCluster, open_cluster, parse_cluster, run_distributed
 from rpcmeter.runners.open_loop import Pacing
 from rpcmeter.servers.process import ServerProcess, new_endpoint
@@ -50,6 +50,14 @@ def ctx(ep: Endpoint, threads: int = 1) -> DriverContext:
     return DriverContext(endpoint=ep, workload=parse_params("simple", {}), threads=threads)
 
 
+def run(cl: LoadCluster, ep: Endpoint, *, threads: int = 1, **load: Any) -> LoadOutcome:
+    """Closed-loop rpyc ``simple`` load on ``cl`` (2 clients, 2 warmup calls unless given)."""
+    kwargs: dict[str, Any] = {"clients": 2, "requests": None, "warmup": 2, "timeout_s": 60, **load}
+    return run_distributed(
+        cl, "rpyc", ctx(ep, threads), duration_s=kwargs.pop("duration_s", None), **kwargs
+    )
+
+
 def worker_pids(cl: LoadCluster) -> dict[str, int]:
     pids: dict[str, int] = cl.client.run(os.getpid)
     return pids
@@ -71,16 +79,7 @@ def test_parse_cluster() -> None:
 
 def test_workers_merge_exactly(cluster: LoadCluster, server: Endpoint) -> None:
     requests, clients, threads = 150, 4, 2
-    out = run_distributed(
-        cluster,
-        "rpyc",
-        ctx(server, threads),
-        clients=clients,
-        requests=requests,
-        duration_s=None,
-        warmup=2,
-        timeout_s=60,
-    )
+    out = run(cluster, server, threads=threads, clients=clients, requests=requests)
     assert out.failure is None and out.incomplete is None
     assert out.requests == out.ok == clients * threads * requests
     assert len(out.workers) == WORKERS
@@ -125,17 +124,7 @@ def test_execute_dispatches_to_the_cluster(cluster: LoadCluster, server: Endpoin
 
 
 def test_open_loop_paces_each_client_share(cluster: LoadCluster, server: Endpoint) -> None:
-    out = run_distributed(
-        cluster,
-        "rpyc",
-        ctx(server),
-        clients=2,
-        requests=None,
-        duration_s=1.0,
-        warmup=2,
-        timeout_s=60,
-        pacing=Pacing(200.0),
-    )
+    out = run(cluster, server, duration_s=1.0, pacing=Pacing(200.0))
     assert out.failure is None and out.schedule is not None
     assert out.schedule["offered_rps"] == pytest.approx(200.0)
     assert out.schedule["scheduled"] == pytest.approx(200, abs=4)
@@ -151,17 +140,7 @@ def test_killed_worker_is_reported(cluster: LoadCluster, server: Endpoint) -> No
             os.kill(pid, signal.SIGKILL)
             killed.append(pid)
 
-    out = run_distributed(
-        cluster,
-        "rpyc",
-        ctx(server),
-        clients=2,
-        requests=None,
-        duration_s=20.0,
-        warmup=2,
-        timeout_s=60,
-        on_progress=kill_once,
-    )
+    out = run(cluster, server, duration_s=20.0, on_progress=kill_once)
     assert killed, "the load never started"
     assert out.incomplete is not None and victim in out.incomplete
     lost = [w for w in out.workers if w["status"] == "lost"]
@@ -172,8 +151,9 @@ def test_killed_worker_is_reported(cluster: LoadCluster, server: Endpoint) -> No
     cluster.client.wait_for_workers(WORKERS, timeout=30)  # the nanny restarts the victim
 
 
-@pytest.mark.skipif(sys.platform != "linux", reason="Linux process model")
-def test_bad_scheduler_is_one_line_error() -> None:
+def test_bad_cluster_is_one_line_error(capsys: pytest.CaptureFixture[str]) -> None:
     from rpcmeter.cli import main
 
     assert main(["run", "--quick", "--cluster", "local:zero"]) == 1
+    err = capsys.readouterr().err
+    assert err == "rpcmeter: error: --cluster local:zero: expected local:N with N from 1 to 256\n"
