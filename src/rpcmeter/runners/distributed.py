@@ -66,9 +66,11 @@ class LoadCluster:
     local: Any = None  # the LocalCluster we started, or None for an existing scheduler
 
     def workers(self) -> dict[str, dict[str, Any]]:
-        """Live workers as the scheduler sees them right now: address -> info."""
-        info: dict[str, dict[str, Any]] = self.client.scheduler_info(n_workers=-1)["workers"]
-        return info
+        """Live workers as the scheduler sees them right now: address -> info. (Asked directly:
+        the client's cached ``scheduler_info`` is refreshed in the background without workers.)"""
+        identity = self.client.sync(self.client.scheduler.identity, n_workers=-1)
+        workers: dict[str, dict[str, Any]] = identity["workers"]
+        return workers
 
     def describe(self) -> dict[str, Any]:
         workers = self.workers()
