@@ -226,6 +226,13 @@ def _process_usage() -> tuple[float, float, int]:
     return u.ru_utime, u.ru_stime, u.ru_maxrss * 1024
 
 
+def _pin_process(cpus: list[int]) -> None:
+    """Pin every thread of the calling worker process to ``cpus`` (new threads inherit it)."""
+    for tid in os.listdir("/proc/self/task"):
+        with contextlib.suppress(OSError):
+            os.sched_setaffinity(int(tid), cpus)
+
+
 def _host(address: str) -> str:
     """The host part of a worker address (``tcp://10.0.0.5:40123`` -> ``10.0.0.5``)."""
     rest = address.split("://", 1)[-1]
@@ -296,6 +303,9 @@ def run_distributed(
     pids: dict[str, int] = {}
     with contextlib.suppress(Exception):
         pids = dc.run(os.getpid, workers=used, on_error="ignore")
+    if cluster.local is not None and client_cpus:  # the whole worker, its event loop included
+        with contextlib.suppress(Exception):
+            dc.run(_pin_process, client_cpus, workers=used, on_error="ignore")
     if on_start:
         on_start([pids[a] for a in used if a in pids])
     results: dict[int, dict[str, Any]] = {}
