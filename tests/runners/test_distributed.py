@@ -77,6 +77,16 @@ def test_parse_cluster() -> None:
             parse_cluster(bad)
 
 
+def _profiler_enabled() -> bool:
+    import dask
+
+    return bool(dask.config.get("distributed.worker.profile.enabled"))
+
+
+def test_local_workers_run_without_the_sampling_profiler(cluster: LoadCluster) -> None:
+    assert cluster.client.run(_profiler_enabled) == dict.fromkeys(cluster.workers(), False)
+
+
 def test_workers_merge_exactly(cluster: LoadCluster, server: Endpoint) -> None:
     requests, clients, threads = 150, 4, 2
     out = run(cluster, server, threads=threads, clients=clients, requests=requests)

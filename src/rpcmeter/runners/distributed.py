@@ -45,6 +45,14 @@ POLL_S = 0.1  # parent: how often it drains messages and checks futures
 PUBLISH_S = 0.25  # load worker: how often it publishes progress and looks at the stop event
 MEMBERSHIP_S = 0.5  # parent: how often it asks the scheduler which workers are alive
 GRACE_S = 5.0  # after a stop: how long the remaining clients have to report what they have
+# Dask settings for load workers: no sampling profiler (a thread that takes the GIL every 10 ms
+# to sample every thread's stack, the load loops' included), slower housekeeping ticks. An idle
+# local worker then costs about 7 ms of CPU per second instead of about 34 (measured here).
+LOAD_WORKER_CONFIG = {
+    "distributed.worker.profile.enabled": False,
+    "distributed.admin.tick.interval": "500ms",
+    "distributed.admin.system-monitor.interval": "2s",
+}
 
 
 def _distributed() -> Any:
@@ -113,14 +121,17 @@ def open_cluster(spec: str, *, timeout_s: float = 60.0) -> LoadCluster:
     local = None
     try:
         if isinstance(where, int):
-            local = dist.LocalCluster(
-                n_workers=where,
-                threads_per_worker=2,  # load tasks secede: they do not hold these threads
-                processes=True,
-                host="127.0.0.1",
-                dashboard_address=None,
-                silence_logs=logging.ERROR,
-            )
+            import dask
+
+            with dask.config.set(LOAD_WORKER_CONFIG):  # the nannies hand it to their workers
+                local = dist.LocalCluster(
+                    n_workers=where,
+                    threads_per_worker=2,  # load tasks secede: they do not hold these threads
+                    processes=True,
+                    host="127.0.0.1",
+                    dashboard_address=None,
+                    silence_logs=logging.ERROR,
+                )
             client = dist.Client(local, timeout=timeout_s)
             client.wait_for_workers(where, timeout=timeout_s)
         else:
