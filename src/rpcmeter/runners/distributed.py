@@ -210,8 +210,9 @@ def load_worker(spec: ClientSpec, names: dict[str, str], timeout_s: float) -> di
         go.set()
         # 3. run; publish progress, relay a stop
         while thread.is_alive():
-            thread.join(PUBLISH_S)
-            if not stop.is_set() and stop_ev.is_set():
+            if stop.is_set():
+                thread.join(PUBLISH_S)
+            elif stop_ev.wait(PUBLISH_S):  # a long poll: a stop arrives at once
                 stop.set()
             posts.put(["progress", c, sum(progress.values())])
         while True:
