@@ -16,8 +16,7 @@ the new environment when it is recent enough, else the environment's own). They 
 keyed by their content: the base interpreter and its version, the requirements (a local directory
 by a hash of its files), and the git commit a revision resolves to (a branch that moved gets a
 new environment; an unchanged revision reuses the old one). Cache layout, under
-``$RPCMETER_CACHE``,
-else ``$XDG_CACHE_HOME/rpcmeter``, else ``~/.cache/rpcmeter``::
+``$RPCMETER_CACHE``, else ``$XDG_CACHE_HOME/rpcmeter``, else ``~/.cache/rpcmeter``::
 
     git/<hash of the repository>/   a bare mirror of each repository, fetched when needed
     envs/<key>/                     one virtualenv per key; ``rpcmeter-env.json`` (written last)
