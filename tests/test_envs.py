@@ -88,7 +88,7 @@ def revisions_suite(repo: Path, bad_rev: bool = False) -> str:
         long_input = [true]
         [runs]
         warmup = 0
-        count = 3
+        count = 5
         """
 
 
@@ -121,6 +121,12 @@ def test_git_revisions_cut_cpu_not_wall_time(
     captured = capsys.readouterr()
     assert "1.1: installing" in captured.err
     assert "broken: environment failed: git: revision 'no-such-rev' not found" in captured.err
+    (cpu,) = [
+        r
+        for r in result["comparisons"]["rows"]
+        if r["variant"] == "1.1" and r["metric"] == "server_cpu"
+    ]
+    assert cpu["verdict"] == "faster" and cpu["ci_high"] < 1  # less CPU per run, significantly
     row = next(ln for ln in captured.out.splitlines() if " 1.1 " in ln)
     assert row.rstrip().endswith("less")  # the verdict on CPU
     # a second run reuses both environments: nothing is created or installed again

@@ -256,15 +256,17 @@ def command_table(result: Result, workload: str) -> Table:
     """A whole-command workload: one row per matrix point and variant, with means over runs (wall
     time, user, system and total CPU of the process tree, CPUs kept busy, peak memory of the
     largest process) and, for every variant but the baseline, the wall and CPU ratios to the
-    baseline with a verdict (95 % bootstrap interval over the runs)."""
-    from rpcmeter.runners.command import compare_runs
-
+    baseline with the verdicts of the run's comparisons (rpcmeter.analysis: run by run)."""
+    rows = {
+        (r["workload"], tuple(r["point"].items()), r["variant"], r["metric"]): r
+        for r in comparisons_of(result).get("rows", [])
+    }
     grid = cells(result)[workload]
     base = baseline(result)
     keys = list(result["suite"].get("matrix_keys") or [])
     table = Table(
-        title=f"[bold]{workload}[/bold]  [dim](means over runs; ratios to {base}, verdicts on "
-        "95 % bootstrap intervals over runs)[/dim]",
+        title=f"[bold]{workload}[/bold]  [dim](means over runs; ratios to {base}, verdicts "
+        "over runs)[/dim]",
         title_justify="left",
         box=box.SIMPLE_HEAD,
         pad_edge=False,
@@ -302,14 +304,16 @@ def command_table(result: Result, workload: str) -> Table:
             if name == base or base_cell is None:
                 cols += ["", ""]
             else:
-                for metric, words in (("wall", ("faster", "slower")), ("cpu", ("less", "more"))):
-                    path = f"runs.{metric}_s"
-                    cmp = compare_runs(base_cell.values(path), cell.values(path))
-                    word = {"lower": words[0], "higher": words[1]}.get(
-                        cmp["verdict"], cmp["verdict"]
-                    )
-                    style = {"lower": "green", "higher": "red"}.get(cmp["verdict"], "")
-                    cols.append(Text(f"{fmt_ratio(cmp['ratio'])} {word}", style=style))
+                for metric, path, words in (
+                    ("mean", "runs.wall_s", {"faster": "faster", "slower": "slower"}),
+                    ("server_cpu", "runs.cpu_s", {"faster": "less", "slower": "more"}),
+                ):
+                    found = rows.get((workload, point, name, metric))
+                    verdict = found["verdict"] if found else "-"
+                    style = {"faster": "green", "slower": "red"}.get(verdict, "")
+                    r = ratio(statistics.fmean(cell.values(path)), base_cell.mean(path))
+                    text = f"{fmt_ratio(r)} {words.get(verdict, verdict)}"
+                    cols.append(Text(text, style=style))
             table.add_row(*cols)
     return table
 

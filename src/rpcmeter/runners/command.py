@@ -361,39 +361,3 @@ def run_command_case(
         if outcome.output_tail:
             doc["output_tail"] = outcome.output_tail
     return doc
-
-
-# ---- comparisons over runs ----------------------------------------------------------------------
-
-
-def compare_runs(
-    baseline: Sequence[float], other: Sequence[float], seed: int = 0, resamples: int = 2000
-) -> dict[str, Any]:
-    """Ratio of means (other / baseline) with a 95 % percentile-bootstrap interval over runs and
-    a verdict: ``lower`` or ``higher`` only when the interval excludes 1, else ``same``;
-    ``unknown`` with fewer than three runs on a side."""
-    import numpy as np
-
-    if not baseline or not other or statistics.fmean(baseline) <= 0:
-        return {
-            "ratio": float("nan"),
-            "ci_low": float("nan"),
-            "ci_high": float("nan"),
-            "verdict": "unknown",
-        }
-    b, o = np.asarray(baseline, dtype=float), np.asarray(other, dtype=float)
-    ratio = float(o.mean() / b.mean())
-    if b.size < 3 or o.size < 3:
-        return {
-            "ratio": ratio,
-            "ci_low": float("nan"),
-            "ci_high": float("nan"),
-            "verdict": "unknown",
-        }
-    rng = np.random.default_rng(seed)
-    bm = b[rng.integers(0, b.size, (resamples, b.size))].mean(axis=1)
-    om = o[rng.integers(0, o.size, (resamples, o.size))].mean(axis=1)
-    ratios = om[bm > 0] / bm[bm > 0]
-    lo, hi = (float(x) for x in np.percentile(ratios, [2.5, 97.5]))
-    verdict = "lower" if hi < 1 else "higher" if lo > 1 else "same"
-    return {"ratio": ratio, "ci_low": lo, "ci_high": hi, "verdict": verdict}
