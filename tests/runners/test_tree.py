@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import sys
 import textwrap
 import time
@@ -11,7 +13,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from rpcmeter.runners.tree import become_subreaper, run_tree
+from rpcmeter.runners import tree
+from rpcmeter.runners.tree import TreeUsage, become_subreaper
 
 # A parent that burns 0.1 s of CPU, a child it waits for that burns 0.3 s, and a grandchild whose
 # parent exits at once, so nobody but the subreaper waits for it; it burns 0.4 s after the
@@ -39,12 +42,31 @@ FORKER = textwrap.dedent(
 )
 
 
-def _run(argv: list[str], tmp_path: Path, timeout_s: float = 30.0, linger_s: float = 10.0):  # type: ignore[no-untyped-def]
-    fd = os.open(tmp_path / "out.log", os.O_WRONLY | os.O_CREAT | os.O_APPEND)
-    try:
-        return run_tree(argv, fd, timeout_s, linger_s)
-    finally:
-        os.close(fd)
+def _run(
+    argv: list[str], tmp_path: Path, timeout_s: float = 30.0, linger_s: float = 10.0
+) -> TreeUsage:
+    """The launcher as rpcmeter runs it: its own process (it owns SIGALRM and reaps children)."""
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-S",
+            "-P",
+            tree.__file__,
+            "--timeout",
+            str(timeout_s),
+            "--linger",
+            str(linger_s),
+            "--log",
+            str(tmp_path / "out.log"),
+            "--",
+            *argv,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=timeout_s + linger_s + 30,
+    )
+    return TreeUsage(**json.loads(out.stdout))
 
 
 @pytest.mark.timeout(60)
