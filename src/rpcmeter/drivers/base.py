@@ -29,17 +29,22 @@ client process; the runner (:mod:`rpcmeter.runners.event_loop`) runs every loop 
 - A channel is called as ``channel(done)``: it writes one request of the workload and returns at
   once; when the reply has been read, it calls ``done(server_ns, error)`` from the event loop,
   ``server_ns`` being the server-reported compute time (or ``None``) and ``error`` ``None`` or the
-  exception a caller would have raised (same classification as above). A channel accepts a new
+  exception a caller would have raised (same classification as above). ``done`` is never called
+  from inside ``channel`` itself (a connection already lost schedules it with ``call_soon``), so
+  a loop sending its next request from ``done`` does not recurse. A channel accepts a new
   request before the previous one completed: requests on one connection are pipelined and their
   ``done`` callbacks run in the order the requests were sent.
 - ``close()`` closes the connections (called outside the event loop, after it stopped).
 
 The closed-loop runner reads the clock, calls ``channel(done)``, and in ``done`` reads the clock
 again, stores the latency into the same :class:`~rpcmeter.runners.client.Recorder` buffers as the
-thread loops, and sends the next request. An open-loop scheduler plugs into the same interface:
-it calls ``channel(done)`` at each request's intended send time (``loop.call_at``) without waiting
-for the previous reply, and records ``clock() - intended_send_time`` in ``done``, so a server that
-falls behind is charged the queueing it causes (no coordinated omission).
+thread loops, and sends the next request. The open-loop scheduler
+(:class:`~rpcmeter.runners.open_loop.EventPacer`) uses the same interface: it calls
+``channel(done)`` at each request's intended send time without waiting for the previous reply,
+and records ``clock() - intended_send_time`` in ``done``, so a server that falls behind is
+charged the queueing it causes (no coordinated omission). An event driver that also has a
+blocking path (``connect``/``caller``) returns False from ``uses_event_loop()`` to be driven by
+thread loops instead (the raw driver's ``io`` option).
 """
 
 from __future__ import annotations
