@@ -95,7 +95,7 @@ def test_runs_matrix_and_per_run_values(tmp_path: Path, capsys: pytest.CaptureFi
 
 
 @pytest.mark.timeout(120)
-def test_minimum_runs_and_minimum_time(tmp_path: Path) -> None:
+def test_minimum_runs_and_minimum_time(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     suite = write_suite(
         tmp_path,
         """
@@ -114,6 +114,8 @@ def test_minimum_runs_and_minimum_time(tmp_path: Path) -> None:
     assert code == 0 and case["status"] == "ok"
     assert len(case["runs"]) >= 2
     assert case["wall_s"] >= 0.4  # the measuring phase lasted at least min_time_s
+    out = capsys.readouterr().out
+    assert "(means over runs)" in out and "wall ratio" not in out  # one variant: nothing to compare
 
 
 @pytest.mark.timeout(120)

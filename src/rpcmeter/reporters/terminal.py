@@ -263,10 +263,11 @@ def command_table(result: Result, workload: str) -> Table:
     }
     grid = cells(result)[workload]
     base = baseline(result)
+    compared = len(variant_names(result)) > 1
     keys = list(result["suite"].get("matrix_keys") or [])
     table = Table(
-        title=f"[bold]{workload}[/bold]  [dim](means over runs; ratios to {base}, verdicts "
-        "over runs)[/dim]",
+        title=f"[bold]{workload}[/bold]  [dim](means over runs"
+        + (f"; ratios to {base}, verdicts over runs)[/dim]" if compared else ")[/dim]"),
         title_justify="left",
         box=box.SIMPLE_HEAD,
         pad_edge=False,
@@ -276,8 +277,9 @@ def command_table(result: Result, workload: str) -> Table:
     table.add_column("variant")
     for name in ("runs", "wall s", "± s", "user s", "sys s", "CPU s", "CPUs", "peak MB"):
         table.add_column(name, justify="right")
-    table.add_column("wall ratio", justify="right", no_wrap=True)
-    table.add_column("CPU ratio", justify="right", no_wrap=True)
+    if compared:
+        table.add_column("wall ratio", justify="right", no_wrap=True)
+        table.add_column("CPU ratio", justify="right", no_wrap=True)
     for point, row in grid.items():
         pd = dict(point)
         base_cell = row.get(base)
@@ -285,7 +287,7 @@ def command_table(result: Result, workload: str) -> Table:
             cols: list[str | Text] = [*(_point_value(pd.get(k, "")) for k in keys), name]
             wall = cell.values("runs.wall_s")
             if not wall:
-                cols += [Text("failed", style="red")] + [""] * 9
+                cols += [Text("failed", style="red")] + [""] * (9 if compared else 7)
                 table.add_row(*cols)
                 continue
             user, sys_, cpu = (cell.values(f"runs.{m}_s") for m in ("user", "sys", "cpu"))
@@ -301,9 +303,9 @@ def command_table(result: Result, workload: str) -> Table:
                 f"{mean_cpu / mean_wall:.2f}" if mean_wall > 0 else "-",
                 f"{peak / 1e6:.0f}",
             ]
-            if name == base or base_cell is None:
+            if compared and (name == base or base_cell is None):
                 cols += ["", ""]
-            else:
+            elif compared and base_cell is not None:
                 for metric, path, words in (
                     ("mean", "runs.wall_s", {"faster": "faster", "slower": "slower"}),
                     ("server_cpu", "runs.cpu_s", {"faster": "less", "slower": "more"}),
