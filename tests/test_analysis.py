@@ -149,7 +149,14 @@ def test_cpu_metrics_absent_are_skipped() -> None:
 def test_warnings_for_few_repetitions_and_spread() -> None:
     result = synthetic_result({("w", (), "a"): [100, 150, 80], ("w", (), "b"): [100, 101, 102]})
     warnings = compare_variants(result)["warnings"]
-    assert any("as few as 3 repetitions" in w for w in warnings)
+    assert any("no verdict, as few as 3 repetition(s)" in w for w in warnings)
+    assert {r["verdict"] for r in compare_variants(result)["rows"]} == {"unknown"}
+    four = synthetic_result({("w", (), "a"): [100, 101, 99, 100], ("w", (), "b"): [80] * 4})
+    assert any(
+        "verdicts rest on as few as 4 repetitions" in w for w in compare_variants(four)["warnings"]
+    )
+    assert analysis.can_decide(4, 4) and analysis.can_decide(3, 5)
+    assert not analysis.can_decide(3, 3) and not analysis.can_decide(1, 20)
     assert any(
         "1 of 1 compared cells rest on repetitions spread by more than 10%" in w and "mean CV" in w
         for w in warnings
@@ -157,7 +164,7 @@ def test_warnings_for_few_repetitions_and_spread() -> None:
     one = synthetic_result({("w", (), "a"): [100], ("w", (), "b"): [90]})
     doc = compare_variants(one)
     assert {r["verdict"] for r in doc["rows"]} == {"unknown"}
-    assert any("no verdict" in w for w in doc["warnings"])
+    assert any("no verdict, as few as 1 repetition(s)" in w for w in doc["warnings"])
     assert not analysis.has_verdicts(doc)
 
 

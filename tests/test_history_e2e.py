@@ -72,7 +72,7 @@ def test_example_run_twice_then_compare_shows_verdicts(tmp_path: Path) -> None:
 
     # run 2 compares against the tagged baseline and is gated
     second = rpcmeter(
-        "run", demo, *SMALL, "--set", "repeat=2", "--baseline", "main",
+        "run", demo, *SMALL, "--set", "repeat=4", "--baseline", "main",
         "--fail-if-slower", "500", cwd=tmp_path,
     )  # fmt: skip
     assert "run 2 against baseline 'main'" in second.stdout

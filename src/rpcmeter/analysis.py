@@ -11,8 +11,8 @@ values of every run: wall time, CPU; :func:`metric_values`):
 - ``p_value``: a two-sided Mann-Whitney U test of the two sets of repetitions (exact distribution
   without ties, normal approximation with tie and continuity correction otherwise);
 - ``verdict``: ``faster`` / ``slower`` only when the interval excludes 1 **and** the test agrees at
-  the 5 % level, else ``same``; ``unknown`` when a side has fewer than two repetitions (nothing can
-  be tested). For throughput higher is better; for latency and CPU time per request lower is better
+  the 5 % level, else ``same``; ``unknown`` when there are too few repetitions for the test to
+  reach 5 % at all (fewer than 4 per side; :func:`can_decide`). For throughput higher is better; for latency and CPU time per request lower is better
   (``faster`` there means less CPU time per request).
 
 Two uses share one mechanism (:func:`compare_pairs`): variants of one run against the run's
@@ -204,6 +204,13 @@ def bootstrap_ratio_ci(
     return float(lo), float(hi)
 
 
+def can_decide(n: int, n_baseline: int, alpha: float = ALPHA) -> bool:
+    """Whether the test can reach ``alpha`` at all with these sample sizes: the smallest two-sided
+    p-value of the exact Mann-Whitney test is 2 / C(n + n_baseline, n) (3 and 3: 0.1; 4 and 4:
+    0.029)."""
+    return n >= 1 and n_baseline >= 1 and 2 / math.comb(n + n_baseline, n) < alpha
+
+
 def verdict_of(
     ratio: float, ci_low: float, ci_high: float, p_value: float, higher_is_better: bool
 ) -> str:
@@ -267,7 +274,9 @@ def compare_values(
         "ci_low": _round(lo),
         "ci_high": _round(hi),
         "p_value": _round(p),
-        "verdict": verdict_of(ratio, lo, hi, p, m.higher_is_better),
+        "verdict": verdict_of(ratio, lo, hi, p, m.higher_is_better)
+        if can_decide(len(values), len(baseline_values))
+        else "unknown",
     }
 
 
@@ -356,17 +365,20 @@ def comparison_warnings(doc: dict[str, Any]) -> list[str]:
     """Verdicts resting on too few repetitions or on spread above 10 % between repetitions."""
     rows = doc["rows"]
     warnings: list[str] = []
-    thin = [r for r in rows if min(r["n"], r["n_baseline"]) < MIN_REPEAT]
+    undecided = [r for r in rows if not can_decide(r["n"], r["n_baseline"])]
+    thin = [r for r in rows if min(r["n"], r["n_baseline"]) < MIN_REPEAT and r not in undecided]
+    if undecided:
+        fewest = min(min(r["n"], r["n_baseline"]) for r in undecided)
+        warnings.append(
+            f"{len(undecided)} of {len(rows)} comparisons: no verdict, as few as {fewest} "
+            f"repetition(s) per side, too few for the test to reach 5 %; use repeat >= "
+            f"{MIN_REPEAT}"
+        )
     if thin:
         fewest = min(min(r["n"], r["n_baseline"]) for r in thin)
-        what = (
-            "no verdict (one repetition)"
-            if fewest < 2
-            else f"verdicts rest on as few as {fewest} repetitions"
-        )
         warnings.append(
-            f"{len(thin)} of {len(rows)} comparisons: {what}; use repeat >= {MIN_REPEAT} "
-            "(below 4 repetitions per side no difference can be significant at 5 %)"
+            f"{len(thin)} of {len(rows)} comparisons: verdicts rest on as few as {fewest} "
+            f"repetitions; use repeat >= {MIN_REPEAT}"
         )
     noisy: dict[str, tuple[float, str]] = {}  # cell -> worst CV and its metric
     for r in rows:

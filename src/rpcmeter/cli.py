@@ -280,8 +280,7 @@ def _gate(doc: dict[str, Any], args: argparse.Namespace, out: TextIO) -> int:
     judged = sum(1 for r in doc["rows"] if r["metric"] == m.name and r["verdict"] != "unknown")
     if not judged:
         out.write(
-            f"gate: no case's {m.label} could be judged (a side has one repetition); "
-            "nothing gated\n"
+            f"gate: no case's {m.label} could be judged (too few repetitions); nothing gated\n"
         )
         return 0
     if not found:
