@@ -44,3 +44,14 @@ def test_workload_count_overrides_suite_duration() -> None:
     assert simple.load.duration_s == 3.0
     assert deep.load.duration_s is None and deep.load.requests == 7
     assert "requests_per_thread" in deep.params_dict() and "duration_s" in simple.params_dict()
+
+
+def test_a_workload_may_set_any_load_value() -> None:
+    cases = expand(
+        suite(
+            workloads={"big": {"kind": "callback", "threads": 1, "clients": 3, "requests": 1}},
+            matrix={},
+        )
+    )
+    assert {(c.load.threads, c.load.clients, c.load.requests) for c in cases} == {(1, 3, 1)}
+    assert cases[0].params_dict()["depth"] == 1 and "threads" not in cases[0].params.model_dump()

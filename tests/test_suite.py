@@ -216,3 +216,10 @@ def test_comparisons_default_to_five_repetitions(tmp_path: Path) -> None:
     assert load_suite(write(tmp_path, GOOD), ["repeat=3"]).repeat == 3
     one = GOOD.replace("[variants.bind]\noptions = { bind_threads = true }\n", "")
     assert load_suite(write(tmp_path, one)).repeat == 1
+
+
+def test_workload_load_values_are_validated(tmp_path: Path) -> None:
+    text = GOOD.replace("depth = 2", "depth = 2\nthreads = 0")
+    assert 'workloads."sub 2".threads: Input should be greater than or equal to 1' in error_of(
+        tmp_path, text
+    )

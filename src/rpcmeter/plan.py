@@ -69,13 +69,7 @@ def expand(suite: Suite) -> list[Case]:
     for rep in range(suite.repeat):
         for wname, w in suite.workloads.items():
             for point in matrix_points(suite):
-                load_over: dict[str, Any] = {}
-                if w.warmup is not None:
-                    load_over["warmup"] = w.warmup
-                if w.requests is not None:  # a workload's own count replaces a suite duration
-                    load_over.update(requests=w.requests, duration_s=w.duration_s)
-                elif w.duration_s is not None:
-                    load_over["duration_s"] = w.duration_s
+                load_over = w.load_overrides()
                 params_over: dict[str, Any] = {}
                 for key, value in point:
                     if key in LOAD_KEYS:

@@ -104,7 +104,8 @@ class Variant(_Model):
 
 
 class Workload(_Model):
-    """One named workload: a kind and its parameters, plus optional per-workload load values."""
+    """One named workload: a kind and its parameters, plus optional load settings of its own
+    (any key of ``[load]``: ``requests``, ``threads``, ``clients``, ...)."""
 
     model_config = ConfigDict(extra="allow")
     kind: str = ""
@@ -113,7 +114,19 @@ class Workload(_Model):
     warmup: int | None = Field(None, ge=0)
 
     def params(self) -> dict[str, Any]:
-        return dict(self.model_extra or {})
+        """The workload kind's parameters."""
+        return {k: v for k, v in (self.model_extra or {}).items() if k not in Load.model_fields}
+
+    def load_overrides(self) -> dict[str, Any]:
+        """Load settings this workload replaces; its own count replaces a suite duration."""
+        out = {k: v for k, v in (self.model_extra or {}).items() if k in Load.model_fields}
+        if self.warmup is not None:
+            out["warmup"] = self.warmup
+        if self.requests is not None:
+            out.update(requests=self.requests, duration_s=self.duration_s)
+        elif self.duration_s is not None:
+            out["duration_s"] = self.duration_s
+        return out
 
 
 def round_rate(value: float, digits: int = 6) -> float:
@@ -520,6 +533,7 @@ def _check_semantics(suite: Suite, where: str) -> None:
                 )
         try:
             parse_params(w.kind, w.params())
+            Load.model_validate({**suite.load.model_dump(), **w.load_overrides()})
         except ValidationError as exc:
             raise SuiteError(
                 _validation_message(where, exc).replace(": ", f": {key}.", 1)
