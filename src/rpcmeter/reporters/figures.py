@@ -248,12 +248,17 @@ def draw(plot: Plot, colors: dict[str, str]) -> Figure:
         )
     if handles:
         # spectra rise to the right, so their upper left is free
-        ax.legend(
-            handles=handles,
-            fontsize=8,
-            frameon=False,
-            loc="upper left" if plot.x_scale == "nines" else "best",
-        )
+        if plot.style == "bar":  # bars fill the axes: the legend goes to their right
+            ax.legend(
+                handles=handles, fontsize=8, frameon=False, loc="upper left", bbox_to_anchor=(1, 1)
+            )
+        else:
+            ax.legend(
+                handles=handles,
+                fontsize=8,
+                frameon=False,
+                loc="upper left" if plot.x_scale == "nines" else "best",
+            )
     if plot.note:
         engine = fig.get_layout_engine()
         assert isinstance(engine, ConstrainedLayoutEngine)
