@@ -400,9 +400,8 @@ def run_distributed(
                 fut.cancel()
         with contextlib.suppress(Exception):
             posts.close()
-        for ev in (go, stop):
-            with contextlib.suppress(Exception):
-                ev.clear()
+        with contextlib.suppress(Exception):
+            go.clear()  # the stop event stays set: a straggling (cancelled) task still sees it
     per_client = merge_results(outcome, results)
     _per_worker(outcome, results, per_client, assign, lost, usage0, usage1, pids)
     if lost:
