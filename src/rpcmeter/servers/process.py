@@ -205,7 +205,7 @@ class ServerProcess:
                     self.output_tail(),
                 )
             time.sleep(delay)
-            delay = min(delay * 1.5, 0.1)
+            delay = min(delay * 1.5, 0.02)
 
     def exit_code(self) -> int | None:
         return None if self.proc is None else self.proc.poll()
