@@ -14,12 +14,12 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import time
 
 import rpyc
 
 from rpcmeter.drivers.base import DriverContext
+from rpcmeter.drivers.rpyc import RpycDriver
 from rpcmeter.placement import available_cpus
 from rpcmeter.runners.client import Recorder, ThreadStats, run_chunk
 from rpcmeter.runners.closed_loop import run_closed_loop
@@ -89,15 +89,7 @@ def main() -> None:
     if client_cpus:
         os.sched_setaffinity(0, client_cpus)
     endpoint = new_endpoint("unix")
-    command = [
-        sys.executable,
-        "-m",
-        "rpcmeter.servers.rpyc_server",
-        "--transport",
-        "unix",
-        "--socket",
-        str(endpoint.path),
-    ]
+    command = RpycDriver.server_command(endpoint, {})
     bare_means: list[float] = []
     tool_means: list[float] = []
     with ServerProcess(command, endpoint, cpus=server_cpus):
