@@ -78,15 +78,30 @@ class HttpConnection(StreamConnection):
         self.buf = b""
         self.server_ns: int | None = None
         self.body: list[bytes] | None = None
+        # The last read that held exactly one whole reply, and what parsing it gave: a server
+        # answering the same request repeats its reply byte for byte (until its Date changes),
+        # and one comparison then stands for the parse.
+        self.same = b""
+        self.same_server_ns: int | None = None
+        self.same_status: ReplyError | None = None
+        self.same_body_at = 0
         if head_only:
             self._use_parser()
 
     def _use_parser(self) -> None:
+        self.same = b""
         if self.parser is None:
             self.parser = httptools.HttpResponseParser(self)
 
     def data_received(self, data: bytes) -> None:
         self.bytes_in += len(data)
+        if data == self.same and self.pending and not self.buf:
+            done, expect = self.pending.popleft()
+            error = self.same_status
+            if error is None and expect is not None:
+                error = mismatch(data[self.same_body_at :], expect)
+            done(self.same_server_ns, error)
+            return
         if self.parser is not None:
             self._feed(data)
             return
@@ -123,15 +138,19 @@ class HttpConnection(StreamConnection):
             server_ns = None
             if at >= 0:
                 server_ns = parse_server_timing(data[at + 15 : data.find(b"\r", at, end + 1)])
-            pos = stop
+            start, pos = pos, stop
             if not pending:
                 self.fail(ConnectionError("reply without a request"))
                 return
             done, expect = pending.popleft()
-            error: BaseException | None = None
-            if not 200 <= status < 300:
-                error = ReplyError(f"http_{status}", f"HTTP status {status}")
-            elif expect is not None:
+            status_error = (
+                None if 200 <= status < 300 else ReplyError(f"http_{status}", f"HTTP status {status}")
+            )
+            if start == 0 and stop == n and not self.buf:  # the read held this reply alone
+                self.same, self.same_server_ns = data, server_ns
+                self.same_status, self.same_body_at = status_error, end + 4
+            error: BaseException | None = status_error
+            if error is None and expect is not None:
                 error = mismatch(data[end + 4 : stop], expect)
             done(server_ns, error)
         self.buf = data[pos:] if pos < n else b""

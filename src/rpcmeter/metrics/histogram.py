@@ -73,7 +73,9 @@ class Histogram:
         self.count += int(arr.size)
         self.sum += int(arr.sum())
         as_float = arr.astype(np.float64)
-        self.sum_sq += float(np.dot(as_float, as_float))
+        # Not np.dot: BLAS would start its thread pool, whose threads then spin on the
+        # client's CPU between folds and inflate the CPU figures of every client.
+        self.sum_sq += float(np.square(as_float).sum())
 
     def record(self, value_ns: int) -> None:
         """Record one value (convenience; use :meth:`record_array` in loops)."""
