@@ -97,7 +97,7 @@ class HttpConnection(StreamConnection):
         self.bytes_in += len(data)
         if data == self.same and self.pending and not self.buf:
             done, expect = self.pending.popleft()
-            error = self.same_status
+            error: BaseException | None = self.same_status
             if error is None and expect is not None:
                 error = mismatch(data[self.same_body_at :], expect)
             done(self.same_server_ns, error)
@@ -144,12 +144,14 @@ class HttpConnection(StreamConnection):
                 return
             done, expect = pending.popleft()
             status_error = (
-                None if 200 <= status < 300 else ReplyError(f"http_{status}", f"HTTP status {status}")
+                None
+                if 200 <= status < 300
+                else ReplyError(f"http_{status}", f"HTTP status {status}")
             )
             if start == 0 and stop == n and not self.buf:  # the read held this reply alone
                 self.same, self.same_server_ns = data, server_ns
                 self.same_status, self.same_body_at = status_error, end + 4
-            error: BaseException | None = status_error
+            error = status_error
             if error is None and expect is not None:
                 error = mismatch(data[end + 4 : stop], expect)
             done(server_ns, error)
