@@ -8,6 +8,12 @@ the client process: wrk's from ``getrusage(RUSAGE_CHILDREN)``, rpcmeter's as the
 it, from the start gate to the end), and prints the ratios of the medians
 (targets: rpcmeter / wrk >= 1 for requests/s, <= 1 for CPU per request).
 
+A third client shows the floor of any Python client on uvloop: a bare protocol per connection
+that takes every read for one whole reply and writes the next request, with no parsing, no
+clock and no bookkeeping (not a usable load generator: it only counts). rpcmeter's distance
+from this floor is the cost of its own work per request; the floor's distance from wrk is the
+event loop's and the kernel's.
+
     python benchmarks/vs_wrk.py [--connections 50] [--duration 5] [--rounds 3] [--path /noop]
 """
 
@@ -54,6 +60,53 @@ def run_wrk(url: str, connections: int, duration: float, cpu: int) -> tuple[floa
     return float(rate.group(1)), cpu_s / int(m.group(1))
 
 
+FLOOR = """
+import asyncio, resource, sys, time, uvloop
+host, port, path, n_conns, duration = sys.argv[1:6]
+request = f"GET {path} HTTP/1.1\\r\\nHost: {host}:{port}\\r\\n\\r\\n".encode()
+replies = 0
+
+class Floor(asyncio.Protocol):
+    def connection_made(self, transport):
+        self.write = transport.write
+
+    def data_received(self, data):
+        global replies
+        replies += 1
+        self.write(request)
+
+async def main():
+    loop = asyncio.get_running_loop()
+    conns = [(await loop.create_connection(Floor, host, int(port)))[1] for _ in range(int(n_conns))]
+    start, before, cpu = time.perf_counter(), replies, resource.getrusage(resource.RUSAGE_SELF)
+    for c in conns:
+        c.write(request)
+    await asyncio.sleep(float(duration))
+    seconds, end = time.perf_counter() - start, resource.getrusage(resource.RUSAGE_SELF)
+    cpu_s = end.ru_utime - cpu.ru_utime + end.ru_stime - cpu.ru_stime
+    print(replies - before, seconds, cpu_s)
+
+uvloop.run(main())
+"""
+
+
+def run_floor(
+    host: str, port: int, path: str, connections: int, duration: float, cpu: int
+) -> tuple[float, float]:
+    """(requests/s, client CPU seconds per request) of the bare uvloop protocol (its CPU
+    measured by itself over the measured interval, as rpcmeter's is)."""
+    args = [host, str(port), path, str(connections), str(duration)]
+    out = subprocess.run(
+        ["taskset", "-c", str(cpu), sys.executable, "-c", FLOOR, *args],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=duration + 60,
+    ).stdout.split()
+    replies, seconds, cpu_s = int(out[0]), float(out[1]), float(out[2])
+    return replies / seconds, cpu_s / replies
+
+
 def run_rpcmeter(
     endpoint: Endpoint, path: str, connections: int, duration: float, cpu: int
 ) -> tuple[float, float]:
@@ -98,6 +151,7 @@ def main() -> int:
         url = f"http://127.0.0.1:{endpoint.port}{args.path}"
         wrk: list[tuple[float, float]] = []
         ours: list[tuple[float, float]] = []
+        floor: list[tuple[float, float]] = []
         with ServerProcess(command, endpoint, cpus=[server_cpu]):
             print(
                 f"nginx on CPU {server_cpu}, clients on CPU {client_cpu}; {args.connections} "
@@ -114,6 +168,18 @@ def main() -> int:
                             endpoint, args.path, args.connections, args.duration, client_cpu
                         ),
                     ),
+                    (
+                        "floor",
+                        floor,
+                        lambda: run_floor(
+                            "127.0.0.1",
+                            endpoint.port or 0,
+                            args.path,
+                            args.connections,
+                            args.duration,
+                            client_cpu,
+                        ),
+                    ),
                 ):
                     rps, cpu = run()
                     runs.append((rps, cpu))
@@ -122,12 +188,19 @@ def main() -> int:
     w_cpu = statistics.median(x[1] for x in wrk)
     o_rps = statistics.median(x[0] for x in ours)
     o_cpu = statistics.median(x[1] for x in ours)
-    print(
-        f"\nmedians: wrk {w_rps:,.0f} req/s, {w_cpu * 1e6:.2f} us CPU/req; "
-        f"rpcmeter {o_rps:,.0f} req/s, {o_cpu * 1e6:.2f} us CPU/req"
-    )
+    f_rps = statistics.median(x[0] for x in floor)
+    f_cpu = statistics.median(x[1] for x in floor)
+    print("\nmedians:")
+    for name, rps, cpu_s in (
+        ("wrk", w_rps, w_cpu),
+        ("rpcmeter", o_rps, o_cpu),
+        ("floor", f_rps, f_cpu),
+    ):
+        print(f"  {name:<9} {rps:>10,.0f} req/s {cpu_s * 1e6:>7.2f} us CPU/req")
     print(f"rpcmeter / wrk requests/s:        {o_rps / w_rps:.2f}  (target >= 1)")
     print(f"rpcmeter / wrk CPU per request:   {o_cpu / w_cpu:.2f}  (target <= 1)")
+    print(f"floor / wrk CPU per request:      {f_cpu / w_cpu:.2f}")
+    print(f"rpcmeter - floor CPU per request: {(o_cpu - f_cpu) * 1e6:.2f} us")
     return 0
 
 
