@@ -65,6 +65,24 @@ def test_unix_socket() -> None:
     assert cases["echo"]["endpoint"].startswith("unix://")
 
 
+def test_loops_owning_their_connections() -> None:
+    """Without validation and with a connection per loop, each loop owns its connection (replies
+    go straight to the loop): the counts, bytes and server times are those of the queued path."""
+    cases = run_cases(
+        "http",
+        {"noop": {}},
+        transport="unix",
+        validate=False,
+        load={"connections": 3, "concurrency": 3, "requests": 400},
+    )
+    case = cases["noop"]
+    assert_clean(case, 3 * 400)
+    request = build_request("GET", "/noop", "localhost", {}, b"")
+    assert case["bytes"]["out_per_request"] == len(request)
+    assert case["server_time"]["histogram"]["count"] == 3 * 400
+    assert 0 < case["server_time"]["mean_us"] < case["latency"]["mean_us"]
+
+
 def test_mismatches_are_counted() -> None:
     cases = run_cases(
         "http",

@@ -35,6 +35,13 @@ client process; the runner (:mod:`rpcmeter.runners.event_loop`) runs every loop 
   request before the previous one completed: requests on one connection are pipelined and their
   ``done`` callbacks run in the order the requests were sent.
 - ``close()`` closes the connections (called outside the event loop, after it stopped).
+- Optionally, a channel whose connection serves one closed loop alone has an ``own(done)``
+  method: it returns a callable that writes the next request, takes no argument and is best
+  implemented in C (the transport's ``write`` with the request bound), and every reply on that
+  connection is passed straight to ``done`` from then on, with no queue (see
+  :class:`Ownership`). The closed loop then spends one Python call per request fewer; it calls the
+  ownership's ``release()`` when it ends. ``own`` returns ``None`` when it cannot (a shared
+  connection, replies to validate).
 
 The closed-loop runner reads the clock, calls ``channel(done)``, and in ``done`` reads the clock
 again, stores the latency into the same :class:`~rpcmeter.runners.client.Recorder` buffers as the
@@ -52,7 +59,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 from rpcmeter.workloads import WorkloadParams
 
@@ -106,6 +113,13 @@ class DriverContext:
 Caller = Callable[[], object]
 Done = Callable[[int | None, BaseException | None], None]  # (server_ns, error)
 Channel = Callable[[Done], None]
+
+
+class Ownership(NamedTuple):
+    """What ``channel.own(done)`` returns: how the owning loop sends, and how it lets go."""
+
+    send: Callable[[], object]
+    release: Callable[[], None]
 
 
 class Driver(ABC):

@@ -6,6 +6,11 @@ the subclass parses replies and calls :meth:`StreamConnection.reply` for each on
 oldest entry, checks the body against ``expect`` (when validating) and calls ``done``. A lost
 connection fails every pending request with a ``ConnectionError`` (fatal for its loop).
 
+A connection that serves one closed loop alone, without validation, can be *owned* by it
+(:meth:`SendChannel.own`): every reply goes straight to the loop's ``done`` (the connection's
+``owner``) and the loop writes the next request through the transport's C ``write`` with the
+request bound, so no queue entry, tuple or Python frame of ours sits between two requests.
+
 A :class:`StreamDriver` opens ``ctx.connections`` such connections and gives closed loop ``i``
 connection ``i % connections``; requests are prebuilt bytes (a few variants cycled, so validation
 is not fooled by a server replaying one reply).
@@ -21,7 +26,7 @@ from collections.abc import Callable
 from functools import partial
 from typing import ClassVar, cast
 
-from rpcmeter.drivers.base import Channel, Done, EventDriver, ReplyMismatch
+from rpcmeter.drivers.base import Channel, Done, EventDriver, Ownership, ReplyMismatch
 from rpcmeter.servers.bodies import KINDS, check, expected_reply, request_body
 from rpcmeter.workloads import EchoParams, lift_int_digit_limit
 
@@ -49,6 +54,8 @@ class StreamConnection(asyncio.Protocol):
         self.lost: BaseException | None = None
         self.bytes_out = 0
         self.bytes_in = 0
+        self.owner: Done | None = None  # the closed loop that owns the connection
+        self.owner_bytes = 0  # the size of its request (counted out as each reply comes in)
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's are not subclasses
@@ -69,6 +76,11 @@ class StreamConnection(asyncio.Protocol):
 
     def reply(self, server_ns: int | None, body: bytes | None, error: BaseException | None) -> None:
         """The next reply is complete: validate it and complete its request."""
+        owner = self.owner
+        if owner is not None:
+            self.bytes_out += self.owner_bytes
+            owner(server_ns, error)
+            return
         if not self.pending:
             self.fail(ConnectionError("reply without a request"))
             return
@@ -89,8 +101,17 @@ class StreamConnection(asyncio.Protocol):
             self.transport.abort()
         self._fail_pending()
 
+    def release(self) -> None:
+        """The owning loop ended: replies go through the queue again."""
+        self.owner = None
+
     def _fail_pending(self) -> None:
         assert self.lost is not None
+        owner = self.owner
+        if owner is not None:  # its one request in flight is lost
+            self.owner = None
+            self.bytes_out += self.owner_bytes
+            owner(None, self.lost)
         while self.pending:
             done, _ = self.pending.popleft()
             done(None, self.lost)
@@ -99,6 +120,23 @@ class StreamConnection(asyncio.Protocol):
         if self.lost is None:
             self.lost = exc or ConnectionResetError("connection closed by the server")
         self._fail_pending()
+
+
+class SendChannel(partial[None]):
+    """Loop ``index``'s channel: ``channel(done)`` is ``conn.send(request, done)`` (a partial: no
+    Python frame of its own). ``own(done)`` hands the connection to a closed loop when the loop
+    is its only user (``exclusive``) and replies are not validated."""
+
+    conn: StreamConnection
+    exclusive: bool
+
+    def own(self, done: Done) -> Ownership | None:
+        conn = self.conn
+        if not self.exclusive or conn.lost is not None or conn.pending:
+            return None
+        request: bytes = self.args[0]
+        conn.owner, conn.owner_bytes = done, len(request)
+        return Ownership(partial(conn.write, request), conn.release)
 
 
 class StreamDriver(EventDriver):
@@ -147,7 +185,10 @@ class StreamDriver(EventDriver):
         bodies = [self.request_body(index * VARIANTS + v) for v in range(n)]
         requests = [self.encode(b) for b in bodies]
         if not self.ctx.validate:
-            return partial(send, requests[0])  # one frame less per request than a closure
+            channel = SendChannel(send, requests[0])
+            channel.conn = conn
+            channel.exclusive = self.ctx.threads <= len(self.conns)
+            return channel
 
         expects = [expected_reply(w, b) for b in bodies]
         pairs = list(zip(requests, expects, strict=True))

@@ -16,9 +16,11 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
-from rpcmeter.drivers.base import Channel, Done, EventDriver
+from rpcmeter.drivers.base import Channel, Done, EventDriver, Ownership
 from rpcmeter.runners.client import (
     BUFFER,
     MAX_CHUNK,
@@ -103,7 +105,11 @@ def closed_loop(
     deadline_ns: int,
     fatal: tuple[type[BaseException], ...],
 ) -> Done:
-    """Start one timed closed loop; returns its completion callback (for tests)."""
+    """Start one timed closed loop; returns its completion callback (for tests).
+
+    When the channel can hand its connection to this loop alone (``channel.own``, see
+    :mod:`rpcmeter.drivers.base`), the loop sends through the returned C-level writer and
+    releases the connection when it ends; otherwise it sends with ``channel(done)``."""
     clock = time.perf_counter_ns
     buf = rec.buf
     sbuf = rec.sbuf
@@ -127,17 +133,26 @@ def closed_loop(
             if pos >= BUFFER:
                 rec.fold()
         elif rec.error(err, fatal):
-            phase.loop_done()
+            end()
             return
         left -= 1
         if left == 0 or t1 >= deadline_ns or phase.stopping:
-            phase.loop_done()
+            end()
             return
         t0 = clock()
-        channel(done)
+        send()
+
+    own = getattr(channel, "own", None)
+    owned: Ownership | None = own(done) if own is not None else None
+    send: Callable[[], object] = owned.send if owned else partial(channel, done)
+
+    def end() -> None:
+        if owned:
+            owned.release()
+        phase.loop_done()
 
     t0 = clock()
-    channel(done)
+    send()
     return done
 
 

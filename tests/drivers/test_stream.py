@@ -1,0 +1,105 @@
+"""A connection owned by its closed loop (drivers/stream.py ``SendChannel.own``), driven by the
+event-loop runner's ``closed_loop`` over a transport that records what is written."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+
+import pytest
+
+from rpcmeter.drivers.http import HttpConnection
+from rpcmeter.drivers.stream import SendChannel
+from rpcmeter.runners.client import Recorder, ThreadStats
+from rpcmeter.runners.event_loop import Phase, closed_loop
+
+REQUEST = b"GET /noop HTTP/1.1\r\nHost: x\r\n\r\n"
+OK = b"HTTP/1.1 200 OK\r\nDate: Sun, 22 Nov 2026 01:04:45 GMT\r\nContent-Length: 0\r\n\r\n"
+TIMED = b"HTTP/1.1 200 OK\r\nServer-Timing: app;dur=0.25\r\nContent-Length: 2\r\n\r\nhi"
+BUSY = b"HTTP/1.1 503 Busy\r\nContent-Length: 0\r\n\r\n"
+
+
+class Transport:
+    """Records writes; ``abort`` and ``close`` only mark it closed."""
+
+    def __init__(self) -> None:
+        self.writes: list[bytes] = []
+        self.closed = False
+
+    def write(self, data: bytes) -> None:
+        assert not self.closed, "write after the connection was closed"
+        self.writes.append(data)
+
+    def abort(self) -> None:
+        self.closed = True
+
+    close = abort
+
+
+@pytest.fixture
+def loop() -> Iterator[asyncio.AbstractEventLoop]:
+    loop = asyncio.new_event_loop()
+    yield loop
+    loop.close()
+
+
+def start(
+    loop: asyncio.AbstractEventLoop, exclusive: bool, requests: int | None = None
+) -> tuple[HttpConnection, Transport, ThreadStats, Recorder, Phase]:
+    conn = HttpConnection()
+    transport = Transport()
+    conn.connection_made(transport)  # type: ignore[arg-type]
+    channel = SendChannel(conn.send, REQUEST)
+    channel.conn, channel.exclusive = conn, exclusive
+    stats = ThreadStats()
+    rec = Recorder(stats, server_time=True)
+    phase = Phase(loop, 1)
+    closed_loop(channel, rec, phase, requests, 1 << 62, (OSError,))
+    return conn, transport, stats, rec, phase
+
+
+@pytest.mark.parametrize("exclusive", [True, False])
+def test_owned_and_queued_connections_count_the_same(
+    loop: asyncio.AbstractEventLoop, exclusive: bool
+) -> None:
+    conn, transport, stats, rec, phase = start(loop, exclusive, requests=7)
+    assert (conn.owner is not None) is exclusive
+    # repeated replies (the cached path), a reply split over reads, one with server time, an error
+    for data in (OK, OK, OK[:20], OK[20:], TIMED, BUSY, OK, OK):
+        conn.data_received(data)
+    rec.fold()
+    assert stats.ok == 6 and stats.errors == {"http_503": 1}
+    assert stats.server_hist.count == 1 and stats.server_hist.max == pytest.approx(250_000, 0.01)
+    assert phase.finished.done()
+    assert conn.owner is None  # released: the connection is a queued one again
+    assert transport.writes == [REQUEST] * 7  # no request after the loop's last reply
+    assert conn.bytes_out == 7 * len(REQUEST)
+    assert conn.bytes_in == 5 * len(OK) + len(TIMED) + len(BUSY)
+    # a reply nobody asked for fails the connection instead of restarting the loop
+    conn.data_received(OK)
+    assert isinstance(conn.lost, ConnectionError) and transport.closed
+    assert stats.ok + sum(stats.errors.values()) == 7
+
+
+def test_owned_connection_lost_ends_its_loop_once(loop: asyncio.AbstractEventLoop) -> None:
+    conn, _transport, stats, rec, phase = start(loop, exclusive=True)
+    conn.data_received(OK)
+    conn.connection_lost(None)
+    assert phase.finished.done() and phase.active == 0
+    assert stats.fatal is not None and "ConnectionResetError" in stats.fatal
+    assert stats.errors == {"connection:ConnectionResetError": 1}
+    assert conn.owner is None and conn.bytes_out == 2 * len(REQUEST)
+    rec.fold()
+    assert stats.ok == 1
+
+
+def test_shared_or_validated_channels_are_not_owned() -> None:
+    conn = HttpConnection()
+    conn.connection_made(Transport())  # type: ignore[arg-type]
+    shared = SendChannel(conn.send, REQUEST)
+    shared.conn, shared.exclusive = conn, False
+    assert shared.own(lambda s, e: None) is None
+    mine = SendChannel(conn.send, REQUEST)
+    mine.conn, mine.exclusive = conn, True
+    conn.send(REQUEST, lambda s, e: None)  # a request of the warmup still in flight
+    assert mine.own(lambda s, e: None) is None
