@@ -10,10 +10,10 @@ uvloop event loop per client process, ``load.connections`` connections, ``load.c
 closed loops over them (pipelined when there are more loops than connections). With
 ``io = "blocking"`` every loop is a thread doing a blocking send and receive on its connection
 (loops sharing a connection take turns). ``io = "auto"`` (default) picks blocking for one loop
-per client and the event loop for more, as ``benchmarks/raw_client_modes.py`` measured (blocking
-1.3x the requests/s of the event loop with one loop, 0.67x with eight). A reply with a non-zero
-status counts as an error of kind ``raw_error``. Options: ``io``, ``event_loop`` (``uvloop`` or
-``asyncio``).
+per client and the event loop for more, as ``benchmarks/raw_client_modes.py`` measured (blocking:
+1.06x the requests/s of the event loop at 0.8x its CPU per request with one loop; 0.65x the
+requests/s with eight). A reply with a non-zero status counts as an error of kind
+``raw_error``. Options: ``io``, ``event_loop`` (``uvloop`` or ``asyncio``).
 """
 
 from __future__ import annotations
