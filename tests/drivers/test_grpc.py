@@ -11,7 +11,7 @@ from typing import Any
 import grpc
 import psutil
 import pytest
-from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc  # type: ignore[import-untyped]
 
 from rpcmeter.drivers.base import DriverContext, Endpoint, ReplyMismatch
 from rpcmeter.drivers.grpc import GrpcDriver, GrpcError, GrpcUnavailable
@@ -21,6 +21,7 @@ from rpcmeter.servers.bodies import raw_bytes
 from rpcmeter.servers.process import ServerProcess, new_endpoint
 from rpcmeter.suite import build_suite
 from rpcmeter.workloads import WorkloadParams, lift_int_digit_limit, parse_params
+from tests.drivers.calls import WORKLOAD_CASES, three_timed_calls
 
 pytestmark = pytest.mark.timeout(120)
 lift_int_digit_limit()
@@ -56,34 +57,14 @@ def driver(
     return d
 
 
-@pytest.mark.parametrize(
-    ("kind", "params", "reply_len"),
-    [
-        ("noop", {}, 0),
-        ("echo", {"request_bytes": 10}, 10),
-        ("echo", {"request_bytes": 10_000}, 10_000),
-        ("payload", {"request_bytes": 10, "reply_bytes": 10_000}, 10_000),
-        ("payload", {"request_bytes": 10_000, "reply_bytes": 10}, 10),
-        ("sleep", {"ms": 20}, 0),
-        ("factorial", {"n": 5}, 3),
-        ("factorial", {"n": 3000}, len(str(math.factorial(3000)))),
-    ],
-)
+@pytest.mark.parametrize(("kind", "params", "reply_len"), WORKLOAD_CASES)
 def test_workloads_validated_with_server_time(
     server: ServerProcess, kind: str, params: dict[str, Any], reply_len: int
 ) -> None:
     d = driver(server.endpoint, parse_params(kind, params))
-    try:
-        call = d.caller(0)
-        times = [call() for _ in range(3)]
-        assert all(isinstance(t, int) and t > 0 for t in times), times
-        if kind == "sleep":
-            assert min(times) >= 20e6 * 0.9  # type: ignore[operator]
-        counters = d.counters()
-        assert counters["bytes_in"] == 3 * reply_len
-        assert counters["bytes_out"] == 3 * len(d.request)
-    finally:
-        d.close()
+    counters = three_timed_calls(d, kind)
+    assert counters["bytes_in"] == 3 * reply_len
+    assert counters["bytes_out"] == 3 * len(d.request)
 
 
 def test_wrong_reply_is_a_mismatch(server: ServerProcess) -> None:

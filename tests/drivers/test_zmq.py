@@ -20,6 +20,7 @@ from rpcmeter.servers.process import ServerProcess, new_endpoint, probe
 from rpcmeter.servers.zmq_server import address
 from rpcmeter.suite import build_suite
 from rpcmeter.workloads import WorkloadParams, lift_int_digit_limit, parse_params
+from tests.drivers.calls import WORKLOAD_CASES, three_timed_calls
 
 pytestmark = pytest.mark.timeout(120)
 lift_int_digit_limit()
@@ -44,32 +45,13 @@ def driver(
     return d
 
 
-@pytest.mark.parametrize(
-    ("kind", "params", "reply_len"),
-    [
-        ("noop", {}, 0),
-        ("echo", {"request_bytes": 200}, 200),
-        ("echo", {"request_bytes": 10_000}, 10_000),
-        ("payload", {"request_bytes": 200, "reply_bytes": 900}, 900),
-        ("payload", {"request_bytes": 10, "reply_bytes": 10_000}, 10_000),
-        ("sleep", {"ms": 20}, 0),
-        ("factorial", {"n": 3000}, len(str(math.factorial(3000)))),
-    ],
-)
+@pytest.mark.parametrize(("kind", "params", "reply_len"), WORKLOAD_CASES)
 def test_workloads_validated_with_server_time(
     server: ServerProcess, kind: str, params: dict[str, Any], reply_len: int
 ) -> None:
     d = driver(server.endpoint, parse_params(kind, params))
-    try:
-        call = d.caller(0)
-        times = [call() for _ in range(3)]
-        assert all(isinstance(t, int) and t > 0 for t in times), times
-        if kind == "sleep":
-            assert min(times) >= 20e6 * 0.9  # type: ignore[operator]
-        counters = d.counters()
-        assert counters == {"bytes_out": 3 * len(d.request), "bytes_in": 3 * (8 + reply_len)}
-    finally:
-        d.close()
+    counters = three_timed_calls(d, kind)
+    assert counters == {"bytes_out": 3 * len(d.request), "bytes_in": 3 * (8 + reply_len)}
 
 
 @pytest.mark.parametrize(
@@ -81,7 +63,8 @@ def test_receive_modes(server: ServerProcess, options: dict[str, Any]) -> None:
         for t in range(2):
             call = d.caller(t)
             for _ in range(3):
-                assert call() >= 4_500_000
+                server_ns = call()
+                assert isinstance(server_ns, int) and server_ns >= 4_500_000
         counters = d.counters()
         assert counters["bytes_out"] == 6 * len(d.request)
         if options["recv"] == "block":
