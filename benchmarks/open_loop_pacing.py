@@ -70,7 +70,7 @@ def event_way(timerfd: bool) -> Callable[[float, float], Result]:
     def run(rate: float, seconds: float) -> Result:
         saved = open_loop.new_waker
         if not timerfd:
-            open_loop.new_waker = LoopWaker  # type: ignore[assignment]
+            open_loop.new_waker = LoopWaker
         loop = new_event_loop()
         try:
             sched = Schedule(Pacing(rate), requests=None, duration_s=seconds)

@@ -27,6 +27,8 @@ import statistics
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
+from functools import partial
 from pathlib import Path
 
 from rpcmeter.drivers.base import DriverContext, Endpoint
@@ -158,29 +160,19 @@ def main() -> int:
                 f"connections, {args.duration:g} s per run, GET {args.path}"
             )
             print(f"{'round':>5}  {'client':<9} {'req/s':>10} {'CPU us/req':>11}")
+            port, d, c = endpoint.port or 0, args.duration, args.connections
+            clients: list[tuple[str, list[tuple[float, float]], Callable[[], tuple[float, float]]]]
+            clients = [
+                ("wrk", wrk, partial(run_wrk, url, c, d, client_cpu)),
+                ("rpcmeter", ours, partial(run_rpcmeter, endpoint, args.path, c, d, client_cpu)),
+                (
+                    "floor",
+                    floor,
+                    partial(run_floor, "127.0.0.1", port, args.path, c, d, client_cpu),
+                ),
+            ]
             for r in range(1, args.rounds + 1):
-                for name, runs, run in (
-                    ("wrk", wrk, lambda: run_wrk(url, args.connections, args.duration, client_cpu)),
-                    (
-                        "rpcmeter",
-                        ours,
-                        lambda: run_rpcmeter(
-                            endpoint, args.path, args.connections, args.duration, client_cpu
-                        ),
-                    ),
-                    (
-                        "floor",
-                        floor,
-                        lambda: run_floor(
-                            "127.0.0.1",
-                            endpoint.port or 0,
-                            args.path,
-                            args.connections,
-                            args.duration,
-                            client_cpu,
-                        ),
-                    ),
-                ):
+                for name, runs, run in clients:
                     rps, cpu = run()
                     runs.append((rps, cpu))
                     print(f"{r:>5}  {name:<9} {rps:>10,.0f} {cpu * 1e6:>11.2f}", flush=True)

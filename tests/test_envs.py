@@ -94,7 +94,7 @@ def revisions_suite(repo: Path, bad_rev: bool = False) -> str:
 
 def cell(result: dict[str, Any], variant: str) -> dict[str, Any]:
     (case,) = [c for c in result["cases"] if c["variant"] == variant]
-    return case
+    return dict(case)
 
 
 @pytest.mark.timeout(240)

@@ -12,9 +12,12 @@ import pytest
 from rpcmeter.errors import StoreError
 from rpcmeter.result import dumps, write_json
 from rpcmeter.store import Store, resolve_run
-from tests.support.synthetic import synthetic_result
+from tests.support.synthetic import CellSpec, synthetic_result
 
-SPEC = {("w", (("threads", 1),), "a"): [100, 101, 99], ("w", (("threads", 1),), "b"): [90, 91, 89]}
+SPEC: CellSpec = {
+    ("w", (("threads", 1),), "a"): [100, 101, 99],
+    ("w", (("threads", 1),), "b"): [90, 91, 89],
+}
 
 
 def as_stored(result: dict[str, Any]) -> dict[str, Any]:

@@ -76,7 +76,7 @@ def test_validation_counts_mismatches_from_a_corrupting_server() -> None:
 
 
 def test_random_wait_matches_its_arithmetic_and_bind_parallelises() -> None:
-    params = {"delay_p": 1.0, "delay_s": 0.008, "sub_p": 0.5, "max_depth": 2}
+    params: dict[str, Any] = {"delay_p": 1.0, "delay_s": 0.008, "sub_p": 0.5, "max_depth": 2}
     result = run(
         {
             "target": {"driver": "rpyc", "transport": "unix"},

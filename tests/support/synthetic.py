@@ -34,7 +34,7 @@ def synthetic_result(
             if v not in matrix[k]:
                 matrix[k].append(v)
     reps = max(len(v) for v in spec.values())
-    cases = []
+    cases: list[dict[str, Any]] = []
     for rep in range(reps):
         for (workload, point, variant), means in spec.items():
             if rep >= len(means):
