@@ -7,6 +7,19 @@ from collections.abc import Iterator
 import pytest
 
 import rpcmeter.suite
+from rpcmeter.store import STORE_ENV
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _history_in_a_temporary_directory(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[None]:
+    """Commands run without ``--store`` record their runs in a history of the test session's
+    own (``$RPCMETER_STORE``), not under the directory the tests run from."""
+    mp = pytest.MonkeyPatch()
+    mp.setenv(STORE_ENV, str(tmp_path_factory.mktemp("history") / "history.db"))
+    yield
+    mp.undo()
 
 
 @pytest.fixture(autouse=True, scope="session")

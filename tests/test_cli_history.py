@@ -9,7 +9,7 @@ import pytest
 
 from rpcmeter.cli import main
 from rpcmeter.result import write_json
-from rpcmeter.store import Store
+from rpcmeter.store import STORE_ENV, Store
 from tests.support.synthetic import synthetic_result
 
 P1 = (("threads", 1),)
@@ -44,6 +44,17 @@ def test_history_lists_runs(db: Path, capsys: pytest.CaptureFixture[str]) -> Non
     lines = [line for line in out.splitlines() if "synthetic" in line]
     assert len(lines) == 2 and lines[0].split()[0] == "2" and "main" in lines[1]
     assert "2026-01-02 03:04:05" in out and "10" in lines[0]
+
+
+def test_the_store_defaults_to_rpcmeter_store(
+    db: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(STORE_ENV, str(db))
+    code, out, _ = run(["history"], capsys)
+    assert code == 0 and f"history: {db}" in out and "synthetic" in out
+    monkeypatch.setenv(STORE_ENV, str(db.with_name("other.db")))
+    code, _, err = run(["show", "last"], capsys)
+    assert code != 0 and "other.db" in err
 
 
 def test_compare_and_gate_exit_codes(db: Path, capsys: pytest.CaptureFixture[str]) -> None:

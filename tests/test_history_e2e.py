@@ -17,7 +17,7 @@ from pathlib import Path
 import psutil
 import pytest
 
-from rpcmeter.store import Store, resolve_run
+from rpcmeter.store import STORE_ENV, Store, resolve_run
 
 pytestmark = pytest.mark.timeout(240)
 ROOT = Path(__file__).resolve().parents[1]
@@ -36,7 +36,8 @@ SMALL = [
 
 
 def rpcmeter(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    """The command as a user runs it in ``cwd``: the history in its default place there."""
+    env = {k: v for k, v in os.environ.items() if k != STORE_ENV} | {"PYTHONPATH": str(ROOT)}
     proc = subprocess.run(
         [sys.executable, "-m", "rpcmeter.cli", *args],
         cwd=cwd,

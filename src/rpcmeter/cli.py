@@ -20,7 +20,8 @@ from rpcmeter.reporters import markdown as markdown_reporter
 from rpcmeter.reporters import tables, terminal
 from rpcmeter.result import Result
 from rpcmeter.store import DEFAULT_PATH as DEFAULT_STORE
-from rpcmeter.store import RunRef, Store, resolve_run
+from rpcmeter.store import STORE_ENV, RunRef, Store, resolve_run
+from rpcmeter.store import default_path as default_store
 from rpcmeter.suite import Suite, builtin_suite_path, load_suite
 
 EXIT_INTERRUPTED = 130
@@ -192,9 +193,10 @@ def _add_store_option(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--store",
         type=Path,
-        default=DEFAULT_STORE,
+        default=default_store(),
         metavar="PATH",
-        help=f"history database (default: {DEFAULT_STORE} under the current directory)",
+        help=f"history database (default: ${STORE_ENV}, else {DEFAULT_STORE} under the "
+        "current directory)",
     )
 
 

@@ -1,7 +1,7 @@
 """The history store: every run in a SQLite database.
 
-Default location ``.rpcmeter/history.db`` under the current directory (``--store PATH``,
-``--no-store``). Tables::
+Default location ``.rpcmeter/history.db`` under the current directory, or ``$RPCMETER_STORE``
+when set (``--store PATH``, ``--no-store``). Tables::
 
     runs(id INTEGER PRIMARY KEY, run_id TEXT UNIQUE, started_at, finished_at, status,
          suite_name, suite_path, suite_sha256, git_commit, git_dirty, variants (JSON list),
@@ -21,6 +21,7 @@ result JSON file.
 from __future__ import annotations
 
 import json
+import os
 import re
 import sqlite3
 from collections.abc import Iterator
@@ -34,6 +35,15 @@ from rpcmeter.execute import RunOptions
 from rpcmeter.result import CaseDoc, Result, _clean, now_iso, read_json
 
 DEFAULT_PATH = Path(".rpcmeter") / "history.db"
+STORE_ENV = "RPCMETER_STORE"
+
+
+def default_path() -> Path:
+    """The history the commands use without ``--store``: ``$RPCMETER_STORE`` when set, else
+    ``.rpcmeter/history.db`` under the current directory."""
+    return Path(os.environ.get(STORE_ENV) or DEFAULT_PATH)
+
+
 SCHEMA_VERSION = 1
 
 _SCHEMA = """
