@@ -218,6 +218,10 @@ def test_client_process_protocol_and_kill(server: Endpoint) -> None:
     child = ClientProcess(spec(server, duration_s=30.0))
     try:
         assert child.messages.get(timeout=30) == ("ready",)
+        # the same address-space layout as every other client process (no randomization)
+        if os.path.exists(f"/proc/{child.pid}/personality"):
+            with open(f"/proc/{child.pid}/personality") as f:
+                assert int(f.read(), 16) & 0x0040000
         child.send("go")
         msg = child.messages.get(timeout=5)
         assert msg[0] == "progress"

@@ -12,11 +12,20 @@ They speak length-prefixed pickles (:func:`write_frame`, :func:`read_frame`):
   last. Anything else the process prints goes to stderr, which the task keeps for its errors.
 
 The process dies with the task's thread (Linux parent-death signal) and never outlives a case.
+
+On Linux it runs without address-space randomization (:func:`same_layout`), so that all client
+processes on a host map the interpreter's code at the same addresses, as the local runner's
+client processes do (they are forked from one forkserver). That matters when clients share a
+core: measured with 2 client processes on one CPU, independently randomized ones spent 1.3 times
+the CPU per request of forked siblings (the branch predictors, indexed by address, stay warm
+across context switches only when the code is where the other process had it); with the same
+layout they were as fast.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import json
 import os
 import pickle
@@ -109,8 +118,30 @@ def _publish(
                 return
 
 
+_ADDR_NO_RANDOMIZE = 0x0040000  # personality(2) flag
+
+
+def same_layout() -> None:
+    """Linux: run this program again without address-space randomization (see the module doc;
+    the pid, open files and the parent-death signal stay). Nothing when it already runs so, or
+    where that cannot be set."""
+    if not sys.platform.startswith("linux"):
+        return
+    try:
+        personality = ctypes.CDLL(None, use_errno=True).personality
+        persona = personality(0xFFFFFFFF)  # query
+        if persona == -1 or persona & _ADDR_NO_RANDOMIZE:
+            return
+        if personality(persona | _ADDR_NO_RANDOMIZE) == -1:
+            return
+        os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
+    except (OSError, AttributeError):
+        return
+
+
 def main(parent: int) -> None:
     """The client process: read the spec, run client_main, report on stdout, exit."""
+    same_layout()
     from rpcmeter.servers.process import die_with_parent
 
     die_with_parent(parent)  # also when the task's thread ends without stopping us
