@@ -7,13 +7,16 @@ has the cores), interleaved (plain, Dask, plain, Dask, ...) with the same client
 same CPU placement: server on one CPU, clients on the others. Prints the aggregate throughput of
 each, the per-worker spread (min/max), the Dask path's throughput relative to the plain runner
 (the median of the rounds' paired ratios; target: at least 0.95 at equal client count) with
-each round's ratio, and the client-side CPU per request of both (plain / Dask: client
-processes, or worker processes with Dask's threads).
+each round's ratio, the client CPU per request of both (the client processes' own, on both
+paths) and the Dask worker processes' own CPU per request (coordination: barrier, progress,
+heartbeats).
 
     python benchmarks/scaling.py [--per-worker 1] [--seconds 2] [--rounds 5]
 
 On a shared machine, throughput moves a lot between rounds: read the per-round ratios, use
-more and shorter rounds (``--seconds 1 --rounds 15``).
+more and shorter rounds (``--seconds 1 --rounds 15``). On a virtual machine, a round during
+which the hypervisor stole more than 2 % of the CPU time (``steal`` in ``/proc/stat``) is marked
+``*`` and left out of the median when at least 3 rounds are clean.
 """
 
 from __future__ import annotations
@@ -30,12 +33,42 @@ from rpcmeter.runners.distributed import LoadCluster, load_spread, open_cluster,
 from rpcmeter.servers.process import ServerProcess, new_endpoint
 from rpcmeter.workloads import SimpleParams
 
+MAX_STEAL = 0.02  # a round during which the hypervisor stole more CPU time is marked
+
 
 def cpu_us_per_request(outcome: LoadOutcome) -> float:
-    """Client-side CPU per request: client processes, or worker processes on a cluster."""
-    procs = outcome.workers or outcome.clients
+    """Client CPU per request: the client processes' own, on both paths. (Where Dask clients
+    ran as threads of the workers, without CPU figures of their own, the workers' is taken.)"""
+    procs = outcome.clients
+    if any(c["cpu_user_s"] is None for c in procs):
+        procs = outcome.workers
     cpu = sum((p["cpu_user_s"] or 0.0) + (p["cpu_sys_s"] or 0.0) for p in procs)
     return cpu / outcome.ok * 1e6
+
+
+def worker_us_per_request(outcome: LoadOutcome) -> float:
+    """The Dask worker processes' own CPU per request (around the measured interval)."""
+    cpu = sum(
+        (w.get("worker_cpu_user_s") or 0.0) + (w.get("worker_cpu_sys_s") or 0.0)
+        for w in outcome.workers
+    )
+    return cpu / outcome.ok * 1e6
+
+
+def cpu_jiffies() -> tuple[int, int]:
+    """(stolen, total) CPU time of the machine so far, in jiffies; (0, 0) without /proc/stat."""
+    try:
+        with open("/proc/stat") as f:
+            fields = [int(x) for x in f.readline().split()[1:9]]
+    except (OSError, ValueError):
+        return 0, 0
+    return fields[7] if len(fields) > 7 else 0, sum(fields)
+
+
+def stolen(before: tuple[int, int], after: tuple[int, int]) -> float:
+    """The share of CPU time the hypervisor stole between two :func:`cpu_jiffies` readings."""
+    total = after[1] - before[1]
+    return (after[0] - before[0]) / total if total > 0 else 0.0
 
 
 def throughput(outcome: LoadOutcome) -> float:
@@ -75,8 +108,8 @@ def main() -> None:
     )
     print(
         f"{'workers':>7} {'clients':>7} {'plain req/s':>12} {'dask req/s':>11} "
-        f"{'dask/plain':>10} {'overhead':>8} {'spread':>6} {'client CPU us/req':>17}"
-        "  per-round dask/plain"
+        f"{'dask/plain':>10} {'overhead':>8} {'spread':>6} {'client CPU us/req':>17} "
+        f"{'worker us/req':>13}  per-round dask/plain (* = CPU stolen)"
     )
     with server:
         for w in workers:
@@ -87,28 +120,35 @@ def main() -> None:
                 dask: list[float] = []
                 plain_cpu: list[float] = []
                 dask_cpu: list[float] = []
+                worker_cpu: list[float] = []
                 spreads: list[float] = []
+                steal: list[float] = []
                 for _ in range(args.rounds):
+                    j0 = cpu_jiffies()
                     base = run_closed_loop("rpyc", ctx, clients=clients, **load)
                     plain.append(throughput(base))
                     plain_cpu.append(cpu_us_per_request(base))
                     out = run_distributed(cluster, "rpyc", ctx, clients=clients, **load)
                     dask.append(throughput(out))
                     dask_cpu.append(cpu_us_per_request(out))
+                    worker_cpu.append(worker_us_per_request(out))
+                    steal.append(stolen(j0, cpu_jiffies()))
                     ratio = load_spread(out.workers)["min_max_ratio"]
                     if ratio is not None:
                         spreads.append(ratio)
                 p, d = statistics.median(plain), statistics.median(dask)
                 # paired: each round's Dask run against the plain run just before it, so slow
                 # drifts of a shared machine cancel; the median of those ratios is the headline
-                ratios = sorted(b / a for a, b in zip(plain, dask, strict=True))
-                r = statistics.median(ratios)
+                pairs = list(zip(plain, dask, steal, strict=True))
+                clean = [b / a for a, b, st in pairs if st <= MAX_STEAL]
+                r = statistics.median(clean if len(clean) >= 3 else [b / a for a, b, _ in pairs])
                 spread = f"{min(spreads):.2f}" if spreads else "-"
                 print(
                     f"{w:>7} {clients:>7} {p:>12,.0f} {d:>11,.0f} {r:>10.3f} "
                     f"{(1 - r) * 100:>7.1f}% {spread:>6} "
-                    f"{statistics.median(plain_cpu):>7.0f} / {statistics.median(dask_cpu):<7.0f}  "
-                    + " ".join(f"{b / a:.2f}" for a, b in zip(plain, dask, strict=True)),
+                    f"{statistics.median(plain_cpu):>7.0f} / {statistics.median(dask_cpu):<7.0f} "
+                    f"{statistics.median(worker_cpu):>13.1f}  "
+                    + " ".join(f"{b / a:.2f}{'*' if st > MAX_STEAL else ''}" for a, b, st in pairs),
                     flush=True,
                 )
 

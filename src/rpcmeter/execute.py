@@ -145,7 +145,6 @@ def run_suite(
         result["environment"]["cluster"] = cluster.describe()
         if cluster.local is None:  # the workers are elsewhere: local client CPUs do not apply
             cpus = placement_mod.Cpus(cpus.server, None)
-        result["warnings"].extend(cluster_warnings(suite))
 
     environments: dict[str, Env | EnvError] = {}
 
@@ -420,7 +419,7 @@ def record_resources(
         server_peak_rss=monitor.peak_rss_bytes() if monitor is not None else None,
         server_idle=idle,
         server_cpus=server_cpus,
-        clients=outcome.workers or outcome.clients,  # on a cluster: per worker process
+        clients=outcome.workers or outcome.clients,  # on a cluster: per worker, lost ones too
         client_cpus=None if remote_load else client_cpus,
         interval_s=server.at if server else outcome.wall_s,
     )
@@ -450,19 +449,6 @@ def record_idle_case(
         client_cpus=None,
         interval_s=idle.at if idle is not None else 0.0,
     )
-
-
-def cluster_warnings(suite: Suite) -> list[str]:
-    """Variant environments on a cluster: worker processes outlive cases, so a variable a
-    library reads when it is first imported keeps the value of the first case there."""
-    names = [n for n, v in suite.variants.items() if v.env]
-    if not names:
-        return []
-    return [
-        f"variants {', '.join(names)} set environment variables; on a cluster they are set in "
-        "long-lived worker processes, so a variable read at import time keeps its first value "
-        "there (prefer options, or run without --cluster)"
-    ]
 
 
 def pacing(load: Load) -> Pacing | None:
@@ -578,7 +564,8 @@ def fill(doc: CaseDoc, outcome: LoadOutcome) -> None:
     if outcome.counters:
         doc["counters"] = dict(outcome.counters)
     doc["clients"] = outcome.clients
-    # on a cluster, clients share worker processes: CPU is measured per worker
+    # on a cluster, per-worker figures too; CPU totals come from them, so that a lost worker
+    # makes the total unknown rather than short
     if outcome.workers:
         doc["workers"] = outcome.workers
         doc["spread"] = load_spread(outcome.workers)

@@ -54,10 +54,12 @@ A case::
      (server figures are null when rpcmeter did not start the server: unknown, not zero;
       see rpcmeter.metrics.resources)
      "placement": {"server_cpus", "client_cpus"}, "endpoint": str, "started_at": ISO-8601,
-     with --cluster also (clients then carry "worker"; their CPU is null, see workers):
+     with --cluster also (clients then carry "worker"; a worker's cpu_* and max_rss_bytes are
+     the sums over its client processes, worker_* the Dask worker process's own):
      "workers": [{"worker", "host", "pid", "status": "ok" | "lost", "reason", "clients": [i],
                   "requests", "ok", "errors", "wall_s", "throughput_rps", "cpu_user_s",
-                  "cpu_sys_s", "max_rss_bytes", "latency", "histogram"}],
+                  "cpu_sys_s", "max_rss_bytes", "worker_cpu_user_s", "worker_cpu_sys_s",
+                  "worker_max_rss_bytes", "latency", "histogram"}],
      "spread": {"workers", "lost", "min_rps", "max_rps", "min_max_ratio"}}
 
 Open-loop cases (``load.mode = "open"``; :mod:`rpcmeter.runners.open_loop`) measure latency from

@@ -1,16 +1,20 @@
 """Load from a real Dask LocalCluster (2 worker processes) against the real rpyc reference server:
-exact merge of the workers' figures, dispatch from execute, and a worker killed mid-case."""
+exact merge of the workers' figures, dispatch from execute, client processes of their own that
+never outlive a case, and a worker killed mid-case."""
 
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import os
 import signal
+import time
 from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
+import psutil
 import pytest
 
 from rpcmeter import placement
@@ -21,8 +25,15 @@ from rpcmeter.execute import RunOptions, run_case
 from rpcmeter.metrics.histogram import SUB_BITS, Histogram
 from rpcmeter.plan import expand
 from rpcmeter.reporters import terminal
+from rpcmeter.runners.client import ClientSpec
 from rpcmeter.runners.closed_loop import LoadOutcome
-from rpcmeter.runners.distributed import LoadCluster, open_cluster, parse_cluster, run_distributed
+from rpcmeter.runners.distributed import (
+    ClientProcess,
+    LoadCluster,
+    open_cluster,
+    parse_cluster,
+    run_distributed,
+)
 from rpcmeter.runners.open_loop import Pacing
 from rpcmeter.servers.process import ServerProcess, new_endpoint
 from rpcmeter.suite import build_suite
@@ -61,6 +72,20 @@ def run(cl: LoadCluster, ep: Endpoint, *, threads: int = 1, **load: Any) -> Load
 def worker_pids(cl: LoadCluster) -> dict[str, int]:
     pids: dict[str, int] = cl.client.run(os.getpid)
     return pids
+
+
+def gone(procs: list[psutil.Process], within_s: float = 5.0) -> bool:
+    """True once none of ``procs`` runs any more (a zombie awaiting its reaper counts as gone)."""
+    deadline = time.monotonic() + within_s
+    while True:
+        alive = []
+        for p in procs:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                if p.is_running() and p.status() != psutil.STATUS_ZOMBIE:
+                    alive.append(p)
+        if not alive or time.monotonic() > deadline:
+            return not alive
+        time.sleep(0.05)
 
 
 def samples(h: Histogram) -> np.ndarray[Any, Any]:
@@ -141,17 +166,105 @@ def test_open_loop_paces_each_client_share(cluster: LoadCluster, server: Endpoin
     assert out.ok == sum(w["ok"] for w in out.workers) > 0
 
 
+def test_clients_are_processes_of_their_own(cluster: LoadCluster, server: Endpoint) -> None:
+    workers = worker_pids(cluster)
+    procs: list[psutil.Process] = []
+    parents: list[int] = []
+
+    def started(pids: list[int]) -> None:  # every client is ready: the processes run now
+        procs.extend(psutil.Process(p) for p in pids)
+        parents.extend(p.ppid() for p in procs)
+
+    out = run(cluster, server, clients=2, requests=300, on_start=started)
+    assert out.failure is None and out.ok == 600
+    pids = [c["pid"] for c in out.clients]
+    assert sorted(pids) == sorted(out.client_pids) == sorted(p.pid for p in procs)
+    assert not set(pids) & set(workers.values())
+    assert sorted(parents) == sorted(workers.values())  # one client process under each worker
+    assert gone(procs, within_s=0.0)  # killed and reaped before run_distributed returned
+    assert not client_processes(cluster)
+    for c in out.clients:
+        assert c["cpu_user_s"] > 0 and c["cpu_sys_s"] is not None and c["max_rss_bytes"] > 0
+    for w in out.workers:  # a worker's client CPU is its client processes' own
+        (c,) = [c for c in out.clients if c["worker"] == w["worker"]]
+        assert w["cpu_user_s"] == c["cpu_user_s"] and w["max_rss_bytes"] == c["max_rss_bytes"]
+        assert w["worker_cpu_user_s"] is not None and w["worker_max_rss_bytes"] > 0
+
+
+def client_processes(cl: LoadCluster) -> list[psutil.Process]:
+    """The children of the cluster's worker processes (client processes, if any are left)."""
+    return [c for pid in worker_pids(cl).values() for c in psutil.Process(pid).children()]
+
+
+def test_timed_out_case_leaves_no_client_process(cluster: LoadCluster, server: Endpoint) -> None:
+    out = run(cluster, server, duration_s=30.0, timeout_s=1.0)
+    assert out.failure is not None and out.failure.startswith("timed out while")
+    assert out.wall_s < 10.0
+    assert gone(client_processes(cluster))
+
+
+def spec(ep: Endpoint, **changes: Any) -> ClientSpec:
+    return ClientSpec(
+        driver="rpyc",
+        ctx=ctx(ep),
+        requests=changes.pop("requests", None),
+        duration_s=changes.pop("duration_s", None),
+        warmup=2,
+        **changes,
+    )
+
+
+def test_client_process_protocol_and_kill(server: Endpoint) -> None:
+    child = ClientProcess(spec(server, duration_s=30.0))
+    try:
+        assert child.messages.get(timeout=30) == ("ready",)
+        # the same address-space layout as every other client process (no randomization)
+        if os.path.exists(f"/proc/{child.pid}/personality"):
+            with open(f"/proc/{child.pid}/personality") as f:
+                assert int(f.read(), 16) & 0x0040000
+        child.send("go")
+        msg = child.messages.get(timeout=5)
+        assert msg[0] == "progress"
+        assert not child.exited()
+    finally:
+        child.close(grace_s=0.0)  # no time to report: killed with its group
+    assert child.exited() and child.proc.returncode == -signal.SIGKILL
+    with pytest.raises(psutil.NoSuchProcess):
+        psutil.Process(child.pid).status()
+
+
+def test_client_process_that_dies_reports_its_stderr(server: Endpoint) -> None:
+    bad = dataclasses.replace(ctx(server), env={"PYTHONHASHSEED": "bogus"})  # no interpreter
+    child = ClientProcess(dataclasses.replace(spec(server, requests=10), ctx=bad))
+    try:
+        assert child.messages.get(timeout=30) == ("eof",)
+        reason = child.died()
+    finally:
+        child.close()
+    assert reason.startswith(f"client 0: client process {child.pid} exited with status 1: ")
+    assert "PYTHONHASHSEED" in reason
+
+
 def test_killed_worker_is_reported(cluster: LoadCluster, server: Endpoint) -> None:
     victim, pid = sorted(worker_pids(cluster).items())[0]
     killed: list[int] = []
+    procs: list[psutil.Process] = []
 
     def kill_once(done: int, seconds: float) -> None:
         if not killed and done > 0 and seconds > 0.3:
             os.kill(pid, signal.SIGKILL)
             killed.append(pid)
 
-    out = run(cluster, server, duration_s=20.0, on_progress=kill_once)
+    out = run(
+        cluster,
+        server,
+        duration_s=20.0,
+        on_progress=kill_once,
+        on_start=lambda pids: procs.extend(psutil.Process(p) for p in pids),
+    )
     assert killed, "the load never started"
+    # the victim's client process died with it (parent-death signal), the survivor's was stopped
+    assert len(procs) == 2 and gone(procs), "client processes left behind"
     assert out.incomplete is not None and victim in out.incomplete
     lost = [w for w in out.workers if w["status"] == "lost"]
     assert [w["worker"] for w in lost] == [victim]

@@ -31,6 +31,7 @@ from rpcmeter.drivers.base import (
     ReplyMismatch,
 )
 from rpcmeter.metrics.histogram import Histogram
+from rpcmeter.metrics.resources import peak_rss_of
 from rpcmeter.runners.open_loop import Pacing, client_schedule, measure_open
 from rpcmeter.servers.process import die_with_parent
 
@@ -281,7 +282,9 @@ class Gate:
         return {
             "cpu_user_s": usage1.ru_utime - usage0.ru_utime,
             "cpu_sys_s": usage1.ru_stime - usage0.ru_stime,
-            "max_rss_bytes": usage1.ru_maxrss * 1024,
+            # this process image's own peak (ru_maxrss would also count the image it was
+            # started from: a Dask worker, when a cluster task starts the client)
+            "max_rss_bytes": peak_rss_of(os.getpid()) or usage1.ru_maxrss * 1024,
         }
 
 

@@ -2,16 +2,23 @@
 
 ``--cluster local:N`` starts a :class:`~distributed.LocalCluster` of N worker processes on
 loopback; ``--cluster tcp://HOST:8786`` uses a running scheduler (workers on other machines, on
-Kubernetes, on an HPC queue). Dask only places the load: every client of the case becomes ONE
-long-running task (:func:`load_worker`, seceded from the worker's thread pool) that runs the same
-client code as a local client process (:func:`~rpcmeter.runners.client.client_main`: its threads,
-hot loops, buffers folded into histograms). Clients are spread round-robin over the workers.
+Kubernetes, on an HPC queue). Dask only places and coordinates the load: every client of the case
+becomes ONE long-running task (:func:`load_worker`, seceded from the worker's thread pool) that
+starts a client process of its own (:class:`ClientProcess`, a fresh interpreter running
+:mod:`rpcmeter.runners.client_process`) and relays to it. That process runs the same client code
+as a client process of the local runner (:func:`~rpcmeter.runners.client.client_main`: its
+threads, hot loops, buffers folded into histograms), so the load loops never share an interpreter
+(or its GIL) with Dask's event loop, heartbeats and comms. Clients are spread round-robin over the
+workers.
 
-Protocol, all through the scheduler: each task connects and warms up, then reports ``ready`` on
-a Dask ``Queue``; when every client is ready the parent sets a Dask ``Event`` (the start barrier)
-and all threads of all clients start together. While they run, each task publishes its request
-count (progress) and watches a ``stop`` event. A task returns only its histograms and counters,
-which the parent merges exactly (:func:`~rpcmeter.runners.closed_loop.merge_results`).
+Protocol, all through the scheduler: each task's client connects and warms up, then the task
+reports ``ready`` on a Dask ``Queue``; when every client is ready the parent sets a Dask ``Event``
+(the start barrier) and all threads of all clients start together. While they run, each task
+publishes its client's request count (progress) and long-polls a ``stop`` event. A task returns
+only its histograms and counters, which the parent merges exactly
+(:func:`~rpcmeter.runners.closed_loop.merge_results`). A client process dies with its task's
+thread (Linux parent-death signal, also when the worker is killed) and is killed with its process
+group on every way out of the task.
 
 Clocks are read per worker: latency is measured where the request is made, and spans are only
 computed within one host (the case's wall time is the longest per-host span); there is no
@@ -25,19 +32,24 @@ import contextlib
 import dataclasses
 import logging
 import os
+import pickle
 import queue as queue_mod
 import resource
+import signal
+import subprocess
+import tempfile
 import threading
 import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import IO, Any
 
 from rpcmeter.drivers.base import DriverContext
 from rpcmeter.errors import ClusterError
 from rpcmeter.metrics.histogram import Histogram
-from rpcmeter.runners.client import ClientSpec, client_main
+from rpcmeter.runners import client_process
+from rpcmeter.runners.client import ClientSpec
 from rpcmeter.runners.closed_loop import AliveFn, LoadOutcome, ProgressFn, merge_results
 from rpcmeter.runners.open_loop import Pacing
 
@@ -148,88 +160,192 @@ def open_cluster(spec: str, *, timeout_s: float = 60.0) -> LoadCluster:
 # ---- on the worker --------------------------------------------------------------------------
 
 
-class _Inbox:
-    """Stands in for the pipe of a client process: what client_main sends, the task reads."""
+class ClientProcess:
+    """The task's side of one client process (:mod:`rpcmeter.runners.client_process`): started
+    in a process group of its own, spoken to on its stdin and stdout, its stderr kept in a file,
+    and always killed with its group (:meth:`close`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, spec: ClientSpec) -> None:
+        self.index = spec.ctx.client_index
+        self.stderr = tempfile.TemporaryFile(prefix="rpcmeter-client-")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            client_process.command(),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.stderr,
+            env={**os.environ, **spec.ctx.env},  # the variant's env from the first import on
+            start_new_session=True,  # its own group: killed whole, never by a Ctrl-C meant for us
+        )
+        self.pid = self.proc.pid
         self.messages: queue_mod.Queue[tuple[Any, ...]] = queue_mod.Queue()
+        self._closed = False
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        self._stdin = self.proc.stdin
+        self._reader = threading.Thread(
+            target=self._read,
+            args=(self.proc.stdout,),
+            name=f"rpcmeter-client-{self.index}",
+            daemon=True,
+        )
+        try:
+            self._reader.start()
+        except BaseException:
+            self.close(grace_s=0.0)
+            raise
+        self.send(spec)
 
-    def send(self, msg: tuple[Any, ...]) -> None:
-        self.messages.put(msg)
+    def _read(self, stream: IO[bytes]) -> None:
+        try:
+            while True:
+                self.messages.put(client_process.read_frame(stream))
+        except (EOFError, OSError, pickle.UnpicklingError):
+            self.messages.put(("eof",))
+
+    def send(self, obj: Any) -> None:
+        """Write a frame to the client's stdin (nothing when it is gone already)."""
+        with contextlib.suppress(OSError, ValueError):
+            client_process.write_frame(self._stdin, obj)
+
+    def _status(self) -> os.waitid_result | None:
+        """How the process ended, without reaping it (so its group id stays ours); None while
+        it runs."""
+        try:
+            return os.waitid(os.P_PID, self.pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+        except ChildProcessError:  # reaped already (by close)
+            return None
+
+    def exited(self) -> bool:
+        return self._closed or self._status() is not None
+
+    def died(self, wait_s: float = 1.0) -> str:
+        """Why the process ended without a result: how it exited and the tail of its stderr."""
+        deadline = time.monotonic() + wait_s
+        while (st := self._status()) is None and not self._closed:
+            if time.monotonic() > deadline:
+                break
+            time.sleep(0.01)
+        how = " without a result"
+        if self.proc.returncode is not None:
+            how = f" with status {self.proc.returncode}"
+        if st is not None and st.si_code == os.CLD_EXITED:
+            how = f" with status {st.si_status}"
+        elif st is not None and st.si_code in (os.CLD_KILLED, os.CLD_DUMPED):
+            how = f" killed by {signal.Signals(st.si_status).name}"
+        tail = ""
+        with contextlib.suppress(OSError, ValueError):  # ValueError: closed already
+            self.stderr.flush()
+            size = self.stderr.seek(0, os.SEEK_END)
+            self.stderr.seek(max(0, size - 4000))
+            lines = self.stderr.read().decode(errors="replace").splitlines()
+            tail = " | ".join(line.strip() for line in lines[-5:] if line.strip())
+        return f"client {self.index}: client process {self.pid} exited{how}" + (
+            f": {tail}" if tail else ""
+        )
+
+    def close(self, grace_s: float = 1.0) -> None:
+        """Stop the client (``stop``, then end of input), give it ``grace_s`` to exit, then kill
+        its whole process group and reap it. Safe to call twice."""
+        if self._closed:
+            return
+        self.send("stop")
+        with contextlib.suppress(OSError):
+            self._stdin.close()
+        deadline = time.monotonic() + grace_s
+        while not self.exited() and time.monotonic() < deadline:
+            time.sleep(0.01)
+        # the group leader is not reaped yet, so its pid (the group id) cannot have been reused
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signal.SIGKILL)
+        self.proc.wait()
+        self._closed = True
+        if self._reader.ident is not None:
+            self._reader.join(1.0)
+        with contextlib.suppress(OSError):
+            self.proc.stdout.close()  # type: ignore[union-attr]
+        self.stderr.close()
 
 
-def _client_thread(spec: ClientSpec, go: Any, stop: Any, progress: Any, inbox: _Inbox) -> None:
-    try:
-        client_main(spec, go, stop, progress, inbox)
-    except BaseException as exc:  # reported to the parent, never lost in a worker's log
-        inbox.send(("error", f"client {spec.ctx.client_index}: {type(exc).__name__}: {exc}"))
+def _watch_stop(stop_ev: Any, child: ClientProcess, done: threading.Event) -> None:
+    """Long-poll the case's stop event; pass a stop to the client at once."""
+    with contextlib.suppress(Exception):
+        while not done.is_set():
+            if stop_ev.wait(PUBLISH_S * 4):
+                child.send("stop")
+                child.messages.put(("stop",))
+                return
 
 
 def load_worker(spec: ClientSpec, names: dict[str, str], timeout_s: float) -> dict[str, Any]:
-    """One client of a case, as a long-running task on a Dask worker (see the module doc).
+    """One client of a case, as a long-running task on a Dask worker (see the module doc): it
+    starts a client process, relays the start barrier, progress and stop, and kills the process
+    on every way out.
 
-    Returns client_main's result (histograms and counters) plus the worker's address and host,
-    or ``{"client": i, "error": reason}``."""
+    Returns client_main's result (histograms, counters, the client process's CPU) plus the
+    worker's address and host, or ``{"client": i, "error": reason}``."""
     dist = _distributed()
-    dist.secede()  # a long-running task: give the slot back to the worker's thread pool
-    worker = dist.get_worker()
-    c = spec.ctx.client_index
-    posts = dist.Queue(names["queue"])
-    go_ev, stop_ev = dist.Event(names["go"]), dist.Event(names["stop"])
-    go, stop = threading.Event(), threading.Event()
-    progress: dict[int, int] = {}
-    inbox = _Inbox()
-    saved_env = dict(os.environ)
-    thread = threading.Thread(
-        target=_client_thread,
-        args=(spec, go, stop, progress, inbox),
-        name=f"rpcmeter-client-{c}",
-        daemon=True,
-    )
     deadline = time.monotonic() + timeout_s
-    thread.start()
+    c = spec.ctx.client_index
+    try:  # first: the interpreter starts while we talk to the scheduler
+        child = ClientProcess(spec)
+    except OSError as exc:
+        return {"client": c, "error": f"client {c}: cannot start a client process: {exc}"}
+    done = threading.Event()
     try:
+        dist.secede()  # a long-running task: give the slot back to the worker's thread pool
+        worker = dist.get_worker()
+        posts = dist.Queue(names["queue"])
+        go_ev, stop_ev = dist.Event(names["go"]), dist.Event(names["stop"])
         # 1. connected and warmed up?
         first: tuple[Any, ...] | None = None
         while first is None:
             with contextlib.suppress(queue_mod.Empty):
-                first = inbox.messages.get(timeout=PUBLISH_S)
-            if first is None and (
-                stop_ev.is_set() or time.monotonic() > deadline or not thread.is_alive()
-            ):
+                first = child.messages.get(timeout=PUBLISH_S)
+            if first is None and (stop_ev.is_set() or time.monotonic() > deadline):
                 first = ("error", f"client {c}: no connection before the case was stopped")
+        if first[0] == "eof":
+            first = ("error", child.died())
         if first[0] != "ready":
             posts.put(["error", c, first[1]])
             return {"client": c, "error": first[1]}
-        posts.put(["ready", c])
+        posts.put(["ready", c, child.pid])
         # 2. the start barrier
         while not go_ev.wait(PUBLISH_S):
             if stop_ev.is_set() or time.monotonic() > deadline:
-                stop.set()
+                child.send("stop")
                 break
-        go.set()
-        # 3. run; publish progress, relay a stop
-        while thread.is_alive():
-            if stop.is_set():
-                thread.join(PUBLISH_S)
-            elif stop_ev.wait(PUBLISH_S):  # a long poll: a stop arrives at once
-                stop.set()
-            posts.put(["progress", c, sum(progress.values())])
+        child.send("go")
+        # 3. run: relay progress and a stop, until the result
+        threading.Thread(
+            target=_watch_stop,
+            args=(stop_ev, child, done),
+            name=f"rpcmeter-stop-{c}",
+            daemon=True,
+        ).start()
+        count, published, stopped = 0, time.monotonic(), float("inf")
         while True:
-            msg = inbox.messages.get(timeout=1.0)
+            try:
+                msg = child.messages.get(timeout=PUBLISH_S)
+            except queue_mod.Empty:
+                msg = ("idle",)
             if msg[0] == "result":
                 return {**msg[1], "worker": worker.address, "host": _host(worker.address)}
             if msg[0] == "error":
                 return {"client": c, "error": msg[1]}
-    except queue_mod.Empty:
-        return {"client": c, "error": f"client {c}: ended without a result"}
+            if msg[0] == "eof":
+                return {"client": c, "error": child.died()}
+            if msg[0] == "progress":
+                count = int(msg[1])
+            now = time.monotonic()
+            if msg[0] == "stop":
+                stopped = now
+            if now - published >= PUBLISH_S:
+                posts.put(["progress", c, count])
+                published = now
+            if now > min(deadline, stopped) + GRACE_S:  # a client that ignores a stop: give up
+                return {"client": c, "error": f"client {c}: no result after the case stopped"}
     finally:
-        stop.set()
-        go.set()
-        thread.join(5.0)
-        if dict(os.environ) != saved_env:  # client_main applied the variant's env
-            os.environ.clear()
-            os.environ.update(saved_env)
+        done.set()
+        child.close()
 
 
 def _process_usage() -> tuple[float, float, int]:
@@ -315,14 +431,9 @@ def run_distributed(
     pids: dict[str, int] = {}
     with contextlib.suppress(Exception):
         pids = dc.run(os.getpid, workers=used, on_error="ignore")
-    if cluster.local is not None and client_cpus:  # the whole worker, its event loop included
-        with contextlib.suppress(Exception):
-            dc.run(_pin_process, client_cpus, workers=used, on_error="ignore")
-    if on_start:
-        on_start([pids[a] for a in used if a in pids])
     results: dict[int, dict[str, Any]] = {}
     lost: dict[int, str] = {}
-    ready: set[int] = set()
+    ready: dict[int, int] = {}  # client -> the pid of its client process
     progress: dict[int, int] = {}
     pending = set(range(clients))
     deadline = time.monotonic() + timeout_s
@@ -335,7 +446,7 @@ def run_distributed(
             for item in posts.get(batch=True):
                 kind, c = item[0], int(item[1])
                 if kind == "ready":
-                    ready.add(c)
+                    ready[c] = int(item[2])
                 elif kind == "progress":
                     progress[c] = int(item[2])
                 elif kind == "error" and outcome.failure is None:
@@ -375,6 +486,9 @@ def run_distributed(
                     stop.set()
                     deadline = now + GRACE_S
                 elif t_go is None and len(ready) == clients:
+                    outcome.client_pids = [ready[c] for c in range(clients)]
+                    if on_start and cluster.local is not None:  # local pids mean nothing elsewhere
+                        on_start(outcome.client_pids)
                     usage0 = _usage(dc, used)
                     if on_go:
                         on_go()
@@ -402,6 +516,7 @@ def run_distributed(
             posts.close()
         with contextlib.suppress(Exception):
             go.clear()  # the stop event stays set: a straggling (cancelled) task still sees it
+    outcome.client_pids = [ready[c] for c in sorted(ready)]
     per_client = merge_results(outcome, results)
     _per_worker(outcome, results, per_client, assign, lost, usage0, usage1, pids)
     if lost:
@@ -445,12 +560,12 @@ def _per_worker(
 ) -> None:
     """Per-worker figures; the case's wall time from per-host spans (one clock per host).
 
-    A client's CPU is its worker process's, shared with the other clients there, so CPU figures
-    are kept per worker (measured around the whole case) and left unknown per client."""
+    A worker's client CPU and peak memory are its client processes' own, summed (unknown when
+    one of them did not report); the Dask worker process's own, over the whole case, are kept
+    beside them as ``worker_*``."""
     by_client = {entry["client"]: entry for entry in outcome.clients}
     for c, entry in by_client.items():
         entry["worker"] = results[c]["worker"]
-        entry["cpu_user_s"] = entry["cpu_sys_s"] = None
     host_spans: dict[str, tuple[int, int]] = {}
     for addr in sorted(set(assign.values())):
         mine = [c for c in sorted(assign) if assign[c] == addr]
@@ -486,9 +601,12 @@ def _per_worker(
                 "errors": sum(by_client[c]["errors"] for c in done),
                 "wall_s": span,
                 "throughput_rps": ok / span if span > 0 else 0.0,
-                "cpu_user_s": u1[0] - u0[0] if u0 and u1 else None,
-                "cpu_sys_s": u1[1] - u0[1] if u0 and u1 else None,
-                "max_rss_bytes": u1[2] if u1 else None,
+                "cpu_user_s": _client_sum(by_client, mine, done, "cpu_user_s"),
+                "cpu_sys_s": _client_sum(by_client, mine, done, "cpu_sys_s"),
+                "max_rss_bytes": _client_sum(by_client, mine, done, "max_rss_bytes"),
+                "worker_cpu_user_s": u1[0] - u0[0] if u0 and u1 else None,
+                "worker_cpu_sys_s": u1[1] - u0[1] if u0 and u1 else None,
+                "worker_max_rss_bytes": u1[2] if u1 else None,
                 "latency": hist.summary_us() if hist.count else None,
                 "histogram": hist.to_dict() if hist.count else None,
             }
@@ -497,6 +615,15 @@ def _per_worker(
         outcome.wall_s = max((hi - lo) / 1e9 for lo, hi in host_spans.values())
         if len(host_spans) > 1:  # start/end on different clocks mean nothing together
             outcome.start_ns = outcome.end_ns = 0
+
+
+def _client_sum(
+    by_client: dict[int, dict[str, Any]], mine: list[int], done: list[int], key: str
+) -> Any:
+    """The sum of ``key`` over a worker's client processes; None when one did not report."""
+    if len(done) < len(mine) or any(by_client[c][key] is None for c in done):
+        return None
+    return sum(by_client[c][key] for c in done)
 
 
 def load_spread(workers: list[dict[str, Any]]) -> dict[str, Any]:
