@@ -357,7 +357,7 @@ def thread_load(
 
 
 def client_main(spec: ClientSpec, go: Any, stop: Any, progress: Any, conn: Any) -> None:
-    """Entry point of a client process (or of a client thread in a cluster's load worker).
+    """Entry point of a client process (of the local runner, or started by a cluster task).
     Protocol on ``conn``: ("ready",) or ("error", msg) after connecting and warming up, then the
     final ("result", dict). ``go``/``stop`` are events, ``progress`` maps slot -> requests done."""
     if threading.current_thread() is threading.main_thread():

@@ -354,13 +354,6 @@ def _process_usage() -> tuple[float, float, int]:
     return u.ru_utime, u.ru_stime, u.ru_maxrss * 1024
 
 
-def _pin_process(cpus: list[int]) -> None:
-    """Pin every thread of the calling worker process to ``cpus`` (new threads inherit it)."""
-    for tid in os.listdir("/proc/self/task"):
-        with contextlib.suppress(OSError):
-            os.sched_setaffinity(int(tid), cpus)
-
-
 def _host(address: str) -> str:
     """The host part of a worker address (``tcp://10.0.0.5:40123`` -> ``10.0.0.5``)."""
     rest = address.split("://", 1)[-1]
