@@ -6,7 +6,8 @@ with the same number of keep-alive connections, for the same duration, alternati
 rounds. For each client it reports requests/s and client CPU time per request (user + system of
 the client process: wrk's from ``getrusage(RUSAGE_CHILDREN)``, rpcmeter's as the runner measures
 it, from the start gate to the end), and prints the ratios of the medians
-(targets: rpcmeter / wrk >= 1 for requests/s, <= 1 for CPU per request).
+(targets: rpcmeter / wrk >= 1 for requests/s, <= 1 for CPU per request) and the medians of the
+rounds' own ratios (each round runs the clients back to back, so its ratio is the steadier one).
 
 A third client shows the floor of any Python client on uvloop: a bare protocol per connection
 that takes every read for one whole reply and writes the next request, with no parsing, no
@@ -192,6 +193,9 @@ def main() -> int:
     print(f"rpcmeter / wrk requests/s:        {o_rps / w_rps:.2f}  (target >= 1)")
     print(f"rpcmeter / wrk CPU per request:   {o_cpu / w_cpu:.2f}  (target <= 1)")
     print(f"floor / wrk CPU per request:      {f_cpu / w_cpu:.2f}")
+    paired_rps = statistics.median(o[0] / w[0] for o, w in zip(ours, wrk, strict=True))
+    paired_cpu = statistics.median(o[1] / w[1] for o, w in zip(ours, wrk, strict=True))
+    print(f"per round, median: rpcmeter / wrk requests/s {paired_rps:.2f}, CPU {paired_cpu:.2f}")
     print(f"rpcmeter - floor CPU per request: {(o_cpu - f_cpu) * 1e6:.2f} us")
     return 0
 
