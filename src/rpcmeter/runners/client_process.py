@@ -72,7 +72,7 @@ def _read_exactly(stream: IO[bytes], n: int) -> bytes:
     return data
 
 
-class Channel:
+class ResultPipe:
     """The client's side of stdout: what client_main and the progress thread send, one frame at
     a time; nothing after the result."""
 
@@ -107,13 +107,13 @@ def _commands(stream: IO[bytes], go: threading.Event, stop: threading.Event) -> 
 
 
 def _publish(
-    channel: Channel, progress: dict[int, int], go: threading.Event, done: threading.Event
+    pipe: ResultPipe, progress: dict[int, int], go: threading.Event, done: threading.Event
 ) -> None:
     """Report the request count every PROGRESS_S once the gate is open, until the end."""
     while not done.wait(PROGRESS_S):
         if go.is_set():
             try:
-                channel.send(("progress", sum(progress.values())))
+                pipe.send(("progress", sum(progress.values())))
             except OSError:
                 return
 
@@ -155,7 +155,7 @@ def main(parent: int) -> None:
         os._exit(1)
     from rpcmeter.runners.client import client_main
 
-    channel = Channel(out)
+    pipe = ResultPipe(out)
     if spec.cpus:  # pin the helper threads too (client_main pins its own thread)
         with contextlib.suppress(OSError):
             os.sched_setaffinity(0, spec.cpus)
@@ -164,15 +164,15 @@ def main(parent: int) -> None:
     # every slot exists up front: the publisher sums while the loops store
     progress = dict.fromkeys(range(base, base + spec.ctx.threads), 0)
     threading.Thread(target=_commands, args=(stdin, go, stop), daemon=True).start()
-    publisher = threading.Thread(target=_publish, args=(channel, progress, go, done), daemon=True)
+    publisher = threading.Thread(target=_publish, args=(pipe, progress, go, done), daemon=True)
     publisher.start()
     status = 0
     try:
-        client_main(spec, go, stop, progress, channel)
+        client_main(spec, go, stop, progress, pipe)
     except BaseException as exc:
         status = 1
         with contextlib.suppress(OSError):
-            channel.send(("error", f"client {spec.ctx.client_index}: {type(exc).__name__}: {exc}"))
+            pipe.send(("error", f"client {spec.ctx.client_index}: {type(exc).__name__}: {exc}"))
     done.set()
     publisher.join(1.0)
     sys.stderr.flush()
