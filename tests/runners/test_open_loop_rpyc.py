@@ -61,7 +61,9 @@ def test_stall_shows_in_corrected_p999_and_not_in_uncorrected() -> None:
     # above S / 4: R * 3S / 4 = 90 corrected requests, and the one in flight uncorrected
     threshold_ns = stall_s * 1e9 / 4
     above_corrected = count_above(Histogram.from_dict(case["histogram"]), threshold_ns)
-    above_uncorrected = count_above(Histogram.from_dict(case["histogram_uncorrected"]), threshold_ns)
+    above_uncorrected = count_above(
+        Histogram.from_dict(case["histogram_uncorrected"]), threshold_ns
+    )
     assert above_corrected >= rate * stall_s * 3 / 4 * 0.8, above_corrected
     assert 1 <= above_uncorrected <= above_corrected / 5, (above_uncorrected, above_corrected)
     # at least the R * S requests due during the stall could not go out on time (hiccups add more)
