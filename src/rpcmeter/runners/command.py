@@ -59,6 +59,7 @@ from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.plan import Case
 from rpcmeter.runners import tree
 from rpcmeter.suite import Runs, Suite
+from rpcmeter.watchdog import WATCHDOG
 from rpcmeter.workloads import CommandParams
 
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
@@ -183,11 +184,14 @@ def run_once(
         start_new_session=True,
         preexec_fn=(lambda: os.sched_setaffinity(0, pin)) if pin else None,
     )
+    WATCHDOG.guard(proc.pid)  # on SIGTERM the launcher kills its tree
     try:
         out, err = proc.communicate(timeout=runs.timeout_s + runs.linger_s + 30)
     except BaseException:
         _kill(proc)
         raise
+    finally:
+        WATCHDOG.release(proc.pid)
     try:
         usage: dict[str, Any] = json.loads(out.decode().strip().splitlines()[-1])
     except (ValueError, IndexError):

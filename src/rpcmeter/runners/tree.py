@@ -19,6 +19,9 @@ each one reports:
 - descendants still alive when the command exited are waited for up to ``--linger`` seconds, then
   killed; they are counted and reported as ``outlived``.
 
+On SIGTERM (sent by :mod:`rpcmeter.watchdog` when rpcmeter died without stopping it) the launcher
+kills the command's tree and exits.
+
 The launcher prints one JSON object on its standard output; the command's own output goes to
 ``--log``. Its own start-up and CPU are not part of any figure.
 """
@@ -135,9 +138,18 @@ def run_tree(argv: Sequence[str], log_fd: int, timeout_s: float, linger_s: float
         (os.POSIX_SPAWN_DUP2, log_fd, 2),
     ]
     usage.rss_floor_bytes = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    spawned: list[int] = []
+
+    def _terminate(signum: int, frame: FrameType | None) -> None:  # rpcmeter is gone: stop all
+        for group in spawned:
+            _kill_tree(group)
+        os._exit(128 + signum)
+
+    signal.signal(signal.SIGTERM, _terminate)
     start = time.perf_counter_ns()
     try:
         pid = os.posix_spawnp(argv[0], list(argv), os.environ, file_actions=actions, setpgroup=0)
+        spawned.append(pid)
     except FileNotFoundError:
         usage.error = f"command not found: {argv[0]}"
         return usage

@@ -1,5 +1,6 @@
 """Server process lifecycle: start (pinned, in its own process group), probe until ready, watch,
-and always stop the whole process tree, on success, failure, timeout and Ctrl-C."""
+and always stop the whole process tree, on success, failure, timeout and Ctrl-C; if rpcmeter is
+killed outright, :mod:`rpcmeter.watchdog` stops the group."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ import psutil
 
 from rpcmeter.drivers.base import Endpoint
 from rpcmeter.errors import ServerError
+from rpcmeter.watchdog import WATCHDOG
 
 _LIVE: set[ServerProcess] = set()
 _LIVE_LOCK = threading.Lock()
@@ -179,6 +181,7 @@ class ServerProcess:
             raise ServerError(
                 f"cannot start server {shlex.join(self.command)}: {exc.strerror}"
             ) from None
+        WATCHDOG.guard(self.proc.pid)
         with _LIVE_LOCK:
             _LIVE.add(self)
         if self.ready_probe:
@@ -244,6 +247,7 @@ class ServerProcess:
         for child in descendants:  # children that left the group
             with contextlib.suppress(psutil.Error):
                 child.kill()
+        WATCHDOG.release(proc.pid)
         with _LIVE_LOCK:
             _LIVE.discard(self)
         self._cleanup_socket()

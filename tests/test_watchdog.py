@@ -1,0 +1,198 @@
+"""rpcmeter killed outright (SIGKILL: no cleanup of its own runs) leaves no process behind: the
+watchdog stops the process groups it started. Each test runs a real ``rpcmeter run``, waits
+until the processes of interest exist, SIGKILLs rpcmeter and checks that every process that was
+below it is gone."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import psutil
+import pytest
+
+from rpcmeter import watchdog
+from rpcmeter.servers import nginx
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def below(pid: int) -> list[psutil.Process]:
+    try:
+        return list(psutil.Process(pid).children(recursive=True))
+    except psutil.Error:
+        return []
+
+
+def kill_and_watch(
+    tmp_path: Path,
+    suite: str,
+    ready: Callable[[list[psutil.Process]], bool],
+    *options: str,
+) -> list[psutil.Process]:
+    """Run ``suite``; once ``ready(processes below rpcmeter)``, SIGKILL rpcmeter; the processes
+    that were below it and are still alive 5 s later (killed here, so that none is left)."""
+    path = tmp_path / "suite.toml"
+    path.write_text(textwrap.dedent(suite))
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "rpcmeter", "run", str(path), "--no-store", *options],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+        cwd=tmp_path,
+    )
+    tree: list[psutil.Process] = []
+    try:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and proc.poll() is None:
+            tree = below(proc.pid)
+            if ready(tree):
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError(f"never ready; stderr: {proc.stderr.read()!r}")  # type: ignore[union-attr]
+        time.sleep(0.3)  # whatever starts with them (clients, workers) has started too
+        tree = below(proc.pid)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        _, alive = psutil.wait_procs(tree, timeout=5 + watchdog.GRACE_S)
+        return list(alive)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        for p in below(proc.pid):
+            p.kill()
+
+
+def command_line(p: psutil.Process) -> str:
+    try:
+        return " ".join(p.cmdline())
+    except psutil.Error:
+        return ""
+
+
+def named(name: str) -> Callable[[list[psutil.Process]], bool]:
+    return lambda tree: any(name in command_line(p) for p in tree)
+
+
+def leftovers(alive: list[psutil.Process]) -> list[str]:
+    out = [f"{p.pid} {command_line(p)}" for p in alive]
+    for p in alive:
+        with contextlib.suppress(psutil.Error):
+            p.kill()
+    return out
+
+
+@pytest.mark.skipif(
+    nginx.executable() is None, reason="nginx is not installed (.ci/run installs it)"
+)
+def test_nginx_workers_do_not_outlive_a_killed_rpcmeter(tmp_path: Path) -> None:
+    """nginx's master dies with rpcmeter (parent-death signal); its workers would not."""
+    command = nginx.prepare(tmp_path / "nginx")
+    alive = kill_and_watch(
+        tmp_path,
+        f"""
+        [target]
+        driver = "http"
+        server = {{ command = {json.dumps(command)} }}
+        [workloads.noop]
+        [load]
+        duration_s = 60
+        """,
+        named("nginx: worker"),
+    )
+    assert leftovers(alive) == []
+
+
+def test_a_command_tree_does_not_outlive_a_killed_rpcmeter(tmp_path: Path) -> None:
+    """A command target's tree runs in a session of its own, beside rpcmeter, not below a server."""
+    alive = kill_and_watch(
+        tmp_path,
+        """
+        [target]
+        driver = "command"
+        command = "sh -c 'sleep 57 & sleep 58'"
+        [runs]
+        warmup = 0
+        count = 1
+        """,
+        named("sleep 58"),
+    )
+    assert leftovers(alive) == []
+
+
+def test_a_builtin_server_and_its_clients_do_not_outlive_a_killed_rpcmeter(tmp_path: Path) -> None:
+    alive = kill_and_watch(
+        tmp_path,
+        """
+        [target]
+        driver = "rpyc"
+        [workloads.simple]
+        [load]
+        duration_s = 60
+        clients = 2
+        """,
+        named("rpyc_server"),
+    )
+    assert leftovers(alive) == []
+
+
+def test_registrations_and_the_stop_of_what_is_left(tmp_path: Path) -> None:
+    """The protocol: ``+PGID START`` registers, ``-PGID`` unregisters; a group whose leader id
+    now belongs to another process (a different start time) is left alone."""
+    first = subprocess.Popen(["sh", "-c", "sleep 59 & wait"], start_new_session=True)
+    second = subprocess.Popen(["sleep", "59"], start_new_session=True)
+    third = subprocess.Popen(["sleep", "59"], start_new_session=True)
+    try:
+        time.sleep(0.1)
+        started = watchdog.start_time(first.pid)
+        assert started is not None
+        lines = [
+            f"+{first.pid} {started}\n",
+            f"+{second.pid} {watchdog.start_time(second.pid)}\n",
+            f"-{second.pid}\n",
+            f"+{third.pid} {(watchdog.start_time(third.pid) or 0) + 1}\n",  # "reused"
+            "garbage\n",
+        ]
+        groups = watchdog.watch(iter(lines))
+        assert set(groups) == {first.pid, third.pid}
+        grandchild = below(first.pid)
+        watchdog.stop_groups(groups, grace_s=1.0)
+        assert first.wait(5) == -signal.SIGTERM
+        _, alive = psutil.wait_procs(grandchild, timeout=5)
+        assert alive == []
+        assert second.poll() is None and third.poll() is None  # not registered / not ours
+    finally:
+        for p in (first, second, third):
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+
+
+def test_a_local_dask_cluster_and_its_clients_do_not_outlive_a_killed_rpcmeter(
+    tmp_path: Path,
+) -> None:
+    alive = kill_and_watch(
+        tmp_path,
+        """
+        [target]
+        driver = "rpyc"
+        [workloads.simple]
+        [load]
+        duration_s = 60
+        clients = 2
+        """,
+        named("client_process"),
+        "--cluster",
+        "local:2",
+    )
+    assert leftovers(alive) == []
