@@ -7,6 +7,7 @@ import pytest
 
 from rpcmeter.execute import run_suite
 from rpcmeter.suite import build_suite
+from tests.support.stall import check_stall
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -40,13 +41,7 @@ def test_http_open_loop_rate_and_stall() -> None:
     ol = steady["open_loop"]
     assert ol["achieved_rps"] == pytest.approx(rate, rel=0.02)
     assert ol["late"] < 0.5 * ol["sent"]  # 10 ms behind: rare unless the machine is busy
-    assert steady["latency"]["p99_us"] < stall_s * 1e6 / 4
+    # the steady run shows no stall: its tail is far below the stalled run's
+    assert steady["latency"]["p99_us"] < stall["latency"]["p99_us"] / 2
     assert steady["server_time"] is not None  # Server-Timing is kept in open loop too
-
-    corrected, uncorrected = stall["latency"], stall["latency_uncorrected"]
-    for key, q in (("p99_us", 0.99), ("p999_us", 0.999)):
-        expected_us = (stall_s - (1 - q) * duration_s) * 1e6
-        assert expected_us * 0.85 < corrected[key] < stall_s * 1e6 * 2, key
-    assert uncorrected["p999_us"] < stall_s * 1e6 / 4
-    assert uncorrected["max_us"] == pytest.approx(stall_s * 1e6, rel=0.5)
-    assert stall["open_loop"]["late"] >= rate * stall_s * 0.8
+    check_stall(stall, rate, stall_s, duration_s)

@@ -11,6 +11,7 @@ from rpcmeter.execute import run_suite
 from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.result import CaseDoc
 from rpcmeter.suite import build_suite
+from tests.support.stall import check_stall
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -24,15 +25,7 @@ def suite_of(raw: dict[str, Any]) -> Any:
 
 
 def test_stall_shows_in_corrected_p999_and_not_in_uncorrected() -> None:
-    """Rate R, one loop, a stall of S seconds one second in, D seconds of schedule: the requests
-    due during the stall wait for its end, so the corrected latency of the tail is spread
-    linearly over (0, S]: P(corrected > x) = (S - x) / ((1 - rho) D) with rho the server's load,
-    i.e. p(q) = S - (1 - q) (1 - rho) D. Uncorrected, only the one request in flight sees it.
-    (The exact arithmetic, with no machine noise, is tested in-process in
-    test_open_loop_schedule.py; here a busy machine only moves the tail towards S and above.
-    A virtual machine also adds hiccups of its own: an idle server waking up on an idle vCPU
-    sometimes answers a plain call after 50-200 ms, in either histogram. So the uncorrected tail
-    is judged against the corrected one, by how many requests each holds above S / 4.)"""
+    """One loop: uncorrected, only the one request in flight sees the stall."""
     rate, stall_s, duration_s = 400, 0.3, 3.0
     suite = suite_of(
         {
@@ -50,34 +43,12 @@ def test_stall_shows_in_corrected_p999_and_not_in_uncorrected() -> None:
     assert case["status"] == "ok", case["reason"]
     ol = case["open_loop"]
     assert ol["sent"] == pytest.approx(rate * duration_s, rel=0.02)
-    corrected = case["latency"]
-    uncorrected = case["latency_uncorrected"]
-    for key, q in (("p99_us", 0.99), ("p999_us", 0.999)):
-        # the arithmetic for an idle server (rho = 0); a loaded one only moves it towards S
-        expected_us = (stall_s - (1 - q) * duration_s) * 1e6
-        assert expected_us * 0.85 < corrected[key] < stall_s * 1e6 * 2, key
-    assert uncorrected["p99_us"] < corrected["p99_us"] / 2
-    assert uncorrected["max_us"] >= stall_s * 1e6 * 0.9  # the request in flight
-    # above S / 4: R * 3S / 4 = 90 corrected requests, and the one in flight uncorrected
-    threshold_ns = stall_s * 1e9 / 4
-    above_corrected = count_above(Histogram.from_dict(case["histogram"]), threshold_ns)
-    above_uncorrected = count_above(
-        Histogram.from_dict(case["histogram_uncorrected"]), threshold_ns
-    )
-    assert above_corrected >= rate * stall_s * 3 / 4 * 0.8, above_corrected
-    assert 1 <= above_uncorrected <= above_corrected / 5, (above_uncorrected, above_corrected)
-    # at least the R * S requests due during the stall could not go out on time (hiccups add more)
-    assert rate * stall_s * 0.8 <= ol["late"] <= ol["sent"]
+    check_stall(case, rate, stall_s, duration_s)
     # the stored histograms carry the same figures
     assert Histogram.from_dict(case["histogram"]).percentile(99.9) / 1e3 == pytest.approx(
-        corrected["p999_us"]
+        case["latency"]["p999_us"]
     )
     assert Histogram.from_dict(case["histogram_uncorrected"]).count == ol["sent"]
-
-
-def count_above(histogram: Histogram, threshold_ns: float) -> int:
-    values, counts = histogram.bucket_values()
-    return sum(c for v, c in zip(values, counts, strict=True) if v > threshold_ns)
 
 
 def by_workload(cases: list[CaseDoc]) -> dict[str, CaseDoc]:
