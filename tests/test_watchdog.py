@@ -196,3 +196,23 @@ def test_a_local_dask_cluster_and_its_clients_do_not_outlive_a_killed_rpcmeter(
         "local:2",
     )
     assert leftovers(alive) == []
+
+
+def test_the_watchdog_runs_only_while_groups_are_registered() -> None:
+    dog = watchdog.Watchdog()
+    groups = [subprocess.Popen(["sleep", "59"], start_new_session=True) for _ in range(2)]
+    try:
+        dog.guard(groups[0].pid)
+        proc = dog._proc
+        assert proc is not None and proc.poll() is None
+        dog.guard(groups[1].pid)
+        assert dog._proc is proc  # one watchdog for all
+        dog.release(groups[0].pid)
+        assert proc.poll() is None
+        dog.release(groups[1].pid)
+        assert proc.poll() == 0 and dog._proc is None  # let go with the last group, reaped
+        assert all(g.poll() is None for g in groups)  # released groups are not its to stop
+    finally:
+        for g in groups:
+            g.kill()
+            g.wait()

@@ -6,11 +6,12 @@ server's leader then dies with its parent (``PR_SET_PDEATHSIG``), but that signa
 inherited: the leader's own children (nginx's workers, a forking server's workers, a command
 launcher's command) would live on, re-parented to init.
 
-So the first process group rpcmeter starts also starts this watchdog, once per rpcmeter process:
-``python -S -P watchdog.py``, in a session of its own (a Ctrl-C at the terminal is not for it),
-reading its standard input, a pipe only rpcmeter holds. rpcmeter writes ``+PGID START`` when it
-starts a group and ``-PGID`` when it has stopped it. When the pipe reaches end of file (rpcmeter
-exited, however it exited), the watchdog sends SIGTERM to every group still registered, SIGKILL
+So while rpcmeter has process groups running, it also runs this watchdog: ``python -S -P
+watchdog.py``, in a session of its own (a Ctrl-C at the terminal is not for it), reading its
+standard input, a pipe only rpcmeter holds. It starts with the first group and exits when the
+last one has been stopped. rpcmeter writes ``+PGID START`` when it starts a group and ``-PGID``
+when it has stopped it. When the pipe reaches end of file (rpcmeter exited, however it exited,
+or let the watchdog go), the watchdog sends SIGTERM to every group still registered, SIGKILL
 after :data:`GRACE_S` to those still alive, and exits. ``START`` is the leader's start time
 (``/proc/PID/stat`` field 22): a group whose leader id now belongs to another process is left
 alone.
@@ -20,7 +21,6 @@ The module imports only the standard library, so that the watchdog starts in ~20
 
 from __future__ import annotations
 
-import atexit
 import contextlib
 import os
 import signal
@@ -95,60 +95,73 @@ def main() -> int:
 
 
 class Watchdog:
-    """The rpcmeter side: starts the watchdog on first use, registers and unregisters groups."""
+    """The rpcmeter side: a watchdog runs while at least one group is registered (it is started
+    by the first :meth:`guard` and let go when the last group is released), so that no process
+    of rpcmeter's outlives the run that needed it."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._proc: subprocess.Popen[bytes] | None = None
-        self._owner = 0  # the pid that started it (a forked child must not write to it)
+        self._groups: set[int] = set()
+        self._owner = os.getpid()  # a forked child starts with a copy: not its watchdog
 
-    def _pipe(self) -> subprocess.Popen[bytes] | None:
-        if self._proc is None or self._owner != os.getpid():
-            if not sys.platform.startswith("linux"):
-                return None
-            try:
-                self._proc = subprocess.Popen(
-                    [sys.executable, "-S", "-P", os.path.abspath(__file__)],
-                    stdin=subprocess.PIPE,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                    start_new_session=True,
-                    bufsize=0,
-                )
-            except OSError:
-                return None
-            self._owner = os.getpid()
-            atexit.register(self.close)
-        return self._proc
+    def _forget_if_forked(self) -> None:
+        if self._owner != os.getpid():  # a forked child: the parent's registrations are not its
+            self._owner, self._proc, self._groups = os.getpid(), None, set()
 
-    def _say(self, line: str) -> None:
-        with self._lock:
-            proc = self._pipe()
-            if proc is None or proc.stdin is None:
-                return
+    def _start(self) -> subprocess.Popen[bytes] | None:
+        if not sys.platform.startswith("linux"):
+            return None
+        try:
+            return subprocess.Popen(
+                [sys.executable, "-S", "-P", os.path.abspath(__file__)],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+                start_new_session=True,
+                bufsize=0,
+            )
+        except OSError:
+            return None
+
+    def _say(self, proc: subprocess.Popen[bytes] | None, line: str) -> None:
+        if proc is not None and proc.stdin is not None:
             with contextlib.suppress(OSError):
                 proc.stdin.write(line.encode())
 
     def guard(self, pgid: int) -> None:
         """Stop group ``pgid`` if this process dies before :meth:`release`."""
         started = start_time(pgid)
-        self._say(f"+{pgid} {started if started is not None else ''}\n")
+        with self._lock:
+            self._forget_if_forked()
+            if self._proc is None:
+                self._proc = self._start()
+            self._groups.add(pgid)
+            self._say(self._proc, f"+{pgid} {started if started is not None else ''}\n")
 
     def release(self, pgid: int) -> None:
         """Group ``pgid`` was stopped (or is no longer ours to stop)."""
-        if self._proc is not None and self._owner == os.getpid():
-            self._say(f"-{pgid}\n")
-
-    def close(self) -> None:
-        """Close the pipe (the watchdog stops what is still registered) and reap it."""
         with self._lock:
+            self._forget_if_forked()
+            if pgid not in self._groups:
+                return
+            self._groups.discard(pgid)
+            self._say(self._proc, f"-{pgid}\n")
+            if self._groups:
+                return
             proc, self._proc = self._proc, None
-        if proc is not None and self._owner == os.getpid():
-            if proc.stdin is not None:
-                with contextlib.suppress(OSError):
-                    proc.stdin.close()
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                proc.wait(GRACE_S + 3)
+        _let_go(proc)
+
+
+def _let_go(proc: subprocess.Popen[bytes] | None) -> None:
+    """Close the watchdog's pipe (it stops whatever is still registered, then exits) and reap it."""
+    if proc is None:
+        return
+    if proc.stdin is not None:
+        with contextlib.suppress(OSError):
+            proc.stdin.close()
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(GRACE_S + 3)
 
 
 WATCHDOG = Watchdog()
