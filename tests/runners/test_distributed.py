@@ -198,7 +198,8 @@ def client_processes(cl: LoadCluster) -> list[psutil.Process]:
 
 def test_timed_out_case_leaves_no_client_process(cluster: LoadCluster, server: Endpoint) -> None:
     out = run(cluster, server, duration_s=30.0, timeout_s=1.0)
-    assert out.failure is not None and out.failure.startswith("timed out while")
+    # timed out by the coordinator, or by a client's task not yet connected (a busy machine)
+    assert out.failure is not None and "timed out while" in out.failure, out.failure
     assert out.wall_s < 10.0
     assert gone(client_processes(cluster))
 

@@ -300,8 +300,10 @@ def load_worker(spec: ClientSpec, names: dict[str, str], timeout_s: float) -> di
         while first is None:
             with contextlib.suppress(queue_mod.Empty):
                 first = child.messages.get(timeout=PUBLISH_S)
-            if first is None and (stop_ev.is_set() or time.monotonic() > deadline):
+            if first is None and stop_ev.is_set():
                 first = ("error", f"client {c}: no connection before the case was stopped")
+            elif first is None and time.monotonic() > deadline:
+                first = ("error", f"client {c}: timed out while connecting (load.timeout_s)")
         if first[0] == "eof":
             first = ("error", child.died())
         if first[0] != "ready":
