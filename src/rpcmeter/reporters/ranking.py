@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 
+from rich import box
 from rich.table import Table
 from rich.text import Text
 
@@ -50,7 +51,7 @@ def ranking_table(result: Result, workload: str) -> Table:
     table = Table(
         title=f"[bold]{workload}[/bold] · ranked by requests/s",
         title_justify="left",
-        show_edge=False,
+        box=box.SIMPLE_HEAD,  # the style of every other table
         pad_edge=False,
     )
     for key in keys:
