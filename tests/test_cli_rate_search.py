@@ -19,6 +19,8 @@ transport = "unix"
 server_cpus = "none"
 client_cpus = "none"
 [workloads.simple]
+[workloads.quiet]
+kind = "idle"
 [load]
 mode = "open"
 rate = 100
@@ -40,7 +42,8 @@ def test_find_max_rate_records_its_steps(
     ]  # fmt: skip
     assert main(argv) == 0
     result = json.loads(out.read_text())
-    (entry,) = result["max_rate"]
+    (entry,) = result["max_rate"]  # the idle workload sends nothing: it is not searched
+    assert entry["workload"] == "simple"
     steps = entry["steps"]
     # a trivial call keeps up with 400 req/s, so the search grows 100, 200, 400 (on a machine
     # too busy for that, it turns back at the first failing rate: the steps say which)
@@ -82,3 +85,26 @@ def test_rate_search_usage_errors(
     err = capsys.readouterr().err.strip()
     assert err.startswith("rpcmeter: error: ") and message in err
     assert "\n" not in err
+
+
+@pytest.mark.parametrize(
+    ("suite_text", "message"),
+    [
+        (
+            '[target]\ndriver = "command"\ncommand = "true"\n',
+            "--find-max-rate: driver 'command' cannot send requests on a schedule (open loop)",
+        ),
+        (
+            '[target]\ndriver = "rpyc"\n[workloads.quiet]\nkind = "idle"\n',
+            "--find-max-rate: no workload sends requests (idle ones are not searched)",
+        ),
+    ],
+)
+def test_suites_with_nothing_to_search(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], suite_text: str, message: str
+) -> None:
+    suite = tmp_path / "s.toml"
+    suite.write_text(suite_text)
+    assert main(["run", str(suite), "--no-store", "--find-max-rate", "--slo", "p99=5ms"]) == 2
+    err = capsys.readouterr().err
+    assert err == f"rpcmeter: error: {message}\n"

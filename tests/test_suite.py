@@ -98,6 +98,22 @@ def test_good_suite_loads(tmp_path: Path) -> None:
             "concurrency (2) must be at least connections (5)",
         ),
         ("name = [", "invalid TOML"),
+        (
+            '[target]\ndriver = "command"\ncommand = "true"\n[load]\nmode = "open"\nrate = 9\n',
+            "load.mode: driver 'command' cannot send requests on a schedule (open loop)",
+        ),
+        (
+            GOOD.replace('driver = "rpyc"', 'driver = "tests.support.incomplete_drivers:Nameless"'),
+            "target.driver: driver 'tests.support.incomplete_drivers:Nameless' has no name: "
+            'set its class attribute, e.g. name = "nameless"',
+        ),
+        (
+            GOOD.replace(
+                'driver = "rpyc"', 'driver = "tests.support.incomplete_drivers:NoWorkloads"'
+            ),
+            "declares no workload it can send: set its class attribute, "
+            'e.g. workloads = frozenset({"noop", "echo"})',
+        ),
     ],
 )
 def test_errors_name_file_key_and_value(tmp_path: Path, text: str, expected: str) -> None:

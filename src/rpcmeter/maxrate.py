@@ -4,6 +4,7 @@ latency objective, for every workload x matrix point x variant of a suite.
 Each probe is one case at one offered rate (the suite's load otherwise unchanged), recorded in
 the result like any case, with the matrix dimension ``rate``. The search starts at ``load.rate``
 (or the lowest rate of a sweep, or ``DEFAULT_START``); see :func:`rpcmeter.rates.search_max_rate`.
+Idle workloads are left out; a driver that cannot run an open loop (``command``) is refused.
 The result document gets ``max_rate``: one entry per search with the objective, the highest
 passing rate, the latency there, and every step.
 """
@@ -14,11 +15,13 @@ import dataclasses
 from typing import Any
 
 from rpcmeter.aggregate import Cell
+from rpcmeter.drivers import driver_class
+from rpcmeter.errors import UsageError
 from rpcmeter.execute import CaseRunner, RunOptions, run_suite
 from rpcmeter.plan import Case, expand
 from rpcmeter.rates import Objective, Step, judge, rate_point, search_max_rate
 from rpcmeter.result import Result
-from rpcmeter.suite import Suite, round_rate
+from rpcmeter.suite import Suite, no_open_loop, round_rate
 
 DEFAULT_START = 100.0
 
@@ -70,8 +73,14 @@ def find_max_rate(
 ) -> Result:
     """Search every workload x matrix point x variant of ``suite`` (first repetition) for the
     highest rate meeting ``objectives``; returns the result document with ``max_rate``."""
+    closed = no_open_loop(driver_class(suite.driver_of(v)) for v in suite.variants)
+    if closed:
+        raise UsageError(f"--find-max-rate: {closed}")
     searched = search_suite(suite)
-    bases = [c for c in expand(searched) if c.repetition == 0]
+    # an idle workload sends nothing: there is no rate to search
+    bases = [c for c in expand(searched) if c.repetition == 0 and c.kind != "idle"]
+    if not bases:
+        raise UsageError("--find-max-rate: no workload sends requests (idle ones are not searched)")
     start = start_rate(suite)
     slo = ",".join(o.text for o in objectives)
 

@@ -15,13 +15,17 @@ from __future__ import annotations
 import hashlib
 import re
 import tomllib
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from rpcmeter.errors import SuiteError
 from rpcmeter.workloads import KINDS, WorkloadParams, parse_params
+
+if TYPE_CHECKING:
+    from rpcmeter.drivers.base import Driver
 
 
 class _Model(BaseModel):
@@ -473,9 +477,16 @@ def _open_loop_rates(suite: Suite, where: str) -> None:
         )
 
 
+def no_open_loop(drivers: Iterable[type[Driver]]) -> str | None:
+    """Why these drivers cannot run an open loop (None: they can)."""
+    for driver in drivers:
+        if not driver.open_loop:
+            return f"driver {driver.name!r} cannot send requests on a schedule (open loop)"
+    return None
+
+
 def _check_semantics(suite: Suite, where: str) -> None:
     from rpcmeter.drivers import driver_class
-    from rpcmeter.drivers.base import Driver
 
     _open_loop_rates(suite, where)
 
@@ -504,6 +515,10 @@ def _check_semantics(suite: Suite, where: str) -> None:
                 f"(expected one of: {', '.join(driver.transports)})"
             )
     _check_addresses(suite, where)
+    if suite.load.mode == "open":
+        closed = no_open_loop(drivers.values())
+        if closed:
+            raise SuiteError(f"{where}: load.mode: {closed}")
     default_kind = _default_kind(drivers.values())
     if not suite.workloads and default_kind:
         suite.workloads = {default_kind: Workload(kind=default_kind)}

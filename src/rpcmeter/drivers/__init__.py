@@ -30,4 +30,13 @@ def driver_class(name: str) -> type[Driver]:
         raise KeyError(f"cannot load driver {name!r}: {exc}") from None
     if not (isinstance(cls, type) and issubclass(cls, Driver)):
         raise KeyError(f"{name!r} is not a Driver subclass")
+    if not isinstance(getattr(cls, "name", None), str) or not cls.name:
+        raise KeyError(
+            f'driver {name!r} has no name: set its class attribute, e.g. name = "{class_name.lower()}"'
+        )
+    if not cls.workloads:
+        raise KeyError(
+            f"driver {name!r} declares no workload it can send: set its class attribute, "
+            'e.g. workloads = frozenset({"noop", "echo"})'
+        )
     return cls

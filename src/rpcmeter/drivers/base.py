@@ -130,6 +130,7 @@ class Driver(ABC):
     workloads: ClassVar[frozenset[str]] = frozenset()
     builtin_server: ClassVar[str | None] = None  # module run as `python -m MODULE`
     reports_server_time: ClassVar[bool] = False
+    open_loop: ClassVar[bool] = True  # requests can go out on a schedule (load.mode = "open")
     packages: ClassVar[tuple[str, ...]] = ()  # distributions whose versions the result records
     fork_safe: ClassVar[bool] = True  # its module may be imported before client processes fork
     fatal_errors: ClassVar[tuple[type[BaseException], ...]] = (OSError, EOFError)

@@ -19,6 +19,7 @@ class CommandDriver(Driver):
     name: ClassVar[str] = "command"
     transports: ClassVar[tuple[str, ...]] = ()  # none: the command is run, not connected to
     workloads: ClassVar[frozenset[str]] = frozenset({"command"})
+    open_loop: ClassVar[bool] = False  # each run waits for the previous one: no schedule
 
     def connect(self) -> None:
         raise NotImplementedError("command targets are run by rpcmeter.runners.command")
