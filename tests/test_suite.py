@@ -99,6 +99,15 @@ def test_good_suite_loads(tmp_path: Path) -> None:
         ),
         ("name = [", "invalid TOML"),
         (
+            GOOD.replace("bind_threads = true", "bind_thread = true"),
+            "variants.bind.options.bind_thread: driver 'rpyc' has no option 'bind_thread' "
+            "(did you mean 'bind_threads'? its options: background, bind_threads,",
+        ),
+        (
+            GOOD.replace("[variants.default]", "[target.options]\nstal_ms = 5\n[variants.default]"),
+            "target.options.stal_ms: driver 'rpyc' has no option 'stal_ms' (did you mean 'stall_ms'?",
+        ),
+        (
             '[target]\ndriver = "command"\ncommand = "true"\n[load]\nmode = "open"\nrate = 9\n',
             "load.mode: driver 'command' cannot send requests on a schedule (open loop)",
         ),

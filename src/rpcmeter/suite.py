@@ -12,6 +12,7 @@ or spaces: ``workloads."random wait".delay_s=0.02``), values parsed as TOML (``4
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import re
 import tomllib
@@ -477,6 +478,29 @@ def _open_loop_rates(suite: Suite, where: str) -> None:
         )
 
 
+def _check_option_keys(suite: Suite, vname: str, driver: type[Driver], where: str) -> None:
+    """Every option of a variant (the target's and its own) is one its driver declares."""
+    known = driver.option_keys
+    if known is None:
+        return
+    variant = suite.variants[vname]
+    for key in [*suite.target.options, *variant.options]:
+        if key in known:
+            continue
+        place = (
+            f"variants.{_format_loc((vname,))}.options"
+            if key in variant.options
+            else "target.options"
+        )
+        close = difflib.get_close_matches(key, sorted(known), n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        have = ", ".join(sorted(known)) or "none"
+        raise SuiteError(
+            f"{where}: {place}.{key}: driver {driver.name!r} has no option {key!r} "
+            f"({hint}its options: {have})"
+        )
+
+
 def no_open_loop(drivers: Iterable[type[Driver]]) -> str | None:
     """Why these drivers cannot run an open loop (None: they can)."""
     for driver in drivers:
@@ -515,6 +539,8 @@ def _check_semantics(suite: Suite, where: str) -> None:
                 f"(expected one of: {', '.join(driver.transports)})"
             )
     _check_addresses(suite, where)
+    for vname in suite.variants:
+        _check_option_keys(suite, vname, drivers[suite.driver_of(vname)], where)
     if suite.load.mode == "open":
         closed = no_open_loop(drivers.values())
         if closed:

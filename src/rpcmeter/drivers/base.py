@@ -115,6 +115,16 @@ Done = Callable[[int | None, BaseException | None], None]  # (server_ns, error)
 Channel = Callable[[Done], None]
 
 
+# options of the built-in servers that stall at a known moment (rpcmeter.servers.common.Stall)
+STALL_OPTIONS = frozenset({"stall_ms", "stall_after_s", "stall_every_s"})
+# a raw request body and the reply expected for it (rpcmeter.servers.bodies.raw_bytes)
+RAW_BODY_OPTIONS = frozenset(
+    f"{which}_{form}"
+    for which in ("request", "expect")
+    for form in ("hex", "base64", "text", "file")
+)
+
+
 class Ownership(NamedTuple):
     """What ``channel.own(done)`` returns: how the owning loop sends, and how it lets go."""
 
@@ -131,6 +141,8 @@ class Driver(ABC):
     builtin_server: ClassVar[str | None] = None  # module run as `python -m MODULE`
     reports_server_time: ClassVar[bool] = False
     open_loop: ClassVar[bool] = True  # requests can go out on a schedule (load.mode = "open")
+    # the target options it and its built-in server read; others are a suite error (None: any)
+    option_keys: ClassVar[frozenset[str] | None] = None
     packages: ClassVar[tuple[str, ...]] = ()  # distributions whose versions the result records
     fork_safe: ClassVar[bool] = True  # its module may be imported before client processes fork
     fatal_errors: ClassVar[tuple[type[BaseException], ...]] = (OSError, EOFError)

@@ -20,6 +20,7 @@ class CommandDriver(Driver):
     transports: ClassVar[tuple[str, ...]] = ()  # none: the command is run, not connected to
     workloads: ClassVar[frozenset[str]] = frozenset({"command"})
     open_loop: ClassVar[bool] = False  # each run waits for the previous one: no schedule
+    option_keys: ClassVar[frozenset[str] | None] = frozenset()
 
     def connect(self) -> None:
         raise NotImplementedError("command targets are run by rpcmeter.runners.command")

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import grpc
 
-from rpcmeter.drivers.base import Caller, Driver
+from rpcmeter.drivers.base import RAW_BODY_OPTIONS, Caller, Driver
 from rpcmeter.errors import SuiteError
 from rpcmeter.servers.bodies import (
     KINDS,
@@ -104,6 +104,14 @@ class GrpcDriver(Driver):
     builtin_server: ClassVar[str | None] = "rpcmeter.servers.grpc_server"
     reports_server_time: ClassVar[bool] = True
     packages: ClassVar[tuple[str, ...]] = ("grpcio",)
+    option_keys: ClassVar[frozenset[str] | None] = RAW_BODY_OPTIONS | {
+        "method",
+        "metadata",
+        "call_timeout_s",
+        "connect_timeout_s",
+        "server_mode",  # client and server
+        "server_workers",
+    }
     fork_safe: ClassVar[bool] = False  # grpc's core must start after the fork
     fatal_errors: ClassVar[tuple[type[BaseException], ...]] = (OSError, EOFError, GrpcUnavailable)
 

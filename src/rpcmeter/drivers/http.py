@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 
 import httptools
 
-from rpcmeter.drivers.base import ReplyError
+from rpcmeter.drivers.base import STALL_OPTIONS, ReplyError
 from rpcmeter.drivers.stream import StreamConnection, StreamDriver
 from rpcmeter.workloads import PayloadParams, WorkloadParams
 
@@ -190,6 +190,15 @@ class HttpDriver(StreamDriver):
     name: ClassVar[str] = "http"
     builtin_server: ClassVar[str | None] = "rpcmeter.servers.http_server"
     packages: ClassVar[tuple[str, ...]] = ("httptools", "uvloop")
+    option_keys: ClassVar[frozenset[str] | None] = STALL_OPTIONS | {
+        "method",
+        "path",
+        "headers",
+        "body",
+        "host",
+        "event_loop",
+        "corrupt_every",  # server
+    }
 
     def new_connection(self) -> StreamConnection:
         return HttpConnection(head_only=self.method() == "HEAD")

@@ -66,6 +66,7 @@ class RawDriver(StreamDriver):
     name: ClassVar[str] = "raw"
     builtin_server: ClassVar[str | None] = "rpcmeter.servers.raw_server"
     packages: ClassVar[tuple[str, ...]] = ("uvloop",)
+    option_keys: ClassVar[frozenset[str] | None] = frozenset({"io", "event_loop", "corrupt_every"})
 
     def new_connection(self) -> StreamConnection:
         return RawConnection()

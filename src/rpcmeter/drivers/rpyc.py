@@ -14,7 +14,7 @@ from typing import Any, ClassVar
 
 import rpyc
 
-from rpcmeter.drivers.base import Caller, Driver, ReplyMismatch
+from rpcmeter.drivers.base import STALL_OPTIONS, Caller, Driver, ReplyMismatch
 from rpcmeter.servers.rpyc_server import protocol_config
 from rpcmeter.workloads import CallbackParams, RandomWaitParams
 
@@ -26,6 +26,13 @@ class RpycDriver(Driver):
     builtin_server: ClassVar[str | None] = "rpcmeter.servers.rpyc_server"
     fatal_errors: ClassVar[tuple[type[BaseException], ...]] = (OSError, EOFError)
     packages: ClassVar[tuple[str, ...]] = ("rpyc",)
+    option_keys: ClassVar[frozenset[str] | None] = STALL_OPTIONS | {
+        "bind_threads",  # client and server
+        "background",
+        "corrupt_every",
+        "spin_us",
+        "wait",
+    }
 
     conn: Any
 

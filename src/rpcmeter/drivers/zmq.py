@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import zmq
 
-from rpcmeter.drivers.base import Caller, Driver
+from rpcmeter.drivers.base import RAW_BODY_OPTIONS, Caller, Driver
 from rpcmeter.errors import SuiteError
 from rpcmeter.servers.bodies import (
     CODES,
@@ -74,6 +74,13 @@ class ZmqDriver(Driver):
     builtin_server: ClassVar[str | None] = "rpcmeter.servers.zmq_server"
     reports_server_time: ClassVar[bool] = True
     packages: ClassVar[tuple[str, ...]] = ("pyzmq",)
+    option_keys: ClassVar[frozenset[str] | None] = RAW_BODY_OPTIONS | {
+        "recv",
+        "sleep_us",
+        "framing",
+        "call_timeout_s",
+        "server_workers",
+    }
     fatal_errors: ClassVar[tuple[type[BaseException], ...]] = (OSError, EOFError)
 
     @classmethod
