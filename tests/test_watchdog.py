@@ -92,57 +92,65 @@ def leftovers(alive: list[psutil.Process]) -> list[str]:
     return out
 
 
-@pytest.mark.skipif(
-    nginx.executable() is None, reason="nginx is not installed (.ci/run installs it)"
-)
-def test_nginx_workers_do_not_outlive_a_killed_rpcmeter(tmp_path: Path) -> None:
-    """nginx's master dies with rpcmeter (parent-death signal); its workers would not."""
+def nginx_suite(tmp_path: Path) -> str:
     command = nginx.prepare(tmp_path / "nginx")
-    alive = kill_and_watch(
-        tmp_path,
-        f"""
+    return f"""
         [target]
         driver = "http"
         server = {{ command = {json.dumps(command)} }}
         [workloads.noop]
         [load]
         duration_s = 60
-        """,
-        named("nginx: worker"),
-    )
-    assert leftovers(alive) == []
-
-
-def test_a_command_tree_does_not_outlive_a_killed_rpcmeter(tmp_path: Path) -> None:
-    """A command target's tree runs in a session of its own, beside rpcmeter, not below a server."""
-    alive = kill_and_watch(
-        tmp_path,
         """
-        [target]
-        driver = "command"
-        command = "sh -c 'sleep 57 & sleep 58'"
-        [runs]
-        warmup = 0
-        count = 1
-        """,
-        named("sleep 58"),
-    )
-    assert leftovers(alive) == []
 
 
-def test_a_builtin_server_and_its_clients_do_not_outlive_a_killed_rpcmeter(tmp_path: Path) -> None:
-    alive = kill_and_watch(
-        tmp_path,
-        """
+RPYC_SUITE = """
         [target]
         driver = "rpyc"
         [workloads.simple]
         [load]
         duration_s = 60
         clients = 2
-        """,
-        named("rpyc_server"),
-    )
+        """
+
+COMMAND_SUITE = """
+        [target]
+        driver = "command"
+        command = "sh -c 'sleep 57 & sleep 58'"
+        [runs]
+        warmup = 0
+        count = 1
+        """
+
+
+@pytest.mark.parametrize(
+    ("suite", "ready", "options"),
+    [
+        # nginx's master dies with rpcmeter (parent-death signal); its workers would not
+        pytest.param(
+            nginx_suite,
+            "nginx: worker",
+            (),
+            id="nginx-workers",
+            marks=pytest.mark.skipif(
+                nginx.executable() is None, reason="nginx is not installed (.ci/run installs it)"
+            ),
+        ),
+        # a command target's tree runs in a session of its own, beside rpcmeter
+        pytest.param(lambda _: COMMAND_SUITE, "sleep 58", (), id="command-tree"),
+        pytest.param(lambda _: RPYC_SUITE, "rpyc_server", (), id="builtin-server-and-clients"),
+        pytest.param(
+            lambda _: RPYC_SUITE,
+            "client_process",
+            ("--cluster", "local:2"),
+            id="local-dask-cluster-and-clients",
+        ),
+    ],
+)
+def test_nothing_outlives_a_killed_rpcmeter(
+    tmp_path: Path, suite: Callable[[Path], str], ready: str, options: tuple[str, ...]
+) -> None:
+    alive = kill_and_watch(tmp_path, suite(tmp_path), named(ready), *options)
     assert leftovers(alive) == []
 
 
@@ -176,26 +184,6 @@ def test_registrations_and_the_stop_of_what_is_left(tmp_path: Path) -> None:
             if p.poll() is None:
                 os.killpg(p.pid, signal.SIGKILL)
             p.wait()
-
-
-def test_a_local_dask_cluster_and_its_clients_do_not_outlive_a_killed_rpcmeter(
-    tmp_path: Path,
-) -> None:
-    alive = kill_and_watch(
-        tmp_path,
-        """
-        [target]
-        driver = "rpyc"
-        [workloads.simple]
-        [load]
-        duration_s = 60
-        clients = 2
-        """,
-        named("client_process"),
-        "--cluster",
-        "local:2",
-    )
-    assert leftovers(alive) == []
 
 
 def test_the_watchdog_runs_only_while_groups_are_registered() -> None:
