@@ -204,3 +204,14 @@ def test_whole_commands_compare_run_by_run() -> None:
         assert rows[name]["verdict"] == "slower"
         assert rows[name]["ratio"] == pytest.approx(1.3, rel=0.05)
     assert rows["p99"]["verdict"] == "unknown"  # one case per side: no repetitions of p99
+
+
+def test_cpu_verdicts_read_less_and_more_in_every_table() -> None:
+    """Stored verdicts stay faster/slower; tables show CPU metrics' as less/more."""
+    for m in analysis.METRICS:
+        cpu = m.name in ("server_cpu", "client_cpu", "user_cpu", "sys_cpu")
+        assert analysis.verdict_word(m.name, "faster") == ("less" if cpu else "faster")
+        assert analysis.verdict_word(m.name, "slower") == ("more" if cpu else "slower")
+        assert analysis.verdict_word(m.name, "same") == "same"
+        assert analysis.verdict_word(m.name, "unknown") == "unknown"
+    assert analysis.verdict_word("no such metric", "faster") == "faster"

@@ -12,8 +12,10 @@ values of every run: wall time, CPU; :func:`metric_values`):
   without ties, normal approximation with tie and continuity correction otherwise);
 - ``verdict``: ``faster`` / ``slower`` only when the interval excludes 1 **and** the test agrees at
   the 5 % level, else ``same``; ``unknown`` when there are too few repetitions for the test to
-  reach 5 % at all (fewer than 4 per side; :func:`can_decide`). For throughput higher is better; for latency and CPU time per request lower is better
-  (``faster`` there means less CPU time per request).
+  reach 5 % at all (fewer than 4 per side; :func:`can_decide`). For throughput higher is better;
+  for latency and CPU time lower is better (``faster`` there means less CPU time). Stored verdicts
+  are always these words; tables show them through :func:`verdict_word`, which makes a CPU
+  metric's ``faster``/``slower`` read ``less``/``more``.
 
 Two uses share one mechanism (:func:`compare_pairs`): variants of one run against the run's
 baseline variant (:func:`compare_variants`, stored in the result as ``comparisons``) and the cases
@@ -62,6 +64,10 @@ class Metric:
     short: str  # in table headers
     unit: str
     higher_is_better: bool = False
+    words: tuple[str, str] = ("faster", "slower")  # how faster / slower read in tables
+
+
+CPU_WORDS = ("less", "more")  # CPU time: less is better
 
 
 METRICS: tuple[Metric, ...] = (
@@ -69,13 +75,37 @@ METRICS: tuple[Metric, ...] = (
     Metric("p50", "latency.p50_us", "median latency", "p50", "us"),
     Metric("p99", "latency.p99_us", "p99 latency", "p99", "us"),
     Metric("throughput", "throughput_rps", "throughput", "req/s", "1/s", higher_is_better=True),
-    Metric("server_cpu", "cpu.server_us_per_request", "server CPU per request", "server CPU", "us"),
-    Metric("client_cpu", "cpu.client_us_per_request", "client CPU per request", "client CPU", "us"),
+    Metric(
+        "server_cpu",
+        "cpu.server_us_per_request",
+        "server CPU per request",
+        "server CPU",
+        "us",
+        words=CPU_WORDS,
+    ),
+    Metric(
+        "client_cpu",
+        "cpu.client_us_per_request",
+        "client CPU per request",
+        "client CPU",
+        "us",
+        words=CPU_WORDS,
+    ),
     # whole commands (runners/command.py): CPU seconds per run, user and system apart
-    Metric("user_cpu", "command.user_s", "user CPU per run", "user s", "s"),
-    Metric("sys_cpu", "command.sys_s", "system CPU per run", "sys s", "s"),
+    Metric("user_cpu", "command.user_s", "user CPU per run", "user s", "s", words=CPU_WORDS),
+    Metric("sys_cpu", "command.sys_s", "system CPU per run", "sys s", "s", words=CPU_WORDS),
 )
 METRIC_BY_NAME = {m.name: m for m in METRICS}
+
+
+def verdict_word(metric_name: str, verdict: str) -> str:
+    """How a stored verdict reads in a table: ``faster``/``slower`` in the metric's own words
+    (``less``/``more`` for CPU time); ``same``, ``unknown`` and anything else unchanged."""
+    m = METRIC_BY_NAME.get(metric_name)
+    if m is None or verdict not in ("faster", "slower"):
+        return verdict
+    return m.words[0] if verdict == "faster" else m.words[1]
+
 
 # Whole commands (runners/command.py) record every run of a case: there each run is a repetition.
 RUN_VALUES: dict[str, Callable[[dict[str, Any]], float]] = {

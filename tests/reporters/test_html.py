@@ -60,6 +60,28 @@ def test_report_is_self_contained(demo_result: Result, demo_page: str) -> None:
     assert "mean / default" in page  # the comparison table
 
 
+def test_cpu_verdicts_read_less_and_more() -> None:
+    """A stored faster/slower verdict on a CPU metric reads less/more, in the verdict's colour."""
+    rows = [
+        {
+            "workload": "w",
+            "variant": "b",
+            "point": {},
+            "metric": metric,
+            "ratio": r,
+            "ci_low": r - 0.1,
+            "ci_high": r + 0.1,
+            "verdict": verdict,
+        }
+        for metric, r, verdict in (("user_cpu", 0.5, "faster"), ("mean", 1.5, "slower"))
+    ]
+    result: Any = {"comparisons": {"rows": rows}}
+    cpu = html._ratio_cell(result, "w", (), "b", "user_cpu", 0.5)
+    wall = html._ratio_cell(result, "w", (), "b", "mean", 1.5)
+    assert '<span class="faster">less</span>' in cpu
+    assert '<span class="slower">slower</span>' in wall
+
+
 def test_report_command_writes_html_and_pngs(demo_result: Result, tmp_path: Path) -> None:
     # one workload of the demo run keeps this test quick; the full page is checked below
     one = {**demo_result, "cases": [c for c in demo_result["cases"] if c["workload"] == "simple"]}

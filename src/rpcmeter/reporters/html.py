@@ -12,6 +12,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
+from rpcmeter import analysis
 from rpcmeter.aggregate import Cell, PointKey, baseline, cells, variant_names
 from rpcmeter.errors import StoreError
 from rpcmeter.reporters.plots import (
@@ -98,7 +99,8 @@ def _ratio_cell(
     if math.isfinite(comp.ci_low) and math.isfinite(comp.ci_high):
         text += f' <span class="ci">[{comp.ci_low:.2f}, {comp.ci_high:.2f}]</span>'
     if comp.verdict:
-        text += f' <span class="{_verdict_class(comp.verdict)}">{_e(comp.verdict)}</span>'
+        word = analysis.verdict_word(metric, comp.verdict)
+        text += f' <span class="{_verdict_class(comp.verdict)}">{_e(word)}</span>'
     return f"<td>{text}</td>"
 
 

@@ -35,7 +35,7 @@ def _cell(cell: GridCell) -> str:
             text += f" ({fmt_ratio(cell.low)}–{fmt_ratio(cell.high)})"
         if cell.verdict == "unknown":
             return text
-        verdict = f"**{cell.verdict}**" if cell.verdict in ("faster", "slower") else cell.verdict
+        verdict = f"**{cell.shown}**" if cell.verdict in ("faster", "slower") else cell.shown
         return f"{text} {verdict}"
     return _escape(cell)
 

@@ -27,7 +27,12 @@ class RatioCell:
     ratio: float | None
     low: float | None
     high: float | None
-    verdict: str
+    verdict: str  # as stored: faster, slower, same, unknown (styles key on it)
+    word: str = ""  # as shown: the verdict in the metric's words (analysis.verdict_word)
+
+    @property
+    def shown(self) -> str:
+        return self.word or self.verdict
 
 
 GridCell = str | Mark | RatioCell
@@ -177,7 +182,13 @@ def comparison_grids(doc: dict[str, Any]) -> list[Grid]:
             for m in metrics:
                 got = by_metric.get(m.name)
                 cols.append(
-                    RatioCell(got["ratio"], got["ci_low"], got["ci_high"], got["verdict"])
+                    RatioCell(
+                        got["ratio"],
+                        got["ci_low"],
+                        got["ci_high"],
+                        got["verdict"],
+                        analysis.verdict_word(m.name, got["verdict"]),
+                    )
                     if got
                     else "-"
                 )

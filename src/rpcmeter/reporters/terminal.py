@@ -78,7 +78,7 @@ def _cell(cell: GridCell) -> str | Text:
     if isinstance(cell, RatioCell):
         text = Text(fmt_ratio(cell.ratio))
         if cell.verdict != "unknown":
-            text.append(f" {cell.verdict}", style=VERDICT_STYLES.get(cell.verdict, ""))
+            text.append(f" {cell.shown}", style=VERDICT_STYLES.get(cell.verdict, ""))
         if cell.low is not None and cell.high is not None:
             text.append(f"\n{fmt_ratio(cell.low)}-{fmt_ratio(cell.high)}", style="dim")
         return text
@@ -306,15 +306,12 @@ def command_table(result: Result, workload: str) -> Table:
             if compared and (name == base or base_cell is None):
                 cols += ["", ""]
             elif compared and base_cell is not None:
-                for metric, path, words in (
-                    ("mean", "runs.wall_s", {"faster": "faster", "slower": "slower"}),
-                    ("server_cpu", "runs.cpu_s", {"faster": "less", "slower": "more"}),
-                ):
+                for metric, path in (("mean", "runs.wall_s"), ("server_cpu", "runs.cpu_s")):
                     found = rows.get((workload, point, name, metric))
                     verdict = found["verdict"] if found else "-"
                     style = {"faster": "green", "slower": "red"}.get(verdict, "")
                     r = ratio(statistics.fmean(cell.values(path)), base_cell.mean(path))
-                    text = f"{fmt_ratio(r)} {words.get(verdict, verdict)}"
+                    text = f"{fmt_ratio(r)} {analysis.verdict_word(metric, verdict)}"
                     cols.append(Text(text, style=style))
             table.add_row(*cols)
     return table
