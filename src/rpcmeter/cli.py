@@ -25,6 +25,8 @@ from rpcmeter.store import default_path as default_store
 from rpcmeter.suite import Suite, builtin_suite_path, load_suite
 
 EXIT_INTERRUPTED = 130
+# Output files (--output, --html, --csv, --markdown) and --plots create missing directories.
+CREATES = " (missing parent directories are created)"
 
 
 class Progress:
@@ -101,7 +103,11 @@ def _add_run(sub: Any) -> None:
         help="run only this workload (repeatable)",
     )
     p.add_argument(
-        "--output", "-o", type=Path, help="write the result document (JSON) here, after every case"
+        "--output",
+        "-o",
+        type=Path,
+        metavar="FILE",
+        help="write the result document (JSON) here, after every case" + CREATES,
     )
     p.add_argument("--width", type=int, default=None, help="table width (default: terminal width)")
     p.add_argument(
@@ -141,9 +147,17 @@ def _add_rate_search(p: Any) -> None:
 
 def _add_report_outputs(p: Any) -> None:
     p.add_argument(
-        "--html", type=Path, metavar="FILE", help="write a self-contained HTML report here"
+        "--html",
+        type=Path,
+        metavar="FILE",
+        help="write a self-contained HTML report here" + CREATES,
     )
-    p.add_argument("--plots", type=Path, metavar="DIR", help="write the plots as PNG files here")
+    p.add_argument(
+        "--plots",
+        type=Path,
+        metavar="DIR",
+        help="write the plots as PNG files into DIR (created, with its parents, if missing)",
+    )
 
 
 def _add_report(sub: Any) -> None:
@@ -226,8 +240,12 @@ def _add_run_history_options(p: argparse.ArgumentParser) -> None:
         "this run NAME",
     )
     _add_gate_options(p)
-    p.add_argument("--csv", type=Path, metavar="FILE", help="write one row per case and metric")
-    p.add_argument("--markdown", type=Path, metavar="FILE", help="write the tables as Markdown")
+    p.add_argument(
+        "--csv", type=Path, metavar="FILE", help="write one row per case and metric" + CREATES
+    )
+    p.add_argument(
+        "--markdown", type=Path, metavar="FILE", help="write the tables as Markdown" + CREATES
+    )
 
 
 def _add_history_commands(sub: Any) -> None:

@@ -86,24 +86,23 @@ def test_report_command_writes_html_and_pngs(demo_result: Result, tmp_path: Path
     # one workload of the demo run keeps this test quick; the full page is checked below
     one = {**demo_result, "cases": [c for c in demo_result["cases"] if c["workload"] == "simple"]}
     write_json(one, tmp_path / "run.json")
+    page, png = tmp_path / "new" / "dir" / "r.html", tmp_path / "new" / "png"  # made as needed
     code = main(
         [
             "report",
             str(tmp_path / "run.json"),
             "--html",
-            str(tmp_path / "r.html"),
+            str(page),
             "--plots",
-            str(tmp_path / "png"),
+            str(png),
         ]
     )
     assert code == 0
-    assert (tmp_path / "r.html").read_text(encoding="utf-8").count("<svg") == len(
-        html.expected_plots(one)
-    )
-    pngs = sorted(p.name for p in (tmp_path / "png").glob("*.png"))
+    assert page.read_text(encoding="utf-8").count("<svg") == len(html.expected_plots(one))
+    pngs = sorted(p.name for p in png.glob("*.png"))
     assert len(pngs) == 8  # 2 spectra, throughput, p99, ratio, client and server CPU, idle CPU
     assert pngs == sorted(f"{i}.png" for i in html.expected_plots(one))
-    assert all((tmp_path / "png" / p).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
+    assert all((png / p).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
 
 
 def test_report_command_errors_are_one_line(
