@@ -127,10 +127,11 @@ def main() -> None:
             for name, way in ways.items():
                 got[name].append(way(rate, args.seconds))
         print(f"\n{rate:,.0f} req/s, {args.rounds} rounds of {args.seconds:g} s (medians):")
-        print(f"  {'':46} {'lag p50 us':>10} {'lag p99 us':>10} {'CPU us/req':>10}")
+        w = max(len(name) for name in ways)  # the longest name sets the first column
+        print(f"  {'':{w}} {'lag p50 us':>10} {'lag p99 us':>10} {'CPU us/req':>10}")
         for name, runs in got.items():
             p50, p99, cpu = (statistics.median(col) for col in zip(*runs, strict=True))
-            print(f"  {name:46} {p50:10.1f} {p99:10.1f} {cpu:10.1f}")
+            print(f"  {name:{w}} {p50:10.1f} {p99:10.1f} {cpu:10.1f}")
 
 
 if __name__ == "__main__":
