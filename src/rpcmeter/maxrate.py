@@ -5,7 +5,7 @@ Each probe is one case at one offered rate (the suite's load otherwise unchanged
 the result like any case, with the matrix dimension ``rate``. The search starts at ``load.rate``
 (or the lowest rate of a sweep, or ``DEFAULT_START``); see :func:`rpcmeter.rates.search_max_rate`.
 Idle workloads are left out; a driver that cannot run an open loop (``command``) is refused.
-The result document gets ``max_rate``: one entry per search with the objective, the highest
+Every probe runs equally long (:func:`probe_duration_s`). The result document gets ``max_rate``: one entry per search with the objective, the highest
 passing rate, the latency there, and every step.
 """
 
@@ -21,9 +21,10 @@ from rpcmeter.execute import CaseRunner, RunOptions, run_suite
 from rpcmeter.plan import Case, expand
 from rpcmeter.rates import Objective, Step, judge, rate_point, search_max_rate
 from rpcmeter.result import Result
-from rpcmeter.suite import Suite, no_open_loop, round_rate
+from rpcmeter.suite import Load, Suite, no_open_loop, round_rate
 
 DEFAULT_START = 100.0
+PROBE_MIN_S, PROBE_MAX_S = 1.0, 10.0
 
 
 def search_suite(suite: Suite) -> Suite:
@@ -36,6 +37,16 @@ def search_suite(suite: Suite) -> Suite:
 def start_rate(suite: Suite) -> float:
     rates = suite.load.rate_list() or suite.matrix.get("rate")
     return round_rate(float(suite.load.rate or (min(rates) if rates else DEFAULT_START)))
+
+
+def probe_duration_s(load: Load, start: float) -> float:
+    """How long every probe of a search runs: ``load.duration_s``, or the time the suite's
+    request count takes at the starting rate, within [PROBE_MIN_S, PROBE_MAX_S]. A count of
+    requests would make each probe twice as long as the last while the search halves the rate."""
+    if load.duration_s is not None:
+        return load.duration_s
+    loops = (load.concurrency or load.threads) * load.clients
+    return min(PROBE_MAX_S, max(PROBE_MIN_S, load.requests * loops / start))
 
 
 def probe_case(base: Case, rate: float, index: int) -> Case:
@@ -82,6 +93,12 @@ def find_max_rate(
     if not bases:
         raise UsageError("--find-max-rate: no workload sends requests (idle ones are not searched)")
     start = start_rate(suite)
+    bases = [
+        dataclasses.replace(
+            c, load=c.load.model_copy(update={"duration_s": probe_duration_s(c.load, start)})
+        )
+        for c in bases
+    ]
     slo = ",".join(o.text for o in objectives)
 
     def drive(result: Result, run_case: CaseRunner) -> None:
