@@ -11,6 +11,7 @@ from rpcmeter.breakdown import breakdown
 from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.reporters.terminal import render
 from tests.drivers.streams import run_cases
+from tests.support.marks import timing_sensitive
 
 
 def hist(values_us: list[float]) -> Histogram:
@@ -41,6 +42,7 @@ def test_without_server_time_only_the_round_trip_is_known() -> None:
     assert out["rtt_us"]["mean"] == pytest.approx(11.0)
 
 
+@timing_sensitive
 @pytest.mark.timeout(120)
 def test_breakdown_measured_before_each_case() -> None:
     cases = run_cases(

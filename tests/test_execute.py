@@ -19,6 +19,7 @@ import pytest
 from rpcmeter.execute import run_suite
 from rpcmeter.result import read_json
 from rpcmeter.suite import build_suite
+from tests.support.marks import timing_sensitive
 
 pytestmark = pytest.mark.timeout(120)
 BUILTIN = [
@@ -140,6 +141,7 @@ def start_run(tmp_path: Path, marker: str) -> tuple[subprocess.Popen[bytes], Pat
     return proc, out
 
 
+@timing_sensitive
 def test_ctrl_c_keeps_finished_cases_and_leaves_no_process(tmp_path: Path) -> None:
     marker = uuid.uuid4().hex
     proc, out = start_run(tmp_path, marker)

@@ -10,6 +10,7 @@ from rpcmeter.execute import run_suite
 from rpcmeter.result import Result
 from rpcmeter.suite import build_suite
 from rpcmeter.workloads import RandomWaitParams, random_wait_expected_s
+from tests.support.marks import timing_sensitive
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -75,6 +76,7 @@ def test_validation_counts_mismatches_from_a_corrupting_server() -> None:
     assert case["ok"] == 90 and case["requests"] == 100
 
 
+@timing_sensitive
 def test_random_wait_matches_its_arithmetic_and_bind_parallelises() -> None:
     params: dict[str, Any] = {"delay_p": 1.0, "delay_s": 0.008, "sub_p": 0.5, "max_depth": 2}
     result = run(
@@ -82,25 +84,39 @@ def test_random_wait_matches_its_arithmetic_and_bind_parallelises() -> None:
             "target": {"driver": "rpyc", "transport": "unix"},
             "repeat": 1,
             "variants": {"default": {}, "bind": {"options": {"bind_threads": True}}},
-            "workloads": {"random wait": {"kind": "random_wait", **params}},
-            "load": {"requests": 40, "warmup": 0},
+            "workloads": {
+                "random wait": {"kind": "random_wait", **params},
+                # the same seeded draws, every wait twice as long
+                "random wait x2": {"kind": "random_wait", **params, "delay_s": 0.016},
+            },
+            "load": {"requests": 60, "warmup": 0},
             "matrix": {"threads": [1, 4]},
             "seed": 4093473691,
         }
     )
     assert all(c["status"] == "ok" for c in result["cases"])
+
+    def mean_us(workload: str, variant: str = "default", threads: int = 1) -> float:
+        (case,) = cases_by(result, workload=workload, variant=variant, threads=threads)
+        return float(case["latency"]["mean_us"])
+
     expected_us = random_wait_expected_s(RandomWaitParams(**params)) * 1e6
-    single = cases_by(result, variant="default", threads=1)[0]["latency"]["mean_us"]
-    # transport and scheduling add to the waits (a lot on a busy machine), never subtract
-    assert expected_us * 0.8 < single < expected_us * 2.5
+    single = mean_us("random wait")
+    # transport and scheduling add to the waits, never subtract
+    assert expected_us * 0.8 < single
+    # how much they add is the machine's (a VM whose idle vCPUs wake slowly can add milliseconds
+    # to every wait and reply), but it is the same when only the waits double: the difference is
+    # the waits alone
+    assert expected_us * 0.6 < mean_us("random wait x2") - single < expected_us * 1.6
     # study 000: without binding one connection serves one request at a time; with binding,
     # four threads wait concurrently, so latency stays near the single-thread figure.
-    d4 = cases_by(result, variant="default", threads=4)[0]["latency"]["mean_us"]
-    b4 = cases_by(result, variant="bind", threads=4)[0]["latency"]["mean_us"]
+    d4 = mean_us("random wait", threads=4)
+    b4 = mean_us("random wait", variant="bind", threads=4)
     assert d4 > 2.0 * single
-    assert b4 / d4 < 0.6
+    assert b4 / d4 < 0.7
 
 
+@timing_sensitive
 def test_background_threads_serve_the_default_variant_concurrently() -> None:
     params = {"delay_p": 1.0, "delay_s": 0.008, "sub_p": 0.0, "max_depth": 0}
     result = run(

@@ -17,6 +17,7 @@ from rpcmeter.execute import run_suite
 from rpcmeter.metrics.resources import CpuTimes, TreeMonitor, busy_pct, case_figures
 from rpcmeter.result import Result
 from rpcmeter.suite import build_suite
+from tests.support.marks import timing_sensitive
 
 BURN = "import time\nend = time.thread_time_ns() + int({s} * 1e9)\nwhile time.thread_time_ns() < end: pass\n"
 
@@ -159,6 +160,7 @@ def test_busy_polling_server_burns_cpu_while_idle_and_a_blocking_one_does_not() 
     assert not any("'block' used" in w for w in result["warnings"])
 
 
+@timing_sensitive
 @pytest.mark.timeout(90)
 def test_server_cpu_per_request_matches_known_spin() -> None:
     spin_us = 4000.0
@@ -181,6 +183,7 @@ def test_server_cpu_per_request_matches_known_spin() -> None:
     assert case["memory"]["client_peak_rss_bytes"] > 5_000_000
 
 
+@timing_sensitive
 @pytest.mark.timeout(90)
 def test_saturated_client_on_one_cpu_triggers_the_load_generator_warning() -> None:
     cpus = sorted(psutil.Process().cpu_affinity() or [0])

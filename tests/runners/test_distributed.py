@@ -38,6 +38,7 @@ from rpcmeter.runners.open_loop import Pacing
 from rpcmeter.servers.process import ServerProcess, new_endpoint
 from rpcmeter.suite import build_suite
 from rpcmeter.workloads import parse_params
+from tests.support.marks import timing_sensitive
 
 pytest.importorskip("distributed")
 pytestmark = pytest.mark.timeout(120)
@@ -196,6 +197,7 @@ def client_processes(cl: LoadCluster) -> list[psutil.Process]:
     return [c for pid in worker_pids(cl).values() for c in psutil.Process(pid).children()]
 
 
+@timing_sensitive
 def test_timed_out_case_leaves_no_client_process(cluster: LoadCluster, server: Endpoint) -> None:
     out = run(cluster, server, duration_s=30.0, timeout_s=1.0)
     # timed out by the coordinator, or by a client's task not yet connected (a busy machine)

@@ -7,11 +7,13 @@ import pytest
 
 from rpcmeter.execute import run_suite
 from rpcmeter.suite import build_suite
+from tests.support.marks import timing_sensitive
 from tests.support.stall import check_stall
 
 pytestmark = pytest.mark.timeout(120)
 
 
+@timing_sensitive
 def test_http_open_loop_rate_and_stall() -> None:
     rate, stall_s, duration_s = 1000, 0.25, 3.0
     suite = build_suite(

@@ -11,6 +11,7 @@ from rpcmeter.execute import run_suite
 from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.result import CaseDoc
 from rpcmeter.suite import build_suite
+from tests.support.marks import timing_sensitive
 from tests.support.stall import check_stall
 
 pytestmark = pytest.mark.timeout(120)
@@ -24,6 +25,7 @@ def suite_of(raw: dict[str, Any]) -> Any:
     return build_suite({**base, **raw})
 
 
+@timing_sensitive
 def test_stall_shows_in_corrected_p999_and_not_in_uncorrected() -> None:
     """One loop: uncorrected, only the one request in flight sees the stall."""
     rate, stall_s, duration_s = 400, 0.3, 3.0
@@ -55,6 +57,7 @@ def by_workload(cases: list[CaseDoc]) -> dict[str, CaseDoc]:
     return {c["workload"]: c for c in cases}
 
 
+@timing_sensitive
 def test_achieved_rate_when_the_server_keeps_up_and_late_when_it_does_not() -> None:
     rate = 300
     suite = suite_of(

@@ -13,6 +13,7 @@ import pytest
 
 from rpcmeter.runners.client import ThreadStats
 from rpcmeter.runners.open_loop import Pacing, Schedule, measure_open
+from tests.support.marks import timing_sensitive
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -186,6 +187,7 @@ def run_event_loop(
     return stats
 
 
+@timing_sensitive
 def test_event_loop_keeps_the_rate_and_counts_late_when_loops_are_busy() -> None:
     sched = Schedule(Pacing(2000.0), requests=None, duration_s=0.5)
     stats = run_event_loop(sched, 4, lambda t: 0.0)
@@ -203,6 +205,7 @@ def test_event_loop_keeps_the_rate_and_counts_late_when_loops_are_busy() -> None
     assert stats.late > 0.8 * s["sent"]
 
 
+@timing_sensitive
 def test_event_loop_stall_shows_in_corrected_and_hides_in_uncorrected() -> None:
     rate, stall_s, duration_s, at = 1000.0, 0.2, 2.0, 0.8
 
@@ -220,6 +223,7 @@ def test_event_loop_stall_shows_in_corrected_and_hides_in_uncorrected() -> None:
     assert stats.late >= rate * stall_s * 0.8
 
 
+@timing_sensitive
 def test_event_loop_portable_waker(monkeypatch: pytest.MonkeyPatch) -> None:
     """Where no timerfd exists: event-loop timers, then the loop's own iterations."""
     from rpcmeter.runners import open_loop
