@@ -5,8 +5,9 @@ Each probe is one case at one offered rate (the suite's load otherwise unchanged
 the result like any case, with the matrix dimension ``rate``. The search starts at ``load.rate``
 (or the lowest rate of a sweep, or ``DEFAULT_START``); see :func:`rpcmeter.rates.search_max_rate`.
 Idle workloads are left out; a driver that cannot run an open loop (``command``) is refused.
-Every probe runs equally long (:func:`probe_duration_s`). The result document gets ``max_rate``: one entry per search with the objective, the highest
-passing rate, the latency there, and every step.
+Every probe runs equally long (:func:`probe_duration_s`). The result document gets
+``max_rate``: one entry per search with the objective, the highest passing rate, the latency
+there, and every step.
 """
 
 from __future__ import annotations

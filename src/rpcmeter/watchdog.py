@@ -16,7 +16,7 @@ after :data:`GRACE_S` to those still alive, and exits. ``START`` is the leader's
 (``/proc/PID/stat`` field 22): a group whose leader id now belongs to another process is left
 alone.
 
-The module imports only the standard library, so that the watchdog starts in ~20 ms.
+The module imports only the standard library, so that the watchdog starts in 20-40 ms.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterable
 
 GRACE_S = 2.0
 
@@ -47,8 +48,8 @@ def group_alive(pgid: int) -> bool:
         os.killpg(pgid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:
-        return True
+    except PermissionError:  # alive, and not ours to signal
+        pass
     return True
 
 
@@ -61,10 +62,10 @@ def signal_groups(groups: dict[int, int | None], signum: int) -> None:
             os.killpg(pgid, signum)
 
 
-def watch(stream: object) -> dict[int, int | None]:
+def watch(stream: Iterable[str]) -> dict[int, int | None]:
     """Follow registrations on ``stream`` (lines) until end of file; the groups left."""
     groups: dict[int, int | None] = {}
-    for line in stream:  # type: ignore[attr-defined]
+    for line in stream:
         fields = line.split()
         if not fields:
             continue

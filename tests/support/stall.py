@@ -38,4 +38,4 @@ def check_stall(case: dict[str, Any], rate: float, stall_s: float, duration_s: f
     assert above_corrected >= rate * stall_s * 3 / 4 * 0.8, above_corrected
     assert 1 <= above_uncorrected <= above_corrected / 5, (above_uncorrected, above_corrected)
     # at least the R * S requests due during the stall could not go out on time (hiccups add more)
-    assert rate * stall_s * 0.8 <= case["open_loop"]["late"] <= case["open_loop"]["sent"]
+    assert case["open_loop"]["late"] >= rate * stall_s * 0.8

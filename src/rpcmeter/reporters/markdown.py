@@ -35,7 +35,7 @@ def _cell(cell: GridCell) -> str:
             text += f" ({fmt_ratio(cell.low)}–{fmt_ratio(cell.high)})"
         if cell.verdict == "unknown":
             return text
-        verdict = f"**{cell.shown}**" if cell.verdict in ("faster", "slower") else cell.shown
+        verdict = f"**{cell.word}**" if cell.verdict in ("faster", "slower") else cell.word
         return f"{text} {verdict}"
     return _escape(cell)
 

@@ -51,7 +51,7 @@ def ranking_table(result: Result, workload: str) -> Table:
     table = Table(
         title=f"[bold]{workload}[/bold] · ranked by requests/s",
         title_justify="left",
-        box=box.SIMPLE_HEAD,  # the style of every other table
+        box=box.SIMPLE_HEAD,  # the style of the results and comparison tables
         pad_edge=False,
     )
     for key in keys:

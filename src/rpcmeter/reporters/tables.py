@@ -28,11 +28,7 @@ class RatioCell:
     low: float | None
     high: float | None
     verdict: str  # as stored: faster, slower, same, unknown (styles key on it)
-    word: str = ""  # as shown: the verdict in the metric's words (analysis.verdict_word)
-
-    @property
-    def shown(self) -> str:
-        return self.word or self.verdict
+    word: str  # as shown: the verdict in the metric's words (analysis.verdict_word)
 
 
 GridCell = str | Mark | RatioCell

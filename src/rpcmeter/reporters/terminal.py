@@ -78,7 +78,7 @@ def _cell(cell: GridCell) -> str | Text:
     if isinstance(cell, RatioCell):
         text = Text(fmt_ratio(cell.ratio))
         if cell.verdict != "unknown":
-            text.append(f" {cell.shown}", style=VERDICT_STYLES.get(cell.verdict, ""))
+            text.append(f" {cell.word}", style=VERDICT_STYLES.get(cell.verdict, ""))
         if cell.low is not None and cell.high is not None:
             text.append(f"\n{fmt_ratio(cell.low)}-{fmt_ratio(cell.high)}", style="dim")
         return text
