@@ -32,7 +32,8 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-from rpcmeter.drivers.base import DriverContext, Endpoint
+from rpcmeter.drivers.base import DriverContext
+from rpcmeter.endpoints import Endpoint
 from rpcmeter.placement import available_cpus
 from rpcmeter.runners.closed_loop import run_closed_loop
 from rpcmeter.servers import nginx

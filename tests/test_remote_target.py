@@ -9,10 +9,10 @@ from typing import Any
 import pytest
 
 from rpcmeter.drivers import driver_class
-from rpcmeter.drivers.base import Endpoint
+from rpcmeter.endpoints import Endpoint, remote_endpoint
 from rpcmeter.errors import SuiteError
 from rpcmeter.execute import run_suite
-from rpcmeter.servers.process import ServerProcess, free_port, new_endpoint, remote_endpoint
+from rpcmeter.servers.process import ServerProcess, free_port, new_endpoint
 from rpcmeter.suite import build_suite
 
 pytestmark = pytest.mark.timeout(60)

@@ -20,7 +20,8 @@ from rpcmeter import placement as placement_mod
 from rpcmeter.breakdown import breakdown
 from rpcmeter.checks import warnings_for
 from rpcmeter.drivers import driver_class
-from rpcmeter.drivers.base import DriverContext, Endpoint
+from rpcmeter.drivers.base import DriverContext
+from rpcmeter.endpoints import Endpoint, remote_endpoint
 from rpcmeter.envs import Env, in_env, prepare_variants
 from rpcmeter.errors import EnvError, ServerError
 from rpcmeter.metrics import environment, resources
@@ -40,7 +41,6 @@ from rpcmeter.servers.process import (
     expand_command,
     new_endpoint,
     probe,
-    remote_endpoint,
     stop_all,
 )
 from rpcmeter.suite import Load, ServerSpec, Suite

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from rpcmeter.errors import SuiteError
-from rpcmeter.suite import Placement
+from rpcmeter.suite_model import Placement
 
 PERIOD_US = 100_000
 

@@ -6,7 +6,7 @@ import itertools
 from dataclasses import dataclass
 from typing import Any
 
-from rpcmeter.suite import Load, Suite
+from rpcmeter.suite_model import Load, Suite
 from rpcmeter.workloads import WorkloadParams, parse_params
 
 LOAD_KEYS = frozenset(Load.model_fields)

@@ -28,7 +28,7 @@ from rpcmeter.aggregate import Cell, PointKey, cells
 from rpcmeter.errors import UsageError
 from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.result import CaseDoc, Result
-from rpcmeter.suite import round_rate
+from rpcmeter.suite_model import round_rate
 
 KNEE_FACTOR = 3.0
 ACHIEVED_MIN = 0.98

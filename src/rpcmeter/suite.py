@@ -1,9 +1,9 @@
-"""Suite model and TOML loading.
+"""Reading a suite: TOML, ``--set`` overrides, ``--quick``, and the checks that need the drivers.
 
-A suite is the unit a user writes: a target (driver, transport, how its server starts), variants
-(what is compared), workloads (what one request does), load (how requests are issued), a matrix of
-parameters, repetitions and placement. Every error names the file, the key and what was expected,
-in one line (:class:`~rpcmeter.errors.SuiteError`, exit status 2).
+The model itself (what each key means) is :mod:`rpcmeter.suite_model`; its names are handed on
+here, so ``from rpcmeter.suite import Suite, load_suite`` reads as one place. Every error names the
+file, the key and what was expected, in one line (:class:`~rpcmeter.errors.SuiteError`, exit
+status 2).
 
 ``--set KEY=VALUE`` overrides any value before validation: dotted keys (quote a part that holds dots
 or spaces: ``workloads."random wait".delay_s=0.02``), values parsed as TOML (``4``, ``true``,
@@ -18,305 +18,53 @@ import re
 import tomllib
 from collections.abc import Iterable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import ValidationError
 
+from rpcmeter.drivers import driver_class
+from rpcmeter.drivers.base import Driver
+from rpcmeter.endpoints import remote_endpoint
 from rpcmeter.errors import SuiteError
-from rpcmeter.workloads import KINDS, WorkloadParams, parse_params
+from rpcmeter.suite_model import (
+    Breakdown,
+    GitSource,
+    Load,
+    Placement,
+    Resources,
+    Runs,
+    ServerSpec,
+    Suite,
+    Sweep,
+    Target,
+    Variant,
+    Workload,
+    round_rate,
+)
+from rpcmeter.workloads import KINDS, parse_params
+
+__all__ = [
+    "Breakdown",
+    "GitSource",
+    "Load",
+    "Placement",
+    "Resources",
+    "Runs",
+    "ServerSpec",
+    "Suite",
+    "Sweep",
+    "Target",
+    "Variant",
+    "Workload",
+    "apply_set",
+    "build_suite",
+    "builtin_suite_path",
+    "load_suite",
+    "no_open_loop",
+    "round_rate",
+    "split_key",
+]
 
-if TYPE_CHECKING:
-    from rpcmeter.drivers.base import Driver
-
-
-class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-
-class ServerSpec(_Model):
-    """How a server starts. Without ``command``, the driver's built-in reference server runs.
-
-    ``command`` takes the placeholders ``{host}``, ``{port}`` and ``{socket}``; rpcmeter picks a
-    free port or a fresh socket path for every server, so two runs never collide.
-    """
-
-    command: str | list[str] | None = None
-    cwd: str | None = None
-    env: dict[str, str] = Field(default_factory=dict)
-    ready_timeout_s: float = Field(20.0, gt=0)
-    stop_timeout_s: float = Field(5.0, gt=0)
-
-
-class Target(_Model):
-    """The system under test. With ``address`` (``"host:port"`` or a Unix socket path), the server
-    is remote: rpcmeter starts none and reports its resource figures as unknown."""
-
-    driver: str = "rpyc"
-    transport: str = "tcp"
-    host: str = "127.0.0.1"
-    address: str | None = None
-    server: ServerSpec = Field(default_factory=lambda: ServerSpec())
-    options: dict[str, Any] = Field(default_factory=dict)
-    # driver "command": the command line measured as a whole (``{param}`` placeholders), its
-    # working directory (relative to the suite file) and extra environment variables
-    command: str | list[str] | None = None
-    cwd: str | None = None
-    env: dict[str, str] = Field(default_factory=dict)
-
-
-class GitSource(_Model):
-    """A project at a git revision: ``repo`` is a path (relative to the suite file) or a URL;
-    ``subdir`` the project's directory inside the repository when it is not the top."""
-
-    repo: str
-    rev: str = "HEAD"
-    subdir: str | None = None
-
-
-class Runs(_Model):
-    """How often a command target runs per case: ``warmup`` runs first (not measured), then at
-    least ``min_runs`` runs and at least ``min_time_s`` seconds (hyperfine's defaults), at most
-    ``max_runs``; or exactly ``count`` runs. ``timeout_s`` bounds one run; descendants still
-    alive ``linger_s`` after the command exited are killed."""
-
-    warmup: int = Field(1, ge=0, le=10_000)
-    min_runs: int = Field(10, ge=1, le=1_000_000)
-    min_time_s: float = Field(3.0, ge=0)
-    max_runs: int | None = Field(None, ge=1)
-    count: int | None = Field(None, ge=1, le=1_000_000)
-    timeout_s: float = Field(600.0, gt=0)
-    linger_s: float = Field(10.0, ge=0)
-
-
-class Variant(_Model):
-    """Overrides of the target for one compared variant (any may be left out)."""
-
-    driver: str | None = None
-    options: dict[str, Any] = Field(default_factory=dict)
-    env: dict[str, str] = Field(default_factory=dict)
-    transport: str | None = None
-    host: str | None = None
-    address: str | None = None
-    server: ServerSpec | None = None
-    description: str = ""
-    # environment (rpcmeter.envs): an existing interpreter, and/or an isolated virtualenv with
-    # these requirements and/or a project at a git revision installed; the command of a
-    # command target (else the target's)
-    python: str | None = None
-    install: list[str] = Field(default_factory=list)
-    git: GitSource | None = None
-    command: str | list[str] | None = None
-
-
-class Workload(_Model):
-    """One named workload: a kind and its parameters, plus optional load settings of its own
-    (any key of ``[load]``: ``requests``, ``threads``, ``clients``, ...)."""
-
-    model_config = ConfigDict(extra="allow")
-    kind: str = ""
-    requests: int | None = Field(None, ge=1)
-    duration_s: float | None = Field(None, gt=0)
-    warmup: int | None = Field(None, ge=0)
-
-    def params(self) -> dict[str, Any]:
-        """The workload kind's parameters."""
-        return {k: v for k, v in (self.model_extra or {}).items() if k not in Load.model_fields}
-
-    def load_overrides(self) -> dict[str, Any]:
-        """Load settings this workload replaces; its own count replaces a suite duration."""
-        out = {k: v for k, v in (self.model_extra or {}).items() if k in Load.model_fields}
-        if self.warmup is not None:
-            out["warmup"] = self.warmup
-        if self.requests is not None:
-            out.update(requests=self.requests, duration_s=self.duration_s)
-        elif self.duration_s is not None:
-            out["duration_s"] = self.duration_s
-        return out
-
-
-def round_rate(value: float, digits: int = 6) -> float:
-    """A rate to ``digits`` significant digits; whole numbers as integers (``rate=200``)."""
-    v = float(f"{value:.{digits}g}")
-    return int(v) if v.is_integer() else v
-
-
-class Sweep(_Model):
-    """Offered rates ``from`` .. ``to`` in ``steps`` steps, evenly spaced (``scale = "linear"``)
-    or by a constant factor (``"log"``)."""
-
-    start: float = Field(alias="from", gt=0)
-    to: float = Field(gt=0)
-    steps: int = Field(ge=2, le=1000)
-    scale: Literal["linear", "log"] = "linear"
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
-
-    def rates(self) -> list[float]:
-        n = self.steps - 1
-        if self.scale == "log":
-            values = [self.start * (self.to / self.start) ** (i / n) for i in range(self.steps)]
-        else:
-            values = [self.start + (self.to - self.start) * i / n for i in range(self.steps)]
-        return [round_rate(v) for v in values]
-
-
-class Load(_Model):
-    """How requests are issued. Closed loop: every loop sends its next request when the
-    previous one returned; ``requests`` per loop, or for ``duration_s`` seconds.
-
-    Each of ``clients`` processes runs ``concurrency`` loops (default: ``threads``) over
-    ``connections`` connections (loops share them round-robin; rpyc: one connection per client).
-
-    Open loop (``mode = "open"``): requests go out at ``rate`` requests/s in total, split evenly
-    over the clients, whichever loop is free taking the next slot; ``requests`` per loop or
-    ``duration_s`` seconds of schedule. A send lagging more than ``late_ms`` behind its slot is
-    late; one lagging more than ``max_lag_ms`` is dropped (never sent). ``rates`` or ``sweep``
-    run several rates as the matrix dimension ``rate``
-    (:mod:`rpcmeter.runners.open_loop`)."""
-
-    mode: Literal["closed", "open"] = "closed"
-    clients: int = Field(1, ge=1, le=1024)
-    threads: int = Field(1, ge=1, le=4096)
-    connections: int = Field(1, ge=1, le=100_000)
-    concurrency: int | None = Field(None, ge=1, le=1_000_000)
-    requests: int = Field(1000, ge=1)
-    duration_s: float | None = Field(None, gt=0)
-    warmup: int = Field(10, ge=0)
-    timeout_s: float = Field(600.0, gt=0)
-    rate: float | None = Field(None, gt=0, le=1e9)
-    rates: list[float] | None = None
-    sweep: Sweep | None = None
-    late_ms: float = Field(1.0, ge=0)
-    max_lag_ms: float | None = Field(None, gt=0)
-
-    @model_validator(mode="after")
-    def _concurrency(self) -> Load:
-        if self.concurrency is not None and self.concurrency < self.connections:
-            raise ValueError(
-                f"concurrency ({self.concurrency}) must be at least connections "
-                f"({self.connections})"
-            )
-        return self
-
-    @model_validator(mode="after")
-    def _open_loop(self) -> Load:
-        given = [k for k in ("rate", "rates", "sweep") if getattr(self, k) is not None]
-        if self.mode == "closed" and given:
-            raise ValueError(f'{given[0]} is an open-loop setting: set load.mode = "open"')
-        if self.rates is not None and self.sweep is not None:
-            raise ValueError("give either rates or sweep, not both")
-        if self.rates is not None and (not self.rates or min(self.rates) <= 0):
-            raise ValueError("rates must be a non-empty list of positive requests/s")
-        return self
-
-    def rate_list(self) -> list[float] | None:
-        """The offered rates of a sweep (``rates`` or ``sweep``), or None."""
-        if self.sweep is not None:
-            return self.sweep.rates()
-        return list(self.rates) if self.rates is not None else None
-
-
-class Placement(_Model):
-    """CPUs for server and clients: a count or an explicit list; ``"auto"`` keeps them apart when
-    the machine has two or more CPUs; ``"none"`` leaves placement to the OS.
-
-    A count (``1``, or a fraction such as ``0.5``) pins to that many CPUs (rounded up) and, where
-    the machine allows it, also sets a cgroup CPU quota of exactly that many CPUs."""
-
-    server_cpus: int | float | list[int] | Literal["auto", "none"] = "auto"
-    client_cpus: int | float | list[int] | Literal["auto", "none"] = "auto"
-
-    @field_validator("server_cpus", "client_cpus")
-    @classmethod
-    def _positive(cls, v: Any) -> Any:
-        if isinstance(v, int | float) and v <= 0:
-            raise ValueError("a CPU count must be greater than 0")
-        if isinstance(v, list) and (not v or any(c < 0 for c in v)):
-            raise ValueError("a CPU list must name CPUs 0, 1, ...")
-        return v
-
-
-DEFAULT_IDLE_S = 1.0  # resources.idle_s when a suite does not set it
-
-
-class Resources(_Model):
-    """CPU and memory measurement.
-
-    ``idle_s``: the quiet window after the server is ready and before load starts over which its
-    idle CPU is measured (0 skips it). ``sample_interval_s``: how often the server's process tree
-    is sampled (peak memory, processes that come and go). ``cgroup``: apply CPU counts of
-    ``placement`` as a cgroup CPU quota where the machine allows it."""
-
-    idle_s: float = Field(default_factory=lambda: DEFAULT_IDLE_S, ge=0, le=3600)
-    sample_interval_s: float = Field(0.25, gt=0, le=60)
-    cgroup: bool = True
-
-
-class Breakdown(_Model):
-    """Where the time goes (:mod:`rpcmeter.breakdown`): before each case, ``rtt_requests``
-    ``noop`` requests per loop measure the round trip on the same server and connections."""
-
-    rtt_requests: int = Field(200, ge=1)
-
-
-class Suite(_Model):
-    name: str = "suite"
-    description: str = ""
-    target: Target = Field(default_factory=lambda: Target())
-    variants: dict[str, Variant] = Field(default_factory=lambda: {"default": Variant()})
-    baseline: str | None = None
-    workloads: dict[str, Workload] = Field(default_factory=dict)
-    load: Load = Field(default_factory=lambda: Load())
-    matrix: dict[str, list[Any]] = Field(default_factory=dict)
-    repeat: int = Field(1, ge=1, le=1000)  # unset with 2+ variants: COMPARE_REPEAT
-    seed: int = 0
-    validate_replies: bool = Field(False, alias="validate")
-    placement: Placement = Field(default_factory=lambda: Placement())
-    runs: Runs = Field(default_factory=lambda: Runs())
-    resources: Resources = Field(default_factory=lambda: Resources())
-    quick: dict[str, Any] = Field(default_factory=dict)
-    breakdown: Breakdown | None = None
-
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
-
-    # filled by load_suite, not by the file
-    path: str | None = Field(None, exclude=True)
-    source_hash: str = Field("", exclude=True)
-    source_text: str = Field("", exclude=True)
-
-    @field_validator("variants")
-    @classmethod
-    def _some_variants(cls, v: dict[str, Variant]) -> dict[str, Variant]:
-        if not v:
-            raise ValueError("at least one variant is needed")
-        return v
-
-    @field_validator("matrix")
-    @classmethod
-    def _matrix_lists(cls, v: dict[str, list[Any]]) -> dict[str, list[Any]]:
-        for key, values in v.items():
-            if not values:
-                raise ValueError(f"matrix.{key} is empty")
-        return v
-
-    def address_of(self, variant: str) -> str | None:
-        """The remote server address a variant measures (its own, or the target's), if any."""
-        return self.variants[variant].address or self.target.address
-
-    def driver_of(self, variant: str) -> str:
-        """The driver a variant uses (its own, or the target's)."""
-        return self.variants[variant].driver or self.target.driver
-
-    @property
-    def baseline_variant(self) -> str:
-        return self.baseline or next(iter(self.variants))
-
-    def workload_params(self, name: str) -> WorkloadParams:
-        w = self.workloads[name]
-        return parse_params(w.kind, w.params())
-
-
-# ---- loading ----------------------------------------------------------------------------------
 
 _LOAD_KEYS = set(Load.model_fields)
 
@@ -510,7 +258,6 @@ def no_open_loop(drivers: Iterable[type[Driver]]) -> str | None:
 
 
 def _check_semantics(suite: Suite, where: str) -> None:
-    from rpcmeter.drivers import driver_class
 
     _open_loop_rates(suite, where)
 
@@ -612,8 +359,6 @@ def _default_kind(drivers: Any) -> str | None:
 
 def _check_addresses(suite: Suite, where: str) -> None:
     """A remote address must parse and suit the driver; it excludes a server command."""
-    from rpcmeter.drivers import driver_class
-    from rpcmeter.servers.process import remote_endpoint
 
     for vname, v in suite.variants.items():
         address = suite.address_of(vname)

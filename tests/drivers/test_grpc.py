@@ -13,8 +13,9 @@ import psutil
 import pytest
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc  # type: ignore[import-untyped]
 
-from rpcmeter.drivers.base import DriverContext, Endpoint, ReplyMismatch
+from rpcmeter.drivers.base import DriverContext, ReplyMismatch
 from rpcmeter.drivers.grpc import GrpcDriver, GrpcError, GrpcUnavailable
+from rpcmeter.endpoints import Endpoint
 from rpcmeter.errors import SuiteError
 from rpcmeter.execute import run_suite
 from rpcmeter.servers.bodies import raw_bytes

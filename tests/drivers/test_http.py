@@ -7,8 +7,9 @@ import sys
 
 import pytest
 
-from rpcmeter.drivers.base import Endpoint, ReplyError, ReplyMismatch
+from rpcmeter.drivers.base import ReplyError, ReplyMismatch
 from rpcmeter.drivers.http import HttpConnection, build_request, parse_server_timing
+from rpcmeter.endpoints import Endpoint
 from rpcmeter.servers.process import ServerProcess, new_endpoint
 from rpcmeter.workloads import factorial_digits, lift_int_digit_limit
 from tests.drivers.streams import assert_clean, run_cases

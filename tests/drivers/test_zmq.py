@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
-from rpcmeter.drivers.base import DriverContext, Endpoint, ReplyMismatch
+from rpcmeter.drivers.base import DriverContext, ReplyMismatch
 from rpcmeter.drivers.zmq import ZmqDriver
+from rpcmeter.endpoints import Endpoint
 from rpcmeter.errors import SuiteError
 from rpcmeter.execute import run_suite
 from rpcmeter.servers.process import ServerProcess, new_endpoint, probe

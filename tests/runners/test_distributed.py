@@ -19,7 +19,8 @@ import pytest
 
 from rpcmeter import placement
 from rpcmeter.drivers import driver_class
-from rpcmeter.drivers.base import DriverContext, Endpoint
+from rpcmeter.drivers.base import DriverContext
+from rpcmeter.endpoints import Endpoint
 from rpcmeter.errors import ClusterError
 from rpcmeter.execute import RunOptions, run_case
 from rpcmeter.metrics.histogram import SUB_BITS, Histogram

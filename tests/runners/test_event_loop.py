@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from rpcmeter.drivers.base import DriverContext, Endpoint
+from rpcmeter.drivers.base import DriverContext
+from rpcmeter.endpoints import Endpoint
 from rpcmeter.runners.closed_loop import LoadOutcome, run_closed_loop
 from rpcmeter.workloads import NoopParams
 

@@ -61,10 +61,11 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
+from rpcmeter.endpoints import Endpoint
 from rpcmeter.workloads import WorkloadParams
 
 if TYPE_CHECKING:
-    from rpcmeter.suite import Suite
+    from rpcmeter.suite_model import Suite
 
 
 class ReplyMismatch(Exception):
@@ -77,22 +78,6 @@ class ReplyError(Exception):
     def __init__(self, kind: str, message: str = "") -> None:
         super().__init__(message or kind)
         self.kind = kind
-
-
-@dataclass(frozen=True)
-class Endpoint:
-    """Where a server listens: ``tcp`` host and port, or a ``unix`` socket path."""
-
-    transport: str
-    host: str = "127.0.0.1"
-    port: int | None = None
-    path: str | None = None
-
-    def describe(self) -> str:
-        if self.path is not None:
-            return f"{self.transport}://{self.path}"
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{self.transport}://{host}:{self.port}"
 
 
 @dataclass(frozen=True)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, ClassVar
 from rpcmeter.drivers.base import Caller, Driver
 
 if TYPE_CHECKING:
-    from rpcmeter.suite import Suite
+    from rpcmeter.suite_model import Suite
 
 
 class CommandDriver(Driver):

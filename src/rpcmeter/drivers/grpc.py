@@ -54,7 +54,7 @@ from rpcmeter.servers.bodies import (
 from rpcmeter.servers.grpc_server import method_path, target
 
 if TYPE_CHECKING:
-    from rpcmeter.suite import Suite
+    from rpcmeter.suite_model import Suite
 
 
 class GrpcError(Exception):

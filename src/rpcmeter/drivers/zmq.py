@@ -46,7 +46,7 @@ from rpcmeter.servers.bodies import (
 from rpcmeter.servers.zmq_server import SERVER_NS, address
 
 if TYPE_CHECKING:
-    from rpcmeter.suite import Suite
+    from rpcmeter.suite_model import Suite
 
 RECV_MODES = ("block", "poll", "sleep")
 _CHECK_EVERY = 1024  # busy-poll misses between two looks at the clock

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 import rpcmeter
 
 if TYPE_CHECKING:
-    from rpcmeter.suite import Suite
+    from rpcmeter.suite_model import Suite
 
 CPU_SYS = Path("/sys/devices/system/cpu")
 

@@ -47,7 +47,7 @@ from rpcmeter.workloads import (
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from rpcmeter.suite import Suite
+    from rpcmeter.suite_model import Suite
 
 KINDS = ("noop", "echo", "payload", "sleep", "factorial")
 OPS: dict[bytes, str] = {

@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from rpcmeter.drivers.base import Endpoint
+from rpcmeter.endpoints import Endpoint
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from typing import Any
 
 import grpc
 
-from rpcmeter.drivers.base import Endpoint
+from rpcmeter.endpoints import Endpoint
 from rpcmeter.servers.bodies import KINDS, SERVER_TIME_KEY, compute, sleep_seconds
 from rpcmeter.servers.common import ServerArgs, announce_ready, exit_on_sigterm, parse_server_args
 from rpcmeter.workloads import lift_int_digit_limit

@@ -21,7 +21,7 @@ from types import TracebackType
 
 import psutil
 
-from rpcmeter.drivers.base import Endpoint
+from rpcmeter.endpoints import Endpoint
 from rpcmeter.errors import ServerError
 from rpcmeter.watchdog import WATCHDOG
 
@@ -61,30 +61,6 @@ def new_endpoint(transport: str, host: str = "127.0.0.1") -> Endpoint:
         directory = tempfile.mkdtemp(prefix="rpcmeter-")
         return Endpoint(transport, host=host, path=os.path.join(directory, "server.sock"))
     return Endpoint(transport, host=host, port=free_port(host))
-
-
-UNIX_TRANSPORTS = ("unix", "ipc")
-
-
-def remote_endpoint(address: str, transport: str = "tcp") -> Endpoint:
-    """The endpoint of a server rpcmeter does not start: ``host:port`` (``[v6]:port``; an
-    optional ``tcp://`` prefix) or a Unix socket path (``/path``, ``unix:path``). A path keeps a
-    Unix-like ``transport`` (``ipc``) and is ``unix`` otherwise; a ``host:port`` keeps any other
-    transport and is ``tcp`` when ``transport`` is Unix-like. Raises ValueError."""
-    text = address.strip()
-    if text.startswith("unix:") or text.startswith("/"):
-        path = text.removeprefix("unix:").removeprefix("//")
-        if not path:
-            raise ValueError(f"no socket path in {address!r}")
-        return Endpoint(transport if transport in UNIX_TRANSPORTS else "unix", path=path)
-    text = text.removeprefix("tcp://")
-    host, sep, port_text = text.rpartition(":")
-    host = host.removeprefix("[").removesuffix("]")
-    if not sep or not host or not port_text.isdigit() or not 0 < int(port_text) < 65536:
-        raise ValueError(f"expected 'host:port' or a Unix socket path, got {address!r}")
-    return Endpoint(
-        "tcp" if transport in UNIX_TRANSPORTS else transport, host=host, port=int(port_text)
-    )
 
 
 def expand_command(

@@ -18,7 +18,7 @@ import time
 
 import zmq
 
-from rpcmeter.drivers.base import Endpoint
+from rpcmeter.endpoints import Endpoint
 from rpcmeter.servers.bodies import OPS, compute, sleep_seconds
 from rpcmeter.servers.common import ServerArgs, announce_ready, exit_on_sigterm, parse_server_args
 from rpcmeter.workloads import lift_int_digit_limit
