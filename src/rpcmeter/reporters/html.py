@@ -15,6 +15,7 @@ from typing import Any
 from rpcmeter import analysis
 from rpcmeter.aggregate import Cell, PointKey, baseline, cells, variant_names
 from rpcmeter.errors import StoreError
+from rpcmeter.reporters.format import fmt_ms, fmt_rate, fmt_ratio, fmt_s
 from rpcmeter.reporters.plots import (
     Plot,
     all_plots,
@@ -25,7 +26,6 @@ from rpcmeter.reporters.plots import (
     run_mean,
     slug,
 )
-from rpcmeter.reporters.terminal import fmt_ms, fmt_rate, fmt_ratio, fmt_s
 from rpcmeter.result import Result
 
 MAX_SHOWN_WARNINGS = 8  # more are folded away (a failed run can list one per case)

@@ -7,6 +7,7 @@ from typing import Any
 
 from rpcmeter import analysis
 from rpcmeter.aggregate import cells
+from rpcmeter.reporters.format import fmt_ratio
 from rpcmeter.reporters.tables import (
     Grid,
     GridCell,
@@ -14,7 +15,6 @@ from rpcmeter.reporters.tables import (
     RatioCell,
     comparison_grids,
     comparisons_of,
-    fmt_ratio,
     summary_grid,
     workload_grid,
 )

@@ -18,14 +18,10 @@ from rich.table import Table
 from rich.text import Text
 
 from rpcmeter.aggregate import Cell, baseline, cells
-from rpcmeter.reporters.terminal import fmt_ms, fmt_rate, fmt_ratio, fmt_s, ratio
+from rpcmeter.reporters.format import fmt_bytes, fmt_ms, fmt_rate, fmt_ratio, fmt_s, ratio
 from rpcmeter.result import Result
 
 MAX_RATIO_VARIANTS = 3
-
-
-def _fmt_bytes(n: float) -> str:
-    return "-" if not math.isfinite(n) else f"{n:,.0f}"
 
 
 def _per_request(cell: Cell, counter: str) -> float:
@@ -96,6 +92,6 @@ def ranking_table(result: Result, workload: str) -> Table:
             if has_block:
                 cols.append(fmt_ms(_per_request(c, "would_block_ns") / 1e3))
             if has_bytes:
-                cols += [_fmt_bytes(c.mean(f"bytes.{d}_per_request")) for d in ("out", "in")]
+                cols += [fmt_bytes(c.mean(f"bytes.{d}_per_request")) for d in ("out", "in")]
             table.add_row(*cols)
     return table

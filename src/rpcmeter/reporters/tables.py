@@ -7,12 +7,12 @@ decides how to draw them.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from typing import Any
 
 from rpcmeter import analysis
 from rpcmeter.aggregate import Cell, baseline, cells, variant_names
+from rpcmeter.reporters.format import fmt_ms, fmt_rate, fmt_ratio, fmt_s, ratio
 from rpcmeter.result import Result
 
 
@@ -41,37 +41,6 @@ class Grid:
     rows: list[list[GridCell]] = field(default_factory=list)
     left: int = 0  # how many leading columns are left-aligned
     note: str = ""  # shown after the title, less prominently
-
-
-def fmt_ms(us: float) -> str:
-    if not math.isfinite(us):
-        return "-"
-    ms = us / 1e3
-    if ms >= 100:
-        return f"{ms:,.0f}"
-    if ms >= 1:
-        return f"{ms:.2f}"
-    return f"{ms:.3f}"
-
-
-def fmt_rate(rps: float) -> str:
-    if not math.isfinite(rps):
-        return "-"
-    return f"{rps:,.0f}" if rps >= 100 else f"{rps:.1f}"
-
-
-def fmt_ratio(r: float | None) -> str:
-    return "-" if r is None or not math.isfinite(r) else f"{r:.2f}"
-
-
-def fmt_s(s: float) -> str:
-    if not math.isfinite(s):
-        return "-"
-    return f"{s:.1f}" if s >= 10 else f"{s:.2f}"
-
-
-def ratio(a: float, b: float) -> float:
-    return a / b if (math.isfinite(a) and math.isfinite(b) and b) else math.nan
 
 
 def comparisons_of(result: Result) -> dict[str, Any]:

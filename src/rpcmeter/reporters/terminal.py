@@ -18,6 +18,15 @@ from rich.text import Text
 from rpcmeter import analysis
 from rpcmeter.aggregate import Cell, baseline, cells, variant_names
 from rpcmeter.rates import ACHIEVED_MIN, KNEE_FACTOR, Series, rate_series
+from rpcmeter.reporters.format import (
+    fmt_bytes,
+    fmt_mb,
+    fmt_ms,
+    fmt_num,
+    fmt_rate,
+    fmt_ratio,
+    ratio,
+)
 from rpcmeter.reporters.tables import (
     Grid,
     GridCell,
@@ -25,11 +34,6 @@ from rpcmeter.reporters.tables import (
     RatioCell,
     comparison_grids,
     comparisons_of,
-    fmt_ms,
-    fmt_rate,
-    fmt_ratio,
-    fmt_s,
-    ratio,
     summary_grid,
     workload_grid,
 )
@@ -38,12 +42,7 @@ from rpcmeter.result import Result
 __all__ = [
     "comparison_tables",
     "environment_line",
-    "fmt_ms",
-    "fmt_rate",
-    "fmt_ratio",
-    "fmt_s",
     "grid_table",
-    "ratio",
     "render",
     "render_comparison",
     "render_grid",
@@ -162,10 +161,6 @@ def _mean_sd(cell: Cell, key: str) -> str:
     return "-" if not math.isfinite(mean) else f"{fmt_ms(mean)} ± {fmt_ms(sd)}"
 
 
-def _bytes(value: float) -> str:
-    return "-" if not math.isfinite(value) else f"{value:,.0f}"
-
-
 def breakdown_table(result: Result, workload: str) -> Table | None:
     """Where the time goes (study 004's table): per matrix point and variant, latency, server
     compute, round trip and overhead (mean ± sd, ms; means over repetitions), and bytes sent and
@@ -217,8 +212,8 @@ def breakdown_table(result: Result, workload: str) -> Table | None:
                 ]
             if with_bytes:
                 cols += [
-                    _bytes(cell.mean("bytes.out_per_request")),
-                    _bytes(cell.mean("bytes.in_per_request")),
+                    fmt_bytes(cell.mean("bytes.out_per_request")),
+                    fmt_bytes(cell.mean("bytes.in_per_request")),
                 ]
             table.add_row(*cols)
     return table
@@ -315,16 +310,6 @@ def command_table(result: Result, workload: str) -> Table:
                     cols.append(Text(text, style=style))
             table.add_row(*cols)
     return table
-
-
-def fmt_num(x: float, digits: int = 1) -> str:
-    if not math.isfinite(x):
-        return "-"
-    return f"{x:,.0f}" if abs(x) >= 100 else f"{x:.{digits}f}"
-
-
-def fmt_mb(n: float) -> str:
-    return "-" if not math.isfinite(n) else f"{n / 1e6:,.0f}" if n >= 1e7 else f"{n / 1e6:.1f}"
 
 
 RESOURCE_COLUMNS = (  # header, case metric, formatter
