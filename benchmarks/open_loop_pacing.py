@@ -24,9 +24,10 @@ from collections.abc import Callable
 from typing import Any
 
 from rpcmeter.runners import open_loop
-from rpcmeter.runners.client import Recorder, ThreadStats
 from rpcmeter.runners.event_loop import new_event_loop
-from rpcmeter.runners.open_loop import EventPacer, LoopWaker, Pacing, Schedule, measure_open
+from rpcmeter.runners.open_loop import EventLoad, EventPacer, LoopWaker, Schedule, measure_open
+from rpcmeter.runners.recording import Recorder, ThreadStats
+from rpcmeter.runners.spec import Pacing
 
 Result = tuple[float, float, float]  # lag p50 us, lag p99 us, CPU us per request
 
@@ -80,7 +81,7 @@ def event_way(timerfd: bool) -> Callable[[float, float], Result]:
                 loop.call_soon(done, None, None)
 
             pacer = EventPacer(
-                loop, sched, [channel] * 8, Recorder(stats, False), stats, (OSError,)
+                EventLoad(loop, sched, [channel] * 8, Recorder(stats, False), stats, (OSError,))
             )
             c0 = time.thread_time()
             stats.start_ns = sched.begin(time.perf_counter_ns())

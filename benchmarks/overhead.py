@@ -21,8 +21,10 @@ import rpyc
 from rpcmeter.drivers.base import DriverContext
 from rpcmeter.drivers.rpyc import RpycDriver
 from rpcmeter.placement import available_cpus
-from rpcmeter.runners.client import Recorder, ThreadStats, run_chunk
+from rpcmeter.runners.client import run_chunk
 from rpcmeter.runners.closed_loop import run_closed_loop
+from rpcmeter.runners.recording import Recorder, ThreadStats
+from rpcmeter.runners.spec import LoadSpec
 from rpcmeter.servers.process import ServerProcess, new_endpoint
 from rpcmeter.workloads import SimpleParams
 
@@ -97,14 +99,16 @@ def main() -> None:
         for _ in range(args.rounds):
             bare_means.append(bare_loop(endpoint.path, args.requests, args.warmup))
             outcome = run_closed_loop(
-                "rpyc",
-                DriverContext(endpoint, SimpleParams(), {}, threads=1),
-                clients=1,
-                requests=args.requests,
-                duration_s=None,
-                warmup=args.warmup,
-                timeout_s=600,
-                client_cpus=client_cpus,
+                LoadSpec(
+                    "rpyc",
+                    DriverContext(endpoint, SimpleParams(), {}, threads=1),
+                    clients=1,
+                    requests=args.requests,
+                    duration_s=None,
+                    warmup=args.warmup,
+                    timeout_s=600,
+                    client_cpus=client_cpus,
+                )
             )
             assert outcome.failure is None, outcome.failure
             tool_means.append(outcome.hist.mean)

@@ -17,6 +17,7 @@ import sys
 from rpcmeter.drivers.base import DriverContext
 from rpcmeter.placement import available_cpus
 from rpcmeter.runners.closed_loop import run_closed_loop
+from rpcmeter.runners.spec import LoadSpec
 from rpcmeter.servers.process import ServerProcess, new_endpoint
 from rpcmeter.workloads import NoopParams
 
@@ -37,16 +38,18 @@ def main() -> int:
             for _ in range(args.rounds):
                 for io, results in runs.items():
                     out = run_closed_loop(
-                        "raw",
-                        DriverContext(
-                            endpoint, NoopParams(), {"io": io}, threads=loops, connections=loops
-                        ),
-                        clients=1,
-                        requests=max(1, args.requests // loops),
-                        duration_s=None,
-                        warmup=50,
-                        timeout_s=300,
-                        client_cpus=[client_cpu],
+                        LoadSpec(
+                            "raw",
+                            DriverContext(
+                                endpoint, NoopParams(), {"io": io}, threads=loops, connections=loops
+                            ),
+                            clients=1,
+                            requests=max(1, args.requests // loops),
+                            duration_s=None,
+                            warmup=50,
+                            timeout_s=300,
+                            client_cpus=[client_cpu],
+                        )
                     )
                     if out.failure:
                         raise SystemExit(f"{io}: {out.failure}")

@@ -28,8 +28,10 @@ import statistics
 from rpcmeter.drivers import driver_class
 from rpcmeter.drivers.base import DriverContext
 from rpcmeter.placement import available_cpus
-from rpcmeter.runners.closed_loop import LoadOutcome, run_closed_loop
+from rpcmeter.runners.closed_loop import run_closed_loop
 from rpcmeter.runners.distributed import LoadCluster, load_spread, open_cluster, run_distributed
+from rpcmeter.runners.recording import LoadOutcome
+from rpcmeter.runners.spec import LoadSpec
 from rpcmeter.servers.process import ServerProcess, new_endpoint
 from rpcmeter.workloads import SimpleParams
 
@@ -125,10 +127,10 @@ def main() -> None:
                 steal: list[float] = []
                 for _ in range(args.rounds):
                     j0 = cpu_jiffies()
-                    base = run_closed_loop("rpyc", ctx, clients=clients, **load)
+                    base = run_closed_loop(LoadSpec("rpyc", ctx, clients=clients, **load))
                     plain.append(throughput(base))
                     plain_cpu.append(cpu_us_per_request(base))
-                    out = run_distributed(cluster, "rpyc", ctx, clients=clients, **load)
+                    out = run_distributed(cluster, LoadSpec("rpyc", ctx, clients=clients, **load))
                     dask.append(throughput(out))
                     dask_cpu.append(cpu_us_per_request(out))
                     worker_cpu.append(worker_us_per_request(out))

@@ -36,6 +36,7 @@ from rpcmeter.drivers.base import DriverContext
 from rpcmeter.endpoints import Endpoint
 from rpcmeter.placement import available_cpus
 from rpcmeter.runners.closed_loop import run_closed_loop
+from rpcmeter.runners.spec import LoadSpec
 from rpcmeter.servers import nginx
 from rpcmeter.servers.process import ServerProcess, expand_command, free_port
 from rpcmeter.workloads import NoopParams
@@ -116,20 +117,22 @@ def run_rpcmeter(
 ) -> tuple[float, float]:
     """(requests/s, client CPU seconds per request) of one rpcmeter run."""
     out = run_closed_loop(
-        "http",
-        DriverContext(
-            endpoint,
-            NoopParams(),
-            {"path": path, "method": "GET"},
-            threads=connections,
-            connections=connections,
-        ),
-        clients=1,
-        requests=None,
-        duration_s=duration,
-        warmup=10,
-        timeout_s=duration + 60,
-        client_cpus=[cpu],
+        LoadSpec(
+            "http",
+            DriverContext(
+                endpoint,
+                NoopParams(),
+                {"path": path, "method": "GET"},
+                threads=connections,
+                connections=connections,
+            ),
+            clients=1,
+            requests=None,
+            duration_s=duration,
+            warmup=10,
+            timeout_s=duration + 60,
+            client_cpus=[cpu],
+        )
     )
     if out.failure or out.errors:
         raise RuntimeError(f"rpcmeter run failed: {out.failure or out.errors}")

@@ -11,7 +11,6 @@ import math
 import uuid
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,6 @@ from rpcmeter import placement as placement_mod
 from rpcmeter.breakdown import breakdown
 from rpcmeter.checks import warnings_for
 from rpcmeter.drivers import driver_class
-from rpcmeter.drivers.base import DriverContext
 from rpcmeter.endpoints import Endpoint, remote_endpoint
 from rpcmeter.envs import Env, in_env, prepare_variants
 from rpcmeter.errors import EnvError, ServerError
@@ -28,14 +26,15 @@ from rpcmeter.metrics import environment, resources
 from rpcmeter.plan import Case, expand
 from rpcmeter.rates import keeps_up
 from rpcmeter.result import SCHEMA_VERSION, CaseDoc, Result, now_iso, write_json
-from rpcmeter.runners.closed_loop import LoadOutcome, preload_drivers, run_closed_loop
+from rpcmeter.runners.closed_loop import preload_drivers, run_closed_loop
 from rpcmeter.runners.distributed import (
     LoadCluster,
     load_spread,
     open_cluster,
     run_distributed,
 )
-from rpcmeter.runners.open_loop import Pacing
+from rpcmeter.runners.recording import LoadOutcome
+from rpcmeter.runners.spec import LoadHooks, LoadSpec
 from rpcmeter.servers.process import (
     ServerProcess,
     expand_command,
@@ -43,8 +42,7 @@ from rpcmeter.servers.process import (
     probe,
     stop_all,
 )
-from rpcmeter.suite import Load, ServerSpec, Suite
-from rpcmeter.workloads import NoopParams
+from rpcmeter.suite import ServerSpec, Suite
 
 ProgressCallback = Callable[[Case, int, int, float], None]  # case, total cases, requests, seconds
 CaseCallback = Callable[[Result, CaseDoc], None]
@@ -147,11 +145,12 @@ def run_suite(
             cpus = placement_mod.Cpus(cpus.server, None)
 
     environments: dict[str, Env | EnvError] = {}
+    bench = Bench(suite, options, cpus, quotas, cluster, environments, total)
 
     def run_one(case: Case) -> CaseDoc:
         if options.on_case_start:
             options.on_case_start(case, total)
-        doc = run_case(suite, case, cpus, options, total, cluster, environments, quotas)
+        doc = bench.run_case(case)
         result["cases"].append(doc)
         result["warnings"].extend(case_warnings(case, doc))
         if options.output:
@@ -232,158 +231,207 @@ def server_command(
     return in_env(command, env) if env is not None else command
 
 
-def run_case(
-    suite: Suite,
-    case: Case,
-    cpus: placement_mod.Cpus,
-    options: RunOptions,
-    total: int,
-    cluster: LoadCluster | None = None,
-    environments: Mapping[str, Env | EnvError] | None = None,
-    quotas: placement_mod.CpuQuotas | None = None,
-) -> CaseDoc:
-    """Start the case's server (none for a remote target), run its load (on ``cluster`` when
-    given), always stop the server. A variant with an environment (rpcmeter.envs) runs its server
-    with that environment's interpreter; a command target goes to rpcmeter.runners.command. The server's process tree is watched for CPU
-    and memory from its start; a remote server's figures are unknown (null)."""
-    quotas = quotas or placement_mod.CpuQuotas()
-    prepared = (environments or {}).get(case.variant)
-    if isinstance(prepared, EnvError):
-        return fail(case_skeleton(case, None, cpus), f"environment: {prepared}")
-    if suite.driver_of(case.variant) == "command":
-        return run_command(suite, case, cpus, options, total, prepared)
-    variant = suite.variants[case.variant]
-    target = suite.target
-    spec = variant.server or target.server
-    transport = variant.transport or target.transport
-    address = suite.address_of(case.variant)
-    endpoint = (
-        remote_endpoint(address, transport)
-        if address is not None
-        else new_endpoint(transport, variant.host or target.host)
-    )
-    doc = case_skeleton(case, endpoint, cpus)
-    env = {**target.server.env, **spec.env, **variant.env}
-    # None: a remote server rpcmeter neither starts nor watches (its resources are unknown)
-    server = (
-        None
-        if address is not None
-        else ServerProcess(
-            server_command(suite, case, spec, endpoint, prepared),
+@dataclass(frozen=True)
+class Bench:
+    """What every case of one run shares: the suite and the run's options, the CPUs the server and
+    the clients were given (and their quotas), the cluster the load comes from (None: local
+    client processes), the variants' prepared environments and the number of cases planned."""
+
+    suite: Suite
+    options: RunOptions
+    cpus: placement_mod.Cpus
+    quotas: placement_mod.CpuQuotas = field(default_factory=placement_mod.CpuQuotas)
+    cluster: LoadCluster | None = None
+    environments: Mapping[str, Env | EnvError] = field(default_factory=dict)
+    total: int = 1
+
+    def run_case(self, case: Case) -> CaseDoc:
+        return CaseRun(self, case).run()
+
+
+class CaseFailed(Exception):
+    """A step found the case cannot go on: ``reason`` (and the server's last output)."""
+
+    def __init__(self, reason: str, output_tail: str = "") -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.output_tail = output_tail
+
+
+class CaseRun:
+    """One case of a run, step by step (:meth:`run`). The case document is filled as the steps
+    go; a step that cannot go on raises :class:`CaseFailed` and the case is recorded as failed
+    with its reason. A command target goes to :mod:`rpcmeter.runners.command`."""
+
+    def __init__(self, bench: Bench, case: Case) -> None:
+        self.bench = bench
+        self.suite = bench.suite
+        self.case = case
+        self.doc = case_skeleton(case, None, bench.cpus)
+        self.server: ServerProcess | None = None  # None: a remote server rpcmeter does not start
+        self.monitor: resources.TreeMonitor | None = None  # watches the server rpcmeter started
+
+    def run(self) -> CaseDoc:
+        try:
+            env = self.prepare_environment()
+            if self.suite.driver_of(self.case.variant) == "command":
+                return run_command(self.bench, self.case, env)
+            endpoint = self.endpoint()
+            try:
+                self.start_server(endpoint, env)
+                if self.case.kind == "idle":  # no load: the whole case is the quiet window
+                    self.record_idle()
+                    return self.doc
+                idle = self.idle_window()
+                load = LoadSpec.of_case(self.suite, self.case, endpoint, self.bench.cpus.client)
+                rtt = self.round_trip(load)
+                outcome = self.drive_load(load)
+                self.collect_resources(outcome, idle)
+                self.record(outcome, rtt)
+            finally:
+                self.stop()
+        except CaseFailed as exc:
+            fail(self.doc, exc.reason, exc.output_tail)
+        return self.doc
+
+    def prepare_environment(self) -> Env | None:
+        """The variant's prepared environment (rpcmeter.envs), if it has one."""
+        prepared = self.bench.environments.get(self.case.variant)
+        if isinstance(prepared, EnvError):
+            raise CaseFailed(f"environment: {prepared}")
+        return prepared
+
+    def endpoint(self) -> Endpoint:
+        """Where the server listens: the variant's remote address, or a fresh port or socket."""
+        variant, target = self.suite.variants[self.case.variant], self.suite.target
+        transport = variant.transport or target.transport
+        address = self.suite.address_of(self.case.variant)
+        endpoint = (
+            remote_endpoint(address, transport)
+            if address is not None
+            else new_endpoint(transport, variant.host or target.host)
+        )
+        self.doc["endpoint"] = endpoint.describe()
+        return endpoint
+
+    def start_server(self, endpoint: Endpoint, env: Env | None) -> None:
+        """Start the case's server and watch its process tree from its start (CPU, memory); a
+        remote server is only probed (its resources are unknown)."""
+        suite, case = self.suite, self.case
+        address = suite.address_of(case.variant)
+        self.doc["server_managed"] = address is None
+        if address is not None:
+            if not probe(endpoint, timeout=5.0):
+                raise CaseFailed(f"no server answers at {endpoint.describe()} ({address})")
+            return
+        spec = suite.server_of(case.variant)
+        self.server = ServerProcess(
+            server_command(suite, case, spec, endpoint, env),
             endpoint,
-            env={**(prepared.activation() if prepared else {}), **env},
+            env={**(env.activation() if env else {}), **suite.env_of(case.variant)},
             cwd=spec.cwd,
-            cpus=cpus.server,
+            cpus=self.bench.cpus.server,
             ready_timeout_s=spec.ready_timeout_s,
             stop_timeout_s=spec.stop_timeout_s,
             ready_probe=False,
         )
-    )
-    doc["server_managed"] = server is not None
-    monitor = (
-        resources.TreeMonitor(server.tree, suite.resources.sample_interval_s)
-        if server is not None
-        else None
-    )
-    try:
-        if server is None:
-            if not probe(endpoint, timeout=5.0):
-                return fail(doc, f"no server answers at {endpoint.describe()} ({address})")
-        else:
-            try:
-                server.start()
-                note_placement(doc, placement_mod.join_cgroup(quotas.server, [server.pid]))
-                server.wait_ready()
-            except ServerError as exc:
-                return fail(doc, str(exc), exc.output_tail)
-        if monitor is not None:
-            monitor.start()
-        if case.kind == "idle":  # no load: the whole case is the quiet window
-            window = case.load.duration_s or suite.resources.idle_s or 1.0
-            record_idle_case(doc, window, monitor, cpus, quotas)
-            return doc
-        idle = (
-            monitor.idle(suite.resources.idle_s)
-            if monitor is not None and suite.resources.idle_s > 0
-            else None
+        self.monitor = resources.TreeMonitor(self.server.tree, suite.resources.sample_interval_s)
+        try:
+            self.server.start()
+            note_placement(
+                self.doc, placement_mod.join_cgroup(self.bench.quotas.server, [self.server.pid])
+            )
+            self.server.wait_ready()
+        except ServerError as exc:
+            raise CaseFailed(str(exc), exc.output_tail) from None
+        self.monitor.start()
+
+    def record_idle(self) -> None:
+        """An ``idle`` case: the server's CPU over the case's window is its idle cost."""
+        window = self.case.load.duration_s or self.suite.resources.idle_s or 1.0
+        record_idle_case(self.doc, window, self.monitor, self.bench.cpus, self.bench.quotas)
+
+    def idle_window(self) -> resources.CpuTimes | None:
+        """The server's CPU over a quiet window before the load (``resources.idle_s``)."""
+        idle_s = self.suite.resources.idle_s
+        return self.monitor.idle(idle_s) if self.monitor is not None and idle_s > 0 else None
+
+    def server_problem(self) -> str | None:
+        code = None if self.server is None else self.server.exit_code()
+        return None if code is None else f"server exited with status {code} during the case"
+
+    def run_load(self, load: LoadSpec, hooks: LoadHooks) -> LoadOutcome:
+        cluster = self.bench.cluster
+        return (
+            run_closed_loop(load, hooks)
+            if cluster is None
+            else run_distributed(cluster, load, hooks)
         )
 
-        def server_problem() -> str | None:
-            code = None if server is None else server.exit_code()
-            return None if code is None else f"server exited with status {code} during the case"
+    def round_trip(self, load: LoadSpec) -> LoadOutcome | None:
+        """With ``breakdown``: the round-trip baseline (noop requests) on the same server."""
+        if self.suite.breakdown is None:
+            return None
+        rtt = self.run_load(
+            load.round_trip(self.suite.breakdown.rtt_requests),
+            LoadHooks(server_problem=self.server_problem),
+        )
+        if rtt.failure or not rtt.hist.count:
+            raise CaseFailed(f"round-trip baseline (noop) failed: {rtt.failure}")
+        return rtt
+
+    def drive_load(self, load: LoadSpec) -> LoadOutcome:
+        """The case's load, with progress, the server watched, the clients placed in their
+        cgroup and the measured interval marked for the resource monitor."""
+        case, options, monitor = self.case, self.bench.options, self.monitor
 
         def progress(done: int, seconds: float) -> None:
             if options.on_progress:
-                options.on_progress(case, total, done, seconds)
+                options.on_progress(case, self.bench.total, done, seconds)
 
-        load = case.load
-        runner = run_closed_loop if cluster is None else partial(run_distributed, cluster)
-        rtt: LoadOutcome | None = None
-        if suite.breakdown is not None:  # the round-trip baseline, on the same server
-            rtt = runner(
-                suite.driver_of(case.variant),
-                DriverContext(
-                    endpoint=endpoint,
-                    workload=NoopParams(),
-                    options={**target.options, **variant.options, "seed": suite.seed},
-                    seed=suite.seed,
-                    threads=load.concurrency or load.threads,
-                    connections=load.connections,
-                    env=env,
-                ),
-                clients=load.clients,
-                requests=suite.breakdown.rtt_requests,
-                duration_s=None,
-                warmup=load.warmup,
-                timeout_s=load.timeout_s,
-                client_cpus=cpus.client,
-                server_problem=server_problem,
-            )
-            if rtt.failure or not rtt.hist.count:
-                return fail(doc, f"round-trip baseline (noop) failed: {rtt.failure}")
-        outcome = runner(
-            suite.driver_of(case.variant),
-            DriverContext(
-                endpoint=endpoint,
-                workload=case.params,
-                options={**target.options, **variant.options, "seed": suite.seed},
-                validate=suite.validate_replies,
-                seed=suite.seed,
-                threads=load.concurrency or load.threads,
-                connections=load.connections,
-                env=env,
+        def placed(pids: list[int]) -> None:
+            note_placement(self.doc, placement_mod.join_cgroup(self.bench.quotas.client, pids))
+
+        return self.run_load(
+            load,
+            LoadHooks(
+                on_progress=progress,
+                server_problem=self.server_problem,
+                on_start=placed,
+                on_go=lambda: monitor.mark("go") if monitor is not None else None,
+                on_end=lambda: monitor.mark("end") if monitor is not None else None,
             ),
-            clients=load.clients,
-            requests=None if load.duration_s is not None else load.requests,
-            duration_s=load.duration_s,
-            warmup=load.warmup,
-            timeout_s=load.timeout_s,
-            client_cpus=cpus.client,
-            on_progress=progress,
-            server_problem=server_problem,
-            pacing=pacing(load),
-            on_start=lambda pids: note_placement(
-                doc, placement_mod.join_cgroup(quotas.client, pids)
-            ),
-            on_go=lambda: monitor.mark("go") if monitor is not None else None,
-            on_end=lambda: monitor.mark("end") if monitor is not None else None,
         )
-        fill(doc, outcome)
+
+    def collect_resources(self, outcome: LoadOutcome, idle: resources.CpuTimes | None) -> None:
+        fill(self.doc, outcome)
+        record_resources(
+            self.doc,
+            outcome,
+            self.monitor,
+            idle,
+            self.bench.cpus,
+            self.bench.quotas,
+            self.bench.cluster,
+        )
+
+    def stop(self) -> None:
+        if self.monitor is not None:
+            self.monitor.stop()
+        if self.server is not None:
+            self.server.close()
+
+    def record(self, outcome: LoadOutcome, rtt: LoadOutcome | None) -> None:
+        """The breakdown, and why the case failed or is incomplete."""
+        doc, server = self.doc, self.server
         if rtt is not None:
             doc["breakdown"] = breakdown(rtt.hist, outcome.server_hist, outcome.net_hist)
-        record_resources(doc, outcome, monitor, idle, cpus, quotas, cluster)
         if outcome.failure:
             tail = server.output_tail() if server is not None and not server.alive() else ""
             fail(doc, outcome.failure, tail)
         elif outcome.incomplete:
             doc["status"] = "incomplete"
             doc["reason"] = outcome.incomplete
-        return doc
-    finally:
-        if monitor is not None:
-            monitor.stop()
-        if server is not None:
-            server.close()
 
 
 def note_placement(doc: CaseDoc, note: str | None) -> None:
@@ -451,13 +499,6 @@ def record_idle_case(
     )
 
 
-def pacing(load: Load) -> Pacing | None:
-    """The open-loop pacing of a case's load (None for a closed loop)."""
-    if load.mode != "open" or load.rate is None:
-        return None
-    return Pacing(load.rate, late_ms=load.late_ms, max_lag_ms=load.max_lag_ms)
-
-
 def case_warnings(case: Case, doc: CaseDoc) -> list[str]:
     """Warnings about a finished case (an open loop that did not reach its rate)."""
     ol = doc.get("open_loop")
@@ -473,27 +514,20 @@ def case_warnings(case: Case, doc: CaseDoc) -> list[str]:
     ]
 
 
-def run_command(
-    suite: Suite,
-    case: Case,
-    cpus: placement_mod.Cpus,
-    options: RunOptions,
-    total: int,
-    env: Env | None,
-) -> CaseDoc:
+def run_command(bench: Bench, case: Case, env: Env | None) -> CaseDoc:
     """A whole-command case (driver ``command``): rpcmeter.runners.command."""
     from rpcmeter.runners.command import run_command_case
 
     def progress(done: int, seconds: float) -> None:
-        if options.on_progress:
-            options.on_progress(case, total, done, seconds)
+        if bench.options.on_progress:
+            bench.options.on_progress(case, bench.total, done, seconds)
 
-    explicit = suite.placement.server_cpus != "auto"
+    explicit = bench.suite.placement.server_cpus != "auto"
     return run_command_case(
-        suite,
+        bench.suite,
         case,
-        case_skeleton(case, None, cpus),
-        cpus.server if explicit else None,
+        case_skeleton(case, None, bench.cpus),
+        bench.cpus.server if explicit else None,
         env,
         progress,
     )

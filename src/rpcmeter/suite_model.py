@@ -294,6 +294,17 @@ class Suite(_Model):
         """The driver a variant uses (its own, or the target's)."""
         return self.variants[variant].driver or self.target.driver
 
+    def server_of(self, variant: str) -> ServerSpec:
+        return self.variants[variant].server or self.target.server
+
+    def env_of(self, variant: str) -> dict[str, str]:
+        """The variant's environment variables, for its server and its clients alike."""
+        return {
+            **self.target.server.env,
+            **self.server_of(variant).env,
+            **self.variants[variant].env,
+        }
+
     @property
     def baseline_variant(self) -> str:
         return self.baseline or next(iter(self.variants))
@@ -301,6 +312,3 @@ class Suite(_Model):
     def workload_params(self, name: str) -> WorkloadParams:
         w = self.workloads[name]
         return parse_params(w.kind, w.params())
-
-
-# ---- loading ----------------------------------------------------------------------------------

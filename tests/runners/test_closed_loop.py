@@ -9,8 +9,11 @@ import pytest
 
 from rpcmeter.drivers.base import DriverContext
 from rpcmeter.endpoints import Endpoint
-from rpcmeter.runners.closed_loop import LoadOutcome, run_closed_loop
+from rpcmeter.runners.closed_loop import run_closed_loop
+from rpcmeter.runners.recording import LoadOutcome
+from rpcmeter.runners.spec import LoadSpec
 from rpcmeter.workloads import SimpleParams
+from tests.support.load import spec_and_hooks
 
 MOCK = "tests.support.mock_driver:MockDriver"
 pytestmark = pytest.mark.timeout(60)
@@ -19,14 +22,16 @@ pytestmark = pytest.mark.timeout(60)
 def run(clients: int = 1, threads: int = 1, **kw: Any) -> LoadOutcome:
     options = kw.pop("options", {})
     return run_closed_loop(
-        MOCK,
-        DriverContext(Endpoint("tcp"), SimpleParams(), options, threads=threads),
-        clients=clients,
-        requests=kw.pop("requests", 100),
-        duration_s=kw.pop("duration_s", None),
-        warmup=kw.pop("warmup", 0),
-        timeout_s=kw.pop("timeout_s", 30),
-        **kw,
+        *spec_and_hooks(
+            MOCK,
+            DriverContext(Endpoint("tcp"), SimpleParams(), options, threads=threads),
+            clients=clients,
+            requests=kw.pop("requests", 100),
+            duration_s=kw.pop("duration_s", None),
+            warmup=kw.pop("warmup", 0),
+            timeout_s=kw.pop("timeout_s", 30),
+            **kw,
+        )
     )
 
 
@@ -92,13 +97,12 @@ def test_fatal_error_during_warmup_is_reported() -> None:
 
 def test_bad_driver_fails_cleanly() -> None:
     out = run_closed_loop(
-        "tests.support.mock_driver:Nope",
-        DriverContext(Endpoint("tcp"), SimpleParams(), {}, threads=1),
-        clients=1,
-        requests=1,
-        duration_s=None,
-        warmup=0,
-        timeout_s=10,
+        LoadSpec(
+            "tests.support.mock_driver:Nope",
+            DriverContext(Endpoint("tcp"), SimpleParams(), {}, threads=1),
+            requests=1,
+            timeout_s=10,
+        )
     )
     assert out.failure is not None and "cannot connect" in out.failure
 

@@ -22,12 +22,10 @@ from rpcmeter.drivers import driver_class
 from rpcmeter.drivers.base import DriverContext
 from rpcmeter.endpoints import Endpoint
 from rpcmeter.errors import ClusterError
-from rpcmeter.execute import RunOptions, run_case
+from rpcmeter.execute import Bench, RunOptions
 from rpcmeter.metrics.histogram import SUB_BITS, Histogram
 from rpcmeter.plan import expand
 from rpcmeter.reporters import terminal
-from rpcmeter.runners.client import ClientSpec
-from rpcmeter.runners.closed_loop import LoadOutcome
 from rpcmeter.runners.distributed import (
     ClientProcess,
     LoadCluster,
@@ -35,10 +33,12 @@ from rpcmeter.runners.distributed import (
     parse_cluster,
     run_distributed,
 )
-from rpcmeter.runners.open_loop import Pacing
+from rpcmeter.runners.recording import LoadOutcome
+from rpcmeter.runners.spec import LoadSpec, Pacing
 from rpcmeter.servers.process import ServerProcess, new_endpoint
 from rpcmeter.suite import build_suite
 from rpcmeter.workloads import parse_params
+from tests.support.load import spec_and_hooks
 from tests.support.marks import timing_sensitive
 
 pytest.importorskip("distributed")
@@ -66,9 +66,7 @@ def ctx(ep: Endpoint, threads: int = 1) -> DriverContext:
 def run(cl: LoadCluster, ep: Endpoint, *, threads: int = 1, **load: Any) -> LoadOutcome:
     """Closed-loop rpyc ``simple`` load on ``cl`` (2 clients, 2 warmup calls unless given)."""
     kwargs: dict[str, Any] = {"clients": 2, "requests": None, "warmup": 2, "timeout_s": 60, **load}
-    return run_distributed(
-        cl, "rpyc", ctx(ep, threads), duration_s=kwargs.pop("duration_s", None), **kwargs
-    )
+    return run_distributed(cl, *spec_and_hooks("rpyc", ctx(ep, threads), **kwargs))
 
 
 def worker_pids(cl: LoadCluster) -> dict[str, int]:
@@ -144,7 +142,7 @@ def test_execute_dispatches_to_the_cluster(cluster: LoadCluster, server: Endpoin
         }
     )
     case = expand(suite)[0]
-    doc = run_case(suite, case, placement.Cpus(None, None), RunOptions(), 1, cluster)
+    doc = Bench(suite, RunOptions(), placement.Cpus(None, None), cluster=cluster).run_case(case)
     assert doc["status"] == "ok", doc["reason"]
     assert doc["requests"] == 300 and doc["server_managed"] is False
     assert sum(w["requests"] for w in doc["workers"]) == 300
@@ -207,15 +205,8 @@ def test_timed_out_case_leaves_no_client_process(cluster: LoadCluster, server: E
     assert gone(client_processes(cluster))
 
 
-def spec(ep: Endpoint, **changes: Any) -> ClientSpec:
-    return ClientSpec(
-        driver="rpyc",
-        ctx=ctx(ep),
-        requests=changes.pop("requests", None),
-        duration_s=changes.pop("duration_s", None),
-        warmup=2,
-        **changes,
-    )
+def spec(ep: Endpoint, **changes: Any) -> LoadSpec:
+    return LoadSpec(driver="rpyc", ctx=ctx(ep), warmup=2, **changes)
 
 
 def test_client_process_protocol_and_kill(server: Endpoint) -> None:

@@ -8,7 +8,9 @@ import pytest
 
 from rpcmeter.drivers.base import DriverContext
 from rpcmeter.endpoints import Endpoint
-from rpcmeter.runners.closed_loop import LoadOutcome, run_closed_loop
+from rpcmeter.runners.closed_loop import run_closed_loop
+from rpcmeter.runners.recording import LoadOutcome
+from rpcmeter.runners.spec import LoadSpec
 from rpcmeter.workloads import NoopParams
 
 MOCK = "tests.support.mock_event_driver:MockEventDriver"
@@ -17,13 +19,15 @@ pytestmark = pytest.mark.timeout(60)
 
 def run(clients: int = 1, loops: int = 1, **kw: Any) -> LoadOutcome:
     return run_closed_loop(
-        MOCK,
-        DriverContext(Endpoint("tcp"), NoopParams(), kw.pop("options", {}), threads=loops),
-        clients=clients,
-        requests=kw.pop("requests", 100),
-        duration_s=kw.pop("duration_s", None),
-        warmup=kw.pop("warmup", 0),
-        timeout_s=30,
+        LoadSpec(
+            MOCK,
+            DriverContext(Endpoint("tcp"), NoopParams(), kw.pop("options", {}), threads=loops),
+            clients=clients,
+            requests=kw.pop("requests", 100),
+            duration_s=kw.pop("duration_s", None),
+            warmup=kw.pop("warmup", 0),
+            timeout_s=30,
+        )
     )
 
 

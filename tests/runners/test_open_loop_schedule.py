@@ -11,8 +11,9 @@ from typing import Any
 
 import pytest
 
-from rpcmeter.runners.client import ThreadStats
-from rpcmeter.runners.open_loop import Pacing, Schedule, measure_open
+from rpcmeter.runners.open_loop import Schedule, measure_open
+from rpcmeter.runners.recording import ThreadStats
+from rpcmeter.runners.spec import Pacing
 from tests.support.marks import timing_sensitive
 
 pytestmark = pytest.mark.timeout(60)
@@ -164,9 +165,9 @@ def run_event_loop(
     ``reply_after_s(seconds since the start)`` after its request was sent."""
     import asyncio
 
-    from rpcmeter.runners.client import Recorder
     from rpcmeter.runners.event_loop import new_event_loop
-    from rpcmeter.runners.open_loop import EventPacer
+    from rpcmeter.runners.open_loop import EventLoad, EventPacer
+    from rpcmeter.runners.recording import Recorder
 
     loop = new_event_loop()
     stats = ThreadStats()
@@ -175,7 +176,9 @@ def run_event_loop(
     def channel(done: Any) -> None:
         loop.call_later(reply_after_s(time.perf_counter() - t0), done, None, None)
 
-    pacer = EventPacer(loop, sched, [channel] * loops, Recorder(stats, False), stats, (OSError,))
+    pacer = EventPacer(
+        EventLoad(loop, sched, [channel] * loops, Recorder(stats, False), stats, (OSError,))
+    )
     try:
         stats.start_ns = sched.begin(time.perf_counter_ns())
         pacer.start()

@@ -1,4 +1,6 @@
-"""What runs inside one client process: a driver, its threads, their hot loops.
+"""What runs inside one client process: a driver, its threads, their hot loops (an event
+driver's loops run in :mod:`rpcmeter.runners.event_loop`; what they record is
+:mod:`rpcmeter.runners.recording`).
 
 The hot loop is two monotonic clock reads around the call and one store into a preallocated
 ``array('q')``; every chunk of requests it publishes its count (for the progress line) and checks
@@ -10,127 +12,28 @@ from __future__ import annotations
 
 import contextlib
 import os
-import resource
 import signal
 import threading
 import time
-from array import array
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from rpcmeter.drivers import driver_class
-from rpcmeter.drivers.base import (
-    Caller,
-    Driver,
-    DriverContext,
-    EventDriver,
-    ReplyError,
-    ReplyMismatch,
+from rpcmeter.drivers.base import Caller, Driver, EventDriver
+from rpcmeter.runners.event_loop import event_load
+from rpcmeter.runners.open_loop import client_schedule, measure_open
+from rpcmeter.runners.recording import (
+    BUFFER,
+    CHUNK_TARGET_NS,
+    MAX_CHUNK,
+    Gate,
+    LoadReport,
+    Recorder,
+    ThreadStats,
+    warm_up,
 )
-from rpcmeter.metrics.histogram import Histogram
-from rpcmeter.metrics.resources import peak_rss_of
-from rpcmeter.runners.open_loop import Pacing, client_schedule, measure_open
+from rpcmeter.runners.spec import LoadSpec
 from rpcmeter.servers.process import die_with_parent
-
-BUFFER = 1 << 15  # samples per thread between folds
-MAX_CHUNK = 4096
-CHUNK_TARGET_NS = 20_000_000  # publish progress / check the clock about every 20 ms
-
-
-@dataclass(frozen=True)
-class ClientSpec:
-    """Picklable description of one client process's job."""
-
-    driver: str
-    ctx: DriverContext
-    requests: int | None
-    duration_s: float | None
-    warmup: int
-    cpus: list[int] | None = None
-    pacing: Pacing | None = None  # open loop: this client's rate (runners/open_loop.py)
-
-
-@dataclass
-class ThreadStats:
-    hist: Histogram = field(default_factory=Histogram)
-    server_hist: Histogram = field(default_factory=Histogram)
-    net_hist: Histogram = field(default_factory=Histogram)  # latency - server time, per request
-    ok: int = 0
-    errors: dict[str, int] = field(default_factory=dict)
-    first_error: dict[str, str] = field(default_factory=dict)
-    fatal: str | None = None
-    start_ns: int = 0
-    end_ns: int = 0
-    # open loop: uncorrected latency (from the actual send), requests sent, late sends, last send
-    uhist: Histogram = field(default_factory=Histogram)
-    sent: int = 0
-    late: int = 0
-    last_send_ns: int = 0
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "hist": self.hist.to_dict(),
-            "server_hist": self.server_hist.to_dict() if self.server_hist.count else None,
-            "net_hist": self.net_hist.to_dict() if self.net_hist.count else None,
-            "ok": self.ok,
-            "errors": self.errors,
-            "first_error": self.first_error,
-            "fatal": self.fatal,
-            "start_ns": self.start_ns,
-            "end_ns": self.end_ns,
-            "uhist": self.uhist.to_dict() if self.uhist.count else None,
-            "late": self.late,
-        }
-
-
-class Recorder:
-    """Preallocated sample buffers of one loop (or one event loop), folded into histograms when
-    full: latencies in ``buf``; with server time, the server-reported time in ``sbuf`` and
-    latency minus server time of the same request in ``nbuf`` (same index ``spos``)."""
-
-    __slots__ = ("buf", "nbuf", "pos", "sbuf", "spos", "stats")
-
-    def __init__(self, stats: ThreadStats, server_time: bool) -> None:
-        self.stats = stats
-        self.buf = array("q", bytes(8 * BUFFER))
-        self.pos = 0
-        self.sbuf = array("q", bytes(8 * BUFFER)) if server_time else array("q")
-        self.nbuf = array("q", bytes(8 * BUFFER)) if server_time else array("q")
-        self.spos = 0
-
-    def fold(self) -> None:
-        if self.pos:
-            self.stats.hist.record_array(np.frombuffer(self.buf, dtype=np.int64, count=self.pos))
-            self.stats.ok += self.pos
-            self.pos = 0
-        if self.spos:
-            self.stats.server_hist.record_array(
-                np.frombuffer(self.sbuf, dtype=np.int64, count=self.spos)
-            )
-            self.stats.net_hist.record_array(
-                np.frombuffer(self.nbuf, dtype=np.int64, count=self.spos)
-            )
-            self.spos = 0
-
-    def error(self, exc: BaseException, fatal_types: tuple[type[BaseException], ...]) -> bool:
-        """Count an error; True when it is fatal for this loop's connection."""
-        if isinstance(exc, ReplyMismatch):
-            kind = "mismatch"
-        elif isinstance(exc, ReplyError):
-            kind = exc.kind
-        else:
-            kind = type(exc).__name__
-        fatal = isinstance(exc, fatal_types) and not isinstance(exc, ReplyMismatch | ReplyError)
-        if fatal:
-            kind = f"connection:{kind}"
-        self.stats.errors[kind] = self.stats.errors.get(kind, 0) + 1
-        self.stats.first_error.setdefault(kind, str(exc)[:200])
-        if fatal:
-            self.stats.fatal = f"{type(exc).__name__}: {exc}"[:300]
-        return fatal
 
 
 def run_chunk(call: Caller, rec: Recorder, k: int, fatal: tuple[type[BaseException], ...]) -> int:
@@ -233,68 +136,7 @@ def measure(
     publish(done)
 
 
-def is_fatal(exc: BaseException, fatal: tuple[type[BaseException], ...]) -> bool:
-    """True when ``exc`` means the connection is gone (not a wrong or failed reply)."""
-    return isinstance(exc, fatal) and not isinstance(exc, ReplyMismatch | ReplyError)
-
-
-def warm_up(
-    call: Caller, n: int, stats: ThreadStats, fatal: tuple[type[BaseException], ...]
-) -> None:
-    """``n`` untimed calls whose results are discarded; a fatal error stops the thread."""
-    for _ in range(n):
-        try:
-            call()
-        except Exception as exc:
-            if is_fatal(exc, fatal):
-                stats.fatal = f"during warmup: {type(exc).__name__}: {exc}"[:300]
-                return
-
-
-class Gate:
-    """The client's side of the start protocol: report ready (or why not), wait for the gate,
-    then measure this process's CPU time until :meth:`finish`."""
-
-    def __init__(self, index: int, go: Any, conn: Any, driver: Driver) -> None:
-        self.index = index
-        self.go = go
-        self.conn = conn
-        self.driver = driver
-        self.usage0: Any = None
-        self.counters0: dict[str, int] = {}
-
-    def ready(self, failure: str | None) -> None:
-        self.counters0 = self.driver.counters()  # warmup traffic is not the case's
-        if failure:
-            self.conn.send(("error", f"client {self.index}: {failure}"))
-        else:
-            self.conn.send(("ready",))
-        self.go.wait()
-        self.usage0 = resource.getrusage(resource.RUSAGE_SELF)
-
-    def counters(self) -> dict[str, int]:
-        """The driver's counters since the gate opened."""
-        return {k: v - self.counters0.get(k, 0) for k, v in self.driver.counters().items()}
-
-    def cpu(self) -> dict[str, float]:
-        usage1 = resource.getrusage(resource.RUSAGE_SELF)
-        usage0 = self.usage0 or usage1
-        return {
-            "cpu_user_s": usage1.ru_utime - usage0.ru_utime,
-            "cpu_sys_s": usage1.ru_stime - usage0.ru_stime,
-            # this process image's own peak (ru_maxrss would also count the image it was
-            # started from: a Dask worker, when a cluster task starts the client)
-            "max_rss_bytes": peak_rss_of(os.getpid()) or usage1.ru_maxrss * 1024,
-        }
-
-
-# what a client's load returns: per-loop stats, and the open-loop schedule's totals (or None)
-LoadReport = tuple[list["ThreadStats"], dict[str, float] | None]
-
-
-def thread_load(
-    driver: Driver, spec: ClientSpec, gate: Gate, stop: Any, progress: Any
-) -> LoadReport:
+def thread_load(driver: Driver, spec: LoadSpec, gate: Gate, stop: Any, progress: Any) -> LoadReport:
     """One thread per loop, each calling the driver's caller (the synchronous drivers); closed
     loop, or open loop on the client's schedule when ``spec.pacing`` is set."""
     ctx = spec.ctx
@@ -356,16 +198,16 @@ def thread_load(
     return stats, sched.summary(sum(s.sent for s in stats), max(s.last_send_ns for s in stats))
 
 
-def client_main(spec: ClientSpec, go: Any, stop: Any, progress: Any, conn: Any) -> None:
+def client_main(spec: LoadSpec, go: Any, stop: Any, progress: Any, conn: Any) -> None:
     """Entry point of a client process (of the local runner, or started by a cluster task).
     Protocol on ``conn``: ("ready",) or ("error", msg) after connecting and warming up, then the
     final ("result", dict). ``go``/``stop`` are events, ``progress`` maps slot -> requests done."""
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops us
         die_with_parent(os.getppid())
-    if spec.cpus:
+    if spec.client_cpus:
         with contextlib.suppress(OSError):
-            os.sched_setaffinity(0, spec.cpus)
+            os.sched_setaffinity(0, spec.client_cpus)
     ctx = spec.ctx
     os.environ.update(ctx.env)  # before the driver imports its library (RPYC_BIND_THREADS, ...)
     try:
@@ -378,8 +220,6 @@ def client_main(spec: ClientSpec, go: Any, stop: Any, progress: Any, conn: Any) 
         return
     gate = Gate(ctx.client_index, go, conn, driver)
     if isinstance(driver, EventDriver) and driver.uses_event_loop():
-        from rpcmeter.runners.event_loop import event_load
-
         stats, schedule = event_load(driver, spec, gate, stop, progress)
     else:
         stats, schedule = thread_load(driver, spec, gate, stop, progress)

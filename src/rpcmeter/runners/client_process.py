@@ -5,7 +5,7 @@ The task starts a fresh interpreter (:func:`command`) that runs the same
 load loops have an interpreter (and a GIL) of their own instead of sharing the Dask worker's.
 They speak length-prefixed pickles (:func:`write_frame`, :func:`read_frame`):
 
-- task -> client, on stdin: the :class:`~rpcmeter.runners.client.ClientSpec`, then the commands
+- task -> client, on stdin: the :class:`~rpcmeter.runners.spec.LoadSpec`, then the commands
   ``"go"`` and ``"stop"``; end of input means stop.
 - client -> task, on stdout: ``("ready",)`` or ``("error", msg)`` once connected and warmed up,
   ``("progress", n)`` every :data:`PROGRESS_S` once the gate is open, and ``("result", dict)``
@@ -156,9 +156,9 @@ def main(parent: int) -> None:
     from rpcmeter.runners.client import client_main
 
     pipe = ResultPipe(out)
-    if spec.cpus:  # pin the helper threads too (client_main pins its own thread)
+    if spec.client_cpus:  # pin the helper threads too (client_main pins its own thread)
         with contextlib.suppress(OSError):
-            os.sched_setaffinity(0, spec.cpus)
+            os.sched_setaffinity(0, spec.client_cpus)
     go, stop, done = threading.Event(), threading.Event(), threading.Event()
     base = spec.ctx.client_index * spec.ctx.threads
     # every slot exists up front: the publisher sums while the loops store

@@ -13,48 +13,14 @@ import contextlib
 import multiprocessing as mp
 import multiprocessing.connection
 import time
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable
 from typing import Any
 
 from rpcmeter.drivers import driver_class
-from rpcmeter.drivers.base import DriverContext
 from rpcmeter.metrics.histogram import Histogram
-from rpcmeter.runners.client import ClientSpec, client_main
-from rpcmeter.runners.open_loop import Pacing
-
-ProgressFn = Callable[[int, float], None]
-AliveFn = Callable[[], str | None]
-
-
-@dataclass
-class LoadOutcome:
-    """What a load run measured (merged over clients and threads)."""
-
-    hist: Histogram = field(default_factory=Histogram)
-    server_hist: Histogram = field(default_factory=Histogram)
-    net_hist: Histogram = field(default_factory=Histogram)  # latency - server time, per request
-    ok: int = 0
-    errors: dict[str, int] = field(default_factory=dict)
-    first_error: dict[str, str] = field(default_factory=dict)
-    wall_s: float = 0.0
-    start_ns: int = 0
-    end_ns: int = 0
-    clients: list[dict[str, Any]] = field(default_factory=list)
-    counters: dict[str, int] = field(default_factory=dict)
-    failure: str | None = None
-    client_pids: list[int] = field(default_factory=list)
-    # open loop: latency from the actual send (``hist`` is then from the intended send time),
-    # and the schedule's totals (offered_rps, achieved_rps, scheduled, sent, late, dropped)
-    uhist: Histogram = field(default_factory=Histogram)
-    schedule: dict[str, float] | None = None
-    incomplete: str | None = None  # why some clients' figures are missing (a lost worker)
-    workers: list[dict[str, Any]] = field(default_factory=list)  # per worker (cluster runs)
-
-    @property
-    def requests(self) -> int:
-        return self.ok + sum(self.errors.values())
-
+from rpcmeter.runners.client import client_main
+from rpcmeter.runners.recording import LoadOutcome
+from rpcmeter.runners.spec import AliveFn, LoadHooks, LoadSpec
 
 _CTX: Any = None
 _PRELOAD = ["rpcmeter.runners.client"]
@@ -80,71 +46,37 @@ def mp_context() -> Any:
     return _CTX
 
 
-def run_closed_loop(
-    driver: str,
-    base_ctx: DriverContext,
-    *,
-    clients: int,
-    requests: int | None,
-    duration_s: float | None,
-    warmup: int,
-    timeout_s: float,
-    client_cpus: list[int] | None = None,
-    on_progress: ProgressFn | None = None,
-    server_problem: AliveFn | None = None,
-    on_start: Callable[[list[int]], None] | None = None,
-    on_go: Callable[[], None] | None = None,
-    pacing: Pacing | None = None,
-    on_end: Callable[[], None] | None = None,
-) -> LoadOutcome:
-    """Run one case's load. ``server_problem()`` returns a reason when the server is gone.
-
-    ``on_start(pids)`` is called once the client processes exist, ``on_go()`` right before the gate
-    opens and ``on_end()`` once the last client has reported (resource sampling hooks): the
-    measured interval runs from ``on_go`` to ``on_end``. With ``pacing``, the load is open loop
-    at ``pacing.rate_rps`` requests/s in total (split evenly over the clients; see
-    :mod:`rpcmeter.runners.open_loop`)."""
+def run_closed_loop(spec: LoadSpec, hooks: LoadHooks | None = None) -> LoadOutcome:
+    """Run one case's load (:class:`~rpcmeter.runners.spec.LoadSpec`) from local client
+    processes, calling ``hooks`` on the way (:class:`~rpcmeter.runners.spec.LoadHooks`). With
+    ``spec.pacing``, the load is open loop at ``pacing.rate_rps`` requests/s in total (split
+    evenly over the clients; see :mod:`rpcmeter.runners.open_loop`)."""
+    hooks = hooks or LoadHooks()
+    server_problem = hooks.server_problem
+    clients = spec.clients
     ctx = mp_context()
-    threads = base_ctx.threads
     go = ctx.Event()
     stop = ctx.Event()
-    progress = ctx.Array("q", clients * threads, lock=False)
+    progress = ctx.Array("q", clients * spec.ctx.threads, lock=False)
     pipes: list[Any] = []
     procs: list[Any] = []
     outcome = LoadOutcome()
     try:
         for c in range(clients):
-            spec = ClientSpec(
-                driver=driver,
-                ctx=DriverContext(
-                    endpoint=base_ctx.endpoint,
-                    workload=base_ctx.workload,
-                    options=dict(base_ctx.options),
-                    validate=base_ctx.validate,
-                    seed=base_ctx.seed,
-                    client_index=c,
-                    threads=threads,
-                    connections=base_ctx.connections,
-                    env=dict(base_ctx.env),
-                ),
-                requests=requests,
-                duration_s=duration_s,
-                warmup=warmup,
-                cpus=client_cpus,
-                pacing=pacing.for_client(c, clients) if pacing else None,
-            )
             recv, send = ctx.Pipe(duplex=False)
             proc = ctx.Process(
-                target=client_main, args=(spec, go, stop, progress, send), daemon=True
+                target=client_main,
+                args=(spec.for_client(c), go, stop, progress, send),
+                daemon=True,
             )
             proc.start()
             send.close()
             pipes.append(recv)
             procs.append(proc)
         outcome.client_pids = [p.pid for p in procs]
-        if on_start:
-            on_start(outcome.client_pids)
-        deadline = time.monotonic() + timeout_s
+        if hooks.on_start:
+            hooks.on_start(outcome.client_pids)
+        deadline = time.monotonic() + spec.timeout_s
 
         # 1. wait until every client is connected and warmed up
         pending = set(range(clients))
@@ -172,8 +104,8 @@ def run_closed_loop(
             return outcome
 
         # 2. open the gate, watch until every client has reported its result
-        if on_go:
-            on_go()
+        if hooks.on_go:
+            hooks.on_go()
         t_go = time.perf_counter()
         go.set()
         results: dict[int, dict[str, Any]] = {}
@@ -198,10 +130,10 @@ def run_closed_loop(
                 if msg[0] == "result":
                     results[i] = msg[1]
                     pending.discard(i)
-            if on_progress:
-                on_progress(sum(progress), time.perf_counter() - t_go)
-        if on_end:
-            on_end()
+            if hooks.on_progress:
+                hooks.on_progress(sum(progress), time.perf_counter() - t_go)
+        if hooks.on_end:
+            hooks.on_end()
         merge_results(outcome, results)
         if len(results) < clients and outcome.failure is None:
             outcome.failure = f"{clients - len(results)} client(s) reported no result"

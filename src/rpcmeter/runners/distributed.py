@@ -41,17 +41,15 @@ import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO, Any
 
-from rpcmeter.drivers.base import DriverContext
 from rpcmeter.errors import ClusterError
 from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.runners import client_process
-from rpcmeter.runners.client import ClientSpec
-from rpcmeter.runners.closed_loop import AliveFn, LoadOutcome, ProgressFn, merge_results
-from rpcmeter.runners.open_loop import Pacing
+from rpcmeter.runners.closed_loop import merge_results
+from rpcmeter.runners.recording import LoadOutcome
+from rpcmeter.runners.spec import LoadHooks, LoadSpec
 
 POLL_S = 0.1  # parent: how often it drains messages and checks futures
 PUBLISH_S = 0.25  # load worker: how often it publishes progress and looks at the stop event
@@ -165,7 +163,7 @@ class ClientProcess:
     in a process group of its own, spoken to on its stdin and stdout, its stderr kept in a file,
     and always killed with its group (:meth:`close`)."""
 
-    def __init__(self, spec: ClientSpec) -> None:
+    def __init__(self, spec: LoadSpec) -> None:
         self.index = spec.ctx.client_index
         self.stderr = tempfile.TemporaryFile(prefix="rpcmeter-client-")  # noqa: SIM115
         self.proc = subprocess.Popen(
@@ -275,7 +273,7 @@ def _watch_stop(stop_ev: Any, child: ClientProcess, done: threading.Event) -> No
                 return
 
 
-def load_worker(spec: ClientSpec, names: dict[str, str], timeout_s: float) -> dict[str, Any]:
+def load_worker(spec: LoadSpec, names: dict[str, str], timeout_s: float) -> dict[str, Any]:
     """One client of a case, as a long-running task on a Dask worker (see the module doc): it
     starts a client process, relays the start barrier, progress and stop, and kills the process
     on every way out.
@@ -366,27 +364,16 @@ def _host(address: str) -> str:
 
 
 def run_distributed(
-    cluster: LoadCluster,
-    driver: str,
-    base_ctx: DriverContext,
-    *,
-    clients: int,
-    requests: int | None,
-    duration_s: float | None,
-    warmup: int,
-    timeout_s: float,
-    client_cpus: list[int] | None = None,
-    on_progress: ProgressFn | None = None,
-    server_problem: AliveFn | None = None,
-    on_start: Callable[[list[int]], None] | None = None,
-    on_go: Callable[[], None] | None = None,
-    pacing: Pacing | None = None,
-    on_end: Callable[[], None] | None = None,
+    cluster: LoadCluster, spec: LoadSpec, hooks: LoadHooks | None = None
 ) -> LoadOutcome:
     """Run one case's load on ``cluster``'s workers; the same contract as
     :func:`~rpcmeter.runners.closed_loop.run_closed_loop` (closed or, with ``pacing``, open
-    loop: each client paces its share of the rate). ``client_cpus`` pins the client
+    loop: each client paces its share of the rate). ``spec.client_cpus`` pins the client
     threads on a local cluster only (the parent's CPU list means nothing on other machines)."""
+    hooks = hooks or LoadHooks()
+    server_problem, clients, timeout_s = hooks.server_problem, spec.clients, spec.timeout_s
+    if cluster.local is None:
+        spec = dataclasses.replace(spec, client_cpus=None)
     dist = _distributed()
     dc = cluster.client
     prefix = f"rpcmeter-{uuid.uuid4().hex[:12]}"
@@ -404,15 +391,7 @@ def run_distributed(
     futures = {
         c: dc.submit(
             load_worker,
-            ClientSpec(
-                driver=driver,
-                ctx=dataclasses.replace(base_ctx, client_index=c),
-                requests=requests,
-                duration_s=duration_s,
-                warmup=warmup,
-                cpus=client_cpus if cluster.local is not None else None,
-                pacing=pacing.for_client(c, clients) if pacing else None,
-            ),
+            spec.for_client(c),
             names,
             timeout_s,
             key=f"{prefix}-client-{c}",
@@ -482,11 +461,13 @@ def run_distributed(
                     deadline = now + GRACE_S
                 elif t_go is None and len(ready) == clients:
                     outcome.client_pids = [ready[c] for c in range(clients)]
-                    if on_start and cluster.local is not None:  # local pids mean nothing elsewhere
-                        on_start(outcome.client_pids)
+                    if (
+                        hooks.on_start and cluster.local is not None
+                    ):  # local pids mean nothing elsewhere
+                        hooks.on_start(outcome.client_pids)
                     usage0 = _usage(dc, used)
-                    if on_go:
-                        on_go()
+                    if hooks.on_go:
+                        hooks.on_go()
                     t_go = time.perf_counter()
                     go.set()
             elif now > deadline:
@@ -494,12 +475,12 @@ def run_distributed(
                     lost[c] = "did not report in time"
                     futures[c].cancel()
                 pending.clear()
-            if t_go is not None and on_progress:
-                on_progress(sum(progress.values()), time.perf_counter() - t_go)
+            if t_go is not None and hooks.on_progress:
+                hooks.on_progress(sum(progress.values()), time.perf_counter() - t_go)
             if pending:
                 time.sleep(POLL_S)
-        if on_end and t_go is not None:
-            on_end()
+        if hooks.on_end and t_go is not None:
+            hooks.on_end()
         usage1 = _usage(dc, [a for a in used if a in cluster.workers()]) if t_go else {}
     finally:
         stop.set()

@@ -21,17 +21,17 @@ from functools import partial
 from typing import Any
 
 from rpcmeter.drivers.base import Channel, Done, EventDriver, Ownership
-from rpcmeter.runners.client import (
+from rpcmeter.runners.open_loop import EventLoad, EventPacer, client_schedule
+from rpcmeter.runners.recording import (
     BUFFER,
     MAX_CHUNK,
-    ClientSpec,
     Gate,
     LoadReport,
     Recorder,
     ThreadStats,
     is_fatal,
 )
-from rpcmeter.runners.open_loop import EventPacer, Schedule, client_schedule
+from rpcmeter.runners.spec import LoadSpec
 
 TICK_S = 0.02
 NO_DEADLINE = 1 << 62
@@ -156,20 +156,11 @@ def closed_loop(
     return done
 
 
-def open_event_load(
-    loop: asyncio.AbstractEventLoop,
-    sched: Schedule,
-    channels: list[Channel],
-    rec: Recorder,
-    stats: ThreadStats,
-    fatal: tuple[type[BaseException], ...],
-    stop: Any,
-    progress: Any,
-    slot: int,
-) -> dict[str, float]:
+def open_event_load(load: EventLoad, stop: Any, progress: Any, slot: int) -> dict[str, float]:
     """The open loop of an event driver (:class:`~rpcmeter.runners.open_loop.EventPacer`);
     returns the schedule's totals."""
-    pacer = EventPacer(loop, sched, channels, rec, stats, fatal)
+    pacer = EventPacer(load)
+    loop, sched, rec, stats = load.loop, load.sched, load.rec, load.stats
 
     def publish() -> None:
         progress[slot] = stats.ok + rec.pos + sum(stats.errors.values())
@@ -197,7 +188,7 @@ def open_event_load(
 
 
 def event_load(
-    driver: EventDriver, spec: ClientSpec, gate: Gate, stop: Any, progress: Any
+    driver: EventDriver, spec: LoadSpec, gate: Gate, stop: Any, progress: Any
 ) -> LoadReport:
     """Run the client's loops on one event loop: open, warm up, gate, measure, close."""
     ctx = spec.ctx
@@ -227,9 +218,8 @@ def event_load(
         rec = Recorder(stats, driver.reports_server_time)
         sched = client_schedule(spec)
         if sched is not None:
-            return [stats], open_event_load(
-                loop, sched, channels, rec, stats, fatal, stop, progress, slot
-            )
+            load = EventLoad(loop, sched, channels, rec, stats, fatal)
+            return [stats], open_event_load(load, stop, progress, slot)
         phase = Phase(loop, len(channels))
         clock = time.perf_counter_ns
 

@@ -38,33 +38,16 @@ import sys
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
-if TYPE_CHECKING:
-    from rpcmeter.drivers.base import Caller, Channel, Done
-    from rpcmeter.runners.client import ClientSpec, Recorder, ThreadStats
+from rpcmeter.drivers.base import Caller, Channel, Done
+from rpcmeter.runners.recording import BUFFER, CHUNK_TARGET_NS, MAX_CHUNK, Recorder, ThreadStats
+from rpcmeter.runners.spec import LoadSpec, Pacing
 
 SPIN_NS = 30_000  # wake up this long before a slot, then yield until its time
 LEAD_NS = 2_000_000  # the first slot is this long after the gate opens (loops are awake by then)
-CHUNK_TARGET_NS = 20_000_000  # publish progress / check the stop flag about every 20 ms
-MAX_CHUNK = 4096
 NEVER = 1 << 62
 SEND, LATE, DROP, END = 0, 1, 2, 3  # Schedule.admit
-
-
-@dataclass(frozen=True)
-class Pacing:
-    """Open-loop settings of one run (``rate_rps`` total) or of one client (its share)."""
-
-    rate_rps: float
-    late_ms: float = 1.0
-    max_lag_ms: float | None = None
-    phase: float = 0.0  # offset of this client's slots, in slot intervals
-
-    def for_client(self, index: int, clients: int) -> Pacing:
-        """Client ``index``'s share: ``rate / clients``, its slots offset by ``index / clients``."""
-        return replace(self, rate_rps=self.rate_rps / clients, phase=index / clients)
 
 
 class Schedule:
@@ -229,8 +212,6 @@ def measure_open(
     """One loop of a client's open-loop load: take slots of ``sched`` until it is exhausted, the
     duration is over or ``stop()``; corrected latencies go to ``stats.hist``, uncorrected ones to
     ``stats.uhist``."""
-    from rpcmeter.runners.client import BUFFER, Recorder, ThreadStats
-
     fine_timer_slack()
     rec = Recorder(stats, server_time)
     urec = Recorder(ThreadStats(hist=stats.uhist), False)  # folds into stats.uhist
@@ -256,7 +237,7 @@ def measure_open(
     publish(done)
 
 
-def client_schedule(spec: ClientSpec) -> Schedule | None:
+def client_schedule(spec: LoadSpec) -> Schedule | None:
     """The schedule of a client process (None for a closed loop): ``requests`` per loop, or
     ``duration_s`` seconds of slots."""
     if spec.pacing is None:
@@ -348,6 +329,20 @@ def new_waker(
     return LoopWaker(loop, callback)
 
 
+@dataclass(frozen=True)
+class EventLoad:
+    """What the open loop of an event loop works with: the running event ``loop``, the client's
+    ``sched``, one channel per loop, the recorder of corrected latencies and the tally it folds
+    into, and the exceptions that mean a connection is gone (``fatal``)."""
+
+    loop: asyncio.AbstractEventLoop
+    sched: Schedule
+    channels: list[Channel]
+    rec: Recorder
+    stats: ThreadStats
+    fatal: tuple[type[BaseException], ...]
+
+
 class EventPacer:
     """Open loop on an event loop: the client's ``loops`` (one per channel) take slots of the
     same :class:`Schedule` with the same rule as the thread loops. A waker (:func:`new_waker`)
@@ -355,24 +350,14 @@ class EventPacer:
     request in flight, the slot waits for the next reply (and is late when that is more than
     ``late_ms`` after its time). Channels pipeline, so a loop is an in-flight request here."""
 
-    def __init__(
-        self,
-        loop: asyncio.AbstractEventLoop,
-        sched: Schedule,
-        channels: list[Channel],
-        rec: Recorder,
-        stats: ThreadStats,
-        fatal: tuple[type[BaseException], ...],
-    ) -> None:
-        from rpcmeter.runners.client import ThreadStats
-
-        self.loop = loop
-        self.sched = sched
-        self.channels = channels
-        self.rec = rec
-        self.urec = type(rec)(ThreadStats(hist=stats.uhist), False)  # folds into stats.uhist
-        self.stats = stats
-        self.fatal = fatal
+    def __init__(self, load: EventLoad) -> None:
+        self.loop = loop = load.loop
+        self.sched = load.sched
+        self.channels = channels = load.channels
+        self.rec = load.rec
+        self.urec = Recorder(ThreadStats(hist=load.stats.uhist), False)  # folds into stats.uhist
+        self.stats = load.stats
+        self.fatal = load.fatal
         self.free = list(range(len(channels)))[::-1]
         self.due = [0] * len(channels)
         self.sent_at = [0] * len(channels)
@@ -436,8 +421,6 @@ class EventPacer:
             self.waker.arm(self.next_due)
 
     def _done_for(self, i: int) -> Done:
-        from rpcmeter.runners.client import BUFFER
-
         clock = time.perf_counter_ns
         rec = self.rec
         urec = self.urec

@@ -1,0 +1,199 @@
+"""What a load records, below every runner: the tally types, the sample buffers and the gate.
+
+A loop keeps its latencies in a :class:`Recorder`: preallocated ``array('q')`` buffers that are
+folded into the histograms of its :class:`ThreadStats` when full, so memory does not grow with the
+number of requests. A client reports one :class:`ThreadStats` per loop; the parent merges them
+into a :class:`LoadOutcome`. Both are a :class:`Tally`. The :class:`Gate` is the client's side of
+the start protocol. The thread loops (:mod:`rpcmeter.runners.client`), the event loop
+(:mod:`rpcmeter.runners.event_loop`) and the open-loop pacers (:mod:`rpcmeter.runners.open_loop`)
+all record through these.
+"""
+
+from __future__ import annotations
+
+import os
+import resource
+from array import array
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from rpcmeter.drivers.base import Caller, Driver, ReplyError, ReplyMismatch
+from rpcmeter.metrics.histogram import Histogram
+from rpcmeter.metrics.resources import peak_rss_of
+
+BUFFER = 1 << 15  # samples per thread between folds
+MAX_CHUNK = 4096
+CHUNK_TARGET_NS = 20_000_000  # publish progress / check the clock about every 20 ms
+
+
+@dataclass
+class Tally:
+    """What loops count, and what adds up over loops and clients: latency histograms (``hist``;
+    ``uhist`` from the actual send in an open loop, ``hist`` then from the intended send time;
+    ``server_hist``, the server-reported time, and ``net_hist``, latency minus server time, per
+    request), requests answered ``ok``, errors by kind with the first message of each, and the
+    measured interval (perf_counter ns)."""
+
+    hist: Histogram = field(default_factory=Histogram)
+    server_hist: Histogram = field(default_factory=Histogram)
+    net_hist: Histogram = field(default_factory=Histogram)  # latency - server time, per request
+    uhist: Histogram = field(default_factory=Histogram)
+    ok: int = 0
+    errors: dict[str, int] = field(default_factory=dict)
+    first_error: dict[str, str] = field(default_factory=dict)
+    start_ns: int = 0
+    end_ns: int = 0
+
+    @property
+    def requests(self) -> int:
+        return self.ok + sum(self.errors.values())
+
+
+@dataclass
+class ThreadStats(Tally):
+    """The tally of one loop (a thread, or all loops of one event loop), as a client reports it:
+    also why it stopped (``fatal``) and, in an open loop, requests sent, late sends, last send."""
+
+    fatal: str | None = None
+    sent: int = 0
+    late: int = 0
+    last_send_ns: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "hist": self.hist.to_dict(),
+            "server_hist": self.server_hist.to_dict() if self.server_hist.count else None,
+            "net_hist": self.net_hist.to_dict() if self.net_hist.count else None,
+            "ok": self.ok,
+            "errors": self.errors,
+            "first_error": self.first_error,
+            "fatal": self.fatal,
+            "start_ns": self.start_ns,
+            "end_ns": self.end_ns,
+            "uhist": self.uhist.to_dict() if self.uhist.count else None,
+            "late": self.late,
+        }
+
+
+class Recorder:
+    """Preallocated sample buffers of one loop (or one event loop), folded into histograms when
+    full: latencies in ``buf``; with server time, the server-reported time in ``sbuf`` and
+    latency minus server time of the same request in ``nbuf`` (same index ``spos``)."""
+
+    __slots__ = ("buf", "nbuf", "pos", "sbuf", "spos", "stats")
+
+    def __init__(self, stats: ThreadStats, server_time: bool) -> None:
+        self.stats = stats
+        self.buf = array("q", bytes(8 * BUFFER))
+        self.pos = 0
+        self.sbuf = array("q", bytes(8 * BUFFER)) if server_time else array("q")
+        self.nbuf = array("q", bytes(8 * BUFFER)) if server_time else array("q")
+        self.spos = 0
+
+    def fold(self) -> None:
+        if self.pos:
+            self.stats.hist.record_array(np.frombuffer(self.buf, dtype=np.int64, count=self.pos))
+            self.stats.ok += self.pos
+            self.pos = 0
+        if self.spos:
+            self.stats.server_hist.record_array(
+                np.frombuffer(self.sbuf, dtype=np.int64, count=self.spos)
+            )
+            self.stats.net_hist.record_array(
+                np.frombuffer(self.nbuf, dtype=np.int64, count=self.spos)
+            )
+            self.spos = 0
+
+    def error(self, exc: BaseException, fatal_types: tuple[type[BaseException], ...]) -> bool:
+        """Count an error; True when it is fatal for this loop's connection."""
+        if isinstance(exc, ReplyMismatch):
+            kind = "mismatch"
+        elif isinstance(exc, ReplyError):
+            kind = exc.kind
+        else:
+            kind = type(exc).__name__
+        fatal = isinstance(exc, fatal_types) and not isinstance(exc, ReplyMismatch | ReplyError)
+        if fatal:
+            kind = f"connection:{kind}"
+        self.stats.errors[kind] = self.stats.errors.get(kind, 0) + 1
+        self.stats.first_error.setdefault(kind, str(exc)[:200])
+        if fatal:
+            self.stats.fatal = f"{type(exc).__name__}: {exc}"[:300]
+        return fatal
+
+
+def is_fatal(exc: BaseException, fatal: tuple[type[BaseException], ...]) -> bool:
+    """True when ``exc`` means the connection is gone (not a wrong or failed reply)."""
+    return isinstance(exc, fatal) and not isinstance(exc, ReplyMismatch | ReplyError)
+
+
+def warm_up(
+    call: Caller, n: int, stats: ThreadStats, fatal: tuple[type[BaseException], ...]
+) -> None:
+    """``n`` untimed calls whose results are discarded; a fatal error stops the thread."""
+    for _ in range(n):
+        try:
+            call()
+        except Exception as exc:
+            if is_fatal(exc, fatal):
+                stats.fatal = f"during warmup: {type(exc).__name__}: {exc}"[:300]
+                return
+
+
+class Gate:
+    """The client's side of the start protocol: report ready (or why not), wait for the gate,
+    then measure this process's CPU time until :meth:`finish`."""
+
+    def __init__(self, index: int, go: Any, conn: Any, driver: Driver) -> None:
+        self.index = index
+        self.go = go
+        self.conn = conn
+        self.driver = driver
+        self.usage0: Any = None
+        self.counters0: dict[str, int] = {}
+
+    def ready(self, failure: str | None) -> None:
+        self.counters0 = self.driver.counters()  # warmup traffic is not the case's
+        if failure:
+            self.conn.send(("error", f"client {self.index}: {failure}"))
+        else:
+            self.conn.send(("ready",))
+        self.go.wait()
+        self.usage0 = resource.getrusage(resource.RUSAGE_SELF)
+
+    def counters(self) -> dict[str, int]:
+        """The driver's counters since the gate opened."""
+        return {k: v - self.counters0.get(k, 0) for k, v in self.driver.counters().items()}
+
+    def cpu(self) -> dict[str, float]:
+        usage1 = resource.getrusage(resource.RUSAGE_SELF)
+        usage0 = self.usage0 or usage1
+        return {
+            "cpu_user_s": usage1.ru_utime - usage0.ru_utime,
+            "cpu_sys_s": usage1.ru_stime - usage0.ru_stime,
+            # this process image's own peak (ru_maxrss would also count the image it was
+            # started from: a Dask worker, when a cluster task starts the client)
+            "max_rss_bytes": peak_rss_of(os.getpid()) or usage1.ru_maxrss * 1024,
+        }
+
+
+# what a client's load returns: per-loop stats, and the open-loop schedule's totals (or None)
+LoadReport = tuple[list[ThreadStats], dict[str, float] | None]
+
+
+@dataclass
+class LoadOutcome(Tally):
+    """What a load run measured: the tally merged over clients and loops, per-client figures,
+    the driver's counters, the open-loop schedule's totals and why the run failed, if it did."""
+
+    wall_s: float = 0.0
+    clients: list[dict[str, Any]] = field(default_factory=list)
+    counters: dict[str, int] = field(default_factory=dict)
+    failure: str | None = None
+    client_pids: list[int] = field(default_factory=list)
+    # open loop: the schedule's totals (offered_rps, achieved_rps, scheduled, sent, late, dropped)
+    schedule: dict[str, float] | None = None
+    incomplete: str | None = None  # why some clients' figures are missing (a lost worker)
+    workers: list[dict[str, Any]] = field(default_factory=list)  # per worker (cluster runs)
