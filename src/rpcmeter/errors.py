@@ -12,6 +12,10 @@ line and exits with its ``exit_code``. Anything else escaping the library is a b
   - :class:`ClusterError`: a ``--cluster`` is malformed, unreachable or without workers.
   - :class:`EnvError`: a variant's environment (interpreter, virtualenv, install, git revision)
     cannot be prepared; fails that variant only.
+
+Two exceptions are no user's error but a reply's, counted per kind while the load goes on:
+:class:`ReplyMismatch` and :class:`ReplyError` (raised by drivers and by the reply checks of
+:mod:`rpcmeter.servers.bodies`; see :mod:`rpcmeter.drivers.base`).
 """
 
 from __future__ import annotations
@@ -57,3 +61,15 @@ class ClusterError(RpcmeterError):
 
 class EnvError(RpcmeterError):
     """A variant's environment could not be prepared (bad interpreter, revision or install)."""
+
+
+class ReplyMismatch(Exception):
+    """A reply arrived but did not match what was sent or expected (validation)."""
+
+
+class ReplyError(Exception):
+    """A reply arrived and reports a failure; counted under ``kind`` (``http_503``, ...)."""
+
+    def __init__(self, kind: str, message: str = "") -> None:
+        super().__init__(message or kind)
+        self.kind = kind

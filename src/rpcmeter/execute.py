@@ -69,9 +69,10 @@ def new_result(
 ) -> Result:
     from rpcmeter import __version__
 
-    env = environment.capture(packages)
+    env = environment.capture(packages, __version__)
     env["placement"] = {**cpus.as_dict(), **(quotas.as_dict() if quotas else {})}
-    env.update(environment.capture_suite(suite))
+    drivers = {name: driver_class(suite.driver_of(name)).packages for name in suite.variants}
+    env.update(environment.capture_suite(suite, drivers))
     return {
         "schema_version": SCHEMA_VERSION,
         "rpcmeter_version": __version__,

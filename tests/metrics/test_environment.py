@@ -23,7 +23,7 @@ def test_capture_suite_resolves_names_and_records_variant_packages() -> None:
             "workloads": {"simple": {}},
         }
     )
-    extra = environment.capture_suite(suite)
+    extra = environment.capture_suite(suite, {"a": ("rpyc",), "b": ("rpyc",)})
     assert list(extra["resolved_hosts"]) == ["localhost"]  # addresses need no resolving
     assert extra["resolved_hosts"]["localhost"]
     assert extra["variant_packages"]["a"]["rpyc"] == environment.package_version("rpyc")

@@ -62,22 +62,12 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 
 from rpcmeter.endpoints import Endpoint
+from rpcmeter.errors import ReplyError as ReplyError  # drivers raise these; defined below them
+from rpcmeter.errors import ReplyMismatch as ReplyMismatch
 from rpcmeter.workloads import WorkloadParams
 
 if TYPE_CHECKING:
     from rpcmeter.suite_model import Suite
-
-
-class ReplyMismatch(Exception):
-    """A reply arrived but did not match what was sent or expected (validation)."""
-
-
-class ReplyError(Exception):
-    """A reply arrived and reports a failure; counted under ``kind`` (``http_503``, ...)."""
-
-    def __init__(self, kind: str, message: str = "") -> None:
-        super().__init__(message or kind)
-        self.kind = kind
 
 
 @dataclass(frozen=True)

@@ -11,10 +11,9 @@ import shutil
 import socket
 import subprocess
 import sys
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-
-import rpcmeter
 
 if TYPE_CHECKING:
     from rpcmeter.suite_model import Suite
@@ -97,24 +96,22 @@ def is_address(host: str) -> bool:
     return True
 
 
-def capture_suite(suite: Suite) -> dict[str, Any]:
+def capture_suite(suite: Suite, packages: Mapping[str, Iterable[str]]) -> dict[str, Any]:
     """What the run depends on beyond the machine: how every host name of the suite resolves,
-    and the versions of each variant's packages in the environment its processes run in."""
-    from rpcmeter.drivers import driver_class
-
+    and the versions of each variant's ``packages`` (its driver's) in the environment its
+    processes run in."""
     hosts = {suite.target.host, *(v.host for v in suite.variants.values() if v.host)}
     return {
         "resolved_hosts": {h: resolve_host(h) for h in sorted(hosts) if not is_address(h)},
         "variant_packages": {
-            name: {p: package_version(p) for p in driver_class(suite.driver_of(name)).packages}
-            for name in suite.variants
+            name: {p: package_version(p) for p in packages[name]} for name in suite.variants
         },
     }
 
 
-def capture(packages: tuple[str, ...] = ()) -> dict[str, Any]:
+def capture(packages: tuple[str, ...] = (), version: str | None = None) -> dict[str, Any]:
     """Host, CPU, OS, Python and package versions, CPU frequency and idle settings, load average
-    and virtualisation hints."""
+    and virtualisation hints; ``version`` is rpcmeter's own."""
     uname = platform.uname()
     return {
         "host": socket.gethostname(),
@@ -128,7 +125,7 @@ def capture(packages: tuple[str, ...] = ()) -> dict[str, Any]:
         "machine": uname.machine,
         "python": sys.version.split()[0],
         "python_implementation": platform.python_implementation(),
-        "rpcmeter": rpcmeter.__version__,
+        "rpcmeter": version,
         "packages": {name: package_version(name) for name in packages},
         "cpu_governor": cpu_governors(),
         "cpuidle_driver": _read(CPU_SYS / "cpuidle" / "current_driver"),

@@ -39,8 +39,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import re
-import shlex
 import statistics
 import subprocess
 import sys
@@ -53,8 +51,8 @@ from typing import Any
 
 import psutil
 
+from rpcmeter.drivers.command import command_of, fill
 from rpcmeter.envs import Env
-from rpcmeter.errors import SuiteError
 from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.plan import Case
 from rpcmeter.runners import tree
@@ -62,67 +60,7 @@ from rpcmeter.suite import Runs, Suite
 from rpcmeter.watchdog import WATCHDOG
 from rpcmeter.workloads import CommandParams
 
-_PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
 RUN_KEYS = ("wall_s", "user_s", "sys_s", "max_rss_bytes", "exit_code", "processes")
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
-def placeholders(command: str | Sequence[str]) -> list[str]:
-    """Names of the ``{name}`` placeholders in a command line."""
-    parts = [command] if isinstance(command, str) else list(command)
-    return [m.group(1) for p in parts for m in _PLACEHOLDER.finditer(p) if m.group(1)]
-
-
-def fill(command: str | Sequence[str], values: Mapping[str, Any]) -> list[str]:
-    """Split ``command`` (shell-like, without a shell) and fill its placeholders."""
-    parts = shlex.split(command) if isinstance(command, str) else list(command)
-
-    def sub(m: re.Match[str]) -> str:
-        if m.group(0) in ("{{", "}}"):
-            return m.group(0)[0]
-        return _text(values[m.group(1)])
-
-    return [_PLACEHOLDER.sub(sub, p) for p in parts]
-
-
-def command_of(suite: Suite, variant: str, workload: str) -> tuple[str | list[str] | None, str]:
-    """The command line a variant runs for a workload, and the key it came from."""
-    w_cmd = suite.workloads[workload].params().get("command")
-    if w_cmd is not None:
-        return w_cmd, f"workloads.{workload}.command"
-    v_cmd = suite.variants[variant].command
-    if v_cmd is not None:
-        return v_cmd, f"variants.{variant}.command"
-    return suite.target.command, "target.command"
-
-
-def check_suite(suite: Suite, where: str) -> None:
-    """Every variant and workload has a command line whose placeholders are all known."""
-    for wname, w in suite.workloads.items():
-        known = {"python", *suite.matrix, *(k for k in w.params() if k != "command")}
-        for vname in suite.variants:
-            command, key = command_of(suite, vname, wname)
-            if command is None or command == "" or command == []:
-                raise SuiteError(
-                    f"{where}: target.command: driver 'command' needs a command line "
-                    f"(variant {vname!r}, workload {wname!r})"
-                )
-            try:
-                names = placeholders(command)
-                fill(command, dict.fromkeys(names, ""))
-            except ValueError as exc:
-                raise SuiteError(f"{where}: {key}: cannot split the command line: {exc}") from None
-            unknown = [n for n in names if n not in known]
-            if unknown:
-                raise SuiteError(
-                    f"{where}: {key}: unknown placeholder {{{unknown[0]}}} "
-                    f"(known: {', '.join(sorted(known))})"
-                )
 
 
 # ---- one run ----------------------------------------------------------------------------------

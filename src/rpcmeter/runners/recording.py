@@ -19,7 +19,8 @@ from typing import Any
 
 import numpy as np
 
-from rpcmeter.drivers.base import Caller, Driver, ReplyError, ReplyMismatch
+from rpcmeter.drivers.base import Caller, Driver
+from rpcmeter.errors import ReplyError, ReplyMismatch
 from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.metrics.resources import peak_rss_of
 

@@ -31,8 +31,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rpcmeter.drivers.base import ReplyMismatch
-from rpcmeter.errors import SuiteError
+from rpcmeter.errors import ReplyMismatch, SuiteError
 from rpcmeter.workloads import (
     EchoParams,
     FactorialParams,
