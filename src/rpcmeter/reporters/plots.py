@@ -28,9 +28,10 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from functools import partial
+from typing import Any, Literal, TypeVar
 
 from rpcmeter.aggregate import Cell, PointKey, baseline, cells, variant_names
 from rpcmeter.rates import rate_series, uncorrected_hist
@@ -60,6 +61,7 @@ SPECTRUM_STEPS_PER_DECADE = 8
 
 
 LineStyle = Literal["-", "--", ":"]
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -249,11 +251,38 @@ def spectrum_plot(workload: str, point: PointKey, row: dict[str, Cell]) -> Plot 
     )
 
 
-def _mean_min_max(values: Iterable[float]) -> tuple[float, float, float]:
+Spread = tuple[float, float, float]  # a value and its whisker: (middle, low, high)
+NO_SPREAD: Spread = (math.nan, math.nan, math.nan)
+
+
+def _mean_min_max(values: Iterable[float]) -> Spread:
     vals = [v for v in values if math.isfinite(v)]
     if not vals:
-        return math.nan, math.nan, math.nan
+        return NO_SPREAD
     return statistics.fmean(vals), min(vals), max(vals)
+
+
+def spread_series(
+    variant: str, cats: tuple[str, ...], spreads: Iterable[Spread], stack: str = ""
+) -> Series:
+    """The series of one variant over categories, a value with whiskers at each."""
+    ys, los, his = (tuple(col) for col in zip(*spreads, strict=True))
+    return Series(variant, variant, cats, ys, los, his, stack=stack)
+
+
+def at_points(
+    grid: dict[PointKey, dict[str, Cell]],
+    points: Iterable[PointKey],
+    variant: str,
+    measure: Callable[[Cell], T],
+    missing: T,
+) -> list[T]:
+    """``measure`` of the variant's cell at each point; ``missing`` where it has no good case."""
+    out = []
+    for p in points:
+        c = grid[p].get(variant)
+        out.append(measure(c) if c is not None and c.ok_cases else missing)
+    return out
 
 
 def _load_shape(cell: Cell) -> dict[str, float]:
@@ -265,6 +294,18 @@ def _shape_order(shape: dict[str, float]) -> tuple[float, float]:
     """Offered rate, then total loops (clients x concurrency or threads)."""
     loops = shape.get("clients", 1) * (shape.get("concurrency") or shape.get("threads", 1))
     return shape.get("rate", 0.0), loops
+
+
+def _throughput(c: Cell) -> Spread:
+    """Mean requests/s of the repetitions, whiskers from the lowest to the highest."""
+    return _mean_min_max(c.values("throughput_rps"))
+
+
+def _p99_spread(c: Cell, div: float) -> Spread:
+    """p99 of all repetitions, whiskers from the lowest to the highest repetition's p99."""
+    reps = [case_histogram(case).percentile(99) / 1e3 / div for case in c.ok_cases]
+    _, lo, hi = _mean_min_max(reps)
+    return c.latency_us("p99") / div, lo, hi
 
 
 def scaling_plots(workload: str, grid: dict[PointKey, dict[str, Cell]]) -> list[Plot]:
@@ -292,24 +333,10 @@ def scaling_plots(workload: str, grid: dict[PointKey, dict[str, Cell]]) -> list[
         p99: list[Series] = []
         p99_max = _finite_max(c.latency_us("p99") for p in points for c in grid[p].values())
         unit, div = latency_unit(p99_max)
-        nan3 = (math.nan, math.nan, math.nan)
+        p99_of = partial(_p99_spread, div=div)
         for v in variants:
-            tputs: list[tuple[float, float, float]] = []
-            p99s: list[tuple[float, float, float]] = []
-            for p in points:
-                c = grid[p].get(v)
-                if c is None or not c.ok_cases:
-                    tputs.append(nan3)
-                    p99s.append(nan3)
-                    continue
-                tputs.append(_mean_min_max(c.values("throughput_rps")))
-                reps = [case_histogram(case).percentile(99) / 1e3 / div for case in c.ok_cases]
-                _, lo, hi = _mean_min_max(reps)
-                p99s.append((c.latency_us("p99") / div, lo, hi))
-            t_mean, t_lo, t_hi = (tuple(col) for col in zip(*tputs, strict=True))
-            l_mid, l_lo, l_hi = (tuple(col) for col in zip(*p99s, strict=True))
-            tput.append(Series(v, v, cats, t_mean, t_lo, t_hi))
-            p99.append(Series(v, v, cats, l_mid, l_lo, l_hi))
+            tput.append(spread_series(v, cats, at_points(grid, points, v, _throughput, NO_SPREAD)))
+            p99.append(spread_series(v, cats, at_points(grid, points, v, p99_of, NO_SPREAD)))
         plots.append(
             Plot(
                 id=f"throughput-{ident}",
@@ -353,7 +380,7 @@ def ratio_plot(
     series = []
     any_ci = False
     for v in others:
-        triples: list[tuple[float, float, float]] = []
+        triples: list[Spread] = []
         for p in points:
             b, c = grid[p].get(base), grid[p].get(v)
             comp = comparison(result, workload, p, v, metric)
@@ -361,16 +388,16 @@ def ratio_plot(
                 triples.append((comp.ratio, comp.ci_low, comp.ci_high))
                 any_ci = any_ci or math.isfinite(comp.ci_low)
             elif b is None or c is None or not b.ok_cases or not c.ok_cases:
-                triples.append((math.nan, math.nan, math.nan))
+                triples.append(NO_SPREAD)
             elif command:
                 r = _ratio(run_mean(c, "wall_s"), run_mean(b, "wall_s"))
                 triples.append((r, math.nan, math.nan))
             else:
                 r = _ratio(c.latency_us("mean"), b.latency_us("mean"))
                 triples.append((r, math.nan, math.nan))
-        ys, los, his = (tuple(col) for col in zip(*triples, strict=True))
-        if any(math.isfinite(y) for y in ys):
-            series.append(Series(v, v, cats, ys, los, his))
+        line = spread_series(v, cats, triples)
+        if line.finite_points():
+            series.append(line)
     if not series:
         return None
     return Plot(
@@ -414,12 +441,9 @@ def cpu_plots(workload: str, grid: dict[PointKey, dict[str, Cell]]) -> list[Plot
     for side in ("client", "server"):
         series = []
         for v in variants:
-            user, system = [], []
-            for p in points:
-                c = grid[p].get(v)
-                got = _cpu_per_request(c, side) if c is not None and c.ok_cases else None
-                user.append(got[0] if got else math.nan)
-                system.append(got[1] if got else math.nan)
+            cpu = at_points(grid, points, v, partial(_cpu_per_request, side=side), None)
+            user = [got[0] if got else math.nan for got in cpu]
+            system = [got[1] if got else math.nan for got in cpu]
             if any(math.isfinite(u) for u in user):
                 series.append(Series(f"{v} user", v, cats, tuple(user), stack=v, shade=0))
                 series.append(Series(f"{v} system", v, cats, tuple(system), stack=v, shade=1))
@@ -460,10 +484,9 @@ def idle_plot(result: Result, grid_all: dict[str, dict[PointKey, dict[str, Cell]
         return None
     series = []
     for v in names:
-        stats = [_mean_min_max(idle_values(w, v)) for w in cats]
-        ys, los, his = (tuple(col) for col in zip(*stats, strict=True))
-        if any(math.isfinite(y) for y in ys):
-            series.append(Series(v, v, cats, ys, los, his, stack=v))
+        bars = spread_series(v, cats, (_mean_min_max(idle_values(w, v)) for w in cats), stack=v)
+        if bars.finite_points():
+            series.append(bars)
     return Plot(
         id="idle-cpu",
         kind="idle",
@@ -484,9 +507,8 @@ def command_plot(workload: str, point: PointKey, row: dict[str, Cell]) -> Plot |
     for v, cell in row.items():
         if not is_command_cell(cell):
             continue
-        stats = [_mean_min_max(cell.values(f"runs.{key}")) for _, key in COMMAND_METRICS]
-        ys, los, his = (tuple(col) for col in zip(*stats, strict=True))
-        series.append(Series(v, v, cats, ys, los, his, stack=v))
+        stats = (_mean_min_max(cell.values(f"runs.{key}")) for _, key in COMMAND_METRICS)
+        series.append(spread_series(v, cats, stats, stack=v))
     if not series:
         return None
     counts = [len(c.get("runs") or []) for cell in row.values() for c in cell.ok_cases]
