@@ -2,10 +2,19 @@
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Iterator
+from typing import Any, TypeVar
 
-from rpcmeter.drivers.base import Driver
-from rpcmeter.workloads import factorial_digits, lift_int_digit_limit
+import pytest
+
+from rpcmeter.drivers.base import Driver, DriverContext
+from rpcmeter.endpoints import Endpoint
+from rpcmeter.errors import SuiteError
+from rpcmeter.servers.process import ServerProcess, new_endpoint
+from rpcmeter.suite import build_suite
+from rpcmeter.workloads import WorkloadParams, factorial_digits, lift_int_digit_limit, parse_params
+
+D = TypeVar("D", bound=Driver)
 
 lift_int_digit_limit()  # 3000! has more digits than str() allows by default
 
@@ -24,9 +33,13 @@ WORKLOAD_CASES: list[tuple[str, dict[str, Any], int]] = [
 ]
 
 
-def three_timed_calls(d: Driver, kind: str) -> dict[str, int]:
-    """Make three calls through thread 0's caller; each must report the server's time (a sleep
-    of 20 ms at least 18 ms of it). Returns the driver's counters; closes the driver."""
+def three_timed_calls(
+    driver: type[D], endpoint: Endpoint, kind: str, params: dict[str, Any]
+) -> tuple[D, dict[str, int]]:
+    """Connect a ``driver`` for workload ``kind`` with ``params`` and make three calls through
+    thread 0's caller; each must report the server's time (a sleep of 20 ms at least 18 ms of
+    it). Returns the (closed) driver and its counters."""
+    d = connected(driver, endpoint, parse_params(kind, params))
     try:
         call = d.caller(0)
         times = [call() for _ in range(3)]
@@ -34,6 +47,50 @@ def three_timed_calls(d: Driver, kind: str) -> dict[str, int]:
         assert len(server_ns) == 3, times
         if kind == "sleep":
             assert min(server_ns) >= 20e6 * 0.9
-        return d.counters()
+        return d, d.counters()
     finally:
         d.close()
+
+
+def server_fixture(driver: type[Driver], transports: tuple[str, ...]) -> Any:
+    """A module-scoped fixture: the driver's built-in server, once per transport."""
+
+    @pytest.fixture(scope="module", params=transports)
+    def server(request: pytest.FixtureRequest) -> Iterator[ServerProcess]:
+        endpoint = new_endpoint(request.param)
+        with ServerProcess(driver.server_command(endpoint, {}), endpoint) as proc:
+            yield proc
+
+    return server
+
+
+def connected(
+    driver: type[D],
+    endpoint: Endpoint,
+    workload: WorkloadParams,
+    *,
+    threads: int = 1,
+    connections: int = 1,
+    validate: bool = True,
+    **options: Any,
+) -> D:
+    """A driver of ``driver``'s class, connected to ``endpoint`` (replies validated)."""
+    d = driver(
+        DriverContext(
+            endpoint=endpoint,
+            workload=workload,
+            options=options,
+            validate=validate,
+            threads=threads,
+            connections=connections,
+        )
+    )
+    d.connect()
+    return d
+
+
+def suite_error(raw: dict[str, Any]) -> str:
+    """The message of the SuiteError that loading ``raw`` (as ``s.toml``) raises."""
+    with pytest.raises(SuiteError) as info:
+        build_suite(raw, "s.toml")
+    return str(info.value)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from collections.abc import Iterator
 from concurrent import futures
+from functools import partial
 from typing import Any
 
 import grpc
@@ -13,7 +14,7 @@ import psutil
 import pytest
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc  # type: ignore[import-untyped]
 
-from rpcmeter.drivers.base import DriverContext, ReplyMismatch
+from rpcmeter.drivers.base import ReplyMismatch
 from rpcmeter.drivers.grpc import GrpcDriver, GrpcError, GrpcUnavailable
 from rpcmeter.endpoints import Endpoint
 from rpcmeter.errors import SuiteError
@@ -21,49 +22,19 @@ from rpcmeter.execute import run_suite
 from rpcmeter.servers.bodies import raw_bytes
 from rpcmeter.servers.process import ServerProcess, new_endpoint
 from rpcmeter.suite import build_suite
-from rpcmeter.workloads import WorkloadParams, lift_int_digit_limit, parse_params
-from tests.drivers.calls import WORKLOAD_CASES, three_timed_calls
+from rpcmeter.workloads import parse_params
+from tests.drivers import calls
 
 pytestmark = pytest.mark.timeout(120)
-lift_int_digit_limit()
+server = calls.server_fixture(GrpcDriver, ("tcp", "unix"))
+driver = partial(calls.connected, GrpcDriver)
 
 
-@pytest.fixture(scope="module", params=["tcp", "unix"])
-def server(request: pytest.FixtureRequest) -> Iterator[ServerProcess]:
-    endpoint = new_endpoint(request.param)
-    with ServerProcess(GrpcDriver.server_command(endpoint, {}), endpoint) as proc:
-        yield proc
-
-
-def driver(
-    endpoint: Endpoint,
-    workload: WorkloadParams,
-    *,
-    threads: int = 1,
-    connections: int = 1,
-    validate: bool = True,
-    **options: Any,
-) -> GrpcDriver:
-    d = GrpcDriver(
-        DriverContext(
-            endpoint=endpoint,
-            workload=workload,
-            options=options,
-            validate=validate,
-            threads=threads,
-            connections=connections,
-        )
-    )
-    d.connect()
-    return d
-
-
-@pytest.mark.parametrize(("kind", "params", "reply_len"), WORKLOAD_CASES)
+@pytest.mark.parametrize(("kind", "params", "reply_len"), calls.WORKLOAD_CASES)
 def test_workloads_validated_with_server_time(
     server: ServerProcess, kind: str, params: dict[str, Any], reply_len: int
 ) -> None:
-    d = driver(server.endpoint, parse_params(kind, params))
-    counters = three_timed_calls(d, kind)
+    d, counters = calls.three_timed_calls(GrpcDriver, server.endpoint, kind, params)
     assert counters["bytes_in"] == 3 * reply_len
     assert counters["bytes_out"] == 3 * len(d.request)
 
@@ -220,6 +191,4 @@ def test_suite_end_to_end_records_server_time_and_bytes() -> None:
 )
 def test_bad_options_fail_when_the_suite_loads(options: dict[str, Any], message: str) -> None:
     raw = {"target": {"driver": "grpc", "options": options}, "workloads": {"noop": {}}}
-    with pytest.raises(SuiteError) as info:
-        build_suite(raw, "s.toml")
-    assert str(info.value).startswith(f"s.toml: variants.default: {message}")
+    assert calls.suite_error(raw).startswith(f"s.toml: variants.default: {message}")

@@ -7,51 +7,31 @@ import math
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from functools import partial
 from typing import Any
 
 import pytest
 
-from rpcmeter.drivers.base import DriverContext, ReplyMismatch
+from rpcmeter.drivers.base import ReplyMismatch
 from rpcmeter.drivers.zmq import ZmqDriver
-from rpcmeter.endpoints import Endpoint
 from rpcmeter.errors import SuiteError
 from rpcmeter.execute import run_suite
 from rpcmeter.servers.process import ServerProcess, new_endpoint, probe
 from rpcmeter.servers.zmq_server import address
 from rpcmeter.suite import build_suite
-from rpcmeter.workloads import WorkloadParams, lift_int_digit_limit, parse_params
-from tests.drivers.calls import WORKLOAD_CASES, three_timed_calls
+from rpcmeter.workloads import parse_params
+from tests.drivers import calls
 
 pytestmark = pytest.mark.timeout(120)
-lift_int_digit_limit()
+server = calls.server_fixture(ZmqDriver, ("tcp", "ipc"))
+driver = partial(calls.connected, ZmqDriver)
 
 
-@pytest.fixture(scope="module", params=["tcp", "ipc"])
-def server(request: pytest.FixtureRequest) -> Iterator[ServerProcess]:
-    endpoint = new_endpoint(request.param)
-    with ServerProcess(ZmqDriver.server_command(endpoint, {}), endpoint) as proc:
-        yield proc
-
-
-def driver(
-    endpoint: Endpoint, workload: WorkloadParams, *, threads: int = 1, **options: Any
-) -> ZmqDriver:
-    d = ZmqDriver(
-        DriverContext(
-            endpoint=endpoint, workload=workload, options=options, validate=True, threads=threads
-        )
-    )
-    d.connect()
-    return d
-
-
-@pytest.mark.parametrize(("kind", "params", "reply_len"), WORKLOAD_CASES)
+@pytest.mark.parametrize(("kind", "params", "reply_len"), calls.WORKLOAD_CASES)
 def test_workloads_validated_with_server_time(
     server: ServerProcess, kind: str, params: dict[str, Any], reply_len: int
 ) -> None:
-    d = driver(server.endpoint, parse_params(kind, params))
-    counters = three_timed_calls(d, kind)
+    d, counters = calls.three_timed_calls(ZmqDriver, server.endpoint, kind, params)
     assert counters == {"bytes_out": 3 * len(d.request), "bytes_in": 3 * (8 + reply_len)}
 
 
@@ -211,9 +191,7 @@ def test_bad_options_fail_when_the_suite_loads(options: dict[str, Any], message:
         "variants": {"ok": {}, "v": {"options": options}},
         "workloads": {"noop": {}},
     }
-    with pytest.raises(SuiteError) as info:
-        build_suite(raw, "s.toml")
-    assert str(info.value).startswith(f"s.toml: {message}")
+    assert calls.suite_error(raw).startswith(f"s.toml: {message}")
 
 
 def test_malformed_request_is_answered_not_fatal(server: ServerProcess) -> None:
