@@ -604,7 +604,7 @@ def fill(doc: CaseDoc, outcome: LoadOutcome) -> None:
     if outcome.workers:
         doc["workers"] = outcome.workers
         doc["spread"] = load_spread(outcome.workers)
-    # client figures only here; run_case adds the server's (see record_resources)
+    # client figures only here; CaseRun.collect_resources adds the server's (see record_resources)
     doc["cpu"], doc["memory"] = resources.case_figures(
         requests=outcome.requests,
         server=None,
