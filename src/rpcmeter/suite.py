@@ -288,6 +288,13 @@ def _check_semantics(suite: Suite, where: str) -> None:
     _check_addresses(suite, where)
     for vname in suite.variants:
         _check_option_keys(suite, vname, drivers[suite.driver_of(vname)], where)
+    if not suite.load.reuse:
+        for driver in drivers.values():
+            if not driver.connection_per_request:
+                raise SuiteError(
+                    f"{where}: load.reuse: driver {driver.name!r} cannot open a connection per "
+                    "request (reuse = false)"
+                )
     if suite.load.mode == "open":
         closed = no_open_loop(drivers.values())
         if closed:

@@ -159,7 +159,10 @@ class Load(_Model):
     ``duration_s`` seconds of schedule. A send lagging more than ``late_ms`` behind its slot is
     late; one lagging more than ``max_lag_ms`` is dropped (never sent). ``rates`` or ``sweep``
     run several rates as the matrix dimension ``rate``
-    (:mod:`rpcmeter.runners.open_loop`)."""
+    (:mod:`rpcmeter.runners.open_loop`).
+
+    ``reuse = false`` opens a connection per request instead of keeping ``connections`` open
+    (drivers that can: ``Driver.connection_per_request``)."""
 
     mode: Literal["closed", "open"] = "closed"
     clients: int = Field(1, ge=1, le=1024)
@@ -175,6 +178,7 @@ class Load(_Model):
     sweep: Sweep | None = None
     late_ms: float = Field(1.0, ge=0)
     max_lag_ms: float | None = Field(None, gt=0)
+    reuse: bool = True  # false: a new connection (connect, handshake) for every request
 
     @model_validator(mode="after")
     def _concurrency(self) -> Load:

@@ -4,13 +4,24 @@ from __future__ import annotations
 
 import socket
 import sys
+from pathlib import Path
+from typing import Any
 
 import pytest
 
 from rpcmeter.drivers.base import ReplyError, ReplyMismatch
-from rpcmeter.drivers.http import HttpConnection, build_request, parse_server_timing
+from rpcmeter.drivers.http import (
+    HttpConnection,
+    KeepAliveRequired,
+    announces_close,
+    build_request,
+    parse_server_timing,
+)
 from rpcmeter.endpoints import Endpoint
+from rpcmeter.errors import SuiteError
+from rpcmeter.execute import run_suite
 from rpcmeter.servers.process import ServerProcess, new_endpoint
+from rpcmeter.suite import build_suite
 from rpcmeter.workloads import factorial_digits, lift_int_digit_limit
 from tests.drivers.streams import assert_clean, run_cases
 
@@ -197,3 +208,64 @@ def test_reply_parsing_split_anywhere_any_spelling_and_chunked() -> None:
         assert got[0][1] is None and got[3][1] is None and got[4][1] is None
         assert isinstance(got[1][1], ReplyError) and got[1][1].kind == "http_503"
         assert isinstance(got[2][1], ReplyMismatch)
+
+
+def test_announced_close_detected() -> None:
+    assert announces_close(b"HTTP/1.0 200 OK\r\nServer: SimpleHTTP/0.6")
+    assert not announces_close(b"HTTP/1.0 200 OK\r\nConnection: keep-alive")
+    assert announces_close(b"HTTP/1.1 200 OK\r\nconnection: Close")
+    assert not announces_close(b"HTTP/1.1 200 OK\r\nContent-Length: 0")
+    # fed a reply that announces the close, then the close: the pending request fails with
+    # the error that says keep-alive is needed; without the announcement, the plain reset
+    for head, plain in (
+        (b"HTTP/1.0 200 OK\r\nContent-Length: 1\r\n\r\nx", False),
+        (b"HTTP/1.0 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n1\r\nx\r\n0\r\n\r\n", False),
+        (b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nx", True),
+    ):
+        conn = HttpConnection()
+        got: list[BaseException | None] = []
+
+        def done(server_ns: int | None, error: BaseException | None, got: list[Any] = got) -> None:
+            got.append(error)
+
+        conn.pending.extend([(done, None), (done, None)])
+        conn.data_received(head)
+        conn.connection_lost(None)
+        assert got[0] is None and isinstance(got[1], ConnectionResetError)
+        assert isinstance(got[1], KeepAliveRequired) is not plain, head
+
+
+def test_server_closing_after_each_reply(tmp_path: Path) -> None:
+    """Python's http.server (HTTP/1.0, a connection per request): the case fails with one line
+    saying keep-alive is needed; with load.reuse = false every request connects anew, counted."""
+    (tmp_path / "index.html").write_text("hello\n")
+    command = f"{sys.executable} -m http.server --bind 127.0.0.1 {{port}}"
+
+    def run(reuse: bool) -> dict[str, Any]:
+        suite = {
+            "name": "http.server",
+            "target": {
+                "driver": "http",
+                "options": {"path": "/index.html"},
+                "server": {"command": command, "cwd": str(tmp_path)},
+            },
+            "load": {"requests": 20, "warmup": 2, "threads": 2, "reuse": reuse},
+            "workloads": {"noop": {}},
+            "resources": {"idle_s": 0},
+        }
+        return dict(run_suite(build_suite(suite))["cases"][0])
+
+    kept = run(True)
+    assert kept["status"] == "failed"
+    assert "KeepAliveRequired" in kept["reason"] and "load.reuse = false" in kept["reason"]
+    assert "\n" not in kept["reason"]
+    fresh = run(False)
+    assert_clean(fresh, 2 * 20)
+    assert fresh["counters"]["connects"] == 2 * 20  # warmup's connects not counted
+    assert fresh["bytes"]["in_per_request"] > len("hello\n")
+
+
+def test_reuse_false_needs_a_driver_that_reconnects() -> None:
+    suite = {"target": {"driver": "rpyc"}, "load": {"reuse": False}, "workloads": {"simple": {}}}
+    with pytest.raises(SuiteError, match=r"load\.reuse: driver 'rpyc' cannot open a connection"):
+        build_suite(suite)

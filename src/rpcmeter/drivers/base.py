@@ -82,6 +82,7 @@ class DriverContext:
     client_index: int = 0
     threads: int = 1  # concurrent closed loops in this client (load.concurrency or load.threads)
     connections: int = 1  # connections this client opens; loops share them round-robin
+    reuse: bool = True  # False: a new connection for every request (load.reuse)
     env: Mapping[str, str] = field(default_factory=dict)  # set in the client before connecting
 
 
@@ -121,6 +122,7 @@ class Driver(ABC):
     packages: ClassVar[tuple[str, ...]] = ()  # distributions whose versions the result records
     fork_safe: ClassVar[bool] = True  # its module may be imported before client processes fork
     fatal_errors: ClassVar[tuple[type[BaseException], ...]] = (OSError, EOFError)
+    connection_per_request: ClassVar[bool] = False  # load.reuse = false
 
     def __init__(self, ctx: DriverContext) -> None:
         self.ctx = ctx

@@ -15,6 +15,11 @@ options say otherwise. Options (target or variant ``options``):
   address).
 - ``event_loop``: ``uvloop`` (default) or ``asyncio``.
 
+Connections are kept alive. A server that closes them after each reply (HTTP/1.0 without
+keep-alive, ``Connection: close``) fails the case with :class:`KeepAliveRequired`, unless the
+suite sets ``load.reuse = false``: then every request opens its own connection
+(:class:`~rpcmeter.drivers.stream.StreamDriver`), counted as ``connects``.
+
 A status other than 2xx counts as an error of kind ``http_STATUS``. The server's compute time is
 read from a ``Server-Timing`` header (``dur`` in milliseconds, the first metric carrying one);
 replies without it report none. With ``validate``, every reply body is compared with the expected
@@ -45,6 +50,26 @@ def parse_server_timing(value: bytes) -> int | None:
         return int(float(value[at + 4 : end]) * 1e6)
     except ValueError:
         return None
+
+
+class KeepAliveRequired(ConnectionResetError):
+    """The server closed a connection after announcing it would (HTTP/1.0 or
+    ``Connection: close``): it does not keep connections alive."""
+
+    def __init__(self) -> None:
+        super().__init__(
+            "the server closes the connection after each reply (HTTP/1.0 or Connection: "
+            "close); the http driver needs keep-alive, or set load.reuse = false to open a "
+            "connection per request"
+        )
+
+
+def announces_close(head: bytes) -> bool:
+    """True when a reply head says the server closes the connection after it."""
+    head = head.lower()
+    if head.startswith(b"http/1.0"):
+        return b"\nconnection: keep-alive" not in head
+    return b"\nconnection: close" in head
 
 
 def default_path(w: WorkloadParams) -> str:
@@ -86,6 +111,7 @@ class HttpConnection(StreamConnection):
         self.same_server_ns: int | None = None
         self.same_status: ReplyError | None = None
         self.same_body_at = 0
+        self.closes: bool | None = None  # the first reply announced a close (None: no reply yet)
         if head_only:
             self._use_parser()
 
@@ -140,6 +166,8 @@ class HttpConnection(StreamConnection):
             server_ns = None
             if at >= 0:
                 server_ns = parse_server_timing(data[at + 15 : data.find(b"\r", at, end + 1)])
+            if self.closes is None:
+                self.closes = announces_close(data[pos:end])
             start, pos = pos, stop
             status_error = (
                 None
@@ -163,6 +191,11 @@ class HttpConnection(StreamConnection):
         except httptools.HttpParserError as exc:
             self.fail(ConnectionError(f"invalid HTTP reply: {exc}"))
 
+    def closed_by_server(self) -> BaseException:
+        if self.closes:
+            return KeepAliveRequired()
+        return super().closed_by_server()
+
     # httptools callbacks
     def on_message_begin(self) -> None:
         self.server_ns = None
@@ -179,6 +212,8 @@ class HttpConnection(StreamConnection):
     def on_message_complete(self) -> None:
         assert self.parser is not None
         status = self.parser.get_status_code()
+        if self.closes is None:
+            self.closes = not self.parser.should_keep_alive()
         body = b"".join(self.body) if self.body is not None else None
         if 200 <= status < 300:
             self.reply(self.server_ns, body, None)
@@ -188,6 +223,7 @@ class HttpConnection(StreamConnection):
 
 class HttpDriver(StreamDriver):
     name: ClassVar[str] = "http"
+    connection_per_request: ClassVar[bool] = True
     builtin_server: ClassVar[str | None] = "rpcmeter.servers.http_server"
     packages: ClassVar[tuple[str, ...]] = ("httptools", "uvloop")
     option_keys: ClassVar[frozenset[str] | None] = STALL_OPTIONS | {

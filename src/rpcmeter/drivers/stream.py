@@ -13,7 +13,9 @@ request bound, so no queue entry, tuple or Python frame of ours sits between two
 
 A :class:`StreamDriver` opens ``ctx.connections`` such connections and gives closed loop ``i``
 connection ``i % connections``; requests are prebuilt bytes (a few variants cycled, so validation
-is not fooled by a server replaying one reply).
+is not fooled by a server replaying one reply). With ``ctx.reuse`` false (``load.reuse = false``)
+every request opens a connection of its own instead, closed after its reply; the latency then
+includes the connect, and the counter ``connects`` counts them.
 """
 
 from __future__ import annotations
@@ -116,9 +118,13 @@ class StreamConnection(asyncio.Protocol):
             done, _ = self.pending.popleft()
             done(None, self.lost)
 
+    def closed_by_server(self) -> BaseException:
+        """The error pending requests fail with when the server closed the connection."""
+        return ConnectionResetError("connection closed by the server")
+
     def connection_lost(self, exc: Exception | None) -> None:
         if self.lost is None:
-            self.lost = exc or ConnectionResetError("connection closed by the server")
+            self.lost = exc or self.closed_by_server()
         self._fail_pending()
 
 
@@ -156,19 +162,29 @@ class StreamDriver(EventDriver):
     def encode(self, body: bytes) -> bytes:
         """The request bytes carrying the workload with request body ``body``."""
 
-    async def open(self) -> None:
-        lift_int_digit_limit()  # expected factorial replies
+    async def connect_one(self) -> StreamConnection:
+        """Open one connection to the endpoint."""
         loop = asyncio.get_running_loop()
         ep = self.ctx.endpoint
+        if ep.transport == "unix":
+            assert ep.path is not None
+            _, proto = await loop.create_unix_connection(self.new_connection, ep.path)
+        else:
+            assert ep.port is not None
+            _, proto = await loop.create_connection(self.new_connection, ep.host, ep.port)
+        return proto
+
+    async def open(self) -> None:
+        lift_int_digit_limit()  # expected factorial replies
+        self.loop = asyncio.get_running_loop()
         self.conns = []
+        self.connects = 0
+        self.tasks: set[asyncio.Task[None]] = set()  # connections being opened (reuse false)
+        self.closed_traffic = [0, 0]  # bytes out and in of the connections already closed
+        if not self.ctx.reuse:
+            return
         for _ in range(self.ctx.connections):
-            if ep.transport == "unix":
-                assert ep.path is not None
-                _, proto = await loop.create_unix_connection(self.new_connection, ep.path)
-            else:
-                assert ep.port is not None
-                _, proto = await loop.create_connection(self.new_connection, ep.host, ep.port)
-            self.conns.append(proto)
+            self.conns.append(await self.connect_one())
 
     def request_body(self, variant: int) -> bytes:
         """The request body of the workload (for echo, random bytes: variant ``variant``)."""
@@ -177,13 +193,51 @@ class StreamDriver(EventDriver):
             return random.Random(self.ctx.seed * 7919 + variant).randbytes(w.request_bytes)
         return request_body(w)
 
+    def one_shot(self, data: bytes, done: Done, expect: bytes | None) -> None:
+        """Send ``data`` on a connection of its own, closed once its reply is read."""
+
+        async def exchange() -> None:
+            try:
+                conn = await self.connect_one()
+            except OSError as exc:
+                done(None, exc)
+                return
+            self.connects += 1
+            self.conns.append(conn)
+
+            def finished(server_ns: int | None, error: BaseException | None) -> None:
+                self.conns.remove(conn)
+                self.closed_traffic[0] += conn.bytes_out
+                self.closed_traffic[1] += conn.bytes_in
+                if conn.transport is not None:
+                    conn.transport.close()
+                done(server_ns, error)
+
+            conn.send(data, finished, expect)
+
+        task = self.loop.create_task(exchange())
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
     def channel(self, index: int) -> Channel:
-        conn = self.conns[index % len(self.conns)]
-        send = conn.send
         w = self.ctx.workload
         n = VARIANTS if isinstance(w, EchoParams) else 1
         bodies = [self.request_body(index * VARIANTS + v) for v in range(n)]
         requests = [self.encode(b) for b in bodies]
+        if not self.ctx.reuse:
+            expect_list = [expected_reply(w, b) if self.ctx.validate else None for b in bodies]
+            shots = list(zip(requests, expect_list, strict=True))
+            shot = 0
+
+            def fresh(done: Done) -> None:
+                nonlocal shot
+                data, expect = shots[shot]
+                shot = (shot + 1) % n
+                self.one_shot(data, done, expect)
+
+            return fresh
+        conn = self.conns[index % len(self.conns)]
+        send = conn.send
         if not self.ctx.validate:
             channel = SendChannel(send, requests[0])
             channel.conn = conn
@@ -204,10 +258,14 @@ class StreamDriver(EventDriver):
 
     def counters(self) -> dict[str, int]:
         conns = getattr(self, "conns", [])
-        return {
-            "bytes_out": sum(c.bytes_out for c in conns),
-            "bytes_in": sum(c.bytes_in for c in conns),
+        closed = getattr(self, "closed_traffic", [0, 0])
+        counters = {
+            "bytes_out": closed[0] + sum(c.bytes_out for c in conns),
+            "bytes_in": closed[1] + sum(c.bytes_in for c in conns),
         }
+        if not self.ctx.reuse:
+            counters["connects"] = getattr(self, "connects", 0)
+        return counters
 
     def close(self) -> None:
         for c in getattr(self, "conns", []):

@@ -78,6 +78,7 @@ class LoadSpec:
                 seed=suite.seed,
                 threads=load.concurrency or load.threads,
                 connections=load.connections,
+                reuse=load.reuse,
                 env=suite.env_of(case.variant),
             ),
             clients=load.clients,
