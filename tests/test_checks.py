@@ -63,11 +63,18 @@ def test_saturated_load_generator() -> None:
     assert "97 %" in w and "placement.client_cpus" in w
 
 
-def test_client_cpus_busy_with_other_work_count_as_saturated() -> None:
+def test_client_cpus_busy_with_other_work_are_told_from_a_saturated_client() -> None:
     r = clean()
     r["cases"][0]["cpu"]["client_cpus_busy_pct"] = 99.0
+    r["cases"][0]["cpu"]["client_util_pct"] = 6.0
     (w,) = warnings_for(r)
-    assert "99 % busy in all" in w
+    assert w.startswith("the clients' CPUs were busy with other work in 1 of 2 cases")
+    assert "99 % busy, the clients' own share 6 %" in w and "saturated" not in w
+    # a client that used its CPU up is the load generator's limit, whatever else ran
+    r["cases"][0]["cpu"]["client_util_pct"] = 95.0
+    (w,) = warnings_for(r)
+    assert "load generator was saturated in 1 of 2 cases" in w and "95 %" in w
+    assert "other work" not in w
 
 
 def test_governor_not_performance() -> None:

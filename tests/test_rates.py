@@ -172,6 +172,27 @@ def test_knee_is_the_first_rate_with_a_worse_p99_or_a_missed_rate() -> None:
     assert "3.50" in knee_line
 
 
+def test_a_disturbed_rate_below_rates_that_kept_up_is_not_the_knee() -> None:
+    # the lowest rate missed its schedule (the machine was busy), 4,000 req/s kept up with a
+    # p99 of 9.56 ms: no knee, rather than one on the lowest rate
+    result = sweep_result([fake_case(0, 2000, 9.0, 1859), fake_case(1, 4000, 9.56, 3999)])
+    (series,) = rate_series(result)
+    assert series.knee is None
+    # the knee is where the failing rates begin that end the sweep; the disturbed rate below
+    # does not count, nor does its p99 set the base (the lowest p99 of the rates that kept up)
+    result = sweep_result(
+        [
+            fake_case(0, 1000, 30.0, 900),  # disturbed
+            fake_case(1, 2000, 1.0, 2000),
+            fake_case(2, 4000, 2.0, 4000),
+            fake_case(3, 8000, 3.5, 8000),  # 3.5 x 1.0
+            fake_case(4, 16000, 9.0, 12000),
+        ]
+    )
+    (series,) = rate_series(result)
+    assert [p.knee for p in series.points] == [False, False, False, True, False]
+
+
 # ---- the latency-vs-offered-rate plot ------------------------------------------------------
 
 

@@ -8,8 +8,10 @@ add one, write it here and append it to ``RULES``. The run stores the sentences 
 Rules and their thresholds:
 
 - the load generator was saturated: all client processes together used more than
-  :data:`CLIENT_SATURATION_PCT` % of the CPUs they were given, or those CPUs were that busy in
-  all (other processes competing with the clients starve them just the same);
+  :data:`CLIENT_SATURATION_PCT` % of the CPUs they were given;
+- the clients' CPUs were busy with other work: those CPUs were more than
+  :data:`CLIENT_SATURATION_PCT` % busy in all while the clients themselves used less (other
+  processes competing with the clients make them wait for CPU time);
 - the CPU frequency governor is not ``performance`` (where it is readable);
 - server or clients were not pinned to CPUs, or they share a CPU;
 - a target host name (such as ``localhost``) resolves to an IPv6 address first;
@@ -76,29 +78,44 @@ def _cpu_list(cpus: list[int]) -> str:
 
 
 def client_saturation(result: Result) -> list[str]:
-    busy: list[tuple[float, CaseDoc]] = []
+    """Two causes, told apart by measured figures: the clients themselves used their CPUs up
+    (the load generator is the limit), or the clients' CPUs were busy with other processes
+    (the clients waited for CPU time; the machine is the limit)."""
+    saturated: list[tuple[float, CaseDoc]] = []
+    crowded: list[tuple[float, CaseDoc]] = []
     loaded = [c for c in _ok_cases(result) if c.get("requests")]
     for c in loaded:
         own = _number(c, "cpu", "client_util_pct")
         total = _number(c, "cpu", "client_cpus_busy_pct")
-        worst = max((v for v in (own, total) if v is not None), default=None)
-        if worst is not None and worst > CLIENT_SATURATION_PCT:
-            busy.append((worst, c))
-    if not busy:
-        return []
-    _, case = max(busy, key=lambda x: x[0])
-    own = _number(case, "cpu", "client_util_pct")
-    total = _number(case, "cpu", "client_cpus_busy_pct")
-    given = _number(case, "cpu", "client_cpus_given")
-    what = f"the clients used {own:.0f} % of their {given:g} CPU(s)" if own and given else ""
-    if total is not None and (own is None or total > own + 10):
-        what += (", and " if what else "") + f"those CPUs were {total:.0f} % busy in all"
-    return [
-        f"the load generator was saturated in {len(busy)} of {len(loaded)} cases "
-        f"(worst: {_case_label(case)}: {what}), so those results measure the client, not the "
-        "server: give the clients more or quieter CPUs (placement.client_cpus) or use fewer "
-        "clients and threads."
-    ]
+        if own is not None and own > CLIENT_SATURATION_PCT:
+            saturated.append((own, c))
+        elif total is not None and total > CLIENT_SATURATION_PCT:
+            crowded.append((total - (own or 0.0), c))
+    out = []
+    if saturated:
+        _, case = max(saturated, key=lambda x: x[0])
+        own = _number(case, "cpu", "client_util_pct")
+        given = _number(case, "cpu", "client_cpus_given")
+        of = f"their {given:g} CPU(s)" if given else "their CPUs"
+        out.append(
+            f"the load generator was saturated in {len(saturated)} of {len(loaded)} cases "
+            f"(worst: {_case_label(case)}: the clients used {own:.0f} % of {of}), so those "
+            "results measure the client, not the server: give the clients more CPUs "
+            "(placement.client_cpus) or use fewer clients and threads."
+        )
+    if crowded:
+        _, case = max(crowded, key=lambda x: x[0])
+        own = _number(case, "cpu", "client_util_pct")
+        total = _number(case, "cpu", "client_cpus_busy_pct")
+        clients = f", the clients' own share {own:.0f} %" if own is not None else ""
+        out.append(
+            f"the clients' CPUs were busy with other work in {len(crowded)} of {len(loaded)} "
+            f"cases (worst: {_case_label(case)}: those CPUs {total:.0f} % busy{clients}), so "
+            "the clients waited for CPU time and the latencies include that wait: run on a "
+            "quieter machine or give the clients CPUs no other process uses "
+            "(placement.client_cpus)."
+        )
+    return out
 
 
 def governor(result: Result) -> list[str]:

@@ -624,6 +624,12 @@ def fill_open_loop(doc: CaseDoc, outcome: LoadOutcome) -> None:
     s = outcome.schedule
     doc["latency_uncorrected"] = outcome.uhist.summary_us() if outcome.uhist.count else None
     doc["histogram_uncorrected"] = outcome.uhist.to_dict() if outcome.uhist.count else None
+    # requests/s on the schedule's time base, as achieved_rps (first slot to last send): the
+    # replies still in flight when sending ended arrive later, and that wait is latency (in the
+    # percentiles), not time without requests; equal to achieved_rps when every sent request
+    # came back ok
+    sent = int(s["sent"])
+    doc["throughput_rps"] = s["achieved_rps"] * outcome.ok / sent if sent else 0.0
     doc["open_loop"] = {
         "offered_rps": s["offered_rps"],
         "achieved_rps": s["achieved_rps"],

@@ -2,10 +2,13 @@
 the highest rate that meets one. Pure functions of the result document (the search itself takes
 the function that runs one probe, so it can be tested without a server).
 
-The knee of a sweep is the first offered rate (ascending) at which the system stops keeping up:
-its corrected p99 exceeds ``KNEE_FACTOR`` times the p99 at the lowest offered rate, or the load
-no longer goes out as scheduled (:func:`keeps_up`: under ``ACHIEVED_MIN`` of the offered rate
-achieved, or more than ``1 - ACHIEVED_MIN`` of the scheduled requests dropped).
+The knee of a sweep is the offered rate from which on the system no longer keeps up: the lowest
+rate at which it fails, every higher rate failing too. A rate fails when its corrected p99 exceeds
+``KNEE_FACTOR`` times the lowest p99 among the rates that kept up, or when the load did not go out
+as scheduled (:func:`keeps_up`: under ``ACHIEVED_MIN`` of the offered rate achieved, or more than
+``1 - ACHIEVED_MIN`` of the scheduled requests dropped). A rate that failed below one that kept
+up is a disturbance (another job on the machine, a stall), not the knee: it stays unmarked, its
+achieved rate shown in yellow.
 
 A rate *meets* an objective (``--slo p99=5ms``) when every named corrected percentile is at or
 below its bound, the load kept up (:func:`keeps_up`) and no request failed. The search
@@ -101,17 +104,23 @@ def rate_point(cell: Cell) -> RatePoint:
 
 
 def mark_knee(points: list[RatePoint]) -> None:
-    """Mark the first point (ascending offered rate) that is the knee (module docstring)."""
-    if not points:
-        return
-    base = points[0].p99_us
+    """Mark the point (ascending offered rate) that is the knee (module docstring)."""
     for p in points:
         p.knee = False
-    for p in points:
+    kept = [p.p99_us for p in points if p.keeps_up and math.isfinite(p.p99_us)]
+    base = min(kept) if kept else math.nan
+
+    def fails(p: RatePoint) -> bool:
         worse = math.isfinite(base) and math.isfinite(p.p99_us) and p.p99_us > KNEE_FACTOR * base
-        if worse or not p.keeps_up:
-            p.knee = True
-            return
+        return worse or not p.keeps_up
+
+    knee = None
+    for p in reversed(points):  # the start of the run of failing rates that ends the sweep
+        if not fails(p):
+            break
+        knee = p
+    if knee is not None:
+        knee.knee = True
 
 
 def rate_series(result: Result) -> list[Series]:

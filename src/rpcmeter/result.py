@@ -70,6 +70,10 @@ each request's intended send time: ``latency`` and ``histogram`` are then the *c
      "histogram_uncorrected": Histogram.to_dict(),
      "open_loop": {"offered_rps", "achieved_rps", "scheduled", "sent", "late", "dropped"}
 
+and ``throughput_rps`` is on the schedule's time base: ``achieved_rps`` (requests sent per second,
+first slot to last send) times the fraction of sent requests that came back ok; ``wall_s`` also
+counts the wait for the last replies.
+
 ``params`` and ``point`` carry ``rate`` (total requests/s offered). A run made with
 ``--find-max-rate`` also has ``"max_rate"``: one entry per workload x point x variant searched::
 

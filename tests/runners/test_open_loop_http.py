@@ -47,3 +47,34 @@ def test_http_open_loop_rate_and_stall() -> None:
     assert steady["latency"]["p99_us"] < stall["latency"]["p99_us"] / 2
     assert steady["server_time"] is not None  # Server-Timing is kept in open loop too
     check_stall(stall, rate, stall_s, duration_s)
+
+
+def test_requests_per_second_on_the_schedules_time_base() -> None:
+    """The server stalls just before sending ends, so the last replies arrive well after it:
+    the case's requests/s and the schedule's achieved rate still agree (the wait for those
+    replies is their latency, not time without requests), while wall_s counts the wait."""
+    rate, duration_s, stall_s = 1000, 1.0, 0.5
+    suite = build_suite(
+        {
+            "target": {
+                "driver": "http",
+                "options": {"stall_ms": stall_s * 1e3, "stall_after_s": duration_s - 0.1},
+            },
+            "workloads": {"noop": {}},
+            "load": {
+                "mode": "open",
+                "rate": rate,
+                "concurrency": 200,
+                "duration_s": duration_s,
+                "warmup": 0,
+            },
+            "resources": {"idle_s": 0},
+            "placement": {"server_cpus": "none", "client_cpus": "none"},
+        }
+    )
+    (case,) = run_suite(suite)["cases"]
+    assert case["status"] == "ok" and case["errors"] == {}, case["reason"]
+    ol = case["open_loop"]
+    assert case["ok"] == ol["sent"]
+    assert case["throughput_rps"] == pytest.approx(ol["achieved_rps"], rel=1e-9)
+    assert case["wall_s"] > duration_s + stall_s / 2  # the drain: ok / wall_s would be far lower

@@ -508,9 +508,10 @@ def render_rates(console: Console, result: Result) -> None:
     if any(s.knee for s in all_series):
         console.print(
             Text(
-                f"knee: the first rate whose p99 exceeds {KNEE_FACTOR:g}x the p99 at the lowest "
-                f"rate, or where under {ACHIEVED_MIN:.0%} of the offered rate was achieved or "
-                f"over {1 - ACHIEVED_MIN:.0%} of the requests dropped",
+                f"knee: the lowest rate from which on every rate's p99 exceeds "
+                f"{KNEE_FACTOR:g}x the lowest p99 of the rates that kept up, or under "
+                f"{ACHIEVED_MIN:.0%} of the offered rate was achieved or over "
+                f"{1 - ACHIEVED_MIN:.0%} of the requests dropped",
                 style="dim",
             )
         )
