@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rpcmeter.cli import main
+from rpcmeter.cli import EXIT_UNDECIDED, main
 from rpcmeter.result import write_json
 from rpcmeter.store import STORE_ENV, Store
 from tests.support.synthetic import synthetic_result
@@ -68,8 +68,8 @@ def test_compare_and_gate_exit_codes(db: Path, capsys: pytest.CaptureFixture[str
     assert "w · threads=1 · x: mean latency 1.3" in out and "of run 1 (p=0.00794)" in out
     code, out, _ = run(["compare", "1", "2", "--fail-if-slower", "50", *store], capsys)
     assert code == 0 and "no case's mean latency is significantly worse" in out
-    code, out, _ = run(["compare", "last", "last", "--fail-if-slower", "1", *store], capsys)
-    assert code == 0
+    code, _, err = run(["compare", "last", *store], capsys)  # B defaults to last
+    assert code == 2 and "are both run 2: a run compared with itself" in err
     code, out, _ = run(
         ["compare", "1", "2", "--metric", "throughput", "--fail-if-slower", "10", *store], capsys
     )
@@ -105,6 +105,39 @@ def test_user_errors_are_one_line(
     db: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     code, _, err = run(["show", "42", "--store", str(db)], capsys)
-    assert code == 1 and err.count("\n") == 1 and "42: no such run" in err
+    assert code == 2 and err.count("\n") == 1 and "42: no such run" in err
+    code, _, err = run(["compare", "1", "last~5", "--store", str(db)], capsys)
+    assert code == 2 and "last~5: the history at" in err
+    code, _, err = run(["show", str(tmp_path / "missing.json"), "--store", str(db)], capsys)
+    assert code == 2 and "no such result file" in err
     code, _, err = run(["history", "--store", str(tmp_path / "none.db")], capsys)
     assert code == 1 and "no history database" in err
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "why"),
+    [
+        # 3 and 3 repetitions: the test cannot reach 5 % whatever the data
+        ([100, 101, 99], [190, 195, 192], "3 and 3 repetitions cannot reach significance"),
+        # 4 and 4, 1.5x on average but overlapping: not significant
+        ([100, 160, 95, 105], [150, 90, 170, 190], "not significant (p="),
+    ],
+)
+def test_a_gate_that_cannot_settle_a_case_fails_with_its_own_status(
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    old: list[float],
+    new: list[float],
+    why: str,
+) -> None:
+    path = tmp_path / "h.db"
+    with Store(path) as store:
+        store.save(synthetic_result({("w", P1, "x"): old}))
+        store.save(synthetic_result({("w", P1, "x"): new}, seed=1))
+    code, out, _ = run(["compare", "1", "2", "--fail-if-slower", "20", "--store", str(path)], capsys)
+    assert code == EXIT_UNDECIDED == 3
+    assert "gate: cannot tell for 1 of 1 case(s) whether mean latency is worse" in out
+    assert why in out and "at least 4 repetitions per side" in out
+    # a difference within the threshold is no reason to doubt
+    code, out, _ = run(["compare", "1", "2", "--fail-if-slower", "200", "--store", str(path)], capsys)
+    assert code == (3 if len(old) == 3 else 0)

@@ -241,6 +241,11 @@ def can_decide(n: int, n_baseline: int, alpha: float = ALPHA) -> bool:
     return n >= 1 and n_baseline >= 1 and 2 / math.comb(n + n_baseline, n) < alpha
 
 
+# the fewest repetitions per side with which the test can reach ALPHA at all (4: and then only
+# when every repetition of one side lies beyond every one of the other)
+GATE_MIN_REPEAT = next(n for n in range(1, 100) if can_decide(n, n))
+
+
 def verdict_of(
     ratio: float, ci_low: float, ci_high: float, p_value: float, higher_is_better: bool
 ) -> str:
@@ -472,6 +477,25 @@ def regressions(doc: dict[str, Any], metric_name: str, pct: float) -> list[dict[
         worse = (1 - row["ratio"]) if m.higher_is_better else (row["ratio"] - 1)
         if worse > limit:
             out.append(row)
+    return out
+
+
+def undecided(doc: dict[str, Any], metric_name: str, pct: float) -> list[dict[str, Any]]:
+    """Rows of ``metric_name`` a gate at ``pct`` percent cannot settle: too few repetitions for
+    the test to reach significance at all (verdict ``unknown``), or a ratio worse by more than
+    ``pct`` percent that is not significant (verdict ``same``)."""
+    m = metric(metric_name)
+    limit = pct / 100
+    out = []
+    for row in doc["rows"]:
+        if row["metric"] != m.name:
+            continue
+        if row["verdict"] == "unknown":
+            out.append(row)
+        elif row["verdict"] == "same" and row["ratio"] is not None:
+            worse = (1 - row["ratio"]) if m.higher_is_better else (row["ratio"] - 1)
+            if worse > limit:
+                out.append(row)
     return out
 
 

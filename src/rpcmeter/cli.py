@@ -25,6 +25,7 @@ from rpcmeter.store import default_path as default_store
 from rpcmeter.suite import Suite, builtin_suite_path, load_suite
 
 EXIT_INTERRUPTED = 130
+EXIT_UNDECIDED = 3  # --fail-if-slower could not settle a case (too few or too spread repetitions)
 # Output files (--output, --html, --csv, --markdown) and --plots create missing directories.
 CREATES = " (missing parent directories are created)"
 
@@ -220,7 +221,9 @@ def _add_gate_options(p: argparse.ArgumentParser) -> None:
         type=float,
         metavar="PCT",
         help="exit with status 1 when any case's --metric is significantly worse than the "
-        "baseline by more than PCT percent (listing which)",
+        "baseline by more than PCT percent (listing which), 3 when a case cannot be settled "
+        "(too few repetitions for significance, or a difference beyond PCT that is not "
+        "significant)",
     )
     p.add_argument(
         "--metric",
@@ -290,31 +293,43 @@ def _run_header(ref: RunRef) -> str:
 
 
 def _gate(doc: dict[str, Any], args: argparse.Namespace, out: TextIO) -> int:
-    """--fail-if-slower: 1 when a case regressed beyond the threshold, listing which."""
+    """--fail-if-slower: 1 when a case regressed beyond the threshold, listing which;
+    EXIT_UNDECIDED when none did but some case could not be settled (too few repetitions for
+    significance, or a difference beyond the threshold that is not significant)."""
     if args.fail_if_slower is None:
         return 0
     pct = args.fail_if_slower
     m = analysis.metric(args.metric)
     found = analysis.regressions(doc, m.name, pct)
+    open_rows = analysis.undecided(doc, m.name, pct)
     out.write("\n")
-    judged = sum(1 for r in doc["rows"] if r["metric"] == m.name and r["verdict"] != "unknown")
-    if not judged:
+    rows = [r for r in doc["rows"] if r["metric"] == m.name]
+    if found:
         out.write(
-            f"gate: no case's {m.label} could be judged (too few repetitions); nothing gated\n"
+            f"gate: {len(found)} case(s) {m.label} worse than the baseline by more than "
+            f"{pct:g} %:\n"
         )
-        return 0
-    if not found:
+        for line in tables.regression_lines(doc, found, pct):
+            out.write(f"  {line}\n")
+        return 1
+    if open_rows:
         out.write(
-            f"gate: no case's {m.label} is significantly worse than the baseline by more than "
-            f"{pct:g} % ({judged} cases judged)\n"
+            f"gate: cannot tell for {len(open_rows)} of {len(rows)} case(s) whether {m.label} "
+            f"is worse than the baseline by more than {pct:g} % (exit status "
+            f"{EXIT_UNDECIDED}):\n"
         )
-        return 0
+        for line in tables.undecided_lines(doc, open_rows):
+            out.write(f"  {line}\n")
+        out.write(
+            f"  a gate needs at least {analysis.GATE_MIN_REPEAT} repetitions per side, more when "
+            "they spread: raise repeat, or gate on a steadier metric (--metric p50)\n"
+        )
+        return EXIT_UNDECIDED
     out.write(
-        f"gate: {len(found)} case(s) {m.label} worse than the baseline by more than {pct:g} %:\n"
+        f"gate: no case's {m.label} is significantly worse than the baseline by more than "
+        f"{pct:g} % ({len(rows)} cases judged)\n"
     )
-    for line in tables.regression_lines(doc, found, pct):
-        out.write(f"  {line}\n")
-    return 1
+    return 0
 
 
 def _compare_output(
@@ -411,6 +426,11 @@ def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
 def cmd_compare(args: argparse.Namespace, out: TextIO) -> int:
     a = resolve_run(args.a, args.store)
     b = resolve_run(args.b, args.store)
+    if a.id is not None and a.id == b.id:
+        raise UsageError(
+            f"compare: {args.a} and {args.b} are both {a.label}: a run compared with itself "
+            "(name two runs, e.g. rpcmeter compare last~1 last)"
+        )
     doc = analysis.compare_runs(a.result, b.result, a.label, b.label)
     if not doc["rows"]:
         raise UsageError(f"{a.label} and {b.label} have no case in common")

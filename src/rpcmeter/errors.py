@@ -9,6 +9,7 @@ line and exits with its ``exit_code``. Anything else escaping the library is a b
   - :class:`ServerError`: a server failed to start, died, or did not become ready.
   - :class:`CaseError`: a case could not complete (timeout, client crash, lost connection).
   - :class:`StoreError`: the history database or a result file cannot be read or written.
+    - :class:`NoSuchRun` (exit 2): a run named on the command line does not exist.
   - :class:`ClusterError`: a ``--cluster`` is malformed, unreachable or without workers.
   - :class:`EnvError`: a variant's environment (interpreter, virtualenv, install, git revision)
     cannot be prepared; fails that variant only.
@@ -53,6 +54,13 @@ class CaseError(RpcmeterError):
 
 class StoreError(RpcmeterError):
     """The history store or a result file could not be used."""
+
+
+class NoSuchRun(StoreError):
+    """A run named on the command line (id, tag, ``last~N``, a result file) does not exist: a
+    usage error."""
+
+    exit_code = 2
 
 
 class ClusterError(RpcmeterError):

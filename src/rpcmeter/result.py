@@ -109,7 +109,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from rpcmeter.errors import StoreError
+from rpcmeter.errors import NoSuchRun, StoreError
 from rpcmeter.metrics.histogram import Histogram
 
 SCHEMA_VERSION = 1
@@ -156,7 +156,7 @@ def read_json(path: str | Path) -> Result:
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise StoreError(f"{path}: no such result file") from None
+        raise NoSuchRun(f"{path}: no such result file") from None
     except (OSError, json.JSONDecodeError) as exc:
         raise StoreError(f"{path}: not a readable result document: {exc}") from None
     if not isinstance(data, dict) or "schema_version" not in data:

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rpcmeter.errors import StoreError
+from rpcmeter.errors import NoSuchRun, StoreError
 from rpcmeter.execute import RunOptions
 from rpcmeter.result import CaseDoc, Result, _clean, now_iso, read_json
 
@@ -291,7 +291,7 @@ class Store:
             ).fetchone()
             if row is None:
                 count = self.db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
-                raise StoreError(f"{name}: the history at {self.path} holds {count} runs")
+                raise NoSuchRun(f"{name}: the history at {self.path} holds {count} runs")
             return int(row[0])
         if name.isdigit():
             row = self.db.execute("SELECT id FROM runs WHERE id = ?", (int(name),)).fetchone()
@@ -306,7 +306,7 @@ class Store:
             ).fetchall()
             if len(rows) == 1:
                 return int(rows[0][0])
-        raise StoreError(
+        raise NoSuchRun(
             f"{name}: no such run in {self.path} (name a run by id, last, last~N, a tag, "
             "or a result JSON file)"
         )

@@ -203,3 +203,24 @@ def regression_lines(doc: dict[str, Any], rows: list[dict[str, Any]], pct: float
             f"(p={r['p_value']:.3g}), worse by more than {pct:g} %"
         )
     return out
+
+
+def undecided_lines(doc: dict[str, Any], rows: list[dict[str, Any]]) -> list[str]:
+    """One line per case a gate cannot settle (rows from :func:`rpcmeter.analysis.undecided`)."""
+    out = []
+    for r in rows:
+        m = analysis.METRIC_BY_NAME[r["metric"]]
+        base = r["baseline"] if doc["kind"] == "variants" else doc["baseline"]
+        why = (
+            f"{r['n']} and {r['n_baseline']} repetitions cannot reach significance"
+            if r["verdict"] == "unknown"
+            else f"not significant (p={r['p_value']:.3g}, {r['n']} and {r['n_baseline']} "
+            "repetitions)"
+        )
+        ratio = (
+            f"{fmt_ratio(r['ratio'])}x [{fmt_ratio(r['ci_low'])}-{fmt_ratio(r['ci_high'])}]"
+            if r["ratio"] is not None
+            else "unknown"
+        )
+        out.append(f"{analysis.row_label(r)}: {m.label} {ratio} of {base}: {why}")
+    return out
