@@ -154,6 +154,21 @@ def test_set_overrides_dotted_and_quoted(tmp_path: Path) -> None:
     assert suite.name == "plain text"
 
 
+def test_set_replaces_one_way_of_giving_rates_with_another() -> None:
+    example = Path(__file__).parent.parent / "examples" / "latency-vs-rate.toml"
+    assert len(load_suite(example).matrix["rate"]) == 7  # its load.sweep
+    suite = load_suite(example, ["load.rates=[1000, 3000]"])
+    assert suite.load.sweep is None and suite.matrix["rate"] == [1000, 3000]
+    # over the suite's [quick] values too (they set load.sweep)
+    suite = load_suite(example, ["load.rates=[1000, 3000]"], quick=True)
+    assert suite.matrix["rate"] == [1000, 3000] and suite.load.duration_s == 1.0
+    assert load_suite(example, quick=True).matrix["rate"] == [2000, 4000]
+    suite = load_suite(example, ["matrix.rate=[500]"])
+    assert suite.load.sweep is None and suite.matrix["rate"] == [500]
+    suite = load_suite(example, ["load.rates=[1000]", "load.sweep={from=1, to=3, steps=3}"])
+    assert suite.load.rates is None and suite.matrix["rate"] == [1, 2, 3]
+
+
 def test_set_errors(tmp_path: Path) -> None:
     assert "expected KEY=VALUE" in error_of(tmp_path, GOOD, "load.requests", where="--set")
     assert "'name' is a value, not a table" in error_of(tmp_path, GOOD, "name.x=1", where="--set")

@@ -7,7 +7,8 @@ status 2).
 
 ``--set KEY=VALUE`` overrides any value before validation: dotted keys (quote a part that holds dots
 or spaces: ``workloads."random wait".delay_s=0.02``), values parsed as TOML (``4``, ``true``,
-``[1, 4]``, ``"text"``) and taken as plain text when they do not parse.
+``[1, 4]``, ``"text"``) and taken as plain text when they do not parse. Setting one of the ways
+to give the rates of a sweep (``load.rates``, ``load.sweep``, ``matrix.rate``) removes the others.
 """
 
 from __future__ import annotations
@@ -87,6 +88,11 @@ def parse_value(text: str) -> Any:
         return text
 
 
+# keys that say the same thing in different ways, of which a suite gives one: setting one (with
+# --set or [quick]) removes the others, so that `--set load.rates=[...]` replaces a load.sweep
+ALTERNATIVES = (("load", "rates"), ("load", "sweep"), ("matrix", "rate"))
+
+
 def set_key(raw: dict[str, Any], key: str, value: Any) -> None:
     """Set dotted ``key`` to ``value`` in the raw suite mapping, creating tables on the way."""
     parts = split_key(key.strip())
@@ -97,6 +103,11 @@ def set_key(raw: dict[str, Any], key: str, value: Any) -> None:
             raise SuiteError(f"--set {key}: {part!r} is a value, not a table")
         node = child
     node[parts[-1]] = value
+    if tuple(parts) in ALTERNATIVES:
+        for table, name in ALTERNATIVES:
+            other = raw.get(table)
+            if (table, name) != tuple(parts) and isinstance(other, dict):
+                other.pop(name, None)
 
 
 def apply_set(raw: dict[str, Any], assignment: str) -> None:
@@ -113,8 +124,9 @@ QUICK_CAPS = {"requests": 200, "duration_s": 1.0, "warmup": 5}
 QUICK_IDLE_S = 0.2
 
 
-def _apply_quick(raw: dict[str, Any]) -> None:
-    """Small counts, one repetition: a smoke test of any suite."""
+def _apply_quick(raw: dict[str, Any], given: set[tuple[str, ...]]) -> None:
+    """Small counts, one repetition: a smoke test of any suite; then the suite's ``[quick]``
+    values, except those set with ``--set`` (``given``: their dotted keys, split)."""
     raw["repeat"] = 1
     load = raw.setdefault("load", {})
     load["requests"] = min(
@@ -142,6 +154,9 @@ def _apply_quick(raw: dict[str, Any]) -> None:
     if isinstance(resources, dict):
         resources["idle_s"] = min(float(resources.get("idle_s", QUICK_IDLE_S)), QUICK_IDLE_S)
     for key, value in (raw.get("quick") or {}).items():
+        parts = tuple(split_key(key.strip()))
+        if parts in given or (parts in ALTERNATIVES and given & set(ALTERNATIVES)):
+            continue  # what --set gave wins over the suite's own [quick] values
         set_key(raw, key, value)
 
 
@@ -181,7 +196,8 @@ def build_suite(
     for assignment in overrides:
         apply_set(raw, assignment)
     if quick:
-        _apply_quick(raw)
+        given = {tuple(split_key(a.partition("=")[0].strip())) for a in overrides}
+        _apply_quick(raw, given)
     try:
         suite = Suite.model_validate(raw)
     except ValidationError as exc:
