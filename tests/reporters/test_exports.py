@@ -98,6 +98,8 @@ def test_csv_golden() -> None:
         "cpu.server_us_per_request",
     }
     assert len({(r["case"], r["metric"]) for r in rows}) == len(rows)  # tidy: one per pair
+    # the count of successful requests is not a metric called like the status beside it
+    assert "ok" not in {r["metric"] for r in rows} and "requests_ok" in {r["metric"] for r in rows}
     p99 = next(r for r in rows if r["metric"] == "latency.p99_us")
     assert p99["unit"] == "us" and p99["threads"] == "1" and p99["variant"] == "default"
 

@@ -12,7 +12,14 @@ from typing import Any
 from rpcmeter.result import Result
 
 SECTIONS = ("latency", "server_time", "bytes", "cpu", "memory")
-TOP_LEVEL = ("requests", "ok", "wall_s", "throughput_rps")
+# top-level figures of a case and their metric names (``ok``, the requests that succeeded, would
+# read like the status column beside it)
+TOP_LEVEL = (
+    ("requests", "requests"),
+    ("ok", "requests_ok"),
+    ("wall_s", "wall_s"),
+    ("throughput_rps", "throughput_rps"),
+)
 COMPARISON_FIELDS = (
     "variant",
     "baseline",
@@ -51,10 +58,10 @@ def unit_of(name: str) -> str:
 
 def case_metrics(case: dict[str, Any]) -> Iterator[tuple[str, float]]:
     """Every numeric figure of a case, as (dotted name, value)."""
-    for key in TOP_LEVEL:
+    for key, name in TOP_LEVEL:
         value = case.get(key)
         if isinstance(value, int | float):
-            yield key, value
+            yield name, value
     yield "errors", sum(case.get("errors", {}).values())
     for section in SECTIONS:
         values = case.get(section) or {}
