@@ -134,10 +134,14 @@ def test_a_gate_that_cannot_settle_a_case_fails_with_its_own_status(
     with Store(path) as store:
         store.save(synthetic_result({("w", P1, "x"): old}))
         store.save(synthetic_result({("w", P1, "x"): new}, seed=1))
-    code, out, _ = run(["compare", "1", "2", "--fail-if-slower", "20", "--store", str(path)], capsys)
+    code, out, _ = run(
+        ["compare", "1", "2", "--fail-if-slower", "20", "--store", str(path)], capsys
+    )
     assert code == EXIT_UNDECIDED == 3
     assert "gate: cannot tell for 1 of 1 case(s) whether mean latency is worse" in out
     assert why in out and "at least 4 repetitions per side" in out
     # a difference within the threshold is no reason to doubt
-    code, out, _ = run(["compare", "1", "2", "--fail-if-slower", "200", "--store", str(path)], capsys)
+    code, out, _ = run(
+        ["compare", "1", "2", "--fail-if-slower", "200", "--store", str(path)], capsys
+    )
     assert code == (3 if len(old) == 3 else 0)

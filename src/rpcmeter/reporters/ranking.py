@@ -18,6 +18,7 @@ from rich.table import Table
 from rich.text import Text
 
 from rpcmeter.aggregate import Cell, baseline, cells
+from rpcmeter.reporters.fit import FitTable
 from rpcmeter.reporters.format import fmt_bytes, fmt_ms, fmt_rate, fmt_ratio, fmt_s, ratio
 from rpcmeter.result import Result
 
@@ -44,7 +45,7 @@ def ranking_table(result: Result, workload: str) -> Table:
     has_server = any(c.values("server_time.mean_us") for c in all_cells)
     has_bytes = any(c.values("bytes.out_per_request") for c in all_cells)
     has_block = any(math.isfinite(_per_request(c, "would_block_ns")) for c in all_cells)
-    table = Table(
+    table = FitTable(
         title=f"[bold]{workload}[/bold] · ranked by requests/s",
         title_justify="left",
         box=box.SIMPLE_HEAD,  # the style of the results and comparison tables

@@ -49,9 +49,10 @@ def comparisons_of(result: Result) -> dict[str, Any]:
     return stored if stored is not None else analysis.compare_variants(result)
 
 
-def workload_grid(result: Result, workload: str) -> Grid:
+def workload_grid(result: Result, workload: str, walls: bool = True) -> Grid:
     """Per matrix point: the baseline's latency and throughput; every other variant as ratios to
-    the baseline (left out when the comparison table gives them with intervals and verdicts)."""
+    the baseline (left out when the comparison table gives them with intervals and verdicts);
+    with ``walls``, each variant's wall time."""
     grid = cells(result)[workload]
     names = variant_names(result)
     base = baseline(result)
@@ -62,7 +63,8 @@ def workload_grid(result: Result, workload: str) -> Grid:
     columns = [*keys, f"{base}\nmean ms", "\nsd ms", "\np50 ms", "\np99 ms", "\nreq/s"]
     for v in others:
         columns += [f"{v}\nmean", "\np99", "\nreq/s"]
-    columns.append("wall s\n" + " / ".join(names))
+    if walls:
+        columns.append("wall s\n" + " / ".join(names))
     any_errors = any(c.errors for row in grid.values() for c in row.values())
     if any_errors:
         columns.append("errors")
@@ -92,7 +94,10 @@ def workload_grid(result: Result, workload: str) -> Grid:
                 fmt_ratio(ratio(c.latency_us("p99"), b.latency_us("p99"))),
                 fmt_ratio(ratio(c.mean("throughput_rps"), b.mean("throughput_rps"))),
             ]
-        cols.append(" / ".join(fmt_s(row[v].mean("wall_s")) if v in row else "-" for v in names))
+        if walls:
+            cols.append(
+                " / ".join(fmt_s(row[v].mean("wall_s")) if v in row else "-" for v in names)
+            )
         if any_errors:
             cols.append(str(sum(c.errors for c in row.values())))
         out.rows.append(cols)

@@ -18,6 +18,7 @@ from rich.text import Text
 from rpcmeter import analysis
 from rpcmeter.aggregate import Cell, baseline, cells, variant_names
 from rpcmeter.rates import ACHIEVED_MIN, KNEE_FACTOR, Series, rate_series
+from rpcmeter.reporters.fit import FitTable
 from rpcmeter.reporters.format import (
     fmt_bytes,
     fmt_mb,
@@ -88,7 +89,7 @@ def grid_table(grid: Grid, title: bool = True) -> Table:
     """A :class:`~rpcmeter.reporters.tables.Grid` as a rich table (``title=False``: the caller
     prints the title, which then does not wrap to the table's width)."""
     note = f"  [dim]({grid.note})[/dim]" if grid.note else ""
-    table = Table(
+    table = FitTable(
         title=f"[bold]{grid.title}[/bold]{note}" if title else None,
         title_justify="left",
         box=box.SIMPLE_HEAD,
@@ -102,7 +103,9 @@ def grid_table(grid: Grid, title: bool = True) -> Table:
 
 
 def workload_table(result: Result, workload: str) -> Table:
-    return grid_table(workload_grid(result, workload))
+    # beside three variants' ratios, three wall times no longer fit 120 columns: the ranking
+    # table below gives them
+    return grid_table(workload_grid(result, workload, walls=len(variant_names(result)) <= 2))
 
 
 def comparison_tables(doc: dict[str, Any]) -> list[Text | Table]:
@@ -174,7 +177,7 @@ def breakdown_table(result: Result, workload: str) -> Table | None:
     keys = list(result["suite"].get("matrix_keys") or [])
     several = len(variant_names(result)) > 1
     title = "where the time goes" if with_breakdown else "bytes per request"
-    table = Table(
+    table = FitTable(
         title=f"[bold]{workload}[/bold]  [dim]({title}; ms: mean ± sd)[/dim]",
         title_justify="left",
         box=box.SIMPLE_HEAD,
@@ -260,7 +263,7 @@ def command_table(result: Result, workload: str) -> Table:
     base = baseline(result)
     compared = len(variant_names(result)) > 1
     keys = list(result["suite"].get("matrix_keys") or [])
-    table = Table(
+    table = FitTable(
         title=f"[bold]{workload}[/bold]  [dim](means over runs"
         + (f"; ratios to {base}, verdicts over runs)[/dim]" if compared else ")[/dim]"),
         title_justify="left",
@@ -273,8 +276,8 @@ def command_table(result: Result, workload: str) -> Table:
     for name in ("runs", "wall s", "± s", "user s", "sys s", "CPU s", "CPUs", "peak MB"):
         table.add_column(name, justify="right")
     if compared:
-        table.add_column("wall ratio", justify="right", no_wrap=True)
-        table.add_column("CPU ratio", justify="right", no_wrap=True)
+        table.add_column("wall ratio", justify="right")
+        table.add_column("CPU ratio", justify="right")
     for point, row in grid.items():
         pd = dict(point)
         base_cell = row.get(base)
@@ -306,7 +309,9 @@ def command_table(result: Result, workload: str) -> Table:
                     verdict = found["verdict"] if found else "-"
                     style = {"faster": "green", "slower": "red"}.get(verdict, "")
                     r = ratio(statistics.fmean(cell.values(path)), base_cell.mean(path))
-                    text = f"{fmt_ratio(r)} {analysis.verdict_word(metric, verdict)}"
+                    text = fmt_ratio(r)  # no verdict word where none was reached
+                    if verdict not in ("unknown", "-"):
+                        text += f" {analysis.verdict_word(metric, verdict)}"
                     cols.append(Text(text, style=style))
             table.add_row(*cols)
     return table
@@ -329,7 +334,7 @@ def resource_table(result: Result, workload: str) -> Table | None:
     (means over repetitions; ``-``: not measured)."""
     grid = cells(result)[workload]
     keys = list(result["suite"].get("matrix_keys") or [])
-    table = Table(
+    table = FitTable(
         title=f"[bold]{workload}[/bold] · CPU and memory",
         title_justify="left",
         box=box.SIMPLE_HEAD,
@@ -443,7 +448,7 @@ def rate_table(series: Series) -> Table:
     """Latency (corrected, and p99 uncorrected) against offered rate; the knee marked."""
     point = " ".join(f"{k}={v}" for k, v in series.point)
     title = f"[bold]{series.workload}[/bold] · {series.variant}" + (f" · {point}" if point else "")
-    table = Table(
+    table = FitTable(
         title=f"{title} · latency vs offered rate (from the intended send time)",
         title_justify="left",
         show_edge=False,
@@ -474,7 +479,7 @@ def max_rate_table(result: Result) -> Table:
     """One row per search: the highest rate meeting the objective and the latency there."""
     entries = result.get("max_rate") or []
     keys = list(dict.fromkeys(k for e in entries for k in e["point"]))
-    table = Table(
+    table = FitTable(
         title=f"[bold]highest rate meeting {entries[0]['slo']}[/bold]",
         title_justify="left",
         show_edge=False,

@@ -1,0 +1,99 @@
+"""Tables at 120 columns (what the CLI uses when stdout is not a terminal): nothing wider, no
+figure or matrix key cut; headers wrap instead."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rpcmeter.cli import main
+from rpcmeter.reporters import terminal
+from rpcmeter.store import Store
+from tests.support.synthetic import synthetic_result
+
+GOLDEN = Path(__file__).parent / "golden"
+WIDTH = 120
+
+
+def check_fits(text: str) -> None:
+    long = [line for line in text.splitlines() if len(line.rstrip()) > WIDTH]
+    assert not long, long
+    assert "…" not in text, text
+
+
+def test_three_variants_with_a_long_matrix_key_fit() -> None:
+    # grpc-vs-rest's shape: three variants, the matrix key request_bytes, bytes and server time
+    point = (("request_bytes", 10000),)
+    result = synthetic_result(
+        {
+            ("echo", point, "grpc"): [20_350, 20_100],
+            ("echo", point, "grpc threaded"): [16_070, 16_500],
+            ("echo", point, "rest"): [1_990, 2_010],
+        }
+    )
+    for case in result["cases"]:
+        case["server_time"] = {"mean_us": 1.0}
+        case["bytes"] = {"out_per_request": 10_069.0, "in_per_request": 10_115.0}
+    text = terminal.render(result, width=WIDTH)
+    check_fits(text)
+    assert "request_bytes" in text and "ranked by requests/s" in text
+    # the wall times are in the ranking table (three of them no longer fit beside the ratios)
+    assert "grpc threaded / rest" not in text
+    ranking = text[text.index("ranked by requests/s") :]
+    assert "wall" in ranking.splitlines()[3] + ranking.splitlines()[4]
+
+
+def test_a_command_table_with_verdicts_fits() -> None:
+    # busy-polling's table: a 2 x 2 matrix of one-word keys, both ratio columns with verdicts
+    result: dict[str, Any] = json.loads((GOLDEN / "busy_polling_quick.json").read_text())
+    for case in result["cases"]:  # 12 runs a case, park's CPU cut: verdicts in both columns
+        runs = case["runs"]
+        case["runs"] = [
+            {
+                **copy.deepcopy(r),
+                "wall_s": r["wall_s"] * (1 + 0.01 * i),
+                "user_s": r["user_s"] * (0.4 if case["variant"] == "park" else 1) * (1 + 0.01 * i),
+            }
+            for i, r in enumerate(runs * 4)
+        ]
+    text = terminal.render(result, width=WIDTH)
+    check_fits(text)
+    assert "heavy_map" in text and "long_input" in text
+    assert " less" in text  # a verdict word beside a ratio
+
+
+def test_history_with_long_suite_names_fits(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "h.db"
+    with Store(path) as store:
+        for i, name in enumerate(
+            [
+                "busy polling: spinning vs parking workers",
+                "gRPC vs REST",
+                "latency-vs-rate-of-the-reference-http-server",  # one long word
+            ]
+        ):
+            result = synthetic_result(
+                {
+                    ("w", (), "grpc"): [100],
+                    ("w", (), "grpc threaded"): [100],
+                    ("w", (), "rest"): [100],
+                },
+                seed=i,
+            )
+            result["suite"]["name"] = name
+            result["suite"]["git"] = {"commit": "f2eeb99cfe" * 4, "dirty": True}
+            result["run_id"] = f"{i:012d}"
+            store.tag("main", store.save(result))
+    assert main(["history", "--store", str(path)]) == 0
+    out = capsys.readouterr().out
+    check_fits(out)
+    rows = [line.split() for line in out.splitlines() if line[:4].strip().isdigit()]
+    assert [row[0] for row in rows] == ["3", "2", "1"]  # the ids, whole
+    assert "complete" in out and "busy polling: spinning" in out
+    assert "latency-vs-rate-of-the" in out.replace(" ", "")
