@@ -49,6 +49,7 @@ def test_http_open_loop_rate_and_stall() -> None:
     check_stall(stall, rate, stall_s, duration_s)
 
 
+@timing_sensitive
 def test_requests_per_second_on_the_schedules_time_base() -> None:
     """The server stalls just before sending ends, so the last replies arrive well after it:
     the case's requests/s and the schedule's achieved rate still agree (the wait for those
