@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import io
 import json
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from rpcmeter.cli import Progress, case_fraction, fmt_eta
+from rpcmeter.plan import expand
+from rpcmeter.suite import build_suite
 
 pytestmark = pytest.mark.timeout(240)
 ROOT = Path(__file__).parents[1]
@@ -113,3 +118,32 @@ def test_usage_errors_exit_2_without_traceback(tmp_path: Path) -> None:
     )
     proc = rpcmeter("run", "--set", "nonsense", cwd=tmp_path)
     assert proc.returncode == 2 and "expected KEY=VALUE" in proc.stderr
+
+
+class _Tty(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_live_line_has_an_eta() -> None:
+    suite = build_suite(
+        {"load": {"requests": 100, "threads": 2}, "workloads": {"simple": {}}, "repeat": 4}
+    )
+    cases = expand(suite)
+    now = [0.0]
+    stream = _Tty()
+    progress = Progress(stream, clock=lambda: now[0])
+    progress.case_start(cases[0], 4)
+    assert "ETA" not in stream.getvalue()  # nothing done yet: no estimate
+    now[0] = 10.0
+    progress.update(cases[0], 4, 100, 9.0)  # half of 2 x 100 requests in 10 s
+    line = stream.getvalue().split("\r")[-1]
+    assert line.startswith("[1/4] default · simple") and "100 requests" in line
+    assert line.rstrip().endswith("ETA 1 min 10 s")  # 10 s a half case, 3.5 cases left
+    now[0] = 20.0
+    progress.case_start(cases[1], 4)  # one case in 20 s, three left
+    assert stream.getvalue().split("\r")[-1].rstrip().endswith("ETA 1 min 00 s")
+    # a duration counts by time
+    timed = expand(build_suite({"load": {"duration_s": 4}, "workloads": {"simple": {}}}))[0]
+    assert case_fraction(timed, 10, 1.0) == 0.25
+    assert fmt_eta(3725) == "1 h 02 min"

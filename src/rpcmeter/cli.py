@@ -6,7 +6,7 @@ import argparse
 import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -30,35 +30,72 @@ EXIT_UNDECIDED = 3  # --fail-if-slower could not settle a case (too few or too s
 CREATES = " (missing parent directories are created)"
 
 
-class Progress:
-    """One live line on stderr: case k of n, the case, requests so far and requests/s."""
+def case_fraction(case: Case, done: int, seconds: float) -> float:
+    """How much of ``case`` is done, 0 to 1: by time for a duration, by count for a request
+    count (every loop of every client), 0 when unknown (a whole command's runs)."""
+    load = case.load
+    if case.kind == "command":
+        return 0.0
+    if load.duration_s is not None:
+        return min(1.0, seconds / load.duration_s)
+    planned = load.requests * (load.concurrency or load.threads) * load.clients
+    return min(1.0, done / planned) if planned else 0.0
 
-    def __init__(self, stream: TextIO) -> None:
+
+def fmt_eta(seconds: float) -> str:
+    s = round(seconds)
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min {s % 60:02d} s"
+    return f"{s // 3600} h {s % 3600 // 60:02d} min"
+
+
+class Progress:
+    """One live line on stderr: case k of n, the case, requests so far, requests/s and the time
+    the run has left (ETA: the time per case so far, cases and the running case's part done,
+    times what is left; shown once a tenth of a case is done)."""
+
+    def __init__(self, stream: TextIO, clock: Callable[[], float] = time.monotonic) -> None:
         self.stream = stream
         self.tty = stream.isatty()
+        self.clock = clock
         self.last = 0.0
         self.width = 0
+        self.started: float | None = None
+
+    def eta(self, case: Case, total: int, fraction: float) -> str:
+        """`` · ETA ...`` for a run ``case.index + fraction`` cases into ``total``, or ""."""
+        done = case.index + fraction
+        if self.started is None or done < 0.1:
+            return ""
+        elapsed = self.clock() - self.started
+        return f" · ETA {fmt_eta(elapsed / done * (total - done))}"
 
     def case_start(self, case: Case, total: int) -> None:
-        line = f"[{case.index + 1}/{total}] {case.label()}"
+        if self.started is None:
+            self.started = self.clock()
+        line = f"[{case.index + 1}/{total}] {case.label()}{self.eta(case, total, 0.0)}"
         if self.tty:
             self._show(line)
         else:
             print(line, file=self.stream, flush=True)
 
     def update(self, case: Case, total: int, done: int, seconds: float) -> None:
-        now = time.monotonic()
+        now = self.clock()
         if not self.tty or now - self.last < 0.2:
             return
         self.last = now
         rate = done / seconds if seconds > 0 else 0.0
+        eta = self.eta(case, total, case_fraction(case, done, seconds))
         if case.kind == "command":
             self._show(
-                f"[{case.index + 1}/{total}] {case.label()} · {done:,} runs · {seconds:.1f} s"
+                f"[{case.index + 1}/{total}] {case.label()} · {done:,} runs · {seconds:.1f} s{eta}"
             )
             return
         self._show(
-            f"[{case.index + 1}/{total}] {case.label()} · {done:,} requests · {rate:,.0f} req/s"
+            f"[{case.index + 1}/{total}] {case.label()} · {done:,} requests · "
+            f"{rate:,.0f} req/s{eta}"
         )
 
     def _show(self, line: str) -> None:
