@@ -185,7 +185,7 @@ def test_server_cpu_per_request_matches_known_spin() -> None:
 
 @timing_sensitive
 @pytest.mark.timeout(90)
-def test_saturated_client_on_one_cpu_triggers_the_load_generator_warning() -> None:
+def test_a_filled_client_cpu_triggers_a_load_generator_warning() -> None:
     cpus = sorted(psutil.Process().cpu_affinity() or [0])
     result = run(
         {
@@ -200,6 +200,10 @@ def test_saturated_client_on_one_cpu_triggers_the_load_generator_warning() -> No
     (case,) = result["cases"]
     assert case["status"] == "ok", case["reason"]
     assert case["cpu"]["client_cpus_given"] == 1.0
-    busiest = max(case["cpu"]["client_util_pct"], case["cpu"]["client_cpus_busy_pct"] or 0.0)
+    own = case["cpu"]["client_util_pct"]
+    busiest = max(own, case["cpu"]["client_cpus_busy_pct"] or 0.0)
     assert busiest > 90.0, case["cpu"]
-    assert any("load generator was saturated" in w for w in warnings_for(result))
+    # which warning rests on the measured figures: the clients' own use, or the CPU busy with
+    # other work (here the server beside them, or other jobs on the machine)
+    expected = "load generator was saturated" if own > 90.0 else "busy with other work"
+    assert any(expected in w for w in warnings_for(result)), (case["cpu"], warnings_for(result))

@@ -145,6 +145,22 @@ class SendChannel(partial[None]):
         return Ownership(partial(conn.write, request), conn.release)
 
 
+def in_turn(
+    send: Callable[[bytes, Done, bytes | None], None], pairs: list[tuple[bytes, bytes | None]]
+) -> Channel:
+    """A channel sending the requests of ``pairs`` (request, expected reply or None) in turn
+    through ``send(request, done, expect)``."""
+    turn = 0
+
+    def channel(done: Done) -> None:
+        nonlocal turn
+        data, expect = pairs[turn]
+        turn = (turn + 1) % len(pairs)
+        send(data, done, expect)
+
+    return channel
+
+
 class StreamDriver(EventDriver):
     """An event driver over ``ctx.connections`` stream connections of one protocol."""
 
@@ -224,37 +240,17 @@ class StreamDriver(EventDriver):
         n = VARIANTS if isinstance(w, EchoParams) else 1
         bodies = [self.request_body(index * VARIANTS + v) for v in range(n)]
         requests = [self.encode(b) for b in bodies]
+        expects = [expected_reply(w, b) if self.ctx.validate else None for b in bodies]
+        pairs = list(zip(requests, expects, strict=True))
         if not self.ctx.reuse:
-            expect_list = [expected_reply(w, b) if self.ctx.validate else None for b in bodies]
-            shots = list(zip(requests, expect_list, strict=True))
-            shot = 0
-
-            def fresh(done: Done) -> None:
-                nonlocal shot
-                data, expect = shots[shot]
-                shot = (shot + 1) % n
-                self.one_shot(data, done, expect)
-
-            return fresh
+            return in_turn(self.one_shot, pairs)
         conn = self.conns[index % len(self.conns)]
-        send = conn.send
         if not self.ctx.validate:
-            channel = SendChannel(send, requests[0])
+            channel = SendChannel(conn.send, requests[0])
             channel.conn = conn
             channel.exclusive = self.ctx.threads <= len(self.conns)
             return channel
-
-        expects = [expected_reply(w, b) for b in bodies]
-        pairs = list(zip(requests, expects, strict=True))
-        turn = 0
-
-        def validated(done: Done) -> None:
-            nonlocal turn
-            data, expect = pairs[turn]
-            turn = (turn + 1) % n
-            send(data, done, expect)
-
-        return validated
+        return in_turn(conn.send, pairs)
 
     def counters(self) -> dict[str, int]:
         conns = getattr(self, "conns", [])
