@@ -145,3 +145,12 @@ def test_a_gate_that_cannot_settle_a_case_fails_with_its_own_status(
         ["compare", "1", "2", "--fail-if-slower", "200", "--store", str(path)], capsys
     )
     assert code == (3 if len(old) == 3 else 0)
+
+
+def test_a_gate_on_a_metric_never_measured_does_not_pass(
+    db: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    argv = ["compare", "1", "2", "--metric", "server_cpu", "--fail-if-slower", "10"]
+    code, out, _ = run([*argv, "--store", str(db)], capsys)
+    assert code == EXIT_UNDECIDED
+    assert "no case has server CPU per request measured on both sides" in out

@@ -349,6 +349,12 @@ def _gate(doc: dict[str, Any], args: argparse.Namespace, out: TextIO) -> int:
         for line in tables.regression_lines(doc, found, pct):
             out.write(f"  {line}\n")
         return 1
+    if not rows:
+        out.write(
+            f"gate: no case has {m.label} measured on both sides: nothing to gate on (exit "
+            f"status {EXIT_UNDECIDED})\n"
+        )
+        return EXIT_UNDECIDED
     if open_rows:
         out.write(
             f"gate: cannot tell for {len(open_rows)} of {len(rows)} case(s) whether {m.label} "

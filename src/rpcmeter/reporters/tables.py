@@ -7,6 +7,7 @@ decides how to draw them.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -216,12 +217,15 @@ def undecided_lines(doc: dict[str, Any], rows: list[dict[str, Any]]) -> list[str
     for r in rows:
         m = analysis.METRIC_BY_NAME[r["metric"]]
         base = r["baseline"] if doc["kind"] == "variants" else doc["baseline"]
-        why = (
-            f"{r['n']} and {r['n_baseline']} repetitions cannot reach significance"
-            if r["verdict"] == "unknown"
-            else f"not significant (p={r['p_value']:.3g}, {r['n']} and {r['n_baseline']} "
-            "repetitions)"
-        )
+        if r["ratio"] is None or not math.isfinite(r["ratio"]):
+            why = "not measured on both sides"
+        elif r["verdict"] == "unknown":
+            why = f"{r['n']} and {r['n_baseline']} repetitions cannot reach significance"
+        else:
+            why = (
+                f"not significant (p={r['p_value']:.3g}, {r['n']} and {r['n_baseline']} "
+                "repetitions)"
+            )
         ratio = (
             f"{fmt_ratio(r['ratio'])}x [{fmt_ratio(r['ci_low'])}-{fmt_ratio(r['ci_high'])}]"
             if r["ratio"] is not None
