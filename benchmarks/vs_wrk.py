@@ -15,12 +15,17 @@ clock and no bookkeeping (not a usable load generator: it only counts). rpcmeter
 from this floor is the cost of its own work per request; the floor's distance from wrk is the
 event loop's and the kernel's.
 
-    python benchmarks/vs_wrk.py [--connections 50] [--duration 5] [--rounds 3] [--path /noop]
+With ``--tls`` all three speak HTTPS to nginx (TLS 1.3, a certificate made for the run with
+``trustme``; rpcmeter and the floor verify it, wrk verifies no certificate); the handshakes happen before the measured interval
+(keep-alive), so the figures are the per-request cost of TLS records on each side.
+
+    python benchmarks/vs_wrk.py [--connections 50] [--duration 5] [--rounds 3] [--path /noop] [--tls]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import re
 import resource
 import shutil
@@ -39,6 +44,7 @@ from rpcmeter.runners.closed_loop import run_closed_loop
 from rpcmeter.runners.spec import LoadSpec
 from rpcmeter.servers import nginx
 from rpcmeter.servers.process import ServerProcess, expand_command, free_port
+from rpcmeter.tls import ClientTls, RunCertificates, TlsSettings
 from rpcmeter.workloads import NoopParams
 
 
@@ -66,8 +72,8 @@ def run_wrk(url: str, connections: int, duration: float, cpu: int) -> tuple[floa
 
 
 FLOOR = """
-import asyncio, resource, sys, time, uvloop
-host, port, path, n_conns, duration = sys.argv[1:6]
+import asyncio, resource, socket, ssl, sys, time, uvloop
+host, port, path, n_conns, duration, ca_file = sys.argv[1:7]
 request = f"GET {path} HTTP/1.1\\r\\nHost: {host}:{port}\\r\\n\\r\\n".encode()
 replies = 0
 
@@ -80,12 +86,35 @@ class Floor(asyncio.Protocol):
         replies += 1
         self.write(request)
 
+def tls_reader(sock):  # over TLS: the loop watches a non-blocking SSLSocket
+    recv, send = sock.recv, sock.send
+    def readable():
+        global replies
+        try:
+            recv(65536)
+        except ssl.SSLWantReadError:
+            return
+        replies += 1
+        send(request)
+    return readable
+
 async def main():
     loop = asyncio.get_running_loop()
-    conns = [(await loop.create_connection(Floor, host, int(port)))[1] for _ in range(int(n_conns))]
+    if ca_file:
+        context = ssl.create_default_context(cafile=ca_file)
+        socks = [context.wrap_socket(socket.create_connection((host, int(port))),
+                                     server_hostname=host) for _ in range(int(n_conns))]
+        for s in socks:
+            s.setblocking(False)
+            loop.add_reader(s.fileno(), tls_reader(s))
+        writes = [s.send for s in socks]
+    else:
+        conns = [(await loop.create_connection(Floor, host, int(port)))[1]
+                 for _ in range(int(n_conns))]
+        writes = [c.write for c in conns]
     start, before, cpu = time.perf_counter(), replies, resource.getrusage(resource.RUSAGE_SELF)
-    for c in conns:
-        c.write(request)
+    for write in writes:
+        write(request)
     await asyncio.sleep(float(duration))
     seconds, end = time.perf_counter() - start, resource.getrusage(resource.RUSAGE_SELF)
     cpu_s = end.ru_utime - cpu.ru_utime + end.ru_stime - cpu.ru_stime
@@ -96,11 +125,18 @@ uvloop.run(main())
 
 
 def run_floor(
-    host: str, port: int, path: str, connections: int, duration: float, cpu: int
+    host: str,
+    port: int,
+    path: str,
+    connections: int,
+    duration: float,
+    cpu: int,
+    ca_file: str | None = None,
 ) -> tuple[float, float]:
     """(requests/s, client CPU seconds per request) of the bare uvloop protocol (its CPU
-    measured by itself over the measured interval, as rpcmeter's is)."""
-    args = [host, str(port), path, str(connections), str(duration)]
+    measured by itself over the measured interval, as rpcmeter's is); over TLS trusting
+    ``ca_file`` when given."""
+    args = [host, str(port), path, str(connections), str(duration), ca_file or ""]
     out = subprocess.run(
         ["taskset", "-c", str(cpu), sys.executable, "-c", FLOOR, *args],
         capture_output=True,
@@ -113,9 +149,14 @@ def run_floor(
 
 
 def run_rpcmeter(
-    endpoint: Endpoint, path: str, connections: int, duration: float, cpu: int
+    endpoint: Endpoint,
+    path: str,
+    connections: int,
+    duration: float,
+    cpu: int,
+    tls: ClientTls | None = None,
 ) -> tuple[float, float]:
-    """(requests/s, client CPU seconds per request) of one rpcmeter run."""
+    """(requests/s, client CPU seconds per request) of one rpcmeter run (over ``tls``)."""
     out = run_closed_loop(
         LoadSpec(
             "http",
@@ -125,6 +166,7 @@ def run_rpcmeter(
                 {"path": path, "method": "GET"},
                 threads=connections,
                 connections=connections,
+                tls=tls,
             ),
             clients=1,
             requests=None,
@@ -146,34 +188,48 @@ def main() -> int:
     parser.add_argument("--duration", type=float, default=5.0)
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--path", default="/noop")
+    parser.add_argument("--tls", action="store_true", help="HTTPS (a certificate made for the run)")
     args = parser.parse_args()
     if shutil.which("wrk") is None or nginx.executable() is None:
         print("needs wrk and nginx (Debian: apt-get install wrk nginx-light)", file=sys.stderr)
         return 2
     cpus = available_cpus()
     server_cpu, client_cpu = (cpus[0], cpus[1]) if len(cpus) > 1 else (cpus[0], cpus[0])
-    with tempfile.TemporaryDirectory(prefix="rpcmeter-nginx-") as tmp:
+    certs = RunCertificates() if args.tls else None
+    tls = ClientTls(TlsSettings(), certs.ca_file, None) if certs else None
+    ca_file = certs.ca_file if certs else None
+    with (
+        tempfile.TemporaryDirectory(prefix="rpcmeter-nginx-") as tmp,
+        contextlib.ExitStack() as stack,
+    ):
+        if certs is not None:
+            stack.callback(certs.close)
         endpoint = Endpoint("tcp", "127.0.0.1", free_port())
-        command = expand_command(nginx.prepare(Path(tmp)), endpoint)
-        url = f"http://127.0.0.1:{endpoint.port}{args.path}"
+        server_files = (certs.cert_file, certs.key_file) if certs else None
+        command = expand_command(nginx.prepare(Path(tmp), tls=server_files), endpoint)
+        url = f"{'https' if certs else 'http'}://127.0.0.1:{endpoint.port}{args.path}"
         wrk: list[tuple[float, float]] = []
         ours: list[tuple[float, float]] = []
         floor: list[tuple[float, float]] = []
         with ServerProcess(command, endpoint, cpus=[server_cpu]):
             print(
                 f"nginx on CPU {server_cpu}, clients on CPU {client_cpu}; {args.connections} "
-                f"connections, {args.duration:g} s per run, GET {args.path}"
+                f"connections, {args.duration:g} s per run, GET {url}"
             )
             print(f"{'round':>5}  {'client':<9} {'req/s':>10} {'CPU us/req':>11}")
             port, d, c = endpoint.port or 0, args.duration, args.connections
             clients: list[tuple[str, list[tuple[float, float]], Callable[[], tuple[float, float]]]]
             clients = [
                 ("wrk", wrk, partial(run_wrk, url, c, d, client_cpu)),
-                ("rpcmeter", ours, partial(run_rpcmeter, endpoint, args.path, c, d, client_cpu)),
+                (
+                    "rpcmeter",
+                    ours,
+                    partial(run_rpcmeter, endpoint, args.path, c, d, client_cpu, tls),
+                ),
                 (
                     "floor",
                     floor,
-                    partial(run_floor, "127.0.0.1", port, args.path, c, d, client_cpu),
+                    partial(run_floor, "127.0.0.1", port, args.path, c, d, client_cpu, ca_file),
                 ),
             ]
             for r in range(1, args.rounds + 1):

@@ -43,6 +43,7 @@ from rpcmeter.servers.process import (
     stop_all,
 )
 from rpcmeter.suite import ServerSpec, Suite
+from rpcmeter.tls import ClientTls, RunCertificates, describe, for_case
 
 ProgressCallback = Callable[[Case, int, int, float], None]  # case, total cases, requests, seconds
 CaseCallback = Callable[[Result, CaseDoc], None]
@@ -146,7 +147,8 @@ def run_suite(
             cpus = placement_mod.Cpus(cpus.server, None)
 
     environments: dict[str, Env | EnvError] = {}
-    bench = Bench(suite, options, cpus, quotas, cluster, environments, total)
+    certs = run_certificates(suite, result)
+    bench = Bench(suite, options, cpus, quotas, cluster, environments, total, certs)
 
     def run_one(case: Case) -> CaseDoc:
         if options.on_case_start:
@@ -176,6 +178,8 @@ def run_suite(
         raise
     finally:
         stop_all()
+        if certs is not None:
+            certs.close()
         if cluster is not None:
             cluster.close()
         quotas.close()
@@ -187,6 +191,18 @@ def run_suite(
         for finish_hook in options.on_finish:
             finish_hook(result)
     return result
+
+
+def run_certificates(suite: Suite, result: Result) -> RunCertificates | None:
+    """With TLS to a server rpcmeter starts, a CA and server certificate made for the run;
+    the result's ``environment.tls`` records each TLS variant's settings and fingerprints."""
+    tls = {v: suite.tls_of(v) for v in suite.variants}
+    managed = {v: suite.address_of(v) is None for v in suite.variants}
+    certs = RunCertificates() if any(tls[v] and managed[v] for v in tls) else None
+    described = {v: describe(t, certs, managed[v]) for v, t in tls.items() if t is not None}
+    if described:
+        result["environment"]["tls"] = described
+    return certs
 
 
 def prepare_environments(
@@ -211,15 +227,23 @@ def prepare_environments(
 
 
 def server_command(
-    suite: Suite, case: Case, spec: ServerSpec, endpoint: Endpoint, env: Env | None = None
+    suite: Suite,
+    case: Case,
+    spec: ServerSpec,
+    endpoint: Endpoint,
+    env: Env | None = None,
+    certs: RunCertificates | None = None,
+    tls: dict[str, Any] | None = None,
 ) -> list[str]:
     """The server's command line; with a variant environment, run by its interpreter
-    (``{python}`` in a server command)."""
+    (``{python}`` in a server command). A command gets the run's certificates as ``{ca_file}``,
+    ``{cert_file}``, ``{key_file}``; a built-in server gets ``tls`` as its ``tls`` option."""
     import sys
 
     if spec.command is not None:
+        extra = {"python": env.python if env else sys.executable}
         return expand_command(
-            spec.command, endpoint, {"python": env.python if env else sys.executable}
+            spec.command, endpoint, {**extra, **(certs.placeholders() if certs else {})}
         )
     variant = suite.variants[case.variant]
     opts = {
@@ -227,6 +251,7 @@ def server_command(
         **variant.options,
         "seed": suite.seed,
         "workload": {"kind": case.kind, **case.params.model_dump()},
+        **({"tls": tls} if tls else {}),
     }
     command = driver_class(suite.driver_of(case.variant)).server_command(endpoint, opts)
     return in_env(command, env) if env is not None else command
@@ -245,6 +270,7 @@ class Bench:
     cluster: LoadCluster | None = None
     environments: Mapping[str, Env | EnvError] = field(default_factory=dict)
     total: int = 1
+    certs: RunCertificates | None = None  # made for the run when a variant uses TLS
 
     def run_case(self, case: Case) -> CaseDoc:
         return CaseRun(self, case).run()
@@ -271,6 +297,13 @@ class CaseRun:
         self.doc = case_skeleton(case, None, bench.cpus)
         self.server: ServerProcess | None = None  # None: a remote server rpcmeter does not start
         self.monitor: resources.TreeMonitor | None = None  # watches the server rpcmeter started
+        # TLS: the client's (rpcmeter.tls), and the built-in server's ``tls`` option
+        settings = self.suite.tls_of(case.variant)
+        managed = self.suite.address_of(case.variant) is None
+        self.tls_client: ClientTls | None = None
+        self.tls_server: dict[str, Any] | None = None
+        if settings is not None:
+            self.tls_client, self.tls_server = for_case(settings, bench.certs, managed)
 
     def run(self) -> CaseDoc:
         try:
@@ -284,7 +317,9 @@ class CaseRun:
                     self.record_idle()
                     return self.doc
                 idle = self.idle_window()
-                load = LoadSpec.of_case(self.suite, self.case, endpoint, self.bench.cpus.client)
+                load = LoadSpec.of_case(
+                    self.suite, self.case, endpoint, self.bench.cpus.client, self.tls_client
+                )
                 rtt = self.round_trip(load)
                 outcome = self.drive_load(load)
                 self.collect_resources(outcome, idle)
@@ -327,7 +362,7 @@ class CaseRun:
             return
         spec = suite.server_of(case.variant)
         self.server = ServerProcess(
-            server_command(suite, case, spec, endpoint, env),
+            server_command(suite, case, spec, endpoint, env, self.bench.certs, self.tls_server),
             endpoint,
             env={**(env.activation() if env else {}), **suite.env_of(case.variant)},
             cwd=spec.cwd,
@@ -598,6 +633,8 @@ def fill(doc: CaseDoc, outcome: LoadOutcome) -> None:
         }
     if outcome.counters:
         doc["counters"] = dict(outcome.counters)
+    if outcome.connections is not None and outcome.connections.connections:
+        doc["connections"] = outcome.connections.document()
     doc["clients"] = outcome.clients
     # on a cluster, per-worker figures too; CPU totals come from them, so that a lost worker
     # makes the total unknown rather than short

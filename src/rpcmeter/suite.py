@@ -42,6 +42,7 @@ from rpcmeter.suite_model import (
     Workload,
     round_rate,
 )
+from rpcmeter.tls import TlsSettings, check_files
 from rpcmeter.workloads import KINDS, parse_params
 
 __all__ = [
@@ -304,13 +305,7 @@ def _check_semantics(suite: Suite, where: str) -> None:
     _check_addresses(suite, where)
     for vname in suite.variants:
         _check_option_keys(suite, vname, drivers[suite.driver_of(vname)], where)
-    if not suite.load.reuse:
-        for driver in drivers.values():
-            if not driver.connection_per_request:
-                raise SuiteError(
-                    f"{where}: load.reuse: driver {driver.name!r} cannot open a connection per "
-                    "request (reuse = false)"
-                )
+    _check_tls(suite, drivers, where)
     if suite.load.mode == "open":
         closed = no_open_loop(drivers.values())
         if closed:
@@ -369,6 +364,37 @@ def _check_semantics(suite: Suite, where: str) -> None:
                 ) from None
     for driver in drivers.values():
         driver.check_suite(suite, where)
+
+
+def _check_tls(suite: Suite, drivers: dict[str, type[Driver]], where: str) -> None:
+    """TLS only for drivers that speak it, with readable files; ``load.reuse = false`` only
+    for drivers that can open a connection per request."""
+    base = Path(where).parent if Path(where).is_file() else None
+    if suite.target.tls is not None:
+        try:
+            suite.target.tls = check_files(suite.target.tls, base)
+        except ValueError as exc:
+            raise SuiteError(f"{where}: target.tls.{exc}") from None
+    for vname, v in suite.variants.items():
+        key = f"variants.{_format_loc((vname,))}.tls" if v.tls is not None else "target.tls"
+        if isinstance(v.tls, TlsSettings):
+            try:
+                v.tls = check_files(v.tls, base)
+            except ValueError as exc:
+                raise SuiteError(f"{where}: {key}.{exc}") from None
+        driver = drivers[suite.driver_of(vname)]
+        if suite.tls_of(vname) is not None and not driver.tls:
+            raise SuiteError(f"{where}: {key}: driver {driver.name!r} has no TLS")
+        loads = [
+            suite.load.reuse,
+            *[w.load_overrides().get("reuse", True) for w in suite.workloads.values()],
+            *suite.matrix.get("reuse", []),
+        ]
+        if not all(loads) and not driver.connection_per_request:
+            raise SuiteError(
+                f"{where}: load.reuse: driver {driver.name!r} cannot open a connection per "
+                "request (reuse = false)"
+            )
 
 
 def _default_kind(drivers: Any) -> str | None:

@@ -13,6 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
+from rpcmeter.tls import TlsSettings, parse_tls
 from rpcmeter.workloads import WorkloadParams, parse_params
 
 
@@ -49,6 +50,13 @@ class Target(_Model):
     command: str | list[str] | None = None
     cwd: str | None = None
     env: dict[str, str] = Field(default_factory=dict)
+    # TLS (rpcmeter.tls): true or a table; verification on unless ``verify = false``
+    tls: TlsSettings | None = None
+
+    @field_validator("tls", mode="before")
+    @classmethod
+    def _tls(cls, v: Any) -> TlsSettings | None:
+        return parse_tls(v)
 
 
 class GitSource(_Model):
@@ -93,6 +101,12 @@ class Variant(_Model):
     install: list[str] = Field(default_factory=list)
     git: GitSource | None = None
     command: str | list[str] | None = None
+    tls: TlsSettings | Literal[False] | None = None  # false: cleartext for this variant
+
+    @field_validator("tls", mode="before")
+    @classmethod
+    def _tls(cls, v: Any) -> TlsSettings | Literal[False] | None:
+        return False if v is False else parse_tls(v)
 
 
 class Workload(_Model):
@@ -293,6 +307,13 @@ class Suite(_Model):
     def address_of(self, variant: str) -> str | None:
         """The remote server address a variant measures (its own, or the target's), if any."""
         return self.variants[variant].address or self.target.address
+
+    def tls_of(self, variant: str) -> TlsSettings | None:
+        """A variant's TLS settings (its own, else the target's; None: cleartext)."""
+        own = self.variants[variant].tls
+        if own is False:
+            return None
+        return own if own is not None else self.target.tls
 
     def driver_of(self, variant: str) -> str:
         """The driver a variant uses (its own, or the target's)."""

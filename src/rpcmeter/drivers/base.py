@@ -67,7 +67,9 @@ from rpcmeter.errors import ReplyMismatch as ReplyMismatch
 from rpcmeter.workloads import WorkloadParams
 
 if TYPE_CHECKING:
+    from rpcmeter.metrics.connections import ConnectionCosts
     from rpcmeter.suite_model import Suite
+    from rpcmeter.tls import ClientTls
 
 
 @dataclass(frozen=True)
@@ -84,6 +86,7 @@ class DriverContext:
     connections: int = 1  # connections this client opens; loops share them round-robin
     reuse: bool = True  # False: a new connection for every request (load.reuse)
     env: Mapping[str, str] = field(default_factory=dict)  # set in the client before connecting
+    tls: ClientTls | None = None  # TLS to the server (rpcmeter.tls); None: cleartext
 
 
 Caller = Callable[[], object]
@@ -122,6 +125,7 @@ class Driver(ABC):
     packages: ClassVar[tuple[str, ...]] = ()  # distributions whose versions the result records
     fork_safe: ClassVar[bool] = True  # its module may be imported before client processes fork
     fatal_errors: ClassVar[tuple[type[BaseException], ...]] = (OSError, EOFError)
+    tls: ClassVar[bool] = False  # speaks TLS when the context carries it (rpcmeter.tls)
     connection_per_request: ClassVar[bool] = False  # load.reuse = false
 
     def __init__(self, ctx: DriverContext) -> None:
@@ -141,6 +145,10 @@ class Driver(ABC):
     def counters(self) -> dict[str, int]:
         """Totals the driver kept (bytes_out, bytes_in, ...)."""
         return {}
+
+    def connection_costs(self) -> ConnectionCosts | None:
+        """Connect and handshake times of the connections it opened (None: not measured)."""
+        return None
 
     @classmethod  # noqa: B027 - optional hook
     def check_suite(cls, suite: Suite, where: str) -> None:

@@ -27,6 +27,13 @@ grpc.aio was not faster (``benchmarks/grpc_client_modes.py`` prints the ratio). 
 Python gRPC client costs far more CPU per call than the HTTP driver's (130-220 us against 9-14 us
 in ``examples/grpc-vs-rest.toml``), so with one client CPU it is usually the client that limits a gRPC run.
 
+TLS: the target's or variant's ``tls`` (:mod:`rpcmeter.tls`) makes every channel a secure one
+(grpcio's own credentials: ``ca_file`` or the system's CAs, ``cert_file``/``key_file`` for mutual
+TLS, ``server_name`` as the target name override); grpcio cannot skip verification, so
+``verify = false`` is a suite error. A channel that does not connect is diagnosed with one
+handshake from Python's ssl module, so the failure names its cause. grpcio does not expose
+connect and handshake times.
+
 Bytes out/in count message bodies (not gRPC framing nor HTTP/2 headers).
 
 Server time: the built-in server sends its compute time as trailing metadata
@@ -37,6 +44,7 @@ Server time: the built-in server sends its compute time as trailing metadata
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import grpc
@@ -52,6 +60,7 @@ from rpcmeter.servers.bodies import (
     check_variant_options,
 )
 from rpcmeter.servers.grpc_server import method_path, target
+from rpcmeter.tls import probe_handshake
 
 if TYPE_CHECKING:
     from rpcmeter.suite_model import Suite
@@ -113,11 +122,37 @@ class GrpcDriver(Driver):
         "server_workers",
     }
     fork_safe: ClassVar[bool] = False  # grpc's core must start after the fork
+    tls: ClassVar[bool] = True
     fatal_errors: ClassVar[tuple[type[BaseException], ...]] = (OSError, EOFError, GrpcUnavailable)
 
     @classmethod
     def check_suite(cls, suite: Suite, where: str) -> None:
         check_variant_options(suite, where, cls.name, check_options)
+        for vname in suite.variants:
+            tls = suite.tls_of(vname)
+            if suite.driver_of(vname) == cls.name and tls is not None and not tls.verify:
+                raise SuiteError(
+                    f"{where}: variants.{vname}.tls.verify: the grpc driver (grpcio) cannot "
+                    "skip verification: give the server's CA as ca_file"
+                )
+
+    def credentials(self) -> tuple[grpc.ChannelCredentials | None, list[tuple[str, Any]]]:
+        """The channel credentials and options of ``ctx.tls`` (None: cleartext)."""
+        tls = self.ctx.tls
+        if tls is None:
+            return None, []
+        s = tls.settings
+
+        def read(path: str | None) -> bytes | None:
+            return Path(path).read_bytes() if path else None
+
+        creds = grpc.ssl_channel_credentials(
+            root_certificates=read(tls.ca_file),
+            private_key=read(s.key_file),
+            certificate_chain=read(s.cert_file),
+        )
+        name = tls.server_name
+        return creds, [("grpc.ssl_target_name_override", name)] if name else []
 
     def connect(self) -> None:
         opts = self.ctx.options
@@ -129,23 +164,31 @@ class GrpcDriver(Driver):
         timeout = opts.get("call_timeout_s")
         self.timeout = float(timeout) if timeout is not None else None
         addr = target(self.ctx.endpoint)
-        self.channels = [
-            grpc.insecure_channel(
-                addr,
-                options=[
-                    ("grpc.use_local_subchannel_pool", 1),
-                    ("rpcmeter.client", self.ctx.client_index),
-                    ("rpcmeter.channel", i),
-                ],
+        creds, tls_options = self.credentials()
+        self.channels = []
+        for i in range(max(1, self.ctx.connections)):
+            channel_options = [
+                ("grpc.use_local_subchannel_pool", 1),
+                ("rpcmeter.client", self.ctx.client_index),
+                ("rpcmeter.channel", i),
+                *tls_options,
+            ]
+            self.channels.append(
+                grpc.insecure_channel(addr, options=channel_options)
+                if creds is None
+                else grpc.secure_channel(addr, creds, options=channel_options)
             )
-            for i in range(max(1, self.ctx.connections))
-        ]
         wait_s = float(opts.get("connect_timeout_s", 10.0))
         for ch in self.channels:
             try:
                 grpc.channel_ready_future(ch).result(timeout=wait_s)
             except grpc.FutureTimeoutError:
                 self.close()
+                ep = self.ctx.endpoint
+                if self.ctx.tls is not None and ep.port is not None:  # name the TLS failure
+                    why = probe_handshake(self.ctx.tls, ep.host, ep.port, ("h2",))
+                    if why is not None:
+                        raise why from None
                 raise ConnectionError(f"no gRPC connection to {addr} within {wait_s:g} s") from None
         self.stubs = [ch.unary_unary(self.path) for ch in self.channels]
         self.bytes_out = [0] * self.ctx.threads

@@ -20,6 +20,9 @@ keep-alive, ``Connection: close``) fails the case with :class:`KeepAliveRequired
 suite sets ``load.reuse = false``: then every request opens its own connection
 (:class:`~rpcmeter.drivers.stream.StreamDriver`), counted as ``connects``.
 
+HTTPS: the target's or variant's ``tls`` (:mod:`rpcmeter.tls`) runs every connection over TLS
+(ALPN ``http/1.1``). With ``load.reuse = false`` every request says ``Connection: close``.
+
 A status other than 2xx counts as an error of kind ``http_STATUS``. The server's compute time is
 read from a ``Server-Timing`` header (``dur`` in milliseconds, the first metric carrying one);
 replies without it report none. With ``validate``, every reply body is compared with the expected
@@ -226,6 +229,8 @@ class HttpDriver(StreamDriver):
     connection_per_request: ClassVar[bool] = True
     builtin_server: ClassVar[str | None] = "rpcmeter.servers.http_server"
     packages: ClassVar[tuple[str, ...]] = ("httptools", "uvloop")
+    tls: ClassVar[bool] = True
+    alpn: ClassVar[tuple[str, ...]] = ("http/1.1",)
     option_keys: ClassVar[frozenset[str] | None] = STALL_OPTIONS | {
         "method",
         "path",
@@ -257,4 +262,6 @@ class HttpDriver(StreamDriver):
         path = str(opts.get("path") or default_path(w))
         host = str(opts.get("host") or ("localhost" if ep.path else ep.describe().split("//")[1]))
         headers = dict(opts.get("headers") or {})
+        if not self.ctx.reuse:  # one request per connection (load.reuse = false)
+            headers.setdefault("Connection", "close")
         return build_request(method, path, host, headers, body)

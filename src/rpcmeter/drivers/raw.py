@@ -14,6 +14,9 @@ per client and the event loop for more, as ``benchmarks/raw_client_modes.py`` me
 1.06x the requests/s of the event loop at 0.8x its CPU per request with one loop; 0.65x the
 requests/s with eight). A reply with a non-zero status counts as an error of kind
 ``raw_error``. Options: ``io``, ``event_loop`` (``uvloop`` or ``asyncio``).
+
+With ``tls`` (:mod:`rpcmeter.tls`) the frames travel over TLS on either path (connect and
+handshake timed); ``load.reuse = false`` (a connection per request) uses the event loop.
 """
 
 from __future__ import annotations
@@ -21,12 +24,15 @@ from __future__ import annotations
 import contextlib
 import socket
 import threading
+import time
 from typing import ClassVar
 
 from rpcmeter.drivers.base import Caller, ReplyError
 from rpcmeter.drivers.stream import StreamConnection, StreamDriver, mismatch
+from rpcmeter.metrics.connections import ConnectionCosts
 from rpcmeter.servers.bodies import CODES, expected_reply
 from rpcmeter.servers.raw_server import MAX_FRAME, REPLY_HEAD, request_frame
+from rpcmeter.tls import client_context, server_name, timed_handshake
 
 HEAD = REPLY_HEAD.size  # 13: length, status, server_ns
 
@@ -67,6 +73,8 @@ class RawDriver(StreamDriver):
     builtin_server: ClassVar[str | None] = "rpcmeter.servers.raw_server"
     packages: ClassVar[tuple[str, ...]] = ("uvloop",)
     option_keys: ClassVar[frozenset[str] | None] = frozenset({"io", "event_loop", "corrupt_every"})
+    tls: ClassVar[bool] = True
+    connection_per_request: ClassVar[bool] = True
 
     def new_connection(self) -> StreamConnection:
         return RawConnection()
@@ -77,6 +85,8 @@ class RawDriver(StreamDriver):
     # the blocking path (io = "blocking") ------------------------------------------------------
     def uses_event_loop(self) -> bool:
         io = self.ctx.options.get("io", "auto")
+        if not self.ctx.reuse:  # a connection per request: the event loop's path
+            return True
         if io == "auto":  # measured: blocking is faster for one loop, the event loop for more
             return self.ctx.threads > 1
         return bool(io != "blocking")
@@ -85,15 +95,30 @@ class RawDriver(StreamDriver):
         if self.uses_event_loop():
             return
         ep = self.ctx.endpoint
+        tls = self.ctx.tls
+        context = client_context(tls) if tls is not None else None
+        self.costs = ConnectionCosts()
         self.socks: list[socket.socket] = []
         for _ in range(self.ctx.connections):
+            t0 = time.perf_counter_ns()
             if ep.path is not None:
                 sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
                 sock.connect(ep.path)
             else:
                 sock = socket.create_connection((ep.host, ep.port))
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            self.socks.append(sock)
+            self.costs.record("connect", time.perf_counter_ns() - t0)
+            if context is not None and tls is not None:
+                wrapped = context.wrap_socket(
+                    sock, server_hostname=server_name(tls, ep.host), do_handshake_on_connect=False
+                )
+                self.socks.append(wrapped)
+                ns = timed_handshake(wrapped, tls.handshake_timeout_s)
+                self.costs.record(
+                    "handshake_resumed" if wrapped.session_reused else "handshake", ns
+                )
+            else:
+                self.socks.append(sock)
         self.locks = [threading.Lock() for _ in self.socks]
         self.traffic: list[list[int]] = []  # per loop: bytes out, bytes in
 

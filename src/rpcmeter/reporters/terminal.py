@@ -16,7 +16,8 @@ from rich.table import Table
 from rich.text import Text
 
 from rpcmeter import analysis
-from rpcmeter.aggregate import Cell, baseline, cells, variant_names
+from rpcmeter.aggregate import Cell, PointKey, baseline, cells, variant_names
+from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.rates import ACHIEVED_MIN, KNEE_FACTOR, Series, rate_series
 from rpcmeter.reporters.fit import FitTable
 from rpcmeter.reporters.format import (
@@ -328,20 +329,21 @@ RESOURCE_COLUMNS = (  # header, case metric, formatter
 )
 
 
+def point_table(title: str, keys: list[str]) -> Table:
+    """A titled table whose rows start with the matrix point's values and the variant."""
+    table = FitTable(title=title, title_justify="left", box=box.SIMPLE_HEAD, pad_edge=False)
+    for key in [*keys, "variant"]:
+        table.add_column(key, justify="right" if key != "variant" else "left")
+    return table
+
+
 def resource_table(result: Result, workload: str) -> Table | None:
     """CPU per request (user + system) of server and clients, each side's CPU use as a share of
     the CPUs it was given, the server's idle CPU and peak memory; one row per point and variant
     (means over repetitions; ``-``: not measured)."""
     grid = cells(result)[workload]
     keys = list(result["suite"].get("matrix_keys") or [])
-    table = FitTable(
-        title=f"[bold]{workload}[/bold] · CPU and memory",
-        title_justify="left",
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-    )
-    for key in [*keys, "variant"]:
-        table.add_column(key, justify="right" if key != "variant" else "left")
+    table = point_table(f"[bold]{workload}[/bold] · CPU and memory", keys)
     for header, _, _ in RESOURCE_COLUMNS:
         table.add_column(header, justify="right")
     rows = 0
@@ -354,6 +356,68 @@ def resource_table(result: Result, workload: str) -> Table | None:
             table.add_row(*[_point_value(pd.get(k, "")) for k in keys], variant, *values)
             rows += 1
     return table if rows else None
+
+
+CONNECTION_PARTS = (
+    ("connect", "connect"),
+    ("handshake", "TLS handshake"),
+    ("handshake_resumed", "resumed handshake"),
+    ("request", "request"),
+)
+
+
+def connection_table(result: Result, workload: str) -> Table | None:
+    """What connections cost (cases whose driver timed them): connections opened per case, TCP
+    connect, TLS handshake (full and resumed apart) and, with a new connection per request
+    (``load.reuse = false``), the request's own time; p50 and p99 of the histograms merged over
+    repetitions. None when no case of the workload has them."""
+    grid = cells(result)[workload]
+    rows: list[tuple[PointKey, str, dict[str, Histogram], float]] = []
+    present: set[str] = set()
+    for point, row in grid.items():
+        for variant, cell in row.items():
+            docs = [c["connections"] for c in cell.ok_cases if c.get("connections")]
+            if not docs:
+                continue
+            hists = {
+                part: Histogram.merged(
+                    Histogram.from_dict(d[part]["histogram"]) for d in docs if d.get(part)
+                )
+                for part, _ in CONNECTION_PARTS
+            }
+            present |= {part for part, h in hists.items() if h.count}
+            rows.append((point, variant, hists, statistics.fmean(d["opened"] for d in docs)))
+    if not rows:
+        return None
+    keys = list(result["suite"].get("matrix_keys") or [])
+    table = point_table(f"[bold]{workload}[/bold] · connections  [dim](ms: p50 / p99)[/dim]", keys)
+    table.add_column("opened", justify="right")
+    parts = [(part, label) for part, label in CONNECTION_PARTS if part in present]
+    for _, label in parts:
+        table.add_column(label, justify="right")
+    for point, variant, hists, opened in rows:
+        pd = dict(point)
+        values = [
+            f"{fmt_ms(hists[part].percentile(50) / 1e3)} / "
+            f"{fmt_ms(hists[part].percentile(99) / 1e3)}"
+            if hists[part].count
+            else "-"
+            for part, _ in parts
+        ]
+        table.add_row(
+            *[_point_value(pd.get(k, "")) for k in keys], variant, f"{opened:,.0f}", *values
+        )
+    return table
+
+
+def tls_lines(result: Result) -> list[str]:
+    """One line per variant that does not verify the server's certificate (``tls.verify =
+    false``): its figures are of a connection nobody authenticated."""
+    tls = result.get("environment", {}).get("tls") or {}
+    off = [v for v, t in tls.items() if not t.get("verify", True)]
+    if not off:
+        return []
+    return [f"TLS certificate verification OFF (tls.verify = false): {', '.join(off)}"]
 
 
 def _is_idle(result: Result, workload: str) -> bool:
@@ -372,6 +436,8 @@ def render(result: Result, width: int = 120, color: bool = False) -> str:
         header += f" · {status}"
     console.print(Text(header, style="bold"))
     console.print(Text(environment_line(result), style="dim"))
+    for line in tls_lines(result):
+        console.print(Text(line, style="yellow"))
     from rpcmeter.reporters.ranking import MAX_RATIO_VARIANTS, ranking_table
 
     n_variants = len(variant_names(result))
@@ -395,6 +461,10 @@ def render(result: Result, width: int = 120, color: bool = False) -> str:
         if resources is not None:
             console.print()
             console.print(resources)
+        connections = connection_table(result, workload)
+        if connections is not None:
+            console.print()
+            console.print(connections)
     comparisons = comparisons_of(result)
     if analysis.has_verdicts(comparisons):
         for item in comparison_tables(comparisons):

@@ -225,6 +225,7 @@ def client_main(spec: LoadSpec, go: Any, stop: Any, progress: Any, conn: Any) ->
         stats, schedule = thread_load(driver, spec, gate, stop, progress)
     cpu = gate.cpu()
     counters = gate.counters()
+    costs = driver.connection_costs()
     with contextlib.suppress(Exception):
         driver.close()
     conn.send(
@@ -235,6 +236,7 @@ def client_main(spec: LoadSpec, go: Any, stop: Any, progress: Any, conn: Any) ->
                 "threads": [s.to_dict() for s in stats],
                 "schedule": schedule,
                 "counters": counters,
+                "connections": costs.to_dict() if costs is not None else None,
                 **cpu,
                 "pid": os.getpid(),
             },

@@ -17,6 +17,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from rpcmeter.drivers import driver_class
+from rpcmeter.metrics.connections import ConnectionCosts
 from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.runners.client import client_main
 from rpcmeter.runners.recording import LoadOutcome
@@ -212,6 +213,12 @@ def merge_results(outcome: LoadOutcome, results: dict[int, dict[str, Any]]) -> d
             outcome.errors[kind] = outcome.errors.get(kind, 0) + n
         for key, value in r["counters"].items():
             outcome.counters[key] = outcome.counters.get(key, 0) + value
+        if r.get("connections"):
+            costs = ConnectionCosts.from_dict(r["connections"])
+            if outcome.connections is None:
+                outcome.connections = costs
+            else:
+                outcome.connections.merge(costs)
         if r.get("schedule"):
             sched = {**r["schedule"], "late": sum(t.get("late", 0) for t in r["threads"])}
             total = outcome.schedule or dict.fromkeys(sched, 0)

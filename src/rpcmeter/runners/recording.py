@@ -21,6 +21,7 @@ import numpy as np
 
 from rpcmeter.drivers.base import Caller, Driver
 from rpcmeter.errors import ReplyError, ReplyMismatch
+from rpcmeter.metrics.connections import ConnectionCosts
 from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.metrics.resources import peak_rss_of
 
@@ -157,6 +158,9 @@ class Gate:
 
     def ready(self, failure: str | None) -> None:
         self.counters0 = self.driver.counters()  # warmup traffic is not the case's
+        costs = self.driver.connection_costs()
+        if costs is not None and costs.per_request:  # nor are the warmup's connections
+            costs.reset()
         if failure:
             self.conn.send(("error", f"client {self.index}: {failure}"))
         else:
@@ -198,3 +202,4 @@ class LoadOutcome(Tally):
     schedule: dict[str, float] | None = None
     incomplete: str | None = None  # why some clients' figures are missing (a lost worker)
     workers: list[dict[str, Any]] = field(default_factory=list)  # per worker (cluster runs)
+    connections: ConnectionCosts | None = None  # connect and handshake times (drivers that time)

@@ -18,6 +18,7 @@ from rpcmeter.drivers.base import DriverContext
 from rpcmeter.endpoints import Endpoint
 from rpcmeter.plan import Case
 from rpcmeter.suite_model import Load, Suite
+from rpcmeter.tls import ClientTls
 from rpcmeter.workloads import NoopParams
 
 ProgressFn = Callable[[int, float], None]  # requests done, seconds since the gate opened
@@ -64,9 +65,14 @@ class LoadSpec:
 
     @classmethod
     def of_case(
-        cls, suite: Suite, case: Case, endpoint: Endpoint, client_cpus: list[int] | None
+        cls,
+        suite: Suite,
+        case: Case,
+        endpoint: Endpoint,
+        client_cpus: list[int] | None,
+        tls: ClientTls | None = None,
     ) -> LoadSpec:
-        """The load of ``case`` against the server at ``endpoint``."""
+        """The load of ``case`` against the server at ``endpoint`` (over ``tls``)."""
         variant, target, load = suite.variants[case.variant], suite.target, case.load
         return cls(
             driver=suite.driver_of(case.variant),
@@ -80,6 +86,7 @@ class LoadSpec:
                 connections=load.connections,
                 reuse=load.reuse,
                 env=suite.env_of(case.variant),
+                tls=tls,
             ),
             clients=load.clients,
             requests=None if load.duration_s is not None else load.requests,

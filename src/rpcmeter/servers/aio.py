@@ -16,13 +16,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from rpcmeter.servers.bodies import compute
 from rpcmeter.servers.common import ServerArgs, announce_ready, exit_on_sigterm
+from rpcmeter.tls import server_context
 from rpcmeter.workloads import lift_int_digit_limit, payload_bytes
 
 
@@ -94,20 +96,28 @@ def new_loop() -> asyncio.AbstractEventLoop:
         return asyncio.new_event_loop()
 
 
-def serve(args: ServerArgs, factory: Callable[[], asyncio.Protocol]) -> None:
-    """Listen at the endpoint in ``args`` and serve ``factory`` protocols until SIGTERM."""
+def serve(
+    args: ServerArgs, factory: Callable[[], asyncio.Protocol], alpn: Sequence[str] = ()
+) -> None:
+    """Listen at the endpoint in ``args`` and serve ``factory`` protocols until SIGTERM; over
+    TLS when the options carry ``tls`` (:func:`rpcmeter.tls.server_context`, offering ``alpn``)."""
     lift_int_digit_limit()
     exit_on_sigterm()
+    tls = server_context(args.options, alpn)
     loop = new_loop()
     asyncio.set_event_loop(loop)
+    # SIGTERM stops the loop between callbacks: raised inside one (a TLS handshake runs Python
+    # code of the ssl module), the exit would be taken for that connection's error and ignored
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, loop.stop)
     try:
         if args.transport == "unix":
             assert args.socket is not None, "--socket is required for the unix transport"
-            server = loop.run_until_complete(loop.create_unix_server(factory, args.socket))
+            server = loop.run_until_complete(loop.create_unix_server(factory, args.socket, ssl=tls))
             where = args.socket
         else:
             server = loop.run_until_complete(
-                loop.create_server(factory, args.host, args.port, backlog=4096)
+                loop.create_server(factory, args.host, args.port, backlog=4096, ssl=tls)
             )
             port = server.sockets[0].getsockname()[1]
             where = f"{args.host}:{port}"

@@ -8,7 +8,8 @@ time in nanoseconds as trailing metadata ``rpcmeter-server-ns``.
 Transports: ``tcp`` (``--host``/``--port``) and ``unix`` (``--socket``, gRPC target ``unix:PATH``).
 
 Options (JSON): ``server_mode`` = ``"aio"`` (default: grpc.aio, one event loop) or ``"sync"`` (the
-threaded server, ``server_workers`` threads, default 16).
+threaded server, ``server_workers`` threads, default 16); ``tls``: serve over TLS
+(:func:`add_port`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from concurrent import futures
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -88,6 +90,21 @@ def address(args: ServerArgs) -> str:
     return target(args.endpoint())
 
 
+def add_port(server: Any, addr: str, options: dict[str, Any]) -> int:
+    """Listen at ``addr``: over TLS when the options carry ``tls`` (``cert_file``, ``key_file``;
+    ``client_ca_files``: require client certificates issued by them)."""
+    conf = options.get("tls")
+    if not conf:
+        return int(server.add_insecure_port(addr))
+    key = Path(conf["key_file"]).read_bytes()
+    chain = Path(conf["cert_file"]).read_bytes()
+    cas = b"".join(Path(p).read_bytes() for p in conf.get("client_ca_files") or [])
+    creds = grpc.ssl_server_credentials(
+        [(key, chain)], root_certificates=cas or None, require_client_auth=bool(cas)
+    )
+    return int(server.add_secure_port(addr, creds))
+
+
 def _bound(addr: str, port: int) -> str:
     return addr if addr.startswith("unix:") else addr.rsplit(":", 1)[0] + f":{port}"
 
@@ -96,7 +113,7 @@ async def serve_aio(args: ServerArgs) -> None:
     server = grpc.aio.server()
     server.add_generic_rpc_handlers((generic_handler(aio=True),))
     addr = address(args)
-    port = server.add_insecure_port(addr)
+    port = add_port(server, addr, args.options)
     await server.start()
     announce_ready(_bound(addr, port))
     try:
@@ -110,7 +127,7 @@ def serve_sync(args: ServerArgs) -> None:
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=workers))
     server.add_generic_rpc_handlers((generic_handler(aio=False),))
     addr = address(args)
-    port = server.add_insecure_port(addr)
+    port = add_port(server, addr, args.options)
     server.start()
     announce_ready(_bound(addr, port))
     try:

@@ -18,7 +18,8 @@ in milliseconds (6 decimals: nanoseconds). Unknown paths get 404, bad arguments 
 
 Options (JSON): ``corrupt_every`` (see :mod:`rpcmeter.servers.aio`); ``stall_ms``,
 ``stall_after_s``, ``stall_every_s``: the whole server (its event loop) stalls at a known moment
-(:class:`~rpcmeter.servers.common.Stall`).
+(:class:`~rpcmeter.servers.common.Stall`); ``tls`` (``cert_file``, ``key_file``,
+``client_ca_files``): serve HTTPS (:func:`rpcmeter.tls.server_context`).
 """
 
 from __future__ import annotations
@@ -156,7 +157,7 @@ def make_factory(options: dict[str, Any]) -> Any:
 
 def main() -> None:
     args = parse_server_args("rpcmeter's built-in HTTP/1.1 server")
-    serve(args, make_factory(args.options))
+    serve(args, make_factory(args.options), alpn=("http/1.1",))
 
 
 if __name__ == "__main__":

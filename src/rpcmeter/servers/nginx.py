@@ -7,6 +7,8 @@ keep-alive without limits, and these locations:
 - ``/noop``: ``200`` with an empty body; ``/``: ``200`` with ``hello``;
 - ``/unavailable``: ``503`` (for error counting).
 
+With ``tls`` (a certificate chain and its key), it listens for HTTPS instead.
+
 The returned command line starts nginx on the port given by rpcmeter's ``{port}`` placeholder,
 so it can be a suite's ``server.command``::
 
@@ -37,8 +39,8 @@ http {{
     keepalive_requests 100000000;
     keepalive_timeout 300s;
     server {{
-        listen {host}:@PORT@ backlog=4096;
-        location = /noop {{ return 200 ""; }}
+        listen {host}:@PORT@ backlog=4096{ssl};
+{ssl_files}        location = /noop {{ return 200 ""; }}
         location = /unavailable {{ return 503; }}
         location / {{ return 200 "hello"; }}
     }}
@@ -53,15 +55,21 @@ def executable() -> str | None:
     )
 
 
-def prepare(directory: Path, host: str = "127.0.0.1") -> list[str]:
+def prepare(
+    directory: Path, host: str = "127.0.0.1", tls: tuple[str, str] | None = None
+) -> list[str]:
     """Write the configuration template into ``directory``; return the server command (with the
-    ``{port}`` placeholder)."""
+    ``{port}`` placeholder). With ``tls`` (certificate chain and key files), it serves HTTPS."""
     nginx = executable()
     if nginx is None:
         raise FileNotFoundError("nginx is not installed")
     directory.mkdir(parents=True, exist_ok=True)
     d = str(directory.resolve())
-    (directory / "nginx.conf.in").write_text(TEMPLATE.format(dir=d, host=host))
+    ssl_files = (
+        f"        ssl_certificate {tls[0]};\n        ssl_certificate_key {tls[1]};\n" if tls else ""
+    )
+    conf_text = TEMPLATE.format(dir=d, host=host, ssl=" ssl" if tls else "", ssl_files=ssl_files)
+    (directory / "nginx.conf.in").write_text(conf_text)
     conf = f"{d}/nginx.conf"
     start = [nginx, "-p", d, "-c", conf, "-e", f"{d}/error.log", "-g", "daemon off;"]
     script = (

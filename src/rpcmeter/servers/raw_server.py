@@ -12,7 +12,8 @@ request the server could not serve (the body then says why). ``server_ns`` is th
 compute time for the request in nanoseconds. Requests may be pipelined; replies come back in
 order.
 
-Options (JSON): ``corrupt_every`` (see :mod:`rpcmeter.servers.aio`).
+Options (JSON): ``corrupt_every`` (see :mod:`rpcmeter.servers.aio`); ``tls``: frames over TLS
+(:func:`rpcmeter.tls.server_context`).
 """
 
 from __future__ import annotations
