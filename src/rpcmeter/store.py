@@ -296,15 +296,16 @@ class Store:
         row = self.db.execute("SELECT run FROM tags WHERE name = ?", (name,)).fetchone()
         return None if row is None else int(row[0])
 
-    def runs(self, limit: int | None = None) -> list[RunInfo]:
-        """Stored runs, newest first."""
+    def runs(self, limit: int | None = None, suite: str | None = None) -> list[RunInfo]:
+        """Stored runs, newest first; only those of the suite named ``suite`` when given."""
         tags: dict[int, list[str]] = {}
         for name, run in self.db.execute("SELECT name, run FROM tags ORDER BY name"):
             tags.setdefault(run, []).append(name)
         rows = self.db.execute(
             "SELECT id, run_id, started_at, status, suite_name, git_commit, git_branch, "
-            "git_dirty, variants, cases, planned_cases FROM runs ORDER BY id DESC LIMIT ?",
-            (-1 if limit is None else limit,),
+            "git_dirty, variants, cases, planned_cases FROM runs "
+            "WHERE ? IS NULL OR suite_name = ? ORDER BY id DESC LIMIT ?",
+            (suite, suite, -1 if limit is None else limit),
         )
         return [
             RunInfo(
