@@ -611,6 +611,15 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# What the built-in demo's output ends with.
+DEMO_NEXT = """
+next:
+  rpcmeter run examples/rpyc-thread-binding.toml --quick   # a whole study (study 000), small counts
+  rpcmeter report last --html demo.html                     # this run as one page with its plots
+  rpcmeter trend                                            # every case across the stored runs
+"""
+
+
 def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     path = Path(args.suite) if args.suite else builtin_suite_path("demo")
     suite = load_suite(path, args.overrides, quick=args.quick, only_workloads=args.workload)
@@ -638,6 +647,8 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         out.write(f"\nresult written to {args.output}\n")
     write_reports(result, args, out)
     gate = _after_run(result, args, stored[0] if stored else None, out)
+    if not args.suite:
+        out.write(DEMO_NEXT)
     failed = sum(1 for c in result["cases"] if c["status"] != "ok")
     return 1 if failed == len(result["cases"]) else gate
 

@@ -279,7 +279,7 @@ def test_report_in_headless_chromium(
     expected = html.expected_plots(demo_result)
     assert list(plots) == expected
     # a refactor must not silently drop a plot: the demo run has these per workload
-    for workload in ("simple", "sub-1"):
+    for workload in ("simple", "random-wait"):
         for kind in ("throughput", "p99", "ratio", "cpu-client", "cpu-server"):
             assert f"{kind}-{workload}" in plots
         assert sum(1 for i in plots if i.startswith(f"spectrum-{workload}-")) == 2
