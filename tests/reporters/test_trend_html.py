@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
@@ -11,7 +10,7 @@ from rpcmeter.analysis import metric
 from rpcmeter.reporters import trend as reporter
 from rpcmeter.store import Store
 from rpcmeter.trend import Trend, collect
-from tests.reporters.test_html import BROWSER_NOISE, INSPECT_JS, Page, chromium
+from tests.reporters.test_html import Page, chromium
 from tests.support.synthetic import CellSpec, synthetic_result
 
 __all__ = ["chromium"]  # the fixture, used by name
@@ -66,37 +65,12 @@ def test_trend_page_in_headless_chromium(
     assert "<script" not in text and "<link" not in text
     page = Page(chromium)
     try:
-        page.call("Runtime.enable")
-        page.call("Log.enable")
-        page.call("Page.enable")
-        page.call("Network.enable")
-        page.call("Page.navigate", url=page_path.resolve().as_uri())
-        page.wait_event("Page.loadEventFired")
-        info = json.loads(
-            page.call("Runtime.evaluate", expression=INSPECT_JS, returnByValue=True)["result"][
-                "value"
-            ]
-        )
-        page.call("Runtime.evaluate", expression="1", returnByValue=True)
+        info = page.open(page_path.resolve().as_uri())
+        page.call("Runtime.evaluate", expression="1", returnByValue=True)  # late messages
     finally:
         page.close()
-    errors = [
-        e["params"]
-        for e in page.events
-        if e["method"] == "Runtime.exceptionThrown"
-        or (
-            e["method"] == "Log.entryAdded"
-            and e["params"]["entry"].get("level") == "error"
-            and not any(n in e["params"]["entry"].get("text", "").lower() for n in BROWSER_NOISE)
-        )
-    ]
-    assert errors == []
-    requested = {
-        e["params"]["request"]["url"]
-        for e in page.events
-        if e["method"] == "Network.requestWillBeSent"
-    }
-    assert requested == {page_path.resolve().as_uri()}, requested  # nothing fetched
+    assert page.errors() == []
+    assert page.requested() == {page_path.resolve().as_uri()}  # nothing fetched
     assert info["title"] == "rpcmeter trend · test"
     plots = {p["id"]: p for p in info["plots"]}
     assert len(plots) == 4 and all(p["kind"] == "trend" for p in plots.values())

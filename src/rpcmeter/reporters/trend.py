@@ -291,11 +291,6 @@ def render_html(trends: Sequence[Trend], by: str, title: str) -> str:
 
 
 def write_html(trends: Sequence[Trend], by: str, title: str, path: str | Path) -> Path:
-    target = Path(path)
-    text = render_html(trends, by, title)
-    try:
-        target.parent.mkdir(parents=True, exist_ok=True)
-        target.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise StoreError(f"{path}: cannot write the HTML page: {exc.strerror or exc}") from None
-    return target
+    from rpcmeter.reporters.html import write_page
+
+    return write_page(render_html(trends, by, title), path)
