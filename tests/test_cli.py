@@ -36,6 +36,8 @@ def test_demo_with_output_document(tmp_path: Path) -> None:
         "--set",
         "load.requests=50",
         "--set",
+        'workloads."random wait".requests=50',  # the demo sets its own count there
+        "--set",
         "matrix.clients=[1, 2]",
         "--set",
         "matrix.threads=[2]",
