@@ -297,6 +297,15 @@ def _drift(logs: np.ndarray[Any, np.dtype[np.float64]], m: Metric) -> Drift | No
     )
 
 
+def _weakness(stats: dict[str, Any]) -> tuple[float, float]:
+    """Which unconfirmed candidate goes first: the highest p-value, then the smallest change."""
+    p, ratio = stats["p_value"], stats["ratio"]
+    return (
+        1.0 if p is None else float(p),
+        -abs(math.log(ratio)) if ratio is not None and ratio > 0 else 0.0,
+    )
+
+
 def find_steps(values: Sequence[float], m: Metric) -> tuple[list[Step], Drift | None]:
     """The confirmed steps of a series of point values (oldest first) and its drift, if any
     (see the module docstring)."""
@@ -310,10 +319,7 @@ def find_steps(values: Sequence[float], m: Metric) -> tuple[list[Step], Drift | 
         weak = [i for i, s in enumerate(stats) if s["verdict"] not in ("faster", "slower")]
         if not weak:
             break
-        drop = max(
-            weak,
-            key=lambda i: (stats[i]["p_value"] or 1.0, -abs(math.log(stats[i]["ratio"] or 1.0))),
-        )
+        drop = max(weak, key=lambda i: _weakness(stats[i]))
         del bounds[drop]
         stats = [_compare(values, bounds, i, m) for i in range(len(bounds))]
     pen = PENALTY * sigma**2 * math.log(logs.size)
