@@ -159,14 +159,14 @@ def render(trends: Sequence[Trend], by: str, width: int = 120, color: bool = Fal
 # ---- plots --------------------------------------------------------------------------------------
 
 
-def tick_label(point: TrendPoint, by: str) -> str:
+def tick_label(point: TrendPoint, by: str, one_day: bool = False) -> str:
     """Under a point: its label (a run's id alone), revision and date (those that add
-    something)."""
+    something; the time of day when every point is of one day)."""
     lines = [point.label.removeprefix("run ")]
     if point.revision not in ("-", point.label):
         lines.append(point.revision)
     if by != "date":
-        lines.append(point.date[5:10])
+        lines.append(point.date[11:16] if one_day else point.date[5:10])
     return "\n".join(lines)
 
 
@@ -176,8 +176,9 @@ def plot(trend: Trend, by: str) -> Plot:
     n = len(trend.points)
     every = max(1, math.ceil(n / MAX_TICK_LABELS))
     starts = {s.index for s in trend.steps}
+    one_day = len({p.date[:10] for p in trend.points}) == 1
     labels = tuple(
-        tick_label(p, by) if (i % every == 0 or i == n - 1 or i in starts) else ""
+        tick_label(p, by, one_day) if (i % every == 0 or i == n - 1 or i in starts) else ""
         for i, p in enumerate(trend.points)
     )
     series = Series(
