@@ -27,9 +27,11 @@ Steps (:func:`find_steps`), on the point values:
    drift is reported (Theil-Sen slope per point with its 99 % interval, when that interval excludes
    0) and the steps are not.
 
-This follows the approach of asv's step detection (penalised piecewise-constant fit with a robust
-noise estimate; asv/step_detect.py) with the search left to ``ruptures`` and every step confirmed
-by the comparison rpcmeter already uses between two runs.
+The model is asv's (asv/step_detect.py: the series is piecewise constant plus noise, and the fit
+minimises its error plus a penalty per step, after Friedrich et al. 2008); here the search is
+``ruptures``' PELT, the penalty is scaled by the robust noise estimate above instead of chosen by
+asv's cross-validation, and every step is confirmed by the comparison rpcmeter already uses
+between two runs.
 """
 
 from __future__ import annotations
