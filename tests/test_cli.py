@@ -36,6 +36,8 @@ def test_demo_with_output_document(tmp_path: Path) -> None:
         "--set",
         "load.requests=50",
         "--set",
+        'workloads."random wait".requests=50',  # the demo sets its own count there
+        "--set",
         "matrix.clients=[1, 2]",
         "--set",
         "matrix.threads=[2]",
@@ -45,7 +47,7 @@ def test_demo_with_output_document(tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr
     # the study's table: per workload, rows by matrix point, baseline figures and ratios
-    assert "simple" in proc.stdout and "sub 1" in proc.stdout
+    assert "simple" in proc.stdout and "random wait" in proc.stdout
     assert "default" in proc.stdout and "bind" in proc.stdout and "p99 ms" in proc.stdout
     assert "[1/8]" in proc.stderr and "[8/8]" in proc.stderr  # progress, case k of n
     doc = json.loads(out.read_text())

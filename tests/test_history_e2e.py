@@ -37,7 +37,8 @@ SMALL = [
 
 def rpcmeter(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedProcess[str]:
     """The command as a user runs it in ``cwd``: the history in its default place there."""
-    env = {k: v for k, v in os.environ.items() if k != STORE_ENV} | {"PYTHONPATH": str(ROOT)}
+    path = os.pathsep.join([str(ROOT / "src"), str(ROOT)])  # this tree's package, and its tests
+    env = {k: v for k, v in os.environ.items() if k != STORE_ENV} | {"PYTHONPATH": path}
     proc = subprocess.run(
         [sys.executable, "-m", "rpcmeter.cli", *args],
         cwd=cwd,

@@ -212,7 +212,7 @@ def test_rate_plot_series_points_and_knee() -> None:
     assert plot.y_label == "latency (ms)"
     assert p99.y == pytest.approx((1.0, 1.5, 9.0), rel=0.01)
     assert plot.series[3].linestyle == "--"
-    assert plot.reference_x == 400
+    assert plot.marks == ((400, "knee"),)
     assert plot in all_plots(result)["simple"]
     svg = figures.to_svg(plot, palette(["default"]))
     assert all(f'id="rate-simple-default-series-{i}"' in svg for i in range(4))

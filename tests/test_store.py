@@ -86,3 +86,98 @@ def test_history_and_naming_runs(tmp_path: Path) -> None:
         resolve_run("last", tmp_path / "missing.db")
     with pytest.raises(StoreError, match="no such result file"):
         resolve_run(str(tmp_path / "missing.json"), path)
+
+
+# The schema rpcmeter 0.1 created (user_version 1), verbatim: a store of that age must keep working.
+SCHEMA_V1 = """
+CREATE TABLE runs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    run_id TEXT UNIQUE NOT NULL,
+    started_at TEXT, finished_at TEXT, status TEXT,
+    suite_name TEXT, suite_path TEXT, suite_sha256 TEXT,
+    git_commit TEXT, git_dirty INTEGER,
+    variants TEXT, cases INTEGER NOT NULL DEFAULT 0, planned_cases INTEGER,
+    environment TEXT, document TEXT NOT NULL
+);
+CREATE TABLE cases (
+    run INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    seq INTEGER NOT NULL,
+    document TEXT NOT NULL,
+    PRIMARY KEY (run, seq)
+);
+CREATE TABLE tags (
+    name TEXT PRIMARY KEY,
+    run INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+    tagged_at TEXT
+);
+PRAGMA user_version=1;
+"""
+
+
+def test_an_old_store_is_migrated_in_place(tmp_path: Path) -> None:
+    path = tmp_path / "old.db"
+    old = sqlite3.connect(path)
+    old.executescript(SCHEMA_V1)
+    docs = []
+    for seed, git in enumerate(
+        [
+            {"commit": "a" * 40, "dirty": True},
+            {"commit": "b" * 40, "branch": "main", "dirty": False},
+        ]
+    ):
+        doc = synthetic_result(SPEC, seed=seed)
+        doc["suite"]["git"] = git
+        docs.append(doc)
+        head = {**doc, "cases": []}
+        # the first row as 0.1 wrote it; the second with its revision columns left empty
+        commit, dirty = (git["commit"], 1) if seed == 0 else (None, None)
+        cur = old.execute(
+            "INSERT INTO runs (run_id, started_at, status, suite_name, git_commit, git_dirty, "
+            "variants, cases, document) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                doc["run_id"],
+                doc["started_at"],
+                "complete",
+                "synthetic",
+                commit,
+                dirty,
+                '["a", "b"]',
+                len(doc["cases"]),
+                dumps(head),
+            ),
+        )
+        old.executemany(
+            "INSERT INTO cases (run, seq, document) VALUES (?, ?, ?)",
+            [(cur.lastrowid, i, dumps(c)) for i, c in enumerate(doc["cases"])],
+        )
+    old.commit()
+    old.close()
+
+    with Store(path, create=False) as store:
+        assert store.db.execute("PRAGMA user_version").fetchone()[0] == 2
+        infos = store.runs()[::-1]
+        assert [(i.commit, i.branch, i.dirty) for i in infos] == [
+            ("a" * 40, None, True),
+            ("b" * 40, "main", False),
+        ]
+        assert store.load(infos[1].id) == as_stored(docs[1])
+        new = synthetic_result(SPEC, seed=7)
+        new["suite"]["git"] = {"commit": "c" * 40, "branch": "topic", "dirty": False}
+        run = store.save(new)
+        rows = store.db.execute(
+            "SELECT id FROM runs WHERE git_branch = ? AND git_dirty = 0", ("topic",)
+        ).fetchall()
+        assert rows == [(run,)]
+        indexes = {
+            r[0] for r in store.db.execute("SELECT name FROM sqlite_master WHERE type='index'")
+        }
+        assert {"runs_suite", "runs_commit"} <= indexes
+    with Store(path) as again:  # opening a migrated store changes nothing
+        assert [i.id for i in again.runs()] == [run, infos[1].id, infos[0].id]
+
+
+def test_a_store_from_a_newer_rpcmeter_is_refused(tmp_path: Path) -> None:
+    path = tmp_path / "new.db"
+    sqlite3.connect(path).execute("PRAGMA user_version=99").connection.commit()
+    with pytest.raises(StoreError, match="newer than this rpcmeter"):
+        Store(path)

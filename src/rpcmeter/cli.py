@@ -313,6 +313,111 @@ def _add_history_commands(sub: Any) -> None:
     _add_store_option(p)
 
 
+def _add_trend(sub: Any) -> None:
+    from rpcmeter import trend
+
+    p = sub.add_parser(
+        "trend",
+        help="each case's metric across the stored runs, oldest first, with the steps in it",
+    )
+    p.add_argument(
+        "case_filter",
+        nargs="?",
+        metavar="CASE-FILTER",
+        help="only the cases whose 'suite · workload · point · variant' contains this text "
+        "(or matches it as a shell pattern with * ? [ ]; case-insensitive)",
+    )
+    names = [*(m.name for m in analysis.METRICS), *trend.METRIC_ALIASES]
+    p.add_argument(
+        "--metric",
+        action="append",
+        metavar="METRIC",
+        help=f"metric(s), repeatable or comma-separated: {', '.join(names)} (default: mean)",
+    )
+    p.add_argument(
+        "--by",
+        choices=trend.BY,
+        default="run",
+        help="one point per run (default), per git revision (its runs pooled) or per day",
+    )
+    p.add_argument("--suite", metavar="NAME", help="only the runs of the suite named NAME")
+    p.add_argument("--last", type=int, metavar="N", help="only the newest N runs")
+    p.add_argument("--width", type=int, default=None, help="table width (default: terminal width)")
+    p.add_argument(
+        "--html", type=Path, metavar="FILE", help="write a self-contained HTML page" + CREATES
+    )
+    p.add_argument(
+        "--png", type=Path, metavar="DIR", help="write one PNG plot per case into DIR" + CREATES
+    )
+    p.add_argument(
+        "--fail-on-step",
+        action="store_true",
+        help="exit with status 1 when the newest runs of a case sit after a step that made its "
+        "metric worse by more than --threshold",
+    )
+    p.add_argument(
+        "--threshold",
+        type=float,
+        default=trend.DEFAULT_THRESHOLD,
+        metavar="RATIO",
+        help="how much worse a step must be to fail --fail-on-step (default: "
+        f"{trend.DEFAULT_THRESHOLD}, 5 %% slower or 5 %% less throughput)",
+    )
+    _add_store_option(p)
+
+
+def cmd_trend(args: argparse.Namespace, out: TextIO) -> int:
+    from rpcmeter import trend
+    from rpcmeter.reporters import trend as trend_reporter
+
+    names = [n.strip() for arg in args.metric or ["mean"] for n in arg.split(",") if n.strip()]
+    metrics = list(dict.fromkeys(trend.trend_metric(n) for n in names))
+    if args.last is not None and args.last < 2:
+        raise UsageError("--last: at least 2 runs")
+    if args.threshold < 1:
+        raise UsageError("--threshold: a factor of at least 1, e.g. 1.05 for 5 % worse")
+    with Store(args.store, create=False) as store:
+        infos = store.runs(args.last, suite=args.suite)[::-1]
+        trends = trend.collect(
+            ((info, store.load(info.id)) for info in infos), metrics, args.by, args.case_filter
+        )
+    if not infos:
+        suite = f" of suite {args.suite!r}" if args.suite else ""
+        out.write(f"no runs{suite} in {args.store}\n")
+        return 0
+    if not trends:
+        raise UsageError(
+            f"{args.case_filter or 'trend'}: no case of the {len(infos)} runs in {args.store} "
+            f"matches, with {', '.join(m.name for m in metrics)} measured"
+        )
+    out.write(f"{len(infos)} runs in {args.store}, {len(trends)} series\n\n")
+    out.write(trend_reporter.render(trends, args.by, _width(args, out), out.isatty()))
+    if args.html:
+        title = f"rpcmeter trend · {args.suite or args.store}"
+        trend_reporter.write_html(trends, args.by, title, args.html)
+        out.write(f"HTML page written to {args.html}\n")
+    if args.png:
+        paths = trend_reporter.write_pngs(trends, args.by, args.png)
+        out.write(f"{len(paths)} plots written to {args.png}\n")
+    if not args.fail_on_step:
+        return 0
+    failed = trend.gated(trends, args.threshold)
+    out.write("\n")
+    if not failed:
+        out.write(
+            f"gate: no series' newest runs sit after a step worse than {args.threshold:g}x "
+            f"({len(trends)} series)\n"
+        )
+        return 0
+    out.write(
+        f"gate: {len(failed)} series' newest runs sit after a step worse than "
+        f"{args.threshold:g}x:\n"
+    )
+    for t, step in failed:
+        out.write(f"  {t.label}: {t.metric.label} {trend_reporter.step_text(t, step)}\n")
+    return 1
+
+
 def _width(args: argparse.Namespace, out: TextIO) -> int:
     return int(args.width or (None if out.isatty() else 120) or 120)
 
@@ -502,7 +607,17 @@ def build_parser() -> argparse.ArgumentParser:
     _add_run(sub)
     _add_report(sub)
     _add_history_commands(sub)
+    _add_trend(sub)
     return parser
+
+
+# What the built-in demo's output ends with.
+DEMO_NEXT = """
+next:
+  rpcmeter run examples/rpyc-thread-binding.toml --quick   # a whole study (study 000), small counts
+  rpcmeter report last --html demo.html                     # this run as one page with its plots
+  rpcmeter trend                                            # every case across the stored runs
+"""
 
 
 def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
@@ -532,6 +647,8 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         out.write(f"\nresult written to {args.output}\n")
     write_reports(result, args, out)
     gate = _after_run(result, args, stored[0] if stored else None, out)
+    if not args.suite:
+        out.write(DEMO_NEXT)
     failed = sum(1 for c in result["cases"] if c["status"] != "ok")
     return 1 if failed == len(result["cases"]) else gate
 
@@ -579,6 +696,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "show": cmd_show,
             "compare": cmd_compare,
             "tag": cmd_tag,
+            "trend": cmd_trend,
         }
         if args.command in history_commands:
             return history_commands[args.command](args, sys.stdout)

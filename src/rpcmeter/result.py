@@ -26,7 +26,8 @@ A result is a JSON-compatible dict, versioned by ``schema_version``::
       "comparisons": analysis.compare_variants(result)   (at the end of a run; see analysis.py)
     }
 
-``suite.git`` is ``{"commit", "dirty"}`` of the suite file's directory, or null outside git.
+``suite.git`` is ``{"commit", "branch", "dirty"}`` of the suite file's directory (``branch`` null
+when detached; absent in results from before it was recorded), or null outside git.
 
 A case::
 

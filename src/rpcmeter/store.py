@@ -4,10 +4,16 @@ Default location ``.rpcmeter/history.db`` under the current directory, or ``$RPC
 when set (``--store PATH``, ``--no-store``). Tables::
 
     runs(id INTEGER PRIMARY KEY, run_id TEXT UNIQUE, started_at, finished_at, status,
-         suite_name, suite_path, suite_sha256, git_commit, git_dirty, variants (JSON list),
-         cases, planned_cases, environment (JSON), document (JSON: the result without its cases))
+         suite_name, suite_path, suite_sha256, git_commit, git_branch, git_dirty,
+         variants (JSON list), cases, planned_cases, environment (JSON),
+         document (JSON: the result without its cases))
     cases(run REFERENCES runs(id), seq, document (JSON: one case))   PRIMARY KEY (run, seq)
     tags(name TEXT PRIMARY KEY, run REFERENCES runs(id), tagged_at)
+
+``git_commit``, ``git_branch`` (null when detached) and ``git_dirty`` (0/1) are the revision of
+the suite file's directory, null outside git; indexed with ``suite_name``, so ``SELECT ... WHERE
+git_commit = ?`` needs no document. A database of an older schema (``PRAGMA user_version``) is
+migrated in place when opened (:data:`MIGRATIONS`), in one transaction.
 
 A run's row is created when it starts and updated, in one transaction with the new case, after
 every case; the database is in WAL mode, so a run killed at any moment leaves a readable database
@@ -44,7 +50,7 @@ def default_path() -> Path:
     return Path(os.environ.get(STORE_ENV) or DEFAULT_PATH)
 
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS runs (
@@ -52,7 +58,7 @@ CREATE TABLE IF NOT EXISTS runs (
     run_id TEXT UNIQUE NOT NULL,
     started_at TEXT, finished_at TEXT, status TEXT,
     suite_name TEXT, suite_path TEXT, suite_sha256 TEXT,
-    git_commit TEXT, git_dirty INTEGER,
+    git_commit TEXT, git_branch TEXT, git_dirty INTEGER,
     variants TEXT, cases INTEGER NOT NULL DEFAULT 0, planned_cases INTEGER,
     environment TEXT, document TEXT NOT NULL
 );
@@ -67,7 +73,24 @@ CREATE TABLE IF NOT EXISTS tags (
     run INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
     tagged_at TEXT
 );
+CREATE INDEX IF NOT EXISTS runs_suite ON runs (suite_name, id);
+CREATE INDEX IF NOT EXISTS runs_commit ON runs (git_commit);
 """
+
+#: ``MIGRATIONS[v]`` brings a database of schema ``v`` to ``v + 1``.
+MIGRATIONS: dict[int, str] = {
+    # 1 -> 2: the branch as a column; the revision columns filled from the documents wherever
+    # they are null (the documents always carried suite.git), and the columns indexed
+    1: """
+    ALTER TABLE runs ADD COLUMN git_branch TEXT;
+    UPDATE runs SET
+        git_commit = COALESCE(git_commit, json_extract(document, '$.suite.git.commit')),
+        git_branch = json_extract(document, '$.suite.git.branch'),
+        git_dirty = COALESCE(git_dirty, json_extract(document, '$.suite.git.dirty'));
+    CREATE INDEX IF NOT EXISTS runs_suite ON runs (suite_name, id);
+    CREATE INDEX IF NOT EXISTS runs_commit ON runs (git_commit);
+    """,
+}
 
 
 def _json(value: Any) -> str:
@@ -84,6 +107,7 @@ class RunInfo:
     status: str
     suite: str
     commit: str | None
+    branch: str | None
     dirty: bool
     variants: list[str]
     cases: int
@@ -123,8 +147,26 @@ class Store:
                 self.db.executescript(
                     f"BEGIN IMMEDIATE; {_SCHEMA} PRAGMA user_version={SCHEMA_VERSION}; COMMIT;"
                 )
+            elif version < SCHEMA_VERSION:
+                self._migrate(version)
         except sqlite3.Error as exc:
             raise StoreError(f"{self.path}: cannot use the history database: {exc}") from None
+
+    def _migrate(self, version: int) -> None:
+        """Bring a database of schema ``version`` to :data:`SCHEMA_VERSION`, in one transaction
+        (another process that migrated it first leaves nothing to do)."""
+        self.db.execute("BEGIN IMMEDIATE")
+        try:
+            version = self.db.execute("PRAGMA user_version").fetchone()[0]
+            for v in range(version, SCHEMA_VERSION):
+                for statement in MIGRATIONS[v].split(";"):
+                    if statement.strip():
+                        self.db.execute(statement)
+            self.db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
+        except BaseException:
+            self.db.execute("ROLLBACK")
+            raise
+        self.db.execute("COMMIT")
 
     def close(self) -> None:
         self.db.close()
@@ -161,6 +203,7 @@ class Store:
             "suite_path": suite.get("path"),
             "suite_sha256": suite.get("sha256"),
             "git_commit": git.get("commit"),
+            "git_branch": git.get("branch"),
             "git_dirty": int(bool(git.get("dirty"))) if git else None,
             "variants": _json(list(suite.get("variants") or [])),
             "cases": len(result["cases"]),
@@ -253,15 +296,16 @@ class Store:
         row = self.db.execute("SELECT run FROM tags WHERE name = ?", (name,)).fetchone()
         return None if row is None else int(row[0])
 
-    def runs(self, limit: int | None = None) -> list[RunInfo]:
-        """Stored runs, newest first."""
+    def runs(self, limit: int | None = None, suite: str | None = None) -> list[RunInfo]:
+        """Stored runs, newest first; only those of the suite named ``suite`` when given."""
         tags: dict[int, list[str]] = {}
         for name, run in self.db.execute("SELECT name, run FROM tags ORDER BY name"):
             tags.setdefault(run, []).append(name)
         rows = self.db.execute(
-            "SELECT id, run_id, started_at, status, suite_name, git_commit, git_dirty, variants, "
-            "cases, planned_cases FROM runs ORDER BY id DESC LIMIT ?",
-            (-1 if limit is None else limit,),
+            "SELECT id, run_id, started_at, status, suite_name, git_commit, git_branch, "
+            "git_dirty, variants, cases, planned_cases FROM runs "
+            "WHERE ? IS NULL OR suite_name = ? ORDER BY id DESC LIMIT ?",
+            (suite, suite, -1 if limit is None else limit),
         )
         return [
             RunInfo(
@@ -271,10 +315,11 @@ class Store:
                 status=r[3] or "?",
                 suite=r[4] or "",
                 commit=r[5],
-                dirty=bool(r[6]),
-                variants=json.loads(r[7] or "[]"),
-                cases=r[8],
-                planned_cases=r[9],
+                branch=r[6],
+                dirty=bool(r[7]),
+                variants=json.loads(r[8] or "[]"),
+                cases=r[9],
+                planned_cases=r[10],
                 tags=tags.get(r[0], []),
             )
             for r in rows

@@ -2,6 +2,12 @@
 
 from __future__ import annotations
 
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
 from rpcmeter.metrics import environment
 from rpcmeter.suite import build_suite
 
@@ -28,3 +34,29 @@ def test_capture_suite_resolves_names_and_records_variant_packages() -> None:
     assert extra["resolved_hosts"]["localhost"]
     assert extra["variant_packages"]["a"]["rpyc"] == environment.package_version("rpyc")
     assert environment.is_address("::1") and not environment.is_address("localhost")
+
+
+def test_git_revision_names_commit_branch_and_changes(tmp_path: Path) -> None:
+    if shutil.which("git") is None:
+        pytest.skip("git is not installed")
+
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t", *args],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+
+    assert environment.git_revision(tmp_path) is None  # not a work tree
+    git("init", "-q", "-b", "topic")
+    (tmp_path / "bench.toml").write_text("name = 'x'\n")
+    git("add", "bench.toml")
+    git("commit", "-q", "-m", "one")
+    head = git("rev-parse", "HEAD")
+    assert environment.git_revision(tmp_path) == {"commit": head, "branch": "topic", "dirty": False}
+    (tmp_path / "bench.toml").write_text("name = 'y'\n")
+    assert environment.git_revision(tmp_path) == {"commit": head, "branch": "topic", "dirty": True}
+    git("stash", "-q")
+    git("checkout", "-q", "--detach")
+    assert environment.git_revision(tmp_path) == {"commit": head, "branch": None, "dirty": False}

@@ -13,6 +13,7 @@ DEMO_OVERRIDES = [
     "repeat=1",
     "load.requests=60",
     "load.warmup=2",
+    'workloads."random wait".requests=10',
     "matrix.threads=[1, 2]",
     "matrix.clients=[1]",
     "resources.idle_s=0.2",  # a short idle window: the idle CPU plot, without the wait

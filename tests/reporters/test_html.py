@@ -145,6 +145,39 @@ class Page:
             if "method" in msg:
                 self.events.append(msg)
 
+    def open(self, url: str) -> dict[str, Any]:
+        """Load ``url`` with console, log and network events on; what INSPECT_JS finds there."""
+        for domain in ("Runtime", "Log", "Page", "Network"):
+            self.call(f"{domain}.enable")
+        self.call("Page.navigate", url=url)
+        self.wait_event("Page.loadEventFired")
+        found = self.call("Runtime.evaluate", expression=INSPECT_JS, returnByValue=True)
+        info: dict[str, Any] = json.loads(found["result"]["value"])
+        return info
+
+    def errors(self) -> list[str]:
+        """Exceptions, console errors and error log entries seen (not the container's noise)."""
+        errors = []
+        for e in self.events:
+            p = e.get("params", {})
+            if e["method"] == "Runtime.exceptionThrown":
+                errors.append(p["exceptionDetails"].get("text", "exception"))
+            elif e["method"] == "Runtime.consoleAPICalled" and p.get("type") in ("error", "assert"):
+                errors.append(json.dumps(p.get("args")))
+            elif e["method"] == "Log.entryAdded" and p["entry"].get("level") == "error":
+                text = p["entry"].get("text", "")
+                if not any(noise in text.lower() for noise in BROWSER_NOISE):
+                    errors.append(text)
+        return errors
+
+    def requested(self) -> set[str]:
+        """Every URL the page requested."""
+        return {
+            e["params"]["request"]["url"]
+            for e in self.events
+            if e["method"] == "Network.requestWillBeSent"
+        }
+
     def close(self) -> None:
         self.ws.close()
 
@@ -226,17 +259,7 @@ def test_report_in_headless_chromium(
     report.write_text(demo_page, encoding="utf-8")
     page = Page(chromium)
     try:
-        page.call("Runtime.enable")
-        page.call("Log.enable")
-        page.call("Page.enable")
-        page.call("Network.enable")
-        page.call("Page.navigate", url=report.resolve().as_uri())
-        page.wait_event("Page.loadEventFired")
-        info = json.loads(
-            page.call("Runtime.evaluate", expression=INSPECT_JS, returnByValue=True)["result"][
-                "value"
-            ]
-        )
+        info = page.open(report.resolve().as_uri())
         height = min(int(info["height"]), 16000)
         page.call(
             "Emulation.setDeviceMetricsOverride",
@@ -254,32 +277,16 @@ def test_report_in_headless_chromium(
     finally:
         page.close()
 
-    errors = []
-    for e in page.events:
-        p = e.get("params", {})
-        if e["method"] == "Runtime.exceptionThrown":
-            errors.append(p["exceptionDetails"].get("text", "exception"))
-        elif e["method"] == "Runtime.consoleAPICalled" and p.get("type") in ("error", "assert"):
-            errors.append(json.dumps(p.get("args")))
-        elif e["method"] == "Log.entryAdded" and p["entry"].get("level") == "error":
-            text = p["entry"].get("text", "")
-            if not any(noise in text.lower() for noise in BROWSER_NOISE):
-                errors.append(text)
-    assert errors == []
+    assert page.errors() == []
     # self-contained: the page is the only thing loaded
-    requested = {
-        e["params"]["request"]["url"]
-        for e in page.events
-        if e["method"] == "Network.requestWillBeSent"
-    }
-    assert requested == {report.resolve().as_uri()}, requested
+    assert page.requested() == {report.resolve().as_uri()}, page.requested()
 
     assert info["title"] == f"rpcmeter · {demo_result['suite']['name']}"
     plots = {p["id"]: p for p in info["plots"]}
     expected = html.expected_plots(demo_result)
     assert list(plots) == expected
     # a refactor must not silently drop a plot: the demo run has these per workload
-    for workload in ("simple", "sub-1"):
+    for workload in ("simple", "random-wait"):
         for kind in ("throughput", "p99", "ratio", "cpu-client", "cpu-server"):
             assert f"{kind}-{workload}" in plots
         assert sum(1 for i in plots if i.startswith(f"spectrum-{workload}-")) == 2

@@ -214,7 +214,7 @@ def test_palette_is_stable_and_distinct() -> None:
 
 def test_real_run_plots(demo_result: Result) -> None:
     got = all_plots(demo_result)
-    assert list(got) == ["simple", "sub 1", ""]  # "": the idle CPU plot across workloads
+    assert list(got) == ["simple", "random wait", ""]  # "": the idle CPU plot across workloads
     assert [p.kind for p in got[""]] == ["idle"]
     for workload, ps in got.items():
         kinds = [p.kind for p in ps]

@@ -137,8 +137,9 @@ def capture(packages: tuple[str, ...] = (), version: str | None = None) -> dict[
 
 
 def git_revision(directory: str | Path) -> dict[str, Any] | None:
-    """The git commit checked out in ``directory`` and whether its tracked files have changes;
-    None when the directory is not in a git work tree (or git is missing)."""
+    """The git commit checked out in ``directory``, its branch (None when detached) and whether
+    its tracked files have changes; None when the directory is not in a git work tree (or git is
+    missing)."""
     import subprocess
 
     def git(*args: str) -> str | None:
@@ -158,4 +159,5 @@ def git_revision(directory: str | Path) -> dict[str, Any] | None:
     if not commit:
         return None
     status = git("status", "--porcelain", "--untracked-files=no")
-    return {"commit": commit, "dirty": bool(status)}
+    branch = git("symbolic-ref", "--short", "-q", "HEAD") or None
+    return {"commit": commit, "branch": branch, "dirty": bool(status)}

@@ -206,18 +206,21 @@ def draw(plot: Plot, colors: dict[str, str]) -> Figure:
             )
     if plot.reference_y is not None:
         ax.axhline(plot.reference_y, color="#555555", linewidth=1, linestyle="--", zorder=0)
-    if plot.reference_x is not None:
-        ax.axvline(plot.reference_x, color="#C00000", linewidth=1, linestyle=":", zorder=0)
+    if plot.marks:  # room above the data for the marks' labels
+        low, high = ax.get_ylim()
+        ax.set_ylim(low, high * 1.12 if ax.get_yscale() == "log" else high + (high - low) * 0.12)
+    for x, text in plot.marks:
+        ax.axvline(x, color="#C00000", linewidth=1, linestyle=":", zorder=0)
         ax.annotate(
-            plot.reference_x_label,
-            (plot.reference_x, 1.0),
+            text,
+            (x, 1.0),
             xycoords=("data", "axes fraction"),
             xytext=(3, -10),
             textcoords="offset points",
             fontsize=8,
             color="#C00000",
         )
-    if cats:
+    if cats and not any("\n" in c for c in cats):  # labels of several lines stay upright
         longest = max(len(c) for c in cats)
         if longest * len(cats) > 60:
             for label in ax.get_xticklabels():

@@ -343,8 +343,13 @@ def render(result: Result) -> str:
 
 def write(result: Result, path: str | Path) -> Path:
     """Write the report to ``path``; an unwritable path is a :class:`StoreError`."""
+    return write_page(render(result), path)
+
+
+def write_page(text: str, path: str | Path) -> Path:
+    """Write a page to ``path``, creating its directory; an unwritable path is a
+    :class:`StoreError`."""
     target = Path(path)
-    text = render(result)
     try:
         target.parent.mkdir(parents=True, exist_ok=True)
         target.write_text(text, encoding="utf-8")

@@ -104,8 +104,8 @@ class Plot:
     y_scale: str = "linear"
     categories: tuple[str, ...] = ()
     reference_y: float | None = None
-    reference_x: float | None = None  # a marked x value (the knee of a ``rate`` plot)
-    reference_x_label: str = ""
+    # marked x values with their labels: the knee of a ``rate`` plot, the steps of a ``trend`` plot
+    marks: tuple[tuple[float, str], ...] = ()
     note: str = ""
     legend: tuple[tuple[str, int], ...] = field(default=())  # extra (label, shade) entries
 
@@ -573,8 +573,7 @@ def rate_plots(result: Result, workload: str) -> list[Plot]:
                 series=lines,
                 style="rate",
                 y_scale="log",
-                reference_x=knee.offered_rps if knee else None,
-                reference_x_label="knee" if knee else "",
+                marks=((knee.offered_rps, "knee"),) if knee else (),
                 note="corrected: from the intended send time; uncorrected: from the actual send",
             )
         )
