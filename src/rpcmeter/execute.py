@@ -16,7 +16,7 @@ from typing import Any
 
 from rpcmeter import analysis
 from rpcmeter import placement as placement_mod
-from rpcmeter.breakdown import breakdown
+from rpcmeter.breakdown import RoundTrip
 from rpcmeter.checks import warnings_for
 from rpcmeter.drivers import driver_class
 from rpcmeter.endpoints import Endpoint, remote_endpoint
@@ -369,16 +369,18 @@ class CaseRun:
             else run_distributed(cluster, load, hooks)
         )
 
-    def round_trip(self, load: LoadSpec) -> LoadOutcome | None:
-        """With ``breakdown``: the round-trip baseline (noop requests) on the same server."""
+    def round_trip(self, load: LoadSpec) -> RoundTrip | None:
+        """With ``breakdown``: the round trip (noop requests, one loop) on the same server,
+        measured now and again after the case (:mod:`rpcmeter.breakdown`)."""
         if self.suite.breakdown is None:
             return None
-        rtt = self.run_load(
+        rtt = RoundTrip(
+            lambda spec: self.run_load(spec, LoadHooks(server_problem=self.server_problem)),
             load.round_trip(self.suite.breakdown.rtt_requests),
-            LoadHooks(server_problem=self.server_problem),
         )
-        if rtt.failure or not rtt.hist.count:
-            raise CaseFailed(f"round-trip baseline (noop) failed: {rtt.failure}")
+        problem = rtt.measure("before")
+        if problem:
+            raise CaseFailed(problem)
         return rtt
 
     def drive_load(self, load: LoadSpec) -> LoadOutcome:
@@ -422,11 +424,12 @@ class CaseRun:
         if self.server is not None:
             self.server.close()
 
-    def record(self, outcome: LoadOutcome, rtt: LoadOutcome | None) -> None:
+    def record(self, outcome: LoadOutcome, rtt: RoundTrip | None) -> None:
         """The breakdown, and why the case failed or is incomplete."""
         doc, server = self.doc, self.server
-        if rtt is not None:
-            doc["breakdown"] = breakdown(rtt.hist, outcome.server_hist, outcome.net_hist)
+        if rtt is not None and not outcome.failure:
+            rtt.measure("after")  # a failure here leaves the round trip measured before only
+            doc["breakdown"] = rtt.breakdown(outcome)
         if outcome.failure:
             tail = server.output_tail() if server is not None and not server.alive() else ""
             fail(doc, outcome.failure, tail)

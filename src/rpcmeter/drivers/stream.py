@@ -30,6 +30,7 @@ from typing import ClassVar, cast
 
 from rpcmeter.drivers.base import Channel, Done, EventDriver, Ownership, ReplyMismatch
 from rpcmeter.servers.bodies import KINDS, check, expected_reply, request_body
+from rpcmeter.servers.timing import ServerTime
 from rpcmeter.workloads import EchoParams, lift_int_digit_limit
 
 VARIANTS = 8  # distinct request bodies per loop when validating echo
@@ -76,7 +77,9 @@ class StreamConnection(asyncio.Protocol):
         self.bytes_out += len(data)
         self.write(data)
 
-    def reply(self, server_ns: int | None, body: bytes | None, error: BaseException | None) -> None:
+    def reply(
+        self, server_ns: ServerTime | None, body: bytes | None, error: BaseException | None
+    ) -> None:
         """The next reply is complete: validate it and complete its request."""
         owner = self.owner
         if owner is not None:
@@ -221,7 +224,7 @@ class StreamDriver(EventDriver):
             self.connects += 1
             self.conns.append(conn)
 
-            def finished(server_ns: int | None, error: BaseException | None) -> None:
+            def finished(server_ns: ServerTime | None, error: BaseException | None) -> None:
                 self.conns.remove(conn)
                 self.closed_traffic[0] += conn.bytes_out
                 self.closed_traffic[1] += conn.bytes_in

@@ -17,6 +17,7 @@ from rich.text import Text
 
 from rpcmeter import analysis
 from rpcmeter.aggregate import Cell, baseline, cells, variant_names
+from rpcmeter.breakdown import overhead_cell
 from rpcmeter.rates import ACHIEVED_MIN, KNEE_FACTOR, Series, rate_series
 from rpcmeter.reporters.fit import FitTable
 from rpcmeter.reporters.format import (
@@ -164,6 +165,29 @@ def _mean_sd(cell: Cell, key: str) -> str:
     return "-" if not math.isfinite(mean) else f"{fmt_ms(mean)} ± {fmt_ms(sd)}"
 
 
+def _queue(cell: Cell) -> str:
+    """The queue time, or ``unknown`` when the replies carried no queue time (a version-1
+    document has no such column: ``-``)."""
+    docs = [c.get("breakdown") or {} for c in cell.ok_cases]
+    if docs and all("queue_us" in b and b.get("server_us") and not b["queue_us"] for b in docs):
+        return "unknown"
+    return _mean_sd(cell, "breakdown.queue_us")
+
+
+def _overhead(cell: Cell) -> str | Text:
+    """The overhead: mean ± half its 95 % interval, or ``~0 (within noise)`` when the interval
+    includes 0 (in any repetition); a version-1 document's mean ± sd."""
+    shown = [s for c in cell.ok_cases if (s := overhead_cell(c.get("breakdown") or {}))]
+    if not shown:
+        return "-"
+    if any(kind == "noise" for kind, _, _ in shown):
+        return Text("~0 (within noise)", style="dim")
+    mean = sum(m for _, m, _ in shown) / len(shown)
+    half = max(h for _, _, h in shown)
+    text = f"{fmt_ms(mean)} ± {fmt_ms(half)}"
+    return Text(text, style="red") if mean < 0 else text
+
+
 def breakdown_table(result: Result, workload: str) -> Table | None:
     """Where the time goes (study 004's table): per matrix point and variant, latency, server
     compute, round trip and overhead (mean ± sd, ms; means over repetitions), and bytes sent and
@@ -176,9 +200,13 @@ def breakdown_table(result: Result, workload: str) -> Table | None:
         return None
     keys = list(result["suite"].get("matrix_keys") or [])
     several = len(variant_names(result)) > 1
-    title = "where the time goes" if with_breakdown else "bytes per request"
+    title = (
+        "where the time goes; ms: mean ± sd, overhead: mean ± 95 % interval"
+        if with_breakdown
+        else "bytes per request; ms: mean ± sd"
+    )
     table = FitTable(
-        title=f"[bold]{workload}[/bold]  [dim]({title}; ms: mean ± sd)[/dim]",
+        title=f"[bold]{workload}[/bold]  [dim]({title})[/dim]",
         title_justify="left",
         box=box.SIMPLE_HEAD,
         pad_edge=False,
@@ -190,8 +218,9 @@ def breakdown_table(result: Result, workload: str) -> Table | None:
     table.add_column("req/s", justify="right")
     table.add_column("latency", justify="right")
     if with_breakdown:
-        table.add_column("server compute", justify="right")
         table.add_column("round trip", justify="right")
+        table.add_column("queue", justify="right")
+        table.add_column("server compute", justify="right")
         table.add_column("overhead", justify="right")
     if with_bytes:
         table.add_column("bytes out", justify="right")
@@ -209,9 +238,10 @@ def breakdown_table(result: Result, workload: str) -> Table | None:
             cols.append(f"{fmt_ms(cell.latency_us('mean'))} ± {fmt_ms(cell.latency_us('stdev'))}")
             if with_breakdown:
                 cols += [
-                    _mean_sd(cell, "breakdown.server_us"),
                     _mean_sd(cell, "breakdown.rtt_us"),
-                    _mean_sd(cell, "breakdown.overhead_us"),
+                    _queue(cell),
+                    _mean_sd(cell, "breakdown.server_us"),
+                    _overhead(cell),
                 ]
             if with_bytes:
                 cols += [
