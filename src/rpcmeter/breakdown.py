@@ -11,21 +11,24 @@ case::
 
 where ``latency`` is what the client measured, ``queue`` and ``server compute`` what the server
 reported for that very request (:mod:`rpcmeter.servers.timing`: how long it waited after it had
-fully arrived, and how long it was handled), and ``round trip`` the mean of the round-trip
-requests before and after. The runner keeps ``latency - compute - queue`` of every request, so
-the overhead's spread and percentiles are those of the per-request differences (less the one
-round-trip mean), not a guess from separate spreads. A server that reports no queue time leaves
+fully arrived, and how long it was handled), and ``round trip`` the median of the round-trip
+requests before and after (the floor: a busy machine's stalls move a mean of a few hundred
+requests far more than the case's). The runner keeps ``latency - compute - queue`` of every
+request, so the overhead's spread and percentiles are those of the per-request differences (less
+the one round-trip median), not a guess from separate spreads. In means:
+``latency = round trip p50 + queue + compute + overhead``. A server that reports no queue time leaves
 ``queue_us`` null (unknown, not zero) and the overhead then includes any queueing.
 
-The overhead's mean comes with a 95 % confidence interval: the standard errors of the case's
-and of the round trip's means (requests taken as independent), plus half the difference between
-the round trip before and after the case (a drift the interval cannot rule out). When the
+The overhead's mean comes with a 95 % confidence interval: 1.96 standard errors of the case's
+mean (requests taken as independent), plus half a distribution-free 95 % interval of the round
+trip's median, plus half the difference between the round trip's median before and after the
+case (a drift the interval cannot rule out). When the
 interval includes 0 the overhead is within the noise, and the report says so rather than print a
 signed figure; a negative overhead beyond the noise gives a warning (:func:`warnings_for`).
 
 The case document holds ``breakdown`` (microseconds; schema version 2)::
 
-    {"rtt_us": {"mean", "stdev", "p50", "p99", "count", "before", "after"},
+    {"rtt_us": {"mean", "stdev", "p50", "p99", "count", "before", "after" (medians)},
      "queue_us": {"mean", "stdev", "p50", "p99", "count"} | null,
      "server_us": {"mean", "stdev", "p50", "p99", "count"} | null,
      "overhead_us": {"mean", "stdev", "p50", "p99", "count", "ci95": [low, high],
@@ -73,6 +76,16 @@ def _se2(h: Histogram) -> float:
     return sd * sd / h.count if h.count > 1 and math.isfinite(sd) else 0.0
 
 
+def median_half_width(h: Histogram) -> float:
+    """Half the width of a distribution-free 95 % interval of ``h``'s median (ns): the values at
+    ranks n/2 -+ 1.96 sqrt(n)/2, read from the histogram."""
+    if h.count < 2:
+        return math.nan if not h.count else 0.0
+    spread = 100 * Z95 / (2 * math.sqrt(h.count))
+    low, high = h.percentiles([max(0.0, 50 - spread), min(100.0, 50 + spread)])
+    return (high - low) / 2
+
+
 def breakdown(
     rtt_before: Histogram,
     rtt_after: Histogram,
@@ -84,9 +97,9 @@ def breakdown(
     case's server-reported compute times, ``latency - compute - queue`` per request (``net``)
     and queue times (all ns)."""
     rtt = Histogram.merged([rtt_before, rtt_after])
-    rtt_doc = stats_us(rtt) or {"mean": math.nan, "stdev": math.nan, "count": 0}
-    rtt_doc["before"] = rtt_before.mean / 1e3
-    rtt_doc["after"] = rtt_after.mean / 1e3
+    rtt_doc = stats_us(rtt) or {"mean": math.nan, "stdev": math.nan, "p50": math.nan, "count": 0}
+    rtt_doc["before"] = rtt_before.percentile(50) / 1e3 if rtt_before.count else math.nan
+    rtt_doc["after"] = rtt_after.percentile(50) / 1e3 if rtt_after.count else math.nan
     out: dict[str, Any] = {
         "rtt_us": rtt_doc,
         "queue_us": stats_us(queue) if server.count else None,
@@ -96,10 +109,15 @@ def breakdown(
         "rtt_loops": 1,
     }
     if server.count and net.count and rtt.count:
-        overhead = stats_us(net, rtt.mean)
+        floor = rtt.percentile(50)
+        overhead = stats_us(net, floor)
         assert overhead is not None
-        drift = abs(rtt_before.mean - rtt_after.mean) if rtt_after.count else 0.0
-        half = Z95 * math.sqrt(_se2(net) + _se2(rtt)) + drift / 2
+        drift = (
+            abs(rtt_doc["before"] - rtt_doc["after"]) * 1e3
+            if rtt_before.count and rtt_after.count
+            else 0.0
+        )
+        half = Z95 * math.sqrt(_se2(net)) + median_half_width(rtt) + drift / 2
         low, high = (overhead["mean"] - half / 1e3, overhead["mean"] + half / 1e3)
         overhead["ci95"] = [low, high]
         overhead["within_noise"] = low <= 0.0 <= high

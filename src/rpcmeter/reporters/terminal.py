@@ -165,6 +165,14 @@ def _mean_sd(cell: Cell, key: str) -> str:
     return "-" if not math.isfinite(mean) else f"{fmt_ms(mean)} ± {fmt_ms(sd)}"
 
 
+def _round_trip(cell: Cell) -> str:
+    """The round trip's median (p99) in a version-2 document, mean ± sd in a version-1 one."""
+    p50 = cell.mean("breakdown.rtt_us.p50")
+    if not math.isfinite(p50):
+        return _mean_sd(cell, "breakdown.rtt_us")
+    return f"{fmt_ms(p50)} (p99 {fmt_ms(cell.mean('breakdown.rtt_us.p99'))})"
+
+
 def _queue(cell: Cell) -> str:
     """The queue time, or ``unknown`` when the replies carried no queue time (a version-1
     document has no such column: ``-``)."""
@@ -201,7 +209,7 @@ def breakdown_table(result: Result, workload: str) -> Table | None:
     keys = list(result["suite"].get("matrix_keys") or [])
     several = len(variant_names(result)) > 1
     title = (
-        "where the time goes; ms: mean ± sd, overhead: mean ± 95 % interval"
+        "where the time goes; ms: mean ± sd; round trip: median; overhead: mean ± 95 % interval"
         if with_breakdown
         else "bytes per request; ms: mean ± sd"
     )
@@ -238,7 +246,7 @@ def breakdown_table(result: Result, workload: str) -> Table | None:
             cols.append(f"{fmt_ms(cell.latency_us('mean'))} ± {fmt_ms(cell.latency_us('stdev'))}")
             if with_breakdown:
                 cols += [
-                    _mean_sd(cell, "breakdown.rtt_us"),
+                    _round_trip(cell),
                     _queue(cell),
                     _mean_sd(cell, "breakdown.server_us"),
                     _overhead(cell),
