@@ -18,6 +18,7 @@ from rich.text import Text
 from rpcmeter import analysis
 from rpcmeter.aggregate import Cell, baseline, cells, variant_names
 from rpcmeter.breakdown import overhead_cell
+from rpcmeter.profile import summary_lines as profile_summary
 from rpcmeter.rates import ACHIEVED_MIN, KNEE_FACTOR, Series, rate_series
 from rpcmeter.reporters.fit import FitTable
 from rpcmeter.reporters.format import (
@@ -394,6 +395,17 @@ def resource_table(result: Result, workload: str) -> Table | None:
     return table if rows else None
 
 
+def profile_lines(result: Result, workload: str) -> list[str]:
+    """The top frames by self time of every profiled case of ``workload``."""
+    out: list[str] = []
+    for case in result["cases"]:
+        if case["workload"] == workload and case.get("profiles"):
+            point = ",".join(f"{k}={v}" for k, v in (case.get("point") or {}).items())
+            label = " · ".join(x for x in (workload, case["variant"], point) if x)
+            out += profile_summary(case, label)
+    return out
+
+
 def _is_idle(result: Result, workload: str) -> bool:
     kinds = {c.get("kind") for c in result["cases"] if c["workload"] == workload}
     return kinds == {"idle"}
@@ -429,6 +441,10 @@ def render(result: Result, width: int = 120, color: bool = False) -> str:
         if where is not None:
             console.print()
             console.print(where)
+        profiled = profile_lines(result, workload)
+        if profiled:
+            console.print()
+            console.print(Text("\n".join(profiled)))
         resources = resource_table(result, workload)
         if resources is not None:
             console.print()
