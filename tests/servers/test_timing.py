@@ -130,3 +130,17 @@ def test_unix_sockets_report_no_queue_time(tmp_path: object) -> None:
         s.sendall(request_frame(b"n", b""))
         times = _read_raw(s)
     assert times[1] is None and times[0] >= 0
+
+
+def test_without_queue_time_the_server_sends_none() -> None:
+    """Server option ``queue_time = false``: uvloop's own transports, no queue field."""
+    endpoint = new_endpoint("tcp")
+    assert endpoint.port is not None
+    cmd = [sys.executable, "-m", "rpcmeter.servers.http_server", "--port", str(endpoint.port)]
+    with (
+        ServerProcess([*cmd, "--options", '{"queue_time": false}'], endpoint),
+        socket.create_connection(("127.0.0.1", endpoint.port)) as s,
+    ):
+        s.sendall(_http(5))
+        times = _read_http(s)
+    assert times[1] is None and times[0] >= 0

@@ -223,6 +223,7 @@ class HttpDriver(StreamDriver):
         "host",
         "event_loop",
         "corrupt_every",  # server
+        "queue_time",  # server
     }
 
     def new_connection(self) -> StreamConnection:

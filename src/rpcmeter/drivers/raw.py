@@ -77,7 +77,9 @@ class RawDriver(StreamDriver):
     name: ClassVar[str] = "raw"
     builtin_server: ClassVar[str | None] = "rpcmeter.servers.raw_server"
     packages: ClassVar[tuple[str, ...]] = ("uvloop",)
-    option_keys: ClassVar[frozenset[str] | None] = frozenset({"io", "event_loop", "corrupt_every"})
+    option_keys: ClassVar[frozenset[str] | None] = frozenset(
+        {"io", "event_loop", "corrupt_every", "queue_time"}
+    )
 
     def new_connection(self) -> StreamConnection:
         return RawConnection()

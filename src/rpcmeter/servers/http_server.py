@@ -18,7 +18,7 @@ long the request waited after it had fully arrived (over TCP, from the kernel's 
 over a Unix socket, which has none, ``queue`` is left out: unknown) and the server's own compute
 time for it (:mod:`rpcmeter.servers.timing`). Unknown paths get 404, bad arguments 400.
 
-Options (JSON): ``corrupt_every`` (see :mod:`rpcmeter.servers.aio`); ``stall_ms``,
+Options (JSON): ``corrupt_every``, ``queue_time`` (see :mod:`rpcmeter.servers.aio`); ``stall_ms``,
 ``stall_after_s``, ``stall_every_s``: the whole server (its event loop) stalls at a known moment
 (:class:`~rpcmeter.servers.common.Stall`).
 """

@@ -15,7 +15,7 @@ time), ``queue_ns`` follows: how long the request waited after it had fully arri
 from the kernel's receive time; over a Unix socket it is left out: unknown). See
 :mod:`rpcmeter.servers.timing`. Requests may be pipelined; replies come back in order.
 
-Options (JSON): ``corrupt_every`` (see :mod:`rpcmeter.servers.aio`).
+Options (JSON): ``corrupt_every``, ``queue_time`` (see :mod:`rpcmeter.servers.aio`).
 """
 
 from __future__ import annotations
