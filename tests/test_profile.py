@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from collections import Counter
 from pathlib import Path
 
@@ -111,3 +112,22 @@ def test_without_a_profile_table_nothing_is_sampled() -> None:
     p.start()
     p.halt()
     assert p.stop() == {}
+
+
+@pytest.mark.timeout(60)
+def test_a_non_python_process_is_sampled_with_perf_or_noted(tmp_path: Path) -> None:
+    """A shell spinning in a loop: perf where the machine allows it, else a one-line note."""
+    busy = subprocess.Popen(["sh", "-c", "while :; do :; done"])
+    try:
+        s = Sampler(busy.pid, tmp_path / "sh", 200)
+        assert s.tool == "perf"
+        s.start()
+        time.sleep(0.8)
+        stacks = s.stop()
+    finally:
+        busy.kill()
+        busy.wait()
+    if stacks:
+        assert sum(stacks.values()) > 10 and all(k.startswith("sh") for k in stacks)
+    else:
+        assert s.error is not None and "\n" not in s.error

@@ -11,16 +11,17 @@ from functools import partial
 from typing import Any
 
 import pytest
+import zmq
 
 from rpcmeter.drivers.base import ReplyMismatch
 from rpcmeter.drivers.zmq import ZmqDriver
 from rpcmeter.errors import SuiteError
 from rpcmeter.execute import run_suite
 from rpcmeter.servers.process import ServerProcess, new_endpoint, probe
-from rpcmeter.servers.timing import ServerTime
+from rpcmeter.servers.timing import ServerTime, frame_times
 from rpcmeter.servers.zmq_server import address
 from rpcmeter.suite import build_suite
-from rpcmeter.workloads import parse_params
+from rpcmeter.workloads import factorial_digits, parse_params
 from tests.drivers import calls
 
 pytestmark = pytest.mark.timeout(120)
@@ -204,3 +205,30 @@ def test_malformed_request_is_answered_not_fatal(server: ServerProcess) -> None:
     finally:
         d.close()
     assert server.alive()
+
+
+def test_queue_time_of_another_server_is_read() -> None:
+    """A server of one's own that sets the top bit of ``server_ns`` and sends ``queue_ns``: the
+    driver reads both (and validates the body after them)."""
+    endpoint = new_endpoint("tcp")
+    context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+    rep = context.socket(zmq.REP)
+    rep.setsockopt(zmq.LINGER, 0)
+    rep.bind(address(endpoint))
+
+    def serve() -> None:
+        for times in ((1234, 77), (5678, None)):
+            rep.recv()
+            rep.send(frame_times(*times) + factorial_digits(5))
+
+    th = threading.Thread(target=serve, daemon=True)
+    th.start()
+    d = driver(endpoint, parse_params("factorial", {"n": 5}))
+    try:
+        call = d.caller(0)
+        assert [call(), call()] == [(1234, 77), (5678, None)]
+    finally:
+        d.close()
+        th.join(5)
+        rep.close(linger=0)
+        context.term()
