@@ -77,11 +77,29 @@ def _dur_ns(metric: bytes) -> int | None:
         return None
 
 
+def _metric_ns(value: bytes, name: bytes) -> int | None:
+    """The ``dur`` of metric ``name;dur=`` spelled so, where it starts a metric (fast path)."""
+    at = value.find(name)
+    if at < 0 or (at and value[at - 1] not in b" ,"):
+        return None
+    start = at + len(name)
+    end = len(value)
+    for stop in (value.find(b",", start), value.find(b";", start)):
+        if 0 <= stop < end:
+            end = stop
+    try:
+        return int(float(value[start:end]) * 1e6)
+    except ValueError:
+        return None
+
+
 def parse_server_timing(value: bytes) -> ServerTime | None:
     """The times of a ``Server-Timing`` header value: the ``dur`` of metrics ``app`` and
     ``queue`` (milliseconds); without an ``app`` metric, the first ``dur`` is the handling time.
     None when no metric carries a ``dur``."""
-    app: int | None = None
+    app = _metric_ns(value, b"app;dur=")  # the built-in servers' spelling: no split needed
+    if app is not None:
+        return app, _metric_ns(value, b"queue;dur=")
     queue: int | None = None
     first: int | None = None
     for metric in value.split(b","):
