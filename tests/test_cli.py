@@ -51,7 +51,7 @@ def test_demo_with_output_document(tmp_path: Path) -> None:
     assert "default" in proc.stdout and "bind" in proc.stdout and "p99 ms" in proc.stdout
     assert "[1/8]" in proc.stderr and "[8/8]" in proc.stderr  # progress, case k of n
     doc = json.loads(out.read_text())
-    assert doc["schema_version"] == 1 and doc["status"] == "complete"
+    assert doc["schema_version"] == 2 and doc["status"] == "complete"
     env = doc["environment"]
     for key in (
         "host",

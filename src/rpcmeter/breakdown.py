@@ -1,47 +1,201 @@
-"""Where the time goes: a request's latency split into round trip, server compute and overhead.
+"""Where the time goes: a request's latency split into round trip, queue, server compute and
+overhead.
 
-Before each case of a suite with a ``[breakdown]`` table, rpcmeter measures the round-trip
-baseline on the same server, transport and connection shape: ``rtt_requests`` requests per loop of
-the ``noop`` workload (a request that does nothing). Then, per request of the case::
+For a suite with a ``[breakdown]`` table, rpcmeter measures the *round trip* of every case on
+the same server and transport, before and after the case: ``rtt_requests`` requests of the
+``noop`` workload (a request that does nothing) from one loop on one connection, so that it is the
+unloaded floor of the transport and carries no queueing of its own. Then, per request of the
+case::
 
-    overhead = latency - rtt - server
+    latency = round trip + queue + server compute + overhead
 
-where ``latency`` is what the client measured, ``server`` the compute time the server reported
-for that very request, and ``rtt`` the baseline's mean latency. The runner keeps
-``latency - server`` of every request (a third histogram beside latency and server time), so the
-overhead's standard deviation is that of the per-request differences, not a guess from the two
-separate spreads; ``rtt`` being one number per case, it moves the mean only.
+where ``latency`` is what the client measured, ``queue`` and ``server compute`` what the server
+reported for that very request (:mod:`rpcmeter.servers.timing`: how long it waited after it had
+fully arrived, and how long it was handled), and ``round trip`` the median of the round-trip
+requests before and after (the floor: a busy machine's stalls move a mean of a few hundred
+requests far more than the case's). The runner keeps ``latency - compute - queue`` of every
+request, so the overhead's spread and percentiles are those of the per-request differences (less
+the one round-trip median), not a guess from separate spreads. In means:
+``latency = round trip p50 + queue + compute + overhead``. A server that reports no queue time leaves
+``queue_us`` null (unknown, not zero) and the overhead then includes any queueing.
 
-The case document holds ``breakdown``::
+The overhead's mean comes with a 95 % confidence interval: 1.96 standard errors of the case's
+mean (requests taken as independent), plus half a distribution-free 95 % interval of the round
+trip's median, plus half the difference between the round trip's median before and after the
+case (a drift the interval cannot rule out). When the
+interval includes 0 the overhead is within the noise, and the report says so rather than print a
+signed figure; a negative overhead beyond the noise gives a warning (:func:`warnings_for`).
 
-    {"rtt_us": {"mean", "stdev"}, "server_us": {"mean", "stdev"} | null,
-     "overhead_us": {"mean", "stdev"} | null, "rtt_requests": int}
+The case document holds ``breakdown`` (microseconds; schema version 2)::
+
+    {"rtt_us": {"mean", "stdev", "p50", "p99", "count", "before", "after" (medians)},
+     "queue_us": {"mean", "stdev", "p50", "p99", "count"} | null,
+     "server_us": {"mean", "stdev", "p50", "p99", "count"} | null,
+     "overhead_us": {"mean", "stdev", "p50", "p99", "count", "ci95": [low, high],
+                     "within_noise": bool} | null,
+     "rtt_requests": int, "rtt_loops": 1}
 
 ``server_us`` and ``overhead_us`` are null when the replies carried no server time (a server that
-does not report it, e.g. nginx).
+does not report it, e.g. nginx). Documents of schema version 1 have ``rtt_us``, ``server_us`` and
+``overhead_us`` with ``mean`` and ``stdev`` only (a round trip measured with the case's loops).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from rpcmeter.metrics.histogram import Histogram
+from rpcmeter.result import Result
+
+if TYPE_CHECKING:
+    from rpcmeter.runners.recording import LoadOutcome
+    from rpcmeter.runners.spec import LoadSpec
+
+Z95 = 1.959964
 
 
-def mean_stdev_us(h: Histogram) -> dict[str, float]:
-    return {"mean": h.mean / 1e3, "stdev": h.stdev / 1e3}
+def stats_us(h: Histogram, shift_ns: float = 0.0) -> dict[str, Any] | None:
+    """Mean, standard deviation, p50 and p99 of ``h`` less ``shift_ns``, in microseconds."""
+    if not h.count:
+        return None
+    p50, p99 = h.percentiles([50, 99])
+    return {
+        "mean": (h.mean - shift_ns) / 1e3,
+        "stdev": h.stdev / 1e3,
+        "p50": (p50 - shift_ns) / 1e3,
+        "p99": (p99 - shift_ns) / 1e3,
+        "count": h.count,
+    }
 
 
-def breakdown(rtt: Histogram, server: Histogram, net: Histogram) -> dict[str, Any]:
-    """The case's ``breakdown``: ``rtt`` is the noop baseline's latency histogram, ``server`` the
-    server-reported times and ``net`` the per-request ``latency - server`` of the case (ns)."""
+def _se2(h: Histogram) -> float:
+    """Squared standard error of ``h``'s mean (ns^2)."""
+    sd = h.stdev
+    return sd * sd / h.count if h.count > 1 and math.isfinite(sd) else 0.0
+
+
+def median_half_width(h: Histogram) -> float:
+    """Half the width of a distribution-free 95 % interval of ``h``'s median (ns): the values at
+    ranks n/2 -+ 1.96 sqrt(n)/2, read from the histogram."""
+    if h.count < 2:
+        return math.nan if not h.count else 0.0
+    spread = 100 * Z95 / (2 * math.sqrt(h.count))
+    low, high = h.percentiles([max(0.0, 50 - spread), min(100.0, 50 + spread)])
+    return (high - low) / 2
+
+
+def breakdown(
+    rtt_before: Histogram,
+    rtt_after: Histogram,
+    server: Histogram,
+    net: Histogram,
+    queue: Histogram,
+) -> dict[str, Any]:
+    """The case's ``breakdown``: the round trip's latencies before and after the case, and the
+    case's server-reported compute times, ``latency - compute - queue`` per request (``net``)
+    and queue times (all ns)."""
+    rtt = Histogram.merged([rtt_before, rtt_after])
+    rtt_doc = stats_us(rtt) or {"mean": math.nan, "stdev": math.nan, "p50": math.nan, "count": 0}
+    rtt_doc["before"] = rtt_before.percentile(50) / 1e3 if rtt_before.count else math.nan
+    rtt_doc["after"] = rtt_after.percentile(50) / 1e3 if rtt_after.count else math.nan
     out: dict[str, Any] = {
-        "rtt_us": mean_stdev_us(rtt),
+        "rtt_us": rtt_doc,
+        "queue_us": stats_us(queue) if server.count else None,
         "server_us": None,
         "overhead_us": None,
         "rtt_requests": rtt.count,
+        "rtt_loops": 1,
     }
-    if server.count and net.count:
-        out["server_us"] = mean_stdev_us(server)
-        out["overhead_us"] = {"mean": (net.mean - rtt.mean) / 1e3, "stdev": net.stdev / 1e3}
+    if server.count and net.count and rtt.count:
+        floor = rtt.percentile(50)
+        overhead = stats_us(net, floor)
+        assert overhead is not None
+        drift = (
+            abs(rtt_doc["before"] - rtt_doc["after"]) * 1e3
+            if rtt_before.count and rtt_after.count
+            else 0.0
+        )
+        half = Z95 * math.sqrt(_se2(net)) + median_half_width(rtt) + drift / 2
+        low, high = (overhead["mean"] - half / 1e3, overhead["mean"] + half / 1e3)
+        overhead["ci95"] = [low, high]
+        overhead["within_noise"] = low <= 0.0 <= high
+        out["server_us"] = stats_us(server)
+        out["overhead_us"] = overhead
+    return out
+
+
+class RoundTrip:
+    """The round trip of one case: ``spec`` (noop requests from one loop on one connection) run
+    by ``run`` before and after the case (:meth:`measure`)."""
+
+    def __init__(self, run: Callable[[LoadSpec], LoadOutcome], spec: LoadSpec) -> None:
+        self.run = run
+        self.spec = spec
+        self.before = Histogram()
+        self.after = Histogram()
+
+    def measure(self, when: str) -> str | None:
+        """Measure the round trip ``when`` (``before`` or ``after``); a reason when it failed."""
+        outcome = self.run(self.spec)
+        if outcome.failure or not outcome.hist.count:
+            return f"round trip (noop, {when} the case) failed: {outcome.failure or 'no replies'}"
+        (self.before if when == "before" else self.after).merge(outcome.hist)
+        return None
+
+    def breakdown(self, outcome: LoadOutcome) -> dict[str, Any]:
+        """The case's ``breakdown`` from its load outcome."""
+        return breakdown(
+            self.before, self.after, outcome.server_hist, outcome.net_hist, outcome.queue_hist
+        )
+
+
+def overhead_cell(b: dict[str, Any]) -> tuple[str, float, float] | None:
+    """How to show a case's overhead: (``"noise"``, mean, half-width) when its interval includes
+    0, (``"ci"``, mean, half-width) when it does not, (``"sd"``, mean, sd) for a version-1
+    document (no interval); None when unknown."""
+    o = b.get("overhead_us")
+    if not o:
+        return None
+    ci = o.get("ci95")
+    if ci is None:
+        return ("sd", o["mean"], o.get("stdev", math.nan))
+    half = (ci[1] - ci[0]) / 2
+    return ("noise" if o.get("within_noise") else "ci", o["mean"], half)
+
+
+def warnings_for(result: Result) -> list[str]:
+    """A warning for every case whose overhead is negative beyond the noise, naming the likely
+    cause."""
+    out: list[str] = []
+    for case in result.get("cases", []):
+        b = case.get("breakdown") or {}
+        o = b.get("overhead_us")
+        if case.get("status") != "ok" or not o or o.get("ci95") is None or o["ci95"][1] >= 0:
+            continue
+        rtt = b["rtt_us"]
+        label = f"{case['workload']}/{case['variant']}"
+        if case.get("point"):
+            label += " " + ",".join(f"{k}={v}" for k, v in case["point"].items())
+        before, after = rtt.get("before", math.nan), rtt.get("after", math.nan)
+        if (
+            math.isfinite(before)
+            and math.isfinite(after)
+            and abs(before - after) > 0.25 * min(before, after)
+        ):
+            cause = (
+                f"the round trip moved from {before:,.1f} us before the case to {after:,.1f} us "
+                "after it: the machine's load or CPU frequency changed during the case"
+            )
+        else:
+            cause = (
+                "the server's reported times exceed what the client saw: its timer likely "
+                "covers more than its handling of the request (reading or writing it), or its "
+                "clock is not the one it claims"
+            )
+        out.append(
+            f"{label}: overhead {o['mean']:,.1f} us is negative beyond the noise "
+            f"(95 % interval {o['ci95'][0]:,.1f} to {o['ci95'][1]:,.1f} us); likely cause: {cause}"
+        )
     return out

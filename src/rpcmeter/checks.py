@@ -7,6 +7,7 @@ add one, write it here and append it to ``RULES``. The run stores the sentences 
 
 Rules and their thresholds:
 
+- a case's overhead (:mod:`rpcmeter.breakdown`) is negative beyond its 95 % interval;
 - the load generator was saturated: all client processes together used more than
   :data:`CLIENT_SATURATION_PCT` % of the CPUs they were given;
 - the clients' CPUs were busy with other work: those CPUs were more than
@@ -31,6 +32,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
+from rpcmeter import breakdown as breakdown_mod
 from rpcmeter.aggregate import Cell, cells
 from rpcmeter.result import CaseDoc, Result
 
@@ -235,6 +237,7 @@ def verdicts(result: Result) -> list[str]:
 
 
 RULES: list[Rule] = [
+    breakdown_mod.warnings_for,
     client_saturation,
     governor,
     placement,

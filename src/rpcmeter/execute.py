@@ -10,13 +10,13 @@ from __future__ import annotations
 import math
 import uuid
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 from rpcmeter import analysis
 from rpcmeter import placement as placement_mod
-from rpcmeter.breakdown import breakdown
+from rpcmeter.breakdown import RoundTrip
 from rpcmeter.checks import warnings_for
 from rpcmeter.drivers import driver_class
 from rpcmeter.endpoints import Endpoint, remote_endpoint
@@ -24,6 +24,7 @@ from rpcmeter.envs import Env, in_env, prepare_variants
 from rpcmeter.errors import EnvError, ServerError
 from rpcmeter.metrics import environment, resources
 from rpcmeter.plan import Case, expand
+from rpcmeter.profile import CaseProfiler, profile_dir
 from rpcmeter.rates import keeps_up
 from rpcmeter.result import SCHEMA_VERSION, CaseDoc, Result, now_iso, write_json
 from rpcmeter.runners.closed_loop import preload_drivers, run_closed_loop
@@ -60,6 +61,7 @@ class RunOptions:
     on_note: Callable[[str], None] | None = None  # environment preparation, one line each
     on_start: list[ResultCallback] = field(default_factory=list)  # result created, no case yet
     on_finish: list[ResultCallback] = field(default_factory=list)  # final, also when interrupted
+    profile_dir: Path | None = None  # where a [profile] suite's profiles go (set by run_suite)
 
 
 def new_result(
@@ -137,6 +139,8 @@ def run_suite(
     cpus = placement_mod.resolve(suite.placement, where=suite.path)
     quotas = placement_mod.apply_quotas(cpus, suite.resources.cgroup)
     result = new_result(suite, cpus, packages, quotas)
+    if suite.profile is not None and options.profile_dir is None:
+        options = replace(options, profile_dir=profile_dir(options.output, result["run_id"]))
     cases = expand(suite) if drive is None else []
     total = len(cases) if drive is None else (planned or 0)
     result["planned_cases"] = total
@@ -404,16 +408,18 @@ class CaseRun:
             else run_distributed(cluster, load, hooks)
         )
 
-    def round_trip(self, load: LoadSpec) -> LoadOutcome | None:
-        """With ``breakdown``: the round-trip baseline (noop requests) on the same server."""
+    def round_trip(self, load: LoadSpec) -> RoundTrip | None:
+        """With ``breakdown``: the round trip (noop requests, one loop) on the same server,
+        measured now and again after the case (:mod:`rpcmeter.breakdown`)."""
         if self.suite.breakdown is None:
             return None
-        rtt = self.run_load(
+        rtt = RoundTrip(
+            lambda spec: self.run_load(spec, LoadHooks(server_problem=self.server_problem)),
             load.round_trip(self.suite.breakdown.rtt_requests),
-            LoadHooks(server_problem=self.server_problem),
         )
-        if rtt.failure or not rtt.hist.count:
-            raise CaseFailed(f"round-trip baseline (noop) failed: {rtt.failure}")
+        problem = rtt.measure("before")
+        if problem:
+            raise CaseFailed(problem)
         return rtt
 
     def drive_load(self, load: LoadSpec) -> LoadOutcome:
@@ -425,19 +431,38 @@ class CaseRun:
             if options.on_progress:
                 options.on_progress(case, self.bench.total, done, seconds)
 
+        server_pid = self.server.pid if self.server is not None else None
+        profiler = CaseProfiler.for_case(
+            self.suite.profile, options.profile_dir, case.index, server_pid
+        )
+
         def placed(pids: list[int]) -> None:
             note_placement(self.doc, placement_mod.join_cgroup(self.bench.quotas.client, pids))
+            profiler.clients(pids)
 
-        return self.run_load(
+        def go() -> None:  # the measured interval runs from go to end
+            if monitor is not None:
+                monitor.mark("go")
+            profiler.start()
+
+        def end() -> None:
+            if monitor is not None:
+                monitor.mark("end")
+            profiler.halt()
+
+        outcome = self.run_load(
             load,
             LoadHooks(
                 on_progress=progress,
                 server_problem=self.server_problem,
                 on_start=placed,
-                on_go=lambda: monitor.mark("go") if monitor is not None else None,
-                on_end=lambda: monitor.mark("end") if monitor is not None else None,
+                on_go=go,
+                on_end=end,
             ),
         )
+        if profiles := profiler.stop():
+            self.doc["profiles"] = profiles
+        return outcome
 
     def collect_resources(self, outcome: LoadOutcome, idle: resources.CpuTimes | None) -> None:
         fill(self.doc, outcome)
@@ -457,11 +482,12 @@ class CaseRun:
         if self.server is not None:
             self.server.close()
 
-    def record(self, outcome: LoadOutcome, rtt: LoadOutcome | None) -> None:
+    def record(self, outcome: LoadOutcome, rtt: RoundTrip | None) -> None:
         """The breakdown, and why the case failed or is incomplete."""
         doc, server = self.doc, self.server
-        if rtt is not None:
-            doc["breakdown"] = breakdown(rtt.hist, outcome.server_hist, outcome.net_hist)
+        if rtt is not None and not outcome.failure:
+            rtt.measure("after")  # a failure here leaves the round trip measured before only
+            doc["breakdown"] = rtt.breakdown(outcome)
         if outcome.failure:
             tail = server.output_tail() if server is not None and not server.alive() else ""
             fail(doc, outcome.failure, tail)

@@ -3,7 +3,7 @@
 A result is a JSON-compatible dict, versioned by ``schema_version``::
 
     {
-      "schema_version": 1,
+      "schema_version": 2,
       "rpcmeter_version": "...",
       "run_id": "...", "status": "running" | "complete" | "interrupted",
       "started_at": ISO-8601, "finished_at": ISO-8601 | null,
@@ -41,7 +41,8 @@ A case::
      "histogram": Histogram.to_dict(),
      "server_time": {"latency"-like summary, "histogram"} | null,
      "bytes": {"out_per_request", "in_per_request"} | null,
-     "breakdown": {"rtt_us", "server_us", "overhead_us": {"mean", "stdev"}, "rtt_requests"}
+     "breakdown": {"rtt_us", "queue_us", "server_us", "overhead_us": {"mean", "stdev", "p50",
+                   "p99", ...}, "rtt_requests", "rtt_loops"}
                   (optional: suites with [breakdown]; see rpcmeter.breakdown),
      "counters": {name: total} (optional: the driver's own totals over the measured requests,
                  e.g. bytes_out, bytes_in, would_block_ns),
@@ -113,7 +114,9 @@ from typing import Any
 from rpcmeter.errors import NoSuchRun, StoreError
 from rpcmeter.metrics.histogram import Histogram
 
-SCHEMA_VERSION = 1
+# 2: ``breakdown`` has queue_us, percentiles, the overhead's interval, a one-loop round trip
+# measured before and after the case; version 1 documents are read as they are
+SCHEMA_VERSION = 2
 
 Result = dict[str, Any]
 CaseDoc = dict[str, Any]

@@ -258,10 +258,19 @@ class Resources(_Model):
 
 
 class Breakdown(_Model):
-    """Where the time goes (:mod:`rpcmeter.breakdown`): before each case, ``rtt_requests``
-    ``noop`` requests per loop measure the round trip on the same server and connections."""
+    """Where the time goes (:mod:`rpcmeter.breakdown`): before and after each case,
+    ``rtt_requests`` ``noop`` requests from one loop on one connection measure the round trip."""
 
     rtt_requests: int = Field(200, ge=1)
+
+
+class Profile(_Model):
+    """Profiles per case (:mod:`rpcmeter.profile`): the server process and/or rpcmeter's client
+    processes sampled ``rate`` times a second over the measured interval."""
+
+    server: bool = False
+    client: bool = False
+    rate: int = Field(100, ge=1, le=1000)
 
 
 class Suite(_Model):
@@ -281,6 +290,7 @@ class Suite(_Model):
     resources: Resources = Field(default_factory=lambda: Resources())
     quick: dict[str, Any] = Field(default_factory=dict)
     breakdown: Breakdown | None = None
+    profile: Profile | None = None
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True)
 

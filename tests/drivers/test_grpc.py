@@ -192,3 +192,35 @@ def test_suite_end_to_end_records_server_time_and_bytes() -> None:
 def test_bad_options_fail_when_the_suite_loads(options: dict[str, Any], message: str) -> None:
     raw = {"target": {"driver": "grpc", "options": options}, "workloads": {"noop": {}}}
     assert calls.suite_error(raw).startswith(f"s.toml: variants.default: {message}")
+
+
+def test_queue_time_of_another_server_is_read() -> None:
+    """A service of one's own sending both trailers: the driver reads compute and queue time
+    (the health service above sends neither: its calls report no times, unknown)."""
+
+    def echo(request: bytes, context: grpc.ServicerContext) -> bytes:
+        context.set_trailing_metadata((("rpcmeter-server-ns", "1234"), ("rpcmeter-queue-ns", "77")))
+        return request
+
+    srv = grpc.server(futures.ThreadPoolExecutor(max_workers=2))
+    srv.add_generic_rpc_handlers(
+        (
+            grpc.method_handlers_generic_handler(
+                "mine.Echo", {"Echo": grpc.unary_unary_rpc_method_handler(echo)}
+            ),
+        )
+    )
+    port = srv.add_insecure_port("127.0.0.1:0")
+    srv.start()
+    try:
+        d = driver(
+            Endpoint("tcp", port=port),
+            parse_params("echo", {"request_bytes": 10}),
+            method="/mine.Echo/Echo",
+        )
+        try:
+            assert d.caller(0)() == (1234, 77)
+        finally:
+            d.close()
+    finally:
+        srv.stop(None)

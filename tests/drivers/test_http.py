@@ -15,12 +15,12 @@ from rpcmeter.drivers.http import (
     KeepAliveRequired,
     announces_close,
     build_request,
-    parse_server_timing,
 )
 from rpcmeter.endpoints import Endpoint
 from rpcmeter.errors import SuiteError
 from rpcmeter.execute import run_suite
 from rpcmeter.servers.process import ServerProcess, new_endpoint
+from rpcmeter.servers.timing import ServerTime, parse_server_timing
 from rpcmeter.suite import build_suite
 from rpcmeter.workloads import factorial_digits, lift_int_digit_limit
 from tests.drivers.streams import assert_clean, run_cases
@@ -29,8 +29,13 @@ pytestmark = pytest.mark.timeout(120)
 
 
 def test_parse_server_timing() -> None:
-    assert parse_server_timing(b"app;dur=1.5") == 1_500_000
-    assert parse_server_timing(b"db;desc=x, app;dur=0.000250;x=1") == 250
+    assert parse_server_timing(b"app;dur=1.5") == (1_500_000, None)
+    assert parse_server_timing(b"db;desc=x, app;dur=0.000250;x=1") == (250, None)
+    assert parse_server_timing(b"queue;dur=2, app;dur=0.5") == (500_000, 2_000_000)
+    assert parse_server_timing(b"APP;dur=3;desc=x,Queue;dur=0") == (3_000_000, 0)
+    # another server's metric names: the first duration is the handling time, queue unknown
+    assert parse_server_timing(b"total;dur=4, db;dur=1") == (4_000_000, None)
+    assert parse_server_timing(b"queue;dur=1") is None  # no handling time: nothing known
     assert parse_server_timing(b"cache;desc=hit") is None
     assert parse_server_timing(b"app;dur=abc") is None
 
@@ -160,8 +165,9 @@ def test_server_keeps_pipelined_replies_in_order() -> None:
         )
     first, second = got.split(b"HTTP/1.1 ")[1:]
     assert first.startswith(b"200") and b"Content-Length: 0" in first
-    dur = float(first.split(b"dur=")[1].split(b"\r\n")[0])
-    assert 25 <= dur < 5_000  # milliseconds, measured by the server
+    times = parse_server_timing(first.split(b"Server-Timing: ")[1].split(b"\r\n")[0])
+    assert times is not None and times[1] is not None  # queue time: known over TCP
+    assert 25e6 <= times[0] < 5e9  # measured by the server
     assert second.startswith(b"200") and second.endswith(b"\r\n\r\nx")
 
 
@@ -174,7 +180,9 @@ def test_server_factorial_and_errors() -> None:
             b"GET /payload?reply_bytes=zz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
         )
     fact, bad = got.split(b"HTTP/1.1 ")[1:]
-    assert fact.startswith(b"200") and b"Server-Timing: app;dur=" in fact
+    assert (
+        fact.startswith(b"200") and b"Server-Timing: queue;dur=" in fact and b", app;dur=" in fact
+    )
     lift_int_digit_limit()
     assert fact.endswith(b"\r\n\r\n" + factorial_digits(5000))  # more than 4,300 digits
     assert bad.startswith(b"400")
@@ -182,9 +190,9 @@ def test_server_factorial_and_errors() -> None:
 
 def _replies(
     stream: bytes, step: int, expects: list[bytes | None]
-) -> list[tuple[int | None, BaseException | None]]:
+) -> list[tuple[ServerTime | None, BaseException | None]]:
     conn = HttpConnection()
-    got: list[tuple[int | None, BaseException | None]] = []
+    got: list[tuple[ServerTime | None, BaseException | None]] = []
     for expect in expects:
         conn.pending.append((lambda s, e: got.append((s, e)), expect))
     for i in range(0, len(stream), step):
@@ -201,10 +209,12 @@ def test_reply_parsing_split_anywhere_any_spelling_and_chunked() -> None:
         # chunked: the connection switches to httptools for good
         b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\n"
         b"HTTP/1.1 200 OK\r\nContent-Length: 1\r\n\r\nz"
+        b"HTTP/1.1 200 OK\r\nserver-timing: queue;dur=2, app;dur=3\r\nContent-Length: 0\r\n\r\n"
     )
     for step in (1, 7, 64, len(stream)):
-        got = _replies(stream, step, [b"abc", None, b"xz", b"hi", b"z"])
-        assert [s for s, _ in got] == [500_000, 1_000_000, None, None, None]
+        got = _replies(stream, step, [b"abc", None, b"xz", b"hi", b"z", None])
+        times = [s for s, _ in got]
+        assert times == [(500_000, None), (1_000_000, None), None, None, None, (3e6, 2e6)]
         assert got[0][1] is None and got[3][1] is None and got[4][1] is None
         assert isinstance(got[1][1], ReplyError) and got[1][1].kind == "http_503"
         assert isinstance(got[2][1], ReplyMismatch)
@@ -225,7 +235,9 @@ def test_announced_close_detected() -> None:
         conn = HttpConnection()
         got: list[BaseException | None] = []
 
-        def done(server_ns: int | None, error: BaseException | None, got: list[Any] = got) -> None:
+        def done(
+            server_ns: ServerTime | None, error: BaseException | None, got: list[Any] = got
+        ) -> None:
             got.append(error)
 
         conn.pending.extend([(done, None), (done, None)])

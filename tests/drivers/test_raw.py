@@ -12,6 +12,7 @@ from rpcmeter.drivers.base import ReplyError, ReplyMismatch
 from rpcmeter.drivers.raw import RawConnection
 from rpcmeter.servers.process import ServerProcess, new_endpoint
 from rpcmeter.servers.raw_server import reply_frame, request_frame
+from rpcmeter.servers.timing import ServerTime, read_frame_times
 from tests.drivers.streams import assert_clean, run_cases
 
 pytestmark = pytest.mark.timeout(120)
@@ -63,7 +64,8 @@ def test_one_loop_both_client_paths(io: str) -> None:
     echo, fact = cases["echo"], cases["factorial"]
     assert echo["errors"] == {"mismatch": 10} and echo["ok"] == 40
     assert fact["errors"] == {"mismatch": 4} and fact["ok"] == 16
-    assert echo["bytes"] == {"out_per_request": 305.0, "in_per_request": 313.0}
+    # 4 + 1 + 8 + 8 (queue time, over TCP) bytes of head
+    assert echo["bytes"] == {"out_per_request": 305.0, "in_per_request": 321.0}
     assert echo["server_time"]["mean_us"] > 0
 
 
@@ -79,21 +81,26 @@ def test_blocking_loops_sharing_a_connection_take_turns() -> None:
     assert cases["sleep"]["latency"]["mean_us"] > 2 * cases["sleep"]["server_time"]["mean_us"]
 
 
-def collect(conn: RawConnection, n: int) -> list[tuple[int | None, BaseException | None]]:
-    got: list[tuple[int | None, BaseException | None]] = []
+def collect(conn: RawConnection, n: int) -> list[tuple[ServerTime | None, BaseException | None]]:
+    got: list[tuple[ServerTime | None, BaseException | None]] = []
     for expect in [b"abc", None, b"xyz"][:n]:
         conn.pending.append((lambda s, e: got.append((s, e)), expect))
     return got
 
 
 def test_reply_frames_split_anywhere_are_parsed() -> None:
-    stream = reply_frame(b"abc", 7) + reply_frame(b"ignored", 8) + reply_frame(b"xyZ", 9)
-    for step in (1, 2, 5, 13, len(stream)):
+    # a queue time or none: both frame shapes in one stream
+    stream = (
+        reply_frame(b"abc", 7, queued=70)
+        + reply_frame(b"ignored", 8)
+        + reply_frame(b"xyZ", 9, queued=0)
+    )
+    for step in (1, 2, 5, 13, 17, len(stream)):
         conn = RawConnection()
         got = collect(conn, 3)
         for i in range(0, len(stream), step):
             conn.data_received(stream[i : i + step])
-        assert [s for s, _ in got] == [7, 8, 9]
+        assert [s for s, _ in got] == [(7, 70), (8, None), (9, 0)]
         assert got[0][1] is None and got[1][1] is None
         assert isinstance(got[2][1], ReplyMismatch)
         assert conn.bytes_in == len(stream) and conn.buf == b""
@@ -107,17 +114,18 @@ def test_error_status_is_a_reply_error() -> None:
     assert isinstance(err, ReplyError) and err.kind == "raw_error"
 
 
-def read_replies(sock: socket.socket, n: int) -> list[tuple[int, int, bytes]]:
-    """``n`` reply frames as (status, server_ns, body)."""
+def read_replies(sock: socket.socket, n: int) -> list[tuple[int, ServerTime, bytes]]:
+    """``n`` reply frames as (status, server times, body)."""
     got = b""
-    replies: list[tuple[int, int, bytes]] = []
+    replies: list[tuple[int, ServerTime, bytes]] = []
     while len(replies) < n:
         chunk = sock.recv(65536)
         assert chunk, "server closed the connection"
         got += chunk
         while len(got) >= 13 and len(got) >= 4 + int.from_bytes(got[:4], "big"):
-            length, status, server_ns = struct.unpack_from(">IBQ", got)
-            replies.append((status, server_ns, got[13 : 4 + length]))
+            length, status = struct.unpack_from(">IB", got)
+            times, size = read_frame_times(got, 5)
+            replies.append((status, times, got[5 + size : 4 + length]))
             got = got[4 + length :]
     return replies
 
@@ -131,6 +139,7 @@ def test_server_frames_by_hand() -> None:
             # pipelined: a 20 ms sleep, an echo, an unknown code; replies stay in order
             s.sendall(request_frame(b"s", b"20") + request_frame(b"e", b"hi") + b"\0\0\0\1?")
             sleep, echo, unknown = read_replies(s, 3)
-    assert sleep[0] == 0 and sleep[1] >= 15_000_000 and sleep[2] == b""
+    assert sleep[0] == 0 and sleep[1][0] >= 15_000_000 and sleep[2] == b""
+    assert sleep[1][1] is not None and echo[1][1] is not None  # queue times over TCP
     assert echo[0] == 0 and echo[2] == b"hi"
     assert unknown[0] == 1 and unknown[2].endswith(b"?")

@@ -11,15 +11,17 @@ from functools import partial
 from typing import Any
 
 import pytest
+import zmq
 
 from rpcmeter.drivers.base import ReplyMismatch
 from rpcmeter.drivers.zmq import ZmqDriver
 from rpcmeter.errors import SuiteError
 from rpcmeter.execute import run_suite
 from rpcmeter.servers.process import ServerProcess, new_endpoint, probe
+from rpcmeter.servers.timing import ServerTime, frame_times
 from rpcmeter.servers.zmq_server import address
 from rpcmeter.suite import build_suite
-from rpcmeter.workloads import parse_params
+from rpcmeter.workloads import factorial_digits, parse_params
 from tests.drivers import calls
 
 pytestmark = pytest.mark.timeout(120)
@@ -44,8 +46,8 @@ def test_receive_modes(server: ServerProcess, options: dict[str, Any]) -> None:
         for t in range(2):
             call = d.caller(t)
             for _ in range(3):
-                server_ns = call()
-                assert isinstance(server_ns, int) and server_ns >= 4_500_000
+                times = call()
+                assert isinstance(times, tuple) and times[0] >= 4_500_000 and times[1] is None
         counters = d.counters()
         assert counters["bytes_out"] == 6 * len(d.request)
         if options["recv"] == "block":
@@ -98,7 +100,7 @@ def test_worker_threads_serve_sleeps_concurrently() -> None:
     with ServerProcess(cmd, endpoint):
         d = driver(endpoint, parse_params("sleep", {"ms": 200}), threads=4)
         try:
-            results: list[int] = []
+            results: list[ServerTime] = []
             callers = [d.caller(t) for t in range(4)]
             threads = [threading.Thread(target=lambda c=c: results.append(c())) for c in callers]
             t0 = time.monotonic()
@@ -107,7 +109,7 @@ def test_worker_threads_serve_sleeps_concurrently() -> None:
             for th in threads:
                 th.join(10)
             elapsed = time.monotonic() - t0
-            assert len(results) == 4 and all(r >= 190_000_000 for r in results)
+            assert len(results) == 4 and all(r[0] >= 190_000_000 for r in results)
             assert elapsed < 0.7  # one after another they would take 0.8 s
         finally:
             d.close()
@@ -203,3 +205,30 @@ def test_malformed_request_is_answered_not_fatal(server: ServerProcess) -> None:
     finally:
         d.close()
     assert server.alive()
+
+
+def test_queue_time_of_another_server_is_read() -> None:
+    """A server of one's own that sets the top bit of ``server_ns`` and sends ``queue_ns``: the
+    driver reads both (and validates the body after them)."""
+    endpoint = new_endpoint("tcp")
+    context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+    rep = context.socket(zmq.REP)
+    rep.setsockopt(zmq.LINGER, 0)
+    rep.bind(address(endpoint))
+
+    def serve() -> None:
+        for times in ((1234, 77), (5678, None)):
+            rep.recv()
+            rep.send(frame_times(*times) + factorial_digits(5))
+
+    th = threading.Thread(target=serve, daemon=True)
+    th.start()
+    d = driver(endpoint, parse_params("factorial", {"n": 5}))
+    try:
+        call = d.caller(0)
+        assert [call(), call()] == [(1234, 77), (5678, None)]
+    finally:
+        d.close()
+        th.join(5)
+        rep.close(linger=0)
+        context.term()

@@ -1,7 +1,8 @@
 """An event driver with no server, for unit tests of the event-loop runner.
 
 Each request completes on the next turn of the event loop (``delay_us`` > 0: after that long),
-reporting ``server_ns`` as the server time when set. ``fail_every`` completes every N-th request
+reporting ``server_ns`` as the server's compute time when set (and ``queue_ns`` as its queue
+time). ``fail_every`` completes every N-th request
 of a connection with ``ReplyError("http_503")``, ``mismatch_every`` with ``ReplyMismatch``;
 ``fatal_after`` fails every request from that one on with ``ConnectionResetError``. Counters:
 ``bytes_out`` (10 per request) and ``bytes_in`` (20 per request), warmup included.
@@ -28,6 +29,8 @@ class MockEventDriver(EventDriver):
         opts = self.ctx.options
         delay = float(opts.get("delay_us", 0)) / 1e6
         server_ns = opts.get("server_ns")
+        queue_ns = opts.get("queue_ns")
+        times = (server_ns, queue_ns) if server_ns is not None else None
         fail_every = int(opts.get("fail_every", 0))
         mismatch_every = int(opts.get("mismatch_every", 0))
         fatal_after = int(opts.get("fatal_after", 0))
@@ -46,9 +49,9 @@ class MockEventDriver(EventDriver):
             elif mismatch_every and n % mismatch_every == 0:
                 error = ReplyMismatch("planned mismatch")
             if delay:
-                loop.call_later(delay, done, server_ns, error)
+                loop.call_later(delay, done, times, error)
             else:
-                loop.call_soon(done, server_ns, error)
+                loop.call_soon(done, times, error)
 
         return channel
 

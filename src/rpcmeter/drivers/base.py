@@ -9,8 +9,9 @@ latency; the driver never aggregates anything.
   as ``mismatch``); ``OSError``/``EOFError`` (and the driver's ``fatal_errors``) mean the
   connection is gone: the thread stops and the case is marked failed. Any other exception is
   counted by its type name and the loop goes on.
-- A driver whose server reports its own compute time sets ``reports_server_time``; its callers
-  then return that time in nanoseconds (or ``None`` when a reply carried none).
+- A driver whose server reports its own times sets ``reports_server_time``; its callers then
+  return them as a :data:`~rpcmeter.servers.timing.ServerTime` ``(compute_ns, queue_ns)``
+  (``queue_ns`` None when the reply carried no queue time), or ``None`` when a reply carried none.
 - ``counters()`` returns totals the driver kept itself (``bytes_out``, ``bytes_in``), read once at
   the end of the case.
 - A reply that arrived but reports a failure (an HTTP status other than 2xx, an error frame) is a
@@ -27,8 +28,8 @@ client process; the runner (:mod:`rpcmeter.runners.event_loop`) runs every loop 
 - ``channel(index)`` returns the :data:`Channel` that loop ``index`` sends through (loops share the
   connections round-robin).
 - A channel is called as ``channel(done)``: it writes one request of the workload and returns at
-  once; when the reply has been read, it calls ``done(server_ns, error)`` from the event loop,
-  ``server_ns`` being the server-reported compute time (or ``None``) and ``error`` ``None`` or the
+  once; when the reply has been read, it calls ``done(server, error)`` from the event loop,
+  ``server`` being the server-reported times as a caller returns them (or ``None``) and ``error`` ``None`` or the
   exception a caller would have raised (same classification as above). ``done`` is never called
   from inside ``channel`` itself (a connection already lost schedules it with ``call_soon``), so
   a loop sending its next request from ``done`` does not recurse. A channel accepts a new
@@ -64,6 +65,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 from rpcmeter.endpoints import Endpoint
 from rpcmeter.errors import ReplyError as ReplyError  # drivers raise these; defined below them
 from rpcmeter.errors import ReplyMismatch as ReplyMismatch
+from rpcmeter.servers.timing import ServerTime
 from rpcmeter.workloads import WorkloadParams
 
 if TYPE_CHECKING:
@@ -90,7 +92,7 @@ class DriverContext:
 
 
 Caller = Callable[[], object]
-Done = Callable[[int | None, BaseException | None], None]  # (server_ns, error)
+Done = Callable[[ServerTime | None, BaseException | None], None]  # (server times, error)
 Channel = Callable[[Done], None]
 
 

@@ -36,8 +36,9 @@ connect and handshake times.
 
 Bytes out/in count message bodies (not gRPC framing nor HTTP/2 headers).
 
-Server time: the built-in server sends its compute time as trailing metadata
-``rpcmeter-server-ns``; replies without it (other servers) report none. A failed call counts as
+Server time: read from trailing metadata ``rpcmeter-server-ns`` (compute) and
+``rpcmeter-queue-ns`` (time waited after arrival; :mod:`rpcmeter.servers.timing`), which any
+server may send; replies without them report none (unknown). A failed call counts as
 ``grpc:CODE``; ``UNAVAILABLE`` means the server is gone and stops the loop.
 """
 
@@ -53,13 +54,13 @@ from rpcmeter.drivers.base import RAW_BODY_OPTIONS, Caller, Driver
 from rpcmeter.errors import SuiteError
 from rpcmeter.servers.bodies import (
     KINDS,
-    SERVER_TIME_KEY,
     bodies_from_options,
     check,
     check_raw_options,
     check_variant_options,
 )
 from rpcmeter.servers.grpc_server import method_path, target
+from rpcmeter.servers.timing import ServerTime, trailer_times
 from rpcmeter.tls import probe_handshake
 
 if TYPE_CHECKING:
@@ -209,12 +210,11 @@ class GrpcDriver(Driver):
         kind = self.ctx.workload.kind
         metadata = self.metadata or None
         timeout = self.timeout
-        key = SERVER_TIME_KEY
         out = self.bytes_out
         inp = self.bytes_in
         t = thread_index
 
-        def call() -> int | None:
+        def call() -> ServerTime | None:
             try:
                 reply, rpc = stub.with_call(request, timeout=timeout, metadata=metadata)
             except grpc.RpcError as exc:
@@ -223,10 +223,7 @@ class GrpcDriver(Driver):
             inp[t] += len(reply)
             if expected is not None and reply != expected:
                 check(reply, expected, kind)
-            for item in rpc.trailing_metadata() or ():
-                if item[0] == key:
-                    return int(item[1])
-            return None
+            return trailer_times(rpc.trailing_metadata())
 
         return call
 

@@ -23,10 +23,12 @@ suite sets ``load.reuse = false``: then every request opens its own connection
 HTTPS: the target's or variant's ``tls`` (:mod:`rpcmeter.tls`) runs every connection over TLS
 (ALPN ``http/1.1``). With ``load.reuse = false`` every request says ``Connection: close``.
 
-A status other than 2xx counts as an error of kind ``http_STATUS``. The server's compute time is
-read from a ``Server-Timing`` header (``dur`` in milliseconds, the first metric carrying one);
-replies without it report none. With ``validate``, every reply body is compared with the expected
-one (echo: the request body; payload: ``reply_bytes`` bytes; factorial: ``math.factorial``).
+A status other than 2xx counts as an error of kind ``http_STATUS``. The server's times are read
+from a ``Server-Timing`` header: metrics ``app`` (compute) and ``queue`` (time waited after
+arrival), ``dur`` in milliseconds (:mod:`rpcmeter.servers.timing`; without ``app``, the first
+``dur`` is the compute time); replies without it report none. With ``validate``, every reply
+body is compared with the expected one (echo: the request body; payload: ``reply_bytes`` bytes;
+factorial: ``math.factorial``).
 """
 
 from __future__ import annotations
@@ -38,21 +40,8 @@ import httptools
 
 from rpcmeter.drivers.base import STALL_OPTIONS, ReplyError
 from rpcmeter.drivers.stream import StreamConnection, StreamDriver
+from rpcmeter.servers.timing import ServerTime, parse_server_timing
 from rpcmeter.workloads import PayloadParams, WorkloadParams
-
-
-def parse_server_timing(value: bytes) -> int | None:
-    """Nanoseconds of the first ``dur=`` in a ``Server-Timing`` header value (milliseconds)."""
-    at = value.find(b"dur=")
-    if at < 0:
-        return None
-    end = at + 4
-    while end < len(value) and value[end] not in b",; ":
-        end += 1
-    try:
-        return int(float(value[at + 4 : end]) * 1e6)
-    except ValueError:
-        return None
 
 
 class KeepAliveRequired(ConnectionResetError):
@@ -107,11 +96,11 @@ class HttpConnection(StreamConnection):
         super().__init__()
         self.parser: httptools.HttpResponseParser | None = None
         self.buf = b""
-        self.server_ns: int | None = None
+        self.server_ns: ServerTime | None = None
         self.body: list[bytes] | None = None
         # the last read that held exactly one whole reply, and what parsing it gave
         self.same = b""
-        self.same_server_ns: int | None = None
+        self.same_server_ns: ServerTime | None = None
         self.same_status: ReplyError | None = None
         self.same_body_at = 0
         self.closes: bool | None = None  # the first reply announced a close (None: no reply yet)
@@ -239,6 +228,7 @@ class HttpDriver(StreamDriver):
         "host",
         "event_loop",
         "corrupt_every",  # server
+        "queue_time",  # server
     }
 
     def new_connection(self) -> StreamConnection:

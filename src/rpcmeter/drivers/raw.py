@@ -32,9 +32,19 @@ from rpcmeter.drivers.stream import StreamConnection, StreamDriver, mismatch
 from rpcmeter.metrics.connections import ConnectionCosts
 from rpcmeter.servers.bodies import CODES, expected_reply
 from rpcmeter.servers.raw_server import MAX_FRAME, REPLY_HEAD, request_frame
+from rpcmeter.servers.timing import QUEUE_FOLLOWS, ServerTime, read_frame_times
 from rpcmeter.tls import client_context, server_name, timed_handshake
 
-HEAD = REPLY_HEAD.size  # 13: length, status, server_ns
+HEAD = REPLY_HEAD.size  # 13: length, status, server_ns (21 when queue_ns follows)
+
+
+def reply_times(buf: bytes, start: int, server_ns: int) -> tuple[ServerTime, int]:
+    """The times of the reply frame at ``start`` (whose ``server_ns`` field was read) and where
+    its body begins."""
+    if server_ns & QUEUE_FOLLOWS:
+        times, size = read_frame_times(buf, start + 5)
+        return times, start + 5 + size
+    return (server_ns, None), start + HEAD
 
 
 class RawConnection(StreamConnection):
@@ -53,18 +63,19 @@ class RawConnection(StreamConnection):
         while end - start >= HEAD:
             length, status, server_ns = unpack(buf, start)
             stop = start + 4 + length
-            if length < 9 or length > MAX_FRAME:
+            if length < (17 if server_ns & QUEUE_FOLLOWS else 9) or length > MAX_FRAME:
                 self.fail(ConnectionError(f"invalid reply frame (length {length})"))
                 return
             if stop > end:
                 break
-            body = buf[start + HEAD : stop] if status or self.wants_body() else None
+            times, at = reply_times(buf, start, server_ns)
+            body = buf[at:stop] if status or self.wants_body() else None
             start = stop
             if status:
                 text = (body or b"").decode("utf-8", "replace")
-                self.reply(server_ns, None, ReplyError("raw_error", text))
+                self.reply(times, None, ReplyError("raw_error", text))
             else:
-                self.reply(server_ns, body, None)
+                self.reply(times, body, None)
         self.buf = buf[start:] if start < end else b""
 
 
@@ -72,7 +83,9 @@ class RawDriver(StreamDriver):
     name: ClassVar[str] = "raw"
     builtin_server: ClassVar[str | None] = "rpcmeter.servers.raw_server"
     packages: ClassVar[tuple[str, ...]] = ("uvloop",)
-    option_keys: ClassVar[frozenset[str] | None] = frozenset({"io", "event_loop", "corrupt_every"})
+    option_keys: ClassVar[frozenset[str] | None] = frozenset(
+        {"io", "event_loop", "corrupt_every", "queue_time"}
+    )
     tls: ClassVar[bool] = True
     connection_per_request: ClassVar[bool] = True
 
@@ -133,7 +146,7 @@ class RawDriver(StreamDriver):
         self.traffic.append(traffic)
         send, recv, unpack = sock.sendall, sock.recv, REPLY_HEAD.unpack_from
 
-        def exchange() -> int:
+        def exchange() -> ServerTime:
             send(data)
             buf = recv(65536)
             while len(buf) < HEAD:
@@ -149,18 +162,19 @@ class RawDriver(StreamDriver):
                 buf += more
             traffic[0] += len(data)
             traffic[1] += len(buf)
+            times, at = reply_times(buf, 0, server_ns)
             if status:
-                raise ReplyError("raw_error", buf[HEAD:].decode("utf-8", "replace"))
+                raise ReplyError("raw_error", buf[at:].decode("utf-8", "replace"))
             if expect is not None:
-                error = mismatch(buf[HEAD:], expect)
+                error = mismatch(buf[at:], expect)
                 if error is not None:
                     raise error
-            return int(server_ns)
+            return times
 
         if not shared:
             return exchange
 
-        def exchange_in_turn() -> int:
+        def exchange_in_turn() -> ServerTime:
             with lock:
                 return exchange()
 

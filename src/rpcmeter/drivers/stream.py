@@ -42,6 +42,7 @@ from typing import Any, ClassVar, cast
 from rpcmeter.drivers.base import Channel, Done, EventDriver, Ownership, ReplyMismatch
 from rpcmeter.metrics.connections import ConnectionCosts
 from rpcmeter.servers.bodies import KINDS, check, expected_reply, request_body
+from rpcmeter.servers.timing import ServerTime
 from rpcmeter.tls import (
     ResumingContext,
     TlsError,
@@ -98,7 +99,9 @@ class StreamConnection(asyncio.Protocol):
         self.bytes_out += len(data)
         self.write(data)
 
-    def reply(self, server_ns: int | None, body: bytes | None, error: BaseException | None) -> None:
+    def reply(
+        self, server_ns: ServerTime | None, body: bytes | None, error: BaseException | None
+    ) -> None:
         """The next reply is complete: validate it and complete its request."""
         owner = self.owner
         if owner is not None:
@@ -322,7 +325,7 @@ class StreamDriver(EventDriver):
             self.conns.append(conn)
             t0 = time.perf_counter_ns()
 
-            def finished(server_ns: int | None, error: BaseException | None) -> None:
+            def finished(server_ns: ServerTime | None, error: BaseException | None) -> None:
                 self.costs.record("request", time.perf_counter_ns() - t0)
                 self.remember_session(conn)
                 self.conns.remove(conn)

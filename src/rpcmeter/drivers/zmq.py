@@ -43,7 +43,8 @@ from rpcmeter.servers.bodies import (
     check_raw_options,
     check_variant_options,
 )
-from rpcmeter.servers.zmq_server import SERVER_NS, address
+from rpcmeter.servers.timing import ServerTime, read_frame_times
+from rpcmeter.servers.zmq_server import address
 
 if TYPE_CHECKING:
     from rpcmeter.suite_model import Suite
@@ -133,25 +134,26 @@ class ZmqDriver(Driver):
         expected = self.expected
         kind = self.ctx.workload.kind
         out, inp, blocked = self.bytes_out, self.bytes_in, self.would_block_ns
-        unpack = SERVER_NS.unpack_from
         clock = time.perf_counter_ns
         timeout_ns = self.timeout_ns
 
-        head = 0 if self.raw else SERVER_NS.size
+        raw = self.raw
 
-        def finish(reply: bytes) -> int | None:
+        def finish(reply: bytes) -> ServerTime | None:
             out[t] += n_out
             inp[t] += len(reply)
+            if raw:
+                if expected is not None:
+                    check(reply, expected, kind)
+                return None
+            times, head = read_frame_times(reply)
             if expected is not None:
                 check(reply[head:], expected, kind)
-            if not head:
-                return None
-            server_ns: int = unpack(reply)[0]
-            return server_ns
+            return times
 
         if self.mode == "block":
 
-            def call_block() -> int | None:
+            def call_block() -> ServerTime | None:
                 send(request)
                 try:
                     reply = recv()
@@ -166,7 +168,7 @@ class ZmqDriver(Driver):
         noblock = zmq.NOBLOCK
         again = zmq.Again
 
-        def call_poll() -> int | None:
+        def call_poll() -> ServerTime | None:
             send(request)
             t0 = clock()
             misses = 0

@@ -67,6 +67,10 @@ dl.env dd { margin: 0; overflow-wrap: anywhere; }
 figure.plot { margin: 0; border: 1px solid var(--line); border-radius: 6px; padding: 4px;
               background: #fff; }
 figure.plot svg { width: 100%; height: auto; display: block; }
+figure.profile { margin: 12px 0 0; border: 1px solid var(--line); border-radius: 6px;
+                 padding: 6px; background: #fff; }
+figure.profile svg { width: 100%; height: auto; display: block; }
+figure.profile table { margin-top: 6px; }
 details { margin-top: 24px; }
 pre { background: #f6f6f6; padding: 8px; overflow-x: auto; font-size: 12px; }
 """
@@ -254,6 +258,41 @@ def expected_plots(result: Result) -> list[str]:
     return [p.id for plots in all_plots(result).values() for p in plots]
 
 
+def profile_figures(result: Result, workload: str) -> str:
+    """The profiles of the workload's cases (:mod:`rpcmeter.profile`): the flame graph inline,
+    links to it and to the raw profile, and the top frames by self time."""
+    out: list[str] = []
+    for case in result["cases"]:
+        if case["workload"] != workload:
+            continue
+        for role, p in (case.get("profiles") or {}).items():
+            point = ", ".join(f"{k}={v}" for k, v in (case.get("point") or {}).items())
+            title = " · ".join(x for x in (f"case {case['id']}", case["variant"], point, role) if x)
+            if "svg" not in p:
+                out.append(
+                    f'<p class="meta">profile {_e(title)}: {_e(p.get("error") or p.get("note"))}</p>'
+                )
+                continue
+            try:
+                svg = Path(p["svg"]).read_text(encoding="utf-8")
+            except OSError:
+                svg = f'<p class="meta">flame graph not found at {_e(p["svg"])}</p>'
+            rows = "".join(
+                f'<tr><td>{t["self_pct"]:.1f} %</td><td class="l">{_e(t["frame"])}</td>'
+                f'<td class="l"><code>{_e(t.get("source", ""))}</code></td></tr>'
+                for t in p["top"]
+            )
+            out.append(
+                f'<figure class="profile"><figcaption><b>profile {_e(title)}</b> '
+                f'<span class="meta">({_e(p["tool"])}, {p["samples"]:,} samples over the '
+                f'measured interval; <a href="{_e(Path(p["svg"]).as_uri())}">svg</a> · '
+                f'<a href="{_e(Path(p["raw"]).as_uri())}">raw</a>)</span></figcaption>{svg}'
+                f'<table><tr><th>self</th><th class="l">frame</th><th class="l">line</th></tr>'
+                f"{rows}</table></figure>"
+            )
+    return "".join(out)
+
+
 def render(result: Result) -> str:
     """The whole report as one HTML document."""
     suite = result["suite"]
@@ -326,7 +365,7 @@ def render(result: Result) -> str:
         out.append(f"<h2>{_e(workload)}</h2>")
         out.append(workload_table(result, workload, colors))
         figs = "".join(_figure(p, colors) for p in plots.get(workload, []))
-        out.append(f'<div class="plots">{figs}</div></section>')
+        out.append(f'<div class="plots">{figs}</div>{profile_figures(result, workload)}</section>')
     if plots.get(""):
         figs = "".join(_figure(p, colors) for p in plots[""])
         out.append(

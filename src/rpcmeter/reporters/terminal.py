@@ -17,7 +17,9 @@ from rich.text import Text
 
 from rpcmeter import analysis
 from rpcmeter.aggregate import Cell, PointKey, baseline, cells, variant_names
+from rpcmeter.breakdown import overhead_cell
 from rpcmeter.metrics.histogram import Histogram
+from rpcmeter.profile import summary_lines as profile_summary
 from rpcmeter.rates import ACHIEVED_MIN, KNEE_FACTOR, Series, rate_series
 from rpcmeter.reporters.fit import FitTable
 from rpcmeter.reporters.format import (
@@ -165,6 +167,37 @@ def _mean_sd(cell: Cell, key: str) -> str:
     return "-" if not math.isfinite(mean) else f"{fmt_ms(mean)} ± {fmt_ms(sd)}"
 
 
+def _round_trip(cell: Cell) -> str:
+    """The round trip's median (p99) in a version-2 document, mean ± sd in a version-1 one."""
+    p50 = cell.mean("breakdown.rtt_us.p50")
+    if not math.isfinite(p50):
+        return _mean_sd(cell, "breakdown.rtt_us")
+    return f"{fmt_ms(p50)} (p99 {fmt_ms(cell.mean('breakdown.rtt_us.p99'))})"
+
+
+def _queue(cell: Cell) -> str:
+    """The queue time, or ``unknown`` when the replies carried no queue time (a version-1
+    document has no such column: ``-``)."""
+    docs = [c.get("breakdown") or {} for c in cell.ok_cases]
+    if docs and all("queue_us" in b and b.get("server_us") and not b["queue_us"] for b in docs):
+        return "unknown"
+    return _mean_sd(cell, "breakdown.queue_us")
+
+
+def _overhead(cell: Cell) -> str | Text:
+    """The overhead: mean ± half its 95 % interval, or ``~0 (within noise)`` when the interval
+    includes 0 (in any repetition); a version-1 document's mean ± sd."""
+    shown = [s for c in cell.ok_cases if (s := overhead_cell(c.get("breakdown") or {}))]
+    if not shown:
+        return "-"
+    if any(kind == "noise" for kind, _, _ in shown):
+        return Text("~0 (within noise)", style="dim")
+    mean = sum(m for _, m, _ in shown) / len(shown)
+    half = max(h for _, _, h in shown)
+    text = f"{fmt_ms(mean)} ± {fmt_ms(half)}"
+    return Text(text, style="red") if mean < 0 else text
+
+
 def breakdown_table(result: Result, workload: str) -> Table | None:
     """Where the time goes (study 004's table): per matrix point and variant, latency, server
     compute, round trip and overhead (mean ± sd, ms; means over repetitions), and bytes sent and
@@ -177,9 +210,13 @@ def breakdown_table(result: Result, workload: str) -> Table | None:
         return None
     keys = list(result["suite"].get("matrix_keys") or [])
     several = len(variant_names(result)) > 1
-    title = "where the time goes" if with_breakdown else "bytes per request"
+    title = (
+        "where the time goes; ms: mean ± sd; round trip: median; overhead: mean ± 95 % interval"
+        if with_breakdown
+        else "bytes per request; ms: mean ± sd"
+    )
     table = FitTable(
-        title=f"[bold]{workload}[/bold]  [dim]({title}; ms: mean ± sd)[/dim]",
+        title=f"[bold]{workload}[/bold]  [dim]({title})[/dim]",
         title_justify="left",
         box=box.SIMPLE_HEAD,
         pad_edge=False,
@@ -191,8 +228,9 @@ def breakdown_table(result: Result, workload: str) -> Table | None:
     table.add_column("req/s", justify="right")
     table.add_column("latency", justify="right")
     if with_breakdown:
-        table.add_column("server compute", justify="right")
         table.add_column("round trip", justify="right")
+        table.add_column("queue", justify="right")
+        table.add_column("server compute", justify="right")
         table.add_column("overhead", justify="right")
     if with_bytes:
         table.add_column("bytes out", justify="right")
@@ -210,9 +248,10 @@ def breakdown_table(result: Result, workload: str) -> Table | None:
             cols.append(f"{fmt_ms(cell.latency_us('mean'))} ± {fmt_ms(cell.latency_us('stdev'))}")
             if with_breakdown:
                 cols += [
+                    _round_trip(cell),
+                    _queue(cell),
                     _mean_sd(cell, "breakdown.server_us"),
-                    _mean_sd(cell, "breakdown.rtt_us"),
-                    _mean_sd(cell, "breakdown.overhead_us"),
+                    _overhead(cell),
                 ]
             if with_bytes:
                 cols += [
@@ -420,6 +459,17 @@ def tls_lines(result: Result) -> list[str]:
     return [f"TLS certificate verification OFF (tls.verify = false): {', '.join(off)}"]
 
 
+def profile_lines(result: Result, workload: str) -> list[str]:
+    """The top frames by self time of every profiled case of ``workload``."""
+    out: list[str] = []
+    for case in result["cases"]:
+        if case["workload"] == workload and case.get("profiles"):
+            point = ",".join(f"{k}={v}" for k, v in (case.get("point") or {}).items())
+            label = " · ".join(x for x in (workload, case["variant"], point) if x)
+            out += profile_summary(case, label)
+    return out
+
+
 def _is_idle(result: Result, workload: str) -> bool:
     kinds = {c.get("kind") for c in result["cases"] if c["workload"] == workload}
     return kinds == {"idle"}
@@ -457,6 +507,10 @@ def render(result: Result, width: int = 120, color: bool = False) -> str:
         if where is not None:
             console.print()
             console.print(where)
+        profiled = profile_lines(result, workload)
+        if profiled:
+            console.print()
+            console.print(Text("\n".join(profiled)))
         resources = resource_table(result, workload)
         if resources is not None:
             console.print()

@@ -65,8 +65,7 @@ def run_chunk_server_time(
     """As :func:`run_chunk`, also keeping the server-reported time each call returns (ns)."""
     clock = time.perf_counter_ns
     buf = rec.buf
-    sbuf = rec.sbuf
-    nbuf = rec.nbuf
+    served = rec.served
     pos = rec.pos
     made = 0
     try:
@@ -83,9 +82,7 @@ def run_chunk_server_time(
             buf[pos] = latency
             pos += 1
             if server_ns is not None:
-                sbuf[rec.spos] = server_ns  # type: ignore[call-overload]
-                nbuf[rec.spos] = latency - server_ns  # type: ignore[operator]
-                rec.spos += 1
+                served(latency, server_ns)  # type: ignore[arg-type]
     finally:
         rec.pos = pos
     return made

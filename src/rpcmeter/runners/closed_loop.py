@@ -196,6 +196,8 @@ def merge_results(outcome: LoadOutcome, results: dict[int, dict[str, Any]]) -> d
                 outcome.server_hist.merge(Histogram.from_dict(t["server_hist"]))
             if t.get("net_hist"):
                 outcome.net_hist.merge(Histogram.from_dict(t["net_hist"]))
+            if t.get("queue_hist"):
+                outcome.queue_hist.merge(Histogram.from_dict(t["queue_hist"]))
             client_ok += t["ok"]
             for kind, n in t["errors"].items():
                 client_errors[kind] = client_errors.get(kind, 0) + n

@@ -32,6 +32,7 @@ from rpcmeter.runners.recording import (
     is_fatal,
 )
 from rpcmeter.runners.spec import LoadSpec
+from rpcmeter.servers.timing import ServerTime
 
 TICK_S = 0.02
 NO_DEADLINE = 1 << 62
@@ -78,7 +79,7 @@ def warm_loop(
     """Start one loop of ``n`` untimed requests; a fatal error stops it and marks the client."""
     left = n
 
-    def done(server_ns: int | None, err: BaseException | None) -> None:
+    def done(server_ns: ServerTime | None, err: BaseException | None) -> None:
         nonlocal left
         if err is not None and is_fatal(err, fatal):
             if stats.fatal is None:
@@ -112,12 +113,11 @@ def closed_loop(
     releases the connection when it ends; otherwise it sends with ``channel(done)``."""
     clock = time.perf_counter_ns
     buf = rec.buf
-    sbuf = rec.sbuf
-    nbuf = rec.nbuf
+    served = rec.served
     left = requests if requests is not None else -1
     t0 = 0
 
-    def done(server_ns: int | None, err: BaseException | None) -> None:
+    def done(server_ns: ServerTime | None, err: BaseException | None) -> None:
         nonlocal t0, left
         t1 = clock()
         if err is None:
@@ -125,10 +125,7 @@ def closed_loop(
             pos = rec.pos
             buf[pos] = latency
             if server_ns is not None:
-                spos = rec.spos
-                sbuf[spos] = server_ns
-                nbuf[spos] = latency - server_ns
-                rec.spos = spos + 1
+                served(latency, server_ns)
             rec.pos = pos = pos + 1
             if pos >= BUFFER:
                 rec.fold()

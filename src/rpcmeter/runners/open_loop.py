@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from rpcmeter.drivers.base import Caller, Channel, Done
 from rpcmeter.runners.recording import BUFFER, CHUNK_TARGET_NS, MAX_CHUNK, Recorder, ThreadStats
 from rpcmeter.runners.spec import LoadSpec, Pacing
+from rpcmeter.servers.timing import ServerTime
 
 SPIN_NS = 30_000  # wake up this long before a slot, then yield until its time
 LEAD_NS = 2_000_000  # the first slot is this long after the gate opens (loops are awake by then)
@@ -139,10 +140,9 @@ def run_open_chunk(
     admit = sched.admit
     buf = rec.buf
     ubuf = urec.buf
-    sbuf = rec.sbuf
-    nbuf = rec.nbuf
+    served = rec.served
     server_time = (
-        len(sbuf) > 0
+        len(rec.sbuf) > 0
     )  # the driver reports server time (others' callers may return anything)
     pos = rec.pos
     sent = 0
@@ -187,9 +187,7 @@ def run_open_chunk(
             ubuf[pos] = latency = done - now
             pos += 1
             if server_time and server_ns is not None:
-                sbuf[rec.spos] = server_ns  # type: ignore[call-overload]
-                nbuf[rec.spos] = latency - server_ns  # type: ignore[operator]
-                rec.spos += 1
+                served(latency, server_ns)  # type: ignore[arg-type]
     finally:
         rec.pos = urec.pos = pos
         if sent:
@@ -426,21 +424,17 @@ class EventPacer:
         urec = self.urec
         buf = rec.buf
         ubuf = urec.buf
-        sbuf = rec.sbuf
-        nbuf = rec.nbuf
-        server_time = len(sbuf) > 0
+        served = rec.served
+        server_time = len(rec.sbuf) > 0
 
-        def done(server_ns: int | None, err: BaseException | None) -> None:
+        def done(server_ns: ServerTime | None, err: BaseException | None) -> None:
             t1 = clock()
             if err is None:
                 pos = rec.pos
                 buf[pos] = t1 - self.due[i]
                 ubuf[pos] = latency = t1 - self.sent_at[i]
                 if server_time and server_ns is not None:
-                    spos = rec.spos
-                    sbuf[spos] = server_ns
-                    nbuf[spos] = latency - server_ns
-                    rec.spos = spos + 1
+                    served(latency, server_ns)
                 rec.pos = urec.pos = pos = pos + 1
                 if pos >= BUFFER:
                     self.fold()

@@ -24,6 +24,7 @@ from rpcmeter.errors import ReplyError, ReplyMismatch
 from rpcmeter.metrics.connections import ConnectionCosts
 from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.metrics.resources import peak_rss_of
+from rpcmeter.servers.timing import ServerTime
 
 BUFFER = 1 << 15  # samples per thread between folds
 MAX_CHUNK = 4096
@@ -34,13 +35,14 @@ CHUNK_TARGET_NS = 20_000_000  # publish progress / check the clock about every 2
 class Tally:
     """What loops count, and what adds up over loops and clients: latency histograms (``hist``;
     ``uhist`` from the actual send in an open loop, ``hist`` then from the intended send time;
-    ``server_hist``, the server-reported time, and ``net_hist``, latency minus server time, per
-    request), requests answered ``ok``, errors by kind with the first message of each, and the
+    ``server_hist``, the server-reported compute time, ``queue_hist``, the server-reported queue
+    time, and ``net_hist``, latency minus both, per request), requests answered ``ok``, errors by kind with the first message of each, and the
     measured interval (perf_counter ns)."""
 
     hist: Histogram = field(default_factory=Histogram)
     server_hist: Histogram = field(default_factory=Histogram)
-    net_hist: Histogram = field(default_factory=Histogram)  # latency - server time, per request
+    net_hist: Histogram = field(default_factory=Histogram)  # latency - server times, per request
+    queue_hist: Histogram = field(default_factory=Histogram)  # server-reported queue time
     uhist: Histogram = field(default_factory=Histogram)
     ok: int = 0
     errors: dict[str, int] = field(default_factory=dict)
@@ -68,6 +70,7 @@ class ThreadStats(Tally):
             "hist": self.hist.to_dict(),
             "server_hist": self.server_hist.to_dict() if self.server_hist.count else None,
             "net_hist": self.net_hist.to_dict() if self.net_hist.count else None,
+            "queue_hist": self.queue_hist.to_dict() if self.queue_hist.count else None,
             "ok": self.ok,
             "errors": self.errors,
             "first_error": self.first_error,
@@ -81,18 +84,34 @@ class ThreadStats(Tally):
 
 class Recorder:
     """Preallocated sample buffers of one loop (or one event loop), folded into histograms when
-    full: latencies in ``buf``; with server time, the server-reported time in ``sbuf`` and
-    latency minus server time of the same request in ``nbuf`` (same index ``spos``)."""
+    full: latencies in ``buf``; with server time (:meth:`served`), of the same request (same
+    index ``spos``) the server-reported compute time in ``sbuf``, its queue time in ``qbuf`` (-1:
+    not reported) and the latency minus both in ``nbuf``."""
 
-    __slots__ = ("buf", "nbuf", "pos", "sbuf", "spos", "stats")
+    __slots__ = ("buf", "nbuf", "pos", "qbuf", "sbuf", "spos", "stats")
 
     def __init__(self, stats: ThreadStats, server_time: bool) -> None:
         self.stats = stats
         self.buf = array("q", bytes(8 * BUFFER))
         self.pos = 0
-        self.sbuf = array("q", bytes(8 * BUFFER)) if server_time else array("q")
-        self.nbuf = array("q", bytes(8 * BUFFER)) if server_time else array("q")
+        size = 8 * BUFFER if server_time else 0
+        self.sbuf = array("q", bytes(size))
+        self.nbuf = array("q", bytes(size))
+        self.qbuf = array("q", bytes(size))
         self.spos = 0
+
+    def served(self, latency: int, server: ServerTime) -> None:
+        """Keep the server's times of a reply whose latency was ``latency`` (ns)."""
+        app, queue = server
+        s = self.spos
+        self.sbuf[s] = app
+        if queue is None:
+            self.qbuf[s] = -1
+            self.nbuf[s] = latency - app
+        else:
+            self.qbuf[s] = queue
+            self.nbuf[s] = latency - app - queue
+        self.spos = s + 1
 
     def fold(self) -> None:
         if self.pos:
@@ -106,6 +125,8 @@ class Recorder:
             self.stats.net_hist.record_array(
                 np.frombuffer(self.nbuf, dtype=np.int64, count=self.spos)
             )
+            queued = np.frombuffer(self.qbuf, dtype=np.int64, count=self.spos)
+            self.stats.queue_hist.record_array(queued[queued >= 0])
             self.spos = 0
 
     def error(self, exc: BaseException, fatal_types: tuple[type[BaseException], ...]) -> bool:

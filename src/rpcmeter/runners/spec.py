@@ -98,11 +98,12 @@ class LoadSpec:
         )
 
     def round_trip(self, requests: int) -> LoadSpec:
-        """The same clients and connections sending ``requests`` no-op requests per loop, closed
-        loop, unvalidated: the round-trip baseline of the breakdown."""
+        """One client, one loop on one connection sending ``requests`` no-op requests, closed
+        loop, unvalidated: the round trip of the breakdown (the transport's unloaded floor)."""
         return replace(
             self,
-            ctx=replace(self.ctx, workload=NoopParams(), validate=False),
+            ctx=replace(self.ctx, workload=NoopParams(), validate=False, threads=1, connections=1),
+            clients=1,
             requests=requests,
             duration_s=None,
             pacing=None,

@@ -18,8 +18,8 @@ workload       request body                                reply body
 
 How the workload is named travels beside the body: gRPC uses one method per workload
 (``/rpcmeter.Bench/Echo``, ...), ZeroMQ and raw frames a one-byte code (:data:`OPS`). Every reply carries
-the server's compute time for the request in nanoseconds (gRPC: trailing metadata
-:data:`SERVER_TIME_KEY`; ZeroMQ: an 8-byte big-endian prefix of the reply).
+the server's compute time for the request in nanoseconds, and where the server knows it the time
+the request waited (:mod:`rpcmeter.servers.timing`).
 """
 
 from __future__ import annotations
@@ -57,7 +57,6 @@ OPS: dict[bytes, str] = {
     b"f": "factorial",
 }
 CODES: dict[str, bytes] = {kind: code for code, kind in OPS.items()}
-SERVER_TIME_KEY = "rpcmeter-server-ns"
 _SIZE = struct.Struct(">I")
 _payload = functools.lru_cache(maxsize=64)(payload_bytes)
 

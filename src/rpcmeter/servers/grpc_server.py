@@ -3,7 +3,9 @@
 No generated code: one generic handler with raw ``bytes`` requests and replies, one unary method
 per workload (``/rpcmeter.Bench/Noop``, ``Echo``, ``Payload``, ``Sleep``, ``Factorial``). The
 bodies are those of :mod:`rpcmeter.servers.bodies`; every reply carries the handler's own compute
-time in nanoseconds as trailing metadata ``rpcmeter-server-ns``.
+time in nanoseconds as trailing metadata ``rpcmeter-server-ns`` (:mod:`rpcmeter.servers.timing`).
+It sends no ``rpcmeter-queue-ns``: gRPC's core reads the requests on its own threads, and when a
+request arrived is not known to the handler (the queue time is then unknown, not zero).
 
 Transports: ``tcp`` (``--host``/``--port``) and ``unix`` (``--socket``, gRPC target ``unix:PATH``).
 
@@ -24,8 +26,9 @@ from typing import Any
 import grpc
 
 from rpcmeter.endpoints import Endpoint
-from rpcmeter.servers.bodies import KINDS, SERVER_TIME_KEY, compute, sleep_seconds
+from rpcmeter.servers.bodies import KINDS, compute, sleep_seconds
 from rpcmeter.servers.common import ServerArgs, announce_ready, exit_on_sigterm, parse_server_args
+from rpcmeter.servers.timing import SERVER_TIME_KEY
 from rpcmeter.workloads import lift_int_digit_limit
 
 SERVICE = "rpcmeter.Bench"

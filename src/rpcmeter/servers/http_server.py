@@ -13,10 +13,12 @@ URL scheme (any method; keep-alive and pipelining supported; bodies need ``Conte
 Without the query string, ``payload``, ``sleep`` and ``factorial`` read their argument from the
 body as :mod:`rpcmeter.servers.bodies` encodes it (so its request bodies work here unchanged).
 
-Every reply carries ``Server-Timing: app;dur=MS``: the server's own compute time for that request
-in milliseconds (6 decimals: nanoseconds). Unknown paths get 404, bad arguments 400.
+Every reply carries ``Server-Timing: queue;dur=MS, app;dur=MS`` (milliseconds, 6 decimals): how
+long the request waited after it had fully arrived (over TCP, from the kernel's receive time;
+over a Unix socket, which has none, ``queue`` is left out: unknown) and the server's own compute
+time for it (:mod:`rpcmeter.servers.timing`). Unknown paths get 404, bad arguments 400.
 
-Options (JSON): ``corrupt_every`` (see :mod:`rpcmeter.servers.aio`); ``stall_ms``,
+Options (JSON): ``corrupt_every``, ``queue_time`` (see :mod:`rpcmeter.servers.aio`); ``stall_ms``,
 ``stall_after_s``, ``stall_every_s``: the whole server (its event loop) stalls at a known moment
 (:class:`~rpcmeter.servers.common.Stall`); ``tls`` (``cert_file``, ``key_file``,
 ``client_ca_files``): serve HTTPS (:func:`rpcmeter.tls.server_context`).
@@ -33,18 +35,25 @@ from urllib.parse import parse_qsl
 
 import httptools
 
-from rpcmeter.servers.aio import Corrupter, OrderedReplies, serve, timed
+from rpcmeter.servers.aio import Corrupter, OrderedReplies, queue_ns, serve, timed
 from rpcmeter.servers.bodies import KINDS, sleep_seconds
 from rpcmeter.servers.common import Stall, parse_server_args
+from rpcmeter.servers.timing import server_timing_header
 
 REASONS = {200: b"OK", 400: b"Bad Request", 404: b"Not Found"}
 
 
-def response(status: int, body: bytes, server_ns: int, keep_alive: bool = True) -> bytes:
+def response(
+    status: int, body: bytes, server_ns: int, keep_alive: bool = True, queued: int | None = None
+) -> bytes:
     head = (
-        b"HTTP/1.1 %d %s\r\nServer-Timing: app;dur=%.6f\r\nContent-Length: %d\r\n"
-        b"Content-Type: application/octet-stream\r\n"
-        % (status, REASONS.get(status, b"Error"), server_ns / 1e6, len(body))
+        b"HTTP/1.1 %d %s\r\n%sContent-Length: %d\r\nContent-Type: application/octet-stream\r\n"
+        % (
+            status,
+            REASONS.get(status, b"Error"),
+            server_timing_header(server_ns, queued),
+            len(body),
+        )
     )
     if not keep_alive:
         head += b"Connection: close\r\n"
@@ -103,6 +112,7 @@ class HttpServerProtocol(asyncio.Protocol):
         assert self.replies is not None
         if self.stalled:
             self.stalled()
+        queued = queue_ns(self.transport)
         keep_alive = self.parser.should_keep_alive()
         path, _, raw_query = self.url.decode("latin-1").partition("?")
         kind = path.strip("/")
@@ -112,7 +122,7 @@ class HttpServerProtocol(asyncio.Protocol):
         if kind not in KINDS:
             status, out = 404, b"unknown workload"
         elif kind == "sleep":
-            self._sleep(query.get("ms"), body, keep_alive)
+            self._sleep(query.get("ms"), body, keep_alive, queued)
             return
         else:
             try:
@@ -124,11 +134,11 @@ class HttpServerProtocol(asyncio.Protocol):
                 out = self.corrupt(out)
             except (ValueError, struct.error) as exc:
                 status, out = 400, f"bad {kind} request: {exc}".encode()
-        self.replies.now(response(status, out, server_ns, keep_alive))
+        self.replies.now(response(status, out, server_ns, keep_alive, queued))
         if not keep_alive:
             self._close_when_sent()
 
-    def _sleep(self, ms: str | None, body: bytes, keep_alive: bool) -> None:
+    def _sleep(self, ms: str | None, body: bytes, keep_alive: bool, queued: int | None) -> None:
         assert self.replies is not None
         try:
             seconds = float(ms) / 1e3 if ms is not None else sleep_seconds(body)
@@ -141,7 +151,7 @@ class HttpServerProtocol(asyncio.Protocol):
 
         def wake() -> None:
             server_ns = time.perf_counter_ns() - t0
-            replies.fill(slot, response(200, self.corrupt(b""), server_ns, keep_alive))
+            replies.fill(slot, response(200, self.corrupt(b""), server_ns, keep_alive, queued))
             if self.closing:
                 self._close_when_sent()
 

@@ -3,17 +3,20 @@
 The frame protocol (all integers big-endian; the floor against which frameworks are read)::
 
     request  = length:u32  code:u8  body             length = 1 + len(body)
-    reply    = length:u32  status:u8  server_ns:u64  body     length = 9 + len(body)
+    reply    = length:u32  status:u8  server_ns:u64  [queue_ns:u64]  body
+               length = 9 + len(body), or 17 + len(body) with queue_ns
 
 ``code`` names the workload (:data:`rpcmeter.servers.bodies.OPS`: ``n`` noop, ``e`` echo,
 ``p`` payload, ``s`` sleep, ``f`` factorial) and ``body`` is its request body as
 :mod:`rpcmeter.servers.bodies` encodes it. ``status`` is 0 for a served request and 1 for a
 request the server could not serve (the body then says why). ``server_ns`` is the server's own
-compute time for the request in nanoseconds. Requests may be pipelined; replies come back in
-order.
+compute time for the request in nanoseconds; when its top bit is set (the rest being the compute
+time), ``queue_ns`` follows: how long the request waited after it had fully arrived (over TCP,
+from the kernel's receive time; over a Unix socket it is left out: unknown). See
+:mod:`rpcmeter.servers.timing`. Requests may be pipelined; replies come back in order.
 
-Options (JSON): ``corrupt_every`` (see :mod:`rpcmeter.servers.aio`); ``tls``: frames over TLS
-(:func:`rpcmeter.tls.server_context`).
+Options (JSON): ``corrupt_every``, ``queue_time`` (see :mod:`rpcmeter.servers.aio`); ``tls``: frames
+over TLS (:func:`rpcmeter.tls.server_context`; no queue time then).
 """
 
 from __future__ import annotations
@@ -23,18 +26,21 @@ import struct
 import time
 from typing import Any, cast
 
-from rpcmeter.servers.aio import Corrupter, OrderedReplies, serve, timed
+from rpcmeter.servers.aio import Corrupter, OrderedReplies, queue_ns, serve, timed
 from rpcmeter.servers.bodies import OPS, sleep_seconds
 from rpcmeter.servers.common import parse_server_args
+from rpcmeter.servers.timing import frame_times
 
 REQUEST_HEAD = struct.Struct(">IB")  # length, code
 REPLY_HEAD = struct.Struct(">IBQ")  # length, status, server_ns
+REPLY_PREFIX = struct.Struct(">IB")  # length, status
 MAX_FRAME = 1 << 30
 OK, FAILED = 0, 1
 
 
-def reply_frame(body: bytes, server_ns: int, status: int = OK) -> bytes:
-    return REPLY_HEAD.pack(9 + len(body), status, server_ns) + body
+def reply_frame(body: bytes, server_ns: int, status: int = OK, queued: int | None = None) -> bytes:
+    times = frame_times(server_ns, queued)
+    return REPLY_PREFIX.pack(1 + len(times) + len(body), status) + times + body
 
 
 def request_frame(code: bytes, body: bytes) -> bytes:
@@ -75,20 +81,21 @@ class RawServerProtocol(asyncio.Protocol):
 
     def serve(self, code: bytes, body: bytes) -> None:
         assert self.replies is not None
+        queued = queue_ns(self.transport)
         kind = OPS.get(code)
         if kind is None:
             self.replies.now(reply_frame(b"unknown workload code " + code, 0, FAILED))
         elif kind == "sleep":
-            self._sleep(body)
+            self._sleep(body, queued)
         else:
             try:
                 out, server_ns = timed(kind, body)
             except (ValueError, struct.error) as exc:
                 self.replies.now(reply_frame(f"bad {kind} request: {exc}".encode(), 0, FAILED))
                 return
-            self.replies.now(reply_frame(self.corrupt(out), server_ns))
+            self.replies.now(reply_frame(self.corrupt(out), server_ns, OK, queued))
 
-    def _sleep(self, body: bytes) -> None:
+    def _sleep(self, body: bytes, queued: int | None) -> None:
         assert self.replies is not None
         try:
             seconds = sleep_seconds(body)
@@ -100,7 +107,8 @@ class RawServerProtocol(asyncio.Protocol):
         t0 = time.perf_counter_ns()
 
         def wake() -> None:
-            replies.fill(slot, reply_frame(self.corrupt(b""), time.perf_counter_ns() - t0))
+            server_ns = time.perf_counter_ns() - t0
+            replies.fill(slot, reply_frame(self.corrupt(b""), server_ns, OK, queued))
 
         asyncio.get_running_loop().call_later(max(seconds, 0.0), wake)
 

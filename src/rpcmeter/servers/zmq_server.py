@@ -2,7 +2,10 @@
 
 A request is one frame: a one-byte workload code (:data:`rpcmeter.servers.bodies.OPS`) followed by the body of
 :mod:`rpcmeter.servers.bodies`. The reply is one frame: the server's compute time for the request
-in nanoseconds as an 8-byte big-endian unsigned integer, followed by the reply body.
+in nanoseconds as an 8-byte big-endian unsigned integer, followed by the reply body. A server that
+knows how long the request waited after it arrived sets the top bit of that integer and puts the
+wait (``queue_ns``, 8 bytes) after it (:mod:`rpcmeter.servers.timing`); this one cannot know it
+(libzmq's own thread reads the requests) and leaves it out: unknown.
 
 The server binds a ROUTER socket (REQ clients talk to it as to a REP socket) on ``tcp://HOST:PORT``
 or ``ipc://PATH`` (``--transport ipc --socket PATH``). With ``server_workers`` = 1 (default) one
@@ -21,9 +24,8 @@ import zmq
 from rpcmeter.endpoints import Endpoint
 from rpcmeter.servers.bodies import OPS, compute, sleep_seconds
 from rpcmeter.servers.common import ServerArgs, announce_ready, exit_on_sigterm, parse_server_args
+from rpcmeter.servers.timing import frame_times
 from rpcmeter.workloads import lift_int_digit_limit
-
-SERVER_NS = struct.Struct(">Q")
 
 
 def handle(message: bytes) -> bytes:
@@ -31,15 +33,15 @@ def handle(message: bytes) -> bytes:
     t0 = time.perf_counter_ns()
     kind = OPS.get(message[:1])
     if kind is None:
-        return SERVER_NS.pack(0) + b"error: unknown workload code " + message[:1]
+        return frame_times(0, None) + b"error: unknown workload code " + message[:1]
     body = message[1:]
     try:
         if kind == "sleep":
             time.sleep(sleep_seconds(body))
         reply = compute(kind, body)
     except (ValueError, struct.error) as exc:  # a malformed body: the client sees a mismatch
-        return SERVER_NS.pack(0) + f"error: {kind}: {exc}".encode()
-    return SERVER_NS.pack(time.perf_counter_ns() - t0) + reply
+        return frame_times(0, None) + f"error: {kind}: {exc}".encode()
+    return frame_times(time.perf_counter_ns() - t0, None) + reply
 
 
 def address(endpoint: Endpoint) -> str:
