@@ -55,7 +55,8 @@ def rpcmeter(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedP
 
 def test_example_run_twice_then_compare_shows_verdicts(tmp_path: Path) -> None:
     demo = str(ROOT / "examples" / "rpyc-thread-binding.toml")
-    # run 1: default, bind and twin (an identical copy of default: an A/A comparison)
+    # run 1: default, bind, their pinned copies and twin (an identical copy of default: an A/A
+    # comparison)
     first = rpcmeter(
         "run", demo, *SMALL, "--set", "repeat=4", "--set", "variants.twin.options={}",
         "--baseline", "main", cwd=tmp_path,
@@ -70,7 +71,7 @@ def test_example_run_twice_then_compare_shows_verdicts(tmp_path: Path) -> None:
     # together, so one chance separation of four repetitions can flip both; the statistics are
     # checked on 400 synthetic A/A pairs in test_analysis.py)
     assert sum(r["verdict"] == "same" for r in twin) >= len(twin) - 2, twin
-    assert len(result["cases"]) == 12 and result["suite"]["repeat"] == 4
+    assert len(result["cases"]) == 5 * 4 and result["suite"]["repeat"] == 4
 
     # run 2 compares against the tagged baseline and is gated
     second = rpcmeter(
@@ -90,7 +91,7 @@ def test_example_run_twice_then_compare_shows_verdicts(tmp_path: Path) -> None:
     assert "twin" not in table  # only the cases both runs have
 
     history = rpcmeter("history", cwd=tmp_path).stdout
-    assert "default, bind, twin" in history and "main" in history
+    assert "default, bind, default" in history and "twin" in history and "main" in history
     md = rpcmeter("show", "last~1", "--format", "markdown", cwd=tmp_path).stdout
     assert "| threads | clients | variant | mean | p50 | p99 | req/s |" in md
 

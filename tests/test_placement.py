@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 import time
+from typing import Any
 
 import pytest
 
@@ -83,3 +84,73 @@ def test_cgroup_quota_limits_a_spinning_process() -> None:
         proc.wait()
         group.remove()
     assert not group.path.exists()
+
+
+def test_the_placement_shown_is_the_one_applied_for_each_target_kind() -> None:
+    from rpcmeter.execute import placement_doc
+    from rpcmeter.placement import Cpus, resolve
+    from rpcmeter.reporters.terminal import placement_phrase
+
+    def placed(raw: dict[str, Any]) -> dict[str, Any]:
+        suite = build_suite(raw)
+        return placement_doc(suite, resolve(suite.placement), None)
+
+    two_cpus = {"placement": {"server_cpus": [0], "client_cpus": [1]}}
+    rpyc = {"target": {"driver": "rpyc"}, "workloads": {"simple": {}}}
+    command = {"target": {"driver": "command", "command": "true"}}
+    # a server and its clients: pinned as resolved
+    doc = placed({**rpyc, **two_cpus})
+    assert doc["target"] == "server" and "by_variant" not in doc
+    assert placement_phrase(doc) == "server CPUs [0], client CPUs [1]"
+    # a whole command: unpinned unless server_cpus is set explicitly, and no clients
+    doc = placed(command)
+    assert doc["server_cpus"] is None and doc["client_cpus"] is None
+    assert placement_phrase(doc) == "commands unpinned"
+    assert placement_phrase(placed({**command, **two_cpus})) == "commands on CPUs [0]"
+    # a remote server: only the clients are placed
+    remote = {**rpyc, "target": {"driver": "rpyc", "address": "127.0.0.1:1"}, **two_cpus}
+    assert placement_phrase(placed(remote)) == "remote server, client CPUs [1]"
+    # a remote variant beside a local one: each as applied
+    mixed = placed(
+        {**rpyc, "variants": {"here": {}, "far": {"address": "127.0.0.1:1"}}, **two_cpus}
+    )
+    assert mixed["by_variant"]["far"] == {"target": "remote", **Cpus(None, [1]).as_dict()}
+    assert placement_phrase(mixed) == (
+        "server CPUs [0], client CPUs [1]; far: remote server, client CPUs [1]"
+    )
+
+
+def test_a_variant_may_have_its_own_placement() -> None:
+    from rpcmeter.execute import placement_doc, run_suite
+    from rpcmeter.placement import resolve
+    from rpcmeter.reporters.terminal import placement_phrase
+
+    suite = build_suite(
+        {
+            "target": {"driver": "rpyc", "transport": "unix"},
+            "workloads": {"simple": {"requests": 20, "warmup": 0}},
+            "placement": {"server_cpus": "none", "client_cpus": "none"},
+            "variants": {
+                "unpinned": {},
+                "pinned": {"placement": {"server_cpus": [0], "client_cpus": [1]}},
+            },
+        }
+    )
+    doc = placement_doc(suite, resolve(suite.placement), None)
+    assert placement_phrase(doc) == (
+        "server CPUs any, client CPUs any; pinned: server CPUs [0], client CPUs [1]"
+    )
+    result = run_suite(suite)
+    placed = {c["variant"]: c["placement"] for c in result["cases"]}
+    assert all(c["status"] == "ok" for c in result["cases"])
+    assert placed["unpinned"]["server_cpus"] is None and placed["unpinned"]["client_cpus"] is None
+    assert placed["pinned"]["server_cpus"] == [0] and placed["pinned"]["client_cpus"] == [1]
+    bad = build_suite(
+        {
+            "target": {"driver": "rpyc"},
+            "workloads": {"simple": {}},
+            "variants": {"pinned": {"placement": {"server_cpus": [99]}}},
+        }
+    )
+    with pytest.raises(SuiteError, match=r"variants\.pinned: placement\.server_cpus: CPU 99"):
+        placement_doc(bad, resolve(bad.placement), None)

@@ -64,6 +64,47 @@ class RunOptions:
     profile_dir: Path | None = None  # where a [profile] suite's profiles go (set by run_suite)
 
 
+def target_kind(suite: Suite, variant: str) -> str:
+    """``command`` (a whole command), ``remote`` (a server rpcmeter does not start) or ``server``."""
+    if suite.driver_of(variant) == "command":
+        return "command"
+    return "remote" if suite.address_of(variant) is not None else "server"
+
+
+def variant_cpus(suite: Suite, variant: str, cpus: placement_mod.Cpus) -> placement_mod.Cpus:
+    """``cpus`` (the suite's placement), or the variant's own ``placement``."""
+    own = suite.variants[variant].placement
+    if own is None:
+        return cpus
+    resolved = placement_mod.resolve(own, where=f"{suite.path or '<suite>'}: variants.{variant}")
+    return placement_mod.Cpus(resolved.server, resolved.client)
+
+
+def applied_cpus(suite: Suite, variant: str, cpus: placement_mod.Cpus) -> placement_mod.Cpus:
+    """The placement the cases of ``variant`` really get (:func:`rpcmeter.placement.applied`)."""
+    own = suite.variants[variant].placement
+    explicit = (own or suite.placement).server_cpus != "auto"
+    return placement_mod.applied(
+        variant_cpus(suite, variant, cpus), target_kind(suite, variant), explicit
+    )
+
+
+def placement_doc(
+    suite: Suite, cpus: placement_mod.Cpus, quotas: placement_mod.CpuQuotas | None
+) -> dict[str, Any]:
+    """The run's placement as applied: the first variant's, and ``by_variant`` (each variant's,
+    with its ``target`` kind) when the variants' target kinds place them differently."""
+    by_variant = {
+        v: {"target": target_kind(suite, v), **applied_cpus(suite, v, cpus).as_dict()}
+        for v in suite.variants
+    }
+    first = next(iter(by_variant.values()))
+    doc = {**first, **(quotas.as_dict() if quotas else {})}
+    if any(p != first for p in by_variant.values()):
+        doc["by_variant"] = by_variant
+    return doc
+
+
 def new_result(
     suite: Suite,
     cpus: placement_mod.Cpus,
@@ -73,7 +114,7 @@ def new_result(
     from rpcmeter import __version__
 
     env = environment.capture(packages, __version__)
-    env["placement"] = {**cpus.as_dict(), **(quotas.as_dict() if quotas else {})}
+    env["placement"] = placement_doc(suite, cpus, quotas)
     drivers = {name: driver_class(suite.driver_of(name)).packages for name in suite.variants}
     env.update(environment.capture_suite(suite, drivers))
     return {
@@ -149,6 +190,7 @@ def run_suite(
         result["environment"]["cluster"] = cluster.describe()
         if cluster.local is None:  # the workers are elsewhere: local client CPUs do not apply
             cpus = placement_mod.Cpus(cpus.server, None)
+            result["environment"]["placement"] = placement_doc(suite, cpus, quotas)
 
     environments: dict[str, Env | EnvError] = {}
     certs = run_certificates(suite, result)
@@ -277,7 +319,11 @@ class Bench:
     certs: RunCertificates | None = None  # made for the run when a variant uses TLS
 
     def run_case(self, case: Case) -> CaseDoc:
-        return CaseRun(self, case).run()
+        bench = self
+        if self.suite.variants[case.variant].placement is not None:  # its own CPUs, no quotas
+            cpus = variant_cpus(self.suite, case.variant, self.cpus)
+            bench = replace(self, cpus=cpus, quotas=placement_mod.CpuQuotas())
+        return CaseRun(bench, case).run()
 
 
 class CaseFailed(Exception):
@@ -298,7 +344,7 @@ class CaseRun:
         self.bench = bench
         self.suite = bench.suite
         self.case = case
-        self.doc = case_skeleton(case, None, bench.cpus)
+        self.doc = case_skeleton(case, None, applied_cpus(self.suite, case.variant, bench.cpus))
         self.server: ServerProcess | None = None  # None: a remote server rpcmeter does not start
         self.monitor: resources.TreeMonitor | None = None  # watches the server rpcmeter started
         # TLS: the client's (rpcmeter.tls), and the built-in server's ``tls`` option
@@ -584,12 +630,11 @@ def run_command(bench: Bench, case: Case, env: Env | None) -> CaseDoc:
         if bench.options.on_progress:
             bench.options.on_progress(case, bench.total, done, seconds)
 
-    explicit = bench.suite.placement.server_cpus != "auto"
     return run_command_case(
         bench.suite,
         case,
         case_skeleton(case, None, bench.cpus),
-        bench.cpus.server if explicit else None,
+        applied_cpus(bench.suite, case.variant, bench.cpus).server,
         env,
         progress,
     )

@@ -43,6 +43,34 @@ class Cpus:
         }
 
 
+def applied(cpus: Cpus, target: str, explicit_server: bool) -> Cpus:
+    """The placement a case of a ``target`` kind really gets: ``"server"`` (rpcmeter starts the
+    server and runs the clients) gets ``cpus``; ``"remote"`` (a server elsewhere) only the client
+    side; ``"command"`` (a whole command, no client processes) is pinned to the server CPUs only
+    when they were set explicitly, and runs unpinned otherwise."""
+    if target == "command":
+        return Cpus(cpus.server if explicit_server else None, None)
+    if target == "remote":
+        return Cpus(None, cpus.client, None, cpus.client_quota)
+    return cpus
+
+
+def describe(placement: dict[str, Any]) -> str:
+    """One phrase for a placement as :func:`applied` gives it (with its ``target``)."""
+
+    def cpus(key: str) -> str:
+        value = placement.get(key)
+        return str(value) if value else "any"
+
+    target = placement.get("target", "server")
+    if target == "command":
+        return "commands " + (
+            f"on CPUs {placement['server_cpus']}" if placement.get("server_cpus") else "unpinned"
+        )
+    server = "remote server" if target == "remote" else f"server CPUs {cpus('server_cpus')}"
+    return f"{server}, client CPUs {cpus('client_cpus')}"
+
+
 def available_cpus() -> list[int]:
     if hasattr(os, "sched_getaffinity"):
         return sorted(os.sched_getaffinity(0))

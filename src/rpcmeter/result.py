@@ -16,9 +16,12 @@ A result is a JSON-compatible dict, versioned by ``schema_version``::
                       "virtualization": {"detect_virt", "hypervisor_flag", "product_name"},
                       "resolved_hosts": {name: [address, ...]},
                       "variant_packages": {variant: {package: version}},
-                      "placement": {"server_cpus", "client_cpus", "server_quota_cpus",
-                                    "client_quota_cpus", "server_cgroup", "client_cgroup",
-                                    "cgroup_notes"},
+                      "placement": {"target", "server_cpus", "client_cpus",
+                                    "server_quota_cpus", "client_quota_cpus", "server_cgroup",
+                                    "client_cgroup", "cgroup_notes", "by_variant"} (as applied:
+                                    target "server", "remote" or "command"; a command runs
+                                    unpinned unless server_cpus was set; by_variant when
+                                    variants are placed differently),
                       "cluster": {"spec", "scheduler", "workers", "hosts", "dask"} (--cluster),
                       ...},
       "cases": [case, ...],

@@ -108,6 +108,10 @@ class Variant(_Model):
     def _tls(cls, v: Any) -> TlsSettings | Literal[False] | None:
         return False if v is False else parse_tls(v)
 
+    # CPUs of this variant's server and clients instead of the suite's [placement] (pinning
+    # only: a count takes that many CPUs but sets no cgroup quota)
+    placement: Placement | None = None
+
 
 class Workload(_Model):
     """One named workload: a kind and its parameters, plus optional load settings of its own
@@ -242,6 +246,9 @@ class Placement(_Model):
 
 
 DEFAULT_IDLE_S = 1.0  # resources.idle_s when a suite does not set it
+
+
+Variant.model_rebuild()
 
 
 class Resources(_Model):

@@ -9,11 +9,15 @@ Kinds:
 - ``simple``: a trivial server call (rpyc).
 - ``callback``: nested callbacks of any ``depth``: depth 1, the server calls a client function;
   depth 2, server -> client -> server; and so on (rpyc).
-- ``random_wait``: seeded pseudo-random waits and callbacks. At every level (the server at even
-  depths, the client at odd ones) the callee waits ``uniform(0, delay_s)`` with probability
-  ``delay_p``, then, while ``depth < max_depth``, calls the other side with probability ``sub_p``.
-  The server's generator for client thread ``t`` is seeded ``seed + t``, the client's
-  ``seed + 1000 + t`` (study 000). Expected latency: :func:`random_wait_expected_s`.
+- ``random_wait``: study 000's seeded pseudo-random waits and nested calls. The client calls the
+  server at depth 0; every level (the server at even depths, the client at odd ones) pauses
+  (``uniform(0, delay_s)`` with probability ``delay_p``), then, while ``depth < max_depth``, with
+  probability ``sub_p`` calls the other side one level deeper and, after that call returns, pauses
+  again (:func:`random_wait_level`). Each client thread ``t`` (its index within its client
+  process) has two generators: the server's, seeded ``seed + t``, and the client's,
+  ``seed + 1000 + t``; the value every call carries (and gets back) is drawn from the caller's
+  generator too. Expected sleep and calls per request: :func:`random_wait_expected_s`,
+  :func:`random_wait_expected_calls`.
 - ``noop``: nothing; the round-trip baseline.
 - ``echo`` / ``payload``: the server returns ``reply_bytes`` bytes for a ``request_bytes`` request
   (``echo`` returns the request itself).
@@ -28,7 +32,10 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import random
 import sys
+import time
+from collections.abc import Callable
 from typing import Annotated, Any, ClassVar, Literal, Self
 
 from annotated_types import Ge, Le
@@ -217,11 +224,93 @@ def payload_bytes(size: int) -> bytes:
     return (pattern * (size // len(pattern) + 1))[:size]
 
 
+class RandomWaitMismatch(Exception):
+    """A nested ``random_wait`` call returned another value than the one it carried."""
+
+
+def random_wait_pause(
+    rng: random.Random, p: RandomWaitParams, sleep: Callable[[float], None] = time.sleep
+) -> None:
+    """One pause of a ``random_wait`` level: ``uniform(0, delay_s)`` with probability ``delay_p``."""
+    if rng.random() < p.delay_p:
+        sleep(rng.uniform(0.0, p.delay_s))
+
+
+def random_wait_level(
+    rng: random.Random,
+    p: RandomWaitParams,
+    depth: int,
+    call: Callable[[float, int], Any],
+    sleep: Callable[[float], None] = time.sleep,
+) -> None:
+    """One level of study 000's random wait, on either side: pause; then, below ``max_depth`` and
+    with probability ``sub_p``, call the other side (``call(value, depth + 1)``, the value drawn
+    from ``rng`` and checked when it comes back) and pause again after it returns.
+
+    Every draw comes from ``rng`` in the study's order, so a seeded generator replays the study's
+    sequence exactly.
+    """
+    random_wait_pause(rng, p, sleep)
+    if depth < p.max_depth and rng.random() < p.sub_p:
+        value = rng.random()
+        got = call(value, depth + 1)
+        if got != value:
+            raise RandomWaitMismatch(f"sent {value!r} at depth {depth + 1}, got {got!r}")
+        random_wait_pause(rng, p, sleep)
+
+
+def random_wait_seeds(seed: int, thread: int) -> tuple[int, int]:
+    """Seeds of the server's and the client's generators for client thread ``thread`` (its index
+    within its client process), as study 000 seeds them."""
+    return seed + thread, seed + 1000 + thread
+
+
+def random_wait_replay(
+    p: RandomWaitParams, seed: int, thread: int, requests: int
+) -> tuple[float, int]:
+    """Replay ``requests`` calls of one client thread without a transport or real sleeps: the
+    seconds the seeded sequence sleeps in all, and the number of calls (requests and nested calls)
+    it makes. Both sides run :func:`random_wait_level`, exactly as the rpyc driver and server do."""
+    server_seed, client_seed = random_wait_seeds(seed, thread)
+    rngs = (random.Random(server_seed), random.Random(client_seed))
+    slept = 0.0
+    calls = 0
+
+    def sleep(s: float) -> None:
+        nonlocal slept
+        slept += s
+
+    def call(value: float, depth: int) -> float:
+        nonlocal calls
+        calls += 1
+        random_wait_level(rngs[depth % 2], p, depth, call, sleep)
+        return value
+
+    client = rngs[1]
+    for _ in range(requests):
+        call(client.random(), 0)
+    return slept, calls
+
+
 def random_wait_expected_s(p: RandomWaitParams) -> float:
-    """Expected latency of one ``random_wait`` call, ignoring transport costs."""
-    # Built from the innermost level (depth max_depth: waits, never recurses) outwards: each level
-    # adds its own expected wait and, with probability sub_p, the expected cost of the level below.
-    expected = 0.0
-    for _ in range(p.max_depth + 1):
-        expected = p.delay_p * p.delay_s / 2.0 + p.sub_p * expected
+    """Expected seconds one ``random_wait`` request sleeps (all levels, both sides), ignoring
+    transport costs.
+
+    With ``w = delay_p * delay_s / 2`` (one pause) and ``S(d)`` the expected sleep from level ``d``
+    inwards: ``S(max_depth) = w`` and ``S(d) = w + sub_p * (S(d + 1) + w)`` below it. The study's
+    defaults (``delay_s`` 10 ms, ``sub_p`` 0.5, ``max_depth`` 2): 5, 10 and 12.5 ms.
+    """
+    pause = p.delay_p * p.delay_s / 2.0
+    expected = pause
+    for _ in range(p.max_depth):
+        expected = pause + p.sub_p * (expected + pause)
+    return expected
+
+
+def random_wait_expected_calls(p: RandomWaitParams) -> float:
+    """Expected calls (round trips) per ``random_wait`` request, the request itself included:
+    ``C(max_depth) = 1`` and ``C(d) = 1 + sub_p * C(d + 1)``; 1.75 with the study's defaults."""
+    expected = 1.0
+    for _ in range(p.max_depth):
+        expected = 1.0 + p.sub_p * expected
     return expected

@@ -9,7 +9,7 @@ import pytest
 from rpcmeter.execute import run_suite
 from rpcmeter.result import Result
 from rpcmeter.suite import build_suite
-from rpcmeter.workloads import RandomWaitParams, random_wait_expected_s
+from rpcmeter.workloads import RandomWaitParams, random_wait_expected_s, random_wait_replay
 from tests.support.marks import timing_sensitive
 
 pytestmark = pytest.mark.timeout(180)
@@ -77,8 +77,9 @@ def test_validation_counts_mismatches_from_a_corrupting_server() -> None:
 
 
 @timing_sensitive
-def test_random_wait_matches_its_arithmetic_and_bind_parallelises() -> None:
-    params: dict[str, Any] = {"delay_p": 1.0, "delay_s": 0.008, "sub_p": 0.5, "max_depth": 2}
+def test_random_wait_is_the_studys_sleep_plus_round_trips_and_bind_parallelises() -> None:
+    params: dict[str, Any] = {"delay_p": 1.0, "delay_s": 0.01, "sub_p": 0.5, "max_depth": 2}
+    seed, requests = 4093473691, 60
     result = run(
         {
             "target": {"driver": "rpyc", "transport": "unix"},
@@ -86,12 +87,12 @@ def test_random_wait_matches_its_arithmetic_and_bind_parallelises() -> None:
             "variants": {"default": {}, "bind": {"options": {"bind_threads": True}}},
             "workloads": {
                 "random wait": {"kind": "random_wait", **params},
-                # the same seeded draws, every wait twice as long
-                "random wait x2": {"kind": "random_wait", **params, "delay_s": 0.016},
+                # the same seeded draws and nested calls, every wait zero seconds: round trips
+                "round trips": {"kind": "random_wait", **params, "delay_s": 0.0},
             },
-            "load": {"requests": 60, "warmup": 0},
+            "load": {"requests": requests, "warmup": 0},
             "matrix": {"threads": [1, 4]},
-            "seed": 4093473691,
+            "seed": seed,
         }
     )
     assert all(c["status"] == "ok" for c in result["cases"])
@@ -100,19 +101,19 @@ def test_random_wait_matches_its_arithmetic_and_bind_parallelises() -> None:
         (case,) = cases_by(result, workload=workload, variant=variant, threads=threads)
         return float(case["latency"]["mean_us"])
 
-    expected_us = random_wait_expected_s(RandomWaitParams(**params)) * 1e6
-    single = mean_us("random wait")
-    # transport and scheduling add to the waits, never subtract
-    assert expected_us * 0.8 < single
-    # how much they add is the machine's (a VM whose idle vCPUs wake slowly can add milliseconds
-    # to every wait and reply), but it is the same when only the waits double: the difference is
-    # the waits alone
-    assert expected_us * 0.6 < mean_us("random wait x2") - single < expected_us * 1.6
+    # the sequence one thread replays: study 000's seeds, the sleeps and nested calls it makes
+    p = RandomWaitParams(**params)
+    slept_s, calls = random_wait_replay(p, seed, 0, requests)
+    assert slept_s / requests == pytest.approx(random_wait_expected_s(p), rel=0.15)
+    assert calls > requests
+    # the round trips of that sequence are measured as the same sequence without waits
+    expected_us = slept_s / requests * 1e6 + mean_us("round trips")
+    assert mean_us("random wait") == pytest.approx(expected_us, rel=0.10)
     # study 000: without binding one connection serves one request at a time; with binding,
     # four threads wait concurrently, so latency stays near the single-thread figure.
     d4 = mean_us("random wait", threads=4)
     b4 = mean_us("random wait", variant="bind", threads=4)
-    assert d4 > 2.0 * single
+    assert d4 > 2.0 * mean_us("random wait")
     assert b4 / d4 < 0.7
 
 

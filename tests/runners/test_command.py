@@ -81,6 +81,8 @@ def test_runs_matrix_and_per_run_values(tmp_path: Path, capsys: pytest.CaptureFi
     spinning = [c for c in result["cases"] if c["variant"] == "spin"]
     # sleep(1) uses almost no CPU; a shell polling its child burns CPU while it waits
     assert max(c["command"]["cpu_s"] for c in sleepy) < 0.05
+    # `sleep` holds about 1.6 MB: its own peak, not the launcher's 13-14 MB
+    assert max(c["memory"]["server_peak_rss_bytes"] for c in sleepy) < 4 << 20
     assert min(c["command"]["cpu_s"] for c in spinning) > 0.01
     for row in cells(result)["command"].values():  # per-run values for comparisons
         for cell in row.values():

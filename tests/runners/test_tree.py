@@ -116,3 +116,33 @@ def test_subreaper_is_available_here() -> None:
         os._exit(0 if become_subreaper() else 1)
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+@pytest.mark.timeout(60)
+def test_peak_memory_is_the_commands_own_not_the_launchers(tmp_path: Path) -> None:
+    # `sleep` holds about 1.6 MB; spawned by the (Python) launcher it read 13-14 MB
+    assert tree.small_parent() is not None  # /bin/sh and GNU env, as on any Linux here
+    usage = _run(["sleep", "0.05"], tmp_path)
+    assert usage.error is None and usage.exit_code == 0 and usage.processes == 1
+    assert 0 < usage.max_rss_bytes < 4 * 1024 * 1024
+    assert usage.rss_floor_bytes == 0
+    assert 0.05 <= usage.wall_s < 1.0
+    # a command that holds 64 MB reads that
+    big = _run(
+        [sys.executable, "-c", "b = bytearray(64 << 20); b[::4096] = b'x' * (16 << 10)"], tmp_path
+    )
+    assert usage.max_rss_bytes + (60 << 20) < big.max_rss_bytes < 200 << 20
+
+
+@pytest.mark.timeout(60)
+def test_the_command_runs_with_default_signals_and_quick_exits_are_reaped(tmp_path: Path) -> None:
+    # the shell that forks the command ignores SIGINT and SIGQUIT for it; env restores them
+    log = tmp_path / "out.log"
+    usage = _run(["sh", "-c", "grep SigIgn /proc/self/status"], tmp_path)
+    assert usage.exit_code == 0
+    ignored = int(log.read_text().split()[-1], 16)
+    assert not ignored & (1 << (2 - 1)) and not ignored & (1 << (3 - 1))  # SIGINT, SIGQUIT
+    # a command that exits at once is still the launcher's to reap (its status is not lost)
+    for _ in range(5):
+        quick = _run(["sh", "-c", "exit 3"], tmp_path)
+        assert quick.exit_code == 3 and quick.processes == 1

@@ -16,7 +16,12 @@ import rpyc
 
 from rpcmeter.drivers.base import STALL_OPTIONS, Caller, Driver, ReplyMismatch
 from rpcmeter.servers.rpyc_server import protocol_config
-from rpcmeter.workloads import CallbackParams, RandomWaitParams
+from rpcmeter.workloads import (
+    CallbackParams,
+    RandomWaitParams,
+    random_wait_level,
+    random_wait_seeds,
+)
 
 
 class RpycDriver(Driver):
@@ -90,23 +95,21 @@ class RpycDriver(Driver):
             return call_callback
 
         if isinstance(w, RandomWaitParams):
-            import time
-
+            # study 000: the thread's index within this client seeds both generators, and the
+            # value each call carries is drawn from the caller's generator
             remote = root.random_wait
-            thread = self._global_thread(thread_index)
-            rng = random.Random(self.ctx.seed + 1000 + thread)
+            rng = random.Random(random_wait_seeds(self.ctx.seed, thread_index)[1])
             p = w
 
-            def client_wait(depth: int, value: Any) -> Any:
-                if rng.random() < p.delay_p:
-                    time.sleep(rng.uniform(0.0, p.delay_s))
-                if depth < p.max_depth and rng.random() < p.sub_p:
-                    return remote(thread, depth + 1, client_wait, value)
+            def client_level(value: Any, depth: int) -> Any:
+                random_wait_level(
+                    rng, p, depth, lambda v, d: remote(v, d, thread_index, client_level)
+                )
                 return value
 
             def call_random_wait() -> object:
-                value = values.getrandbits(32) if validate else None
-                got = remote(thread, 0, client_wait, value)
+                value = rng.random()
+                got = remote(value, 0, thread_index, client_level)
                 if validate and got != value:
                     raise ReplyMismatch(f"sent {value}, got {got!r}")
                 return None

@@ -19,6 +19,7 @@ from rpcmeter import analysis
 from rpcmeter.aggregate import Cell, PointKey, baseline, cells, variant_names
 from rpcmeter.breakdown import overhead_cell
 from rpcmeter.metrics.histogram import Histogram
+from rpcmeter.placement import describe as describe_placement
 from rpcmeter.profile import summary_lines as profile_summary
 from rpcmeter.rates import ACHIEVED_MIN, KNEE_FACTOR, Series, rate_series
 from rpcmeter.reporters.fit import FitTable
@@ -66,9 +67,17 @@ def environment_line(result: Result) -> str:
         f"{env.get('cpu_model', '?')} ({env.get('cpu_count', '?')} CPUs) · {env.get('os', '?')} · "
         f"Python {env.get('python', '?')}"
         + (f" · {pkgs}" if pkgs else "")
-        + f" · server CPUs {placement.get('server_cpus') or 'any'}, "
-        f"client CPUs {placement.get('client_cpus') or 'any'}"
+        + f" · {placement_phrase(placement)}"
     )
+
+
+def placement_phrase(placement: dict[str, Any]) -> str:
+    """The placement as applied: one phrase, and each variant placed otherwise after it."""
+    phrase = describe_placement(placement)
+    for name, own in (placement.get("by_variant") or {}).items():
+        if describe_placement(own) != phrase:
+            phrase += f"; {name}: {describe_placement(own)}"
+    return phrase
 
 
 STYLES = {"bad": "red", "warn": "yellow", "dim": "dim", "good": "green"}

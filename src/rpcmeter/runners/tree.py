@@ -11,11 +11,17 @@ each one reports:
   for itself, so nothing is counted twice, and descendants nobody waited for are reaped (and
   counted) by the launcher;
 - ``wall_s`` runs from the spawn of the command until the command itself exited;
-- ``max_rss_bytes`` is the largest peak resident set of any one process of the tree (a bound on
-  the tree's peak from below; the kernel keeps no peak of the sum). The kernel counts the memory
-  a process had before it executed the command, which for a spawned process is the launcher's
-  own (``rss_floor_bytes``, about 10-15 MB of a small Python): a peak at that floor means "at
-  most this much";
+- ``max_rss_bytes`` is the largest peak resident set of any one process of the tree below the
+  launcher (a bound on the tree's peak from below; the kernel keeps no peak of the sum). A process
+  inherits, in its peak, the memory of the process it was forked from (the kernel folds the old
+  memory's peak into the new program's at ``exec``): spawned by the launcher itself, any command
+  would read at least the launcher's own 10-15 MB. So the command is forked by a small parent
+  instead: ``/bin/sh`` starts it in the background, reports its pid and exits, and the launcher
+  adopts it (``env --default-signal`` undoes the shell's ignoring of SIGINT and SIGQUIT for
+  background commands). The floor is then the shell's and ``env``'s own peak, about 1.7 MB
+  (``rss_floor_bytes`` stays 0); ``sleep`` reads its real 1.6-1.7 MB. Where ``/bin/sh`` or a
+  GNU ``env`` is missing the launcher spawns the command itself, and ``rss_floor_bytes`` is its
+  own peak: a peak at that floor means "at most this much";
 - descendants still alive when the command exited are waited for up to ``--linger`` seconds, then
   killed; they are counted and reported as ``outlived``.
 
@@ -34,7 +40,9 @@ import ctypes
 import json
 import os
 import resource
+import shutil
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -128,6 +136,75 @@ def _kill_tree(group: int) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
+# Forked by /bin/sh in the background: the shell reports the pid on fd 3 and exits; the command
+# waits (reading a line on fd 4) until the launcher has reaped the shell (else the shell could reap
+# a command that ends at once) and says go (a launcher gone before that leaves it an end of file:
+# it exits), then runs through env, which resets SIGINT and SIGQUIT to their defaults (a shell
+# ignores them in background commands).
+_SMALL_PARENT_SCRIPT = '{ read _ <&4 || exit; exec 3>&- 4<&-; exec "$@"; } & echo $! >&3'
+_DEFAULT_SIGNALS = "--default-signal=INT,QUIT"
+
+
+def small_parent() -> list[str] | None:
+    """The argv prefix that starts a command from a small process (``/bin/sh`` and ``env``), or
+    None where that is not available (no ``/bin/sh``, or an ``env`` without ``--default-signal``)."""
+    env = shutil.which("env")
+    if env is None or not os.access("/bin/sh", os.X_OK):
+        return None
+    probe = subprocess.run(
+        [env, _DEFAULT_SIGNALS, "true"], stdin=subprocess.DEVNULL, capture_output=True
+    )
+    if probe.returncode != 0:
+        return None
+    return ["/bin/sh", "-c", _SMALL_PARENT_SCRIPT, "sh", env, _DEFAULT_SIGNALS, "--"]
+
+
+def _resolve(command: str) -> str:
+    """The executable ``command`` names (looked up on PATH without a slash), or OSError."""
+    path = command if "/" in command else shutil.which(command)
+    if path is None or not os.path.exists(path):
+        raise FileNotFoundError(command)
+    if os.path.isdir(path) or not os.access(path, os.X_OK):
+        raise PermissionError(command)
+    return path
+
+
+def _spawn_from_small_parent(
+    prefix: list[str], argv: Sequence[str], actions: list[Any], spawned: list[int]
+) -> tuple[int, int, int]:
+    """Fork ``argv`` from the small parent ``prefix`` (:func:`small_parent`) and reap that parent:
+    the command's pid, the parent's (the leader of the command's process group, added to
+    ``spawned`` at once), and the fd on which a line lets the command run."""
+    pid_read, pid_write = os.pipe()
+    go_read, go_write = os.pipe()
+    try:
+        helper = os.posix_spawn(
+            prefix[0],
+            [*prefix, _resolve(argv[0]), *argv[1:]],
+            os.environ,
+            file_actions=[
+                *actions,
+                (os.POSIX_SPAWN_DUP2, pid_write, 3),
+                (os.POSIX_SPAWN_DUP2, go_read, 4),
+            ],
+            setpgroup=0,
+        )
+        spawned.append(helper)
+    except BaseException:
+        os.close(go_write)
+        raise
+    finally:
+        for fd in (pid_write, go_read):
+            os.close(fd)
+    with os.fdopen(pid_read, "rb") as pipe:
+        line = pipe.readline()
+    os.waitpid(helper, 0)
+    if not line.strip().isdigit():
+        os.close(go_write)
+        raise OSError(0, "the shell that starts it failed")
+    return int(line), helper, go_write
+
+
 def run_tree(argv: Sequence[str], log_fd: int, timeout_s: float, linger_s: float) -> TreeUsage:
     """Spawn ``argv`` (its output to ``log_fd``), reap its whole tree, return the usage."""
     usage = TreeUsage(subreaper=become_subreaper())
@@ -137,7 +214,6 @@ def run_tree(argv: Sequence[str], log_fd: int, timeout_s: float, linger_s: float
         (os.POSIX_SPAWN_DUP2, log_fd, 1),
         (os.POSIX_SPAWN_DUP2, log_fd, 2),
     ]
-    usage.rss_floor_bytes = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     spawned: list[int] = []
 
     def _terminate(signum: int, frame: FrameType | None) -> None:  # rpcmeter is gone: stop all
@@ -146,10 +222,22 @@ def run_tree(argv: Sequence[str], log_fd: int, timeout_s: float, linger_s: float
         os._exit(128 + signum)
 
     signal.signal(signal.SIGTERM, _terminate)
-    start = time.perf_counter_ns()
+    prefix = small_parent()
     try:
-        pid = os.posix_spawnp(argv[0], list(argv), os.environ, file_actions=actions, setpgroup=0)
-        spawned.append(pid)
+        if prefix is None:
+            usage.rss_floor_bytes = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+            start = time.perf_counter_ns()
+            pid = os.posix_spawnp(
+                argv[0], list(argv), os.environ, file_actions=actions, setpgroup=0
+            )
+            group = pid
+        else:
+            pid, group, go = _spawn_from_small_parent(prefix, argv, actions, spawned)
+            start = time.perf_counter_ns()
+            os.write(go, b"go\n")  # the command runs now
+            os.close(go)
+        if group not in spawned:
+            spawned.append(group)
     except FileNotFoundError:
         usage.error = f"command not found: {argv[0]}"
         return usage
@@ -174,7 +262,7 @@ def run_tree(argv: Sequence[str], log_fd: int, timeout_s: float, linger_s: float
                 usage.timed_out = True
             else:
                 usage.outlived = len(_descendants())
-            _kill_tree(pid)
+            _kill_tree(group)
             killed = True
             linger_deadline = time.monotonic() + 5.0
             continue

@@ -4,6 +4,7 @@
   ``sleep`` is scheduled by the protocol, never blocking the loop) and measures its compute time.
 - :class:`OrderedReplies` keeps replies of pipelined requests in request order when some of them
   (``sleep``) complete later.
+- :func:`call_later_precisely` / :func:`sleep_precisely`: waits precise to microseconds (``sleep``).
 - :func:`serve` runs a protocol factory on uvloop over TCP or a Unix socket until SIGTERM. Over
   TCP, connections are read by :class:`StampedTransport`, which keeps the kernel's receive time
   of the last bytes read (``arrived_ns``): how long a request waited in the server before its
@@ -21,8 +22,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
-import signal
 import socket
 import struct
 import time
@@ -31,7 +32,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from rpcmeter.servers.bodies import compute
-from rpcmeter.servers.common import ServerArgs, announce_ready, exit_on_sigterm
+from rpcmeter.servers.common import ServerArgs, announce_ready, exit_on_sigterm, stop_requested
 from rpcmeter.tls import server_context
 from rpcmeter.workloads import lift_int_digit_limit, payload_bytes
 
@@ -244,20 +245,68 @@ def new_loop() -> asyncio.AbstractEventLoop:
         return asyncio.new_event_loop()
 
 
+# A loop timer (libuv's) counts whole milliseconds: asked for 1 ms it fires after 1.05-1.5 ms, asked
+# for 0.5 ms at once. So a precise wait takes the timer for the whole milliseconds up to
+# PRECISE_FINISH_S before the deadline and finishes on the loop's own iterations (a spin of about a
+# millisecond, during which the loop keeps serving other connections); the last PRECISE_SPIN_S it
+# spins in place (one loop iteration can take longer than that on a busy machine).
+PRECISE_FINISH_S = 0.001
+PRECISE_SPIN_S = 0.0001
+
+
+def call_later_precisely(
+    loop: asyncio.AbstractEventLoop, seconds: float, callback: Callable[[], None]
+) -> None:
+    """Run ``callback`` on ``loop`` ``seconds`` from now, precise to microseconds."""
+    deadline = time.perf_counter() + seconds
+
+    def finish() -> None:
+        left = deadline - time.perf_counter()
+        if left > PRECISE_SPIN_S:
+            loop.call_soon(finish)
+            return
+        while time.perf_counter() < deadline:
+            pass
+        callback()
+
+    coarse_ms = math.floor((seconds - PRECISE_FINISH_S) * 1e3)
+    if coarse_ms > 0:
+        loop.call_later(coarse_ms / 1e3, finish)
+    else:
+        loop.call_soon(finish)
+
+
+async def sleep_precisely(seconds: float) -> None:
+    """``asyncio.sleep`` precise to microseconds (:func:`call_later_precisely`)."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[None] = loop.create_future()
+
+    def wake() -> None:
+        if not done.done():  # cancelled meanwhile
+            done.set_result(None)
+
+    call_later_precisely(loop, seconds, wake)
+    await done
+
+
 def serve(
     args: ServerArgs, factory: Callable[[], asyncio.Protocol], alpn: Sequence[str] = ()
 ) -> None:
-    """Listen at the endpoint in ``args`` and serve ``factory`` protocols until SIGTERM; over
-    TLS when the options carry ``tls`` (:func:`rpcmeter.tls.server_context`, offering ``alpn``)."""
+    """Listen at the endpoint in ``args`` and serve ``factory`` protocols until the first SIGTERM;
+    over TLS when the options carry ``tls`` (:func:`rpcmeter.tls.server_context`, offering
+    ``alpn``)."""
     lift_int_digit_limit()
-    exit_on_sigterm()
     tls = server_context(args.options, alpn)
     loop = new_loop()
     asyncio.set_event_loop(loop)
+
     # SIGTERM stops the loop between callbacks: raised inside one (a TLS handshake runs Python
-    # code of the ssl module), the exit would be taken for that connection's error and ignored
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, loop.stop)
+    # code of the ssl module; httptools wraps a callback's exception), the exit would be taken for
+    # that connection's error and ignored. The handler also ends a stall in progress.
+    def stop() -> None:
+        loop.call_soon_threadsafe(loop.stop)
+
+    exit_on_sigterm(stop)
     try:
         server: asyncio.AbstractServer | socket.socket
         if args.transport == "unix":
@@ -276,7 +325,8 @@ def serve(
             where = f"{args.host}:{server.getsockname()[1]}"
         announce_ready(where)
         try:
-            loop.run_forever()
+            if not stop_requested():
+                loop.run_forever()
         finally:
             server.close()
             if args.socket:

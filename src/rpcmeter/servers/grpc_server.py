@@ -26,8 +26,15 @@ from typing import Any
 import grpc
 
 from rpcmeter.endpoints import Endpoint
+from rpcmeter.servers.aio import sleep_precisely
 from rpcmeter.servers.bodies import KINDS, compute, sleep_seconds
-from rpcmeter.servers.common import ServerArgs, announce_ready, exit_on_sigterm, parse_server_args
+from rpcmeter.servers.common import (
+    ServerArgs,
+    announce_ready,
+    exit_on_sigterm,
+    parse_server_args,
+    precise_sleep,
+)
 from rpcmeter.servers.timing import SERVER_TIME_KEY
 from rpcmeter.workloads import lift_int_digit_limit
 
@@ -48,7 +55,7 @@ def _sync_method(kind: str) -> Callable[[bytes, Any], bytes]:
     def call(request: bytes, context: Any) -> bytes:
         t0 = time.perf_counter_ns()
         if kind == "sleep":
-            time.sleep(sleep_seconds(request))
+            precise_sleep(sleep_seconds(request))
         return _reply(kind, request, context, t0)
 
     return call
@@ -58,7 +65,7 @@ def _aio_method(kind: str) -> Callable[[bytes, Any], Awaitable[bytes]]:
     async def call(request: bytes, context: Any) -> bytes:
         t0 = time.perf_counter_ns()
         if kind == "sleep":
-            await asyncio.sleep(sleep_seconds(request))
+            await sleep_precisely(sleep_seconds(request))
         return _reply(kind, request, context, t0)
 
     return call

@@ -35,7 +35,14 @@ from urllib.parse import parse_qsl
 
 import httptools
 
-from rpcmeter.servers.aio import Corrupter, OrderedReplies, queue_ns, serve, timed
+from rpcmeter.servers.aio import (
+    Corrupter,
+    OrderedReplies,
+    call_later_precisely,
+    queue_ns,
+    serve,
+    timed,
+)
 from rpcmeter.servers.bodies import KINDS, sleep_seconds
 from rpcmeter.servers.common import Stall, parse_server_args
 from rpcmeter.servers.timing import server_timing_header
@@ -155,7 +162,7 @@ class HttpServerProtocol(asyncio.Protocol):
             if self.closing:
                 self._close_when_sent()
 
-        asyncio.get_running_loop().call_later(max(seconds, 0.0), wake)
+        call_later_precisely(asyncio.get_running_loop(), seconds, wake)
 
 
 def make_factory(options: dict[str, Any]) -> Any:

@@ -26,7 +26,14 @@ import struct
 import time
 from typing import Any, cast
 
-from rpcmeter.servers.aio import Corrupter, OrderedReplies, queue_ns, serve, timed
+from rpcmeter.servers.aio import (
+    Corrupter,
+    OrderedReplies,
+    call_later_precisely,
+    queue_ns,
+    serve,
+    timed,
+)
 from rpcmeter.servers.bodies import OPS, sleep_seconds
 from rpcmeter.servers.common import parse_server_args
 from rpcmeter.servers.timing import frame_times
@@ -110,7 +117,7 @@ class RawServerProtocol(asyncio.Protocol):
             server_ns = time.perf_counter_ns() - t0
             replies.fill(slot, reply_frame(self.corrupt(b""), server_ns, OK, queued))
 
-        asyncio.get_running_loop().call_later(max(seconds, 0.0), wake)
+        call_later_precisely(asyncio.get_running_loop(), seconds, wake)
 
 
 def make_factory(options: dict[str, Any]) -> Any:

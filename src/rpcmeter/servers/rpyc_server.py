@@ -5,7 +5,8 @@ Options (JSON, from the suite's ``target.options`` and the variant's ``options``
 - ``bind_threads`` (bool): rpyc's thread binding protocol option.
 - ``background`` (int): extra threads serving each connection, so that without thread binding
   several requests of one connection can run at once (study 000's ``--background``).
-- ``seed`` (int): base seed of the random_wait generators (server thread ``t``: ``seed + t``).
+- ``seed`` (int): base seed of the random_wait generators (the generator for a client's thread
+  ``t``: ``seed + t``, one per connection and thread, as in study 000).
 - ``corrupt_every`` (int): for testing validation, every N-th ``simple`` reply is altered.
 - ``stall_ms``, ``stall_after_s``, ``stall_every_s``: stall the server at a known moment
   (:class:`~rpcmeter.servers.common.Stall`).
@@ -37,8 +38,14 @@ from rpyc.core.stream import SocketStream
 from rpyc.utils.factory import connect_stream
 from rpyc.utils.server import ThreadedServer
 
-from rpcmeter.servers.common import Stall, announce_ready, exit_on_sigterm, parse_server_args
-from rpcmeter.workloads import RandomWaitParams
+from rpcmeter.servers.common import (
+    Stall,
+    announce_ready,
+    exit_on_sigterm,
+    parse_server_args,
+    stop_requested,
+)
+from rpcmeter.workloads import RandomWaitParams, random_wait_level, random_wait_seeds
 
 
 def protocol_config(options: dict[str, Any]) -> dict[str, Any]:
@@ -110,17 +117,17 @@ def make_service(options: dict[str, Any]) -> type[rpyc.Service]:
             rng = self._rngs.get(thread)
             if rng is None:
                 with self._lock:
-                    rng = self._rngs.setdefault(thread, random.Random(seed + thread))
+                    server_seed = random_wait_seeds(seed, thread)[0]
+                    rng = self._rngs.setdefault(thread, random.Random(server_seed))
             return rng
 
-        def exposed_random_wait(self, thread: int, depth: int, fn: Any, value: Any = None) -> Any:
+        def exposed_random_wait(self, value: Any, depth: int, thread: int, fn: Any) -> Any:
+            """Study 000's random wait, server side: ``thread`` is the calling thread's index
+            within its client (a connection is one client), ``fn(value, depth)`` the client's
+            level."""
             if stalled:
                 stalled()
-            rng = self._rng(thread)
-            if rng.random() < rw.delay_p:
-                time.sleep(rng.uniform(0.0, rw.delay_s))
-            if depth < rw.max_depth and rng.random() < rw.sub_p:
-                return fn(depth + 1, value)
+            random_wait_level(self._rng(thread), rw, depth, fn)
             return value
 
     return BenchService
@@ -145,7 +152,9 @@ def serve_select(
     listener.setblocking(False)
     conns: dict[socket.socket, Any] = {}
     timeout = 0.0 if spin else None
-    while True:
+    # SIGTERM raises SystemExit here, unless it arrives while rpyc runs a request (rpyc sends the
+    # exception to the client instead): then the flag ends the loop
+    while not stop_requested():
         readable, _, _ = select.select([listener, *conns], [], [], timeout)
         for sock in readable:
             if sock is listener:
@@ -202,6 +211,9 @@ def main() -> None:
         server.start()
     finally:
         server.close()
+        if args.socket:
+            with contextlib.suppress(OSError):
+                os.unlink(args.socket)
 
 
 if __name__ == "__main__":

@@ -15,6 +15,8 @@ requests to N worker threads over ``inproc://`` (useful for ``sleep`` with sever
 
 from __future__ import annotations
 
+import contextlib
+import os
 import struct
 import threading
 import time
@@ -23,7 +25,13 @@ import zmq
 
 from rpcmeter.endpoints import Endpoint
 from rpcmeter.servers.bodies import OPS, compute, sleep_seconds
-from rpcmeter.servers.common import ServerArgs, announce_ready, exit_on_sigterm, parse_server_args
+from rpcmeter.servers.common import (
+    ServerArgs,
+    announce_ready,
+    exit_on_sigterm,
+    parse_server_args,
+    precise_sleep,
+)
 from rpcmeter.servers.timing import frame_times
 from rpcmeter.workloads import lift_int_digit_limit
 
@@ -37,7 +45,7 @@ def handle(message: bytes) -> bytes:
     body = message[1:]
     try:
         if kind == "sleep":
-            time.sleep(sleep_seconds(body))
+            precise_sleep(sleep_seconds(body))
         reply = compute(kind, body)
     except (ValueError, struct.error) as exc:  # a malformed body: the client sees a mismatch
         return frame_times(0, None) + f"error: {kind}: {exc}".encode()
@@ -65,13 +73,16 @@ def serve(args: ServerArgs) -> None:
     workers = int(args.options.get("server_workers", 1))
     context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
     front = context.socket(zmq.ROUTER)
-    front.setsockopt(zmq.LINGER, 0)
-    front.ipv6 = ":" in args.host
-    if args.transport == "ipc" and not args.socket:
-        raise SystemExit("--socket is required for the ipc transport")
-    front.bind(address(args.endpoint()))
-    announce_ready(front.getsockopt_string(zmq.LAST_ENDPOINT))
+    back: zmq.Socket[bytes] | None = None
+    # closed however serve ends, SIGTERM right after the bind included: an open socket would keep
+    # the context's termination at exit waiting for ever
     try:
+        front.setsockopt(zmq.LINGER, 0)
+        front.ipv6 = ":" in args.host
+        if args.transport == "ipc" and not args.socket:
+            raise SystemExit("--socket is required for the ipc transport")
+        front.bind(address(args.endpoint()))
+        announce_ready(front.getsockopt_string(zmq.LAST_ENDPOINT))
         if workers <= 1:
             while True:
                 ident, empty, message = front.recv_multipart()
@@ -86,6 +97,11 @@ def serve(args: ServerArgs) -> None:
             zmq.proxy(front, back)
     finally:
         front.close(linger=0)
+        if back is not None:
+            back.close(linger=0)
+        if args.socket:  # an ipc endpoint's file
+            with contextlib.suppress(OSError):
+                os.unlink(args.socket)
 
 
 def main() -> None:
