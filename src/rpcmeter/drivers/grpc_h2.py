@@ -1,0 +1,204 @@
+"""The gRPC driver's own client: unary calls over rpcmeter's HTTP/2 connection
+(:mod:`rpcmeter.h2`) on the event loop, ``load.concurrency`` streams multiplexed over
+``load.connections`` connections.
+
+Each call is one stream: a HEADERS frame prepared once (method path, ``content-type:
+application/grpc``, ``te: trailers``, ``grpc-timeout`` from ``call_timeout_s``, the ``metadata``
+as headers) and one DATA frame holding the message with its 5-byte gRPC prefix (flag 0, length).
+A reply is HEADERS (``:status`` 200), DATA (the message) and trailers (``grpc-status``,
+``grpc-message``, and from rpcmeter's servers ``rpcmeter-server-ns``), or a trailers-only reply
+carrying the status in its one header block. Each distinct header block is read once
+(:meth:`~rpcmeter.h2.connection.H2Connection` caches what :func:`grpc_view` made of it).
+
+Errors: a non-OK status counts as ``grpc:CODE`` (``UNAVAILABLE`` stops the loop, as a lost
+connection does); a reset stream as ``rst_stream:CODE``; an HTTP status other than 200 as
+``http_STATUS``; a compressed reply (we ask for none) as ``grpc_compressed``; a reply that is
+not one whole gRPC message as ``grpc_malformed``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from functools import partial
+from typing import Any, NamedTuple
+from urllib.parse import unquote
+
+from rpcmeter.drivers.base import Channel, Done, DriverContext, ReplyError
+from rpcmeter.drivers.stream import mismatch
+from rpcmeter.h2.connection import H2Connection, H2ConnectionError, H2Unavailable, StreamReset
+from rpcmeter.h2.connection import Stream as H2Stream
+from rpcmeter.h2.transport import Session, open_connection
+from rpcmeter.servers.bodies import SERVER_TIME_KEY
+
+SERVER_TIME = SERVER_TIME_KEY.encode()
+
+
+class GrpcView(NamedTuple):
+    """What a header block says to a gRPC client."""
+
+    http_status: int | None
+    grpc_status: int | None
+    message: str
+    server_ns: int | None
+    content_type: bytes
+
+
+def grpc_view(headers: list[tuple[bytes, bytes]]) -> GrpcView:
+    http_status = grpc_status = server_ns = None
+    message = ""
+    content_type = b""
+    for name, value in headers:
+        if name == b":status":
+            http_status = int(value) if value.isdigit() else 0
+        elif name == b"grpc-status":
+            grpc_status = int(value) if value.isdigit() else 2  # UNKNOWN
+        elif name == b"grpc-message":
+            message = unquote(value.decode("utf-8", "replace"))
+        elif name == SERVER_TIME:
+            server_ns = int(value) if value.isdigit() else None
+        elif name == b"content-type":
+            content_type = value
+    return GrpcView(http_status, grpc_status, message, server_ns, content_type)
+
+
+def grpc_timeout(seconds: float) -> bytes:
+    """The ``grpc-timeout`` header value (at most 8 digits and a unit)."""
+    for unit, scale in (("u", 1e6), ("m", 1e3), ("S", 1.0), ("M", 1 / 60), ("H", 1 / 3600)):
+        value = max(1, round(seconds * scale))
+        if value < 10**8:
+            return f"{value}{unit}".encode()
+    return b"99999999H"
+
+
+def frame_message(message: bytes) -> bytes:
+    """A gRPC length-prefixed message (uncompressed)."""
+    return b"\0" + len(message).to_bytes(4, "big") + message
+
+
+class GrpcH2Client:
+    """This client process's sessions and the per-call handling (see the module doc)."""
+
+    def __init__(
+        self,
+        ctx: DriverContext,
+        path: str,
+        request: bytes,
+        expected: bytes | None,
+        metadata: tuple[tuple[str, str], ...],
+        timeout_s: float | None,
+        errors: Callable[[int, str], BaseException],
+        unavailable: Callable[[str], BaseException],
+    ) -> None:
+        self.ctx = ctx
+        self.path = path
+        self.request_message = request
+        self.expected = expected
+        self.errors = errors
+        self.unavailable = unavailable
+        ep = ctx.endpoint
+        authority = "localhost" if ep.path else ep.describe().split("//")[1]
+        headers = [
+            (b":method", b"POST"),
+            (b":scheme", b"http"),
+            (b":path", path.encode()),
+            (b":authority", authority.encode()),
+            (b"content-type", b"application/grpc"),
+            (b"te", b"trailers"),
+        ]
+        if timeout_s is not None:
+            headers.append((b"grpc-timeout", grpc_timeout(timeout_s)))
+        headers += [(k.lower().encode(), v.encode()) for k, v in metadata]
+        self.headers = headers
+        self.sessions: list[Session] = []
+        self.counts = [0, 0]  # calls answered with a message, message bytes in
+
+    def new_connection(self) -> H2Connection:
+        return H2Connection(view=grpc_view)
+
+    async def open(self, connect_timeout_s: float) -> None:
+        ep = self.ctx.endpoint
+
+        async def opener() -> Any:
+            return await open_connection(ep, self.new_connection, timeout_s=connect_timeout_s)
+
+        for _ in range(max(1, self.ctx.connections)):
+            try:
+                proto = await opener()
+            except H2ConnectionError:
+                raise
+            except OSError as exc:
+                where = ep.path or ep.describe().split("//")[1]
+                raise ConnectionError(f"no gRPC connection to {where}: {exc}") from None
+            self.sessions.append(Session(proto, opener))
+        body = frame_message(self.request_message)
+        self.prepared = self.sessions[0].proto.conn.prepare(self.headers, body)
+
+    def channel(self, index: int) -> Channel:
+        session = self.sessions[index % len(self.sessions)]
+        return partial(session.request, self.prepared, self.on_end)
+
+    def on_end(self, stream: H2Stream) -> None:
+        done: Done = stream.user
+        err = stream.error
+        if err is not None:
+            done(None, self._stream_error(err))
+            return
+        head: GrpcView | None = stream.headers
+        meta: GrpcView | None = stream.trailers or head
+        if head is None or meta is None:
+            done(None, ReplyError("grpc_malformed", "a reply without headers"))
+            return
+        if head.http_status != 200:
+            status = head.http_status
+            done(None, ReplyError(f"http_{status}", f"HTTP status {status} (not a gRPC reply)"))
+            return
+        code = meta.grpc_status
+        if code != 0:
+            if code is None:
+                done(None, ReplyError("grpc_malformed", "a reply without grpc-status"))
+            else:
+                done(None, self.errors(code, meta.message))
+            return
+        n = stream.received
+        chunks = stream.chunks
+        first = chunks[0] if chunks else b""
+        if len(first) < 5:
+            first = b"".join(chunks)
+        if n < 5 or first[0] or int.from_bytes(first[1:5]) != n - 5:
+            if n >= 5 and first[0]:
+                error = ReplyError("grpc_compressed", "a compressed reply (none was asked for)")
+            else:
+                error = ReplyError("grpc_malformed", f"a reply of {n} bytes is not one message")
+            done(None, error)
+            return
+        counts = self.counts
+        counts[0] += 1
+        counts[1] += n - 5
+        expected = self.expected
+        if expected is not None:
+            body = b"".join(chunks)[5:]
+            if body != expected:
+                done(None, mismatch(body, expected))
+                return
+        done(meta.server_ns, None)
+
+    def _stream_error(self, err: BaseException) -> BaseException:
+        if isinstance(err, StreamReset):
+            return ReplyError(err.kind, str(err))
+        if isinstance(err, H2Unavailable):
+            return self.unavailable(str(err))
+        if isinstance(err, H2ConnectionError):
+            return err
+        if isinstance(err, OSError):
+            return self.unavailable(f"connection lost: {type(err).__name__}: {err}")
+        return err
+
+    def counters(self) -> dict[str, int]:
+        return {
+            "bytes_out": self.counts[0] * len(self.request_message),
+            "bytes_in": self.counts[1],
+        }
+
+    def close(self) -> None:
+        for session in self.sessions:
+            session.close()

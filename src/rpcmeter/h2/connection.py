@@ -1,0 +1,806 @@
+"""A sans-I/O HTTP/2 client connection (RFC 9113): fed bytes, it reports stream events and
+queues the bytes to send. No sockets, no event loop, no clock.
+
+Use::
+
+    conn = H2Connection()
+    write(conn.initiate())                      # preface, SETTINGS, connection WINDOW_UPDATE
+    req = conn.prepare([(b":method", b"POST"), ...], body)   # encoded once
+    stream = conn.request(req, on_end)          # a stream id is patched into the frames
+    write(conn.data_to_send())
+    ...
+    conn.receive(data)                          # calls on_end(stream) for each finished stream
+    write(conn.data_to_send())                  # ACKs, PING replies, WINDOW_UPDATEs, requests
+
+Events are delivered by calling back, not by returning lists, so a finished stream costs no
+event object: ``stream.on_end(stream)`` when the stream ended (``stream.error`` is None, or the
+:class:`StreamReset` / :class:`H2ConnectionError` that ended it); ``stream.on_data`` and
+``stream.on_headers``, when set, see each DATA payload and header block as it arrives (streaming
+calls) instead of the stream buffering them. ``listener`` callbacks report connection events:
+``on_goaway`` and ``on_closed``.
+
+What the connection does on its own:
+
+- SETTINGS both ways (the peer's are acknowledged and obeyed: ``MAX_CONCURRENT_STREAMS`` queues
+  streams beyond it until one ends; ``INITIAL_WINDOW_SIZE`` adjusts every stream's send window;
+  ``MAX_FRAME_SIZE`` splits DATA and header blocks), PING answered, PUSH_PROMISE refused
+  (push is disabled in our SETTINGS).
+- Flow control both ways: request bodies larger than the connection's or the stream's window are
+  sent as far as the windows allow and resumed on WINDOW_UPDATE; received DATA is consumed at
+  once (handed to the stream), and WINDOW_UPDATEs are sent when half a window was consumed.
+- GOAWAY: streams above its last stream id fail with ``unavailable``; no new stream starts
+  (:attr:`H2Connection.accepting` turns False; the owner replaces the connection). Stream ids
+  advance by 2 and, when they run out, ``accepting`` turns False too.
+- Header blocks are decoded by the ``hpack`` library. A block byte-identical to an earlier one is
+  not decoded again when decoding it cannot change the dynamic table: the cache holds only blocks
+  whose decoding left the table as it was, and is emptied whenever a block changed the table (a
+  block that refers to dynamic entries decodes the same only while the table is the same).
+  ``view`` maps each decoded block (a list of ``(name, value)`` byte pairs) to what the owner
+  keeps, once per distinct block.
+- Requests are encoded once (:meth:`prepare`): every header as a literal that neither side's
+  dynamic table stores (static-table entries as indexes), so the block means the same in any
+  state of the peer's table and can be replayed; each request costs one ``join`` of the prepared
+  frames around its stream id.
+- Errors of the peer (malformed frames, bad HPACK, an oversized header block, floods of frames
+  that need a reply) end the connection with a GOAWAY and an :class:`H2ConnectionError` whose
+  ``reason`` is a short word (``protocol_error``, ``frame_size_error``, ``header_too_large``,
+  ``settings_flood``, ``http1_reply``, ...).
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import deque
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
+
+import hpack
+
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+HEAD = struct.Struct(">HBBBL")  # length (24 bits: 16 + 8), type, flags, stream id
+HEAD_LEN = 9
+
+DATA, HEADERS, PRIORITY, RST_STREAM, SETTINGS, PUSH_PROMISE, PING, GOAWAY = range(8)
+WINDOW_UPDATE, CONTINUATION = 8, 9
+END_STREAM = ACK = 0x1
+END_HEADERS, PADDED, PRIORITY_FLAG = 0x4, 0x8, 0x20
+
+# SETTINGS identifiers
+HEADER_TABLE_SIZE, ENABLE_PUSH, MAX_CONCURRENT_STREAMS = 1, 2, 3
+INITIAL_WINDOW_SIZE, MAX_FRAME_SIZE, MAX_HEADER_LIST_SIZE = 4, 5, 6
+
+ERROR_CODES = (
+    "NO_ERROR",
+    "PROTOCOL_ERROR",
+    "INTERNAL_ERROR",
+    "FLOW_CONTROL_ERROR",
+    "SETTINGS_TIMEOUT",
+    "STREAM_CLOSED",
+    "FRAME_SIZE_ERROR",
+    "REFUSED_STREAM",
+    "CANCEL",
+    "COMPRESSION_ERROR",
+    "CONNECT_ERROR",
+    "ENHANCE_YOUR_CALM",
+    "INADEQUATE_SECURITY",
+    "HTTP_1_1_REQUIRED",
+)
+PROTOCOL_ERROR, INTERNAL_ERROR, FLOW_CONTROL_ERROR = 1, 2, 3
+FRAME_SIZE_ERROR, COMPRESSION_ERROR, ENHANCE_YOUR_CALM = 6, 9, 11
+
+MAX_WINDOW = (1 << 31) - 1
+MAX_STREAM_ID = (1 << 31) - 1
+DEFAULT_WINDOW = 65_535
+DEFAULT_FRAME = 16_384
+MAX_FRAME_LIMIT = (1 << 24) - 1
+
+
+def error_name(code: int) -> str:
+    """The RFC name of an HTTP/2 error code (``0x1`` -> ``PROTOCOL_ERROR``)."""
+    return ERROR_CODES[code] if 0 <= code < len(ERROR_CODES) else f"0x{code:x}"
+
+
+def frame(kind: int, flags: int, stream_id: int, payload: bytes = b"") -> bytes:
+    """One whole frame."""
+    n = len(payload)
+    return HEAD.pack(n >> 8, n & 0xFF, kind, flags, stream_id) + payload
+
+
+class H2Error(ConnectionError):
+    """Base of this module's errors (a ``ConnectionError``: the request did not complete)."""
+
+
+class H2ConnectionError(H2Error):
+    """The connection failed; ``reason`` is a short word (``protocol_error``, ``unavailable``...)."""
+
+    def __init__(self, reason: str, message: str, code: int = PROTOCOL_ERROR) -> None:
+        super().__init__(f"{reason}: {message}")
+        self.reason = reason
+        self.code = code
+
+
+class H2Unavailable(H2ConnectionError):
+    """The stream was not processed: above a GOAWAY's last stream id, or never started on a
+    connection that closed."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__("unavailable", message, 0)
+
+
+class StreamReset(H2Error):
+    """The peer reset the stream (RST_STREAM); ``code`` is the HTTP/2 error code."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(f"stream reset: {error_name(code)}")
+        self.code = code
+        self.kind = f"rst_stream:{error_name(code)}"
+
+
+class Listener(Protocol):
+    def on_goaway(self, last_stream_id: int, code: int, debug: bytes) -> None: ...
+
+    def on_closed(self, error: BaseException) -> None: ...
+
+
+class Stream:
+    """One request/response exchange. ``headers`` and ``trailers`` hold ``view(block)`` of the
+    first and the last header block (None until they arrive); ``chunks`` the DATA payloads
+    (unless ``on_data`` takes them); ``received`` counts DATA payload bytes. ``user`` is the
+    owner's."""
+
+    __slots__ = (
+        "chunks",
+        "error",
+        "headers",
+        "id",
+        "local_closed",
+        "on_data",
+        "on_end",
+        "on_headers",
+        "received",
+        "recv_window",
+        "send_window",
+        "trailers",
+        "unsent",
+        "user",
+    )
+
+    def __init__(self, on_end: Callable[[Stream], object], user: Any = None) -> None:
+        self.id = 0
+        self.on_end = on_end
+        self.on_data: Callable[[Stream, bytes], object] | None = None
+        self.on_headers: Callable[[Stream, Any], object] | None = None
+        self.user = user
+        self.headers: Any = None
+        self.trailers: Any = None
+        self.chunks: list[bytes] = []
+        self.received = 0
+        self.error: BaseException | None = None
+        self.send_window = 0
+        self.recv_window = 0
+        self.unsent: bytes | None = None  # request body waiting for flow-control window
+        self.local_closed = False
+
+    def body(self) -> bytes:
+        """Every DATA payload received, joined."""
+        return b"".join(self.chunks)
+
+
+class Request:
+    """A request encoded once (:meth:`H2Connection.prepare`): its header block, its body, and its
+    frames as parts joined around the stream id (rebuilt when the peer's frame size changes)."""
+
+    __slots__ = ("block", "body", "end_stream", "frame_size", "head_parts", "parts")
+
+    def __init__(self, block: bytes, body: bytes | None, end_stream: bool = True) -> None:
+        self.block = block
+        self.body = body
+        self.end_stream = end_stream  # False: the stream stays open for send_data
+        self.frame_size = 0
+        self.parts: list[bytes] = []  # HEADERS (+ CONTINUATION) + DATA frames, split at ids
+        self.head_parts: list[bytes] = []  # header frames alone
+
+    def build(self, frame_size: int) -> None:
+        block, body = self.block, self.body
+        end = END_STREAM if body is None and self.end_stream else 0
+        pieces = [block[i : i + frame_size] for i in range(0, len(block), frame_size)] or [b""]
+        parts: list[bytes] = []
+        tail = b""
+        for i, piece in enumerate(pieces):
+            last = i == len(pieces) - 1
+            kind = HEADERS if i == 0 else CONTINUATION
+            flags = (end if i == 0 else 0) | (END_HEADERS if last else 0)
+            head = HEAD.pack(len(piece) >> 8, len(piece) & 0xFF, kind, flags, 0)[:5]
+            parts.append(tail + head)
+            tail = piece
+        self.head_parts = [*parts, tail]
+        if body is not None:
+            chunks = [body[i : i + frame_size] for i in range(0, len(body), frame_size)] or [b""]
+            for i, chunk in enumerate(chunks):
+                flags = END_STREAM if i == len(chunks) - 1 and self.end_stream else 0
+                n = len(chunk)
+                parts.append(tail + HEAD.pack(n >> 8, n & 0xFF, DATA, flags, 0)[:5])
+                tail = chunk
+        parts.append(tail)
+        self.parts = parts
+        self.frame_size = frame_size
+
+
+def never_indexed(headers: Iterable[tuple[bytes, bytes]]) -> list[hpack.HeaderTuple]:
+    return [hpack.NeverIndexedHeaderTuple(n, v) for n, v in headers]
+
+
+def identity(headers: list[tuple[bytes, bytes]]) -> Any:
+    return headers
+
+
+class H2Connection:
+    """The client side of one HTTP/2 connection (see the module doc)."""
+
+    FLOOD_FRAMES = 1000  # SETTINGS/PING needing a reply, with no stream ending meanwhile
+
+    def __init__(
+        self,
+        *,
+        view: Callable[[list[tuple[bytes, bytes]]], Any] = identity,
+        listener: Listener | None = None,
+        window: int = 1 << 24,
+        max_header_block: int = 65_536,
+        first_stream_id: int = 1,
+        cache_blocks: int = 256,
+    ) -> None:
+        self.cache_blocks = cache_blocks  # distinct header blocks remembered (0: none)
+        self.view = view
+        self.listener = listener
+        self.out: list[bytes] = []
+        self.buf = b""
+        self.started = False  # the peer's first SETTINGS arrived
+        self.closed: BaseException | None = None
+        self.goaway_id: int | None = None
+        self.accepting = True  # new streams may start here
+        self.next_id = first_stream_id
+        self.last_id = 0
+        self.streams: dict[int, Stream] = {}
+        self.waiting: deque[tuple[Stream, Request]] = deque()  # over MAX_CONCURRENT_STREAMS
+        self.blocked: deque[Stream] = deque()  # bodies waiting for window
+        # the peer's settings
+        self.peer_max_streams = 1 << 31
+        self.peer_window = DEFAULT_WINDOW
+        self.peer_frame = DEFAULT_FRAME
+        self.peer_header_list: int | None = None
+        self.send_window = DEFAULT_WINDOW  # connection-level, towards the peer
+        # ours
+        self.window = window  # initial stream window and connection window we keep open
+        self.recv_window = DEFAULT_WINDOW
+        self.max_header_block = max_header_block
+        self.local_frame = DEFAULT_FRAME
+        self.settings_acked = 0
+        self.settings_unacked = 0
+        self.replies_owed = 0  # flood guard
+        self.resets: dict[str, int] = {}  # RST_STREAM received, by error name
+        self.decoder = hpack.Decoder(max_header_list_size=max_header_block)
+        self.encoder = hpack.Encoder()
+        self.cache: dict[bytes, Any] = {}
+        self.continuing: tuple[int, int, list[bytes]] | None = None  # stream id, flags, pieces
+
+    # ---------------------------------------------------------------------------------------
+    # sending
+    def initiate(self) -> bytes:
+        """The client preface with our SETTINGS and the connection window opened."""
+        settings = b"".join(
+            struct.pack(">HL", k, v)
+            for k, v in (
+                (ENABLE_PUSH, 0),
+                (MAX_CONCURRENT_STREAMS, 0),
+                (INITIAL_WINDOW_SIZE, self.window),
+                (MAX_HEADER_LIST_SIZE, self.max_header_block),
+            )
+        )
+        self.settings_unacked += 1
+        out = PREFACE + frame(SETTINGS, 0, 0, settings)
+        if self.window > DEFAULT_WINDOW:
+            out += frame(WINDOW_UPDATE, 0, 0, struct.pack(">L", self.window - DEFAULT_WINDOW))
+            self.recv_window = self.window
+        return out
+
+    def data_to_send(self) -> bytes:
+        out = self.out
+        if not out:
+            return b""
+        data = b"".join(out) if len(out) > 1 else out[0]
+        out.clear()
+        return data
+
+    def prepare(self, headers: Iterable[tuple[bytes, bytes]], body: bytes | None) -> Request:
+        """A request encoded once: pseudo-headers first, then the rest; ``body`` None for a
+        request without one (END_STREAM on the HEADERS frame)."""
+        return Request(self.encoder.encode(never_indexed(headers), huffman=True), body)
+
+    def request(self, req: Request, on_end: Callable[[Stream], object], user: Any = None) -> Stream:
+        """Start a stream sending ``req``; ``on_end(stream)`` is called when it ends (never from
+        inside this method). Beyond the peer's MAX_CONCURRENT_STREAMS it waits for a stream to
+        end. On a connection that is not :attr:`accepting`, the stream waits too (the owner may
+        :meth:`take_waiting` it to another connection); on a closed one, the error it closed with
+        is raised."""
+        stream = Stream(on_end, user)
+        self.submit(stream, req)
+        return stream
+
+    def submit(self, stream: Stream, req: Request) -> None:
+        """Start ``stream`` (made by the owner, or taken from another connection) with ``req``."""
+        if self.closed is not None:
+            raise self.closed
+        if (
+            len(self.streams) >= self.peer_max_streams
+            or not self.accepting
+            or self.waiting
+        ):
+            self.waiting.append((stream, req))
+        else:
+            self._start(stream, req)
+
+    def take_waiting(self) -> list[tuple[Stream, Request]]:
+        """Streams that never started (for a connection that replaces this one)."""
+        waiting = list(self.waiting)
+        self.waiting.clear()
+        return waiting
+
+    def _start(self, stream: Stream, req: Request) -> None:
+        sid = self.next_id
+        if sid > MAX_STREAM_ID:
+            self.accepting = False
+            self.waiting.appendleft((stream, req))
+            return
+        self.next_id = sid + 2
+        if self.next_id > MAX_STREAM_ID:
+            self.accepting = False
+        self.last_id = sid
+        stream.id = sid
+        stream.recv_window = self.window
+        self.streams[sid] = stream
+        if req.frame_size != self.peer_frame:
+            req.build(self.peer_frame)
+        body = req.body
+        window = self.peer_window
+        if body is None:
+            stream.send_window = window
+            stream.local_closed = req.end_stream
+            self.out.append(sid.to_bytes(4, "big").join(req.parts))
+            return
+        n = len(body)
+        if n <= self.send_window and n <= window:  # the whole request at once
+            self.send_window -= n
+            stream.send_window = window - n
+            stream.local_closed = req.end_stream
+            self.out.append(sid.to_bytes(4, "big").join(req.parts))
+            return
+        stream.send_window = window
+        self.out.append(sid.to_bytes(4, "big").join(req.head_parts))
+        stream.unsent = body
+        stream.local_closed = req.end_stream
+        self._send_body(stream)
+
+    def open_stream(
+        self, req: Request, on_end: Callable[[Stream], object], user: Any = None
+    ) -> Stream:
+        """Start a stream with ``req``'s headers and leave it open for :meth:`send_data`
+        (streaming calls): ``req``'s body, if any, is sent without END_STREAM."""
+        return self.request(Request(req.block, req.body, end_stream=False), on_end, user)
+
+    def send_data(self, stream: Stream, data: bytes, end_stream: bool) -> None:
+        """Send ``data`` on an open stream, as the windows allow (the rest when they open)."""
+        if stream.local_closed:
+            raise ValueError(f"stream {stream.id} is closed for sending")
+        stream.unsent = (stream.unsent or b"") + data
+        stream.local_closed = end_stream
+        if stream.id and stream not in self.blocked:
+            self._send_body(stream)
+
+    def _send_body(self, stream: Stream) -> bool:
+        """Send as much of ``stream.unsent`` as the windows allow; True when all went out."""
+        data = stream.unsent or b""
+        sid = stream.id
+        pos = 0
+        n = len(data)
+        while True:
+            size = min(n - pos, self.send_window, stream.send_window, self.peer_frame)
+            if size <= 0 and pos < n:
+                stream.unsent = data[pos:]
+                self.blocked.append(stream)
+                return False
+            last = pos + size >= n
+            flags = END_STREAM if last and stream.local_closed else 0
+            if size or flags:
+                self.out.append(frame(DATA, flags, sid, data[pos : pos + size]))
+            self.send_window -= size
+            stream.send_window -= size
+            pos += size
+            if last:
+                stream.unsent = None
+                return True
+
+    def _resume(self) -> None:
+        blocked = self.blocked
+        for _ in range(len(blocked)):
+            stream = blocked.popleft()
+            if stream.id in self.streams and not self._send_body(stream):
+                break  # it went back to the end of the queue: no window left
+
+    def ping(self, payload: bytes = b"rpcmeter") -> None:
+        self.out.append(frame(PING, 0, 0, payload[:8].ljust(8, b"\0")))
+
+    def reset(self, stream: Stream, code: int = 8) -> None:
+        """Cancel a stream (RST_STREAM, CANCEL by default); its ``on_end`` is not called."""
+        if self.streams.pop(stream.id, None) is not None:
+            self.out.append(frame(RST_STREAM, 0, stream.id, struct.pack(">L", code)))
+            self._next_waiting()
+
+    def close(self, code: int = 0) -> None:
+        """Say GOAWAY (the owner then closes the socket)."""
+        if self.closed is None:
+            self.out.append(frame(GOAWAY, 0, 0, struct.pack(">LL", 0, code)))
+            self.accepting = False
+
+    # ---------------------------------------------------------------------------------------
+    # receiving
+    def receive(self, data: bytes) -> None:
+        """Process bytes from the peer: streams that end call their ``on_end``."""
+        if self.closed is not None:
+            return
+        if self.buf:
+            data = self.buf + data
+            self.buf = b""
+        if not self.started and not self._check_preface(data):
+            return
+        n = len(data)
+        pos = 0
+        unpack = HEAD.unpack_from
+        streams = self.streams
+        while n - pos >= HEAD_LEN:
+            hi, lo, kind, flags, sid = unpack(data, pos)
+            length = hi << 8 | lo
+            end = pos + HEAD_LEN + length
+            if length > self.local_frame:
+                self._fail(
+                    "frame_size_error",
+                    f"a frame of {length} bytes (limit {self.local_frame})",
+                    FRAME_SIZE_ERROR,
+                )
+                return
+            if end > n:
+                break
+            sid &= MAX_STREAM_ID
+            if self.continuing is not None and kind != CONTINUATION:
+                self._fail("protocol_error", f"frame type {kind} inside a header block")
+                return
+            if kind == DATA:
+                stream = streams.get(sid)
+                if flags & PADDED:
+                    payload = self._unpad(data, pos, end)
+                    if payload is None:
+                        return
+                else:
+                    payload = data[pos + HEAD_LEN : end]
+                self.recv_window -= length
+                if self.recv_window < 0:
+                    self._fail("flow_control_error", "DATA beyond the connection window", 3)
+                    return
+                if stream is None:
+                    if not self._gone(sid, "DATA"):
+                        return
+                else:
+                    stream.received += len(payload)
+                    on_data = stream.on_data
+                    if on_data is None:
+                        stream.chunks.append(payload)
+                    else:
+                        on_data(stream, payload)
+                    if flags & END_STREAM:
+                        self._end(stream)
+                    else:
+                        stream.recv_window -= length
+                        if stream.recv_window < (self.window >> 1):
+                            self._stream_window(stream)
+                if self.recv_window < (self.window >> 1):
+                    self.out.append(
+                        frame(WINDOW_UPDATE, 0, 0, struct.pack(">L", self.window - self.recv_window))
+                    )
+                    self.recv_window = self.window
+            elif kind == HEADERS:
+                if flags & (PADDED | PRIORITY_FLAG):
+                    payload = self._unpad(data, pos, end)
+                    if payload is None:
+                        return
+                    if flags & PRIORITY_FLAG:
+                        payload = payload[5:]
+                else:
+                    payload = data[pos + HEAD_LEN : end]
+                if sid == 0:
+                    self._fail("protocol_error", "HEADERS on stream 0")
+                    return
+                if flags & END_HEADERS:
+                    self._headers(sid, flags, payload)
+                else:
+                    self.continuing = (sid, flags, [payload])
+                    if length > self.max_header_block:
+                        self._too_large(length)
+                        return
+            else:
+                self._control(kind, flags, sid, data[pos + HEAD_LEN : end])
+            pos = end
+            if self.closed is not None:
+                return
+        if pos < n:
+            self.buf = data[pos:]
+
+    def _check_preface(self, data: bytes) -> bool:
+        """The server's preface is a SETTINGS frame; an HTTP/1.1 reply is named as such."""
+        if data[:5] == b"HTTP/"[: len(data)]:
+            if len(data) < 5:
+                self.buf = data
+                return False
+            line = data.split(b"\r\n", 1)[0].decode("latin-1", "replace")[:80]
+            self._fail("http1_reply", f"the server answered HTTP/1.x ({line!r}), not HTTP/2")
+            return False
+        if len(data) >= 4 and data[3] != SETTINGS:
+            self._fail("protocol_error", f"the server's first frame is type {data[3]}, not SETTINGS")
+            return False
+        return True
+
+    def _unpad(self, data: bytes, pos: int, end: int) -> bytes | None:
+        start = pos + HEAD_LEN
+        if start >= end:
+            self._fail("protocol_error", "padded frame without a pad length")
+            return None
+        pad = data[start]
+        if pad >= end - start:
+            self._fail("protocol_error", "padding longer than the frame")
+            return None
+        return data[start + 1 : end - pad]
+
+    def _gone(self, sid: int, what: str) -> bool:
+        """A frame for a stream not open here: fine for a closed or reset one; a protocol error
+        for stream 0, an idle or a server-initiated one. False when the connection failed."""
+        if sid == 0 or sid > self.last_id or not sid & 1:
+            self._fail("protocol_error", f"{what} on stream {sid}, which is not open")
+            return False
+        return True
+
+    def _too_large(self, size: int) -> None:
+        self._fail(
+            "header_too_large",
+            f"a header block of more than {self.max_header_block} bytes ({size})",
+            ENHANCE_YOUR_CALM,
+        )
+
+    def _headers(self, sid: int, flags: int, block: bytes) -> None:
+        view = self.cache.get(block)
+        if view is None:
+            view = self._decode(block)
+            if view is None:
+                return
+        stream = self.streams.get(sid)
+        if stream is None:
+            self._gone(sid, "HEADERS")
+            return
+        if stream.headers is None:
+            stream.headers = view
+        elif not flags & END_STREAM:
+            self._fail("protocol_error", f"a second header block without END_STREAM on {sid}")
+            return
+        else:
+            stream.trailers = view
+        if stream.on_headers is not None:
+            stream.on_headers(stream, view)
+        if flags & END_STREAM:
+            self._end(stream)
+
+    def _decode(self, block: bytes) -> Any:
+        """Decode with hpack; cache the view when the dynamic table did not change."""
+        table = self.decoder.header_table
+        entries = table.dynamic_entries
+        first = entries[0] if entries else None
+        count, size = len(entries), table.maxsize
+        try:
+            headers = self.decoder.decode(block, raw=True)
+        except hpack.OversizedHeaderListError:
+            self._too_large(len(block))
+            return None
+        except (hpack.HPACKError, IndexError, ValueError) as exc:
+            self._fail("compression_error", f"bad header block: {exc}", COMPRESSION_ERROR)
+            return None
+        view = self.view(headers)  # type: ignore[arg-type]
+        cache = self.cache
+        if len(entries) == count and table.maxsize == size and (
+            (entries[0] if entries else None) is first
+        ):
+            if len(cache) >= self.cache_blocks:
+                cache.clear()
+            if self.cache_blocks:
+                cache[block] = view
+        elif cache:
+            cache.clear()  # blocks that refer to the dynamic table may now mean something else
+        return view
+
+    def _control(self, kind: int, flags: int, sid: int, payload: bytes) -> None:
+        n = len(payload)
+        if kind == CONTINUATION:
+            cont = self.continuing
+            if cont is None or cont[0] != sid:
+                self._fail("protocol_error", "CONTINUATION outside a header block")
+                return
+            cont[2].append(payload)
+            total = sum(len(p) for p in cont[2])
+            if total > self.max_header_block:
+                self._too_large(total)
+                return
+            if flags & END_HEADERS:
+                self.continuing = None
+                self._headers(sid, cont[1], b"".join(cont[2]))
+        elif kind == SETTINGS:
+            if sid:
+                self._fail("protocol_error", "SETTINGS on a stream")
+            elif flags & ACK:
+                if n:
+                    self._fail("frame_size_error", "SETTINGS ACK with a payload", FRAME_SIZE_ERROR)
+                self.settings_acked += 1
+            elif n % 6:
+                self._fail("frame_size_error", f"SETTINGS of {n} bytes", FRAME_SIZE_ERROR)
+            else:
+                self._owe_reply("settings_flood")
+                self._settings(payload)
+                if self.closed is None:
+                    self.started = True
+                    self.out.append(frame(SETTINGS, ACK, 0))
+        elif kind == PING:
+            if sid:
+                self._fail("protocol_error", "PING on a stream")
+            elif n != 8:
+                self._fail("frame_size_error", f"PING of {n} bytes", FRAME_SIZE_ERROR)
+            elif not flags & ACK:
+                self._owe_reply("ping_flood")
+                self.out.append(frame(PING, ACK, 0, payload))
+        elif kind == WINDOW_UPDATE:
+            if n != 4:
+                self._fail("frame_size_error", f"WINDOW_UPDATE of {n} bytes", FRAME_SIZE_ERROR)
+                return
+            inc = int.from_bytes(payload) & MAX_WINDOW
+            if sid == 0:
+                if inc == 0:
+                    self._fail("protocol_error", "WINDOW_UPDATE of 0")
+                    return
+                self.send_window += inc
+                if self.send_window > MAX_WINDOW:
+                    self._fail("flow_control_error", "connection window over 2^31-1", 3)
+                    return
+            else:
+                stream = self.streams.get(sid)
+                if stream is None:
+                    self._gone(sid, "WINDOW_UPDATE")
+                    return
+                stream.send_window += inc
+                if inc == 0 or stream.send_window > MAX_WINDOW:
+                    self._reset_stream(stream, PROTOCOL_ERROR if inc == 0 else 3)
+                    return
+            if self.blocked:
+                self._resume()
+        elif kind == RST_STREAM:
+            if n != 4:
+                self._fail("frame_size_error", f"RST_STREAM of {n} bytes", FRAME_SIZE_ERROR)
+                return
+            code = int.from_bytes(payload)
+            stream = self.streams.get(sid)
+            if stream is None:
+                self._gone(sid, "RST_STREAM")
+                return
+            name = error_name(code)
+            self.resets[name] = self.resets.get(name, 0) + 1
+            stream.error = StreamReset(code)
+            self._end(stream)
+        elif kind == GOAWAY:
+            if sid or n < 8:
+                self._fail("protocol_error", "malformed GOAWAY")
+                return
+            last = int.from_bytes(payload[:4]) & MAX_STREAM_ID
+            code = int.from_bytes(payload[4:8])
+            self._goaway(last, code, payload[8:])
+        elif kind == PUSH_PROMISE:
+            self._fail("protocol_error", "PUSH_PROMISE although push is disabled")
+        elif kind == PRIORITY and n != 5:
+            self._fail("frame_size_error", f"PRIORITY of {n} bytes", FRAME_SIZE_ERROR)
+        # unknown frame types are ignored (RFC 9113, 4.1)
+
+    def _owe_reply(self, reason: str) -> None:
+        self.replies_owed += 1
+        if self.replies_owed > self.FLOOD_FRAMES:
+            self._fail(
+                reason,
+                f"more than {self.FLOOD_FRAMES} frames that need a reply while no stream ended",
+                ENHANCE_YOUR_CALM,
+            )
+
+    def _settings(self, payload: bytes) -> None:
+        for i in range(0, len(payload), 6):
+            key, value = struct.unpack_from(">HL", payload, i)
+            if key == ENABLE_PUSH:
+                if value != 0:
+                    self._fail("protocol_error", f"a server sent ENABLE_PUSH {value}")
+                    return
+            elif key == MAX_CONCURRENT_STREAMS:
+                self.peer_max_streams = value
+            elif key == INITIAL_WINDOW_SIZE:
+                if value > MAX_WINDOW:
+                    self._fail("flow_control_error", f"INITIAL_WINDOW_SIZE {value}", 3)
+                    return
+                delta = value - self.peer_window
+                self.peer_window = value
+                for stream in self.streams.values():
+                    stream.send_window += delta
+            elif key == MAX_FRAME_SIZE:
+                if not DEFAULT_FRAME <= value <= MAX_FRAME_LIMIT:
+                    self._fail("protocol_error", f"MAX_FRAME_SIZE {value}")
+                    return
+                self.peer_frame = value
+            elif key == MAX_HEADER_LIST_SIZE:
+                self.peer_header_list = value
+        if self.blocked:
+            self._resume()
+        self._next_waiting()
+
+    def _goaway(self, last: int, code: int, debug: bytes) -> None:
+        self.accepting = False
+        self.goaway_id = last if self.goaway_id is None else min(last, self.goaway_id)
+        text = debug.decode("utf-8", "replace")[:100]
+        why = f"GOAWAY ({error_name(code)}{': ' + text if text else ''})"
+        for sid in [s for s in self.streams if s > last]:
+            stream = self.streams[sid]
+            stream.error = H2Unavailable(f"stream {sid} above the last stream id {last} of {why}")
+            self._end(stream)
+        if self.listener is not None:
+            self.listener.on_goaway(last, code, debug)
+
+    def _stream_window(self, stream: Stream) -> None:
+        inc = self.window - stream.recv_window
+        stream.recv_window = self.window
+        self.out.append(frame(WINDOW_UPDATE, 0, stream.id, struct.pack(">L", inc)))
+
+    def _reset_stream(self, stream: Stream, code: int) -> None:
+        self.out.append(frame(RST_STREAM, 0, stream.id, struct.pack(">L", code)))
+        stream.error = H2ConnectionError(error_name(code).lower(), f"stream {stream.id}", code)
+        self._end(stream)
+
+    def _end(self, stream: Stream) -> None:
+        del self.streams[stream.id]
+        self.replies_owed = 0
+        stream.on_end(stream)
+        if self.waiting:
+            self._next_waiting()
+
+    def _next_waiting(self) -> None:
+        waiting = self.waiting
+        while waiting and self.accepting and len(self.streams) < self.peer_max_streams:
+            stream, req = waiting.popleft()
+            self._start(stream, req)
+
+    # ---------------------------------------------------------------------------------------
+    # failure
+    def _fail(self, reason: str, message: str, code: int = PROTOCOL_ERROR) -> None:
+        if self.closed is not None:
+            return
+        self.out.append(frame(GOAWAY, 0, 0, struct.pack(">LL", 0, code)))
+        self.connection_lost(H2ConnectionError(reason, message, code))
+
+    def connection_lost(self, error: BaseException) -> None:
+        """The connection is gone: every stream (started or waiting) ends with ``error``."""
+        if self.closed is not None:
+            return
+        self.closed = error
+        self.accepting = False
+        streams = list(self.streams.values()) + [s for s, _ in self.waiting]
+        self.streams.clear()
+        self.waiting.clear()
+        for stream in streams:
+            stream.error = error
+            stream.on_end(stream)
+        if self.listener is not None:
+            self.listener.on_closed(error)

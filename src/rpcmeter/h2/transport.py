@@ -1,0 +1,205 @@
+"""HTTP/2 connections on asyncio transports: :class:`H2Protocol` runs one
+:class:`~rpcmeter.h2.connection.H2Connection` over a TCP, Unix or TLS stream, and a
+:class:`Session` keeps one such connection in service, replacing it when it stops taking new
+streams (a GOAWAY, stream ids used up).
+
+Writes are coalesced: bytes queued while a read is processed (the requests that replies'
+callbacks send, WINDOW_UPDATEs, ACKs) go out in one write at the end of that read; a request
+made outside a read is written at once.
+
+TLS: :func:`open_connection` takes an ``ssl.SSLContext`` (whose ALPN protocols should include
+``h2``) and a server name; a TLS connection that did not negotiate ``h2`` fails with reason
+``alpn``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import ssl
+from collections.abc import Awaitable, Callable
+from typing import Any, cast
+
+from rpcmeter.drivers.base import Endpoint
+from rpcmeter.h2.connection import H2Connection, H2ConnectionError, Request, Stream
+
+
+class H2Protocol(asyncio.Protocol):
+    """One HTTP/2 connection. ``ready`` resolves when the server's SETTINGS arrived (or fails
+    with the reason the connection could not start)."""
+
+    def __init__(self, conn: H2Connection) -> None:
+        self.conn = conn
+        conn.listener = self
+        self.transport: asyncio.Transport | None = None
+        self.receiving = False
+        self.ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self.on_replace: Callable[[], object] | None = None  # the owner's: stop using me
+        self.bytes_in = 0
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's are not subclasses
+        ssl_object = transport.get_extra_info("ssl_object")
+        if ssl_object is not None and ssl_object.selected_alpn_protocol() != "h2":
+            chosen = ssl_object.selected_alpn_protocol()
+            self.conn.connection_lost(
+                H2ConnectionError("alpn", f"the server did not agree to h2 (ALPN: {chosen})")
+            )
+            return
+        self.transport.write(self.conn.initiate())
+
+    def data_received(self, data: bytes) -> None:
+        self.bytes_in += len(data)
+        conn = self.conn
+        self.receiving = True
+        try:
+            conn.receive(data)
+        finally:
+            self.receiving = False
+        out = conn.out
+        if out and self.transport is not None:
+            self.transport.write(b"".join(out) if len(out) > 1 else out[0])
+            out.clear()
+        if conn.started and not self.ready.done():
+            self.ready.set_result(None)
+        if conn.closed is not None and self.transport is not None:
+            self.transport.close()
+
+    def flush(self) -> None:
+        """Write what the connection queued (requests made outside a read)."""
+        if not self.receiving and self.conn.out and self.transport is not None:
+            self.transport.write(self.conn.data_to_send())
+
+    def request(self, req: Request, on_end: Callable[[Stream], object], user: Any = None) -> None:
+        conn = self.conn
+        conn.submit(Stream(on_end, user), req)
+        if not self.receiving:
+            out = conn.out
+            if out and self.transport is not None:
+                self.transport.write(b"".join(out) if len(out) > 1 else out[0])
+                out.clear()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.conn.connection_lost(exc or ConnectionResetError("connection closed by the server"))
+
+    # listener of the connection
+    def on_goaway(self, last_stream_id: int, code: int, debug: bytes) -> None:
+        if self.on_replace is not None:
+            self.on_replace()
+
+    def on_closed(self, error: BaseException) -> None:
+        if not self.ready.done():
+            self.ready.set_exception(error)
+            self.ready.exception()  # retrieved: an owner that gave up waiting is not warned
+        if self.transport is not None:
+            out = self.conn.data_to_send()  # our GOAWAY, when we closed it
+            if out:
+                self.transport.write(out)
+            self.transport.close()
+
+    def close(self) -> None:
+        if self.transport is not None:
+            self.conn.close()
+            self.flush()
+            self.transport.close()
+
+
+async def open_connection(
+    endpoint: Endpoint,
+    make: Callable[[], H2Connection] = H2Connection,
+    *,
+    ssl_context: ssl.SSLContext | None = None,
+    server_hostname: str | None = None,
+    timeout_s: float = 10.0,
+) -> H2Protocol:
+    """Connect, send the preface and wait for the server's SETTINGS (``timeout_s`` in all)."""
+    loop = asyncio.get_running_loop()
+
+    def factory() -> H2Protocol:
+        return H2Protocol(make())
+
+    async def connect() -> H2Protocol:
+        if endpoint.transport == "unix":
+            assert endpoint.path is not None
+            _, proto = await loop.create_unix_connection(
+                factory, endpoint.path, ssl=ssl_context, server_hostname=server_hostname
+            )
+        else:
+            assert endpoint.port is not None
+            _, proto = await loop.create_connection(
+                factory,
+                endpoint.host,
+                endpoint.port,
+                ssl=ssl_context,
+                server_hostname=server_hostname,
+            )
+        await proto.ready
+        return proto
+
+    try:
+        return await asyncio.wait_for(connect(), timeout_s)
+    except TimeoutError:
+        raise ConnectionError(
+            f"no HTTP/2 connection to {endpoint.describe()} within {timeout_s:g} s "
+            "(no SETTINGS from the server)"
+        ) from None
+
+
+class Session:
+    """One connection slot: requests go to the current connection; when it stops taking new
+    streams (GOAWAY, ids used up) a new one is opened and the streams that had not started
+    move to it. When the new one cannot be opened, they end with that error."""
+
+    def __init__(self, proto: H2Protocol, opener: Callable[[], Awaitable[H2Protocol]]) -> None:
+        self.opener = opener
+        self.proto = proto
+        self.replacing: asyncio.Task[None] | None = None
+        self.old: list[H2Protocol] = []
+        proto.on_replace = self.replace
+
+    def request(self, req: Request, on_end: Callable[[Stream], object], user: Any = None) -> None:
+        proto = self.proto
+        conn = proto.conn
+        if conn.closed is not None:  # fail it from the loop, never from inside request()
+            stream = Stream(on_end, user)
+            stream.error = conn.closed
+            asyncio.get_running_loop().call_soon(on_end, stream)
+            return
+        proto.request(req, on_end, user)
+        if not conn.accepting:
+            self.replace()
+
+    def replace(self) -> None:
+        if self.replacing is None:
+            self.replacing = asyncio.get_running_loop().create_task(self._replace())
+
+    async def _replace(self) -> None:
+        old = self.proto
+        try:
+            new = await self.opener()
+        except Exception as exc:
+            old.conn.connection_lost(
+                exc if isinstance(exc, ConnectionError) else ConnectionError(str(exc))
+            )
+            return
+        finally:
+            self.replacing = None
+        new.on_replace = self.replace
+        self.proto = new
+        for stream, req in old.conn.take_waiting():
+            new.conn.submit(stream, req)
+        new.flush()
+        old.on_replace = None
+        if old.conn.streams:
+            self.old.append(old)  # it finishes what it started
+        else:
+            old.close()
+
+    def close(self) -> None:
+        if self.replacing is not None:
+            self.replacing.cancel()
+        for proto in [*self.old, self.proto]:
+            proto.close()
+
+    @property
+    def bytes_in(self) -> int:
+        return self.proto.bytes_in + sum(p.bytes_in for p in self.old)
