@@ -3,16 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import pytest
 
-from rpcmeter.drivers.base import Driver, DriverContext
+from rpcmeter.drivers.base import Driver, DriverContext, EventDriver
 from rpcmeter.endpoints import Endpoint
 from rpcmeter.errors import SuiteError
 from rpcmeter.servers.process import ServerProcess, new_endpoint
 from rpcmeter.suite import build_suite
 from rpcmeter.workloads import WorkloadParams, factorial_digits, lift_int_digit_limit, parse_params
+from tests.support.blocking import BlockingCalls
 
 D = TypeVar("D", bound=Driver)
 
@@ -34,13 +35,13 @@ WORKLOAD_CASES: list[tuple[str, dict[str, Any], int]] = [
 
 
 def three_timed_calls(
-    driver: type[D], endpoint: Endpoint, kind: str, params: dict[str, Any]
+    driver: type[D], endpoint: Endpoint, kind: str, params: dict[str, Any], **options: Any
 ) -> tuple[D, dict[str, int]]:
     """Connect a ``driver`` for workload ``kind`` with ``params`` and make three calls through
     thread 0's caller; each must report the server's compute time (a sleep of 20 ms at least
     18 ms of it) and no queue time (these built-in servers cannot see when a request arrived:
     unknown, not zero). Returns the (closed) driver and its counters."""
-    d = connected(driver, endpoint, parse_params(kind, params))
+    d = connected(driver, endpoint, parse_params(kind, params), **options)
     try:
         call = d.caller(0)
         times = [call() for _ in range(3)]
@@ -75,7 +76,9 @@ def connected(
     validate: bool = True,
     **options: Any,
 ) -> D:
-    """A driver of ``driver``'s class, connected to ``endpoint`` (replies validated)."""
+    """A driver of ``driver``'s class, connected to ``endpoint`` (replies validated). An event
+    driver comes opened on an event loop of its own, with blocking callers
+    (:class:`~tests.support.blocking.BlockingCalls`, which passes other attributes through)."""
     d = driver(
         DriverContext(
             endpoint=endpoint,
@@ -86,6 +89,8 @@ def connected(
             connections=connections,
         )
     )
+    if isinstance(d, EventDriver) and d.uses_event_loop():
+        return cast(D, BlockingCalls(d))
     d.connect()
     return d
 

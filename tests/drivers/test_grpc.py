@@ -1,5 +1,6 @@
 """The gRPC driver against the real built-in gRPC server, and against a service that is not
-rpcmeter's (grpcio's health checking) by its method path with a raw payload."""
+rpcmeter's (grpcio's health checking) by its method path with a raw payload; every test with
+both clients (rpcmeter's HTTP/2 client and grpcio's), and a test that they agree."""
 
 from __future__ import annotations
 
@@ -30,24 +31,36 @@ server = calls.server_fixture(GrpcDriver, ("tcp", "unix"))
 driver = partial(calls.connected, GrpcDriver)
 
 
+@pytest.fixture(params=["h2", "grpcio"])
+def client(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
 @pytest.mark.parametrize(("kind", "params", "reply_len"), calls.WORKLOAD_CASES)
 def test_workloads_validated_with_server_time(
-    server: ServerProcess, kind: str, params: dict[str, Any], reply_len: int
+    server: ServerProcess, kind: str, params: dict[str, Any], reply_len: int, client: str
 ) -> None:
-    d, counters = calls.three_timed_calls(GrpcDriver, server.endpoint, kind, params)
+    d, counters = calls.three_timed_calls(
+        GrpcDriver, server.endpoint, kind, params, client=client
+    )
     assert counters["bytes_in"] == 3 * reply_len
     assert counters["bytes_out"] == 3 * len(d.request)
 
 
-def test_wrong_reply_is_a_mismatch(server: ServerProcess) -> None:
-    d = driver(server.endpoint, parse_params("factorial", {"n": 20}))
-    d.expected = str(math.factorial(21)).encode()  # what a wrong server would be checked against
+def test_wrong_reply_is_a_mismatch(server: ServerProcess, client: str) -> None:
+    # checked against what a wrong server would return
+    wrong = str(math.factorial(21))
+    d = driver(
+        server.endpoint, parse_params("factorial", {"n": 20}), expect_text=wrong, client=client
+    )
     try:
         with pytest.raises(ReplyMismatch):
             d.caller(0)()
     finally:
         d.close()
-    d = driver(server.endpoint, parse_params("echo", {}), expect_text="something else")
+    d = driver(
+        server.endpoint, parse_params("echo", {}), expect_text="something else", client=client
+    )
     try:
         with pytest.raises(ReplyMismatch):
             d.caller(0)()
@@ -55,10 +68,10 @@ def test_wrong_reply_is_a_mismatch(server: ServerProcess) -> None:
         d.close()
 
 
-def test_channels_are_distinct_connections() -> None:
+def test_channels_are_distinct_connections(client: str) -> None:
     endpoint = new_endpoint("tcp")
     with ServerProcess(GrpcDriver.server_command(endpoint, {}), endpoint) as proc:
-        d = driver(endpoint, parse_params("noop", {}), threads=6, connections=3)
+        d = driver(endpoint, parse_params("noop", {}), threads=6, connections=3, client=client)
         try:
             for t in range(6):
                 d.caller(t)()
@@ -100,13 +113,14 @@ def health_server() -> Iterator[Endpoint]:
     srv.stop(None)
 
 
-def test_any_method_by_path_with_raw_payload(health_server: Endpoint) -> None:
+def test_any_method_by_path_with_raw_payload(health_server: Endpoint, client: str) -> None:
     serving = health_pb2.HealthCheckResponse(status=health_pb2.HealthCheckResponse.SERVING)
     down = health_pb2.HealthCheckRequest(service="down").SerializeToString()
     d = driver(
         health_server,
         parse_params("noop", {}),
         method="/grpc.health.v1.Health/Check",
+        client=client,
         request_hex="",  # HealthCheckRequest(service=""): every field at its default
         expect_hex=serving.SerializeToString().hex(),
     )
@@ -118,6 +132,7 @@ def test_any_method_by_path_with_raw_payload(health_server: Endpoint) -> None:
         health_server,
         parse_params("noop", {}),
         method="/grpc.health.v1.Health/Check",
+        client=client,
         request_hex=down.hex(),
         expect_hex=serving.SerializeToString().hex(),
     )
@@ -128,8 +143,10 @@ def test_any_method_by_path_with_raw_payload(health_server: Endpoint) -> None:
         d.close()
 
 
-def test_error_status_is_counted_by_code(health_server: Endpoint) -> None:
-    d = driver(health_server, parse_params("noop", {}), method="/grpc.health.v1.Health/Nope")
+def test_error_status_is_counted_by_code(health_server: Endpoint, client: str) -> None:
+    d = driver(
+        health_server, parse_params("noop", {}), method="/grpc.health.v1.Health/Nope", client=client
+    )
     try:
         with pytest.raises(GrpcError) as info:
             d.caller(0)()
@@ -139,11 +156,11 @@ def test_error_status_is_counted_by_code(health_server: Endpoint) -> None:
         d.close()
 
 
-def test_server_gone_is_fatal() -> None:
+def test_server_gone_is_fatal(client: str) -> None:
     endpoint = new_endpoint("tcp")
     proc = ServerProcess(GrpcDriver.server_command(endpoint, {}), endpoint)
     with proc:
-        d = driver(endpoint, parse_params("noop", {}), call_timeout_s=5)
+        d = driver(endpoint, parse_params("noop", {}), call_timeout_s=5, client=client)
         call = d.caller(0)
         call()
     try:
@@ -154,17 +171,17 @@ def test_server_gone_is_fatal() -> None:
         d.close()
 
 
-def test_nobody_listening_is_a_connection_error() -> None:
+def test_nobody_listening_is_a_connection_error(client: str) -> None:
     endpoint = new_endpoint("tcp")
     with pytest.raises(ConnectionError, match=r"no gRPC connection to 127\.0\.0\.1:"):
-        driver(endpoint, parse_params("noop", {}), connect_timeout_s=0.3)
+        driver(endpoint, parse_params("noop", {}), connect_timeout_s=0.3, client=client)
 
 
-def test_suite_end_to_end_records_server_time_and_bytes() -> None:
+def test_suite_end_to_end_records_server_time_and_bytes(client: str) -> None:
     result = run_suite(
         build_suite(
             {
-                "target": {"driver": "grpc", "transport": "unix"},
+                "target": {"driver": "grpc", "transport": "unix", "options": {"client": client}},
                 "workloads": {"echo": {"request_bytes": 100}},
                 "load": {"requests": 50, "warmup": 5, "connections": 2, "concurrency": 4},
                 "validate": True,
@@ -185,6 +202,7 @@ def test_suite_end_to_end_records_server_time_and_bytes() -> None:
     [
         ({"method": "Check"}, "options.method: expected /package.Service/Method"),
         ({"server_mode": "fast"}, "options.server_mode: expected aio or sync"),
+        ({"client": "grpc-go"}, "options.client: expected h2 or grpcio"),
         ({"request_text": "a", "request_hex": "00"}, "options: give only one of"),
         ({"expect_base64": "!!"}, "options.expect_base64: cannot read"),
     ],
@@ -194,7 +212,48 @@ def test_bad_options_fail_when_the_suite_loads(options: dict[str, Any], message:
     assert calls.suite_error(raw).startswith(f"s.toml: variants.default: {message}")
 
 
-def test_queue_time_of_another_server_is_read() -> None:
+def test_both_clients_agree_on_replies_and_statuses(health_server: Endpoint) -> None:
+    """The same calls to grpcio's own server through each client: the same replies (checked
+    against the same expectation) and the same status codes."""
+    serving = health_pb2.HealthCheckResponse(status=health_pb2.HealthCheckResponse.SERVING)
+    check = "/grpc.health.v1.Health/Check"
+    calls_ = [
+        (check, b""),  # SERVING
+        (check, health_pb2.HealthCheckRequest(service="down").SerializeToString()),
+        (check, health_pb2.HealthCheckRequest(service="nobody").SerializeToString()),
+        ("/grpc.health.v1.Health/Nope", b""),
+        (check, b"\xff\xff"),  # not a message: the server says so
+    ]
+    outcomes: dict[str, list[str]] = {}
+    for client in ("h2", "grpcio"):
+        seen = []
+        for method, request in calls_:
+            d = driver(
+                health_server,
+                parse_params("noop", {}),
+                method=method,
+                client=client,
+                request_hex=request.hex(),
+                expect_hex=serving.SerializeToString().hex(),
+            )
+            try:
+                d.caller(0)()
+                seen.append("OK, as expected")
+            except Exception as exc:
+                seen.append(type(exc).__name__)
+            finally:
+                d.close()
+        outcomes[client] = seen
+    assert outcomes["h2"] == outcomes["grpcio"]
+    assert outcomes["h2"][:4] == [
+        "OK, as expected",
+        "ReplyMismatch",
+        "grpc:NOT_FOUND",
+        "grpc:UNIMPLEMENTED",
+    ]
+
+
+def test_queue_time_of_another_server_is_read(client: str) -> None:
     """A service of one's own sending both trailers: the driver reads compute and queue time
     (the health service above sends neither: its calls report no times, unknown)."""
 
@@ -217,6 +276,7 @@ def test_queue_time_of_another_server_is_read() -> None:
             Endpoint("tcp", port=port),
             parse_params("echo", {"request_bytes": 10}),
             method="/mine.Echo/Echo",
+            client=client,
         )
         try:
             assert d.caller(0)() == (1234, 77)
