@@ -20,8 +20,7 @@ def echo(peer: Peer, sid: int, headers: list[tuple[bytes, bytes]], body: bytes) 
     """Reply 200 with the request body and a trailer naming the path."""
     path = dict(headers)[b":path"]
     peer.h2.send_headers(sid, [(b":status", b"200"), (b"content-type", b"application/grpc")])
-    peer.send_body(sid, body)
-    peer.h2.send_headers(sid, [(b"grpc-status", b"0"), (b"x-path", path)], end_stream=True)
+    peer.send_body(sid, body, trailers=[(b"grpc-status", b"0"), (b"x-path", path)])
 
 
 class Peer:
@@ -32,15 +31,21 @@ class Peer:
         self.h2 = h2.connection.H2Connection(config)
         self.h2.initiate_connection()
         if settings:
-            self.h2.update_settings({getattr(h2.settings.SettingCodes, k): v for k, v in settings.items()})
+            self.h2.update_settings({getattr(h2.settings.SettingCodes, k.upper()): v for k, v in settings.items()})
         self.handler = handler
         self.bodies: dict[int, list[bytes]] = {}
         self.headers: dict[int, list[tuple[bytes, bytes]]] = {}
         self.events: list[Any] = []
         self.pending_bodies: dict[int, bytes] = {}  # replies waiting for window
+        self.trailers: dict[int, list[tuple[bytes, bytes]]] = {}  # sent after the body
 
-    def send_body(self, sid: int, body: bytes) -> None:
-        """As much of ``body`` as the windows allow; the rest on WINDOW_UPDATE."""
+    def send_body(
+        self, sid: int, body: bytes, trailers: list[tuple[bytes, bytes]] | None = None
+    ) -> None:
+        """As much of ``body`` as the windows allow, the rest on WINDOW_UPDATE; then the
+        trailers."""
+        if trailers is not None:
+            self.trailers[sid] = trailers
         body = self.pending_bodies.pop(sid, b"") + body
         while body:
             room = min(self.h2.local_flow_control_window(sid), self.h2.max_outbound_frame_size)
@@ -49,6 +54,8 @@ class Peer:
                 return
             self.h2.send_data(sid, body[:room])
             body = body[room:]
+        if sid in self.trailers:
+            self.h2.send_headers(sid, self.trailers.pop(sid), end_stream=True)
 
     def receive(self, data: bytes) -> bytes:
         for event in self.h2.receive_data(data):
@@ -56,8 +63,6 @@ class Peer:
             if isinstance(event, h2.events.RequestReceived):
                 self.headers[event.stream_id] = list(event.headers)
                 self.bodies[event.stream_id] = []
-                if event.stream_ended is not None:
-                    self._complete(event.stream_id)
             elif isinstance(event, h2.events.DataReceived):
                 self.bodies[event.stream_id].append(event.data)
                 self.h2.acknowledge_received_data(event.flow_controlled_length, event.stream_id)

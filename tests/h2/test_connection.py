@@ -1,0 +1,420 @@
+"""The sans-I/O HTTP/2 client connection: against a real server side (python-hyper's ``h2``, in
+memory) and against hand-made frames."""
+
+from __future__ import annotations
+
+import struct
+
+import h2.events
+import hpack
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from rpcmeter.h2.connection import (
+    ACK,
+    CONTINUATION,
+    DATA,
+    END_HEADERS,
+    END_STREAM,
+    GOAWAY,
+    HEADERS,
+    PADDED,
+    PING,
+    PREFACE,
+    RST_STREAM,
+    SETTINGS,
+    WINDOW_UPDATE,
+    H2Connection,
+    H2ConnectionError,
+    H2Unavailable,
+    Stream,
+    StreamReset,
+    frame,
+)
+from tests.h2.peer import Peer, connected, ended, pump
+
+GET = [(b":method", b"GET"), (b":scheme", b"http"), (b":path", b"/x"), (b":authority", b"h")]
+POST = [(b":method", b"POST"), (b":scheme", b"http"), (b":path", b"/p"), (b":authority", b"h")]
+
+
+def frames(data: bytes) -> list[tuple[int, int, int, bytes]]:
+    """(type, flags, stream id, payload) of each frame in ``data``."""
+    out = []
+    while data:
+        n = int.from_bytes(data[:3])
+        out.append((data[3], data[4], int.from_bytes(data[5:9]) & 0x7FFFFFFF, data[9 : 9 + n]))
+        data = data[9 + n :]
+    return out
+
+
+def started(**kwargs: object) -> H2Connection:
+    """A client that saw an empty SETTINGS from a hand-made server."""
+    client = H2Connection(**kwargs)  # type: ignore[arg-type]
+    assert client.initiate().startswith(PREFACE)
+    client.receive(frame(SETTINGS, 0, 0))
+    assert frames(client.data_to_send()) == [(SETTINGS, ACK, 0, b"")]
+    return client
+
+
+def block(headers: list[tuple[bytes, bytes]], encoder: hpack.Encoder | None = None) -> bytes:
+    return (encoder or hpack.Encoder()).encode(headers)
+
+
+# ---------------------------------------------------------------------------------------------
+# against the h2 library's server side
+
+
+def test_requests_replies_and_trailers_against_a_real_server() -> None:
+    peer = Peer()
+    client = connected(peer)
+    done, on_end = ended()
+    post = client.prepare(POST, b"hello")
+    get = client.prepare(GET, None)
+    streams = [client.request(post, on_end), client.request(get, on_end), client.request(post, on_end)]
+    assert [s.id for s in streams] == [1, 3, 5]  # ids advance by 2
+    pump(client, peer)
+    assert done == streams
+    for s, body in zip(streams, (b"hello", b"", b"hello"), strict=True):
+        assert s.error is None
+        assert s.headers == [(b":status", b"200"), (b"content-type", b"application/grpc")]
+        assert s.trailers[0] == (b"grpc-status", b"0")
+        assert s.body() == body
+    assert dict(peer.headers[3])[b":method"] == b"GET"
+    assert not client.streams
+
+
+def test_bodies_beyond_the_windows_are_split_and_resumed() -> None:
+    peer = Peer(initial_window_size=1000, max_frame_size=16384)
+    client = connected(peer)
+    done, on_end = ended()
+    body = bytes(range(256)) * 1000  # 256 kB: beyond the stream (1000) and connection windows
+    client.request(client.prepare(POST, body), on_end)
+    assert client.blocked  # paused for window
+    pump(client, peer, rounds=2000)
+    (s,) = done
+    assert s.error is None and s.body() == body  # the echo came back whole
+    # the peer never saw more than its window in flight: h2 would have raised otherwise
+    sent = [e for e in peer.events if isinstance(e, h2.events.DataReceived)]
+    assert sum(len(e.data) for e in sent) == len(body)
+    assert max(len(e.data) for e in sent) <= 16384
+
+
+def test_received_data_is_acknowledged_with_window_updates() -> None:
+    peer = Peer()
+    client = connected(peer, window=100_000)
+    done, on_end = ended()
+    body = b"x" * 300_000  # more than our windows: the peer stalls without our WINDOW_UPDATEs
+    client.request(client.prepare(POST, body), on_end)
+    pump(client, peer, rounds=2000)
+    assert done and done[0].body() == body
+    updates = [e for e in peer.events if isinstance(e, h2.events.WindowUpdated)]
+    assert {e.stream_id for e in updates} >= {0, 1}
+
+
+def test_max_concurrent_streams_is_obeyed() -> None:
+    held: list[int] = []
+    peer = Peer(lambda p, sid, headers, body: held.append(sid), max_concurrent_streams=2)
+    client = connected(peer)
+    done, on_end = ended()
+    req = client.prepare(GET, None)
+    streams = [client.request(req, on_end) for _ in range(5)]
+    pump(client, peer)
+    assert held == [1, 3] and len(client.waiting) == 3
+    peer.h2.send_headers(1, [(b":status", b"204")], end_stream=True)
+    pump(client, peer)
+    assert held == [1, 3, 5] and done == [streams[0]]
+
+
+def test_ping_is_answered_and_settings_acknowledged() -> None:
+    peer = Peer()
+    client = connected(peer)
+    peer.h2.ping(b"12345678")
+    peer.h2.update_settings({h2.settings.SettingCodes.MAX_FRAME_SIZE: 20_000})
+    pump(client, peer)
+    assert any(isinstance(e, h2.events.PingAckReceived) for e in peer.events)
+    assert any(isinstance(e, h2.events.SettingsAcknowledged) for e in peer.events)
+    assert client.peer_frame == 20_000
+
+
+def test_goaway_fails_streams_above_the_last_id_as_unavailable() -> None:
+    held: list[int] = []
+    peer = Peer(lambda p, sid, headers, body: held.append(sid))
+    client = connected(peer)
+    done, on_end = ended()
+    req = client.prepare(GET, None)
+    streams = [client.request(req, on_end) for _ in range(3)]
+    pump(client, peer)
+    client.receive(frame(GOAWAY, 0, 0, struct.pack(">LL", 1, 0) + b"restarting"))
+    assert [s.id for s in done] == [3, 5]
+    assert all(isinstance(s.error, H2Unavailable) for s in done)
+    assert str(done[0].error).startswith("unavailable: stream 3 above the last stream id 1")
+    assert "GOAWAY (NO_ERROR: restarting)" in str(done[0].error)
+    assert not client.accepting
+    later = client.request(req, on_end)  # waits for the owner to move it
+    assert later.id == 0 and client.take_waiting()[0][0] is later
+    client.receive(frame(HEADERS, END_HEADERS | END_STREAM, 1, b"\x88"))  # :status 200
+    assert streams[0].error is None and streams[0] in done  # below the last id: completes
+
+
+def test_reset_streams_are_counted_by_code() -> None:
+    peer = Peer(lambda p, sid, headers, body: p.h2.reset_stream(sid, 7))
+    client = connected(peer)
+    done, on_end = ended()
+    req = client.prepare(GET, None)
+    for _ in range(2):
+        client.request(req, on_end)
+    pump(client, peer)
+    assert all(isinstance(s.error, StreamReset) for s in done) and len(done) == 2
+    assert client.resets == {"REFUSED_STREAM": 2}
+    assert isinstance(done[0].error, StreamReset)
+    assert done[0].error.kind == "rst_stream:REFUSED_STREAM"
+
+
+def test_streaming_sends_and_receives_in_pieces() -> None:
+    """A stream left open for send_data, its replies seen as they come (for streaming calls)."""
+    got: list[bytes] = []
+
+    def reply(p: Peer, sid: int, headers: list[tuple[bytes, bytes]], body: bytes) -> None:
+        p.h2.send_headers(sid, [(b":status", b"200")])
+        for piece in (body[:3], body[3:]):
+            p.h2.send_data(sid, piece)
+        p.h2.send_headers(sid, [(b"grpc-status", b"0")], end_stream=True)
+
+    peer = Peer(reply)
+    client = connected(peer)
+    done, on_end = ended()
+    s = client.open_stream(client.prepare(POST, b"ab"), on_end)
+    s.on_data = lambda stream, data: got.append(data)
+    pump(client, peer)
+    assert not done
+    client.send_data(s, b"cd", end_stream=False)
+    client.send_data(s, b"ef", end_stream=True)
+    pump(client, peer)
+    assert done == [s] and b"".join(got) == b"abcdef" and s.chunks == []
+    with pytest.raises(ValueError, match="closed for sending"):
+        client.send_data(s, b"x", end_stream=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# hand-made frames
+
+
+def test_stream_ids_run_out_and_the_connection_stops_accepting() -> None:
+    client = started(first_stream_id=(1 << 31) - 3)
+    done, on_end = ended()
+    req = client.prepare(GET, None)
+    a, b = client.request(req, on_end), client.request(req, on_end)
+    assert a.id == (1 << 31) - 3 and b.id == (1 << 31) - 1
+    assert not client.accepting
+    c = client.request(req, on_end)
+    assert c.id == 0 and [s for s, _ in client.take_waiting()] == [c]
+
+
+def test_prepared_requests_patch_the_stream_id_and_never_index() -> None:
+    client = started()
+    done, on_end = ended()
+    req = client.prepare([*POST, (b"x-meta", b"v" * 20)], b"body")
+    client.request(req, on_end)
+    client.request(req, on_end)
+    out = frames(client.data_to_send())
+    assert [(t, f, sid) for t, f, sid, _ in out] == [
+        (HEADERS, END_HEADERS, 1),
+        (DATA, END_STREAM, 1),
+        (HEADERS, END_HEADERS, 3),
+        (DATA, END_STREAM, 3),
+    ]
+    assert out[0][3] == out[2][3]  # the same block: no dynamic-table state in it
+    decoder = hpack.Decoder()
+    assert decoder.decode(out[0][3], raw=True)[-1] == (b"x-meta", b"v" * 20)
+    assert len(decoder.header_table.dynamic_entries) == 0
+    # a header block larger than the peer's frame size goes out as HEADERS + CONTINUATION
+    big = client.prepare([*GET, (b"x-big", b"y" * 40_000)], None)
+    client.request(big, on_end)
+    kinds = [(t, f) for t, f, _, _ in frames(client.data_to_send())]
+    assert kinds[0] == (HEADERS, END_STREAM) and kinds[-1] == (CONTINUATION, END_HEADERS)
+
+
+def reply_frames(sid: int, status: bytes, body: bytes, enc: hpack.Encoder) -> bytes:
+    return (
+        frame(HEADERS, END_HEADERS, sid, enc.encode([(b":status", status)]))
+        + frame(DATA, 0, sid, body)
+        + frame(HEADERS, END_HEADERS | END_STREAM, sid, enc.encode([(b"grpc-status", b"0")]))
+    )
+
+
+def test_padding_continuation_and_a_reply_split_anywhere() -> None:
+    enc = hpack.Encoder()
+    head = enc.encode([(b":status", b"200")])
+    data = (
+        frame(HEADERS, 0, 1, head[:1])
+        + frame(CONTINUATION, END_HEADERS, 1, head[1:])
+        + frame(DATA, PADDED, 1, b"\x03abc\0\0\0")
+        + frame(DATA, END_STREAM, 1, b"de")
+    )
+    for cut in range(len(data)):
+        client = started()
+        done, on_end = ended()
+        client.request(client.prepare(GET, None), on_end)
+        client.receive(data[:cut])
+        client.receive(data[cut:])
+        (s,) = done
+        assert s.error is None and s.headers == [(b":status", b"200")] and s.body() == b"abcde"
+
+
+def test_trailers_only_reply() -> None:
+    client = started()
+    done, on_end = ended()
+    client.request(client.prepare(GET, None), on_end)
+    block_ = block([(b":status", b"200"), (b"grpc-status", b"12")])
+    client.receive(frame(HEADERS, END_HEADERS | END_STREAM, 1, block_))
+    assert done[0].headers[1] == (b"grpc-status", b"12") and done[0].trailers is None
+
+
+@pytest.mark.parametrize(
+    ("data", "reason"),
+    [
+        (b"HTTP/1.1 400 Bad Request\r\n\r\n", "http1_reply"),
+        (frame(PING, 0, 0, b"short"), "frame_size_error"),
+        (frame(DATA, 0, 7, b"x"), "protocol_error"),  # a stream never opened
+        (frame(HEADERS, END_HEADERS, 1, b"\xff\xff\xff\xff"), "compression_error"),
+        (frame(CONTINUATION, END_HEADERS, 1, b""), "protocol_error"),
+        (frame(SETTINGS, 0, 0, struct.pack(">HL", 5, 100)), "protocol_error"),  # frame size
+        (frame(WINDOW_UPDATE, 0, 0, struct.pack(">L", 0)), "protocol_error"),
+        (frame(5, END_HEADERS, 1, b"\0\0\0\2"), "protocol_error"),  # PUSH_PROMISE
+        (b"\xff\xff\xff" + b"\0" * 20, "frame_size_error"),  # 16 MB frame
+    ],
+)
+def test_malformed_input_fails_the_connection_with_a_reason(data: bytes, reason: str) -> None:
+    client = H2Connection()
+    client.initiate()
+    if not data.startswith(b"HTTP"):
+        client.receive(frame(SETTINGS, 0, 0))
+        client.data_to_send()
+    done, on_end = ended()
+    client.request(client.prepare(GET, None), on_end)
+    client.data_to_send()
+    client.receive(data)
+    assert isinstance(client.closed, H2ConnectionError)
+    assert client.closed.reason == reason, client.closed
+    assert len(done) == 1 and done[0].error is client.closed
+    if reason != "http1_reply":  # a GOAWAY with the code tells the server why
+        goaway = [f for f in frames(client.data_to_send()) if f[0] == GOAWAY]
+        assert goaway and int.from_bytes(goaway[0][3][4:8]) == client.closed.code
+    with pytest.raises(H2ConnectionError):
+        client.request(client.prepare(GET, None), on_end)
+
+
+def test_an_oversized_header_block_and_a_settings_flood() -> None:
+    client = started(max_header_block=1000)
+    done, on_end = ended()
+    client.request(client.prepare(GET, None), on_end)
+    head = frame(HEADERS, 0, 1, b"\0" * 600) + frame(CONTINUATION, 0, 1, b"\0" * 600)
+    client.receive(head)
+    assert isinstance(client.closed, H2ConnectionError)
+    assert client.closed.reason == "header_too_large" and done[0].error is client.closed
+
+    client = started()
+    client.receive(frame(SETTINGS, 0, 0) * (H2Connection.FLOOD_FRAMES + 1))
+    assert isinstance(client.closed, H2ConnectionError)
+    assert client.closed.reason == "settings_flood"
+    # ... while SETTINGS between replies are fine
+    client = started()
+    enc = hpack.Encoder()
+    req = client.prepare(GET, None)
+    for i in range(3 * H2Connection.FLOOD_FRAMES):
+        client.request(req, lambda s: None)
+        client.receive(frame(SETTINGS, 0, 0) + reply_frames(2 * i + 1, b"200", b"", enc))
+    assert client.closed is None
+
+
+def test_flow_control_of_the_connection_window_from_the_peer() -> None:
+    client = started()
+    done, on_end = ended()
+    client.request(client.prepare(POST, b"a" * 70_000), on_end)
+    sent = sum(len(p) for t, _, _, p in frames(client.data_to_send()) if t == DATA)
+    assert sent == 65_535  # the default windows
+    client.receive(frame(WINDOW_UPDATE, 0, 0, struct.pack(">L", 10)))
+    assert frames(client.data_to_send()) == []  # the stream's window is still closed
+    client.receive(frame(WINDOW_UPDATE, 0, 1, struct.pack(">L", 10_000)))
+    (last,) = frames(client.data_to_send())
+    assert last[0] == DATA and len(last[3]) == 10 and not last[1] & END_STREAM
+    client.receive(frame(WINDOW_UPDATE, 0, 0, struct.pack(">L", 10_000)))
+    (last,) = frames(client.data_to_send())
+    assert len(last[3]) == 70_000 - 65_545 and last[1] & END_STREAM
+    # a smaller INITIAL_WINDOW_SIZE makes windows negative: nothing more is sent
+    client.receive(frame(SETTINGS, 0, 0, struct.pack(">HL", 4, 0)))
+    assert client.peer_window == 0
+    client.receive(frame(RST_STREAM, 0, 1, struct.pack(">L", 8)))
+    assert isinstance(done[0].error, StreamReset) and client.resets == {"CANCEL": 1}
+
+
+# ---------------------------------------------------------------------------------------------
+# the header-block cache agrees with decoding every block
+
+HEADER = st.tuples(
+    st.sampled_from([b":status", b"grpc-status", b"x-a", b"x-b", b"content-type"]),
+    st.sampled_from([b"0", b"200", b"1", b"text", b"a-longer-value-" * 3]),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    blocks=st.lists(
+        st.tuples(st.lists(HEADER, min_size=1, max_size=4), st.booleans()), min_size=1, max_size=30
+    ),
+    table_size=st.sampled_from([0, 64, 4096]),
+)
+def test_the_block_cache_agrees_with_full_decoding(
+    blocks: list[tuple[list[tuple[bytes, bytes]], bool]], table_size: int
+) -> None:
+    """A server's encoder indexing freely (and a small table that evicts): every block, decoded
+    through the cache, gives what decoding every block gives."""
+    enc = hpack.Encoder()
+    enc.header_table_size = table_size
+    encoded = []
+    for headers, never in blocks:
+        items = [hpack.NeverIndexedHeaderTuple(n, v) if never else (n, v) for n, v in headers]
+        encoded.append(enc.encode(items))
+    cached, plain = started(), started(cache_blocks=0)
+    results: dict[int, list[Stream]] = {}
+    for client in (cached, plain):
+        done, on_end = ended()
+        req = client.prepare(GET, None)
+        for i, b in enumerate(encoded):
+            client.request(req, on_end)
+            client.receive(frame(HEADERS, END_HEADERS | END_STREAM, 2 * i + 1, b))
+        results[id(client)] = done
+    got = [s.headers for s in results[id(cached)]]
+    assert got == [s.headers for s in results[id(plain)]]
+    assert got == [list(h) for h, _ in blocks]
+
+
+def test_the_cache_skips_repeated_blocks_and_forgets_when_the_table_changes() -> None:
+    client = started()
+    decodes = 0
+    real = client.decoder.decode
+
+    def counting(data: bytes, raw: bool = False) -> object:
+        nonlocal decodes
+        decodes += 1
+        return real(data, raw=raw)
+
+    client.decoder.decode = counting  # type: ignore[method-assign]
+    enc = hpack.Encoder()
+    req = client.prepare(GET, None)
+    first = enc.encode([(b":status", b"200"), (b"x-a", b"1")])  # indexes x-a: 1
+    again = enc.encode([(b":status", b"200"), (b"x-a", b"1")])  # refers to the dynamic entry
+    assert first != again
+    for i, b in enumerate([first, again, again, again]):
+        client.request(req, lambda s: None)
+        client.receive(frame(HEADERS, END_HEADERS | END_STREAM, 2 * i + 1, b))
+    assert decodes == 2  # the last two came from the cache
+    changed = enc.encode([(b"x-b", b"2")])  # a new entry: again's index now names x-b
+    client.request(req, lambda s: None)
+    client.receive(frame(HEADERS, END_HEADERS | END_STREAM, 9, changed))
+    assert client.cache == {}
+    seen: list[Stream] = []
+    client.request(req, seen.append)
+    client.receive(frame(HEADERS, END_HEADERS | END_STREAM, 11, again))
+    assert seen[0].headers == [(b":status", b"200"), (b"x-b", b"2")]
