@@ -1,0 +1,139 @@
+// A small, fast greeter server for rpcmeter's benchmarks: gRPC (grpc-go) on one port and plain
+// HTTP/2 without TLS (h2c, prior knowledge; net/http) on another.
+//
+// gRPC: helloworld.Greeter/SayHello (HelloRequest{name} -> HelloReply{message: "Hello " + name}),
+// with the two messages read and written by hand (one string field each), so no generated code
+// is needed. HTTP: any path answers 200 "Hello".
+//
+//	go build -o greeter . && ./greeter -grpc 127.0.0.1:50051 -http 127.0.0.1:8080
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"syscall"
+
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/encoding"
+)
+
+// rawCodec passes message bytes through: the handlers below read and write protobuf by hand.
+type rawCodec struct{}
+
+func (rawCodec) Marshal(v any) ([]byte, error) {
+	b, ok := v.(*[]byte)
+	if !ok {
+		return nil, fmt.Errorf("rawCodec: cannot marshal %T", v)
+	}
+	return *b, nil
+}
+
+func (rawCodec) Unmarshal(data []byte, v any) error {
+	b, ok := v.(*[]byte)
+	if !ok {
+		return fmt.Errorf("rawCodec: cannot unmarshal into %T", v)
+	}
+	*b = append((*b)[:0], data...)
+	return nil
+}
+
+func (rawCodec) Name() string { return "proto" }
+
+// name reads field 1 (a string) of a HelloRequest.
+func name(msg []byte) ([]byte, error) {
+	for i := 0; i < len(msg); {
+		tag := msg[i]
+		i++
+		if tag != 0x0a { // field 1, length-delimited
+			return nil, errors.New("unexpected field")
+		}
+		n, shift := 0, 0
+		for ; i < len(msg); i++ {
+			n |= int(msg[i]&0x7f) << shift
+			shift += 7
+			if msg[i] < 0x80 {
+				i++
+				break
+			}
+		}
+		if i+n > len(msg) {
+			return nil, errors.New("truncated")
+		}
+		return msg[i : i+n], nil
+	}
+	return nil, nil
+}
+
+func sayHello(_ any, _ context.Context, dec func(any) error, _ grpc.UnaryServerInterceptor) (any, error) {
+	var in []byte
+	if err := dec(&in); err != nil {
+		return nil, err
+	}
+	who, err := name(in)
+	if err != nil {
+		return nil, err
+	}
+	text := append([]byte("Hello "), who...)
+	out := make([]byte, 0, len(text)+6)
+	out = append(out, 0x0a)
+	for n := len(text); ; n >>= 7 {
+		if n < 0x80 {
+			out = append(out, byte(n))
+			break
+		}
+		out = append(out, byte(n&0x7f|0x80))
+	}
+	out = append(out, text...)
+	return &out, nil
+}
+
+var greeter = grpc.ServiceDesc{
+	ServiceName: "helloworld.Greeter",
+	HandlerType: (*any)(nil),
+	Methods:     []grpc.MethodDesc{{MethodName: "SayHello", Handler: sayHello}},
+	Metadata:    "greeter.proto",
+}
+
+func main() {
+	grpcAddr := flag.String("grpc", "127.0.0.1:50051", "gRPC listen address (empty: none)")
+	httpAddr := flag.String("http", "", "h2c listen address (empty: none)")
+	flag.Parse()
+	encoding.RegisterCodec(rawCodec{})
+
+	if *grpcAddr != "" {
+		lis, err := net.Listen("tcp", *grpcAddr)
+		if err != nil {
+			log.Fatal(err)
+		}
+		srv := grpc.NewServer()
+		srv.RegisterService(&greeter, struct{}{})
+		go func() { log.Fatal(srv.Serve(lis)) }()
+		fmt.Printf("grpc %s\n", lis.Addr())
+	}
+	if *httpAddr != "" {
+		lis, err := net.Listen("tcp", *httpAddr)
+		if err != nil {
+			log.Fatal(err)
+		}
+		hello := []byte("Hello")
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+			w.Header().Set("Content-Type", "text/plain")
+			_, _ = w.Write(hello)
+		})}
+		srv.Protocols = new(http.Protocols)
+		srv.Protocols.SetHTTP1(true)
+		srv.Protocols.SetUnencryptedHTTP2(true)
+		go func() { log.Fatal(srv.Serve(lis)) }()
+		fmt.Printf("http %s\n", lis.Addr())
+	}
+	stop := make(chan os.Signal, 1)
+	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
+	<-stop
+}

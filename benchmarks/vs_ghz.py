@@ -1,0 +1,106 @@
+"""rpcmeter's gRPC client against ghz, on the same Go gRPC server, in one run.
+
+The Go greeter server (``benchmarks/greeter``, grpc-go, built with ``go build``) runs pinned to
+one CPU; ghz, rpcmeter's gRPC driver (its default HTTP/2 client, every reply's status read and
+its message validated), the floor client (:mod:`h2bench`) and, with ``--grpcio``, rpcmeter with
+grpcio's client run in turn pinned to another CPU, with the same connections and concurrent
+calls, for the same duration, alternating for several rounds. For each it prints calls/s and
+client CPU time per call (ghz's from ``getrusage(RUSAGE_CHILDREN)``, rpcmeter's as its runner
+measures it), the ratios (targets: rpcmeter / ghz >= 1.5 for calls/s, <= 0.33 for CPU per call)
+and rpcmeter's CPU per call above the floor's.
+
+    python benchmarks/vs_ghz.py [--connections 5] [--concurrency 50] [--duration 5] [--rounds 3]
+
+ghz: ``go install github.com/bojand/ghz/cmd/ghz@latest`` (looked for on PATH and in ~/go/bin).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import subprocess
+import sys
+from functools import partial
+from pathlib import Path
+
+from greeter_server import METHOD, PROTO, REPLY, REQUEST, BuildError
+from h2bench import Run, children_cpu_s, cpus, greeter, rounds, run_floor, run_rpcmeter, summary
+
+from rpcmeter.drivers.base import Endpoint
+
+
+def ghz_path() -> str | None:
+    found = shutil.which("ghz")
+    home = Path.home() / "go" / "bin" / "ghz"
+    return found or (str(home) if home.exists() else None)
+
+
+def run_ghz(
+    ghz: str, endpoint: Endpoint, conns: int, concurrency: int, duration: float, cpu: int
+) -> tuple[float, float]:
+    """(calls/s, client CPU seconds per call) of one ghz run (every call must be OK)."""
+    cpu0 = children_cpu_s()
+    out = subprocess.run(
+        [
+            "taskset", "-c", str(cpu), ghz, "--insecure", "--proto", str(PROTO),
+            "--call", METHOD.strip("/").replace("/", "."), "-d", '{"name": "world"}',
+            "-c", str(concurrency), "--connections", str(conns), "-z", f"{duration:g}s",
+            "--format", "json", f"127.0.0.1:{endpoint.port}",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=duration + 60,
+    ).stdout
+    cpu_s = children_cpu_s() - cpu0
+    report = json.loads(out)
+    ok = report["statusCodeDistribution"].get("OK", 0)
+    if ok < report["count"] - concurrency:  # the calls in flight at the end are cancelled
+        raise RuntimeError(f"ghz: not every call was OK: {report['statusCodeDistribution']}")
+    return report["rps"] * ok / report["count"], cpu_s / ok
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--connections", type=int, default=5)
+    parser.add_argument("--concurrency", type=int, default=50)
+    parser.add_argument("--duration", type=float, default=5.0)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--grpcio", action="store_true", help="also rpcmeter with grpcio's client")
+    args = parser.parse_args()
+    ghz = ghz_path()
+    if ghz is None:
+        print("needs ghz: go install github.com/bojand/ghz/cmd/ghz@latest", file=sys.stderr)
+        return 2
+    server_cpu, client_cpu = cpus()
+    c, n, d = args.connections, args.concurrency, args.duration
+    options = {"method": METHOD, "request_hex": REQUEST.hex(), "expect_hex": REPLY.hex()}
+    try:
+        with greeter(server_cpu, "-grpc") as ep:
+            print(
+                f"Go greeter (grpc-go) on CPU {server_cpu}, clients on CPU {client_cpu}; "
+                f"{c} connections x {n} concurrent calls, {d:g} s per run, {METHOD}"
+            )
+            clients: list[tuple[str, Run]] = [
+                ("ghz", partial(run_ghz, ghz, ep, c, n, d, client_cpu)),
+                ("rpcmeter", partial(run_rpcmeter, "grpc", ep, options, c, n, d, client_cpu)),
+                ("floor", partial(run_floor, ep, "grpc", METHOD, REQUEST.hex(), c, n // c, d,
+                                  client_cpu)),
+            ]
+            if args.grpcio:
+                grpcio = {**options, "client": "grpcio"}
+                clients.append(
+                    ("rpcmeter grpcio", partial(run_rpcmeter, "grpc", ep, grpcio, c, n, d,
+                                                client_cpu))
+                )
+            runs = rounds(clients, args.rounds)
+    except BuildError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    summary(runs, "rpcmeter", "ghz", "floor", (1.5, 0.33))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
