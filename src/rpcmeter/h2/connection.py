@@ -146,40 +146,25 @@ class Stream:
     """One request/response exchange. ``headers`` and ``trailers`` hold ``view(block)`` of the
     first and the last header block (None until they arrive); ``chunks`` the DATA payloads
     (unless ``on_data`` takes them); ``received`` counts DATA payload bytes. ``user`` is the
-    owner's."""
+    owner's. (No ``__slots__``: the fields a unary exchange never changes stay class defaults,
+    so a stream costs eight stores.)"""
 
-    __slots__ = (
-        "chunks",
-        "error",
-        "headers",
-        "id",
-        "local_closed",
-        "on_data",
-        "on_end",
-        "on_headers",
-        "received",
-        "recv_window",
-        "send_window",
-        "trailers",
-        "unsent",
-        "user",
-    )
+    on_data: Callable[[Stream, bytes], object] | None = None
+    on_headers: Callable[[Stream, Any], object] | None = None
+    unsent: bytes | None = None  # request body waiting for flow-control window
+    local_closed = True  # we sent END_STREAM
+    send_window = 0  # kept while we may still send DATA
+    consumed = 0  # DATA bytes received since our last WINDOW_UPDATE for the stream
 
     def __init__(self, on_end: Callable[[Stream], object], user: Any = None) -> None:
         self.id = 0
         self.on_end = on_end
-        self.on_data: Callable[[Stream, bytes], object] | None = None
-        self.on_headers: Callable[[Stream, Any], object] | None = None
         self.user = user
         self.headers: Any = None
         self.trailers: Any = None
         self.chunks: list[bytes] = []
         self.received = 0
         self.error: BaseException | None = None
-        self.send_window = 0
-        self.recv_window = 0
-        self.unsent: bytes | None = None  # request body waiting for flow-control window
-        self.local_closed = False
 
     def body(self) -> bytes:
         """Every DATA payload received, joined."""
@@ -190,11 +175,12 @@ class Request:
     """A request encoded once (:meth:`H2Connection.prepare`): its header block, its body, and its
     frames as parts joined around the stream id (rebuilt when the peer's frame size changes)."""
 
-    __slots__ = ("block", "body", "end_stream", "frame_size", "head_parts", "parts")
+    __slots__ = ("block", "body", "end_stream", "frame_size", "head_parts", "parts", "size")
 
     def __init__(self, block: bytes, body: bytes | None, end_stream: bool = True) -> None:
         self.block = block
         self.body = body
+        self.size = len(body) if body is not None else 0
         self.end_stream = end_stream  # False: the stream stays open for send_data
         self.frame_size = 0
         self.parts: list[bytes] = []  # HEADERS (+ CONTINUATION) + DATA frames, split at ids
@@ -323,6 +309,24 @@ class H2Connection:
         :meth:`take_waiting` it to another connection); on a closed one, the error it closed with
         is raised."""
         stream = Stream(on_end, user)
+        if self.accepting and len(self.streams) < self.peer_max_streams and not self.waiting:
+            n = req.size
+            if (
+                n <= self.send_window
+                and n <= self.peer_window
+                and req.end_stream
+                and req.frame_size == self.peer_frame
+            ):  # the fast path of _start: the whole request at once
+                sid = self.next_id
+                self.next_id = sid + 2
+                if sid + 2 > MAX_STREAM_ID:
+                    self.accepting = False
+                self.last_id = sid
+                self.send_window -= n
+                stream.id = sid
+                self.streams[sid] = stream
+                self.out.append(sid.to_bytes(4, "big").join(req.parts))
+                return stream
         self.submit(stream, req)
         return stream
 
@@ -356,28 +360,27 @@ class H2Connection:
             self.accepting = False
         self.last_id = sid
         stream.id = sid
-        stream.recv_window = self.window
         self.streams[sid] = stream
         if req.frame_size != self.peer_frame:
             req.build(self.peer_frame)
         body = req.body
         window = self.peer_window
+        stream.local_closed = req.end_stream
         if body is None:
-            stream.send_window = window
-            stream.local_closed = req.end_stream
+            if not req.end_stream:
+                stream.send_window = window
             self.out.append(sid.to_bytes(4, "big").join(req.parts))
             return
         n = len(body)
         if n <= self.send_window and n <= window:  # the whole request at once
             self.send_window -= n
-            stream.send_window = window - n
-            stream.local_closed = req.end_stream
+            if not req.end_stream:
+                stream.send_window = window - n
             self.out.append(sid.to_bytes(4, "big").join(req.parts))
             return
         stream.send_window = window
         self.out.append(sid.to_bytes(4, "big").join(req.head_parts))
         stream.unsent = body
-        stream.local_closed = req.end_stream
         self._send_body(stream)
 
     def open_stream(
@@ -456,6 +459,8 @@ class H2Connection:
         pos = 0
         unpack = HEAD.unpack_from
         streams = self.streams
+        cache = self.cache
+        half = self.window >> 1
         while n - pos >= HEAD_LEN:
             hi, lo, kind, flags, sid = unpack(data, pos)
             length = hi << 8 | lo
@@ -498,10 +503,11 @@ class H2Connection:
                     if flags & END_STREAM:
                         self._end(stream)
                     else:
-                        stream.recv_window -= length
-                        if stream.recv_window < (self.window >> 1):
+                        consumed = stream.consumed + length
+                        stream.consumed = consumed
+                        if consumed > half:
                             self._stream_window(stream)
-                if self.recv_window < (self.window >> 1):
+                if self.recv_window < half:
                     self.out.append(
                         frame(WINDOW_UPDATE, 0, 0, struct.pack(">L", self.window - self.recv_window))
                     )
@@ -518,9 +524,27 @@ class H2Connection:
                 if sid == 0:
                     self._fail("protocol_error", "HEADERS on stream 0")
                     return
-                if flags & END_HEADERS:
-                    self._headers(sid, flags, payload)
+                if not flags & END_HEADERS:
+                    pass
+                elif (
+                    (view := cache.get(payload)) is not None
+                    and (stream := streams.get(sid)) is not None
+                    and stream.on_headers is None
+                    and (stream.headers is None or flags & END_STREAM)
+                ):  # the fast path of _headers: a block seen before, on an open stream
+                    if stream.headers is None:
+                        stream.headers = view
+                    else:
+                        stream.trailers = view
+                    if flags & END_STREAM:
+                        del streams[sid]
+                        self.replies_owed = 0
+                        stream.on_end(stream)
+                        if self.waiting:
+                            self._next_waiting()
                 else:
+                    self._headers(sid, flags, payload)
+                if not flags & END_HEADERS:
                     self.continuing = (sid, flags, [payload])
                     if length > self.max_header_block:
                         self._too_large(length)
@@ -760,8 +784,8 @@ class H2Connection:
             self.listener.on_goaway(last, code, debug)
 
     def _stream_window(self, stream: Stream) -> None:
-        inc = self.window - stream.recv_window
-        stream.recv_window = self.window
+        inc = stream.consumed
+        stream.consumed = 0
         self.out.append(frame(WINDOW_UPDATE, 0, stream.id, struct.pack(">L", inc)))
 
     def _reset_stream(self, stream: Stream, code: int) -> None:
