@@ -66,12 +66,14 @@ class H2Protocol(asyncio.Protocol):
 
     def flush(self) -> None:
         """Write what the connection queued (requests made outside a read)."""
-        if not self.receiving and self.conn.out and self.transport is not None:
-            self.transport.write(self.conn.data_to_send())
+        out = self.conn.out
+        if out and not self.receiving and self.transport is not None:
+            self.transport.write(b"".join(out) if len(out) > 1 else out[0])
+            out.clear()
 
     def request(self, req: Request, on_end: Callable[[Stream], object], user: Any = None) -> None:
         conn = self.conn
-        conn.submit(Stream(on_end, user), req)
+        conn.request(req, on_end, user)
         if not self.receiving:
             out = conn.out
             if out and self.transport is not None:
@@ -164,7 +166,9 @@ class Session:
             stream.error = conn.closed
             asyncio.get_running_loop().call_soon(on_end, stream)
             return
-        proto.request(req, on_end, user)
+        conn.request(req, on_end, user)
+        if not proto.receiving:
+            proto.flush()
         if not conn.accepting:
             self.replace()
 
