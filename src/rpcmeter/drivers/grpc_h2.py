@@ -20,14 +20,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from functools import partial
-from typing import Any, NamedTuple
+from typing import NamedTuple
 from urllib.parse import unquote
 
 from rpcmeter.drivers.base import Channel, Done, DriverContext, ReplyError
+from rpcmeter.drivers.h2client import H2Client
 from rpcmeter.drivers.stream import mismatch
-from rpcmeter.h2.connection import H2Connection, H2ConnectionError, H2Unavailable, StreamReset
 from rpcmeter.h2.connection import Stream as H2Stream
-from rpcmeter.h2.transport import Session, open_connection
 from rpcmeter.servers.bodies import SERVER_TIME_KEY
 
 SERVER_TIME = SERVER_TIME_KEY.encode()
@@ -75,8 +74,10 @@ def frame_message(message: bytes) -> bytes:
     return b"\0" + len(message).to_bytes(4, "big") + message
 
 
-class GrpcH2Client:
+class GrpcH2Client(H2Client):
     """This client process's sessions and the per-call handling (see the module doc)."""
+
+    protocol = "gRPC"
 
     def __init__(
         self,
@@ -89,19 +90,17 @@ class GrpcH2Client:
         errors: Callable[[int, str], BaseException],
         unavailable: Callable[[str], BaseException],
     ) -> None:
-        self.ctx = ctx
+        super().__init__(ctx)
         self.path = path
         self.request_message = request
         self.expected = expected
         self.errors = errors
         self.unavailable = unavailable
-        ep = ctx.endpoint
-        authority = "localhost" if ep.path else ep.describe().split("//")[1]
         headers = [
             (b":method", b"POST"),
             (b":scheme", b"http"),
             (b":path", path.encode()),
-            (b":authority", authority.encode()),
+            (b":authority", self.authority.encode()),
             (b"content-type", b"application/grpc"),
             (b"te", b"trailers"),
         ]
@@ -109,7 +108,6 @@ class GrpcH2Client:
             headers.append((b"grpc-timeout", grpc_timeout(timeout_s)))
         headers += [(k.lower().encode(), v.encode()) for k, v in metadata]
         self.headers = headers
-        self.sessions: list[Session] = []
         self.counts = [0, 0]  # calls answered with a message, message bytes in
         # the last good reply's header views and message (bytes: immutable, so the same object
         # is the same message): a reply made of the same objects passes the same checks
@@ -119,30 +117,16 @@ class GrpcH2Client:
         self.last_size = 0
         self.last_server_ns: int | None = None
 
-    def new_connection(self) -> H2Connection:
-        return H2Connection(view=grpc_view)
+    def view(self, headers: list[tuple[bytes, bytes]]) -> GrpcView:
+        return grpc_view(headers)
 
-    async def open(self, connect_timeout_s: float) -> None:
-        ep = self.ctx.endpoint
-
-        async def opener() -> Any:
-            return await open_connection(ep, self.new_connection, timeout_s=connect_timeout_s)
-
-        for _ in range(max(1, self.ctx.connections)):
-            try:
-                proto = await opener()
-            except H2ConnectionError:
-                raise
-            except OSError as exc:
-                where = ep.path or ep.describe().split("//")[1]
-                raise ConnectionError(f"no gRPC connection to {where}: {exc}") from None
-            self.sessions.append(Session(proto, opener))
+    async def open(self, connect_timeout_s: float = 10.0) -> None:
+        await super().open(connect_timeout_s)
         body = frame_message(self.request_message)
         self.prepared = self.sessions[0].proto.conn.prepare(self.headers, body)
 
     def channel(self, index: int) -> Channel:
-        session = self.sessions[index % len(self.sessions)]
-        return partial(session.request, self.prepared, self.on_end)
+        return partial(self.session(index).request, self.prepared, self.on_end)
 
     def on_end(self, stream: H2Stream) -> None:
         chunks = stream.chunks
@@ -164,7 +148,7 @@ class GrpcH2Client:
         done: Done = stream.user
         err = stream.error
         if err is not None:
-            done(None, self._stream_error(err))
+            done(None, self.stream_error(err, self.unavailable))
             return
         head: GrpcView | None = stream.headers
         meta: GrpcView | None = stream.trailers or head
@@ -209,23 +193,8 @@ class GrpcH2Client:
             self.last_server_ns = meta.server_ns
         done(meta.server_ns, None)
 
-    def _stream_error(self, err: BaseException) -> BaseException:
-        if isinstance(err, StreamReset):
-            return ReplyError(err.kind, str(err))
-        if isinstance(err, H2Unavailable):
-            return self.unavailable(str(err))
-        if isinstance(err, H2ConnectionError):
-            return err
-        if isinstance(err, OSError):
-            return self.unavailable(f"connection lost: {type(err).__name__}: {err}")
-        return err
-
     def counters(self) -> dict[str, int]:
         return {
             "bytes_out": self.counts[0] * len(self.request_message),
             "bytes_in": self.counts[1],
         }
-
-    def close(self) -> None:
-        for session in self.sessions:
-            session.close()

@@ -257,6 +257,13 @@ def never_indexed(headers: Iterable[tuple[bytes, bytes]]) -> list[hpack.HeaderTu
     return [hpack.NeverIndexedHeaderTuple(n, v) for n, v in headers]
 
 
+class Informational:
+    """What a header block of an informational (1xx) response stands for: it is skipped."""
+
+
+INFORMATIONAL = Informational()
+
+
 def identity(headers: list[tuple[bytes, bytes]]) -> Any:
     return headers
 
@@ -604,6 +611,7 @@ class H2Connection:
                     and (stream := streams.get(sid)) is not None
                     and stream.on_headers is None
                     and (stream.headers is None or flags & END_STREAM)
+                    and view is not INFORMATIONAL
                 ):  # the fast path of _headers: a block seen before, on an open stream
                     if stream.headers is None:
                         stream.headers = view
@@ -737,6 +745,10 @@ class H2Connection:
         if stream is None:
             self._gone(sid, "HEADERS")
             return
+        if view is INFORMATIONAL:
+            if flags & END_STREAM or stream.headers is not None:
+                self._fail("protocol_error", f"an informational response ending stream {sid}")
+            return
         if stream.headers is None:
             stream.headers = view
         elif not flags & END_STREAM:
@@ -756,14 +768,19 @@ class H2Connection:
         first = entries[0] if entries else None
         count, size = len(entries), table.maxsize
         try:
-            headers = self.decoder.decode(block, raw=True)
+            headers: list[tuple[bytes, bytes]] = list(self.decoder.decode(block, raw=True))
         except hpack.OversizedHeaderListError:
             self._too_large(len(block))
             return None
         except (hpack.HPACKError, IndexError, ValueError) as exc:
             self._fail("compression_error", f"bad header block: {exc}", COMPRESSION_ERROR)
             return None
-        view = self.view(headers)  # type: ignore[arg-type]
+        status = headers[0] if headers else (b"", b"")
+        code = status[1]
+        if status[0] == b":status" and len(code) == 3 and code[:1] == b"1" and code != b"101":
+            view: Any = INFORMATIONAL
+        else:
+            view = self.view(headers)
         cache = self.cache
         if (
             len(entries) == count

@@ -35,6 +35,7 @@ class H2Protocol(asyncio.Protocol):
         self.ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self.on_replace: Callable[[], object] | None = None  # the owner's: stop using me
         self.bytes_in = 0
+        self.bytes_out = 0
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's are not subclasses
@@ -45,7 +46,9 @@ class H2Protocol(asyncio.Protocol):
                 H2ConnectionError("alpn", f"the server did not agree to h2 (ALPN: {chosen})")
             )
             return
-        self.transport.write(self.conn.initiate())
+        preface = self.conn.initiate()
+        self.bytes_out += len(preface)
+        self.transport.write(preface)
 
     def data_received(self, data: bytes) -> None:
         self.bytes_in += len(data)
@@ -57,7 +60,9 @@ class H2Protocol(asyncio.Protocol):
             self.receiving = False
         out = conn.out
         if out and self.transport is not None:
-            self.transport.write(b"".join(out) if len(out) > 1 else out[0])
+            data = b"".join(out) if len(out) > 1 else out[0]
+            self.bytes_out += len(data)
+            self.transport.write(data)
             out.clear()
         if conn.started and not self.ready.done():
             self.ready.set_result(None)
@@ -68,17 +73,15 @@ class H2Protocol(asyncio.Protocol):
         """Write what the connection queued (requests made outside a read)."""
         out = self.conn.out
         if out and not self.receiving and self.transport is not None:
-            self.transport.write(b"".join(out) if len(out) > 1 else out[0])
+            data = b"".join(out) if len(out) > 1 else out[0]
+            self.bytes_out += len(data)
+            self.transport.write(data)
             out.clear()
 
     def request(self, req: Request, on_end: Callable[[Stream], object], user: Any = None) -> None:
         conn = self.conn
         conn.request(req, on_end, user)
-        if not self.receiving:
-            out = conn.out
-            if out and self.transport is not None:
-                self.transport.write(b"".join(out) if len(out) > 1 else out[0])
-                out.clear()
+        self.flush()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.conn.connection_lost(exc or ConnectionResetError("connection closed by the server"))
@@ -203,7 +206,3 @@ class Session:
             self.replacing.cancel()
         for proto in [*self.old, self.proto]:
             proto.close()
-
-    @property
-    def bytes_in(self) -> int:
-        return self.proto.bytes_in + sum(p.bytes_in for p in self.old)
