@@ -14,6 +14,8 @@ options say otherwise. Options (target or variant ``options``):
   body, :mod:`rpcmeter.servers.bodies`), ``host`` (the ``Host`` header; default the endpoint's
   address).
 - ``event_loop``: ``uvloop`` (default) or ``asyncio``.
+- ``http``: ``"1.1"`` (default) or ``"2"``: cleartext HTTP/2 with prior knowledge (h2c), the
+  loops' requests multiplexed as streams over the connections (:mod:`rpcmeter.drivers.http2`).
 
 Connections are kept alive. A server that closes them after each reply (HTTP/1.0 without
 keep-alive, ``Connection: close``) fails the case with :class:`KeepAliveRequired`, unless the
@@ -34,14 +36,27 @@ factorial: ``math.factorial``).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import httptools
 
-from rpcmeter.drivers.base import STALL_OPTIONS, ReplyError
+from rpcmeter.drivers.base import STALL_OPTIONS, Channel, DriverContext, ReplyError
 from rpcmeter.drivers.stream import StreamConnection, StreamDriver
+from rpcmeter.errors import SuiteError
+from rpcmeter.servers.bodies import check_variant_options, expected_reply
 from rpcmeter.servers.timing import ServerTime, parse_server_timing
 from rpcmeter.workloads import PayloadParams, WorkloadParams
+
+if TYPE_CHECKING:
+    from rpcmeter.drivers.http2 import Http2Client
+    from rpcmeter.suite import Suite
+
+
+def check_options(opts: Mapping[str, Any]) -> None:
+    """The driver's options make sense (SuiteError naming the option)."""
+    http = opts.get("http", "1.1")
+    if str(http) not in ("1.1", "2"):
+        raise SuiteError(f'options.http: expected "1.1" or "2" (got {http!r})')
 
 
 class KeepAliveRequired(ConnectionResetError):
@@ -227,9 +242,57 @@ class HttpDriver(StreamDriver):
         "body",
         "host",
         "event_loop",
+        "http",
         "corrupt_every",  # server
         "queue_time",  # server
     }
+
+    @classmethod
+    def check_suite(cls, suite: Suite, where: str) -> None:
+        check_variant_options(suite, where, cls.name, check_options)
+
+    def __init__(self, ctx: DriverContext) -> None:
+        super().__init__(ctx)
+        self.h2: Http2Client | None = None
+
+    def uses_http2(self) -> bool:
+        return str(self.ctx.options.get("http", "1.1")) == "2"
+
+    async def open(self) -> None:
+        if not self.uses_http2():
+            await super().open()
+            return
+        opts = self.ctx.options
+        method = self.method()
+        path = str(opts.get("path") or default_path(self.ctx.workload))
+        from rpcmeter.drivers.http2 import Http2Client  # its module imports this one
+
+        self.h2 = Http2Client(self.ctx, method, path, self.host(), dict(opts.get("headers") or {}))
+        await self.h2.open()
+
+    def channel(self, index: int) -> Channel:
+        if self.h2 is None:
+            return super().channel(index)
+        bodies = self.loop_bodies(index)
+        expects = None
+        if self.ctx.validate:
+            expects = [expected_reply(self.ctx.workload, b) for b in bodies]
+        else:
+            bodies = bodies[:1]
+        return self.h2.channel(index, bodies, expects)
+
+    def counters(self) -> dict[str, int]:
+        return self.h2.counters() if self.h2 is not None else super().counters()
+
+    def close(self) -> None:
+        if self.h2 is not None:
+            self.h2.close()
+        super().close()
+
+    def host(self) -> str:
+        ep = self.ctx.endpoint
+        host = self.ctx.options.get("host")
+        return str(host or ("localhost" if ep.path else ep.describe().split("//")[1]))
 
     def new_connection(self) -> StreamConnection:
         return HttpConnection(head_only=self.method() == "HEAD")
@@ -247,11 +310,9 @@ class HttpDriver(StreamDriver):
     def encode(self, body: bytes) -> bytes:
         opts = self.ctx.options
         w = self.ctx.workload
-        ep = self.ctx.endpoint
         method = self.method()
         path = str(opts.get("path") or default_path(w))
-        host = str(opts.get("host") or ("localhost" if ep.path else ep.describe().split("//")[1]))
         headers = dict(opts.get("headers") or {})
         if not self.ctx.reuse:  # one request per connection (load.reuse = false)
             headers.setdefault("Connection", "close")
-        return build_request(method, path, host, headers, body)
+        return build_request(method, path, self.host(), headers, body)

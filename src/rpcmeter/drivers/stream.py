@@ -312,6 +312,11 @@ class StreamDriver(EventDriver):
             return random.Random(self.ctx.seed * 7919 + variant).randbytes(w.request_bytes)
         return request_body(w)
 
+    def loop_bodies(self, index: int) -> list[bytes]:
+        """The request bodies loop ``index`` sends in turn (several for echo: see the doc)."""
+        n = VARIANTS if isinstance(self.ctx.workload, EchoParams) else 1
+        return [self.request_body(index * VARIANTS + v) for v in range(n)]
+
     def one_shot(self, data: bytes, done: Done, expect: bytes | None) -> None:
         """Send ``data`` on a connection of its own, closed once its reply is read."""
 
@@ -343,8 +348,8 @@ class StreamDriver(EventDriver):
 
     def channel(self, index: int) -> Channel:
         w = self.ctx.workload
-        n = VARIANTS if isinstance(w, EchoParams) else 1
-        bodies = [self.request_body(index * VARIANTS + v) for v in range(n)]
+        bodies = self.loop_bodies(index)
+        n = len(bodies)
         requests = [self.encode(b) for b in bodies]
         expects = [expected_reply(w, b) if self.ctx.validate else None for b in bodies]
         pairs = list(zip(requests, expects, strict=True))

@@ -1,4 +1,6 @@
 """Built-in HTTP/1.1 reference server: a raw asyncio protocol on uvloop, parsed by httptools.
+A connection that opens with the HTTP/2 preface is served HTTP/2 instead (h2c with prior
+knowledge, python-hyper's ``h2``), with the same URL scheme and replies.
 
 URL scheme (any method; keep-alive and pipelining supported; bodies need ``Content-Length``):
 
@@ -33,6 +35,10 @@ from collections.abc import Callable
 from typing import Any, cast
 from urllib.parse import parse_qsl
 
+import h2.config
+import h2.connection
+import h2.events
+import h2.exceptions
 import httptools
 
 from rpcmeter.servers.aio import (
@@ -47,6 +53,7 @@ from rpcmeter.servers.bodies import KINDS, sleep_seconds
 from rpcmeter.servers.common import Stall, parse_server_args
 from rpcmeter.servers.timing import server_timing_header
 
+H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 REASONS = {200: b"OK", 400: b"Bad Request", 404: b"Not Found"}
 
 
@@ -79,12 +86,23 @@ class HttpServerProtocol(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.replies: OrderedReplies | None = None
         self.closing = False
+        self.fresh = True  # nothing received yet
+        self.h2c: H2cServer | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's are not subclasses
         self.replies = OrderedReplies(self.transport.write)
 
     def data_received(self, data: bytes) -> None:
+        if self.h2c is not None:
+            self.h2c.data_received(data)
+            return
+        if self.fresh:  # a connection opening with the HTTP/2 preface speaks HTTP/2 (h2c)
+            self.fresh = False
+            if data[:14] == H2_PREFACE[: len(data)][:14] and self.transport is not None:
+                self.h2c = H2cServer(self.transport, self.corrupt, self.stalled)
+                self.h2c.data_received(data)
+                return
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserUpgrade:
@@ -121,37 +139,16 @@ class HttpServerProtocol(asyncio.Protocol):
             self.stalled()
         queued = queue_ns(self.transport)
         keep_alive = self.parser.should_keep_alive()
-        path, _, raw_query = self.url.decode("latin-1").partition("?")
-        kind = path.strip("/")
-        body = b"".join(self.body)
-        query = dict(parse_qsl(raw_query)) if raw_query else {}
-        status, server_ns = 200, 0
-        if kind not in KINDS:
-            status, out = 404, b"unknown workload"
-        elif kind == "sleep":
-            self._sleep(query.get("ms"), body, keep_alive, queued)
+        answer = handle(self.url, b"".join(self.body), self.corrupt)
+        if isinstance(answer, float):
+            self._sleep(answer, keep_alive, queued)
             return
-        else:
-            try:
-                size = query.get("reply_bytes") if kind == "payload" else None
-                n = query.get("n") if kind == "factorial" else None
-                out, server_ns = timed(
-                    kind, n.encode() if n else body, int(size) if size is not None else None
-                )
-                out = self.corrupt(out)
-            except (ValueError, struct.error) as exc:
-                status, out = 400, f"bad {kind} request: {exc}".encode()
-        self.replies.now(response(status, out, server_ns, keep_alive, queued))
+        self.replies.now(response(*answer, keep_alive, queued))
         if not keep_alive:
             self._close_when_sent()
 
-    def _sleep(self, ms: str | None, body: bytes, keep_alive: bool, queued: int | None) -> None:
+    def _sleep(self, seconds: float, keep_alive: bool, queued: int | None) -> None:
         assert self.replies is not None
-        try:
-            seconds = float(ms) / 1e3 if ms is not None else sleep_seconds(body)
-        except ValueError:
-            self.replies.now(response(400, b"bad sleep request", 0, keep_alive))
-            return
         replies = self.replies
         slot = replies.later()
         t0 = time.perf_counter_ns()
@@ -163,6 +160,123 @@ class HttpServerProtocol(asyncio.Protocol):
                 self._close_when_sent()
 
         call_later_precisely(asyncio.get_running_loop(), seconds, wake)
+
+
+def handle(url: bytes, body: bytes, corrupt: Corrupter) -> tuple[int, bytes, int] | float:
+    """The reply to one request: (status, body, server ns); for ``sleep``, the seconds to wait
+    before an empty 200 reply."""
+    path, _, raw_query = url.decode("latin-1").partition("?")
+    kind = path.strip("/")
+    query = dict(parse_qsl(raw_query)) if raw_query else {}
+    if kind not in KINDS:
+        return 404, b"unknown workload", 0
+    if kind == "sleep":
+        ms = query.get("ms")
+        try:
+            return max(float(ms) / 1e3 if ms is not None else sleep_seconds(body), 0.0)
+        except ValueError:
+            return 400, b"bad sleep request", 0
+    try:
+        size = query.get("reply_bytes") if kind == "payload" else None
+        n = query.get("n") if kind == "factorial" else None
+        out, server_ns = timed(
+            kind, n.encode() if n else body, int(size) if size is not None else None
+        )
+        return 200, corrupt(out), server_ns
+    except (ValueError, struct.error) as exc:
+        return 400, f"bad {kind} request: {exc}".encode(), 0
+
+
+class H2cServer:
+    """HTTP/2 on a connection that opened with the HTTP/2 preface (h2c with prior knowledge),
+    served by python-hyper's ``h2``: the same URL scheme and replies as HTTP/1.1."""
+
+    def __init__(
+        self,
+        transport: asyncio.Transport,
+        corrupt: Corrupter,
+        stalled: Callable[[], None] | None,
+    ) -> None:
+        config = h2.config.H2Configuration(client_side=False, header_encoding=None)
+        self.conn = h2.connection.H2Connection(config)
+        self.conn.initiate_connection()
+        self.transport = transport
+        self.corrupt = corrupt
+        self.stalled = stalled
+        self.requests: dict[int, tuple[bytes, list[bytes]]] = {}
+        self.unsent: dict[int, bytes] = {}  # reply bodies waiting for flow-control window
+
+    def data_received(self, data: bytes) -> None:
+        try:
+            events = self.conn.receive_data(data)
+        except h2.exceptions.ProtocolError:
+            self.flush()
+            self.transport.close()
+            return
+        for event in events:
+            if isinstance(event, h2.events.RequestReceived):
+                path = dict(event.headers).get(b":path", b"/")
+                self.requests[event.stream_id] = (path, [])
+            elif isinstance(event, h2.events.DataReceived):
+                if event.stream_id in self.requests:
+                    self.requests[event.stream_id][1].append(event.data)
+                self.conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+            elif isinstance(event, h2.events.StreamEnded):
+                self._answer(event.stream_id)
+            elif isinstance(event, h2.events.StreamReset):
+                self.requests.pop(event.stream_id, None)
+                self.unsent.pop(event.stream_id, None)
+            elif isinstance(event, h2.events.WindowUpdated):
+                for sid in list(self.unsent):
+                    self._send_body(sid, self.unsent.pop(sid))
+        self.flush()
+
+    def flush(self) -> None:
+        out = self.conn.data_to_send()
+        if out:
+            self.transport.write(out)
+
+    def _answer(self, sid: int) -> None:
+        url, chunks = self.requests.pop(sid, (b"/", []))
+        if self.stalled:
+            self.stalled()
+        answer = handle(url, b"".join(chunks), self.corrupt)
+        if not isinstance(answer, float):
+            self._reply(sid, *answer)
+            return
+        t0 = time.perf_counter_ns()
+
+        def wake() -> None:
+            if self.conn.state_machine.state != h2.connection.ConnectionState.CLOSED:
+                self._reply(sid, 200, self.corrupt(b""), time.perf_counter_ns() - t0)
+                self.flush()
+
+        call_later_precisely(asyncio.get_running_loop(), answer, wake)
+
+    def _reply(self, sid: int, status: int, body: bytes, server_ns: int) -> None:
+        headers = [
+            (b":status", str(status).encode()),
+            (b"server-timing", b"app;dur=%.6f" % (server_ns / 1e6)),
+            (b"content-length", str(len(body)).encode()),
+            (b"content-type", b"application/octet-stream"),
+        ]
+        try:
+            self.conn.send_headers(sid, headers, end_stream=not body)
+            if body:
+                self._send_body(sid, body)
+        except h2.exceptions.StreamClosedError:
+            pass
+
+    def _send_body(self, sid: int, body: bytes) -> None:
+        """As much as the windows allow (the rest when they open), then END_STREAM."""
+        conn = self.conn
+        while body:
+            room = min(conn.local_flow_control_window(sid), conn.max_outbound_frame_size)
+            if room <= 0:
+                self.unsent[sid] = body
+                return
+            conn.send_data(sid, body[:room], end_stream=len(body) <= room)
+            body = body[room:]
 
 
 def make_factory(options: dict[str, Any]) -> Any:

@@ -1,0 +1,137 @@
+"""The HTTP driver over HTTP/2 (``options.http = "2"``): cleartext HTTP/2 with prior knowledge
+(h2c), ``load.concurrency`` streams multiplexed over ``load.connections`` connections, on
+rpcmeter's HTTP/2 connection (:mod:`rpcmeter.h2`).
+
+Requests are the HTTP/1.1 driver's (method, path, ``headers``, body; ``host`` becomes
+``:authority``), header names in lower case as HTTP/2 wants them. A status other than 2xx counts
+as ``http_STATUS``, a reset stream as ``rst_stream:CODE``; the server's time comes from
+``Server-Timing``. Bytes out/in count every byte of the connection (frames and headers).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from functools import partial
+from typing import Any, NamedTuple
+
+from rpcmeter.drivers.base import Channel, Done, DriverContext, ReplyError
+from rpcmeter.drivers.h2client import H2Client
+from rpcmeter.drivers.http import parse_server_timing
+from rpcmeter.drivers.stream import mismatch
+from rpcmeter.h2.connection import Request
+from rpcmeter.h2.connection import Stream as H2Stream
+
+# not allowed in HTTP/2 (RFC 9113, 8.2.2); ``host`` becomes ``:authority``
+CONNECTION_HEADERS = frozenset(
+    {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "host"}
+)
+
+
+class HttpView(NamedTuple):
+    status: int
+    server_ns: int | None
+
+
+def http_view(headers: list[tuple[bytes, bytes]]) -> HttpView:
+    status = 0
+    server_ns = None
+    for name, value in headers:
+        if name == b":status":
+            status = int(value) if value.isdigit() else 0
+        elif name == b"server-timing" and server_ns is None:
+            server_ns = parse_server_timing(value)
+    return HttpView(status, server_ns)
+
+
+def request_headers(
+    method: str, path: str, authority: str, headers: Mapping[str, Any], body: bytes
+) -> list[tuple[bytes, bytes]]:
+    """The header list of one request (pseudo-headers first)."""
+    out = [
+        (b":method", method.encode()),
+        (b":scheme", b"http"),
+        (b":path", path.encode()),
+        (b":authority", authority.encode()),
+    ]
+    out += [
+        (str(k).lower().encode(), str(v).encode())
+        for k, v in headers.items()
+        if str(k).lower() not in CONNECTION_HEADERS
+    ]
+    if body or method not in ("GET", "HEAD", "DELETE", "OPTIONS"):
+        out.append((b"content-length", str(len(body)).encode()))
+    return out
+
+
+class Http2Client(H2Client):
+    """The HTTP/2 path of :class:`~rpcmeter.drivers.http.HttpDriver`."""
+
+    def __init__(
+        self,
+        ctx: DriverContext,
+        method: str,
+        path: str,
+        authority: str,
+        headers: Mapping[str, Any],
+    ) -> None:
+        super().__init__(ctx)
+        self.method = method
+        self.path = path
+        self.authority = authority
+        self.extra = headers
+
+    def view(self, headers: list[tuple[bytes, bytes]]) -> HttpView:
+        return http_view(headers)
+
+    def prepare(self, index: int, body: bytes) -> Request:
+        heads = request_headers(self.method, self.path, self.authority, self.extra, body)
+        return self.session(index).proto.conn.prepare(heads, body or None)
+
+    def channel(self, index: int, bodies: list[bytes], expects: list[bytes] | None) -> Channel:
+        """Loop ``index``'s channel, sending ``bodies`` in turn (checking replies against
+        ``expects`` when given)."""
+        session = self.session(index)
+        requests = [self.prepare(index, b) for b in bodies]
+        if expects is None:
+            return partial(session.request, requests[0], self.on_end)
+        pairs = list(zip(requests, expects, strict=True))
+        turn = 0
+        request = session.request
+        on_end = self.on_end_checked
+
+        def validated(done: Done) -> None:
+            nonlocal turn
+            req, expect = pairs[turn]
+            turn = (turn + 1) % len(pairs)
+            request(req, on_end, (done, expect))
+
+        return validated
+
+    def on_end(self, stream: H2Stream) -> None:
+        done: Done = stream.user
+        view: HttpView | None = stream.headers
+        if stream.error is not None or view is None:
+            done(None, self.failure(stream))
+        elif 200 <= view.status < 300:
+            done(view.server_ns, None)
+        else:
+            done(view.server_ns, ReplyError(f"http_{view.status}", f"HTTP status {view.status}"))
+
+    def on_end_checked(self, stream: H2Stream) -> None:
+        done, expect = stream.user
+        view: HttpView | None = stream.headers
+        if stream.error is not None or view is None:
+            done(None, self.failure(stream))
+        elif not 200 <= view.status < 300:
+            done(view.server_ns, ReplyError(f"http_{view.status}", f"HTTP status {view.status}"))
+        else:
+            done(view.server_ns, mismatch(stream.body(), expect))
+
+    def failure(self, stream: H2Stream) -> BaseException:
+        if stream.error is None:
+            return ReplyError("http2_malformed", "a stream ended without a response")
+        return self.stream_error(stream.error)
+
+    def counters(self) -> dict[str, int]:
+        out, inp = self.traffic()
+        return {"bytes_out": out, "bytes_in": inp}
