@@ -220,6 +220,8 @@ class GrpcDriver(EventDriver):
 
     # the grpcio client ------------------------------------------------------------------------
     def connect(self) -> None:
+        if self.uses_event_loop():
+            return  # the h2 client connects in open()
         addr = target(self.ctx.endpoint)
         creds, tls_options = self.credentials()
         self.channels = []
