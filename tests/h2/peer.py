@@ -31,7 +31,9 @@ class Peer:
         self.h2 = h2.connection.H2Connection(config)
         self.h2.initiate_connection()
         if settings:
-            self.h2.update_settings({getattr(h2.settings.SettingCodes, k.upper()): v for k, v in settings.items()})
+            self.h2.update_settings(
+                {getattr(h2.settings.SettingCodes, k.upper()): v for k, v in settings.items()}
+            )
         self.handler = handler
         self.bodies: dict[int, list[bytes]] = {}
         self.headers: dict[int, list[tuple[bytes, bytes]]] = {}

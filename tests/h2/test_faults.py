@@ -23,7 +23,10 @@ def hostile(mode: str, driver: str = "grpc") -> dict[str, Any]:
     return {
         "driver": driver,
         "options": options,
-        "server": {"command": [sys.executable, "-m", "tests.h2.hostile", "{port}", mode], "cwd": str(ROOT)},
+        "server": {
+            "command": [sys.executable, "-m", "tests.h2.hostile", "{port}", mode],
+            "cwd": str(ROOT),
+        },
     }
 
 
@@ -45,8 +48,13 @@ def test_each_fault_fails_its_case_with_a_reason(driver: str) -> None:
                 "target": {"driver": "http", "transport": "tcp"},
                 "variants": variants,
                 "workloads": {"noop": {}},
-                "load": {"requests": 200, "warmup": 0, "connections": 1, "concurrency": 4,
-                         "timeout_s": 30},
+                "load": {
+                    "requests": 200,
+                    "warmup": 0,
+                    "connections": 1,
+                    "concurrency": 4,
+                    "timeout_s": 30,
+                },
                 "repeat": 1,
             }
         )

@@ -1,5 +1,5 @@
-"""Open-loop load on the event-driven HTTP driver against the real HTTP reference server, one
-run with the server stalling at a known moment and one without."""
+"""Open-loop load on the event-driven HTTP driver (HTTP/1.1 and HTTP/2) against the real HTTP
+reference server, one run with the server stalling at a known moment and one without."""
 
 from __future__ import annotations
 
@@ -14,11 +14,12 @@ pytestmark = pytest.mark.timeout(120)
 
 
 @timing_sensitive
-def test_http_open_loop_rate_and_stall() -> None:
+@pytest.mark.parametrize("http", ["1.1", "2"])
+def test_http_open_loop_rate_and_stall(http: str) -> None:
     rate, stall_s, duration_s = 1000, 0.25, 3.0
     suite = build_suite(
         {
-            "target": {"driver": "http", "transport": "tcp"},
+            "target": {"driver": "http", "transport": "tcp", "options": {"http": http}},
             "repeat": 1,
             "variants": {
                 "steady": {},
