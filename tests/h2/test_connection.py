@@ -423,3 +423,95 @@ def test_the_cache_skips_repeated_blocks_and_forgets_when_the_table_changes() ->
     client.request(req, seen.append)
     client.receive(frame(HEADERS, END_HEADERS | END_STREAM, 11, again))
     assert seen[0].headers == [(b":status", b"200"), (b"x-b", b"2")]
+
+
+REPLY_SHAPES = st.sampled_from(["grpc", "grpc2", "http", "trailers_only", "other_body", "ping"])
+
+
+def replies_through(
+    shapes: list[str], cuts: list[int], replay: bool
+) -> tuple[list[tuple[object, ...]], int, int]:
+    """Replies of ``shapes`` (three times over) read in batches of ``cuts`` replies: what each
+    stream ended with, the connection's receive window, and how many streams were replayed."""
+    enc = hpack.Encoder()
+    # the server's first use of each block indexes it (a prime stream carries those); later
+    # replies carry the same indexed bytes
+    blocks: dict[str, bytes] = {}
+    prime = b""
+    for round_ in range(2):
+        blocks = {
+            "head": enc.encode([(b":status", b"200"), (b"content-type", b"application/grpc")]),
+            "trail": enc.encode([(b"grpc-status", b"0")]),
+            "only": enc.encode([(b":status", b"200"), (b"grpc-status", b"5")]),
+        }
+        if round_ == 0:
+            prime = (
+                frame(HEADERS, END_HEADERS, 1, blocks["head"])
+                + frame(HEADERS, END_HEADERS | END_STREAM, 1, blocks["trail"])
+                + frame(HEADERS, END_HEADERS | END_STREAM, 3, blocks["only"])
+            )
+
+    def reply(shape: str, sid: int) -> bytes:
+        if shape == "trailers_only":
+            return frame(HEADERS, END_HEADERS | END_STREAM, sid, blocks["only"])
+        if shape == "http":
+            return frame(HEADERS, END_HEADERS, sid, blocks["head"]) + frame(
+                DATA, END_STREAM, sid, b"hello"
+            )
+        body = b"\0\0\0\0\2hi" if shape != "other_body" else b"\0\0\0\0\2ho"
+        data = frame(DATA, 0, sid, body)
+        if shape == "grpc2":
+            data = frame(DATA, 0, sid, body[:3]) + frame(DATA, 0, sid, body[3:])
+        out = frame(HEADERS, END_HEADERS, sid, blocks["head"]) + data
+        if shape == "ping":
+            out += frame(PING, 0, 0, b"12345678")
+        return out + frame(HEADERS, END_HEADERS | END_STREAM, sid, blocks["trail"])
+
+    def run() -> tuple[list[tuple[object, ...]], int, int]:
+        client = started(replay=replay)
+        req = client.prepare(GET, None)
+        client.request(req, lambda s: None)
+        client.request(req, lambda s: None)
+        client.receive(prime)
+        done, on_end = ended()
+        stream_id = 5
+        batch = b""
+        sizes = iter(cuts * 50 or [1])
+        want = next(sizes, 1)
+        for shape in shapes * 3:
+            client.request(req, on_end)
+            batch += reply(shape, stream_id)
+            stream_id += 2
+            want -= 1
+            if want <= 0:
+                client.receive(batch)
+                batch, want = b"", next(sizes, 1)
+        client.receive(batch)
+        got = [(s.id, s.headers, s.trailers, s.body(), s.received, repr(s.error)) for s in done]
+        # a replayed stream holds the recorded payload objects: count the reused ones
+        firsts = [s.chunks[0] for s in done if s.chunks]
+        replays = len(firsts) - len({id(c) for c in firsts})
+        return got, client.recv_window, replays
+
+    return run()
+
+
+@settings(max_examples=100, deadline=None)
+@given(shapes=st.lists(REPLY_SHAPES, min_size=1, max_size=40), cuts=st.lists(st.integers(1, 5)))
+def test_replayed_replies_agree_with_parsing_every_frame(
+    shapes: list[str], cuts: list[int]
+) -> None:
+    """Replies of a few shapes, repeated, some with a PING in between, read in batches: a client
+    replaying recorded replies ends every stream as one parsing every frame does, and uses its
+    window the same."""
+    replayed, window, _ = replies_through(shapes, cuts, replay=True)
+    parsed, window2, none = replies_through(shapes, cuts, replay=False)
+    assert replayed == parsed and window == window2 and none == 0
+    assert len(parsed) == 3 * len(shapes)
+
+
+@pytest.mark.parametrize("shape", ["grpc", "grpc2", "http"])
+def test_repeated_replies_are_replayed(shape: str) -> None:
+    shapes = [shape, "ping", *[shape] * 40]  # a PING inside a reply: that one is not recorded
+    replayed, _, count = replies_through(shapes, [2, 3], replay=True)
+    assert count >= 40 and replayed == replies_through(shapes, [2, 3], replay=False)[0]

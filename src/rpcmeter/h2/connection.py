@@ -549,6 +549,10 @@ class H2Connection:
                     else:
                         on_data(stream, payload)
                     if flags & END_STREAM:
+                        if self.replay is None:
+                            self.record_wait -= 1
+                            if self.record_wait <= 0:
+                                self._record(data, end, sid)
                         self._end(stream)
                     else:
                         consumed = stream.consumed + length
@@ -651,8 +655,8 @@ class H2Connection:
     def _record(self, data: bytes, end: int, sid: int) -> None:
         """Remember the reply of stream ``sid`` that ends at ``end`` of ``data`` (the bytes of one
         ``receive``, parsed from 0) when it is a contiguous run of its own frames: HEADERS, DATA
-        without padding, HEADERS ending the stream (or one HEADERS: trailers-only), both header
-        blocks in the cache. A later reply whose bytes are the same but for the stream id then
+        without padding, and HEADERS or the last DATA ending the stream (or one HEADERS:
+        trailers-only), its header blocks in the cache. A later reply whose bytes are the same but for the stream id then
         ends its stream in one comparison: the same header blocks mean the same while the cache
         stands (``cache_gen``), and the same DATA frames the same payloads and window use."""
         self.record_wait = RECORD_EVERY  # the next try, if this one fails (or is outgrown)
@@ -671,15 +675,21 @@ class H2Connection:
         first, last = frames[0], frames[-1]
         head = cache.get(data[first[0] + HEAD_LEN : first[0] + HEAD_LEN + first[1]])
         trail = None
-        if len(frames) > 1:
+        middle = frames[1:]
+        if len(frames) > 1 and last[2] == HEADERS:  # trailers end it
             trail = cache.get(data[last[0] + HEAD_LEN : last[0] + HEAD_LEN + last[1]])
-            if last[2] != HEADERS or last[3] != END_HEADERS | END_STREAM or trail is None:
+            if last[3] != END_HEADERS | END_STREAM or trail is None:
                 return
+            middle = frames[1:-1]
+        elif len(frames) > 1 and last[3] != END_STREAM:  # else DATA ends it
+            return
         if first[2] != HEADERS or first[3] & ~(END_HEADERS | END_STREAM) or head is None:
             return
+        if not first[3] & END_HEADERS or (first[3] & END_STREAM and len(frames) > 1):
+            return
         chunks = []
-        for start, length, kind, flags in frames[1:-1]:
-            if kind != DATA or flags:
+        for start, length, kind, flags in middle:
+            if kind != DATA or flags & ~(END_STREAM if start == last[0] else 0):
                 return
             chunks.append(data[start + HEAD_LEN : start + HEAD_LEN + length])
         parts = []

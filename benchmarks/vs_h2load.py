@@ -1,0 +1,94 @@
+"""rpcmeter's HTTP/2 (``options.http = "2"``) against h2load, on the same Go h2c server, in one run.
+
+The Go greeter server's net/http h2c port (``benchmarks/greeter``) runs pinned to one CPU; h2load
+(nghttp2, ``-c CONNECTIONS -m STREAMS``), rpcmeter's HTTP driver over HTTP/2 (one client
+process, ``connections`` x ``streams`` concurrent requests, every status read) and the floor
+client (:mod:`h2bench`) run in turn pinned to another CPU, for the same duration, alternating
+for several rounds. It prints requests/s and client CPU per request (h2load's from
+``getrusage(RUSAGE_CHILDREN)``, rpcmeter's as its runner measures it), the ratios (targets:
+rpcmeter / h2load >= 0.95 for requests/s, <= 1.1 for CPU per request) and rpcmeter's CPU per
+request above the floor's.
+
+    python benchmarks/vs_h2load.py [--connections 5] [--streams 10] [--duration 5] [--rounds 3]
+
+h2load: Debian package ``nghttp2-client``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import shutil
+import subprocess
+import sys
+from functools import partial
+
+from greeter_server import BuildError
+from h2bench import Run, children_cpu_s, cpus, greeter, rounds, run_floor, run_rpcmeter, summary
+
+from rpcmeter.drivers.base import Endpoint
+
+
+def run_h2load(
+    endpoint: Endpoint, conns: int, streams: int, duration: float, cpu: int
+) -> tuple[float, float]:
+    """(requests/s, client CPU seconds per request) of one h2load run (every request a 2xx)."""
+    cpu0 = children_cpu_s()
+    out = subprocess.run(
+        [
+            "taskset", "-c", str(cpu), "h2load", "-c", str(conns), "-m", str(streams),
+            "-D", f"{duration:g}", f"http://127.0.0.1:{endpoint.port}/",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=duration + 60,
+    ).stdout
+    cpu_s = children_cpu_s() - cpu0
+    rate = re.search(r"finished in [\d.]+s, ([\d.]+) req/s", out)
+    done = re.search(r"requests: \d+ total, \d+ started, (\d+) done, (\d+) succeeded", out)
+    codes = re.search(r"status codes: (\d+) 2xx", out)
+    if rate is None or done is None or codes is None:
+        raise RuntimeError(f"cannot read h2load's output:\n{out}")
+    if int(codes.group(1)) < int(done.group(1)) - conns * streams:
+        raise RuntimeError(f"h2load: not every reply was 2xx:\n{out}")
+    return float(rate.group(1)), cpu_s / int(done.group(1))
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--connections", type=int, default=5)
+    parser.add_argument("--streams", type=int, default=10, help="concurrent per connection")
+    parser.add_argument("--duration", type=float, default=5.0)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    if shutil.which("h2load") is None:
+        print("needs h2load (Debian: apt-get install nghttp2-client)", file=sys.stderr)
+        return 2
+    server_cpu, client_cpu = cpus()
+    c, m, d = args.connections, args.streams, args.duration
+    options = {"http": "2", "path": "/", "method": "GET"}
+    try:
+        with greeter(server_cpu, "-http") as ep:
+            print(
+                f"Go net/http h2c on CPU {server_cpu}, clients on CPU {client_cpu}; "
+                f"{c} connections x {m} streams, {d:g} s per run, GET /"
+            )
+            clients: list[tuple[str, Run]] = [
+                ("h2load", partial(run_h2load, ep, c, m, d, client_cpu)),
+                (
+                    "rpcmeter",
+                    partial(run_rpcmeter, "http", ep, options, c, c * m, d, client_cpu, False),
+                ),
+                ("floor", partial(run_floor, ep, "http", "/", "", c, m, d, client_cpu)),
+            ]
+            runs = rounds(clients, args.rounds)
+    except BuildError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    summary(runs, "rpcmeter", "h2load", "floor", (0.95, 1.1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
