@@ -487,7 +487,9 @@ def replies_through(
                 client.receive(batch)
                 batch, want = b"", next(sizes, 1)
         client.receive(batch)
-        got = [(s.id, s.headers, s.trailers, s.body(), s.received, repr(s.error)) for s in done]
+        got: list[tuple[object, ...]] = [
+            (s.id, s.headers, s.trailers, s.body(), s.received, repr(s.error)) for s in done
+        ]
         # a replayed stream holds the recorded payload objects: count the reused ones
         firsts = [s.chunks[0] for s in done if s.chunks]
         replays = len(firsts) - len({id(c) for c in firsts})
