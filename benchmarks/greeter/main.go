@@ -3,7 +3,7 @@
 //
 // gRPC: helloworld.Greeter/SayHello (HelloRequest{name} -> HelloReply{message: "Hello " + name}),
 // with the two messages read and written by hand (one string field each), so no generated code
-// is needed. HTTP: any path answers 200 "Hello".
+// is needed. HTTP: /noop answers 200 with an empty body, any other path 200 "Hello".
 //
 //	go build -o greeter . && ./greeter -grpc 127.0.0.1:50051 -http 127.0.0.1:8080
 package main
@@ -123,9 +123,11 @@ func main() {
 			log.Fatal(err)
 		}
 		hello := []byte("Hello")
-		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Type", "text/plain")
-			_, _ = w.Write(hello)
+			if r.URL.Path != "/noop" {
+				_, _ = w.Write(hello)
+			}
 		})}
 		srv.Protocols = new(http.Protocols)
 		srv.Protocols.SetHTTP1(true)
