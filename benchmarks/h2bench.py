@@ -20,9 +20,11 @@ from typing import Any
 
 from greeter_server import build
 
-from rpcmeter.drivers.base import DriverContext, Endpoint
+from rpcmeter.drivers.base import DriverContext
+from rpcmeter.endpoints import Endpoint
 from rpcmeter.placement import available_cpus
 from rpcmeter.runners.closed_loop import run_closed_loop
+from rpcmeter.runners.spec import LoadSpec
 from rpcmeter.servers.process import ServerProcess, free_port
 from rpcmeter.workloads import NoopParams
 
@@ -153,21 +155,23 @@ def run_rpcmeter(
 ) -> tuple[float, float]:
     """(calls/s, client CPU seconds per call) of one rpcmeter client process."""
     out = run_closed_loop(
-        driver,
-        DriverContext(
-            endpoint,
-            NoopParams(),
-            options,
-            validate=validate,
-            threads=concurrency,
-            connections=conns,
-        ),
-        clients=1,
-        requests=None,
-        duration_s=duration,
-        warmup=10,
-        timeout_s=duration + 60,
-        client_cpus=[cpu],
+        LoadSpec(
+            driver,
+            DriverContext(
+                endpoint,
+                NoopParams(),
+                options,
+                validate=validate,
+                threads=concurrency,
+                connections=conns,
+            ),
+            clients=1,
+            requests=None,
+            duration_s=duration,
+            warmup=10,
+            timeout_s=duration + 60,
+            client_cpus=[cpu],
+        )
     )
     if out.failure or out.errors:
         raise RuntimeError(f"rpcmeter run failed: {out.failure or out.errors}")

@@ -27,7 +27,7 @@ from pathlib import Path
 from greeter_server import METHOD, PROTO, REPLY, REQUEST, BuildError
 from h2bench import Run, children_cpu_s, cpus, greeter, rounds, run_floor, run_rpcmeter, summary
 
-from rpcmeter.drivers.base import Endpoint
+from rpcmeter.endpoints import Endpoint
 
 
 def ghz_path() -> str | None:

@@ -26,7 +26,7 @@ from functools import partial
 from greeter_server import BuildError
 from h2bench import Run, children_cpu_s, cpus, greeter, rounds, run_floor, run_rpcmeter, summary
 
-from rpcmeter.drivers.base import Endpoint
+from rpcmeter.endpoints import Endpoint
 
 
 def run_h2load(

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import pytest
 import trustme
 
-from rpcmeter.drivers.base import Endpoint
+from rpcmeter.endpoints import Endpoint
 from rpcmeter.h2.connection import H2Connection, H2ConnectionError, Stream
 from rpcmeter.h2.transport import H2Protocol, Session, open_connection
 from rpcmeter.servers.process import ServerProcess, new_endpoint

@@ -19,7 +19,7 @@ import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
-from rpcmeter.drivers.base import Endpoint
+from rpcmeter.endpoints import Endpoint
 from rpcmeter.h2.connection import H2Connection, H2ConnectionError, Request, Stream
 
 
