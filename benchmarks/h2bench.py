@@ -1,5 +1,5 @@
 """What ``vs_ghz.py`` and ``vs_h2load.py`` share: the Go greeter server pinned to one CPU, the
-clients pinned to another and run in turn for several rounds, the floor client, the summary.
+clients (:mod:`versus`) pinned to another and run in turn for several rounds, and the floor.
 
 The floor is the cheapest Python HTTP/2 client on uvloop: per connection, requests pre-encoded
 once (stream id patched per request), one write per reply, replies found by walking frame
@@ -10,36 +10,15 @@ distance from it is the cost of its own work per call.
 
 from __future__ import annotations
 
-import resource
-import statistics
-import subprocess
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Any
 
-from greeter_server import build
+from greeter_server import BuildError, build
+from versus import Run, cpus, rounds, run_python_floor, summary
 
-from rpcmeter.drivers.base import DriverContext
 from rpcmeter.endpoints import Endpoint
-from rpcmeter.placement import available_cpus
-from rpcmeter.runners.closed_loop import run_closed_loop
-from rpcmeter.runners.spec import LoadSpec
 from rpcmeter.servers.process import ServerProcess, free_port
-from rpcmeter.workloads import NoopParams
-
-Run = Callable[[], tuple[float, float]]  # (calls/s, client CPU seconds per call)
-
-
-def children_cpu_s() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
-
-
-def cpus() -> tuple[int, int]:
-    """(server CPU, client CPU)."""
-    avail = available_cpus()
-    return (avail[0], avail[1]) if len(avail) > 1 else (avail[0], avail[0])
 
 
 @contextmanager
@@ -132,84 +111,40 @@ uvloop.run(main())
 
 
 def run_floor(
-    endpoint: Endpoint, mode: str, path: str, body_hex: str, conns: int, streams: int,
-    duration: float, cpu: int,
+    endpoint: Endpoint,
+    mode: str,
+    path: str,
+    body_hex: str,
+    conns: int,
+    streams: int,
+    duration: float,
+    cpu: int,
 ) -> tuple[float, float]:
     """(calls/s, client CPU seconds per call) of the bare floor client (its own CPU over the
     measured interval, as rpcmeter's is)."""
     args = [str(endpoint.host), str(endpoint.port), str(conns), str(streams), str(duration)]
-    out = subprocess.run(
-        ["taskset", "-c", str(cpu), sys.executable, "-c", FLOOR, *args, mode, path, body_hex],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=duration + 60,
-    ).stdout.split()
-    replies, seconds, cpu_s = int(out[0]), float(out[1]), float(out[2])
-    return replies / seconds, cpu_s / replies
+    return run_python_floor(FLOOR, [*args, mode, path, body_hex], cpu, duration + 60)
 
 
-def run_rpcmeter(
-    driver: str, endpoint: Endpoint, options: dict[str, Any], conns: int, concurrency: int,
-    duration: float, cpu: int, validate: bool = True,
-) -> tuple[float, float]:
-    """(calls/s, client CPU seconds per call) of one rpcmeter client process."""
-    out = run_closed_loop(
-        LoadSpec(
-            driver,
-            DriverContext(
-                endpoint,
-                NoopParams(),
-                options,
-                validate=validate,
-                threads=concurrency,
-                connections=conns,
-            ),
-            clients=1,
-            requests=None,
-            duration_s=duration,
-            warmup=10,
-            timeout_s=duration + 60,
-            client_cpus=[cpu],
-        )
-    )
-    if out.failure or out.errors:
-        raise RuntimeError(f"rpcmeter run failed: {out.failure or out.errors}")
-    client = out.clients[0]
-    return out.ok / out.wall_s, (client["cpu_user_s"] + client["cpu_sys_s"]) / out.ok
-
-
-def rounds(clients: list[tuple[str, Run]], n: int) -> dict[str, list[tuple[float, float]]]:
-    """Run every client once per round, in turn, printing each run."""
-    runs: dict[str, list[tuple[float, float]]] = {name: [] for name, _ in clients}
-    print(f"{'round':>5}  {'client':<16} {'calls/s':>10} {'CPU us/call':>12}")
-    for r in range(1, n + 1):
-        for name, run in clients:
-            rate, cpu = run()
-            runs[name].append((rate, cpu))
-            print(f"{r:>5}  {name:<16} {rate:>10,.0f} {cpu * 1e6:>12.2f}", flush=True)
-    return runs
-
-
-def summary(
-    runs: dict[str, list[tuple[float, float]]], ours: str, peer: str, floor: str,
+def against_greeter(
+    flag: str,
+    server: str,
+    what: str,
+    clients: Callable[[Endpoint, int], list[tuple[str, Run]]],
+    n_rounds: int,
+    peer: str,
     targets: tuple[float, float],
-) -> None:
-    """Medians, ratios (of the medians, and the median of each round's ratio), the floor."""
-    med = {
-        name: (statistics.median(r for r, _ in v), statistics.median(c for _, c in v))
-        for name, v in runs.items()
-    }
-    print("\nmedians:")
-    for name, (rate, cpu) in med.items():
-        print(f"  {name:<16} {rate:>10,.0f} calls/s {cpu * 1e6:>7.2f} us CPU/call")
-    o, p, f = med[ours], med[peer], med[floor]
-    print(f"{ours} / {peer} calls/s:        {o[0] / p[0]:.2f}  (target >= {targets[0]:g})")
-    print(f"{ours} / {peer} CPU per call:   {o[1] / p[1]:.2f}  (target <= {targets[1]:g})")
-    pairs = list(zip(runs[ours], runs[peer], strict=True))
-    print(
-        f"per round, median: {ours} / {peer} calls/s "
-        f"{statistics.median(a[0] / b[0] for a, b in pairs):.2f}, "
-        f"CPU {statistics.median(a[1] / b[1] for a, b in pairs):.2f}"
-    )
-    print(f"{ours} - floor CPU per call: {(o[1] - f[1]) * 1e6:.2f} us  (target <= 1.5)")
+) -> int:
+    """Start the greeter (``flag``; described as ``server``), run ``clients(endpoint,
+    client_cpu)`` for ``n_rounds`` rounds (``what``), print the summary of rpcmeter against
+    ``peer``; the exit status."""
+    server_cpu, client_cpu = cpus()
+    try:
+        with greeter(server_cpu, flag) as endpoint:
+            print(f"{server} on CPU {server_cpu}, clients on CPU {client_cpu}; {what}")
+            runs = rounds(clients(endpoint, client_cpu), n_rounds)
+    except BuildError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    summary(runs, "rpcmeter", peer, "floor", targets)
+    return 0

@@ -19,13 +19,13 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
-import subprocess
 import sys
 from functools import partial
 from pathlib import Path
 
-from greeter_server import METHOD, PROTO, REPLY, REQUEST, BuildError
-from h2bench import Run, children_cpu_s, cpus, greeter, rounds, run_floor, run_rpcmeter, summary
+from greeter_server import METHOD, PROTO, REPLY, REQUEST
+from h2bench import against_greeter, run_floor
+from versus import Run, pinned, run_rpcmeter
 
 from rpcmeter.endpoints import Endpoint
 
@@ -40,20 +40,29 @@ def run_ghz(
     ghz: str, endpoint: Endpoint, conns: int, concurrency: int, duration: float, cpu: int
 ) -> tuple[float, float]:
     """(calls/s, client CPU seconds per call) of one ghz run (every call must be OK)."""
-    cpu0 = children_cpu_s()
-    out = subprocess.run(
+    out, cpu_s = pinned(
         [
-            "taskset", "-c", str(cpu), ghz, "--insecure", "--proto", str(PROTO),
-            "--call", METHOD.strip("/").replace("/", "."), "-d", '{"name": "world"}',
-            "-c", str(concurrency), "--connections", str(conns), "-z", f"{duration:g}s",
-            "--format", "json", f"127.0.0.1:{endpoint.port}",
+            ghz,
+            "--insecure",
+            "--proto",
+            str(PROTO),
+            "--call",
+            METHOD.strip("/").replace("/", "."),
+            "-d",
+            '{"name": "world"}',
+            "-c",
+            str(concurrency),
+            "--connections",
+            str(conns),
+            "-z",
+            f"{duration:g}s",
+            "--format",
+            "json",
+            f"127.0.0.1:{endpoint.port}",
         ],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=duration + 60,
-    ).stdout
-    cpu_s = children_cpu_s() - cpu0
+        cpu,
+        duration + 60,
+    )
     report = json.loads(out)
     ok = report["statusCodeDistribution"].get("OK", 0)
     if ok < report["count"] - concurrency:  # the calls in flight at the end are cancelled
@@ -73,33 +82,25 @@ def main() -> int:
     if ghz is None:
         print("needs ghz: go install github.com/bojand/ghz/cmd/ghz@latest", file=sys.stderr)
         return 2
-    server_cpu, client_cpu = cpus()
     c, n, d = args.connections, args.concurrency, args.duration
     options = {"method": METHOD, "request_hex": REQUEST.hex(), "expect_hex": REPLY.hex()}
-    try:
-        with greeter(server_cpu, "-grpc") as ep:
-            print(
-                f"Go greeter (grpc-go) on CPU {server_cpu}, clients on CPU {client_cpu}; "
-                f"{c} connections x {n} concurrent calls, {d:g} s per run, {METHOD}"
-            )
-            clients: list[tuple[str, Run]] = [
-                ("ghz", partial(run_ghz, ghz, ep, c, n, d, client_cpu)),
-                ("rpcmeter", partial(run_rpcmeter, "grpc", ep, options, c, n, d, client_cpu)),
-                ("floor", partial(run_floor, ep, "grpc", METHOD, REQUEST.hex(), c, n // c, d,
-                                  client_cpu)),
-            ]
-            if args.grpcio:
-                grpcio = {**options, "client": "grpcio"}
-                clients.append(
-                    ("rpcmeter grpcio", partial(run_rpcmeter, "grpc", ep, grpcio, c, n, d,
-                                                client_cpu))
-                )
-            runs = rounds(clients, args.rounds)
-    except BuildError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    summary(runs, "rpcmeter", "ghz", "floor", (1.5, 0.33))
-    return 0
+
+    def clients(ep: Endpoint, cpu: int) -> list[tuple[str, Run]]:
+        out: list[tuple[str, Run]] = [
+            ("ghz", partial(run_ghz, ghz, ep, c, n, d, cpu)),
+            ("rpcmeter", partial(run_rpcmeter, "grpc", ep, options, c, n, d, cpu)),
+            ("floor", partial(run_floor, ep, "grpc", METHOD, REQUEST.hex(), c, n // c, d, cpu)),
+        ]
+        if args.grpcio:
+            grpcio = {**options, "client": "grpcio"}
+            run = partial(run_rpcmeter, "grpc", ep, grpcio, c, n, d, cpu)
+            out.append(("rpcmeter grpcio", run))
+        return out
+
+    what = f"{c} connections x {n} concurrent calls, {d:g} s per run, {METHOD}"
+    return against_greeter(
+        "-grpc", "Go greeter (grpc-go)", what, clients, args.rounds, "ghz", (1.5, 0.33)
+    )
 
 
 if __name__ == "__main__":

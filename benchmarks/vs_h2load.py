@@ -19,12 +19,11 @@ from __future__ import annotations
 import argparse
 import re
 import shutil
-import subprocess
 import sys
 from functools import partial
 
-from greeter_server import BuildError
-from h2bench import Run, children_cpu_s, cpus, greeter, rounds, run_floor, run_rpcmeter, summary
+from h2bench import against_greeter, run_floor
+from versus import Run, pinned, run_rpcmeter
 
 from rpcmeter.endpoints import Endpoint
 
@@ -33,18 +32,20 @@ def run_h2load(
     endpoint: Endpoint, conns: int, streams: int, duration: float, cpu: int
 ) -> tuple[float, float]:
     """(requests/s, client CPU seconds per request) of one h2load run (every request a 2xx)."""
-    cpu0 = children_cpu_s()
-    out = subprocess.run(
+    out, cpu_s = pinned(
         [
-            "taskset", "-c", str(cpu), "h2load", "-c", str(conns), "-m", str(streams),
-            "-D", f"{duration:g}", f"http://127.0.0.1:{endpoint.port}/",
+            "h2load",
+            "-c",
+            str(conns),
+            "-m",
+            str(streams),
+            "-D",
+            f"{duration:g}",
+            f"http://127.0.0.1:{endpoint.port}/",
         ],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=duration + 60,
-    ).stdout
-    cpu_s = children_cpu_s() - cpu0
+        cpu,
+        duration + 60,
+    )
     rate = re.search(r"finished in [\d.]+s, ([\d.]+) req/s", out)
     done = re.search(r"requests: \d+ total, \d+ started, (\d+) done, (\d+) succeeded", out)
     codes = re.search(r"status codes: (\d+) 2xx", out)
@@ -65,29 +66,20 @@ def main() -> int:
     if shutil.which("h2load") is None:
         print("needs h2load (Debian: apt-get install nghttp2-client)", file=sys.stderr)
         return 2
-    server_cpu, client_cpu = cpus()
     c, m, d = args.connections, args.streams, args.duration
     options = {"http": "2", "path": "/", "method": "GET"}
-    try:
-        with greeter(server_cpu, "-http") as ep:
-            print(
-                f"Go net/http h2c on CPU {server_cpu}, clients on CPU {client_cpu}; "
-                f"{c} connections x {m} streams, {d:g} s per run, GET /"
-            )
-            clients: list[tuple[str, Run]] = [
-                ("h2load", partial(run_h2load, ep, c, m, d, client_cpu)),
-                (
-                    "rpcmeter",
-                    partial(run_rpcmeter, "http", ep, options, c, c * m, d, client_cpu, False),
-                ),
-                ("floor", partial(run_floor, ep, "http", "/", "", c, m, d, client_cpu)),
-            ]
-            runs = rounds(clients, args.rounds)
-    except BuildError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    summary(runs, "rpcmeter", "h2load", "floor", (0.95, 1.1))
-    return 0
+
+    def clients(ep: Endpoint, cpu: int) -> list[tuple[str, Run]]:
+        return [
+            ("h2load", partial(run_h2load, ep, c, m, d, cpu)),
+            ("rpcmeter", partial(run_rpcmeter, "http", ep, options, c, c * m, d, cpu, False)),
+            ("floor", partial(run_floor, ep, "http", "/", "", c, m, d, cpu)),
+        ]
+
+    what = f"{c} connections x {m} streams, {d:g} s per run, GET /"
+    return against_greeter(
+        "-http", "Go net/http h2c", what, clients, args.rounds, "h2load", (0.95, 1.1)
+    )
 
 
 if __name__ == "__main__":
