@@ -282,12 +282,14 @@ def server_command(
     tls: dict[str, Any] | None = None,
 ) -> list[str]:
     """The server's command line; with a variant environment, run by its interpreter
-    (``{python}`` in a server command). A command gets the run's certificates as ``{ca_file}``,
-    ``{cert_file}``, ``{key_file}``; a built-in server gets ``tls`` as its ``tls`` option."""
+    (``{python}`` in a server command; ``{suite_dir}``: the suite file's directory). A command
+    gets the run's certificates as ``{ca_file}``, ``{cert_file}``, ``{key_file}``; a built-in
+    server gets ``tls`` as its ``tls`` option."""
     import sys
 
     if spec.command is not None:
-        extra = {"python": env.python if env else sys.executable}
+        suite_dir = Path(suite.path).resolve().parent if suite.path else Path.cwd()
+        extra = {"python": env.python if env else sys.executable, "suite_dir": str(suite_dir)}
         return expand_command(
             spec.command, endpoint, {**extra, **(certs.placeholders() if certs else {})}
         )

@@ -16,7 +16,9 @@ pytestmark = pytest.mark.timeout(120)
 @timing_sensitive
 @pytest.mark.parametrize("http", ["1.1", "2"])
 def test_http_open_loop_rate_and_stall(http: str) -> None:
-    rate, stall_s, duration_s = 1000, 0.25, 3.0
+    # the built-in server's HTTP/2 (python-hyper's h2) costs it several times its HTTP/1.1
+    rate = 1000 if http == "1.1" else 400
+    stall_s, duration_s = 0.25, 3.0
     suite = build_suite(
         {
             "target": {"driver": "http", "transport": "tcp", "options": {"http": http}},
