@@ -262,6 +262,10 @@ class HttpDriver(StreamDriver):
         if not self.uses_http2():
             await super().open()
             return
+        if not self.ctx.reuse:
+            raise ValueError(
+                'options.http = "2" keeps its connections (load.reuse = false is HTTP/1.1 only)'
+            )
         opts = self.ctx.options
         method = self.method()
         path = str(opts.get("path") or default_path(self.ctx.workload))

@@ -349,7 +349,6 @@ class StreamDriver(EventDriver):
     def channel(self, index: int) -> Channel:
         w = self.ctx.workload
         bodies = self.loop_bodies(index)
-        n = len(bodies)
         requests = [self.encode(b) for b in bodies]
         expects = [expected_reply(w, b) if self.ctx.validate else None for b in bodies]
         pairs = list(zip(requests, expects, strict=True))
