@@ -7,6 +7,7 @@ from typing import Any
 
 from rpcmeter.drivers.base import Caller, EventDriver
 from rpcmeter.runners.event_loop import new_event_loop
+from rpcmeter.servers.timing import ServerTime
 
 
 class BlockingCalls:
@@ -27,8 +28,10 @@ class BlockingCalls:
         channel = self.driver.channel(thread_index)
         loop = self.loop
 
-        def call() -> int | None:
-            reply: asyncio.Future[tuple[int | None, BaseException | None]] = loop.create_future()
+        def call() -> ServerTime | None:
+            reply: asyncio.Future[tuple[ServerTime | None, BaseException | None]] = (
+                loop.create_future()
+            )
             channel(lambda server_ns, err: reply.set_result((server_ns, err)))
             server_ns, err = loop.run_until_complete(asyncio.wait_for(reply, 30))
             if err is not None:

@@ -212,6 +212,12 @@ class GrpcDriver(EventDriver):
             error_for,
             GrpcUnavailable,
         )
+        tls = self.ctx.tls
+        if tls is not None:  # gRPC over TLS: ALPN h2
+            from rpcmeter.tls import client_context, server_name
+
+            self.h2.ssl_context = client_context(tls, ["h2"])
+            self.h2.server_hostname = server_name(tls, self.ctx.endpoint.host)
         await self.h2.open(float(self.ctx.options.get("connect_timeout_s", 10.0)))
 
     def channel(self, index: int) -> Channel:

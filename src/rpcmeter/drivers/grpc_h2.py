@@ -27,9 +27,10 @@ from rpcmeter.drivers.base import Channel, Done, DriverContext, ReplyError
 from rpcmeter.drivers.h2client import H2Client
 from rpcmeter.drivers.stream import mismatch
 from rpcmeter.h2.connection import Stream as H2Stream
-from rpcmeter.servers.bodies import SERVER_TIME_KEY
+from rpcmeter.servers.timing import QUEUE_TIME_KEY, SERVER_TIME_KEY, ServerTime
 
 SERVER_TIME = SERVER_TIME_KEY.encode()
+QUEUE_TIME = QUEUE_TIME_KEY.encode()
 
 
 class GrpcView(NamedTuple):
@@ -38,12 +39,12 @@ class GrpcView(NamedTuple):
     http_status: int | None
     grpc_status: int | None
     message: str
-    server_ns: int | None
+    server_ns: ServerTime | None  # (handling, queue) from the rpcmeter-*-ns trailers
     content_type: bytes
 
 
 def grpc_view(headers: list[tuple[bytes, bytes]]) -> GrpcView:
-    http_status = grpc_status = server_ns = None
+    http_status = grpc_status = app_ns = queue_ns = None
     message = ""
     content_type = b""
     for name, value in headers:
@@ -54,10 +55,13 @@ def grpc_view(headers: list[tuple[bytes, bytes]]) -> GrpcView:
         elif name == b"grpc-message":
             message = unquote(value.decode("utf-8", "replace"))
         elif name == SERVER_TIME:
-            server_ns = int(value) if value.isdigit() else None
+            app_ns = int(value) if value.isdigit() else None
+        elif name == QUEUE_TIME:
+            queue_ns = int(value) if value.isdigit() else None
         elif name == b"content-type":
             content_type = value
-    return GrpcView(http_status, grpc_status, message, server_ns, content_type)
+    times = None if app_ns is None else (app_ns, queue_ns)
+    return GrpcView(http_status, grpc_status, message, times, content_type)
 
 
 def grpc_timeout(seconds: float) -> bytes:
@@ -115,7 +119,7 @@ class GrpcH2Client(H2Client):
         self.last_trailers: GrpcView | None = None
         self.last_message: bytes | None = None
         self.last_size = 0
-        self.last_server_ns: int | None = None
+        self.last_server_ns: ServerTime | None = None
 
     def view(self, headers: list[tuple[bytes, bytes]]) -> GrpcView:
         return grpc_view(headers)

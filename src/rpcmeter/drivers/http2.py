@@ -16,10 +16,10 @@ from typing import Any, NamedTuple
 
 from rpcmeter.drivers.base import Channel, Done, DriverContext, ReplyError
 from rpcmeter.drivers.h2client import H2Client
-from rpcmeter.drivers.http import parse_server_timing
 from rpcmeter.drivers.stream import mismatch
 from rpcmeter.h2.connection import Request
 from rpcmeter.h2.connection import Stream as H2Stream
+from rpcmeter.servers.timing import ServerTime, parse_server_timing
 
 # not allowed in HTTP/2 (RFC 9113, 8.2.2); ``host`` becomes ``:authority``
 CONNECTION_HEADERS = frozenset(
@@ -29,7 +29,7 @@ CONNECTION_HEADERS = frozenset(
 
 class HttpView(NamedTuple):
     status: int
-    server_ns: int | None
+    server_ns: ServerTime | None
 
 
 def http_view(headers: list[tuple[bytes, bytes]]) -> HttpView:
