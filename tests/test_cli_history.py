@@ -111,7 +111,7 @@ def test_user_errors_are_one_line(
     code, _, err = run(["show", str(tmp_path / "missing.json"), "--store", str(db)], capsys)
     assert code == 2 and "no such result file" in err
     code, _, err = run(["history", "--store", str(tmp_path / "none.db")], capsys)
-    assert code == 1 and "no history database" in err
+    assert code == 2 and "no history database" in err
 
 
 @pytest.mark.parametrize(

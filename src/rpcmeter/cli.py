@@ -12,17 +12,18 @@ from typing import Any, TextIO
 
 from rpcmeter import analysis
 from rpcmeter.errors import RpcmeterError, UsageError
-from rpcmeter.execute import RunOptions, run_suite
+from rpcmeter.execute import RunOptions, error_rate, run_suite
 from rpcmeter.plan import Case
 from rpcmeter.reporters import csv as csv_reporter
 from rpcmeter.reporters import json as json_reporter
 from rpcmeter.reporters import markdown as markdown_reporter
 from rpcmeter.reporters import tables, terminal
-from rpcmeter.result import Result
+from rpcmeter.result import Result, check_output
 from rpcmeter.store import DEFAULT_PATH as DEFAULT_STORE
 from rpcmeter.store import STORE_ENV, RunRef, Store, resolve_run
 from rpcmeter.store import default_path as default_store
 from rpcmeter.suite import Suite, builtin_suite_path, load_suite
+from rpcmeter.text import printable
 
 EXIT_INTERRUPTED = 130
 EXIT_UNDECIDED = 3  # --fail-if-slower could not settle a case (too few or too spread repetitions)
@@ -75,7 +76,7 @@ class Progress:
     def case_start(self, case: Case, total: int) -> None:
         if self.started is None:
             self.started = self.clock()
-        line = f"[{case.index + 1}/{total}] {case.label()}{self.eta(case, total, 0.0)}"
+        line = f"[{case.index + 1}/{total}] {printable(case.label())}{self.eta(case, total, 0.0)}"
         if self.tty:
             self._show(line)
         else:
@@ -90,11 +91,11 @@ class Progress:
         eta = self.eta(case, total, case_fraction(case, done, seconds))
         if case.kind == "command":
             self._show(
-                f"[{case.index + 1}/{total}] {case.label()} · {done:,} runs · {seconds:.1f} s{eta}"
+                f"[{case.index + 1}/{total}] {printable(case.label())} · {done:,} runs · {seconds:.1f} s{eta}"
             )
             return
         self._show(
-            f"[{case.index + 1}/{total}] {case.label()} · {done:,} requests · "
+            f"[{case.index + 1}/{total}] {printable(case.label())} · {done:,} requests · "
             f"{rate:,.0f} req/s{eta}"
         )
 
@@ -148,6 +149,14 @@ def _add_run(sub: Any) -> None:
         help="write the result document (JSON) here, after every case" + CREATES,
     )
     p.add_argument("--width", type=int, default=None, help="table width (default: terminal width)")
+    p.add_argument(
+        "--max-error-rate",
+        type=float,
+        default=None,
+        metavar="FRACTION",
+        help="exit with status 1 when a case's failed requests exceed this fraction of its "
+        "requests (a case that failed outright counts as 1)",
+    )
     p.add_argument(
         "--cluster",
         metavar="SPEC",
@@ -546,12 +555,12 @@ def cmd_history(args: argparse.Namespace, out: TextIO) -> int:
             [
                 str(r.id),
                 r.started_at.replace("T", " ").removesuffix("+00:00"),
-                r.suite,
+                terminal.shown(r.suite),
                 commit,
-                ", ".join(r.variants),
+                terminal.shown(", ".join(r.variants)),
                 f"{r.cases}{planned}",
-                r.status,
-                ", ".join(r.tags),
+                terminal.shown(r.status),
+                terminal.shown(", ".join(r.tags)),
             ]
         )
     out.write(terminal.render_grid(grid, width=_width(argparse.Namespace(width=None), out)))
@@ -623,6 +632,11 @@ next:
 def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     path = Path(args.suite) if args.suite else builtin_suite_path("demo")
     suite = load_suite(path, args.overrides, quick=args.quick, only_workloads=args.workload)
+    json_out = out if args.output is not None and str(args.output) == "-" else None
+    if json_out is not None:  # -o -: the document alone on stdout, the tables on stderr
+        args.output, out = None, err
+    elif args.output is not None:
+        check_output(args.output)
     progress = Progress(err)
     options = RunOptions(
         output=args.output,
@@ -631,16 +645,23 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         cluster=args.cluster,
         on_note=progress.note,
     )
+    if args.max_error_rate is not None and not 0 <= args.max_error_rate <= 1:
+        raise UsageError("--max-error-rate: a fraction between 0 and 1, e.g. 0.01")
     if args.baseline and args.no_store:
         raise UsageError("--baseline needs the history store (drop --no-store)")
     store = None if args.no_store else Store(args.store)
     stored = store.recorder(options) if store is not None else []
     try:
         result = _run_or_search(args, suite, options)
+    except RpcmeterError as exc:
+        exc.exit_code = 1  # the run began: its document and store entry say "failed"
+        raise
     finally:
         progress.clear()
         if store is not None:
             store.close()
+    if json_out is not None:
+        json_out.write(json_reporter.render(result))
     width = args.width or (None if out.isatty() else 120)
     out.write(terminal.render(result, width=width or 120, color=out.isatty()))
     if args.output:
@@ -650,7 +671,16 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     if not args.suite:
         out.write(DEMO_NEXT)
     failed = sum(1 for c in result["cases"] if c["status"] != "ok")
-    return 1 if failed == len(result["cases"]) else gate
+    status = 1 if failed == len(result["cases"]) else gate
+    if args.max_error_rate is not None:
+        over = [c for c in result["cases"] if error_rate(c) > args.max_error_rate]
+        if over:
+            err.write(
+                f"rpcmeter: {len(over)} of {len(result['cases'])} case(s) above "
+                f"--max-error-rate {args.max_error_rate:g}\n"
+            )
+            status = max(status, 1)
+    return status
 
 
 def _run_or_search(args: argparse.Namespace, suite: Suite, options: RunOptions) -> Result:
@@ -702,7 +732,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return history_commands[args.command](args, sys.stdout)
         parser.error(f"unknown command {args.command}")
     except RpcmeterError as exc:
-        print(f"rpcmeter: error: {exc}", file=sys.stderr)
+        print(f"rpcmeter: error: {printable(str(exc))}", file=sys.stderr)
         return exc.exit_code
     except KeyboardInterrupt:
         print("\nrpcmeter: interrupted; servers and clients stopped", file=sys.stderr)

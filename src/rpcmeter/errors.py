@@ -8,7 +8,8 @@ line and exits with its ``exit_code``. Anything else escaping the library is a b
   - :class:`UsageError` (exit 2): bad command-line usage not caught by argparse.
   - :class:`ServerError`: a server failed to start, died, or did not become ready.
   - :class:`CaseError`: a case could not complete (timeout, client crash, lost connection).
-  - :class:`StoreError`: the history database or a result file cannot be read or written.
+  - :class:`StoreError` (exit 2): the history database or a result file cannot be read or
+    written.
     - :class:`NoSuchRun` (exit 2): a run named on the command line does not exist.
   - :class:`ClusterError`: a ``--cluster`` is malformed, unreachable or without workers.
   - :class:`EnvError`: a variant's environment (interpreter, virtualenv, install, git revision)
@@ -53,7 +54,9 @@ class CaseError(RpcmeterError):
 
 
 class StoreError(RpcmeterError):
-    """The history store or a result file could not be used."""
+    """The history store or a result file could not be used (exit 2; 1 once a run began)."""
+
+    exit_code = 2
 
 
 class NoSuchRun(StoreError):
@@ -81,3 +84,33 @@ class ReplyError(Exception):
     def __init__(self, kind: str, message: str = "") -> None:
         super().__init__(message or kind)
         self.kind = kind
+
+
+class ConnectionClosed(ConnectionResetError):
+    """The peer closed the connection (or it broke) while requests were outstanding."""
+
+
+class ProtocolError(ConnectionError):
+    """The peer sent bytes that break the protocol (a malformed frame or head, a reply that
+    answers no request): the connection cannot be trusted any longer and is dropped."""
+
+
+def error_kind(exc: BaseException) -> str:
+    """The name an error is counted under: ``mismatch``, a :class:`ReplyError`'s kind, one of
+    the connection kinds (``protocol_error``, ``connection_refused``, ``connection_closed``,
+    ``timeout``, ``connection_error``) or, for anything else, the exception's type name."""
+    if isinstance(exc, ReplyMismatch):
+        return "mismatch"
+    if isinstance(exc, ReplyError):
+        return exc.kind
+    if isinstance(exc, ProtocolError):
+        return "protocol_error"
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection_refused"
+    if isinstance(exc, ConnectionError | EOFError):
+        return "connection_closed"
+    if isinstance(exc, TimeoutError):
+        return "timeout"
+    if isinstance(exc, OSError):
+        return "connection_error"
+    return type(exc).__name__

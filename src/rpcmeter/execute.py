@@ -21,7 +21,7 @@ from rpcmeter.checks import warnings_for
 from rpcmeter.drivers import driver_class
 from rpcmeter.endpoints import Endpoint, remote_endpoint
 from rpcmeter.envs import Env, in_env, prepare_variants
-from rpcmeter.errors import EnvError, ServerError
+from rpcmeter.errors import EnvError, RpcmeterError, ServerError
 from rpcmeter.metrics import environment, resources
 from rpcmeter.plan import Case, expand
 from rpcmeter.profile import CaseProfiler, profile_dir
@@ -222,6 +222,10 @@ def run_suite(
     except KeyboardInterrupt:
         result["status"] = "interrupted"
         raise
+    except Exception as exc:  # the run ends by an error: the document and the store say so
+        result["status"] = "failed"
+        result["reason"] = str(exc) if isinstance(exc, RpcmeterError) else f"{exc!r}"
+        raise
     finally:
         stop_all()
         if certs is not None:
@@ -232,10 +236,18 @@ def run_suite(
         result["finished_at"] = now_iso()
         result["comparisons"] = analysis.compare_variants(result)
         result["warnings"] = list(dict.fromkeys([*result["warnings"], *warnings_for(result)]))
+        unwritten = None
         if options.output:
-            write_json(result, options.output)
+            try:
+                write_json(result, options.output)
+            except RpcmeterError as exc:  # raised below, once the store has the result
+                unwritten = exc
+                if result["status"] == "complete":
+                    result["status"], result["reason"] = "failed", str(exc)
         for finish_hook in options.on_finish:
             finish_hook(result)
+    if unwritten is not None:
+        raise unwritten
     return result
 
 
@@ -539,6 +551,8 @@ class CaseRun:
         if outcome.failure:
             tail = server.output_tail() if server is not None and not server.alive() else ""
             fail(doc, outcome.failure, tail)
+        elif mostly_failed(doc):
+            fail(doc, errors_reason(doc))
         elif outcome.incomplete:
             doc["status"] = "incomplete"
             doc["reason"] = outcome.incomplete
@@ -609,8 +623,31 @@ def record_idle_case(
     )
 
 
+def error_rate(doc: CaseDoc) -> float:
+    """The fraction of a case's requests that failed (1 for a failed case that made none)."""
+    requests = doc.get("requests") or 0
+    if not requests:
+        return 1.0 if doc["status"] == "failed" else 0.0
+    return float(sum(doc.get("errors", {}).values())) / requests
+
+
+def mostly_failed(doc: CaseDoc) -> bool:
+    """True when more than half of a case's requests failed: its figures are not the system's."""
+    return bool(doc.get("requests")) and error_rate(doc) > 0.5
+
+
+def errors_reason(doc: CaseDoc) -> str:
+    """``"38 of 40 requests failed (http_500: 38)"``."""
+    errors = doc.get("errors", {})
+    kinds = ", ".join(f"{k}: {n:,}" for k, n in sorted(errors.items(), key=lambda kv: -kv[1]))
+    return f"{sum(errors.values()):,} of {doc['requests']:,} requests failed ({kinds})"
+
+
 def case_warnings(case: Case, doc: CaseDoc) -> list[str]:
-    """Warnings about a finished case (an open loop that did not reach its rate)."""
+    """Warnings about a finished case (most of its requests failed; an open loop that did not
+    reach its rate)."""
+    if doc["status"] == "failed" and doc.get("requests") and mostly_failed(doc):
+        return [f"{case.label()}: {errors_reason(doc)}"]
     ol = doc.get("open_loop")
     if not ol or doc["status"] != "ok":
         return []

@@ -5,7 +5,8 @@ A result is a JSON-compatible dict, versioned by ``schema_version``::
     {
       "schema_version": 2,
       "rpcmeter_version": "...",
-      "run_id": "...", "status": "running" | "complete" | "interrupted",
+      "run_id": "...", "status": "running" | "complete" | "interrupted" | "failed",
+      "reason": str (only when "failed": the error that ended the run),
       "started_at": ISO-8601, "finished_at": ISO-8601 | null,
       "suite": {"name", "description", "path", "sha256", "text", "driver", "transport",
                 "baseline", "variants", "workloads", "matrix", "matrix_keys", "repeat", "seed",
@@ -109,6 +110,7 @@ import contextlib
 import json
 import math
 import os
+import stat
 import tempfile
 from datetime import UTC, datetime
 from pathlib import Path
@@ -144,36 +146,103 @@ def dumps(result: Result) -> str:
     return json.dumps(_clean(result), indent=1, sort_keys=False, allow_nan=False) + "\n"
 
 
-def write_json(result: Result, path: str | Path) -> None:
-    """Write atomically (temporary file, then rename): a crash never leaves half a document."""
+def check_output(path: str | Path, probe: bool = True) -> None:
+    """A StoreError unless ``path`` can take a result document: a regular file or a new name in
+    a directory rpcmeter can write. A symbolic link, a directory, a device or a pipe is refused
+    (the document replaces the file it is written to; follow a link yourself to write its
+    target); so is a directory that cannot take a new file (read-only, not a directory)."""
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
     try:
+        st = target.lstat()
+    except FileNotFoundError:
+        st = None
+    except OSError as exc:
+        raise StoreError(f"{target}: cannot write the result: {exc.strerror or exc}") from None
+    if st is not None and stat.S_ISLNK(st.st_mode):
+        raise StoreError(f"{target}: a symbolic link: give the file it points to")
+    if st is not None and not stat.S_ISREG(st.st_mode):
+        kind = "a directory" if stat.S_ISDIR(st.st_mode) else "not a regular file"
+        raise StoreError(f"{target}: {kind}: the result is written to a regular file")
+    if not probe:
+        return
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+        os.close(fd)
+        os.unlink(tmp)
+    except OSError as exc:
+        raise StoreError(f"{target}: cannot write the result: {exc.strerror or exc}") from None
+
+
+def write_json(result: Result, path: str | Path) -> None:
+    """Write atomically (temporary file in the same directory, then rename): a crash never
+    leaves half a document. Only a regular file is replaced so (:func:`check_output`); any
+    failure is a StoreError naming the file."""
+    target = Path(path)
+    check_output(target, probe=False)
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             f.write(dumps(result))
         os.replace(tmp, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    except OSError as exc:
+        raise StoreError(f"{target}: cannot write the result: {exc.strerror or exc}") from None
+    finally:
+        if tmp is not None and os.path.lexists(tmp):
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
 
 
 def read_json(path: str | Path) -> Result:
     try:
-        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        data = json.loads(Path(path).read_bytes().decode("utf-8"))
     except FileNotFoundError:
         raise NoSuchRun(f"{path}: no such result file") from None
-    except (OSError, json.JSONDecodeError) as exc:
+    except OSError as exc:
+        raise StoreError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    except UnicodeDecodeError:
+        raise StoreError(f"{path}: not a result document (not UTF-8 text)") from None
+    except (json.JSONDecodeError, RecursionError) as exc:
         raise StoreError(f"{path}: not a readable result document: {exc}") from None
     if not isinstance(data, dict) or "schema_version" not in data:
         raise StoreError(f"{path}: not an rpcmeter result (no schema_version)")
+    if not isinstance(data["schema_version"], int):
+        raise StoreError(f"{path}: not an rpcmeter result (schema_version not a number)")
     if data["schema_version"] > SCHEMA_VERSION:
         raise StoreError(
             f"{path}: schema_version {data['schema_version']} is newer than this rpcmeter "
             f"understands ({SCHEMA_VERSION})"
         )
+    check_document(data, str(path))
     return data
+
+
+def check_document(result: Result, where: str) -> None:
+    """The parts of a result every report reads are there and well formed (a StoreError naming
+    the first that is not): ``suite`` and ``cases`` tables, each case's status and histograms."""
+    if not isinstance(result.get("suite"), dict):
+        raise StoreError(f"{where}: not a complete result document (no suite table)")
+    cases = result.get("cases")
+    if not isinstance(cases, list) or not all(isinstance(c, dict) for c in cases):
+        raise StoreError(f"{where}: not a complete result document (cases is not a list of tables)")
+    for i, case in enumerate(cases):
+        if not isinstance(case.get("status"), str):
+            raise StoreError(f"{where}: cases[{i}]: no status")
+        server = case.get("server_time")
+        for key, data in (
+            ("histogram", case.get("histogram")),
+            ("histogram_uncorrected", case.get("histogram_uncorrected")),
+            (
+                "server_time.histogram",
+                server.get("histogram") if isinstance(server, dict) else None,
+            ),
+        ):
+            if data is not None:
+                try:
+                    Histogram.from_dict(data)
+                except ValueError as exc:
+                    raise StoreError(f"{where}: cases[{i}].{key}: {exc}") from None
 
 
 def case_histogram(case: CaseDoc) -> Histogram:

@@ -38,7 +38,7 @@ from typing import Any
 
 from rpcmeter.errors import NoSuchRun, StoreError
 from rpcmeter.execute import RunOptions
-from rpcmeter.result import CaseDoc, Result, _clean, now_iso, read_json
+from rpcmeter.result import CaseDoc, Result, _clean, check_document, now_iso, read_json
 
 DEFAULT_PATH = Path(".rpcmeter") / "history.db"
 STORE_ENV = "RPCMETER_STORE"
@@ -131,26 +131,51 @@ class Store:
         self.path = Path(path)
         if not create and not self.path.exists():
             raise StoreError(f"{self.path}: no history database (run a suite first)")
+        if self.path.is_dir():
+            raise StoreError(f"{self.path}: a directory, not a history database")
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
+        except FileExistsError as exc:
+            raise StoreError(
+                f"{self.path}: cannot create the history database: {exc.filename} is a file"
+            ) from None
+        except OSError as exc:
+            raise StoreError(
+                f"{self.path}: cannot create the history database: {exc.strerror or exc}"
+            ) from None
+        try:
             self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
-            self.db.execute("PRAGMA journal_mode=WAL")
-            self.db.execute("PRAGMA synchronous=NORMAL")
-            self.db.execute("PRAGMA foreign_keys=ON")
+            # look before anything is written (the journal mode changes the file's header)
             version = self.db.execute("PRAGMA user_version").fetchone()[0]
+            tables = self.db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0]
             if version > SCHEMA_VERSION:
                 raise StoreError(
                     f"{self.path}: history schema {version} is newer than this rpcmeter "
                     f"understands ({SCHEMA_VERSION})"
                 )
+            if version == 0 and tables:
+                raise StoreError(
+                    f"{self.path}: not an rpcmeter history database (it holds tables of its "
+                    "own); name another with --store"
+                )
+            self.db.execute("PRAGMA journal_mode=WAL")
+            self.db.execute("PRAGMA synchronous=NORMAL")
+            self.db.execute("PRAGMA foreign_keys=ON")
             if version == 0:  # executescript runs in its own transaction
                 self.db.executescript(
                     f"BEGIN IMMEDIATE; {_SCHEMA} PRAGMA user_version={SCHEMA_VERSION}; COMMIT;"
                 )
             elif version < SCHEMA_VERSION:
                 self._migrate(version)
+        except StoreError:
+            self.close()
+            raise
         except sqlite3.Error as exc:
-            raise StoreError(f"{self.path}: cannot use the history database: {exc}") from None
+            self.close()
+            raise StoreError(
+                f"{self.path}: cannot use the history database: {exc} (nothing was written to "
+                "it; move it away or name another with --store)"
+            ) from None
 
     def _migrate(self, version: int) -> None:
         """Bring a database of schema ``version`` to :data:`SCHEMA_VERSION`, in one transaction
@@ -169,7 +194,16 @@ class Store:
         self.db.execute("COMMIT")
 
     def close(self) -> None:
-        self.db.close()
+        if getattr(self, "db", None) is not None:
+            self.db.close()
+
+    @contextmanager
+    def _reading(self) -> Iterator[None]:
+        """Reading errors of a damaged database are StoreErrors naming it."""
+        try:
+            yield
+        except (sqlite3.Error, ValueError, TypeError) as exc:
+            raise StoreError(f"{self.path}: the history database is damaged: {exc}") from None
 
     def __enter__(self) -> Store:
         return self
@@ -280,81 +314,86 @@ class Store:
 
     def load(self, run: int) -> Result:
         """The result document of run ``run``, exactly as it was stored."""
-        row = self.db.execute("SELECT document FROM runs WHERE id = ?", (run,)).fetchone()
-        if row is None:
-            raise StoreError(f"{self.path}: no run {run}")
-        result: Result = json.loads(row[0])
-        result["cases"] = [
-            json.loads(doc)
-            for (doc,) in self.db.execute(
-                "SELECT document FROM cases WHERE run = ? ORDER BY seq", (run,)
-            )
-        ]
-        return result
+        with self._reading():
+            row = self.db.execute("SELECT document FROM runs WHERE id = ?", (run,)).fetchone()
+            if row is None:
+                raise StoreError(f"{self.path}: no run {run}")
+            result: Result = json.loads(row[0])
+            result["cases"] = [
+                json.loads(doc)
+                for (doc,) in self.db.execute(
+                    "SELECT document FROM cases WHERE run = ? ORDER BY seq", (run,)
+                )
+            ]
+            check_document(result, f"{self.path}: run {run}")
+            return result
 
     def tagged(self, name: str) -> int | None:
-        row = self.db.execute("SELECT run FROM tags WHERE name = ?", (name,)).fetchone()
-        return None if row is None else int(row[0])
+        with self._reading():
+            row = self.db.execute("SELECT run FROM tags WHERE name = ?", (name,)).fetchone()
+            return None if row is None else int(row[0])
 
     def runs(self, limit: int | None = None, suite: str | None = None) -> list[RunInfo]:
         """Stored runs, newest first; only those of the suite named ``suite`` when given."""
-        tags: dict[int, list[str]] = {}
-        for name, run in self.db.execute("SELECT name, run FROM tags ORDER BY name"):
-            tags.setdefault(run, []).append(name)
-        rows = self.db.execute(
-            "SELECT id, run_id, started_at, status, suite_name, git_commit, git_branch, "
-            "git_dirty, variants, cases, planned_cases FROM runs "
-            "WHERE ? IS NULL OR suite_name = ? ORDER BY id DESC LIMIT ?",
-            (suite, suite, -1 if limit is None else limit),
-        )
-        return [
-            RunInfo(
-                id=r[0],
-                run_id=r[1],
-                started_at=r[2] or "",
-                status=r[3] or "?",
-                suite=r[4] or "",
-                commit=r[5],
-                branch=r[6],
-                dirty=bool(r[7]),
-                variants=json.loads(r[8] or "[]"),
-                cases=r[9],
-                planned_cases=r[10],
-                tags=tags.get(r[0], []),
+        with self._reading():
+            tags: dict[int, list[str]] = {}
+            for name, run in self.db.execute("SELECT name, run FROM tags ORDER BY name"):
+                tags.setdefault(run, []).append(name)
+            rows = self.db.execute(
+                "SELECT id, run_id, started_at, status, suite_name, git_commit, git_branch, "
+                "git_dirty, variants, cases, planned_cases FROM runs "
+                "WHERE ? IS NULL OR suite_name = ? ORDER BY id DESC LIMIT ?",
+                (suite, suite, -1 if limit is None else limit),
             )
-            for r in rows
-        ]
+            return [
+                RunInfo(
+                    id=r[0],
+                    run_id=r[1],
+                    started_at=r[2] or "",
+                    status=r[3] or "?",
+                    suite=r[4] or "",
+                    commit=r[5],
+                    branch=r[6],
+                    dirty=bool(r[7]),
+                    variants=json.loads(r[8] or "[]"),
+                    cases=r[9],
+                    planned_cases=r[10],
+                    tags=tags.get(r[0], []),
+                )
+                for r in rows
+            ]
 
     def resolve(self, name: str) -> int:
         """The id of the run called ``name``: an id, ``last``, ``last~N``, a tag or a run_id
         prefix."""
-        m = re.fullmatch(r"last(?:~(\d+))?", name)
-        if m:
-            back = int(m.group(1) or 0)
-            row = self.db.execute(
-                "SELECT id FROM runs ORDER BY id DESC LIMIT 1 OFFSET ?", (back,)
-            ).fetchone()
-            if row is None:
-                count = self.db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
-                raise NoSuchRun(f"{name}: the history at {self.path} holds {count} runs")
-            return int(row[0])
-        if name.isdigit():
-            row = self.db.execute("SELECT id FROM runs WHERE id = ?", (int(name),)).fetchone()
-            if row is not None:
+        with self._reading():
+            m = re.fullmatch(r"last(?:~(\d+))?", name)
+            if m:
+                back = int(m.group(1) or 0)
+                row = self.db.execute(
+                    "SELECT id FROM runs ORDER BY id DESC LIMIT 1 OFFSET ?", (back,)
+                ).fetchone()
+                if row is None:
+                    count = self.db.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+                    raise NoSuchRun(f"{name}: the history at {self.path} holds {count} runs")
                 return int(row[0])
-        tagged = self.tagged(name)
-        if tagged is not None:
-            return tagged
-        if len(name) >= 4:
-            rows = self.db.execute(
-                "SELECT id FROM runs WHERE run_id LIKE ? || '%'", (name,)
-            ).fetchall()
-            if len(rows) == 1:
-                return int(rows[0][0])
-        raise NoSuchRun(
-            f"{name}: no such run in {self.path} (name a run by id, last, last~N, a tag, "
-            "or a result JSON file)"
-        )
+            if name.isdigit():
+                row = self.db.execute("SELECT id FROM runs WHERE id = ?", (int(name),)).fetchone()
+                if row is not None:
+                    return int(row[0])
+            tagged = self.tagged(name)
+            if tagged is not None:
+                return tagged
+            if len(name) >= 4:
+                rows = self.db.execute(
+                    "SELECT id FROM runs WHERE run_id LIKE ? || '%'", (name,)
+                ).fetchall()
+                if len(rows) == 1:
+                    return int(rows[0][0])
+            raise NoSuchRun(
+                f"{name}: no such run in {self.path} (name a run by id, last, last~N, a tag, "
+                "or a result JSON file)"
+            )
 
 
 def resolve_run(name: str, store_path: str | Path | None = DEFAULT_PATH) -> RunRef:

@@ -125,40 +125,65 @@ QUICK_CAPS = {"requests": 200, "duration_s": 1.0, "warmup": 5}
 QUICK_IDLE_S = 0.2
 
 
-def _apply_quick(raw: dict[str, Any], given: set[tuple[str, ...]]) -> None:
+def _apply_quick(raw: dict[str, Any], given: set[tuple[str, ...]], where: str) -> None:
     """Small counts, one repetition: a smoke test of any suite; then the suite's ``[quick]``
-    values, except those set with ``--set`` (``given``: their dotted keys, split)."""
+    values, except those set with ``--set`` (``given``: their dotted keys, split). Only numbers
+    are capped; a value of the wrong type is left for validation to name."""
     raw["repeat"] = 1
     load = raw.setdefault("load", {})
-    load["requests"] = min(
-        int(load.get("requests", QUICK_CAPS["requests"])), QUICK_CAPS["requests"]
-    )
-    if load.get("duration_s") is not None:
-        load["duration_s"] = min(float(load["duration_s"]), QUICK_CAPS["duration_s"])
-    load["warmup"] = min(int(load.get("warmup", QUICK_CAPS["warmup"])), QUICK_CAPS["warmup"])
+    if isinstance(load, dict):
+        _cap(load, "requests", QUICK_CAPS["requests"], QUICK_CAPS["requests"])
+        _cap(load, "duration_s", None, QUICK_CAPS["duration_s"])
+        _cap(load, "warmup", QUICK_CAPS["warmup"], QUICK_CAPS["warmup"])
     runs = raw.setdefault("runs", {})
     if isinstance(runs, dict):  # command targets: no warmup, 3 runs, no minimum time
         runs["warmup"] = 0
-        runs["min_runs"] = min(int(runs.get("min_runs", 3)), 3)
+        _cap(runs, "min_runs", 3, 3)
         runs["min_time_s"] = 0.0
-        if runs.get("count") is not None:
-            runs["count"] = min(int(runs["count"]), 3)
-    for w in (raw.get("workloads") or {}).values():
+        _cap(runs, "count", None, 3)
+    workloads = raw.get("workloads")
+    for w in workloads.values() if isinstance(workloads, dict) else ():
         if isinstance(w, dict):
             for key, cap in QUICK_CAPS.items():
-                if w.get(key) is not None:
-                    w[key] = min(w[key], cap)
+                _cap(w, key, None, cap)
     if isinstance(raw.get("breakdown"), dict):
-        rtt = int(raw["breakdown"].get("rtt_requests", QUICK_CAPS["requests"]))
-        raw["breakdown"]["rtt_requests"] = min(rtt, QUICK_CAPS["requests"])
+        _cap(raw["breakdown"], "rtt_requests", QUICK_CAPS["requests"], QUICK_CAPS["requests"])
     resources = raw.setdefault("resources", {})
     if isinstance(resources, dict):
-        resources["idle_s"] = min(float(resources.get("idle_s", QUICK_IDLE_S)), QUICK_IDLE_S)
-    for key, value in (raw.get("quick") or {}).items():
+        _cap(resources, "idle_s", QUICK_IDLE_S, QUICK_IDLE_S)
+    quick = raw.get("quick") or {}
+    if not isinstance(quick, dict):
+        raise SuiteError(f"{where}: quick: expected a table of dotted keys (got {quick!r})")
+    for key, value in quick.items():
         parts = tuple(split_key(key.strip()))
         if parts in given or (parts in ALTERNATIVES and given & set(ALTERNATIVES)):
             continue  # what --set gave wins over the suite's own [quick] values
         set_key(raw, key, value)
+
+
+def _check_strings(value: Any, where: str, loc: tuple[Any, ...] = ()) -> None:
+    """No key or string of a suite holds a NUL character (no command line, path or environment
+    variable can carry one); a SuiteError names the first."""
+    if isinstance(value, str):
+        if "\0" in value:
+            raise SuiteError(f"{where}: {_format_loc(loc)}: a NUL character in {value!r}")
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            if "\0" in str(key):
+                raise SuiteError(f"{where}: {_format_loc(loc)}: a NUL character in key {key!r}")
+            _check_strings(item, where, (*loc, key))
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _check_strings(item, where, (*loc, i))
+
+
+def _cap(table: dict[str, Any], key: str, default: float | None, cap: float) -> None:
+    """``table[key] = min(table[key], cap)`` for a number (``default`` when absent)."""
+    value = table.get(key, default)
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        table[key] = min(value, cap)
+    elif key not in table and default is not None:
+        table[key] = default
 
 
 def _format_loc(loc: tuple[Any, ...]) -> str:
@@ -198,7 +223,8 @@ def build_suite(
         apply_set(raw, assignment)
     if quick:
         given = {tuple(split_key(a.partition("=")[0].strip())) for a in overrides}
-        _apply_quick(raw, given)
+        _apply_quick(raw, given, where)
+    _check_strings(raw, where)
     try:
         suite = Suite.model_validate(raw)
     except ValidationError as exc:
@@ -441,16 +467,25 @@ def load_suite(
     """Read, override and validate a suite file."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8")
+        data = p.read_bytes()
     except FileNotFoundError:
         raise SuiteError(f"{p}: no such suite file") from None
     except OSError as exc:
-        raise SuiteError(f"{p}: cannot read: {exc.strerror}") from None
+        raise SuiteError(f"{p}: cannot read: {exc.strerror or exc}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise SuiteError(
+            f"{p}: not a TOML file: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset "
+            f"{exc.start})"
+        ) from None
     try:
         raw = tomllib.loads(text)
+        suite = build_suite(raw, str(p), overrides, quick, only_workloads)
     except tomllib.TOMLDecodeError as exc:
         raise SuiteError(f"{p}: invalid TOML: {exc}") from None
-    suite = build_suite(raw, str(p), overrides, quick, only_workloads)
+    except RecursionError:
+        raise SuiteError(f"{p}: invalid TOML: tables or arrays nested too deeply") from None
     suite.path = str(p)
     suite.source_text = text
     suite.source_hash = hashlib.sha256(text.encode("utf-8")).hexdigest()

@@ -9,16 +9,49 @@ the workloads, so drivers and servers can name a :class:`Suite`.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import shlex
+import socket
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from rpcmeter.tls import TlsSettings, parse_tls
 from rpcmeter.workloads import WorkloadParams, parse_params
 
+MIN_RATE = 1e-3  # requests/s: the lowest offered rate (one request every 1000 s)
+
+
+def _command_line(value: str | list[str] | None) -> str | list[str] | None:
+    """A command line that splits into a program and its arguments (shell quoting balanced)."""
+    if value is None:
+        return None
+    try:
+        parts = shlex.split(value) if isinstance(value, str) else value
+    except ValueError as exc:
+        raise ValueError(f"cannot split the command line: {exc}") from None
+    if not parts or not parts[0]:
+        raise ValueError("an empty command line")
+    return value
+
+
+def _resolvable(value: str | None) -> str | None:
+    """A host name or address this machine can resolve."""
+    if value is None:
+        return None
+    try:
+        socket.getaddrinfo(value, None, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError) as exc:
+        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
+        raise ValueError(f"not a host name or address ({reason})") from None
+    return value
+
+
+CommandLine = Annotated[str | list[str] | None, AfterValidator(_command_line)]
+Host = Annotated[str, AfterValidator(_resolvable)]
+
 
 class _Model(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # numbers are finite
 
 
 class ServerSpec(_Model):
@@ -28,7 +61,7 @@ class ServerSpec(_Model):
     free port or a fresh socket path for every server, so two runs never collide.
     """
 
-    command: str | list[str] | None = None
+    command: CommandLine = None
     cwd: str | None = None
     env: dict[str, str] = Field(default_factory=dict)
     ready_timeout_s: float = Field(20.0, gt=0)
@@ -41,13 +74,13 @@ class Target(_Model):
 
     driver: str = "rpyc"
     transport: str = "tcp"
-    host: str = "127.0.0.1"
+    host: Host = "127.0.0.1"
     address: str | None = None
     server: ServerSpec = Field(default_factory=lambda: ServerSpec())
     options: dict[str, Any] = Field(default_factory=dict)
     # driver "command": the command line measured as a whole (``{param}`` placeholders), its
     # working directory (relative to the suite file) and extra environment variables
-    command: str | list[str] | None = None
+    command: CommandLine = None
     cwd: str | None = None
     env: dict[str, str] = Field(default_factory=dict)
     # TLS (rpcmeter.tls): true or a table; verification on unless ``verify = false``
@@ -90,7 +123,7 @@ class Variant(_Model):
     options: dict[str, Any] = Field(default_factory=dict)
     env: dict[str, str] = Field(default_factory=dict)
     transport: str | None = None
-    host: str | None = None
+    host: Host | None = None
     address: str | None = None
     server: ServerSpec | None = None
     description: str = ""
@@ -100,7 +133,7 @@ class Variant(_Model):
     python: str | None = None
     install: list[str] = Field(default_factory=list)
     git: GitSource | None = None
-    command: str | list[str] | None = None
+    command: CommandLine = None
     tls: TlsSettings | Literal[False] | None = None  # false: cleartext for this variant
 
     @field_validator("tls", mode="before")
@@ -149,12 +182,12 @@ class Sweep(_Model):
     """Offered rates ``from`` .. ``to`` in ``steps`` steps, evenly spaced (``scale = "linear"``)
     or by a constant factor (``"log"``)."""
 
-    start: float = Field(alias="from", gt=0)
-    to: float = Field(gt=0)
+    start: float = Field(alias="from", ge=MIN_RATE)
+    to: float = Field(ge=MIN_RATE)
     steps: int = Field(ge=2, le=1000)
     scale: Literal["linear", "log"] = "linear"
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)
 
     def rates(self) -> list[float]:
         n = self.steps - 1
@@ -191,7 +224,7 @@ class Load(_Model):
     duration_s: float | None = Field(None, gt=0)
     warmup: int = Field(10, ge=0)
     timeout_s: float = Field(600.0, gt=0)
-    rate: float | None = Field(None, gt=0, le=1e9)
+    rate: float | None = Field(None, ge=MIN_RATE, le=1e9)
     rates: list[float] | None = None
     sweep: Sweep | None = None
     late_ms: float = Field(1.0, ge=0)
@@ -214,8 +247,10 @@ class Load(_Model):
             raise ValueError(f'{given[0]} is an open-loop setting: set load.mode = "open"')
         if self.rates is not None and self.sweep is not None:
             raise ValueError("give either rates or sweep, not both")
-        if self.rates is not None and (not self.rates or min(self.rates) <= 0):
-            raise ValueError("rates must be a non-empty list of positive requests/s")
+        if self.rates is not None and (
+            not self.rates or not all(MIN_RATE <= r <= 1e9 for r in self.rates)
+        ):
+            raise ValueError(f"rates must be a non-empty list of requests/s, {MIN_RATE:g} to 1e9")
         return self
 
     def rate_list(self) -> list[float] | None:
@@ -299,7 +334,7 @@ class Suite(_Model):
     breakdown: Breakdown | None = None
     profile: Profile | None = None
 
-    model_config = ConfigDict(extra="forbid", populate_by_name=True)
+    model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)
 
     # filled by load_suite, not by the file
     path: str | None = Field(None, exclude=True)

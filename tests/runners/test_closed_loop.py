@@ -86,7 +86,7 @@ def test_errors_are_counted_by_kind_not_timed() -> None:
 def test_lost_connection_stops_the_thread_and_fails_the_case() -> None:
     out = run(threads=2, requests=1000, options={"fatal_after": 50})
     assert out.failure is not None and "lost connection" in out.failure
-    assert out.errors == {"connection:ConnectionResetError": 2}
+    assert out.errors == {"connection_closed": 2}
     assert out.ok == 2 * 49
 
 

@@ -26,8 +26,9 @@ def driver_class(name: str) -> type[Driver]:
     module_name, _, class_name = spec.partition(":")
     try:
         cls = getattr(importlib.import_module(module_name), class_name)
-    except (ImportError, AttributeError) as exc:
-        raise KeyError(f"cannot load driver {name!r}: {exc}") from None
+    except Exception as exc:  # the module's own code may raise anything while it is imported
+        kind = "" if isinstance(exc, ImportError | AttributeError) else f"{type(exc).__name__}: "
+        raise KeyError(f"cannot load driver {name!r}: {kind}{exc}") from None
     if not (isinstance(cls, type) and issubclass(cls, Driver)):
         raise KeyError(f"{name!r} is not a Driver subclass")
     if not isinstance(getattr(cls, "name", None), str) or not cls.name:

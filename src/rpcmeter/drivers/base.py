@@ -7,8 +7,10 @@ latency; the driver never aggregates anything.
 
 - A caller raises on failure. :class:`ReplyMismatch` means the reply arrived but was wrong (counted
   as ``mismatch``); ``OSError``/``EOFError`` (and the driver's ``fatal_errors``) mean the
-  connection is gone: the thread stops and the case is marked failed. Any other exception is
-  counted by its type name and the loop goes on.
+  connection is gone: the thread stops and the case is marked failed. Those are counted under
+  a named kind (:func:`rpcmeter.errors.error_kind`: ``connection_closed``, ``protocol_error``
+  for a malformed or surplus reply, ``timeout``, ...). Any other exception is counted by its
+  type name and the loop goes on.
 - A driver whose server reports its own times sets ``reports_server_time``; its callers then
   return them as a :data:`~rpcmeter.servers.timing.ServerTime` ``(compute_ns, queue_ns)``
   (``queue_ns`` None when the reply carried no queue time), or ``None`` when a reply carried none.

@@ -42,10 +42,12 @@ import httptools
 
 from rpcmeter.drivers.base import STALL_OPTIONS, Channel, DriverContext, ReplyError
 from rpcmeter.drivers.stream import StreamConnection, StreamDriver
-from rpcmeter.errors import SuiteError
+from rpcmeter.errors import ProtocolError, SuiteError
 from rpcmeter.servers.bodies import check_variant_options, expected_reply
 from rpcmeter.servers.timing import ServerTime, parse_server_timing
 from rpcmeter.workloads import PayloadParams, WorkloadParams
+
+MAX_HEAD = 1 << 20  # a reply head longer than this is malformed
 
 if TYPE_CHECKING:
     from rpcmeter.drivers.http2 import Http2Client
@@ -110,7 +112,8 @@ class HttpConnection(StreamConnection):
     def __init__(self, head_only: bool = False) -> None:
         super().__init__()
         self.parser: httptools.HttpResponseParser | None = None
-        self.buf = b""
+        self.buf = bytearray()  # an incomplete reply's bytes so far
+        self.need = 0  # how many bytes buf must hold before parsing it again is worth it
         self.server_ns: ServerTime | None = None
         self.body: list[bytes] | None = None
         # the last read that held exactly one whole reply, and what parsing it gave
@@ -141,31 +144,49 @@ class HttpConnection(StreamConnection):
         if self.parser is not None:
             self._feed(data)
             return
-        if self.buf:
-            data = self.buf + data
+        buffered = bool(self.buf)
+        if buffered:  # bytes of an incomplete reply wait in a bytearray (linear in its size)
+            self.buf += data
+            if len(self.buf) < self.need:
+                return
+            data = bytes(self.buf)
+            self.buf.clear()
         pos = 0
         n = len(data)
+        replies = 0
+        # replies this read can hold: requests sent from the callbacks below came after it
+        outstanding = 1 if self.owner is not None else len(self.pending)
         while pos < n:
             end = data.find(b"\r\n\r\n", pos)
             if end < 0:
+                if n - pos > MAX_HEAD:
+                    self.fail(
+                        ProtocolError(f"invalid HTTP reply: no end of head in {MAX_HEAD} bytes")
+                    )
+                    return
+                self.need = n - pos + 1
                 break
             try:
+                if data[pos : pos + 5] != b"HTTP/":
+                    raise ValueError(f"not a status line: {bytes(data[pos : pos + 20])!r}")
                 status = int(data[pos + 9 : pos + 12])  # "HTTP/1.1 200 OK"
                 at = data.find(b"\nContent-Length:", pos, end)
                 if at < 0:  # another spelling: search the head in lower case
                     at = data[:end].lower().find(b"\ncontent-length:", pos)
                 if at < 0 or status < 200 or status in (204, 304):
-                    self.buf = b""
                     self._use_parser()
                     self._feed(data[pos:])
                     return
                 eol = data.find(b"\r", at + 16, end + 1)
                 length = int(data[at + 16 : eol])
+                if length < 0:
+                    raise ValueError(f"Content-Length {length}")
             except ValueError as exc:
-                self.fail(ConnectionError(f"invalid HTTP reply: {exc}"))
+                self.fail(ProtocolError(f"invalid HTTP reply: {exc}"))
                 return
             stop = end + 4 + length
             if stop > n:
+                self.need = stop - pos
                 break
             at = data.find(b"\nServer-Timing:", pos, end)
             if at < 0:
@@ -176,18 +197,23 @@ class HttpConnection(StreamConnection):
             if self.closes is None:
                 self.closes = announces_close(data[pos:end])
             start, pos = pos, stop
+            replies += 1
+            if replies > outstanding:
+                self.fail(ProtocolError("a reply that answers no request"))
+                return
             status_error = (
                 None
                 if 200 <= status < 300
                 else ReplyError(f"http_{status}", f"HTTP status {status}")
             )
-            if start == 0 and stop == n and not self.buf:  # the read held this reply alone
+            if start == 0 and stop == n and not buffered:  # the read held this reply alone
                 self.same, self.same_server_ns = data, server_ns
                 self.same_status, self.same_body_at = status_error, end + 4
             self.reply(server_ns, data[end + 4 : stop] if self.wants_body() else None, status_error)
             if self.lost is not None:
                 return
-        self.buf = data[pos:] if pos < n else b""
+        if pos < n:
+            self.buf += memoryview(data)[pos:]
 
     def _feed(self, data: bytes) -> None:
         assert self.parser is not None
@@ -196,7 +222,7 @@ class HttpConnection(StreamConnection):
         except httptools.HttpParserCallbackError:
             raise
         except httptools.HttpParserError as exc:
-            self.fail(ConnectionError(f"invalid HTTP reply: {exc}"))
+            self.fail(ProtocolError(f"invalid HTTP reply: {exc}"))
 
     def closed_by_server(self) -> BaseException:
         if self.closes:

@@ -25,10 +25,12 @@ import contextlib
 import socket
 import threading
 import time
+from collections.abc import Callable
 from typing import ClassVar
 
 from rpcmeter.drivers.base import Caller, ReplyError
 from rpcmeter.drivers.stream import StreamConnection, StreamDriver, mismatch
+from rpcmeter.errors import ConnectionClosed, ProtocolError
 from rpcmeter.metrics.connections import ConnectionCosts
 from rpcmeter.servers.bodies import CODES, expected_reply
 from rpcmeter.servers.raw_server import MAX_FRAME, REPLY_HEAD, request_frame
@@ -48,35 +50,81 @@ def reply_times(buf: bytes, start: int, server_ns: int) -> tuple[ServerTime, int
 
 
 class RawConnection(StreamConnection):
-    """One connection; reply frames parsed in place."""
+    """One connection; reply frames parsed in place (an incomplete one waits in a bytearray)."""
 
     def __init__(self) -> None:
         super().__init__()
-        self.buf = b""
+        self.buf = bytearray()
+        self.need = 0  # bytes buf must hold before parsing it again is worth it
 
     def data_received(self, data: bytes) -> None:
         self.bytes_in += len(data)
-        buf = self.buf + data if self.buf else data
+        if self.buf:
+            self.buf += data
+            if len(self.buf) < self.need:
+                return
+            data = bytes(self.buf)
+            self.buf.clear()
         start = 0
-        end = len(buf)
+        end = len(data)
         unpack = REPLY_HEAD.unpack_from
+        replies = 0
+        # replies this read can hold: requests sent from the callbacks below came after it
+        outstanding = 1 if self.owner is not None else len(self.pending)
         while end - start >= HEAD:
-            length, status, server_ns = unpack(buf, start)
+            length, status, server_ns = unpack(data, start)
             stop = start + 4 + length
             if length < (17 if server_ns & QUEUE_FOLLOWS else 9) or length > MAX_FRAME:
-                self.fail(ConnectionError(f"invalid reply frame (length {length})"))
+                self.fail(ProtocolError(f"invalid reply frame (length {length})"))
                 return
             if stop > end:
+                self.need = stop - start
                 break
-            times, at = reply_times(buf, start, server_ns)
-            body = buf[at:stop] if status or self.wants_body() else None
+            replies += 1
+            if replies > outstanding:
+                self.fail(ProtocolError("a reply that answers no request"))
+                return
+            times, at = reply_times(data, start, server_ns)
+            body = data[at:stop] if status or self.wants_body() else None
             start = stop
             if status:
                 text = (body or b"").decode("utf-8", "replace")
                 self.reply(times, None, ReplyError("raw_error", text))
             else:
                 self.reply(times, body, None)
-        self.buf = buf[start:] if start < end else b""
+            if self.lost is not None:
+                return
+        if start < end:
+            if end - start < HEAD:
+                self.need = HEAD
+            self.buf += memoryview(data)[start:]
+
+
+def read_reply(recv: Callable[[int], bytes]) -> tuple[bytes, int, int]:
+    """One whole reply frame from a blocking socket: (frame, status, server_ns). Raises
+    ConnectionClosed at the end of the stream and ProtocolError for a malformed frame or bytes
+    beyond it (a reply that answers no request)."""
+    chunks = [recv(65536)]
+    got = len(chunks[0])
+    head = chunks[0]
+    while True:
+        if got >= HEAD:
+            if len(head) < HEAD:
+                head = b"".join(chunks)
+            length, status, server_ns = REPLY_HEAD.unpack_from(head)
+            if length < (17 if server_ns & QUEUE_FOLLOWS else 9) or length > MAX_FRAME:
+                raise ProtocolError(f"invalid reply frame (length {length})")
+            if got >= 4 + length:
+                break
+        more = recv(65536)
+        if not more:
+            raise ConnectionClosed("connection closed by the server")
+        chunks.append(more)
+        got += len(more)
+    if got > 4 + length:
+        raise ProtocolError("a reply that answers no request")
+    frame = chunks[0] if len(chunks) == 1 else b"".join(chunks)
+    return frame, status, server_ns
 
 
 class RawDriver(StreamDriver):
@@ -144,29 +192,18 @@ class RawDriver(StreamDriver):
         expect = expected_reply(self.ctx.workload, body) if self.ctx.validate else None
         traffic = [0, 0]
         self.traffic.append(traffic)
-        send, recv, unpack = sock.sendall, sock.recv, REPLY_HEAD.unpack_from
+        send, recv = sock.sendall, sock.recv
 
         def exchange() -> ServerTime:
             send(data)
-            buf = recv(65536)
-            while len(buf) < HEAD:
-                more = recv(65536)
-                if not more:
-                    raise ConnectionResetError("connection closed by the server")
-                buf += more
-            length, status, server_ns = unpack(buf)
-            while len(buf) < 4 + length:
-                more = recv(65536)
-                if not more:
-                    raise ConnectionResetError("connection closed by the server")
-                buf += more
+            frame, status, server_ns = read_reply(recv)
             traffic[0] += len(data)
-            traffic[1] += len(buf)
-            times, at = reply_times(buf, 0, server_ns)
+            traffic[1] += len(frame)
+            times, at = reply_times(frame, 0, server_ns)
             if status:
-                raise ReplyError("raw_error", buf[at:].decode("utf-8", "replace"))
+                raise ReplyError("raw_error", frame[at:].decode("utf-8", "replace"))
             if expect is not None:
-                error = mismatch(buf[at:], expect)
+                error = mismatch(frame[at:], expect)
                 if error is not None:
                     raise error
             return times

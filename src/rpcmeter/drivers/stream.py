@@ -4,7 +4,10 @@ A :class:`StreamConnection` is an asyncio protocol for one TCP or Unix connectio
 arrive in the order the requests were sent. Each sent request leaves ``(done, expect)`` in a FIFO;
 the subclass parses replies and calls :meth:`StreamConnection.reply` for each one, which pops the
 oldest entry, checks the body against ``expect`` (when validating) and calls ``done``. A lost
-connection fails every pending request with a ``ConnectionError`` (fatal for its loop).
+connection fails every pending request with :class:`~rpcmeter.drivers.base.ConnectionClosed`, a
+malformed or surplus reply with :class:`~rpcmeter.drivers.base.ProtocolError` (both fatal for
+their loop). Subclasses keep unparsed bytes in a ``bytearray`` and parse again only once the
+bytes a reply needs have arrived, so a large reply costs linear time.
 
 A connection that serves one closed loop alone, without validation, can be *owned* by it
 (:meth:`SendChannel.own`): every reply goes straight to the loop's ``done`` (the connection's
@@ -40,6 +43,7 @@ from functools import partial
 from typing import Any, ClassVar, cast
 
 from rpcmeter.drivers.base import Channel, Done, EventDriver, Ownership, ReplyMismatch
+from rpcmeter.errors import ConnectionClosed, ProtocolError
 from rpcmeter.metrics.connections import ConnectionCosts
 from rpcmeter.servers.bodies import KINDS, check, expected_reply, request_body
 from rpcmeter.servers.timing import ServerTime
@@ -72,6 +76,8 @@ class StreamConnection(asyncio.Protocol):
     """One connection; requests may be pipelined, replies come back in order."""
 
     def __init__(self) -> None:
+        # the loop that completes requests; new_connection runs inside it (create_connection)
+        self.loop = asyncio.get_event_loop()
         self.pending: deque[tuple[Done, bytes | None]] = deque()
         self.transport: asyncio.Transport | None = None
         self.write: Callable[[bytes], object] = self._not_connected
@@ -92,8 +98,8 @@ class StreamConnection(asyncio.Protocol):
     def send(self, data: bytes, done: Done, expect: bytes | None = None) -> None:
         """Write one request; ``done`` is called when its reply has been read (never before
         this method returned)."""
-        if self.lost is not None:
-            asyncio.get_running_loop().call_soon(done, None, self.lost)
+        if self.lost is not None:  # also before the loop runs again (a loop's first request)
+            self.loop.call_soon(done, None, self.lost)
             return
         self.pending.append((done, expect))
         self.bytes_out += len(data)
@@ -109,7 +115,7 @@ class StreamConnection(asyncio.Protocol):
             owner(server_ns, error)
             return
         if not self.pending:
-            self.fail(ConnectionError("reply without a request"))
+            self.fail(ProtocolError("a reply that answers no request"))
             return
         done, expect = self.pending.popleft()
         if error is None and expect is not None:
@@ -145,7 +151,7 @@ class StreamConnection(asyncio.Protocol):
 
     def closed_by_server(self) -> BaseException:
         """The error pending requests fail with when the server closed the connection."""
-        return ConnectionResetError("connection closed by the server")
+        return ConnectionClosed("connection closed by the server")
 
     def connection_lost(self, exc: Exception | None) -> None:
         if isinstance(exc, ssl.SSLError):
@@ -153,7 +159,11 @@ class StreamConnection(asyncio.Protocol):
         elif self.refused is not None and self.bytes_in == 0:  # closed right after a handshake
             exc = TlsError(self.refused)
         if self.lost is None:
-            self.lost = exc or self.closed_by_server()
+            self.lost = (
+                ConnectionClosed(f"connection lost: {exc}")
+                if exc is not None
+                else self.closed_by_server()
+            )
         self._fail_pending()
 
 

@@ -27,6 +27,7 @@ so that mode keeps two clock reads per request).
 
 from __future__ import annotations
 
+import struct
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -34,7 +35,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import zmq
 
 from rpcmeter.drivers.base import RAW_BODY_OPTIONS, Caller, Driver
-from rpcmeter.errors import SuiteError
+from rpcmeter.errors import ProtocolError, SuiteError
 from rpcmeter.servers.bodies import (
     CODES,
     KINDS,
@@ -146,7 +147,10 @@ class ZmqDriver(Driver):
                 if expected is not None:
                     check(reply, expected, kind)
                 return None
-            times, head = read_frame_times(reply)
+            try:
+                times, head = read_frame_times(reply)
+            except struct.error:
+                raise ProtocolError(f"a reply of {len(reply)} bytes (no server time)") from None
             if expected is not None:
                 check(reply[head:], expected, kind)
             return times

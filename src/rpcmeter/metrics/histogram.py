@@ -161,18 +161,28 @@ class Histogram:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Histogram:
+        """The histogram ``to_dict`` gave; ValueError for anything else (a broken document)."""
+        if not isinstance(data, dict):
+            raise ValueError(f"a histogram is a table (got {type(data).__name__})")
         if data.get("encoding") != ENCODING or data.get("sub_bucket_bits") != SUB_BITS:
             raise ValueError(f"unsupported histogram encoding {data.get('encoding')!r}")
         h = cls()
-        raw = zlib.decompress(base64.b64decode(data["buckets"]))
-        pairs = np.frombuffer(raw, dtype="<i8").reshape(-1, 2)
-        if pairs.size:
-            h._counts[pairs[:, 0]] = pairs[:, 1]
-        h.count = int(data["count"])
-        h.sum = int(data["sum"])
-        h.sum_sq = float(data["sum_sq"])
-        h.min = int(data["min"])
-        h.max = int(data["max"])
+        try:
+            raw = zlib.decompress(base64.b64decode(data["buckets"]))
+            pairs = np.frombuffer(raw, dtype="<i8").reshape(-1, 2)
+            if pairs.size:
+                index = pairs[:, 0]
+                if index.min() < 0 or index.max() >= len(h._counts) or pairs[:, 1].min() < 0:
+                    raise ValueError("bucket out of range")
+                h._counts[index] = pairs[:, 1]
+            h.count = int(data["count"])
+            h.sum = int(data["sum"])
+            h.sum_sq = float(data["sum_sq"])
+            h.min = int(data["min"])
+            h.max = int(data["max"])
+        except (KeyError, TypeError, ValueError, zlib.error) as exc:
+            detail = f"no {exc}" if isinstance(exc, KeyError) else str(exc)
+            raise ValueError(f"a broken histogram: {detail}") from None
         return h
 
     def summary_us(self) -> dict[str, float]:

@@ -70,6 +70,13 @@ def case_metrics(case: dict[str, Any]) -> Iterator[tuple[str, float]]:
                 yield f"{section}.{key}", value
 
 
+def _text(value: Any) -> Any:
+    """A name as a cell no spreadsheet runs as a formula (``=``, ``+``, ``-``, ``@`` first)."""
+    if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
+        return "'" + value
+    return value
+
+
 def _value(value: Any) -> Any:
     if isinstance(value, float):
         return "" if not math.isfinite(value) else repr(value)
@@ -100,11 +107,11 @@ def render(result: Result) -> str:
     for case in result["cases"]:
         head = [
             result.get("run_id", ""),
-            result["suite"].get("name", ""),
+            _text(result["suite"].get("name", "")),
             case["id"],
-            case["variant"],
-            case["workload"],
-            *(case["point"].get(k, "") for k in keys),
+            _text(case["variant"]),
+            _text(case["workload"]),
+            *(_text(case["point"].get(k, "")) for k in keys),
             case["repetition"],
             case["status"],
         ]
@@ -123,9 +130,12 @@ def render_comparison(doc: dict[str, Any]) -> str:
     for r in rows:
         out.writerow(
             [
-                r["workload"],
-                *(r["point"].get(k, "") for k in keys),
-                *(_value(r[f]) for f in COMPARISON_FIELDS),
+                _text(r["workload"]),
+                *(_text(r["point"].get(k, "")) for k in keys),
+                *(
+                    _text(_value(r[f])) if isinstance(r[f], str) else _value(r[f])
+                    for f in COMPARISON_FIELDS
+                ),
             ]
         )
     return buf.getvalue()

@@ -3,6 +3,7 @@ a README or a pull-request comment. Pure functions from a document to text."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from rpcmeter import analysis
@@ -20,10 +21,16 @@ from rpcmeter.reporters.tables import (
 )
 from rpcmeter.reporters.terminal import environment_line
 from rpcmeter.result import Result
+from rpcmeter.text import printable
+
+_MARKDOWN = re.compile(r"([\\`*_<>|~]|\](?=\())")
 
 
 def _escape(text: str) -> str:
-    return text.replace("|", "\\|").replace("\n", " ")
+    """Text as itself in Markdown: line breaks as spaces, other control characters escaped, and
+    every character that would start emphasis, code, HTML, a link's target or a table cell
+    backslash-escaped."""
+    return _MARKDOWN.sub(r"\\\1", printable(text.replace("\n", " ")))
 
 
 def _cell(cell: GridCell) -> str:

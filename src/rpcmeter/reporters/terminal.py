@@ -12,6 +12,7 @@ from typing import Any
 
 from rich import box
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
@@ -43,6 +44,7 @@ from rpcmeter.reporters.tables import (
     workload_grid,
 )
 from rpcmeter.result import Result
+from rpcmeter.text import printable
 
 __all__ = [
     "comparison_tables",
@@ -155,6 +157,7 @@ def render_comparison(
     doc: dict[str, Any], header: list[str], width: int = 120, color: bool = False
 ) -> str:
     """A comparison of two runs (``rpcmeter compare``) as text."""
+    doc, header = shown(doc), [printable(line) for line in header]
     buf, console = _console(width, color)
     for i, line in enumerate(header):
         console.print(Text(line, style="bold" if i == 0 else "dim"))
@@ -484,8 +487,21 @@ def _is_idle(result: Result, workload: str) -> bool:
     return kinds == {"idle"}
 
 
+def shown(value: Any) -> Any:
+    """A copy of a document whose strings (keys too) cannot drive the terminal: control
+    characters escaped (:func:`rpcmeter.text.printable`) and rich markup escaped."""
+    if isinstance(value, str):
+        return escape(printable(value))
+    if isinstance(value, dict):
+        return {shown(k) if isinstance(k, str) else k: shown(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [shown(v) for v in value]
+    return value
+
+
 def render(result: Result, width: int = 120, color: bool = False) -> str:
-    """The run's tables as text."""
+    """The run's tables as text (names from the document shown escaped: :func:`shown`)."""
+    result = shown(result)
     buf, console = _console(width, color)
     suite = result["suite"]
     status = result.get("status", "?")

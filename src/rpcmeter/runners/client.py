@@ -145,6 +145,13 @@ def thread_load(driver: Driver, spec: LoadSpec, gate: Gate, stop: Any, progress:
     sched = client_schedule(spec)
 
     def thread_main(t: int) -> None:
+        try:
+            run_thread(t)
+        except Exception as exc:  # a fault of the loop itself: its connection is given up
+            stats[t].fatal = f"{type(exc).__name__}: {exc}"[:300]
+            warmed.abort()
+
+    def run_thread(t: int) -> None:
         warm_up(callers[t], spec.warmup, stats[t], fatal)
         try:
             warmed.wait()
@@ -186,7 +193,8 @@ def thread_load(driver: Driver, spec: LoadSpec, gate: Gate, stop: Any, progress:
     ]
     for th in threads:
         th.start()
-    warmed.wait()
+    with contextlib.suppress(threading.BrokenBarrierError):
+        warmed.wait()
     gate.ready(next((s.fatal for s in stats if s.fatal), None))
     for th in threads:
         th.join()
@@ -216,10 +224,16 @@ def client_main(spec: LoadSpec, go: Any, stop: Any, progress: Any, conn: Any) ->
         )
         return
     gate = Gate(ctx.client_index, go, conn, driver)
-    if isinstance(driver, EventDriver) and driver.uses_event_loop():
-        stats, schedule = event_load(driver, spec, gate, stop, progress)
-    else:
-        stats, schedule = thread_load(driver, spec, gate, stop, progress)
+    try:
+        if isinstance(driver, EventDriver) and driver.uses_event_loop():
+            stats, schedule = event_load(driver, spec, gate, stop, progress)
+        else:
+            stats, schedule = thread_load(driver, spec, gate, stop, progress)
+    except Exception as exc:  # a fault of the client itself: reported as the case's reason
+        with contextlib.suppress(Exception):
+            driver.close()
+        conn.send(("error", f"client {ctx.client_index}: {type(exc).__name__}: {exc}"[:400]))
+        return
     cpu = gate.cpu()
     counters = gate.counters()
     costs = driver.connection_costs()

@@ -23,6 +23,7 @@ from rpcmeter.runners.client import client_main
 from rpcmeter.runners.recording import LoadOutcome
 from rpcmeter.runners.spec import AliveFn, LoadHooks, LoadSpec
 
+GRACE_S = 2.0  # after a failure, how long clients may take to report what they measured
 _CTX: Any = None
 _PRELOAD = ["rpcmeter.runners.client"]
 
@@ -62,6 +63,7 @@ def run_closed_loop(spec: LoadSpec, hooks: LoadHooks | None = None) -> LoadOutco
     pipes: list[Any] = []
     procs: list[Any] = []
     outcome = LoadOutcome()
+    stop_grace = GRACE_S
     try:
         for c in range(clients):
             recv, send = ctx.Pipe(duplex=False)
@@ -102,6 +104,9 @@ def run_closed_loop(spec: LoadSpec, hooks: LoadHooks | None = None) -> LoadOutco
         if outcome.failure is not None:
             stop.set()
             go.set()
+            stop_grace = 0.5  # nothing measured yet: no results to wait for
+            if hooks.server_problem is not None:
+                outcome.failure = with_server_exit(outcome.failure, hooks.server_problem)
             return outcome
 
         # 2. open the gate, watch until every client has reported its result
@@ -116,10 +121,12 @@ def run_closed_loop(spec: LoadSpec, hooks: LoadHooks | None = None) -> LoadOutco
             if problem is not None and outcome.failure is None:
                 outcome.failure = problem
                 stop.set()
-                deadline = time.monotonic() + 2.0  # grace for clients to report what they have
+                deadline = time.monotonic() + GRACE_S  # for clients to report what they have
                 server_problem = None
                 if problem.startswith("timed out"):
                     break
+            elif outcome.failure is not None and time.monotonic() > deadline:
+                break  # the grace is over: clients stuck in a receive are stopped below
             ready = multiprocessing.connection.wait([pipes[i] for i in pending], timeout=0.2)
             for r in ready:
                 i = pipes.index(r)
@@ -131,6 +138,9 @@ def run_closed_loop(spec: LoadSpec, hooks: LoadHooks | None = None) -> LoadOutco
                 if msg[0] == "result":
                     results[i] = msg[1]
                     pending.discard(i)
+                elif msg[0] == "error":  # the client's load raised: it says why, then exits
+                    outcome.failure = outcome.failure or msg[1]
+                    pending.discard(i)
             if hooks.on_progress:
                 hooks.on_progress(sum(progress), time.perf_counter() - t_go)
         if hooks.on_end:
@@ -138,21 +148,49 @@ def run_closed_loop(spec: LoadSpec, hooks: LoadHooks | None = None) -> LoadOutco
         merge_results(outcome, results)
         if len(results) < clients and outcome.failure is None:
             outcome.failure = f"{clients - len(results)} client(s) reported no result"
+        if outcome.failure is not None and hooks.server_problem is not None:
+            outcome.failure = with_server_exit(outcome.failure, hooks.server_problem)
         return outcome
     finally:
         stop.set()
         go.set()
-        for proc in procs:
-            proc.join(timeout=2.0)
-            if proc.is_alive():
-                proc.terminate()
-                proc.join(timeout=2.0)
-            if proc.is_alive():
-                proc.kill()
-                proc.join()
+        stop_processes(procs, stop_grace)
         for pipe in pipes:
             with contextlib.suppress(OSError):
                 pipe.close()
+
+
+def with_server_exit(failure: str, server_problem: AliveFn, wait_s: float = 0.25) -> str:
+    """``failure`` led by the server's exit when the server is gone: a connection lost or a
+    client stopped because the server exited says so first. The exit may take a moment to be
+    seen after the connection closed, hence ``wait_s``."""
+    if failure.startswith("timed out"):
+        return failure
+    until = time.monotonic() + wait_s
+    while True:
+        reason = server_problem()
+        if reason:
+            return failure if failure.startswith(reason) else f"{reason} ({failure})"
+        if time.monotonic() > until:
+            return failure
+        time.sleep(0.01)
+
+
+def stop_processes(procs: list[Any], grace_s: float = GRACE_S) -> None:
+    """Wait for processes told to stop, ``grace_s`` in all; then SIGTERM, then SIGKILL, the
+    same shared grace each (a client blocked in a receive never sees the stop flag)."""
+    for signal_them in (None, "terminate", "kill"):
+        if signal_them is not None:
+            for proc in procs:
+                if proc.is_alive():
+                    getattr(proc, signal_them)()
+        until = time.monotonic() + grace_s
+        for proc in procs:
+            proc.join(timeout=max(0.0, until - time.monotonic()))
+        if not any(proc.is_alive() for proc in procs):
+            return
+    for proc in procs:
+        proc.join()
 
 
 def _problem(

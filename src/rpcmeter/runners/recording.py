@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from rpcmeter.drivers.base import Caller, Driver
-from rpcmeter.errors import ReplyError, ReplyMismatch
+from rpcmeter.errors import ReplyError, ReplyMismatch, error_kind
 from rpcmeter.metrics.connections import ConnectionCosts
 from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.metrics.resources import peak_rss_of
@@ -131,19 +131,14 @@ class Recorder:
 
     def error(self, exc: BaseException, fatal_types: tuple[type[BaseException], ...]) -> bool:
         """Count an error; True when it is fatal for this loop's connection."""
-        if isinstance(exc, ReplyMismatch):
-            kind = "mismatch"
-        elif isinstance(exc, ReplyError):
-            kind = exc.kind
-        else:
-            kind = type(exc).__name__
+        kind = error_kind(exc)
         fatal = isinstance(exc, fatal_types) and not isinstance(exc, ReplyMismatch | ReplyError)
-        if fatal:
-            kind = f"connection:{kind}"
+        if fatal and not isinstance(exc, OSError | EOFError):  # a driver's own fatal type
+            kind = "connection_closed"
         self.stats.errors[kind] = self.stats.errors.get(kind, 0) + 1
         self.stats.first_error.setdefault(kind, str(exc)[:200])
         if fatal:
-            self.stats.fatal = f"{type(exc).__name__}: {exc}"[:300]
+            self.stats.fatal = f"{kind}: {exc}"[:300]
         return fatal
 
 
@@ -161,7 +156,7 @@ def warm_up(
             call()
         except Exception as exc:
             if is_fatal(exc, fatal):
-                stats.fatal = f"during warmup: {type(exc).__name__}: {exc}"[:300]
+                stats.fatal = f"during warmup: {error_kind(exc)}: {exc}"[:300]
                 return
 
 
