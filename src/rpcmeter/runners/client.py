@@ -203,6 +203,15 @@ def thread_load(driver: Driver, spec: LoadSpec, gate: Gate, stop: Any, progress:
     return stats, sched.summary(sum(s.sent for s in stats), max(s.last_send_ns for s in stats))
 
 
+def client_process(spec: LoadSpec, go: Any, stop: Any, progress: Any, conn: Any) -> None:
+    """:func:`client_main` as a process of the local runner: a parent that is gone (its pipe
+    broken) ends the client quietly, with no traceback."""
+    try:
+        client_main(spec, go, stop, progress, conn)
+    except (BrokenPipeError, ConnectionResetError, EOFError):
+        os._exit(1)
+
+
 def client_main(spec: LoadSpec, go: Any, stop: Any, progress: Any, conn: Any) -> None:
     """Entry point of a client process (of the local runner, or started by a cluster task).
     Protocol on ``conn``: ("ready",) or ("error", msg) after connecting and warming up, then the

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import multiprocessing as mp
 import multiprocessing.connection
+import signal
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -19,7 +20,7 @@ from typing import Any
 from rpcmeter.drivers import driver_class
 from rpcmeter.metrics.connections import ConnectionCosts
 from rpcmeter.metrics.histogram import Histogram
-from rpcmeter.runners.client import client_main
+from rpcmeter.runners.client import client_process
 from rpcmeter.runners.recording import LoadOutcome
 from rpcmeter.runners.spec import AliveFn, LoadHooks, LoadSpec
 
@@ -65,17 +66,23 @@ def run_closed_loop(spec: LoadSpec, hooks: LoadHooks | None = None) -> LoadOutco
     outcome = LoadOutcome()
     stop_grace = GRACE_S
     try:
-        for c in range(clients):
-            recv, send = ctx.Pipe(duplex=False)
-            proc = ctx.Process(
-                target=client_main,
-                args=(spec.for_client(c), go, stop, progress, send),
-                daemon=True,
-            )
-            proc.start()
-            send.close()
-            pipes.append(recv)
-            procs.append(proc)
+        # Ctrl-C reaches the whole process group: blocked while the clients (and the forkserver)
+        # start, a child cannot die of it in its imports with a traceback; ours comes after
+        masked = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        try:
+            for c in range(clients):
+                recv, send = ctx.Pipe(duplex=False)
+                proc = ctx.Process(
+                    target=client_process,
+                    args=(spec.for_client(c), go, stop, progress, send),
+                    daemon=True,
+                )
+                proc.start()
+                send.close()
+                pipes.append(recv)
+                procs.append(proc)
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, masked)
         outcome.client_pids = [p.pid for p in procs]
         if hooks.on_start:
             hooks.on_start(outcome.client_pids)

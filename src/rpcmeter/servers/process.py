@@ -264,9 +264,10 @@ class ServerProcess:
 
 
 def stop_all() -> None:
-    """Stop every server still running (used on Ctrl-C and at exit)."""
+    """Stop every server still running and remove its temporary files: output log, socket
+    directory (used on Ctrl-C, SIGTERM and at the end of a run)."""
     with _LIVE_LOCK:
         live = list(_LIVE)
     for server in live:
         with contextlib.suppress(Exception):
-            server.stop()
+            server.close()
