@@ -3,6 +3,7 @@ server files removed on every exit path rpcmeter sees."""
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 from pathlib import Path
@@ -54,7 +55,7 @@ def test_client_of_a_parent_that_is_gone_exits_quietly(monkeypatch: pytest.Monke
 
     exits: list[int] = []
     monkeypatch.setattr(client, "client_main", broken)
-    monkeypatch.setattr(client.os, "_exit", exits.append)
+    monkeypatch.setattr(os, "_exit", exits.append)
     client.client_process(None, None, None, None, None)  # type: ignore[arg-type]
     assert exits == [1]
 
