@@ -31,6 +31,7 @@ import socket
 import struct
 import threading
 import time
+from collections.abc import Callable
 
 SERVED = 15  # requests answered before ``die`` strikes (after a warmup of 10)
 WARMUP = 10  # requests answered before ``close`` strikes: right after the warmup
@@ -74,28 +75,32 @@ def http_reply(status: int, body: bytes, extra: str = "", length: int | None = N
     return head.encode() + body
 
 
-def serve_http(conn: socket.socket, mode: str) -> None:
+HTTP_REPLIES = {
+    "ok": http_reply(200, b"ok"),
+    "fail": http_reply(500, b"no"),
+    "twice": http_reply(200, b"ok") * 2,
+    "negative": http_reply(200, b"ok" * 30, length=-40),
+    "bad400": http_reply(400, b"bad", "Connection: close\r\n"),
+    "garbage": b"\x00\x01garbage\r\n\r\n",
+}
+
+
+def serve(
+    conn: socket.socket,
+    mode: str,
+    read: Callable[[socket.socket], bytes | None],
+    replies: dict[str, bytes],
+) -> None:
+    """Answer requests on one connection as ``mode`` says (the module doc)."""
     answered = 0
-    while http_requests(conn) is not None:
+    while read(conn) is not None:
         answered += 1
         if mode == "hang":
             continue
         if mode == "die" and _served() > SERVED:
             os._exit(3)
-        if mode == "fail":
-            conn.sendall(http_reply(500, b"no"))
-        elif mode == "twice":
-            conn.sendall(http_reply(200, b"ok") * 2)
-        elif mode == "negative":
-            conn.sendall(http_reply(200, b"ok" * 30, length=-40))
-        elif mode == "bad400":
-            conn.sendall(http_reply(400, b"bad", "Connection: close\r\n"))
-            return
-        elif mode == "garbage":
-            conn.sendall(b"\x00\x01garbage\r\n\r\n")
-        else:
-            conn.sendall(http_reply(200, b"ok"))
-        if mode == "close" and answered == WARMUP:
+        conn.sendall(replies.get(mode, replies["ok"]))
+        if mode == "bad400" or (mode == "close" and answered == WARMUP):
             return
 
 
@@ -114,35 +119,24 @@ def raw_reply(body: bytes, status: int = 0, length: int | None = None) -> bytes:
     return REPLY_HEAD.pack(9 + len(body) if length is None else length, status, 0) + body
 
 
-def serve_raw(conn: socket.socket, mode: str) -> None:
-    answered = 0
-    while raw_request(conn) is not None:
-        answered += 1
-        if mode == "hang":
-            continue
-        if mode == "die" and _served() > SERVED:
-            os._exit(3)
-        if mode == "fail":
-            conn.sendall(raw_reply(b"no", status=1))
-        elif mode == "twice":
-            conn.sendall(raw_reply(b"") * 2)
-        elif mode == "negative":
-            conn.sendall(raw_reply(b"", length=3))
-        elif mode == "garbage":
-            conn.sendall(b"\xff" * 20)
-        else:
-            conn.sendall(raw_reply(b""))
-        if mode == "close" and answered == WARMUP:
-            return
+RAW_REPLIES = {
+    "ok": raw_reply(b""),
+    "fail": raw_reply(b"no", status=1),
+    "twice": raw_reply(b"") * 2,
+    "negative": raw_reply(b"", length=3),
+    "garbage": b"\xff" * 20,
+}
 
 
 def serve_stream(protocol: str, mode: str, port: int) -> None:
-    handler = serve_http if protocol == "http" else serve_raw
+    read, replies = (
+        (http_requests, HTTP_REPLIES) if protocol == "http" else (raw_request, RAW_REPLIES)
+    )
     listener = socket.create_server(("127.0.0.1", port))
 
     def handle(conn: socket.socket) -> None:
         with conn, contextlib.suppress(OSError):
-            handler(conn, mode)
+            serve(conn, mode, read, replies)
 
     while True:
         conn, _ = listener.accept()

@@ -2,20 +2,21 @@
 reason, and no process prints a traceback.
 
 One ``rpcmeter run`` per protocol: each variant is :mod:`tests.faults.hostile` in one mode, so a
-protocol's modes cost one start of rpcmeter."""
+protocol's modes cost one start of rpcmeter, and the three runs overlap."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
-import time
+from collections.abc import Iterator
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = pytest.mark.timeout(170)
 HOSTILE = Path(__file__).with_name("hostile.py")
 TIMEOUT_S = 3.0
 GRACE_S = 6.0  # stopping clients (2 s), the server, process starts on a busy machine
@@ -46,37 +47,59 @@ def suite_text(driver: str, modes: list[str], options: dict[str, str] | None = N
     return "\n".join(lines) + "\n"
 
 
-def run_modes(
-    tmp_path: Path, driver: str, modes: list[str], options: dict[str, str] | None, *extra: str
-) -> tuple[subprocess.CompletedProcess[str], dict[str, dict[str, Any]], float]:
-    suite = tmp_path / "hostile.toml"
-    suite.write_text(suite_text(driver, modes, options))
-    out = tmp_path / "out.json"
-    t0 = time.monotonic()
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "rpcmeter.cli",
-            "run",
-            str(suite),
-            "-o",
-            str(out),
-            "--no-store",
-            *list(extra),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=110,
-        cwd=tmp_path,
-    )
-    took = time.monotonic() - t0
-    assert "Traceback" not in proc.stderr, proc.stderr
-    assert "Traceback" not in proc.stdout, proc.stdout
-    doc = json.loads(out.read_text())
-    cases = {c["variant"]: c for c in doc["cases"]}
-    assert set(cases) == set(modes), proc.stderr
-    return proc, cases, took
+class Run:
+    """One ``rpcmeter run`` of a suite of hostile variants, started at once (the three protocols'
+    runs overlap: most of their time is spent waiting for deadlines)."""
+
+    def __init__(
+        self, root: Path, driver: str, modes: list[str], options: dict[str, str] | None, *extra: str
+    ) -> None:
+        self.dir = root / driver
+        self.dir.mkdir()
+        self.modes = modes
+        suite = self.dir / "hostile.toml"
+        suite.write_text(suite_text(driver, modes, options))
+        self.out = self.dir / "out.json"
+        command = [sys.executable, "-m", "rpcmeter.cli", "run", str(suite), "-o", str(self.out)]
+        self.proc = subprocess.Popen(
+            [*command, "--no-store", *extra],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=self.dir,
+        )
+
+    def finish(self) -> tuple[int, str, dict[str, dict[str, Any]], float]:
+        """Exit status, stderr, the cases by variant, seconds taken."""
+        out, err = self.proc.communicate(timeout=150)
+        assert "Traceback" not in err, err
+        assert "Traceback" not in out, out
+        doc = json.loads(self.out.read_text())
+        span = [datetime.fromisoformat(doc[k]) for k in ("started_at", "finished_at")]
+        took = (span[1] - span[0]).total_seconds()  # whole seconds: rounded up below
+        cases = {c["variant"]: c for c in doc["cases"]}
+        assert set(cases) == set(self.modes), err
+        return self.proc.returncode, err, cases, took
+
+
+STREAM_MODES = ["ok", "hang", "die", "close", "fail", "twice", "negative", "garbage"]
+# raw's blocking client (one loop per client picks it) reads replies on its own path
+BLOCKING = ["close.blocking", "twice.blocking", "negative.blocking", "garbage.blocking"]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, Run]]:
+    root = tmp_path_factory.mktemp("hostile")
+    started = {
+        "http": Run(root, "http", [*STREAM_MODES, "bad400"], None),
+        "raw": Run(root, "raw", STREAM_MODES + BLOCKING, {"blocking": 'io = "blocking"'}),
+        "zmq": Run(root, "zmq", ["ok", "hang", "die", "garbage"], None, "--max-error-rate", "0.01"),
+    }
+    yield started
+    for run in started.values():
+        if run.proc.poll() is None:
+            run.proc.kill()
+            run.proc.communicate()
 
 
 def failed_with(case: dict[str, Any], *words: str) -> None:
@@ -87,7 +110,7 @@ def failed_with(case: dict[str, Any], *words: str) -> None:
 def check_common(cases: dict[str, dict[str, Any]], took: float) -> None:
     # every hang ends at load.timeout_s, every other mode sooner
     hangs = sum(1 for m in cases if m == "hang")
-    assert took < len(cases) * 2.0 + hangs * (TIMEOUT_S + GRACE_S) + 10.0
+    assert took < len(cases) * 2.0 + hangs * (TIMEOUT_S + GRACE_S) + 10.0, took
     assert cases["ok"]["status"] == "ok" and cases["ok"]["ok"] == 40, cases["ok"]
     failed_with(cases["hang"], "timed out")
     failed_with(cases["die"], "server exited with status 3")
@@ -98,18 +121,10 @@ def check_common(cases: dict[str, dict[str, Any]], took: float) -> None:
         assert cases["fail"]["ok"] == 0 and sum(cases["fail"]["errors"].values()) == 40
 
 
-STREAM_MODES = ["ok", "hang", "die", "close", "fail", "twice", "negative", "garbage"]
-# raw's blocking client (one loop per client picks it) reads replies on its own path
-BLOCKING = ["close.blocking", "twice.blocking", "negative.blocking", "garbage.blocking"]
-
-
-@pytest.mark.parametrize(
-    ("driver", "modes"),
-    [("http", [*STREAM_MODES, "bad400"]), ("raw", STREAM_MODES + BLOCKING)],
-)
-def test_stream_servers(tmp_path: Path, driver: str, modes: list[str]) -> None:
-    proc, cases, took = run_modes(tmp_path, driver, modes, {"blocking": 'io = "blocking"'})
-    assert proc.returncode == 0, proc.stderr  # some cases failed, not all
+@pytest.mark.parametrize("driver", ["http", "raw"])
+def test_stream_servers(runs: dict[str, Run], driver: str) -> None:
+    status, err, cases, took = runs[driver].finish()
+    assert status == 0, err  # some cases failed, not all
     check_common(cases, took)
     for name, case in cases.items():
         mode = name.partition(".")[0]
@@ -125,10 +140,9 @@ def test_stream_servers(tmp_path: Path, driver: str, modes: list[str]) -> None:
         failed_with(cases["bad400"], "requests failed", "connection closed", "connection_closed")
 
 
-def test_zmq_servers(tmp_path: Path) -> None:
-    modes = ["ok", "hang", "die", "garbage"]
-    proc, cases, took = run_modes(tmp_path, "zmq", modes, None, "--max-error-rate", "0.01")
-    assert proc.returncode == 1, proc.stderr  # cases over the error rate given
-    assert "--max-error-rate" in proc.stderr, proc.stderr
+def test_zmq_servers(runs: dict[str, Run]) -> None:
+    status, err, cases, took = runs["zmq"].finish()
+    assert status == 1, err  # cases over the error rate given
+    assert "--max-error-rate" in err, err
     check_common(cases, took)
     failed_with(cases["garbage"], "protocol_error: ")
