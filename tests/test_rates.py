@@ -49,7 +49,11 @@ def test_sweep_linear_and_log() -> None:
     [
         ({"rate": 100}, {}, 'load: rate is an open-loop setting: set load.mode = "open"'),
         ({"mode": "open"}, {}, "load.rate: open-loop load needs a rate"),
-        ({"mode": "open", "rate": 0}, {}, "load.rate: Input should be greater than 0"),
+        (
+            {"mode": "open", "rate": 0},
+            {},
+            "load.rate: Input should be greater than or equal to 0.001",
+        ),
         ({"mode": "open", "rates": []}, {}, "rates must be a non-empty list"),
         (
             {"mode": "open", "rates": [1], "sweep": {"from": 1, "to": 2, "steps": 2}},

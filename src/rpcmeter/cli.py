@@ -651,10 +651,13 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         raise UsageError("--baseline needs the history store (drop --no-store)")
     store = None if args.no_store else Store(args.store)
     stored = store.recorder(options) if store is not None else []
+    began: list[bool] = []
+    options.on_start.append(lambda result: began.append(True))
     try:
         result = _run_or_search(args, suite, options)
     except RpcmeterError as exc:
-        exc.exit_code = 1  # the run began: its document and store entry say "failed"
+        if began:  # the run began: its document and store entry say "failed"
+            exc.exit_code = 1
         raise
     finally:
         progress.clear()

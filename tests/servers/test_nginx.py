@@ -49,6 +49,7 @@ def test_http_driver_against_nginx(tmp_path: Path) -> None:
         cases["noop"]["bytes"]["in_per_request"] + len("hello"), abs=1.5
     )
     unavailable = cases["unavailable"]
-    assert unavailable["status"] == "ok"
+    assert unavailable["status"] == "failed"  # every request failed: not nginx's figures
+    assert unavailable["reason"] == "800 of 800 requests failed (http_503: 800)"
     assert unavailable["errors"] == {"http_503": 800} and unavailable["ok"] == 0
     assert not (tmp_path / "nginx" / "nginx.pid").exists()  # stopped
