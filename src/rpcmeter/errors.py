@@ -96,13 +96,15 @@ class ProtocolError(ConnectionError):
 
 
 def error_kind(exc: BaseException) -> str:
-    """The name an error is counted under: ``mismatch``, a :class:`ReplyError`'s kind, one of
+    """The name an error is counted under: ``mismatch``, the ``kind`` of a :class:`ReplyError`
+    (or of any exception that has one), one of
     the connection kinds (``protocol_error``, ``connection_refused``, ``connection_closed``,
     ``timeout``, ``connection_error``) or, for anything else, the exception's type name."""
     if isinstance(exc, ReplyMismatch):
         return "mismatch"
-    if isinstance(exc, ReplyError):
-        return exc.kind
+    kind = getattr(exc, "kind", None)  # ReplyError's, or a driver's own error's
+    if isinstance(kind, str) and kind:
+        return kind
     if isinstance(exc, ProtocolError):
         return "protocol_error"
     if isinstance(exc, ConnectionRefusedError):

@@ -270,7 +270,7 @@ def test_server_closing_after_each_reply(tmp_path: Path) -> None:
 
     kept = run(True)
     assert kept["status"] == "failed"
-    assert "KeepAliveRequired" in kept["reason"] and "load.reuse = false" in kept["reason"]
+    assert "keepalive_required" in kept["reason"] and "load.reuse = false" in kept["reason"]
     assert "\n" not in kept["reason"]
     fresh = run(False)
     assert_clean(fresh, 2 * 20)

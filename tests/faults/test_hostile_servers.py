@@ -137,7 +137,7 @@ def test_stream_servers(runs: dict[str, Run], driver: str) -> None:
         if mode == "twice":  # a reply sent twice is never a second success
             assert "answers no request" in case["reason"]
     if "bad400" in cases:
-        failed_with(cases["bad400"], "requests failed", "connection closed", "connection_closed")
+        failed_with(cases["bad400"], "requests failed", "connection closed", "keepalive_required")
 
 
 def test_zmq_servers(runs: dict[str, Run]) -> None:

@@ -65,6 +65,8 @@ class KeepAliveRequired(ConnectionResetError):
     """The server closed a connection after announcing it would (HTTP/1.0 or
     ``Connection: close``): it does not keep connections alive."""
 
+    kind = "keepalive_required"  # counted so (rpcmeter.errors.error_kind)
+
     def __init__(self) -> None:
         super().__init__(
             "the server closes the connection after each reply (HTTP/1.0 or Connection: "
