@@ -159,11 +159,13 @@ class StreamConnection(asyncio.Protocol):
         elif self.refused is not None and self.bytes_in == 0:  # closed right after a handshake
             exc = TlsError(self.refused)
         if self.lost is None:
-            self.lost = (
-                ConnectionClosed(f"connection lost: {exc}")
-                if exc is not None
-                else self.closed_by_server()
-            )
+            closed = self.closed_by_server()  # what the server announced, if anything
+            if isinstance(exc, TlsError):
+                self.lost = exc
+            elif exc is not None and type(closed) is ConnectionClosed:  # reset, broken pipe
+                self.lost = ConnectionClosed(f"connection lost: {exc}")
+            else:  # a clean close, or one the server announced (KeepAliveRequired)
+                self.lost = closed
         self._fail_pending()
 
 
