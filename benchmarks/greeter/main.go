@@ -1,6 +1,10 @@
 // A small, fast greeter server for rpcmeter's benchmarks: gRPC (grpc-go) on one port and plain
 // HTTP/2 without TLS (h2c, prior knowledge; net/http) on another.
 //
+// Streaming: rpcmeter's built-in streaming methods (rpcmeter.Bench/StreamServer, StreamClient,
+// StreamBidi; workload "stream"), raw bytes: the call's metadata rpcmeter-messages and
+// rpcmeter-reply-bytes say how many replies and how large (rpcmeter.servers.bodies).
+//
 // gRPC: helloworld.Greeter/SayHello (HelloRequest{name} -> HelloReply{message: "Hello " + name}),
 // with the two messages read and written by hand (one string field each), so no generated code
 // is needed. HTTP: /noop answers 200 with an empty body, any other path 200 "Hello".
@@ -13,15 +17,18 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"strconv"
 	"syscall"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/encoding"
+	"google.golang.org/grpc/metadata"
 )
 
 // rawCodec passes message bytes through: the handlers below read and write protobuf by hand.
@@ -101,6 +108,80 @@ var greeter = grpc.ServiceDesc{
 	Metadata:    "greeter.proto",
 }
 
+// streamParams reads how many replies a streaming call wants, and builds the reply message.
+func streamParams(ctx context.Context) (int, []byte) {
+	md, _ := metadata.FromIncomingContext(ctx)
+	n, size := 1, 0
+	if v := md.Get("rpcmeter-messages"); len(v) > 0 {
+		n, _ = strconv.Atoi(v[0])
+	}
+	if v := md.Get("rpcmeter-reply-bytes"); len(v) > 0 {
+		size, _ = strconv.Atoi(v[0])
+	}
+	pattern := []byte("rpcmeter-payload.")
+	reply := make([]byte, 0, size+len(pattern))
+	for len(reply) < size {
+		reply = append(reply, pattern...)
+	}
+	return n, reply[:size]
+}
+
+func streamServer(_ any, stream grpc.ServerStream) error {
+	var in []byte
+	if err := stream.RecvMsg(&in); err != nil {
+		return err
+	}
+	n, reply := streamParams(stream.Context())
+	for i := 0; i < n; i++ {
+		if err := stream.SendMsg(&reply); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func streamClient(_ any, stream grpc.ServerStream) error {
+	_, reply := streamParams(stream.Context())
+	var in []byte
+	for {
+		err := stream.RecvMsg(&in)
+		if err == io.EOF {
+			return stream.SendMsg(&reply)
+		}
+		if err != nil {
+			return err
+		}
+	}
+}
+
+func streamBidi(_ any, stream grpc.ServerStream) error {
+	_, reply := streamParams(stream.Context())
+	var in []byte
+	for {
+		err := stream.RecvMsg(&in)
+		if err == io.EOF {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		if err := stream.SendMsg(&reply); err != nil {
+			return err
+		}
+	}
+}
+
+var bench = grpc.ServiceDesc{
+	ServiceName: "rpcmeter.Bench",
+	HandlerType: (*any)(nil),
+	Streams: []grpc.StreamDesc{
+		{StreamName: "StreamServer", Handler: streamServer, ServerStreams: true},
+		{StreamName: "StreamClient", Handler: streamClient, ClientStreams: true},
+		{StreamName: "StreamBidi", Handler: streamBidi, ServerStreams: true, ClientStreams: true},
+	},
+	Metadata: "rpcmeter",
+}
+
 func main() {
 	grpcAddr := flag.String("grpc", "127.0.0.1:50051", "gRPC listen address (empty: none)")
 	httpAddr := flag.String("http", "", "h2c listen address (empty: none)")
@@ -114,6 +195,7 @@ func main() {
 		}
 		srv := grpc.NewServer()
 		srv.RegisterService(&greeter, struct{}{})
+		srv.RegisterService(&bench, struct{}{})
 		go func() { log.Fatal(srv.Serve(lis)) }()
 		fmt.Printf("grpc %s\n", lis.Addr())
 	}

@@ -22,7 +22,7 @@ from rpcmeter.drivers import driver_class
 from rpcmeter.endpoints import Endpoint, remote_endpoint
 from rpcmeter.envs import Env, in_env, prepare_variants
 from rpcmeter.errors import EnvError, RpcmeterError, ServerError
-from rpcmeter.metrics import environment, resources
+from rpcmeter.metrics import environment, resources, streams
 from rpcmeter.plan import Case, expand
 from rpcmeter.profile import CaseProfiler, profile_dir
 from rpcmeter.rates import keeps_up
@@ -599,6 +599,7 @@ def record_resources(
         doc["cpu"]["server_cpus_busy_pct"] = monitor.busy_between("go", "end", cpus.server)
     if monitor is not None and not remote_load:
         doc["cpu"]["client_cpus_busy_pct"] = monitor.busy_between("go", "end", cpus.client)
+    streams.add_cpu(doc)
 
 
 def record_idle_case(
@@ -741,8 +742,11 @@ def fill(doc: CaseDoc, outcome: LoadOutcome) -> None:
             "out_per_request": out_b / outcome.requests if out_b is not None else math.nan,
             "in_per_request": in_b / outcome.requests if in_b is not None else math.nan,
         }
-    if outcome.counters:
-        doc["counters"] = dict(outcome.counters)
+    counters, stream = streams.split(outcome.counters)
+    if stream:
+        doc["stream"] = streams.section(stream, outcome.ok, outcome.wall_s)
+    if counters:
+        doc["counters"] = counters
     if outcome.connections is not None and outcome.connections.connections:
         doc["connections"] = outcome.connections.document()
     doc["clients"] = outcome.clients

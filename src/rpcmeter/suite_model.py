@@ -16,7 +16,7 @@ from typing import Annotated, Any, Literal
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from rpcmeter.tls import TlsSettings, parse_tls
-from rpcmeter.workloads import WorkloadParams, parse_params
+from rpcmeter.workloads import KINDS, WorkloadParams, parse_params
 
 MIN_RATE = 1e-3  # requests/s: the lowest offered rate (one request every 1000 s)
 
@@ -156,13 +156,18 @@ class Workload(_Model):
     duration_s: float | None = Field(None, gt=0)
     warmup: int | None = Field(None, ge=0)
 
+    def _is_load_key(self, key: str) -> bool:
+        """A load setting, unless the kind has a parameter of that name (``stream``'s ``mode``)."""
+        kind = KINDS.get(self.kind)
+        return key in Load.model_fields and (kind is None or key not in kind.field_names())
+
     def params(self) -> dict[str, Any]:
         """The workload kind's parameters."""
-        return {k: v for k, v in (self.model_extra or {}).items() if k not in Load.model_fields}
+        return {k: v for k, v in (self.model_extra or {}).items() if not self._is_load_key(k)}
 
     def load_overrides(self) -> dict[str, Any]:
         """Load settings this workload replaces; its own count replaces a suite duration."""
-        out = {k: v for k, v in (self.model_extra or {}).items() if k in Load.model_fields}
+        out = {k: v for k, v in (self.model_extra or {}).items() if self._is_load_key(k)}
         if self.warmup is not None:
             out["warmup"] = self.warmup
         if self.requests is not None:

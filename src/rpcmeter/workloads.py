@@ -24,6 +24,11 @@ Kinds:
 - ``sleep``: the server waits ``ms`` milliseconds.
 - ``factorial``: the server computes ``n!`` and returns its decimal digits.
 - ``idle``: no requests at all; measures what the server costs while nobody calls it.
+- ``stream``: one gRPC streaming call (driver ``grpc``) of ``messages`` messages:
+  ``mode = "server"`` (one request, ``messages`` replies), ``"client"`` (``messages`` requests,
+  one reply) or ``"bidi"`` (one reply per request; ``pattern = "ping-pong"`` sends each request
+  when the previous reply arrived, ``"flood"`` sends them all at once). Requests are
+  ``request_bytes`` long, replies ``reply_bytes``.
 - ``command``: one run of a whole command (driver ``command``); its parameters fill the command
   line's ``{name}`` placeholders.
 """
@@ -138,6 +143,30 @@ class FactorialParams(WorkloadParams):
     n: Annotated[int, Ge(0), Le(10_000_000)] = 5
 
 
+StreamMode = Literal["server", "client", "bidi"]
+StreamPattern = Literal["ping-pong", "flood"]
+
+
+@dataclasses.dataclass(frozen=True)
+class StreamParams(WorkloadParams):
+    kind: ClassVar[str] = "stream"
+    mode: StreamMode = "server"
+    messages: Annotated[int, Ge(1), Le(100_000_000)] = 10
+    request_bytes: Annotated[int, Ge(0), Le(_MAX_BYTES)] = 100
+    reply_bytes: Annotated[int, Ge(0), Le(_MAX_BYTES)] = 100
+    pattern: StreamPattern = "ping-pong"  # bidi only
+
+    def __post_init__(self) -> None:
+        if self.pattern != "ping-pong" and self.mode != "bidi":
+            raise ValueError(f'pattern {self.pattern!r} is for mode = "bidi" only')
+
+    def requests_per_stream(self) -> int:
+        return 1 if self.mode == "server" else self.messages
+
+    def replies_per_stream(self) -> int:
+        return 1 if self.mode == "client" else self.messages
+
+
 @dataclasses.dataclass(frozen=True)
 class CommandParams(WorkloadParams):
     """A whole command (driver ``command``): ``command`` replaces the target's command line, and
@@ -179,6 +208,7 @@ KINDS: dict[str, type[WorkloadParams]] = {
         PayloadParams,
         SleepParams,
         FactorialParams,
+        StreamParams,
         CommandParams,
     )
 }
@@ -193,6 +223,7 @@ WorkloadKind = Literal[
     "payload",
     "sleep",
     "factorial",
+    "stream",
     "command",
 ]
 

@@ -40,9 +40,7 @@ def client(request: pytest.FixtureRequest) -> str:
 def test_workloads_validated_with_server_time(
     server: ServerProcess, kind: str, params: dict[str, Any], reply_len: int, client: str
 ) -> None:
-    d, counters = calls.three_timed_calls(
-        GrpcDriver, server.endpoint, kind, params, client=client
-    )
+    d, counters = calls.three_timed_calls(GrpcDriver, server.endpoint, kind, params, client=client)
     assert counters["bytes_in"] == 3 * reply_len
     assert counters["bytes_out"] == 3 * len(d.request)
 

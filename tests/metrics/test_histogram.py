@@ -106,3 +106,25 @@ def test_empty_histogram() -> None:
     h = Histogram()
     assert math.isnan(h.mean) and math.isnan(h.percentile(50))
     assert Histogram.from_dict(h.to_dict()).count == 0
+
+
+def test_counters_add_and_subtract_as_the_histograms_do() -> None:
+    rng = np.random.default_rng(7)
+    a_vals = rng.integers(1_000, 5_000_000, 3000)
+    b_vals = rng.integers(10, 90_000_000, 2000)
+    a, b, both = Histogram(), Histogram(), Histogram()
+    a.record_array(a_vals)
+    b.record_array(b_vals)
+    both.record_array(np.concatenate([a_vals, b_vals]))
+    ca, cb = a.to_counters("x"), b.to_counters("x")
+    added = {k: ca.get(k, 0) + cb.get(k, 0) for k in {*ca, *cb}}
+    merged = Histogram.from_counters(added, "x")
+    assert merged.count == both.count and merged.sum == both.sum
+    assert merged.percentiles([50, 99, 99.9]) == pytest.approx(both.percentiles([50, 99, 99.9]))
+    assert merged.stdev == pytest.approx(both.stdev)
+    lo, hi = both.min, both.max
+    assert merged.min <= lo <= merged.min * 1.001 and merged.max * 0.999 <= hi <= merged.max
+    # the warmup's counters subtracted: what b added alone
+    since = {k: v - ca.get(k, 0) for k, v in added.items()}
+    assert Histogram.from_counters(since, "x").percentiles([50, 90]) == b.percentiles([50, 90])
+    assert Histogram.from_counters({}, "x").count == 0

@@ -23,6 +23,7 @@ from rpcmeter.drivers.base import DriverContext
 from rpcmeter.endpoints import Endpoint
 from rpcmeter.errors import ClusterError
 from rpcmeter.execute import Bench, RunOptions
+from rpcmeter.metrics import streams
 from rpcmeter.metrics.histogram import SUB_BITS, Histogram
 from rpcmeter.plan import expand
 from rpcmeter.reporters import terminal
@@ -275,3 +276,26 @@ def test_bad_cluster_is_one_line_error(capsys: pytest.CaptureFixture[str]) -> No
     assert main(["run", "--quick", "--cluster", "local:zero"]) == 1
     err = capsys.readouterr().err
     assert err == "rpcmeter: error: --cluster local:zero: expected local:N with N from 1 to 256\n"
+
+
+def test_stream_figures_merge_exactly_across_workers(cluster: LoadCluster) -> None:
+    ep = new_endpoint("tcp")
+    params = parse_params("stream", {"mode": "server", "messages": 5})
+    with ServerProcess(driver_class("grpc").server_command(ep, {}), ep):
+        out = run_distributed(
+            cluster,
+            *spec_and_hooks(
+                "grpc",
+                DriverContext(endpoint=ep, workload=params, threads=2),
+                clients=2,
+                requests=10,
+                warmup=1,
+                timeout_s=60,
+            ),
+        )
+    assert out.failure is None and out.ok == 2 * 2 * 10
+    _, figures = streams.split(out.counters)
+    section = streams.section(figures, out.ok, out.wall_s)
+    assert section["messages_in"] == 5 * out.ok
+    assert Histogram.from_dict(section["first_message_histogram"]).count == out.ok
+    assert Histogram.from_dict(section["message_histogram"]).count == 4 * out.ok

@@ -64,6 +64,12 @@ import grpc
 
 from rpcmeter.drivers.base import RAW_BODY_OPTIONS, Caller, Channel, DriverContext, EventDriver
 from rpcmeter.drivers.grpc_h2 import GrpcH2Client
+from rpcmeter.drivers.grpc_stream import (
+    MAX_MESSAGE_BYTES,
+    GrpcStreamH2,
+    StreamFigures,
+    grpcio_stream_caller,
+)
 from rpcmeter.errors import SuiteError
 from rpcmeter.servers.bodies import (
     KINDS,
@@ -71,10 +77,12 @@ from rpcmeter.servers.bodies import (
     check,
     check_raw_options,
     check_variant_options,
+    stream_metadata,
 )
-from rpcmeter.servers.grpc_server import method_path, target
+from rpcmeter.servers.grpc_server import method_path, stream_method_path, target
 from rpcmeter.servers.timing import ServerTime, trailer_times
-from rpcmeter.tls import probe_handshake
+from rpcmeter.tls import client_context, probe_handshake, server_name
+from rpcmeter.workloads import StreamParams
 
 if TYPE_CHECKING:
     from rpcmeter.suite_model import Suite
@@ -137,7 +145,7 @@ def check_options(opts: Mapping[str, Any]) -> None:
 class GrpcDriver(EventDriver):
     name: ClassVar[str] = "grpc"
     transports: ClassVar[tuple[str, ...]] = ("tcp", "unix")
-    workloads: ClassVar[frozenset[str]] = frozenset(KINDS)
+    workloads: ClassVar[frozenset[str]] = frozenset({*KINDS, "stream"})
     builtin_server: ClassVar[str | None] = "rpcmeter.servers.grpc_server"
     reports_server_time: ClassVar[bool] = True
     packages: ClassVar[tuple[str, ...]] = ("grpcio", "hpack", "uvloop")
@@ -150,6 +158,7 @@ class GrpcDriver(EventDriver):
         "event_loop",
         "server_mode",  # client and server
         "server_workers",
+        "max_message_bytes",
     }
     fork_safe: ClassVar[bool] = False  # grpc's core must start after the fork
     tls: ClassVar[bool] = True
@@ -190,8 +199,14 @@ class GrpcDriver(EventDriver):
         w = ctx.workload
         self.request, expect = bodies_from_options(opts, w)
         self.expected = expect if ctx.validate else None
-        self.path = str(opts.get("method") or method_path(w.kind))
+        self.stream = w if isinstance(w, StreamParams) else None
+        builtin = stream_method_path(w.mode) if isinstance(w, StreamParams) else method_path(w.kind)
+        self.path = str(opts.get("method") or builtin)
         self.metadata = tuple((str(k), str(v)) for k, v in (opts.get("metadata") or {}).items())
+        if self.stream is not None and not opts.get("method"):
+            self.metadata += stream_metadata(self.stream)
+        self.figures = StreamFigures()
+        self.max_message = int(opts.get("max_message_bytes", MAX_MESSAGE_BYTES))
         timeout = opts.get("call_timeout_s")
         self.timeout = float(timeout) if timeout is not None else None
         self.channels: list[grpc.Channel] = []
@@ -202,7 +217,7 @@ class GrpcDriver(EventDriver):
 
     # the h2 client ----------------------------------------------------------------------------
     async def open(self) -> None:
-        self.h2 = GrpcH2Client(
+        args = (
             self.ctx,
             self.path,
             self.request,
@@ -212,10 +227,12 @@ class GrpcDriver(EventDriver):
             error_for,
             GrpcUnavailable,
         )
+        if self.stream is not None:
+            self.h2 = GrpcStreamH2(*args, params=self.stream, max_message_bytes=self.max_message)
+        else:
+            self.h2 = GrpcH2Client(*args)
         tls = self.ctx.tls
         if tls is not None:  # gRPC over TLS: ALPN h2
-            from rpcmeter.tls import client_context, server_name
-
             self.h2.ssl_context = client_context(tls, ["h2"])
             self.h2.server_hostname = server_name(tls, self.ctx.endpoint.host)
         await self.h2.open(float(self.ctx.options.get("connect_timeout_s", 10.0)))
@@ -233,6 +250,7 @@ class GrpcDriver(EventDriver):
         self.channels = []
         for i in range(max(1, self.ctx.connections)):
             channel_options = [
+                ("grpc.max_receive_message_length", self.max_message),
                 ("grpc.use_local_subchannel_pool", 1),
                 ("rpcmeter.client", self.ctx.client_index),
                 ("rpcmeter.channel", i),
@@ -268,9 +286,23 @@ class GrpcDriver(EventDriver):
     def counters(self) -> dict[str, int]:
         if self.h2 is not None:
             return self.h2.counters()
+        if self.stream is not None:
+            return self.figures.counters()
         return {"bytes_out": sum(self.bytes_out), "bytes_in": sum(self.bytes_in)}
 
     def caller(self, thread_index: int) -> Caller:
+        if self.stream is not None:
+            return grpcio_stream_caller(
+                self.channels[thread_index % len(self.channels)],
+                self.path,
+                self.stream,
+                self.request,
+                self.expected,
+                self.metadata,
+                self.timeout,
+                self.figures,
+                status_error,
+            )
         stub = self.stubs[thread_index % len(self.stubs)]
         request = self.request
         n_out = len(request)

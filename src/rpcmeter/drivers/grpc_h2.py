@@ -147,29 +147,34 @@ class GrpcH2Client(H2Client):
             return
         self.check_end(stream)
 
-    def check_end(self, stream: H2Stream) -> None:
-        """Every check of a finished call (see the module doc)."""
-        done: Done = stream.user
+    def status_error(self, stream: H2Stream) -> BaseException | None:
+        """The error of a finished call whose stream, HTTP status or gRPC status failed (None
+        when the call ended with ``grpc-status: 0``)."""
         err = stream.error
         if err is not None:
-            done(None, self.stream_error(err, self.unavailable))
-            return
+            return self.stream_error(err, self.unavailable)
         head: GrpcView | None = stream.headers
         meta: GrpcView | None = stream.trailers or head
         if head is None or meta is None:
-            done(None, ReplyError("grpc_malformed", "a reply without headers"))
-            return
+            return ReplyError("grpc_malformed", "a reply without headers")
         if head.http_status != 200:
             status = head.http_status
-            done(None, ReplyError(f"http_{status}", f"HTTP status {status} (not a gRPC reply)"))
-            return
+            return ReplyError(f"http_{status}", f"HTTP status {status} (not a gRPC reply)")
         code = meta.grpc_status
+        if code is None:
+            return ReplyError("grpc_malformed", "a reply without grpc-status")
         if code != 0:
-            if code is None:
-                done(None, ReplyError("grpc_malformed", "a reply without grpc-status"))
-            else:
-                done(None, self.errors(code, meta.message))
+            return self.errors(code, meta.message)
+        return None
+
+    def check_end(self, stream: H2Stream) -> None:
+        """Every check of a finished call (see the module doc)."""
+        done: Done = stream.user
+        failure = self.status_error(stream)
+        if failure is not None:
+            done(None, failure)
             return
+        meta: GrpcView = stream.trailers or stream.headers
         n = stream.received
         chunks = stream.chunks
         first = chunks[0] if chunks else b""

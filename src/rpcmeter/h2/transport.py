@@ -162,18 +162,30 @@ class Session:
         proto.on_replace = self.replace
 
     def request(self, req: Request, on_end: Callable[[Stream], object], user: Any = None) -> None:
+        self.start(req, on_end, user)
+
+    def start(self, req: Request, on_end: Callable[[Stream], object], user: Any = None) -> Stream:
+        """:meth:`request`, returning the stream (a streaming call's, to send more on)."""
         proto = self.proto
         conn = proto.conn
         if conn.closed is not None:  # fail it from the loop, never from inside request()
             stream = Stream(on_end, user)
             stream.error = conn.closed
             asyncio.get_running_loop().call_soon(on_end, stream)
-            return
-        conn.request(req, on_end, user)
+            return stream
+        stream = conn.request(req, on_end, user)
         if not proto.receiving:
             proto.flush()
         if not conn.accepting:
             self.replace()
+        return stream
+
+    def holder(self, stream: Stream) -> H2Protocol | None:
+        """The connection ``stream`` is open on (None: it ended, or never started)."""
+        for proto in (self.proto, *self.old):
+            if proto.conn.streams.get(stream.id) is stream:
+                return proto
+        return None
 
     def replace(self) -> None:
         if self.replacing is None:

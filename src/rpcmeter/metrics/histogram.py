@@ -185,6 +185,38 @@ class Histogram:
             raise ValueError(f"a broken histogram: {detail}") from None
         return h
 
+    def to_counters(self, prefix: str) -> dict[str, int]:
+        """The histogram as additive integer counters named ``{prefix}.{bucket}`` (and
+        ``.count``, ``.sum``, ``.sum_sq``): counters that add, or subtract, as the histograms
+        would (a driver's :meth:`~rpcmeter.drivers.base.Driver.counters` carries them, so they
+        merge exactly across clients and workers like every other counter). The exact minimum
+        and maximum do not add; :meth:`from_counters` takes them from the extreme buckets."""
+        idx, counts = self.nonzero()
+        out = {f"{prefix}.{int(i)}": int(c) for i, c in zip(idx, counts, strict=True)}
+        out[f"{prefix}.count"] = self.count
+        out[f"{prefix}.sum"] = self.sum
+        out[f"{prefix}.sum_sq"] = round(self.sum_sq)
+        return out
+
+    @classmethod
+    def from_counters(cls, counters: dict[str, int], prefix: str) -> Histogram:
+        """The histogram :meth:`to_counters` wrote under ``prefix`` (empty when none)."""
+        h = cls()
+        start = prefix + "."
+        for key, value in counters.items():
+            if key.startswith(start) and value:
+                name = key[len(start) :]
+                if name.isdigit():
+                    h._counts[int(name)] = value
+        h.count = int(counters.get(f"{prefix}.count", 0))
+        h.sum = int(counters.get(f"{prefix}.sum", 0))
+        h.sum_sq = float(counters.get(f"{prefix}.sum_sq", 0))
+        if h.count:
+            idx, _ = h.nonzero()
+            h.min = bucket_bounds(int(idx[0]))[0]
+            h.max = bucket_bounds(int(idx[-1]))[1]
+        return h
+
     def summary_us(self) -> dict[str, float]:
         """The latency summary of the result document, in microseconds."""
         p50, p90, p95, p99, p999 = self.percentiles([50, 90, 95, 99, 99.9])

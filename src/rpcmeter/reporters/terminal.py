@@ -33,6 +33,7 @@ from rpcmeter.reporters.format import (
     fmt_ratio,
     ratio,
 )
+from rpcmeter.reporters.streams import stream_table
 from rpcmeter.reporters.tables import (
     Grid,
     GridCell,
@@ -536,6 +537,10 @@ def render(result: Result, width: int = 120, color: bool = False) -> str:
         if profiled:
             console.print()
             console.print(Text("\n".join(profiled)))
+        per_message = stream_table(result, workload)
+        if per_message is not None:
+            console.print()
+            console.print(per_message)
         resources = resource_table(result, workload)
         if resources is not None:
             console.print()

@@ -16,6 +16,13 @@ workload       request body                                reply body
 ``factorial``  ``n`` as ASCII decimal (``"30000"``)        decimal digits of ``n!`` in ASCII
 =============  ==========================================  =======================================
 
+Streaming calls (workload ``stream``, gRPC only): every request message is ``request_bytes``
+bytes and every reply message ``reply_bytes`` bytes (:func:`rpcmeter.workloads.payload_bytes`);
+the call's header block tells the server how many replies to send and how large
+(:data:`STREAM_MESSAGES_KEY`, :data:`STREAM_REPLY_BYTES_KEY`). Server streaming answers its one
+request with that many replies; client streaming reads every request and answers once;
+bidirectional streaming answers each request with one reply.
+
 How the workload is named travels beside the body: gRPC uses one method per workload
 (``/rpcmeter.Bench/Echo``, ...), ZeroMQ and raw frames a one-byte code (:data:`OPS`). Every reply carries
 the server's compute time for the request in nanoseconds, and where the server knows it the time
@@ -37,6 +44,7 @@ from rpcmeter.workloads import (
     FactorialParams,
     PayloadParams,
     SleepParams,
+    StreamParams,
     WorkloadParams,
     factorial_digits,
     lift_int_digit_limit,
@@ -57,6 +65,8 @@ OPS: dict[bytes, str] = {
     b"f": "factorial",
 }
 CODES: dict[str, bytes] = {kind: code for code, kind in OPS.items()}
+STREAM_MESSAGES_KEY = "rpcmeter-messages"
+STREAM_REPLY_BYTES_KEY = "rpcmeter-reply-bytes"
 _SIZE = struct.Struct(">I")
 _payload = functools.lru_cache(maxsize=64)(payload_bytes)
 
@@ -72,6 +82,8 @@ def request_body(params: WorkloadParams) -> bytes:
         return repr(float(params.ms)).encode("ascii")
     if isinstance(params, FactorialParams):
         return str(params.n).encode("ascii")
+    if isinstance(params, StreamParams):
+        return payload_bytes(params.request_bytes)
     if params.kind == "noop":
         return b""
     raise ValueError(f"no built-in request body for workload {params.kind!r}")
@@ -81,7 +93,7 @@ def expected_reply(params: WorkloadParams, request: bytes) -> bytes:
     """The reply body a correct server sends for ``request`` (what validation compares with)."""
     if isinstance(params, EchoParams):
         return request
-    if isinstance(params, PayloadParams):
+    if isinstance(params, PayloadParams | StreamParams):
         return payload_bytes(params.reply_bytes)
     if isinstance(params, FactorialParams):
         lift_int_digit_limit()
@@ -157,12 +169,25 @@ def check_raw_options(options: Mapping[str, Any]) -> None:
     raw_bytes(options, "expect")
 
 
+def stream_metadata(params: StreamParams) -> tuple[tuple[str, str], ...]:
+    """What a streaming call tells the built-in server: how many replies, how large."""
+    replies = params.replies_per_stream()
+    return ((STREAM_MESSAGES_KEY, str(replies)), (STREAM_REPLY_BYTES_KEY, str(params.reply_bytes)))
+
+
 # ---- server side ------------------------------------------------------------------------------
 
 
 def sleep_seconds(body: bytes) -> float:
     """Seconds a ``sleep`` request asks for."""
     return float(body.decode("ascii")) / 1e3
+
+
+def stream_reply(metadata: Any) -> tuple[int, bytes]:
+    """From a streaming call's metadata: the number of replies and the reply message."""
+    values = {str(k): str(v) for k, v in metadata or ()}
+    replies = int(values.get(STREAM_MESSAGES_KEY, "1"))
+    return replies, _payload(int(values.get(STREAM_REPLY_BYTES_KEY, "0")))
 
 
 def compute(kind: str, body: bytes) -> bytes:

@@ -7,6 +7,11 @@ time in nanoseconds as trailing metadata ``rpcmeter-server-ns`` (:mod:`rpcmeter.
 It sends no ``rpcmeter-queue-ns``: gRPC's core reads the requests on its own threads, and when a
 request arrived is not known to the handler (the queue time is then unknown, not zero).
 
+Streaming (workload ``stream``): one method per mode, raw bytes too: ``StreamServer`` answers
+its one request with as many replies as the call's metadata asks (see
+:mod:`rpcmeter.servers.bodies`), ``StreamClient`` reads every request and answers once,
+``StreamBidi`` answers each request as it arrives.
+
 Transports: ``tcp`` (``--host``/``--port``) and ``unix`` (``--socket``, gRPC target ``unix:PATH``).
 
 Options (JSON): ``server_mode`` = ``"aio"`` (default: grpc.aio, one event loop) or ``"sync"`` (the
@@ -18,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from concurrent import futures
 from pathlib import Path
 from typing import Any
@@ -27,7 +32,7 @@ import grpc
 
 from rpcmeter.endpoints import Endpoint
 from rpcmeter.servers.aio import sleep_precisely
-from rpcmeter.servers.bodies import KINDS, compute, sleep_seconds
+from rpcmeter.servers.bodies import KINDS, compute, sleep_seconds, stream_reply
 from rpcmeter.servers.common import (
     ServerArgs,
     announce_ready,
@@ -49,6 +54,62 @@ def method_name(kind: str) -> str:
 def method_path(kind: str) -> str:
     """Full method path of workload ``kind``: ``/rpcmeter.Bench/Echo``."""
     return f"/{SERVICE}/{method_name(kind)}"
+
+
+STREAM_MODES = ("server", "client", "bidi")
+
+
+def stream_method_path(mode: str) -> str:
+    """Full method path of streaming ``mode``: ``/rpcmeter.Bench/StreamBidi``."""
+    return f"/{SERVICE}/Stream{mode.title()}"
+
+
+def _sync_stream_handlers() -> dict[str, grpc.RpcMethodHandler]:
+    def server(request: bytes, context: Any) -> Iterator[bytes]:
+        n, reply = stream_reply(context.invocation_metadata())
+        for _ in range(n):
+            yield reply
+
+    def client(requests: Iterator[bytes], context: Any) -> bytes:
+        _, reply = stream_reply(context.invocation_metadata())
+        for _ in requests:
+            pass
+        return reply
+
+    def bidi(requests: Iterator[bytes], context: Any) -> Iterator[bytes]:
+        _, reply = stream_reply(context.invocation_metadata())
+        for _ in requests:
+            yield reply
+
+    return {
+        "StreamServer": grpc.unary_stream_rpc_method_handler(server),
+        "StreamClient": grpc.stream_unary_rpc_method_handler(client),
+        "StreamBidi": grpc.stream_stream_rpc_method_handler(bidi),
+    }
+
+
+def _aio_stream_handlers() -> dict[str, grpc.RpcMethodHandler]:
+    async def server(request: bytes, context: Any) -> AsyncIterator[bytes]:
+        n, reply = stream_reply(context.invocation_metadata())
+        for _ in range(n):
+            yield reply
+
+    async def client(requests: AsyncIterator[bytes], context: Any) -> bytes:
+        _, reply = stream_reply(context.invocation_metadata())
+        async for _ in requests:
+            pass
+        return reply
+
+    async def bidi(requests: AsyncIterator[bytes], context: Any) -> AsyncIterator[bytes]:
+        _, reply = stream_reply(context.invocation_metadata())
+        async for _ in requests:
+            yield reply
+
+    return {
+        "StreamServer": grpc.unary_stream_rpc_method_handler(server),
+        "StreamClient": grpc.stream_unary_rpc_method_handler(client),
+        "StreamBidi": grpc.stream_stream_rpc_method_handler(bidi),
+    }
 
 
 def _sync_method(kind: str) -> Callable[[bytes, Any], bytes]:
@@ -81,10 +142,9 @@ def _reply(kind: str, request: bytes, context: Any, t0: int) -> bytes:
 def generic_handler(aio: bool) -> grpc.GenericRpcHandler:
     """The ``rpcmeter.Bench`` service: bytes in, bytes out (no (de)serializers)."""
     make = _aio_method if aio else _sync_method
-    return grpc.method_handlers_generic_handler(
-        SERVICE,
-        {method_name(k): grpc.unary_unary_rpc_method_handler(make(k)) for k in KINDS},
-    )
+    handlers = {method_name(k): grpc.unary_unary_rpc_method_handler(make(k)) for k in KINDS}
+    handlers.update(_aio_stream_handlers() if aio else _sync_stream_handlers())
+    return grpc.method_handlers_generic_handler(SERVICE, handlers)
 
 
 def target(endpoint: Endpoint) -> str:

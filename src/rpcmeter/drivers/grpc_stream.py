@@ -1,0 +1,353 @@
+"""gRPC streaming calls (workload ``stream``): the calls, and the per-message figures they record.
+
+A stream is what the load loops count as one request: a closed loop starts the next stream when
+one ended, the open-loop pacer starts streams at the scheduled times, and the case's latency
+histogram holds whole-stream durations. What happens inside each stream is recorded here
+(:class:`StreamFigures`) and travels as driver counters, histograms included
+(:meth:`~rpcmeter.metrics.histogram.Histogram.to_counters`), so it merges exactly across clients
+and workers and the warmup's streams are left out like the warmup's bytes. The samples:
+
+- ``first``: time to the first reply message, from the start of the stream;
+- ``message``: the per-message latency: server streaming and bidirectional ``flood``, the gap
+  between two reply messages; bidirectional ``ping-pong``, each round trip (a request sent, its
+  reply read); client streaming, the time from handing the last request message to the
+  connection to the reply (every request goes out at once, as fast as flow control allows);
+- ``messages_out``, ``messages_in``, ``bytes_out``, ``bytes_in``: message counts and bodies.
+
+Two clients: :class:`GrpcStreamH2` on rpcmeter's HTTP/2 connection (the default; a stream's
+requests are DATA frames on one HTTP/2 stream, flow control obeyed by the connection, replies
+parsed from the DATA frames as they arrive) and :func:`grpcio_stream_caller` on grpcio's stubs
+(``options.client = "grpcio"``), which sends the same messages and records the same figures.
+
+Faults, each counted under its kind while the loop goes on: a stream that ended before its
+replies (``stream_ended_early``) or with more (``stream_extra_replies``), a reply message over
+``max_message_bytes`` (``message_too_large``; the stream is reset), a compressed one
+(``grpc_compressed``), a server that sends nothing before ``call_timeout_s``
+(``grpc:DEADLINE_EXCEEDED``; the stream is reset), a reset stream (``rst_stream:CODE``), a
+non-OK status (``grpc:CODE``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import queue
+import time
+from array import array
+from collections.abc import Callable, Iterator
+from functools import partial
+from itertools import repeat
+from typing import Any
+
+import grpc
+
+from rpcmeter.drivers.base import Caller, Channel, Done, DriverContext, ReplyError
+from rpcmeter.drivers.grpc_h2 import GrpcH2Client, frame_message
+from rpcmeter.drivers.stream import mismatch
+from rpcmeter.h2.connection import Request
+from rpcmeter.h2.connection import Stream as H2Stream
+from rpcmeter.h2.transport import Session
+from rpcmeter.metrics.histogram import Histogram
+from rpcmeter.workloads import StreamParams
+
+PREFIX = "stream"
+MAX_MESSAGE_BYTES = 4 * 1024 * 1024  # gRPC's default limit on a received message
+FOLD = 1 << 16
+CANCEL = 8
+
+
+class StreamFigures:
+    """The per-message samples of one client process (see the module doc). Several threads may
+    append (grpcio's loops); only the event loop's client folds while it runs."""
+
+    def __init__(self) -> None:
+        self.first = array("q")
+        self.message = array("q")
+        self.first_hist = Histogram()
+        self.message_hist = Histogram()
+        self.counts = {"messages_out": 0, "messages_in": 0, "bytes_out": 0, "bytes_in": 0}
+
+    def fold(self) -> None:
+        for buf, hist in ((self.first, self.first_hist), (self.message, self.message_hist)):
+            if buf:
+                hist.record_array(buf)
+                del buf[:]
+
+    def counters(self) -> dict[str, int]:
+        self.fold()
+        out = {f"{PREFIX}.{k}": v for k, v in self.counts.items()}
+        out.update(self.first_hist.to_counters(f"{PREFIX}.first_ns"))
+        out.update(self.message_hist.to_counters(f"{PREFIX}.message_ns"))
+        out["bytes_out"] = self.counts["bytes_out"]
+        out["bytes_in"] = self.counts["bytes_in"]
+        return out
+
+
+def count_error(got: int, expected: int) -> ReplyError | None:
+    """The error of a stream that ended with ``got`` replies where ``expected`` were due."""
+    if got < expected:
+        return ReplyError(
+            "stream_ended_early", f"the stream ended after {got} of {expected} replies"
+        )
+    if got > expected:
+        return ReplyError("stream_extra_replies", f"{got} replies where {expected} were due")
+    return None
+
+
+class Call:
+    """One stream in flight (the HTTP/2 stream's ``user``)."""
+
+    __slots__ = ("buf", "done", "failed", "got", "last", "sent", "session", "stream", "t0", "timer")
+
+    def __init__(self, done: Done, session: Session, t0: int) -> None:
+        self.done = done
+        self.session = session
+        self.t0 = t0
+        self.last = t0  # the time the current sample is measured from
+        self.got = 0
+        self.sent = 0
+        self.buf = b""
+        self.failed = False
+        self.stream: H2Stream | None = None
+        self.timer: asyncio.TimerHandle | None = None
+
+
+class GrpcStreamH2(GrpcH2Client):
+    """Streaming calls on rpcmeter's HTTP/2 client (see the module doc)."""
+
+    def __init__(
+        self,
+        *args: Any,
+        params: StreamParams,
+        max_message_bytes: int = MAX_MESSAGE_BYTES,
+    ) -> None:
+        super().__init__(*args)
+        ctx: DriverContext = self.ctx
+        self.params = params
+        self.max_message = max_message_bytes
+        self.figures = StreamFigures()
+        self.replies = params.replies_per_stream()
+        self.requests = params.requests_per_stream()
+        self.ping_pong = params.mode == "bidi" and params.pattern == "ping-pong"
+        # the first reply is a message sample too (ping-pong: a round trip; client: the reply)
+        self.sample_first = params.mode == "client" or self.ping_pong
+        self.timeout_s = ctx.options.get("call_timeout_s")
+        self.framed = frame_message(self.request_message)
+
+    async def open(self, connect_timeout_s: float = 10.0) -> None:
+        await super().open(connect_timeout_s)
+        conn = self.sessions[0].proto.conn
+        if self.ping_pong:  # the first request; the others follow their replies
+            self.prepared = conn.prepare(self.headers, self.framed)
+            self.prepared = Request(self.prepared.block, self.framed, end_stream=self.requests == 1)
+        else:  # every request at once
+            self.prepared = conn.prepare(self.headers, self.framed * self.requests)
+        self.loop = asyncio.get_running_loop()
+
+    def channel(self, index: int) -> Channel:
+        return partial(self.start, self.session(index))
+
+    def start(self, session: Session, done: Done) -> None:
+        clock = time.perf_counter_ns
+        call = Call(done, session, clock())
+        stream = session.start(self.prepared, self.on_end, call)
+        stream.on_data = self.on_data
+        call.stream = stream
+        n = 1 if self.ping_pong else self.requests
+        call.sent = n
+        counts = self.figures.counts
+        counts["messages_out"] += n
+        counts["bytes_out"] += n * len(self.request_message)
+        if self.timeout_s is not None:
+            call.timer = self.loop.call_later(float(self.timeout_s), self.expire, call)
+
+    def on_data(self, stream: H2Stream, data: bytes) -> None:
+        call: Call = stream.user
+        if call.failed:
+            return
+        if call.buf:
+            data = call.buf + data
+            call.buf = b""
+        n = len(data)
+        pos = 0
+        clock = time.perf_counter_ns
+        figures = self.figures
+        expected = self.expected
+        while n - pos >= 5:
+            size = int.from_bytes(data[pos + 1 : pos + 5])
+            if data[pos] or size > self.max_message:
+                if data[pos]:
+                    error = ReplyError("grpc_compressed", "a compressed reply (none was asked for)")
+                else:
+                    error = ReplyError(
+                        "message_too_large",
+                        f"a reply message of {size} bytes (limit {self.max_message})",
+                    )
+                self.fail(call, error)
+                return
+            end = pos + 5 + size
+            if end > n:
+                break
+            t = clock()
+            if expected is not None and (wrong := mismatch(data[pos + 5 : end], expected)):
+                self.fail(call, wrong)
+                return
+            figures.counts["bytes_in"] += size
+            if call.got == 0:
+                figures.first.append(t - call.t0)
+                if self.sample_first:
+                    figures.message.append(t - call.last)
+            else:
+                figures.message.append(t - call.last)
+            call.got += 1
+            call.last = t
+            pos = end
+            if self.ping_pong and call.sent < self.requests and call.got == call.sent:
+                proto = call.session.holder(stream)
+                if proto is not None:
+                    call.sent += 1
+                    proto.conn.send_data(stream, self.framed, call.sent == self.requests)
+                    proto.flush()
+                    figures.counts["messages_out"] += 1
+                    figures.counts["bytes_out"] += len(self.request_message)
+                    call.last = clock()
+        if pos < n:
+            call.buf = data[pos:]
+        if len(figures.message) > FOLD:
+            figures.fold()
+
+    def fail(self, call: Call, error: BaseException) -> None:
+        """End the call with ``error`` now; reset its stream from the loop (not inside a read)."""
+        call.failed = True
+        self.figures.counts["messages_in"] += call.got
+        if call.timer is not None:
+            call.timer.cancel()
+        self.loop.call_soon(self.cancel, call)
+        call.done(None, error)
+
+    def cancel(self, call: Call) -> None:
+        assert call.stream is not None
+        proto = call.session.holder(call.stream)
+        if proto is not None:
+            proto.conn.reset(call.stream, CANCEL)
+            proto.flush()
+
+    def expire(self, call: Call) -> None:
+        if call.failed:
+            return
+        call.timer = None
+        self.fail(
+            call,
+            self.errors(4, f"no end of the stream within {self.timeout_s} s ({call.got} replies)"),
+        )
+
+    def on_end(self, stream: H2Stream) -> None:
+        call: Call = stream.user
+        if call.failed:
+            return
+        call.failed = True  # ended: a late timer or reset finds nothing to do
+        if call.timer is not None:
+            call.timer.cancel()
+        self.figures.counts["messages_in"] += call.got
+        error = self.status_error(stream)
+        if error is None and call.buf:
+            error = ReplyError("grpc_malformed", f"{len(call.buf)} bytes of a partial message")
+        if error is None:
+            error = count_error(call.got, self.replies)
+        call.done(None, error)
+
+    def counters(self) -> dict[str, int]:
+        return self.figures.counters()
+
+
+def grpcio_stream_caller(
+    channel: grpc.Channel,
+    path: str,
+    params: StreamParams,
+    request: bytes,
+    expected: bytes | None,
+    metadata: tuple[tuple[str, str], ...],
+    timeout: float | None,
+    figures: StreamFigures,
+    status_error: Callable[[grpc.RpcError], BaseException],
+) -> Caller:
+    """One blocking streaming call per invocation on grpcio's stubs, recording what
+    :class:`GrpcStreamH2` records (see the module doc)."""
+    clock = time.perf_counter_ns
+    mode = params.mode
+    n_req = params.requests_per_stream()
+    n_rep = params.replies_per_stream()
+    ping_pong = mode == "bidi" and params.pattern == "ping-pong"
+    counts = figures.counts
+    first, sample = figures.first.append, figures.message.append
+    opts: dict[str, Any] = {"timeout": timeout, "metadata": metadata or None}
+    if mode == "server":
+        unary_stream = channel.unary_stream(path)
+    elif mode == "client":
+        stream_unary = channel.stream_unary(path)
+    else:
+        stream_stream = channel.stream_stream(path)
+
+    sample_first = mode == "client" or ping_pong  # the first reply is a message sample too
+
+    def replies(
+        t0: int, it: Iterator[bytes], turns: queue.SimpleQueue[bytes | None] | None = None
+    ) -> int:
+        """Read, check and time every reply; with ``turns``, send a request after each."""
+        got = 0
+        last = t0
+        for reply in it:
+            t = clock()
+            if expected is not None and reply != expected:
+                err = mismatch(reply, expected)
+                if err is not None:
+                    raise err
+            counts["bytes_in"] += len(reply)
+            if got == 0:
+                first(t - t0)
+                if sample_first:
+                    sample(t - last)
+            else:
+                sample(t - last)
+            got += 1
+            last = t
+            if turns is not None:
+                if got < n_req:
+                    turns.put(request)
+                    counts["messages_out"] += 1
+                    counts["bytes_out"] += len(request)
+                    last = clock()
+                else:
+                    turns.put(None)
+        return got
+
+    def call() -> None:
+        got = 0
+        try:
+            t0 = clock()
+            if mode == "server":
+                counts["messages_out"] += 1
+                counts["bytes_out"] += len(request)
+                got = replies(t0, unary_stream(request, **opts))
+            elif mode == "client":
+                counts["messages_out"] += n_req
+                counts["bytes_out"] += n_req * len(request)
+                got = replies(t0, iter((stream_unary(repeat(request, n_req), **opts),)))
+            elif ping_pong:
+                turns: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
+                turns.put(request)
+                counts["messages_out"] += 1
+                counts["bytes_out"] += len(request)
+                got = replies(t0, stream_stream(iter(turns.get, None), **opts), turns)
+            else:
+                counts["messages_out"] += n_req
+                counts["bytes_out"] += n_req * len(request)
+                got = replies(t0, stream_stream(repeat(request, n_req), **opts))
+        except grpc.RpcError as exc:
+            raise status_error(exc) from None
+        finally:
+            counts["messages_in"] += got
+        error = count_error(got, n_rep)
+        if error is not None:
+            raise error
+
+    return call

@@ -1,0 +1,206 @@
+"""gRPC streaming calls (workload ``stream``): every mode against the built-in server with both
+clients (rpcmeter's HTTP/2 client and grpcio's as the cross-check: same messages, same counts),
+the open loop, bad suites, and servers that break streams (counted by kind, nothing left)."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+from typing import Any
+
+import psutil
+import pytest
+
+from rpcmeter.errors import SuiteError
+from rpcmeter.execute import run_suite
+from rpcmeter.metrics.histogram import Histogram
+from rpcmeter.reporters.terminal import render
+from rpcmeter.suite import build_suite
+from tests.support.marks import timing_sensitive
+
+pytestmark = pytest.mark.timeout(120)
+ROOT = Path(__file__).resolve().parents[2]
+MESSAGES = 6
+LOOPS, STREAMS = 3, 8  # concurrency, streams per loop
+MODES: dict[str, dict[str, Any]] = {
+    "server": {"mode": "server"},
+    "client": {"mode": "client"},
+    "ping_pong": {"mode": "bidi", "pattern": "ping-pong"},
+    "flood": {"mode": "bidi", "pattern": "flood"},
+}
+
+
+def stream_suite(
+    variants: dict[str, Any], workloads: dict[str, Any], **load: Any
+) -> dict[str, Any]:
+    settings = {
+        "requests": STREAMS,
+        "warmup": 2,
+        "connections": 1,
+        "concurrency": LOOPS,
+        "timeout_s": 60,
+        **load,
+    }
+    return {
+        "name": "streams",
+        "target": {"driver": "grpc", "transport": "tcp"},
+        "variants": variants,
+        "workloads": workloads,
+        "load": {k: v for k, v in settings.items() if v is not None},
+        "repeat": 1,
+        "validate": True,
+    }
+
+
+def leftover(name: str) -> list[psutil.Process]:
+    return [p for p in psutil.Process().children(recursive=True) if name in " ".join(p.cmdline())]
+
+
+def test_every_mode_with_both_clients_same_messages_and_figures() -> None:
+    workloads = {
+        name: {"kind": "stream", "messages": MESSAGES, "request_bytes": 30, "reply_bytes": 70, **p}
+        for name, p in MODES.items()
+    }
+    variants = {"h2": {"options": {"client": "h2"}}, "grpcio": {"options": {"client": "grpcio"}}}
+    result = run_suite(build_suite(stream_suite(variants, workloads)))
+    streams = LOOPS * STREAMS
+    seen: dict[str, dict[str, Any]] = {}
+    for case in result["cases"]:
+        assert case["status"] == "ok", case["reason"]
+        assert case["errors"] == {}, case["errors"]
+        assert case["ok"] == streams
+        s = case["stream"]
+        mode = case["workload"]
+        out_n, in_n = {"server": (1, MESSAGES), "client": (MESSAGES, 1)}.get(
+            mode, (MESSAGES, MESSAGES)
+        )
+        assert (s["messages_out"], s["messages_in"]) == (out_n * streams, in_n * streams)
+        assert s["messages"] == MESSAGES * streams
+        assert s["bytes_out_per_message"] == 30 and s["bytes_in_per_message"] == 70
+        first = Histogram.from_dict(s["first_message_histogram"])
+        each = Histogram.from_dict(s["message_histogram"])
+        assert first.count == streams
+        samples = {"server": MESSAGES - 1, "client": 1, "ping_pong": MESSAGES}
+        assert each.count == samples.get(mode, MESSAGES - 1) * streams
+        # the first message comes before the stream ends; a gap or round trip fits in a stream
+        whole = Histogram.from_dict(case["histogram"])
+        assert first.max <= whole.max * 1.001 and each.max <= whole.max * 1.001
+        assert s["messages_per_s"] == pytest.approx(s["streams_per_s"] * MESSAGES)
+        assert s["cpu_us_per_message"]["client"] > 0
+        assert s["cpu_us_per_message"]["server"] > 0
+        key = (mode, s["messages_out"], s["messages_in"], each.count, first.count)
+        seen.setdefault(mode, {})[case["variant"]] = key
+    assert len(seen) == 4
+    for mode, by_client in seen.items():  # the two clients agree on every count
+        assert by_client["h2"] == by_client["grpcio"], mode
+    text = render(result, width=200)
+    for mode in MODES:
+        assert f"{mode} · per message" in text
+
+
+def test_large_messages_span_frames_and_windows() -> None:
+    # 200 kB messages: each spans many DATA frames, and a stream's requests (2 MB) exceed the
+    # server's flow-control window, so the connection sends them as the window opens
+    big = {"messages": 10, "request_bytes": 200_000, "reply_bytes": 200_000}
+    workloads = {
+        "server": {"kind": "stream", "mode": "server", **big, "request_bytes": 10},
+        "client": {"kind": "stream", "mode": "client", **big, "reply_bytes": 10},
+        "ping_pong": {"kind": "stream", "mode": "bidi", **big},
+    }
+    result = run_suite(build_suite(stream_suite({"h2": {}}, workloads, requests=3, warmup=0)))
+    for case in result["cases"]:
+        assert case["status"] == "ok" and case["errors"] == {}, (case["reason"], case["errors"])
+        s = case["stream"]
+        assert s["messages"] == 10 * LOOPS * 3
+        assert s["bytes_in_per_message"] == (10 if case["workload"] == "client" else 200_000)
+
+
+@timing_sensitive
+def test_open_loop_starts_streams_at_the_rate() -> None:
+    workloads = {"server": {"kind": "stream", "messages": 4, "mode": "server"}}
+    result = run_suite(
+        build_suite(
+            stream_suite(
+                {"h2": {}},
+                workloads,
+                requests=None,
+                duration_s=1.0,
+                mode="open",
+                rate=100,
+                late_ms=50,
+            )
+        )
+    )
+    (case,) = result["cases"]
+    assert case["status"] == "ok", case["reason"]
+    loop = case["open_loop"]
+    assert loop["sent"] == loop["scheduled"] == 100
+    assert loop["achieved_rps"] == pytest.approx(100, rel=0.1)
+    assert case["stream"]["messages_in"] == 4 * case["ok"]
+    assert case["latency_uncorrected"] is not None
+
+
+def test_bad_stream_suites_are_one_line_errors() -> None:
+    bad = [
+        ({"kind": "stream", "mode": "server", "pattern": "flood"}, "for mode"),
+        ({"kind": "stream", "mode": "sideways"}, "mode"),
+        ({"kind": "stream", "messages": 0}, "messages"),
+    ]
+    for workload, words in bad:
+        with pytest.raises(SuiteError, match=words) as info:
+            build_suite(stream_suite({"h2": {}}, {"w": workload}))
+        assert "\n" not in str(info.value)
+    suite = stream_suite({"h2": {}}, {"w": {"kind": "stream"}})
+    suite["target"]["driver"] = "http"
+    with pytest.raises(SuiteError, match="stream"):
+        build_suite(suite)
+
+
+def test_broken_streams_are_counted_by_kind_and_nothing_is_left() -> None:
+    def hostile(mode: str) -> dict[str, Any]:
+        return {
+            "options": {"method": "/x.Y/Stream", "request_hex": "", "call_timeout_s": 0.3},
+            "server": {
+                "command": [sys.executable, "-m", "tests.drivers.hostile_stream", "{port}", mode],
+                "cwd": str(ROOT),
+            },
+        }
+
+    kinds = {
+        "short": "stream_ended_early",
+        "silent": "grpc:DEADLINE_EXCEEDED",
+        "reset": "rst_stream:INTERNAL_ERROR",
+        "big": "message_too_large",
+    }
+    suite = stream_suite(
+        {mode: hostile(mode) for mode in kinds},
+        {"server": {"kind": "stream", "mode": "server", "messages": 5}},
+        requests=3,
+        warmup=0,
+        concurrency=2,
+    )
+    suite["validate"] = False
+    result = run_suite(build_suite(suite))
+    for case in result["cases"]:
+        kind = kinds[case["variant"]]
+        assert case["status"] == "ok", case["reason"]  # counted; the loops went on
+        assert case["errors"] == {kind: 6}, (case["variant"], case["errors"])
+        assert case["ok"] == 0
+        assert "\n" not in case["error_samples"][kind]
+    assert leftover("tests.drivers.hostile_stream") == []
+
+
+def test_figures_merge_exactly_across_client_processes() -> None:
+    workloads = {"server": {"kind": "stream", "mode": "server", "messages": 5}}
+    result = run_suite(
+        build_suite(stream_suite({"h2": {}}, workloads, clients=2, requests=4, warmup=1))
+    )
+    (case,) = result["cases"]
+    assert case["status"] == "ok", case["reason"]
+    streams = 2 * LOOPS * 4  # the warmup's streams are not counted
+    s = case["stream"]
+    assert case["ok"] == s["streams"] == streams
+    assert s["messages_in"] == 5 * streams
+    assert Histogram.from_dict(s["first_message_histogram"]).count == streams
+    assert Histogram.from_dict(s["message_histogram"]).count == 4 * streams
+    assert not any(k.startswith("stream.") for k in case.get("counters", {}))
