@@ -95,6 +95,8 @@ class GrpcError(Exception):
 class GrpcUnavailable(GrpcError):
     """``UNAVAILABLE``: the server cannot be reached (fatal for the loop)."""
 
+    kind = "grpc:UNAVAILABLE"
+
 
 _ERRORS: dict[grpc.StatusCode, type[GrpcError]] = {
     code: (

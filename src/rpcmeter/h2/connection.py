@@ -113,11 +113,13 @@ class H2Error(ConnectionError):
 
 
 class H2ConnectionError(H2Error):
-    """The connection failed; ``reason`` is a short word (``protocol_error``, ``unavailable``...)."""
+    """The connection failed; ``reason`` is a short word (``protocol_error``, ``unavailable``...),
+    also the ``kind`` its requests' errors are counted under."""
 
     def __init__(self, reason: str, message: str, code: int = PROTOCOL_ERROR) -> None:
         super().__init__(f"{reason}: {message}")
         self.reason = reason
+        self.kind = reason
         self.code = code
 
 

@@ -133,8 +133,8 @@ class Recorder:
         """Count an error; True when it is fatal for this loop's connection."""
         kind = error_kind(exc)
         fatal = isinstance(exc, fatal_types) and not isinstance(exc, ReplyMismatch | ReplyError)
-        if fatal and not isinstance(exc, OSError | EOFError):  # a driver's own fatal type
-            kind = "connection_closed"
+        if fatal and not isinstance(exc, OSError | EOFError) and not getattr(exc, "kind", None):
+            kind = "connection_closed"  # a driver's own fatal type that names no kind
         self.stats.errors[kind] = self.stats.errors.get(kind, 0) + 1
         self.stats.first_error.setdefault(kind, str(exc)[:200])
         if fatal:
