@@ -236,3 +236,43 @@ def test_large_bodies_over_tls_both_ways() -> None:
     for doc in cases["default"]:
         assert doc["status"] == "ok", doc["reason"]
         assert doc["errors"] == {} and doc["ok"] == 6, doc["error_samples"]
+
+
+HTTP11_ONLY = (
+    "import socket, ssl, sys\n"
+    "ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER); ctx.load_cert_chain(sys.argv[2], sys.argv[3])\n"
+    "ctx.set_alpn_protocols(['http/1.1'])\n"
+    "s = socket.socket(); s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)\n"
+    "s.bind(('127.0.0.1', int(sys.argv[1]))); s.listen(16); held = []\n"
+    "while True:\n"
+    "    c, _ = s.accept(); c.settimeout(5)\n"
+    "    try: held.append(ctx.wrap_socket(c, server_side=True))\n"
+    "    except OSError: c.close()\n"
+)
+
+
+def test_http2_over_tls_by_alpn() -> None:
+    """HTTP/2 over TLS: ALPN h2 with the built-in server (replies validated, connect and handshake
+    timed per connection); a server offering only http/1.1 fails the case with reason alpn."""
+    h1_only = [sys.executable, "-c", HTTP11_ONLY, "{port}", "{cert_file}", "{key_file}"]
+    result, cases = run(
+        {
+            "validate": True,
+            "target": {"driver": "http", "tls": True, "options": {"http": "2"}},
+            "variants": {"h2": {}, "http11-only": {"server": {"command": h1_only}}},
+            "workloads": {"echo": {"request_bytes": 300}},
+            "load": {"requests": 40, "warmup": 3, "connections": 2, "concurrency": 4},
+            "repeat": 1,
+        }
+    )
+    doc = cases["h2"][0]
+    assert doc["status"] == "ok", doc["reason"]
+    assert doc["errors"] == {} and doc["ok"] == 160, doc["error_samples"]
+    costs = doc["connections"]
+    assert costs["opened"] == 2 and costs["handshake"]["histogram"]["count"] == 2
+    assert costs["connect"]["mean_us"] > 0 and costs["handshake"]["mean_us"] > 0
+    reason = cases["http11-only"][0]["reason"]
+    assert cases["http11-only"][0]["status"] == "failed"
+    assert "alpn: the server did not agree to h2 (ALPN: None)" in reason, reason
+    assert "\n" not in reason
+    assert "PRIVATE KEY" not in json.dumps(result)

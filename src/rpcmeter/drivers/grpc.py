@@ -44,7 +44,7 @@ TLS: the target's or variant's ``tls`` (:mod:`rpcmeter.tls`) makes every channel
 TLS, ``server_name`` as the target name override); grpcio cannot skip verification, so
 ``verify = false`` is a suite error. A channel that does not connect is diagnosed with one
 handshake from Python's ssl module, so the failure names its cause. grpcio does not expose
-connect and handshake times.
+connect and handshake times; rpcmeter's own client (the default) reports them.
 
 Bytes out/in count message bodies (not gRPC framing nor HTTP/2 headers).
 
@@ -71,6 +71,7 @@ from rpcmeter.drivers.grpc_stream import (
     grpcio_stream_caller,
 )
 from rpcmeter.errors import SuiteError
+from rpcmeter.metrics.connections import ConnectionCosts
 from rpcmeter.servers.bodies import (
     KINDS,
     bodies_from_options,
@@ -81,7 +82,7 @@ from rpcmeter.servers.bodies import (
 )
 from rpcmeter.servers.grpc_server import method_path, stream_method_path, target
 from rpcmeter.servers.timing import ServerTime, trailer_times
-from rpcmeter.tls import client_context, probe_handshake, server_name
+from rpcmeter.tls import probe_handshake
 from rpcmeter.workloads import StreamParams
 
 if TYPE_CHECKING:
@@ -233,10 +234,6 @@ class GrpcDriver(EventDriver):
             self.h2 = GrpcStreamH2(*args, params=self.stream, max_message_bytes=self.max_message)
         else:
             self.h2 = GrpcH2Client(*args)
-        tls = self.ctx.tls
-        if tls is not None:  # gRPC over TLS: ALPN h2
-            self.h2.ssl_context = client_context(tls, ["h2"])
-            self.h2.server_hostname = server_name(tls, self.ctx.endpoint.host)
         await self.h2.open(float(self.ctx.options.get("connect_timeout_s", 10.0)))
 
     def channel(self, index: int) -> Channel:
@@ -284,6 +281,9 @@ class GrpcDriver(EventDriver):
             self.h2.close()
         for ch in self.channels:
             ch.close()
+
+    def connection_costs(self) -> ConnectionCosts | None:
+        return self.h2.costs if self.h2 is not None else None
 
     def counters(self) -> dict[str, int]:
         if self.h2 is not None:

@@ -102,7 +102,7 @@ class GrpcH2Client(H2Client):
         self.unavailable = unavailable
         headers = [
             (b":method", b"POST"),
-            (b":scheme", b"http"),
+            (b":scheme", self.scheme),
             (b":path", path.encode()),
             (b":authority", self.authority.encode()),
             (b"content-type", b"application/grpc"),

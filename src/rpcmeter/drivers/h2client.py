@@ -6,6 +6,9 @@ A subclass gives the ``view`` of header blocks it needs and ``on_end``, which tu
 stream into ``done(server_ns, error)``. Errors of the stream itself map the same for every
 protocol on top (:meth:`H2Client.stream_error`): a reset stream counts as ``rst_stream:CODE``
 (the loop goes on); a GOAWAY above the stream's id and a lost connection stop the loop.
+
+TLS: with the case's ``tls`` (:mod:`rpcmeter.tls`) every connection runs over TLS, offering ALPN
+``h2`` (``:scheme`` https). Each connection's connect and handshake times go into ``costs``.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from rpcmeter.drivers.base import DriverContext, ReplyError
 from rpcmeter.h2.connection import H2Connection, H2ConnectionError, H2Unavailable, StreamReset
 from rpcmeter.h2.connection import Stream as H2Stream
 from rpcmeter.h2.transport import H2Protocol, Session, open_connection
+from rpcmeter.metrics.connections import ConnectionCosts
+from rpcmeter.tls import client_context, server_name, tls_error
 
 
 class H2Client(ABC):
@@ -34,6 +39,12 @@ class H2Client(ABC):
         # TLS: an SSLContext with ALPN "h2" and the name to verify (None: cleartext, h2c)
         self.ssl_context: ssl.SSLContext | None = None
         self.server_hostname: str | None = None
+        self.scheme = b"http"
+        if ctx.tls is not None:
+            self.ssl_context = client_context(ctx.tls, ["h2"])
+            self.server_hostname = server_name(ctx.tls, ep.host)
+            self.scheme = b"https"
+        self.costs = ConnectionCosts()
 
     @abstractmethod
     def view(self, headers: list[tuple[bytes, bytes]]) -> Any:
@@ -56,6 +67,7 @@ class H2Client(ABC):
                 ssl_context=self.ssl_context,
                 server_hostname=self.server_hostname,
                 timeout_s=connect_timeout_s,
+                record=self.costs.record,
             )
 
         for _ in range(max(1, self.ctx.connections)):
@@ -63,6 +75,8 @@ class H2Client(ABC):
                 proto = await opener()
             except H2ConnectionError:
                 raise
+            except ssl.SSLError as exc:  # the handshake failed: name its cause
+                raise tls_error(exc) from None
             except OSError as exc:
                 where = ep.path or self.authority
                 raise ConnectionError(f"no {self.protocol} connection to {where}: {exc}") from None

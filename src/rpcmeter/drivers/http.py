@@ -14,8 +14,9 @@ options say otherwise. Options (target or variant ``options``):
   body, :mod:`rpcmeter.servers.bodies`), ``host`` (the ``Host`` header; default the endpoint's
   address).
 - ``event_loop``: ``uvloop`` (default) or ``asyncio``.
-- ``http``: ``"1.1"`` (default) or ``"2"``: cleartext HTTP/2 with prior knowledge (h2c), the
-  loops' requests multiplexed as streams over the connections (:mod:`rpcmeter.drivers.http2`).
+- ``http``: ``"1.1"`` (default) or ``"2"``: HTTP/2, the loops' requests multiplexed as streams
+  over the connections (:mod:`rpcmeter.drivers.http2`); cleartext with prior knowledge (h2c), or
+  over TLS negotiated by ALPN ``h2``.
 
 Connections are kept alive. A server that closes them after each reply (HTTP/1.0 without
 keep-alive, ``Connection: close``) fails the case with :class:`KeepAliveRequired`, unless the
@@ -23,7 +24,8 @@ suite sets ``load.reuse = false``: then every request opens its own connection
 (:class:`~rpcmeter.drivers.stream.StreamDriver`), counted as ``connects``.
 
 HTTPS: the target's or variant's ``tls`` (:mod:`rpcmeter.tls`) runs every connection over TLS
-(ALPN ``http/1.1``). With ``load.reuse = false`` every request says ``Connection: close``.
+(ALPN ``http/1.1``; with ``http = "2"``, ALPN ``h2``). With ``load.reuse = false`` every request
+says ``Connection: close``.
 
 A status other than 2xx counts as an error of kind ``http_STATUS``. The server's times are read
 from a ``Server-Timing`` header: metrics ``app`` (compute) and ``queue`` (time waited after
@@ -43,6 +45,7 @@ import httptools
 from rpcmeter.drivers.base import STALL_OPTIONS, Channel, DriverContext, ReplyError
 from rpcmeter.drivers.stream import StreamConnection, StreamDriver
 from rpcmeter.errors import ProtocolError, SuiteError
+from rpcmeter.metrics.connections import ConnectionCosts
 from rpcmeter.servers.bodies import check_variant_options, expected_reply
 from rpcmeter.servers.timing import ServerTime, parse_server_timing
 from rpcmeter.workloads import PayloadParams, WorkloadParams
@@ -315,6 +318,9 @@ class HttpDriver(StreamDriver):
 
     def counters(self) -> dict[str, int]:
         return self.h2.counters() if self.h2 is not None else super().counters()
+
+    def connection_costs(self) -> ConnectionCosts | None:
+        return self.h2.costs if self.h2 is not None else super().connection_costs()
 
     def close(self) -> None:
         if self.h2 is not None:

@@ -1,5 +1,5 @@
 """The HTTP driver over HTTP/2 (``options.http = "2"``): cleartext HTTP/2 with prior knowledge
-(h2c), ``load.concurrency`` streams multiplexed over ``load.connections`` connections, on
+(h2c), or HTTP/2 over TLS negotiated by ALPN ``h2`` when the case has ``tls``; ``load.concurrency`` streams multiplexed over ``load.connections`` connections, on
 rpcmeter's HTTP/2 connection (:mod:`rpcmeter.h2`).
 
 Requests are the HTTP/1.1 driver's (method, path, ``headers``, body; ``host`` becomes
@@ -44,12 +44,17 @@ def http_view(headers: list[tuple[bytes, bytes]]) -> HttpView:
 
 
 def request_headers(
-    method: str, path: str, authority: str, headers: Mapping[str, Any], body: bytes
+    method: str,
+    path: str,
+    authority: str,
+    headers: Mapping[str, Any],
+    body: bytes,
+    scheme: bytes = b"http",
 ) -> list[tuple[bytes, bytes]]:
     """The header list of one request (pseudo-headers first)."""
     out = [
         (b":method", method.encode()),
-        (b":scheme", b"http"),
+        (b":scheme", scheme),
         (b":path", path.encode()),
         (b":authority", authority.encode()),
     ]
@@ -84,7 +89,9 @@ class Http2Client(H2Client):
         return http_view(headers)
 
     def prepare(self, index: int, body: bytes) -> Request:
-        heads = request_headers(self.method, self.path, self.authority, self.extra, body)
+        heads = request_headers(
+            self.method, self.path, self.authority, self.extra, body, self.scheme
+        )
         return self.session(index).proto.conn.prepare(heads, body or None)
 
     def channel(self, index: int, bodies: list[bytes], expects: list[bytes] | None) -> Channel:

@@ -9,13 +9,17 @@ made outside a read is written at once.
 
 TLS: :func:`open_connection` takes an ``ssl.SSLContext`` (whose ALPN protocols should include
 ``h2``) and a server name; a TLS connection that did not negotiate ``h2`` fails with reason
-``alpn``.
+``alpn``. Given ``record``, it reports the TCP connect time and the TLS handshake time (ns) of
+each connection as ``record("connect", ns)`` and ``record("handshake", ns)`` (a resumed one as
+``handshake_resumed``), the parts of :class:`~rpcmeter.metrics.connections.ConnectionCosts`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import socket
 import ssl
+import time
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
@@ -115,8 +119,10 @@ async def open_connection(
     ssl_context: ssl.SSLContext | None = None,
     server_hostname: str | None = None,
     timeout_s: float = 10.0,
+    record: Callable[[str, int], None] | None = None,
 ) -> H2Protocol:
-    """Connect, send the preface and wait for the server's SETTINGS (``timeout_s`` in all)."""
+    """Connect, send the preface and wait for the server's SETTINGS (``timeout_s`` in all);
+    ``record``: see the module doc."""
     loop = asyncio.get_running_loop()
 
     def factory() -> H2Protocol:
@@ -130,13 +136,28 @@ async def open_connection(
             )
         else:
             assert endpoint.port is not None
-            _, proto = await loop.create_connection(
-                factory,
-                endpoint.host,
-                endpoint.port,
-                ssl=ssl_context,
-                server_hostname=server_hostname,
-            )
+            infos = await loop.getaddrinfo(endpoint.host, endpoint.port, type=socket.SOCK_STREAM)
+            sock = socket.socket(infos[0][0], socket.SOCK_STREAM)
+            try:
+                sock.setblocking(False)
+                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+                t0 = time.perf_counter_ns()
+                await loop.sock_connect(sock, infos[0][4])
+                t1 = time.perf_counter_ns()
+                transport, proto = await loop.create_connection(
+                    factory, sock=sock, ssl=ssl_context, server_hostname=server_hostname
+                )
+            except BaseException:
+                sock.close()
+                raise
+            if record is not None:
+                record("connect", t1 - t0)
+                ssl_object = transport.get_extra_info("ssl_object")
+                if ssl_object is not None:
+                    resumed = ssl_object.session_reused
+                    record(
+                        "handshake_resumed" if resumed else "handshake", time.perf_counter_ns() - t1
+                    )
         await proto.ready
         return proto
 

@@ -1,6 +1,7 @@
 """Built-in HTTP/1.1 reference server: a raw asyncio protocol on uvloop, parsed by httptools.
 A connection that opens with the HTTP/2 preface is served HTTP/2 instead (h2c with prior
-knowledge, python-hyper's ``h2``), with the same URL scheme and replies.
+knowledge, python-hyper's ``h2``), with the same URL scheme and replies. Over TLS the server
+offers ALPN ``h2`` and ``http/1.1`` and speaks the protocol negotiated.
 
 URL scheme (any method; keep-alive and pipelining supported; bodies need ``Content-Length``):
 
@@ -92,6 +93,11 @@ class HttpServerProtocol(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's are not subclasses
         self.replies = OrderedReplies(self.transport.write)
+        ssl_object = transport.get_extra_info("ssl_object")
+        if ssl_object is not None and ssl_object.selected_alpn_protocol() is not None:
+            self.fresh = False  # ALPN chose the protocol: no preface sniffing
+            if ssl_object.selected_alpn_protocol() == "h2":
+                self.h2c = H2cServer(self.transport, self.corrupt, self.stalled)
 
     def data_received(self, data: bytes) -> None:
         if self.h2c is not None:
@@ -288,7 +294,7 @@ def make_factory(options: dict[str, Any]) -> Any:
 
 def main() -> None:
     args = parse_server_args("rpcmeter's built-in HTTP/1.1 server")
-    serve(args, make_factory(args.options), alpn=("http/1.1",))
+    serve(args, make_factory(args.options), alpn=("h2", "http/1.1"))
 
 
 if __name__ == "__main__":
