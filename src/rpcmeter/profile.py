@@ -91,7 +91,7 @@ class Sampler:
         exe = shutil.which(self.tool)
         if exe is None:
             if self.tool == "py-spy":
-                self.error = "py-spy is not installed (pip install 'rpcmeter[profile]')"
+                self.error = "py-spy is not installed (pip install py-spy)"
             else:
                 self.error = "not profiled: perf is not installed (a non-Python process)"
             return
