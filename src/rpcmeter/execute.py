@@ -434,13 +434,12 @@ class CaseRun:
             ready_timeout_s=spec.ready_timeout_s,
             stop_timeout_s=spec.stop_timeout_s,
             ready_probe=False,
+            quota=self.bench.quotas.server,
         )
         self.monitor = resources.TreeMonitor(self.server.tree, suite.resources.sample_interval_s)
         try:
             self.server.start()
-            note_placement(
-                self.doc, placement_mod.join_cgroup(self.bench.quotas.server, [self.server.pid])
-            )
+            note_placement(self.doc, self.server.cgroup_note)
             self.server.wait_ready()
         except ServerError as exc:
             raise CaseFailed(str(exc), exc.output_tail) from None

@@ -8,6 +8,11 @@ Placement is applied two ways:
   period. cgroup v2 (``cpu.max``) and v1 (``cpu.cfs_quota_us``) are supported; where neither can
   be written (no permission, no cpu controller, a container) the quota is skipped and the reason
   recorded (:attr:`CpuQuotas.notes`).
+
+The same cgroups also track a server's whole process tree (:func:`tracking_cgroup`): each server
+is started in a cgroup of its own, without limits (nested in the server's quota cgroup when there
+is one), so that the processes its children start in sessions of their own are still found and
+stopped with it.
 """
 
 from __future__ import annotations
@@ -173,11 +178,12 @@ def _mounts() -> list[tuple[str, str, str]]:
 
 @dataclass
 class Cgroup:
-    """One quota cgroup: a directory whose ``procs`` file takes process ids."""
+    """One cgroup: a directory whose ``procs`` file takes process ids (``cpus``: its CPU quota,
+    None for a cgroup that only tracks processes)."""
 
     path: Path
     version: int
-    cpus: float
+    cpus: float | None
 
     @property
     def procs(self) -> Path:
@@ -185,6 +191,19 @@ class Cgroup:
 
     def add(self, pid: int) -> None:
         self.procs.write_text(str(pid))
+
+    def pids(self) -> list[int]:
+        """The processes in the cgroup now (none when it cannot be read)."""
+        try:
+            return [int(pid) for pid in self.procs.read_text().split()]
+        except (OSError, ValueError):
+            return []
+
+    def signal(self, signum: int) -> None:
+        """Send ``signum`` to every process in the cgroup."""
+        for pid in self.pids():
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signum)
 
     def remove(self) -> None:
         with contextlib.suppress(OSError):
@@ -238,6 +257,40 @@ def create_cgroup(name: str, cpus: float) -> tuple[Cgroup | None, str]:
                 with contextlib.suppress(OSError):
                     path.rmdir()
     return None, "; ".join(reasons) or "no cgroup file system with a cpu controller"
+
+
+# hierarchies for a tracking cgroup, best first: no controller limits anything, and the ``cpu``
+# hierarchy, where quota cgroups live, only when nothing else can be written
+_TRACKING = ("pids", "freezer", "cgroup2", "cpu")
+
+
+def tracking_cgroup(name: str, inside: Cgroup | None = None) -> tuple[Cgroup | None, str]:
+    """A new cgroup without limits to hold one process tree, or None and the reason it failed.
+
+    It is made in ``inside`` (the server's quota cgroup, whose quota then applies to it) when
+    given and possible, otherwise in this process's own cgroup of the first writable hierarchy."""
+    candidates: list[tuple[int, Path, int]] = []
+    if inside is not None:
+        candidates.append((-1, inside.path, inside.version))
+    for mount, fstype, options in _mounts():
+        kinds = [fstype] if fstype == "cgroup2" else options.split(",")
+        rank = min((_TRACKING.index(k) for k in kinds if k in _TRACKING), default=None)
+        if rank is None:
+            continue
+        own = _own_cgroup(None if fstype == "cgroup2" else _TRACKING[rank])
+        if own is not None:
+            candidates.append(
+                (rank, Path(mount) / own.lstrip("/"), 2 if fstype == "cgroup2" else 1)
+            )
+    reasons: list[str] = []
+    for _, parent, version in sorted(candidates, key=lambda c: c[0]):
+        try:
+            (parent / name).mkdir()
+        except OSError as exc:
+            reasons.append(f"{parent}: {exc.strerror}")
+            continue
+        return Cgroup(parent / name, version, None), ""
+    return None, "; ".join(reasons) or "no cgroup file system"
 
 
 @dataclass

@@ -9,10 +9,12 @@ launcher's command) would live on, re-parented to init.
 So while rpcmeter has process groups running, it also runs this watchdog: ``python -S -P
 watchdog.py``, in a session of its own (a Ctrl-C at the terminal is not for it), reading its
 standard input, a pipe only rpcmeter holds. It starts with the first group and exits when the
-last one has been stopped. rpcmeter writes ``+PGID START`` when it starts a group and ``-PGID``
+last one has been stopped. rpcmeter writes ``+PGID START [PROCS]`` when it starts a group
+(``PROCS``: the ``cgroup.procs`` file of the group's own cgroup, when it has one) and ``-PGID``
 when it has stopped it. When the pipe reaches end of file (rpcmeter exited, however it exited,
-or let the watchdog go), the watchdog sends SIGTERM to every group still registered, SIGKILL
-after :data:`GRACE_S` to those still alive, and exits. ``START`` is the leader's start time
+or let the watchdog go), the watchdog sends SIGTERM to every group still registered and every
+process in its cgroup (those that started sessions of their own too), SIGKILL after
+:data:`GRACE_S` to those still alive, removes the cgroups and exits. ``START`` is the leader's start time
 (``/proc/PID/stat`` field 22): a group whose leader id now belongs to another process is left
 alone.
 
@@ -53,8 +55,25 @@ def group_alive(pgid: int) -> bool:
     return True
 
 
-def signal_groups(groups: dict[int, int | None], signum: int) -> None:
-    for pgid, started in groups.items():
+def cgroup_pids(procs: str | None) -> list[int]:
+    """The processes in the cgroup whose ``cgroup.procs`` file is ``procs``."""
+    if not procs:
+        return []
+    try:
+        with open(procs) as f:
+            return [int(pid) for pid in f.read().split()]
+    except (OSError, ValueError):
+        return []
+
+
+Groups = dict[int, tuple[int | None, str | None]]  # pgid: (leader's start time, cgroup.procs)
+
+
+def signal_groups(groups: Groups, signum: int) -> None:
+    for pgid, (started, procs) in groups.items():
+        for pid in cgroup_pids(procs):
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signum)
         now = start_time(pgid)
         if now is not None and started is not None and now != started:
             continue  # the leader's id was reused by an unrelated process
@@ -62,31 +81,42 @@ def signal_groups(groups: dict[int, int | None], signum: int) -> None:
             os.killpg(pgid, signum)
 
 
-def watch(stream: Iterable[str]) -> dict[int, int | None]:
+def watch(stream: Iterable[str]) -> Groups:
     """Follow registrations on ``stream`` (lines) until end of file; the groups left."""
-    groups: dict[int, int | None] = {}
+    groups: Groups = {}
     for line in stream:
-        fields = line.split()
-        if not fields:
-            continue
+        fields = line.rstrip("\n").split(" ", 2)
         with contextlib.suppress(ValueError, IndexError):
             pgid = int(fields[0][1:])
             if fields[0].startswith("+"):
-                groups[pgid] = int(fields[1]) if len(fields) > 1 else None
+                started = int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else None
+                groups[pgid] = (started, fields[2] if len(fields) > 2 and fields[2] else None)
             elif fields[0].startswith("-"):
                 groups.pop(pgid, None)
     return groups
 
 
-def stop_groups(groups: dict[int, int | None], grace_s: float = GRACE_S) -> None:
-    """SIGTERM to every group, SIGKILL to those still alive after ``grace_s``."""
+def stop_groups(groups: Groups, grace_s: float = GRACE_S) -> None:
+    """SIGTERM to every group (and its cgroup), SIGKILL to those still alive after ``grace_s``;
+    then the emptied cgroups are removed."""
     if not groups:
         return
+
+    def alive(pgid: int) -> bool:
+        return group_alive(pgid) or bool(cgroup_pids(groups[pgid][1]))
+
     signal_groups(groups, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline and any(group_alive(g) for g in groups):
+    while time.monotonic() < deadline and any(alive(g) for g in groups):
         time.sleep(0.02)
-    signal_groups({g: s for g, s in groups.items() if group_alive(g)}, signal.SIGKILL)
+    signal_groups({g: s for g, s in groups.items() if alive(g)}, signal.SIGKILL)
+    deadline = time.monotonic() + grace_s
+    for _, procs in groups.values():
+        while cgroup_pids(procs) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        if procs:
+            with contextlib.suppress(OSError):
+                os.rmdir(os.path.dirname(procs))
 
 
 def main() -> int:
@@ -130,15 +160,19 @@ class Watchdog:
             with contextlib.suppress(OSError):
                 proc.stdin.write(line.encode())
 
-    def guard(self, pgid: int) -> None:
-        """Stop group ``pgid`` if this process dies before :meth:`release`."""
+    def guard(self, pgid: int, cgroup_procs: str | None = None) -> None:
+        """Stop group ``pgid`` (and the processes in the cgroup whose ``cgroup.procs`` file is
+        ``cgroup_procs``) if this process dies before :meth:`release`."""
         started = start_time(pgid)
         with self._lock:
             self._forget_if_forked()
             if self._proc is None:
                 self._proc = self._start()
             self._groups.add(pgid)
-            self._say(self._proc, f"+{pgid} {started if started is not None else ''}\n")
+            self._say(
+                self._proc,
+                f"+{pgid} {started if started is not None else '-'} {cgroup_procs or ''}\n",
+            )
 
     def release(self, pgid: int) -> None:
         """Group ``pgid`` was stopped (or is no longer ours to stop)."""

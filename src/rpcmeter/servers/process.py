@@ -1,11 +1,15 @@
-"""Server process lifecycle: start (pinned, in its own process group), probe until ready, watch,
-and always stop the whole process tree, on success, failure, timeout and Ctrl-C; if rpcmeter is
-killed outright, :mod:`rpcmeter.watchdog` stops the group."""
+"""Server process lifecycle: start (pinned, in its own process group and, where the machine allows
+it, its own cgroup), probe until ready, watch, and always stop the whole process tree, on success,
+failure, timeout and Ctrl-C; if rpcmeter is killed outright, :mod:`rpcmeter.watchdog` stops the
+group and the cgroup. The cgroup holds every process the server starts, also those that start a
+session of their own (``setsid``) and so leave its process group; without one, such a process is
+stopped only while it is still a descendant of the server."""
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import itertools
 import os
 import shlex
 import signal
@@ -23,10 +27,12 @@ import psutil
 
 from rpcmeter.endpoints import Endpoint
 from rpcmeter.errors import ServerError
+from rpcmeter.placement import Cgroup, join_cgroup, tracking_cgroup
 from rpcmeter.watchdog import WATCHDOG
 
 _LIVE: set[ServerProcess] = set()
 _LIVE_LOCK = threading.Lock()
+_SERIAL = itertools.count(1)
 
 
 _PR_SET_PDEATHSIG = 1
@@ -111,7 +117,10 @@ class ServerProcess:
         ready_timeout_s: float = 20.0,
         stop_timeout_s: float = 5.0,
         ready_probe: bool = True,
+        quota: Cgroup | None = None,
     ) -> None:
+        """``quota``: the cgroup with the server's CPU quota, if any; the server's own cgroup is
+        made inside it (or, where that fails, the server joins it)."""
         self.command = list(command)
         self.endpoint = endpoint
         self.env = dict(env or {})
@@ -121,6 +130,9 @@ class ServerProcess:
         self.stop_timeout_s = stop_timeout_s
         self.ready_probe = ready_probe
         self.proc: subprocess.Popen[bytes] | None = None
+        self.quota = quota
+        self.cgroup: Cgroup | None = None  # the server's own cgroup, where it could be made
+        self.cgroup_note: str | None = None  # why the server is not in its quota cgroup
         self._log = tempfile.NamedTemporaryFile(  # noqa: SIM115 - lives as long as the server
             prefix="rpcmeter-server-", suffix=".log", delete=False
         )
@@ -136,9 +148,14 @@ class ServerProcess:
         cpus = self.cpus
 
         parent = os.getpid()
+        self.cgroup, _ = tracking_cgroup(f"rpcmeter-{parent}-server-{next(_SERIAL)}", self.quota)
+        procs = str(self.cgroup.procs) if self.cgroup else None
 
         def _in_child() -> None:
             die_with_parent(parent)
+            if procs:  # before the command runs, so that all it starts is inside
+                with contextlib.suppress(OSError), open(procs, "w") as f:
+                    f.write(str(os.getpid()))
             if cpus:
                 os.sched_setaffinity(0, cpus)
 
@@ -154,10 +171,17 @@ class ServerProcess:
                 preexec_fn=_in_child,
             )
         except OSError as exc:
+            self._remove_cgroup()
             raise ServerError(
                 f"cannot start server {shlex.join(self.command)}: {exc.strerror}"
             ) from None
-        WATCHDOG.guard(self.proc.pid)
+        if self.cgroup is not None and self.proc.pid not in self.cgroup.pids():
+            self._remove_cgroup()  # the server could not join it: stopped as without cgroups
+        if self.quota is not None and (
+            self.cgroup is None or self.cgroup.path.parent != self.quota.path
+        ):
+            self.cgroup_note = join_cgroup(self.quota, [self.proc.pid])
+        WATCHDOG.guard(self.proc.pid, str(self.cgroup.procs) if self.cgroup else None)
         with _LIVE_LOCK:
             _LIVE.add(self)
         if self.ready_probe:
@@ -202,31 +226,48 @@ class ServerProcess:
         except psutil.Error:
             return []
 
+    def _signal(self, signum: int) -> None:
+        """``signum`` to the server's process group and to every process in its cgroup."""
+        assert self.proc is not None
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.proc.pid, signum)
+        if self.cgroup is not None:
+            self.cgroup.signal(signum)
+
     def stop(self) -> None:
-        """Stop the whole tree: SIGTERM to the group, then SIGKILL after ``stop_timeout_s``."""
+        """Stop the whole tree: SIGTERM to the group and the cgroup, then SIGKILL after
+        ``stop_timeout_s`` to what is left of them."""
         proc = self.proc
         if proc is None:
             return
         descendants = self.tree()[1:]
         if proc.poll() is None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGTERM)
-            try:
+            deadline = time.monotonic() + self.stop_timeout_s
+            self._signal(signal.SIGTERM)
+            with contextlib.suppress(subprocess.TimeoutExpired):
                 proc.wait(self.stop_timeout_s)
-            except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError, PermissionError):
-                    os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait()
-        else:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(proc.pid, signal.SIGKILL)
-        for child in descendants:  # children that left the group
+            while self.cgroup is not None and self.cgroup.pids() and time.monotonic() < deadline:
+                time.sleep(0.01)
+        self._signal(signal.SIGKILL)
+        proc.wait()
+        for child in descendants:  # children that left the group (where there is no cgroup)
             with contextlib.suppress(psutil.Error):
                 child.kill()
+        self._remove_cgroup()
         WATCHDOG.release(proc.pid)
         with _LIVE_LOCK:
             _LIVE.discard(self)
         self._cleanup_socket()
+
+    def _remove_cgroup(self) -> None:
+        """Remove the server's cgroup once the processes killed in it have left it."""
+        group, self.cgroup = self.cgroup, None
+        if group is None:
+            return
+        deadline = time.monotonic() + 2.0
+        while group.pids() and time.monotonic() < deadline:
+            time.sleep(0.005)
+        group.remove()
 
     def _cleanup_socket(self) -> None:
         path = self.endpoint.path
