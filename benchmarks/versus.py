@@ -16,6 +16,7 @@ from rpcmeter.endpoints import Endpoint
 from rpcmeter.placement import available_cpus
 from rpcmeter.runners.closed_loop import run_closed_loop
 from rpcmeter.runners.spec import LoadSpec
+from rpcmeter.tls import ClientTls
 from rpcmeter.workloads import NoopParams
 
 Run = Callable[[], tuple[float, float]]  # (calls/s, client CPU seconds per call)
@@ -63,8 +64,9 @@ def run_rpcmeter(
     duration: float,
     cpu: int,
     validate: bool = True,
+    tls: ClientTls | None = None,
 ) -> tuple[float, float]:
-    """(calls/s, client CPU seconds per call) of one rpcmeter client process."""
+    """(calls/s, client CPU seconds per call) of one rpcmeter client process (over ``tls``)."""
     out = run_closed_loop(
         LoadSpec(
             driver,
@@ -75,6 +77,7 @@ def run_rpcmeter(
                 validate=validate,
                 threads=concurrency,
                 connections=conns,
+                tls=tls,
             ),
             clients=1,
             requests=None,

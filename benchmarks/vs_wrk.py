@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import re
-import resource
 import shutil
 import statistics
 import subprocess
@@ -37,20 +36,12 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-from rpcmeter.drivers.base import DriverContext
+from versus import children_cpu_s, cpus, run_python_floor, run_rpcmeter
+
 from rpcmeter.endpoints import Endpoint
-from rpcmeter.placement import available_cpus
-from rpcmeter.runners.closed_loop import run_closed_loop
-from rpcmeter.runners.spec import LoadSpec
 from rpcmeter.servers import nginx
 from rpcmeter.servers.process import ServerProcess, expand_command, free_port
 from rpcmeter.tls import ClientTls, RunCertificates, TlsSettings
-from rpcmeter.workloads import NoopParams
-
-
-def children_cpu_s() -> float:
-    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return usage.ru_utime + usage.ru_stime
 
 
 def run_wrk(url: str, connections: int, duration: float, cpu: int) -> tuple[float, float]:
@@ -137,18 +128,10 @@ def run_floor(
     measured by itself over the measured interval, as rpcmeter's is); over TLS trusting
     ``ca_file`` when given."""
     args = [host, str(port), path, str(connections), str(duration), ca_file or ""]
-    out = subprocess.run(
-        ["taskset", "-c", str(cpu), sys.executable, "-c", FLOOR, *args],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=duration + 60,
-    ).stdout.split()
-    replies, seconds, cpu_s = int(out[0]), float(out[1]), float(out[2])
-    return replies / seconds, cpu_s / replies
+    return run_python_floor(FLOOR, args, cpu, duration + 60)
 
 
-def run_rpcmeter(
+def rpcmeter_http(
     endpoint: Endpoint,
     path: str,
     connections: int,
@@ -157,29 +140,10 @@ def run_rpcmeter(
     tls: ClientTls | None = None,
 ) -> tuple[float, float]:
     """(requests/s, client CPU seconds per request) of one rpcmeter run (over ``tls``)."""
-    out = run_closed_loop(
-        LoadSpec(
-            "http",
-            DriverContext(
-                endpoint,
-                NoopParams(),
-                {"path": path, "method": "GET"},
-                threads=connections,
-                connections=connections,
-                tls=tls,
-            ),
-            clients=1,
-            requests=None,
-            duration_s=duration,
-            warmup=10,
-            timeout_s=duration + 60,
-            client_cpus=[cpu],
-        )
+    options = {"path": path, "method": "GET"}
+    return run_rpcmeter(
+        "http", endpoint, options, connections, connections, duration, cpu, False, tls
     )
-    if out.failure or out.errors:
-        raise RuntimeError(f"rpcmeter run failed: {out.failure or out.errors}")
-    client = out.clients[0]
-    return out.ok / out.wall_s, (client["cpu_user_s"] + client["cpu_sys_s"]) / out.ok
 
 
 def main() -> int:
@@ -193,8 +157,7 @@ def main() -> int:
     if shutil.which("wrk") is None or nginx.executable() is None:
         print("needs wrk and nginx (Debian: apt-get install wrk nginx-light)", file=sys.stderr)
         return 2
-    cpus = available_cpus()
-    server_cpu, client_cpu = (cpus[0], cpus[1]) if len(cpus) > 1 else (cpus[0], cpus[0])
+    server_cpu, client_cpu = cpus()
     certs = RunCertificates() if args.tls else None
     tls = ClientTls(TlsSettings(), certs.ca_file, None) if certs else None
     ca_file = certs.ca_file if certs else None
@@ -224,7 +187,7 @@ def main() -> int:
                 (
                     "rpcmeter",
                     ours,
-                    partial(run_rpcmeter, endpoint, args.path, c, d, client_cpu, tls),
+                    partial(rpcmeter_http, endpoint, args.path, c, d, client_cpu, tls),
                 ),
                 (
                     "floor",
