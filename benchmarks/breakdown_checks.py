@@ -8,22 +8,34 @@
   clock, :data:`EXACT_SLEEP_SERVER`) at one loop on one connection, with ``[breakdown]``: the
   latency must come out at 1 ms + the round trip within 2 %. Prints the median latency, the round
   trip's median, the server-reported handling time and the difference.
+- ``wakeups``: why the ``sleep`` check comes out above 1 ms + the round trip on a virtual
+  machine, with no rpcmeter code in the path: a bare client and a bare server (one connection,
+  blocking reads, kernel receive timestamps on both ends, pinned to different CPUs as rpcmeter
+  pins them), a no-op request and a 1 ms one alternating; prints the medians of each part of
+  the round trip (the server's wakeup from its request's arrival to its read, the reply's way
+  from the server's send to the client's socket, the client's wakeup from that to its read) and
+  how much longer each is when the other side took 1 ms: an idle CPU's wakeup.
 - ``profile``: the slowdown of profiling the server: the built-in HTTP server at one loop (5!,
   the server's per-request cost is small, so sampling pauses weigh most), ``[profile] server``
   off and on, alternating; prints requests/s and server CPU per request of each, and the ratio.
 
-    python benchmarks/breakdown_checks.py [hyperfine|sleep|profile ...] [--rounds 3]
+    python benchmarks/breakdown_checks.py [hyperfine|sleep|wakeups|profile ...] [--rounds 3]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
+import os
 import shutil
+import socket
 import statistics
+import struct
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -46,9 +58,10 @@ def rpcmeter_command(command: str, runs: int) -> tuple[float, float]:
             "workloads": {"run": {}},
         }
     )
-    [case] = run_suite(suite)["cases"]
-    c = case["command"]
-    return float(c["wall_s"]), float(c["user_s"] + c["sys_s"])
+    [case] = run_suite(suite).cases
+    c = case.command
+    assert c is not None and c.wall_s is not None
+    return c.wall_s, (c.user_s or 0.0) + (c.sys_s or 0.0)
 
 
 def hyperfine_command(command: str, runs: int) -> tuple[float, float]:
@@ -124,32 +137,128 @@ while True:
 """
 
 
+def _sleep_case(placement: str) -> tuple[float, float, float, float]:
+    """Latency p50, round trip p50 (before, after) of the 1 ms server at one loop (us)."""
+    suite = build_suite(
+        {
+            "name": "sleep 1 ms",
+            "target": {
+                "driver": "raw",
+                "transport": "tcp",
+                "server": {"command": ["{python}", "-c", EXACT_SLEEP_SERVER, "{port}"]},
+            },
+            "load": {"requests": 1000, "warmup": 20, "threads": 1, "connections": 1},
+            "workloads": {"sleep": {"ms": 1}},
+            "breakdown": {"rtt_requests": 500},
+            "placement": {"server_cpus": placement, "client_cpus": placement},
+        }
+    )
+    [case] = run_suite(suite).cases
+    rtt = case.breakdown.rtt_us if case.breakdown is not None else None
+    assert case.latency is not None and rtt is not None, case.reason
+    p50, rtt_p50, before, after = (
+        math.nan if f is None else f for f in (case.latency.p50_us, rtt.p50, rtt.before, rtt.after)
+    )
+    return p50, rtt_p50, before, after
+
+
 def check_sleep(rounds: int) -> None:
-    print("a server sleeping exactly 1 ms, one loop: latency against 1 ms + round trip (medians)")
+    print(
+        "a server sleeping exactly 1 ms, one loop: latency against 1 ms + round trip (medians); "
+        "placement auto (server and client on different CPUs) and none, alternating"
+    )
     for _ in range(rounds):
-        suite = build_suite(
-            {
-                "name": "sleep 1 ms",
-                "target": {
-                    "driver": "raw",
-                    "transport": "tcp",
-                    "server": {"command": ["{python}", "-c", EXACT_SLEEP_SERVER, "{port}"]},
-                },
-                "load": {"requests": 1000, "warmup": 20, "threads": 1, "connections": 1},
-                "workloads": {"sleep": {"ms": 1}},
-                "breakdown": {"rtt_requests": 500},
-            }
-        )
-        [case] = run_suite(suite)["cases"]
-        b = case["breakdown"]
-        latency = case["latency"]["p50_us"]
-        rtt = b["rtt_us"]["p50"]
-        expected = 1000.0 + rtt
-        print(
-            f"  latency p50 {latency:8.1f} us, round trip p50 {rtt:6.1f} us, server handling "
-            f"p50 {b['server_us']['p50']:7.1f} us: {latency / expected - 1:+.2%} from "
-            "1 ms + round trip"
-        )
+        for placement in ("auto", "none"):
+            latency, rtt, before, after = _sleep_case(placement)
+            print(
+                f"  {placement:4}  latency p50 {latency:7.1f} us, round trip p50 {rtt:6.1f} us "
+                f"(before {before:5.1f}, after {after:5.1f}): "
+                f"{latency / (1000.0 + rtt) - 1:+.2%} from 1 ms + round trip"
+            )
+
+
+# The ``wakeups`` check's server: answers ``n`` at once and ``s`` after exactly 1 ms (0.7 ms
+# asleep, the rest on the clock), with its wakeup (the request's kernel arrival to its read), its
+# handling and its clock at the send (CLOCK_REALTIME, ns).
+STAMPING_SERVER = """
+import socket, struct, sys, time
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)
+srv = socket.create_server(("127.0.0.1", int(sys.argv[1])))
+srv.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+print("ready", flush=True)
+conn, _ = srv.accept()
+conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+clock = time.perf_counter_ns
+while True:
+    data, anc, _, _ = conn.recvmsg(64, socket.CMSG_SPACE(16))
+    if not data:
+        break
+    now = time.time_ns()
+    sec, nsec = struct.unpack_from("@qq", anc[0][2])
+    t0 = clock()
+    if data[4:5] == b"s":
+        time.sleep(0.0007)
+        while clock() - t0 < 1_000_000:
+            pass
+    conn.sendall(struct.pack(">qqq", now - (sec * 10**9 + nsec), clock() - t0, time.time_ns()))
+"""
+_PARTS = ("server wakeup", "reply to client socket", "client wakeup", "round trip - handling")
+
+
+def _stamped_exchanges(sock: socket.socket, code: bytes, count: int) -> list[float]:
+    """Medians (us) of the parts in :data:`_PARTS` over ``count`` requests ``code``."""
+    rows = []
+    for _ in range(count):
+        t0 = time.perf_counter_ns()
+        sock.sendall(struct.pack(">IB", 1, code[0]))
+        data, anc, _, _ = sock.recvmsg(64, socket.CMSG_SPACE(16))
+        now = time.time_ns()
+        latency = time.perf_counter_ns() - t0
+        sec, nsec = struct.unpack_from("@qq", anc[0][2])
+        arrived = sec * 10**9 + nsec
+        server_wake, handling, sent = struct.unpack(">qqq", data)
+        rows.append((server_wake, arrived - sent, now - arrived, latency - handling))
+    return [statistics.median(r[k] for r in rows) / 1e3 for k in range(len(_PARTS))]
+
+
+def check_wakeups(rounds: int) -> None:
+    cpus = sorted(os.sched_getaffinity(0))
+    pin = len(cpus) >= 2
+    print(
+        "bare sockets, one blocking loop, no rpcmeter code: the parts of a no-op round trip and "
+        f"of a 1 ms one (medians, us){'; server and client pinned apart' if pin else ''}"
+    )
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    server = subprocess.Popen(
+        [sys.executable, "-c", STAMPING_SERVER, str(port)], stdout=subprocess.PIPE
+    )
+    mask = os.sched_getaffinity(0)
+    try:
+        assert server.stdout is not None
+        server.stdout.readline()
+        if pin:
+            os.sched_setaffinity(server.pid, {cpus[0]})
+            os.sched_setaffinity(0, {cpus[1]})
+        with socket.create_connection(("127.0.0.1", port)) as sock:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            sock.setsockopt(socket.SOL_SOCKET, getattr(socket, "SO_TIMESTAMPNS", 35), 1)
+            _stamped_exchanges(sock, b"n", 100)  # warm up
+            for _ in range(rounds):
+                noop = _stamped_exchanges(sock, b"n", 500)
+                slept = _stamped_exchanges(sock, b"s", 500)
+                print(
+                    "  "
+                    + ", ".join(
+                        f"{p} {a:.1f} -> {b:.1f}"
+                        for p, a, b in zip(_PARTS, noop, slept, strict=True)
+                    )
+                )
+    finally:
+        os.sched_setaffinity(0, mask)
+        server.kill()
+        server.wait()
 
 
 def _profiled(on: bool) -> dict[str, Any]:
@@ -163,7 +272,7 @@ def _profiled(on: bool) -> dict[str, Any]:
         raw["profile"] = {"server": True}
     with tempfile.TemporaryDirectory() as tmp:
         result = run_suite(build_suite(raw), RunOptions(output=Path(tmp) / "r.json"))
-    case: dict[str, Any] = result["cases"][0]
+    case: dict[str, Any] = result.cases[0].dump()
     return case
 
 
@@ -187,13 +296,17 @@ def check_profile(rounds: int) -> None:
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("checks", nargs="*", default=["hyperfine", "sleep", "profile"])
+    p.add_argument("checks", nargs="*", default=["hyperfine", "sleep", "wakeups", "profile"])
     p.add_argument("--rounds", type=int, default=3)
     args = p.parse_args()
     for check in args.checks:
-        {"hyperfine": check_hyperfine, "sleep": check_sleep, "profile": check_profile}[check](
-            args.rounds
-        )
+        checks = {
+            "hyperfine": check_hyperfine,
+            "sleep": check_sleep,
+            "wakeups": check_wakeups,
+            "profile": check_profile,
+        }
+        checks[check](args.rounds)
 
 
 if __name__ == "__main__":

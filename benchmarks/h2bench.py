@@ -5,7 +5,10 @@ The floor is the cheapest Python HTTP/2 client on uvloop: per connection, reques
 once (stream id patched per request), one write per reply, replies found by walking frame
 headers with ``int.from_bytes`` (a reply ends at a frame carrying END_STREAM), no HPACK decoding,
 no status check, no clock and no bookkeeping. It is not a usable load generator; rpcmeter's
-distance from it is the cost of its own work per call.
+distance from it is the cost of its own work per call. Over TLS (``ca_file``) the floor runs on
+the mechanism rpcmeter's TLS transport uses, with nothing of its own: OpenSSL's memory BIOs, one
+``recv`` per readable event, every record in it decrypted, one ``send`` per write (the loop's
+own TLS transport is slower than rpcmeter's, so it would be no floor).
 """
 
 from __future__ import annotations
@@ -15,43 +18,31 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 from greeter_server import BuildError, build
-from versus import Run, cpus, rounds, run_python_floor, summary
+from versus import FLOOR_TLS_HANDSHAKE, Run, cpus, rounds, run_python_floor, summary
 
 from rpcmeter.endpoints import Endpoint
 from rpcmeter.servers.process import ServerProcess, free_port
+from rpcmeter.tls import RunCertificates
 
 
 @contextmanager
-def greeter(server_cpu: int, flag: str) -> Iterator[Endpoint]:
-    """The Go greeter serving ``flag`` (``-grpc`` or ``-http``) on a free port."""
+def greeter(server_cpu: int, flag: str, certs: RunCertificates | None = None) -> Iterator[Endpoint]:
+    """The Go greeter serving ``flag`` (``-grpc``, ``-http``, or ``-https`` with ``certs``) on a
+    free port."""
     endpoint = Endpoint("tcp", "127.0.0.1", free_port())
-    command = [str(build()), "-grpc", "", "-http", ""]
+    command = [str(build()), "-grpc", "", "-http", "", "-https", ""]
     command[command.index(flag) + 1] = f"127.0.0.1:{endpoint.port}"
+    if certs is not None:
+        command += ["-cert", certs.cert_file, "-key", certs.key_file]
     with ServerProcess(command, endpoint, cpus=[server_cpu]):
         yield endpoint
 
 
-FLOOR = """
-import asyncio, resource, sys, time, uvloop
-host, port, n_conns, streams, duration, mode = sys.argv[1:7]
-path = sys.argv[7].encode()
-from hpack import Encoder
+# the floor client's protocol (it needs ``parts``, the request frames split around the stream
+# id, ``preface`` and ``asyncio``); ``replies`` counts the replies it saw
+FLOOR_PROTOCOL = """
 def frame(kind, flags, sid, payload):
     return len(payload).to_bytes(3, "big") + bytes([kind, flags]) + sid.to_bytes(4, "big") + payload
-headers = [(b":method", b"POST" if mode == "grpc" else b"GET"), (b":scheme", b"http"),
-           (b":path", path), (b":authority", f"{host}:{port}".encode())]
-if mode == "grpc":
-    headers += [(b"content-type", b"application/grpc"), (b"te", b"trailers")]
-    body = bytes.fromhex(sys.argv[8])
-    block = Encoder().encode(headers)
-    head = frame(1, 4, 0, block)
-    parts = [head[:5], head[9:] + frame(0, 1, 0, b"\\0" + len(body).to_bytes(4, "big") + body)[:5],
-             b"\\0" + len(body).to_bytes(4, "big") + body]
-else:
-    head = frame(1, 5, 0, Encoder().encode(headers))
-    parts = [head[:5], head[9:]]
-preface = (b"PRI * HTTP/2.0\\r\\n\\r\\nSM\\r\\n\\r\\n" + frame(4, 0, 0, (4).to_bytes(2, "big")
-           + (1 << 30).to_bytes(4, "big")) + frame(8, 0, 0, (1 << 30).to_bytes(4, "big")))
 replies = 0
 
 class Floor(asyncio.Protocol):
@@ -94,9 +85,70 @@ class Floor(asyncio.Protocol):
             replies += ended
             self.send(ended)
 
+"""
+
+FLOOR = (
+    """
+import asyncio, resource, socket, ssl, sys, time, uvloop
+"""
+    + FLOOR_PROTOCOL
+    + """
+host, port, n_conns, streams, duration, mode = sys.argv[1:7]
+path, ca_file = sys.argv[7].encode(), sys.argv[9]
+from hpack import Encoder
+headers = [(b":method", b"POST" if mode == "grpc" else b"GET"),
+           (b":scheme", b"https" if ca_file else b"http"),
+           (b":path", path), (b":authority", f"{host}:{port}".encode())]
+if mode == "grpc":
+    headers += [(b"content-type", b"application/grpc"), (b"te", b"trailers")]
+    body = bytes.fromhex(sys.argv[8])
+    block = Encoder().encode(headers)
+    head = frame(1, 4, 0, block)
+    parts = [head[:5], head[9:] + frame(0, 1, 0, b"\\0" + len(body).to_bytes(4, "big") + body)[:5],
+             b"\\0" + len(body).to_bytes(4, "big") + body]
+else:
+    head = frame(1, 5, 0, Encoder().encode(headers))
+    parts = [head[:5], head[9:]]
+preface = (b"PRI * HTTP/2.0\\r\\n\\r\\nSM\\r\\n\\r\\n" + frame(4, 0, 0, (4).to_bytes(2, "big")
+           + (1 << 30).to_bytes(4, "big")) + frame(8, 0, 0, (1 << 30).to_bytes(4, "big")))
+
+"""
+    + FLOOR_TLS_HANDSHAKE
+    + """
+class Tls:  # over TLS: memory BIOs, one recv a readable event, one send a write
+    def __init__(self, loop, protocol):
+        context = ssl.create_default_context(cafile=ca_file)
+        context.set_alpn_protocols(["h2"])
+        self.sock, self.tls, self.inc, self.out = handshake(context, host, int(port))
+        assert self.tls.selected_alpn_protocol() == "h2"
+        self.protocol = protocol
+        protocol.connection_made(self)
+        loop.add_reader(self.sock.fileno(), self.readable)
+
+    def write(self, data):
+        self.tls._sslobj.write(data)
+        self.sock.send(self.out.read())
+
+    def readable(self):
+        self.inc.write(self.sock.recv(65536))
+        chunks = []
+        try:
+            while True:
+                chunks.append(self.tls._sslobj.read(65536))
+                if not self.inc.pending:
+                    break
+        except ssl.SSLWantReadError:
+            pass
+        if chunks:
+            self.protocol.data_received(b"".join(chunks))
+
 async def main():
     loop = asyncio.get_running_loop()
-    conns = [(await loop.create_connection(Floor, host, int(port)))[1] for _ in range(int(n_conns))]
+    if ca_file:
+        conns = [Tls(loop, Floor()).protocol for _ in range(int(n_conns))]
+    else:
+        conns = [(await loop.create_connection(Floor, host, int(port)))[1]
+                 for _ in range(int(n_conns))]
     await asyncio.sleep(0.2)
     start, before, cpu = time.perf_counter(), replies, resource.getrusage(resource.RUSAGE_SELF)
     for c in conns:
@@ -108,6 +160,7 @@ async def main():
 
 uvloop.run(main())
 """
+)
 
 
 def run_floor(
@@ -119,11 +172,12 @@ def run_floor(
     streams: int,
     duration: float,
     cpu: int,
+    ca_file: str = "",
 ) -> tuple[float, float]:
     """(calls/s, client CPU seconds per call) of the bare floor client (its own CPU over the
-    measured interval, as rpcmeter's is)."""
+    measured interval, as rpcmeter's is); over TLS trusting ``ca_file`` when given."""
     args = [str(endpoint.host), str(endpoint.port), str(conns), str(streams), str(duration)]
-    return run_python_floor(FLOOR, [*args, mode, path, body_hex], cpu, duration + 60)
+    return run_python_floor(FLOOR, [*args, mode, path, body_hex, ca_file], cpu, duration + 60)
 
 
 def against_greeter(
@@ -134,13 +188,14 @@ def against_greeter(
     n_rounds: int,
     peer: str,
     targets: tuple[float, float],
+    certs: RunCertificates | None = None,
 ) -> int:
     """Start the greeter (``flag``; described as ``server``), run ``clients(endpoint,
     client_cpu)`` for ``n_rounds`` rounds (``what``), print the summary of rpcmeter against
     ``peer``; the exit status."""
     server_cpu, client_cpu = cpus()
     try:
-        with greeter(server_cpu, flag) as endpoint:
+        with greeter(server_cpu, flag, certs) as endpoint:
             print(f"{server} on CPU {server_cpu}, clients on CPU {client_cpu}; {what}")
             runs = rounds(clients(endpoint, client_cpu), n_rounds)
     except BuildError as exc:

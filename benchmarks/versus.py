@@ -40,6 +40,28 @@ def pinned(command: list[str], cpu: int, timeout_s: float) -> tuple[str, float]:
     return out, children_cpu_s() - cpu0
 
 
+# a floor client's blocking TLS handshake through memory BIOs, as rpcmeter's transport does it
+# (floor scripts include it; it needs ``socket`` and ``ssl``): the socket, the TLS object and its
+# incoming and outgoing BIOs, the socket non-blocking once the handshake is done
+FLOOR_TLS_HANDSHAKE = """
+def handshake(context, host, port):
+    sock = socket.create_connection((host, port))
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    tls = context.wrap_bio(incoming, outgoing, server_hostname=host)
+    while True:
+        try:
+            tls.do_handshake()
+            break
+        except ssl.SSLWantReadError:
+            sock.sendall(outgoing.read())
+            incoming.write(sock.recv(65536))
+    sock.sendall(outgoing.read())
+    sock.setblocking(False)
+    return sock, tls, incoming, outgoing
+"""
+
+
 def run_python_floor(code: str, args: list[str], cpu: int, timeout_s: float) -> tuple[float, float]:
     """(calls/s, client CPU seconds per call) of a floor client: Python ``code`` run pinned to
     ``cpu`` with ``args``, printing its replies, seconds and CPU seconds (its own CPU over the

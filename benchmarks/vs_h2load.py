@@ -1,4 +1,4 @@
-"""rpcmeter's HTTP/2 (``options.http = "2"``) against h2load, on the same Go h2c server, in one run.
+"""rpcmeter's HTTP/2 (``options.http = "2"``) against h2load, on the same Go server, in one run.
 
 The Go greeter server's net/http h2c port (``benchmarks/greeter``) runs pinned to one CPU; h2load
 (nghttp2, ``-c CONNECTIONS -m STREAMS``), rpcmeter's HTTP driver over HTTP/2 (one client
@@ -9,7 +9,13 @@ for several rounds. It prints requests/s and client CPU per request (h2load's fr
 rpcmeter / h2load >= 0.95 for requests/s, <= 1.1 for CPU per request) and rpcmeter's CPU per
 request above the floor's.
 
+With ``--tls`` the three speak HTTP/2 over TLS (ALPN ``h2``, TLS 1.3) to the greeter's HTTPS
+port, its certificate made for the run with ``trustme`` (in a temporary directory, passed on its
+command line); rpcmeter and the floor verify it, h2load verifies no certificate. Connections are
+opened before the measured interval, so the figures are the per-request cost of TLS records.
+
     python benchmarks/vs_h2load.py [--connections 5] [--streams 10] [--duration 5] [--rounds 3]
+                                   [--tls]
 
 h2load: Debian package ``nghttp2-client``.
 """
@@ -26,10 +32,11 @@ from h2bench import against_greeter, run_floor
 from versus import Run, pinned, run_rpcmeter
 
 from rpcmeter.endpoints import Endpoint
+from rpcmeter.tls import ClientTls, RunCertificates, TlsSettings
 
 
 def run_h2load(
-    endpoint: Endpoint, conns: int, streams: int, duration: float, cpu: int
+    endpoint: Endpoint, conns: int, streams: int, duration: float, cpu: int, tls: bool = False
 ) -> tuple[float, float]:
     """(requests/s, client CPU seconds per request) of one h2load run (every request a 2xx)."""
     out, cpu_s = pinned(
@@ -41,7 +48,7 @@ def run_h2load(
             str(streams),
             "-D",
             f"{duration:g}",
-            f"http://127.0.0.1:{endpoint.port}/",
+            f"{'https' if tls else 'http'}://127.0.0.1:{endpoint.port}/",
         ],
         cpu,
         duration + 60,
@@ -62,24 +69,34 @@ def main() -> int:
     parser.add_argument("--streams", type=int, default=10, help="concurrent per connection")
     parser.add_argument("--duration", type=float, default=5.0)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--tls", action="store_true", help="HTTP/2 over TLS (h2 by ALPN)")
     args = parser.parse_args()
     if shutil.which("h2load") is None:
         print("needs h2load (Debian: apt-get install nghttp2-client)", file=sys.stderr)
         return 2
     c, m, d = args.connections, args.streams, args.duration
     options = {"http": "2", "path": "/", "method": "GET"}
+    certs = RunCertificates() if args.tls else None
+    tls = ClientTls(TlsSettings(), certs.ca_file, None) if certs else None
+    ca_file = certs.ca_file if certs else ""
 
     def clients(ep: Endpoint, cpu: int) -> list[tuple[str, Run]]:
+        ours = partial(run_rpcmeter, "http", ep, options, c, c * m, d, cpu, False, tls)
         return [
-            ("h2load", partial(run_h2load, ep, c, m, d, cpu)),
-            ("rpcmeter", partial(run_rpcmeter, "http", ep, options, c, c * m, d, cpu, False)),
-            ("floor", partial(run_floor, ep, "http", "/", "", c, m, d, cpu)),
+            ("h2load", partial(run_h2load, ep, c, m, d, cpu, args.tls)),
+            ("rpcmeter", ours),
+            ("floor", partial(run_floor, ep, "http", "/", "", c, m, d, cpu, ca_file)),
         ]
 
     what = f"{c} connections x {m} streams, {d:g} s per run, GET /"
-    return against_greeter(
-        "-http", "Go net/http h2c", what, clients, args.rounds, "h2load", (0.95, 1.1)
-    )
+    flag, server = ("-https", "Go net/http over TLS") if certs else ("-http", "Go net/http h2c")
+    try:
+        return against_greeter(
+            flag, server, what, clients, args.rounds, "h2load", (0.95, 1.1), certs
+        )
+    finally:
+        if certs is not None:
+            certs.close()
 
 
 if __name__ == "__main__":

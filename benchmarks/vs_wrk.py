@@ -11,7 +11,9 @@ rounds' own ratios (each round runs the clients back to back, so its ratio is th
 
 A third client shows the floor of any Python client on uvloop: a bare protocol per connection
 that takes every read for one whole reply and writes the next request, with no parsing, no
-clock and no bookkeeping (not a usable load generator: it only counts). rpcmeter's distance
+clock and no bookkeeping (not a usable load generator: it only counts); over TLS it reads and
+writes through OpenSSL's memory BIOs, one ``recv`` and one ``send`` a request, the mechanism of
+rpcmeter's TLS transport with nothing of its own around it. rpcmeter's distance
 from this floor is the cost of its own work per request; the floor's distance from wrk is the
 event loop's and the kernel's.
 
@@ -36,7 +38,7 @@ from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 
-from versus import children_cpu_s, cpus, run_python_floor, run_rpcmeter
+from versus import FLOOR_TLS_HANDSHAKE, children_cpu_s, cpus, run_python_floor, run_rpcmeter
 
 from rpcmeter.endpoints import Endpoint
 from rpcmeter.servers import nginx
@@ -62,7 +64,8 @@ def run_wrk(url: str, connections: int, duration: float, cpu: int) -> tuple[floa
     return float(rate.group(1)), cpu_s / int(m.group(1))
 
 
-FLOOR = """
+FLOOR = (
+    """
 import asyncio, resource, socket, ssl, sys, time, uvloop
 host, port, path, n_conns, duration, ca_file = sys.argv[1:7]
 request = f"GET {path} HTTP/1.1\\r\\nHost: {host}:{port}\\r\\n\\r\\n".encode()
@@ -77,28 +80,37 @@ class Floor(asyncio.Protocol):
         replies += 1
         self.write(request)
 
-def tls_reader(sock):  # over TLS: the loop watches a non-blocking SSLSocket
-    recv, send = sock.recv, sock.send
+def tls_reader(sock, tls, incoming, outgoing):  # over TLS: memory BIOs, as rpcmeter's
+    recv, send, feed, read = sock.recv, sock.send, incoming.write, tls._sslobj.read
+    encrypt, encrypted = tls._sslobj.write, outgoing.read
     def readable():
         global replies
+        feed(recv(65536))
         try:
-            recv(65536)
+            read(65536)
         except ssl.SSLWantReadError:
             return
         replies += 1
-        send(request)
-    return readable
+        encrypt(request)
+        send(encrypted())
+    def write(data):
+        encrypt(data)
+        send(encrypted())
+    return readable, write
 
+"""
+    + FLOOR_TLS_HANDSHAKE
+    + """
 async def main():
     loop = asyncio.get_running_loop()
     if ca_file:
         context = ssl.create_default_context(cafile=ca_file)
-        socks = [context.wrap_socket(socket.create_connection((host, int(port))),
-                                     server_hostname=host) for _ in range(int(n_conns))]
-        for s in socks:
-            s.setblocking(False)
-            loop.add_reader(s.fileno(), tls_reader(s))
-        writes = [s.send for s in socks]
+        writes = []
+        for _ in range(int(n_conns)):
+            conn = handshake(context, host, int(port))
+            readable, write = tls_reader(*conn)
+            loop.add_reader(conn[0].fileno(), readable)
+            writes.append(write)
     else:
         conns = [(await loop.create_connection(Floor, host, int(port)))[1]
                  for _ in range(int(n_conns))]
@@ -113,6 +125,7 @@ async def main():
 
 uvloop.run(main())
 """
+)
 
 
 def run_floor(

@@ -19,7 +19,7 @@ from rpcmeter.analysis import (
     verdict_of,
 )
 from rpcmeter.errors import UsageError
-from tests.support.synthetic import synthetic_result
+from tests.support.synthetic import document, parsed, synthetic_result
 
 MEAN = analysis.METRIC_BY_NAME["mean"]
 
@@ -67,16 +67,17 @@ def test_known_difference_gives_verdicts_both_ways() -> None:
     base = list(rng.normal(100, 2, 5))
     quicker = list(rng.normal(80, 2, 5))
     row = compare_values(base, quicker, MEAN, seed=1)
-    assert row["verdict"] == "faster"
-    assert row["ratio"] == pytest.approx(0.8, rel=0.05)
-    assert row["ci_high"] < 1 and row["p_value"] < 0.05
+    assert row.verdict == "faster"
+    assert row.ratio == pytest.approx(0.8, rel=0.05)
+    assert row.ci_high is not None and row.p_value is not None
+    assert row.ci_high < 1 and row.p_value < 0.05
     # throughput: higher is better, so a lower ratio is slower
     tput = analysis.METRIC_BY_NAME["throughput"]
-    assert compare_values(base, quicker, tput, seed=1)["verdict"] == "slower"
-    assert compare_values(quicker, base, MEAN, seed=1)["verdict"] == "slower"
+    assert compare_values(base, quicker, tput, seed=1).verdict == "slower"
+    assert compare_values(quicker, base, MEAN, seed=1).verdict == "slower"
     # no difference: same
     row = compare_values(base, list(rng.normal(100, 2, 5)), MEAN, seed=1)
-    assert row["verdict"] == "same"
+    assert row.verdict == "same"
 
 
 def test_verdict_needs_interval_and_test_to_agree() -> None:
@@ -86,7 +87,7 @@ def test_verdict_needs_interval_and_test_to_agree() -> None:
     assert verdict_of(1.2, 1.1, 1.3, 0.01, True) == "faster"
     assert verdict_of(1.2, math.nan, math.nan, math.nan, False) == "unknown"
     # one repetition per side: nothing to test
-    assert compare_values([100.0], [50.0], MEAN)["verdict"] == "unknown"
+    assert compare_values([100.0], [50.0], MEAN).verdict == "unknown"
 
 
 def test_a_a_comparisons_come_out_same() -> None:
@@ -96,7 +97,7 @@ def test_a_a_comparisons_come_out_same() -> None:
     for trial in range(400):
         a = list(rng.lognormal(np.log(100), 0.08, 5))
         b = list(rng.lognormal(np.log(100), 0.08, 5))
-        verdicts.append(compare_values(a, b, MEAN, seed=trial)["verdict"])
+        verdicts.append(compare_values(a, b, MEAN, seed=trial).verdict)
     same = verdicts.count("same") / len(verdicts)
     assert same >= 0.95, verdicts
     # the same machinery does see a real 10 % difference at that noise most of the time
@@ -106,7 +107,7 @@ def test_a_a_comparisons_come_out_same() -> None:
             list(rng.lognormal(np.log(110), 0.03, 5)),
             MEAN,
             seed=trial,
-        )["verdict"]
+        ).verdict
         == "slower"
         for trial in range(100)
     )
@@ -125,35 +126,35 @@ def test_compare_variants_on_a_result() -> None:
         cpu=True,
     )
     doc = compare_variants(result)
-    assert doc["kind"] == "variants" and doc["baseline"] == "default"
-    by = {(r["point"]["threads"], r["metric"]): r for r in doc["rows"]}
+    assert doc.kind == "variants" and doc.baseline == "default"
+    by = {(r.point["threads"], r.metric): r for r in doc.rows}
     per_request = {m.name for m in analysis.METRICS if not m.path.startswith("command.")}
     assert {m for _, m in by} == per_request  # no whole-command figures here
-    assert by[(1, "mean")]["verdict"] == "faster"
-    assert by[(1, "throughput")]["verdict"] == "faster"
-    assert by[(1, "server_cpu")]["verdict"] == "faster"
-    assert by[(4, "mean")]["verdict"] == "same"
-    summary = {s["metric"]: s for s in doc["summary"]}
-    assert summary["mean"]["geomean"] == pytest.approx(math.sqrt(0.7 * 1.0), rel=0.03)
-    assert summary["mean"]["faster"] == 1 and summary["mean"]["same"] == 1
+    assert by[(1, "mean")].verdict == "faster"
+    assert by[(1, "throughput")].verdict == "faster"
+    assert by[(1, "server_cpu")].verdict == "faster"
+    assert by[(4, "mean")].verdict == "same"
+    summary = {s.metric: s for s in doc.summary}
+    assert summary["mean"].geomean == pytest.approx(math.sqrt(0.7 * 1.0), rel=0.03)
+    assert summary["mean"].faster == 1 and summary["mean"].same == 1
     assert doc == compare_variants(result)  # deterministic
-    assert doc["warnings"] == []
+    assert doc.warnings == ()
 
 
 def test_cpu_metrics_absent_are_skipped() -> None:
     result = synthetic_result({("w", (), "a"): [1, 1.1], ("w", (), "b"): [1, 1.1]})
-    metrics = {r["metric"] for r in compare_variants(result)["rows"]}
+    metrics = {r.metric for r in compare_variants(result).rows}
     assert metrics == {"mean", "p50", "p99", "throughput"}
 
 
 def test_warnings_for_few_repetitions_and_spread() -> None:
     result = synthetic_result({("w", (), "a"): [100, 150, 80], ("w", (), "b"): [100, 101, 102]})
-    warnings = compare_variants(result)["warnings"]
+    warnings = compare_variants(result).warnings
     assert any("no verdict, as few as 3 repetition(s)" in w for w in warnings)
-    assert {r["verdict"] for r in compare_variants(result)["rows"]} == {"unknown"}
+    assert {r.verdict for r in compare_variants(result).rows} == {"unknown"}
     four = synthetic_result({("w", (), "a"): [100, 101, 99, 100], ("w", (), "b"): [80] * 4})
     assert any(
-        "verdicts rest on as few as 4 repetitions" in w for w in compare_variants(four)["warnings"]
+        "verdicts rest on as few as 4 repetitions" in w for w in compare_variants(four).warnings
     )
     assert analysis.can_decide(4, 4) and analysis.can_decide(3, 5)
     assert not analysis.can_decide(3, 3) and not analysis.can_decide(1, 20)
@@ -163,8 +164,8 @@ def test_warnings_for_few_repetitions_and_spread() -> None:
     )
     one = synthetic_result({("w", (), "a"): [100], ("w", (), "b"): [90]})
     doc = compare_variants(one)
-    assert {r["verdict"] for r in doc["rows"]} == {"unknown"}
-    assert any("no verdict, as few as 1 repetition(s)" in w for w in doc["warnings"])
+    assert {r.verdict for r in doc.rows} == {"unknown"}
+    assert any("no verdict, as few as 1 repetition(s)" in w for w in doc.warnings)
     assert not analysis.has_verdicts(doc)
 
 
@@ -175,13 +176,13 @@ def test_compare_runs_and_regressions() -> None:
         {("w", p, "x"): [130, 131, 129, 130, 132], ("v", p, "x"): [50, 51, 49, 50, 50]}, seed=1
     )
     doc = compare_runs(old, new, "run 1", "run 2")
-    assert doc["kind"] == "runs" and doc["against"] == "run 2"
-    rows = {(r["workload"], r["metric"]): r for r in doc["rows"]}
-    assert rows[("w", "mean")]["verdict"] == "slower"
-    assert rows[("v", "mean")]["verdict"] == "same"
-    assert [r["workload"] for r in regressions(doc, "mean", 20)] == ["w"]
+    assert doc.kind == "runs" and doc.against == "run 2"
+    rows = {(r.workload, r.metric): r for r in doc.rows}
+    assert rows[("w", "mean")].verdict == "slower"
+    assert rows[("v", "mean")].verdict == "same"
+    assert [r.workload for r in regressions(doc, "mean", 20)] == ["w"]
     assert regressions(doc, "mean", 40) == []  # 30 % slower is within a 40 % allowance
-    assert [r["workload"] for r in regressions(doc, "throughput", 10)] == ["w"]
+    assert [r.workload for r in regressions(doc, "throughput", 10)] == ["w"]
     with pytest.raises(UsageError, match="unknown metric"):
         regressions(doc, "nonsense", 10)
 
@@ -189,7 +190,7 @@ def test_compare_runs_and_regressions() -> None:
 def test_whole_commands_compare_run_by_run() -> None:
     """A command case holds every run: each run is a repetition, so one case per variant gives
     verdicts on wall time and CPU."""
-    result = synthetic_result({("flow", (), "1.0"): [100], ("flow", (), "1.1"): [100]})
+    result = document(synthetic_result({("flow", (), "1.0"): [100], ("flow", (), "1.1"): [100]}))
     rng = np.random.default_rng(5)
     for case, wall in zip(result["cases"], (1.0, 1.3), strict=True):
         case["runs"] = [
@@ -198,12 +199,12 @@ def test_whole_commands_compare_run_by_run() -> None:
         ]
         case["runs"].append({"wall_s": 99.0, "user_s": 0, "sys_s": 0, "exit_code": 1})  # failed
         case["command"] = {"user_s": wall * 0.5, "sys_s": wall * 0.1}
-    rows = {r["metric"]: r for r in compare_variants(result)["rows"]}
+    rows = {r.metric: r for r in compare_variants(parsed(result)).rows}
     for name in ("mean", "user_cpu", "sys_cpu"):
-        assert rows[name]["n"] == rows[name]["n_baseline"] == 10
-        assert rows[name]["verdict"] == "slower"
-        assert rows[name]["ratio"] == pytest.approx(1.3, rel=0.05)
-    assert rows["p99"]["verdict"] == "unknown"  # one case per side: no repetitions of p99
+        assert rows[name].n == rows[name].n_baseline == 10
+        assert rows[name].verdict == "slower"
+        assert rows[name].ratio == pytest.approx(1.3, rel=0.05)
+    assert rows["p99"].verdict == "unknown"  # one case per side: no repetitions of p99
 
 
 def test_cpu_verdicts_read_less_and_more_in_every_table() -> None:

@@ -4,6 +4,7 @@ built-in raw server (which reports queue times) and a server that reports no tim
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import numpy as np
 import pytest
@@ -15,6 +16,7 @@ from rpcmeter.reporters.terminal import render
 from rpcmeter.suite import build_suite
 from tests.drivers.streams import run_cases
 from tests.support.marks import timing_sensitive
+from tests.support.synthetic import completed, written
 
 
 def hist(values_us: list[float]) -> Histogram:
@@ -58,7 +60,7 @@ def test_an_overhead_whose_interval_includes_zero_is_within_noise() -> None:
     )
     o = out["overhead_us"]
     assert o["ci95"][0] < 0 < o["ci95"][1] and o["within_noise"] is True
-    assert warnings_for({"cases": [{"status": "ok", "breakdown": out}]}) == []
+    assert warnings_for(completed({"cases": [{"status": "ok", "breakdown": out}]})) == []
 
 
 def test_drift_between_before_and_after_widens_the_interval() -> None:
@@ -79,9 +81,9 @@ def test_negative_overhead_beyond_noise_warns_with_a_cause() -> None:
         )
         return {"status": "ok", "workload": "w", "variant": "v", "point": {}, "breakdown": b}
 
-    [drifted] = warnings_for({"cases": [case(20.0, 30.0)]})
+    [drifted] = warnings_for(completed({"cases": [case(20.0, 30.0)]}))
     assert "negative beyond the noise" in drifted and "moved from 20.0 us" in drifted
-    [steady] = warnings_for({"cases": [case(20.0, 20.0)]})
+    [steady] = warnings_for(completed({"cases": [case(20.0, 20.0)]}))
     assert "w/v" in steady and "server's reported times exceed" in steady
 
 
@@ -113,11 +115,13 @@ def test_version_1_documents_still_render() -> None:
         "breakdown": old,
     }
     text = render(
-        {
-            "suite": {"name": "t", "variants": {"default": {}}, "matrix_keys": []},
-            "cases": [case],
-            "status": "complete",
-        }
+        completed(
+            {
+                "suite": {"name": "t", "variants": {"default": {}}, "matrix_keys": []},
+                "cases": [case],
+                "status": "complete",
+            }
+        )
     )
     assert "where the time goes" in text and "-0.003 ± 0.002" in text
 
@@ -148,47 +152,198 @@ def test_breakdown_with_queue_times_from_the_raw_server() -> None:
     assert sleep["server_us"]["mean"] > sleep["overhead_us"]["mean"]
     assert sleep["queue_us"]["mean"] < 50_000  # sleeps wait on a timer, not behind each other
     text = render(
-        {
-            "suite": {"name": "t", "variants": {"default": {}}, "matrix_keys": []},
-            "cases": list(cases.values()),
-            "status": "complete",
-        }
+        completed(
+            {
+                "suite": {"name": "t", "variants": {"default": {}}, "matrix_keys": []},
+                "cases": list(cases.values()),
+                "status": "complete",
+            }
+        )
     )
     assert "where the time goes" in text and "round trip" in text and "queue" in text
 
 
+# Servers whose replies carry no times at all (command servers): nginx-like HTTP (no
+# Server-Timing), and gRPC, rpyc servers with the rpcmeter.Bench service or the rpyc service but
+# no timing fields (no trailers; no simple_timed).
+HTTP_STUB = (
+    "import socket,sys\n"
+    "s=socket.create_server(('127.0.0.1',int(sys.argv[1])))\n"
+    "print('ready',flush=True)\n"
+    "while True:\n"
+    " c,_=s.accept()\n"
+    " f=c.makefile('rb')\n"
+    " while True:\n"
+    "  line=f.readline()\n"
+    "  if not line: break\n"
+    "  if line==b'\\r\\n': c.sendall(b'HTTP/1.1 200 OK\\r\\nContent-Length: 0\\r\\n\\r\\n')\n"
+)
+GRPC_STUB = (
+    "import sys,grpc\n"
+    "from concurrent import futures\n"
+    "h=grpc.unary_unary_rpc_method_handler(lambda req,ctx: b'')\n"
+    "s=grpc.server(futures.ThreadPoolExecutor(2))\n"
+    "s.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("
+    "'rpcmeter.Bench',{'Noop':h}),))\n"
+    "s.add_insecure_port('127.0.0.1:'+sys.argv[1])\n"
+    "s.start()\n"
+    "print('ready',flush=True)\n"
+    "s.wait_for_termination()\n"
+)
+RPYC_STUB = (
+    "import sys,rpyc\n"
+    "from rpyc.utils.server import ThreadedServer\n"
+    "class S(rpyc.Service):\n"
+    " def exposed_simple(self,value=None): return value\n"
+    "t=ThreadedServer(S,hostname='127.0.0.1',port=int(sys.argv[1]))\n"
+    "print('ready',flush=True)\n"
+    "t.start()\n"
+)
+NO_TIMES_SERVERS = {
+    "http": (HTTP_STUB, "noop"),
+    "grpc": (GRPC_STUB, "noop"),
+    "rpyc": (RPYC_STUB, "simple"),
+}
+
+
 @pytest.mark.timeout(120)
-def test_a_server_sending_no_times_gives_unknown_figures() -> None:
-    """nginx-like: the HTTP driver against a server whose replies carry no Server-Timing (the
-    built-in server's reply without the header, from a stub command server)."""
-    stub = (
-        "import socket,sys\n"
-        "s=socket.create_server(('127.0.0.1',int(sys.argv[1])))\n"
-        "print('ready',flush=True)\n"
-        "while True:\n"
-        " c,_=s.accept()\n"
-        " f=c.makefile('rb')\n"
-        " while True:\n"
-        "  line=f.readline()\n"
-        "  if not line: break\n"
-        "  if line==b'\\r\\n': c.sendall(b'HTTP/1.1 200 OK\\r\\nContent-Length: 0\\r\\n\\r\\n')\n"
-    )
+@pytest.mark.parametrize("driver", list(NO_TIMES_SERVERS))
+def test_a_server_sending_no_times_gives_unknown_figures(driver: str) -> None:
+    stub, kind = NO_TIMES_SERVERS[driver]
     suite = build_suite(
         {
             "name": "no times",
             "target": {
-                "driver": "http",
+                "driver": driver,
                 "server": {"command": ["{python}", "-c", stub, "{port}"]},
             },
             "load": {"requests": 30, "warmup": 1, "timeout_s": 60},
-            "workloads": {"noop": {}},
+            "workloads": {"w": {"kind": kind}},
             "breakdown": {"rtt_requests": 20},
         }
     )
-    cases = {c["workload"]: c for c in run_suite(suite)["cases"]}
-    case = cases["noop"]
+    cases = {c["workload"]: c for c in written(run_suite(suite))["cases"]}
+    case = cases["w"]
     assert case["status"] == "ok", case["reason"]
+    assert case["ok"] == 30
     b = case["breakdown"]
     assert b["rtt_us"]["mean"] > 0
     assert b["queue_us"] is None and b["server_us"] is None and b["overhead_us"] is None
     assert case["server_time"] is None
+
+
+# Every built-in server, single-threaded and kept busy by four loops: (driver, options,
+# workload, whether it reports the queue). gRPC's core and libzmq read requests on their own
+# threads, so those servers cannot say when a request arrived: their queue is unknown.
+BUSY_SERVERS: dict[str, tuple[str, dict[str, Any], dict[str, Any], bool]] = {
+    "http/1.1": ("http", {}, {"kind": "factorial", "n": 5000}, True),
+    "http/2": ("http", {"http": "2"}, {"kind": "factorial", "n": 5000}, True),
+    "raw": ("raw", {}, {"kind": "factorial", "n": 5000}, True),
+    "grpc": ("grpc", {}, {"kind": "factorial", "n": 5000}, False),
+    "zmq": ("zmq", {}, {"kind": "factorial", "n": 5000}, False),
+    # the select server (one thread for every connection) and four client processes: the loops
+    # of one client share its rpyc connection, and wait mostly in the client, not the server
+    "rpyc": ("rpyc", {"spin_us": 5000, "wait": "block"}, {"kind": "simple"}, True),
+}
+
+
+def _busy_case(driver: str, options: dict[str, Any], workload: dict[str, Any]) -> dict[str, Any]:
+    load: dict[str, Any] = {"requests": 40, "concurrency": 4, "connections": 4}
+    if driver == "rpyc":
+        load = {"requests": 40, "clients": 4}
+    cases = run_cases(
+        driver, {"busy": workload}, options=options, load=load, breakdown={"rtt_requests": 20}
+    )
+    case = cases["busy"]
+    assert case["status"] == "ok", case["reason"]
+    return case
+
+
+def busy_server_reports_its_queue(server: str) -> None:
+    """Four loops on a server that handles one request at a time: each request waits behind the
+    others, and the server says so (queue > 0), or, where it cannot know, says nothing (null);
+    the parts add up to the latency."""
+    driver, options, workload, reports_queue = BUSY_SERVERS[server]
+    case = _busy_case(driver, options, workload)
+    b = case["breakdown"]
+    compute = b["server_us"]["mean"]
+    assert compute > 2_000  # 5000! (about 10 ms) or 5 ms of spinning per request
+    if reports_queue:
+        # each request waits for about one to three others' handling
+        assert b["queue_us"]["mean"] > compute / 2, b
+        assert b["queue_us"]["count"] == b["server_us"]["count"] == case["ok"]
+        parts: tuple[str, ...] = ("queue_us", "server_us", "overhead_us")
+    else:
+        assert b["queue_us"] is None, b  # unknown, never 0
+        # the wait is left in the overhead, where the breakdown says it may be
+        assert b["overhead_us"]["mean"] > compute / 2, b
+        parts = ("server_us", "overhead_us")
+    total = b["rtt_us"]["p50"] + sum(b[k]["mean"] for k in parts)
+    assert total == pytest.approx(case["latency"]["mean_us"], rel=1e-6)
+
+
+# one test per server (not parametrized), so that each is one timing-sensitive test
+@timing_sensitive
+@pytest.mark.timeout(180)
+def test_a_busy_http_1_1_server_reports_its_queue() -> None:
+    busy_server_reports_its_queue("http/1.1")
+
+
+@timing_sensitive
+@pytest.mark.timeout(180)
+def test_a_busy_http_2_server_reports_its_queue() -> None:
+    busy_server_reports_its_queue("http/2")
+
+
+@timing_sensitive
+@pytest.mark.timeout(180)
+def test_a_busy_raw_server_reports_its_queue() -> None:
+    busy_server_reports_its_queue("raw")
+
+
+@timing_sensitive
+@pytest.mark.timeout(180)
+def test_a_busy_grpc_server_reports_no_queue() -> None:
+    busy_server_reports_its_queue("grpc")
+
+
+@timing_sensitive
+@pytest.mark.timeout(180)
+def test_a_busy_zmq_server_reports_no_queue() -> None:
+    busy_server_reports_its_queue("zmq")
+
+
+@timing_sensitive
+@pytest.mark.timeout(180)
+def test_a_busy_rpyc_server_reports_its_queue() -> None:
+    busy_server_reports_its_queue("rpyc")
+
+
+# The built-in servers told to send no queue field (those that have one to leave out).
+NO_QUEUE_SERVERS: dict[str, tuple[str, dict[str, Any], str]] = {
+    "http/1.1": ("http", {"queue_time": False}, "tcp"),
+    "http/2": ("http", {"http": "2", "queue_time": False}, "tcp"),
+    "raw unix": ("raw", {}, "unix"),
+    "rpyc unix": ("rpyc", {}, "unix"),
+    "rpyc": ("rpyc", {"queue_time": False}, "tcp"),
+}
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("server", list(NO_QUEUE_SERVERS))
+def test_a_server_sending_no_queue_time_gives_unknown_not_zero(server: str) -> None:
+    driver, options, transport = NO_QUEUE_SERVERS[server]
+    workload = {"kind": "simple"} if driver == "rpyc" else {"kind": "echo", "request_bytes": 64}
+    cases = run_cases(
+        driver,
+        {"w": workload},
+        transport=transport,
+        options=options,
+        load={"requests": 30},
+        breakdown={"rtt_requests": 10},
+    )
+    case = cases["w"]
+    assert case["status"] == "ok", case["reason"]
+    b = case["breakdown"]
+    assert b["queue_us"] is None and b["server_us"]["count"] == case["ok"] > 0
+    assert b["overhead_us"] is not None

@@ -8,7 +8,7 @@ from typing import Any
 
 from rpcmeter.checks import min_requests, warnings_for
 from rpcmeter.metrics.histogram import Histogram
-from rpcmeter.result import Result
+from tests.support.synthetic import completed
 
 
 def case(variant: str = "a", rps: float = 1000.0, n: int = 5000, **cpu: Any) -> dict[str, Any]:
@@ -31,7 +31,7 @@ def case(variant: str = "a", rps: float = 1000.0, n: int = 5000, **cpu: Any) -> 
     }
 
 
-def clean() -> Result:
+def clean() -> dict[str, Any]:
     return {
         "suite": {"variants": {"a": {}}, "matrix_keys": ["threads"]},
         "environment": {
@@ -45,20 +45,20 @@ def clean() -> Result:
     }
 
 
-def with_changes(**env: Any) -> Result:
+def with_changes(**env: Any) -> dict[str, Any]:
     r = clean()
     r["environment"].update(env)
     return r
 
 
 def test_a_clean_result_has_no_warnings() -> None:
-    assert warnings_for(clean()) == []
+    assert warnings_for(completed(clean())) == []
 
 
 def test_saturated_load_generator() -> None:
     r = clean()
     r["cases"][1]["cpu"]["client_util_pct"] = 97.0
-    (w,) = warnings_for(r)
+    (w,) = warnings_for(completed(r))
     assert "load generator was saturated in 1 of 2 cases" in w
     assert "97 %" in w and "placement.client_cpus" in w
 
@@ -67,41 +67,47 @@ def test_client_cpus_busy_with_other_work_are_told_from_a_saturated_client() -> 
     r = clean()
     r["cases"][0]["cpu"]["client_cpus_busy_pct"] = 99.0
     r["cases"][0]["cpu"]["client_util_pct"] = 6.0
-    (w,) = warnings_for(r)
+    (w,) = warnings_for(completed(r))
     assert w.startswith("the clients' CPUs were busy with other work in 1 of 2 cases")
     assert "99 % busy, the clients' own share 6 %" in w and "saturated" not in w
     # a client that used its CPU up is the load generator's limit, whatever else ran
     r["cases"][0]["cpu"]["client_util_pct"] = 95.0
-    (w,) = warnings_for(r)
+    (w,) = warnings_for(completed(r))
     assert "load generator was saturated in 1 of 2 cases" in w and "95 %" in w
     assert "other work" not in w
 
 
 def test_governor_not_performance() -> None:
-    (w,) = warnings_for(with_changes(cpu_governor={"powersave": [0, 1]}))
+    (w,) = warnings_for(completed(with_changes(cpu_governor={"powersave": [0, 1]})))
     assert "'powersave'" in w and "CPUs 0-1" in w and "performance" in w
-    assert warnings_for(with_changes(cpu_governor=None)) == []  # unreadable: nothing to say
+    assert (
+        warnings_for(completed(with_changes(cpu_governor=None))) == []
+    )  # unreadable: nothing to say
 
 
 def test_not_pinned_and_shared_cpus() -> None:
-    (w,) = warnings_for(with_changes(placement={"server_cpus": [0], "client_cpus": None}))
+    (w,) = warnings_for(
+        completed(with_changes(placement={"server_cpus": [0], "client_cpus": None}))
+    )
     assert w.startswith("the clients ran without CPU pinning")
-    (w,) = warnings_for(with_changes(placement={"server_cpus": [0, 1], "client_cpus": [1]}))
+    (w,) = warnings_for(
+        completed(with_changes(placement={"server_cpus": [0, 1], "client_cpus": [1]}))
+    )
     assert "share CPU(s) 1" in w
 
 
 def test_localhost_resolving_to_ipv6_first() -> None:
-    (w,) = warnings_for(with_changes(resolved_hosts={"localhost": ["::1", "127.0.0.1"]}))
+    (w,) = warnings_for(completed(with_changes(resolved_hosts={"localhost": ["::1", "127.0.0.1"]})))
     assert "'localhost' resolves to ::1 (IPv6) first" in w and "127.0.0.1" in w
 
 
 def test_spread_between_repetitions() -> None:
     r = clean()
     r["cases"][1]["throughput_rps"] = 1300.0  # CV ~ 18 %
-    (w,) = warnings_for(r)
+    (w,) = warnings_for(completed(r))
     assert "vary by more than 10 %" in w and "throughput CV" in w
     r["cases"][1]["throughput_rps"] = 1050.0  # CV ~ 3.4 %
-    assert warnings_for(r) == []
+    assert warnings_for(completed(r)) == []
 
 
 def test_too_few_requests_for_p99() -> None:
@@ -110,17 +116,17 @@ def test_too_few_requests_for_p99() -> None:
     assert min_requests(50.0) == 20
     r = clean()
     r["cases"] = [case(n=400), case(n=500)]  # 900 in the cell
-    (w,) = warnings_for(r)
+    (w,) = warnings_for(completed(r))
     assert "fewer than 1,000 requests" in w and "900" in w
     r["cases"] = [case(n=400), case(n=600)]
-    assert warnings_for(r) == []
+    assert warnings_for(completed(r)) == []
 
 
 def test_idle_burn() -> None:
     r = clean()
     r["cases"].append(copy.deepcopy(r["cases"][0]) | {"variant": "b"})
     r["cases"][-1]["cpu"]["server_idle_pct"] = 97.0
-    warnings = warnings_for(r)
+    warnings = warnings_for(completed(r))
     assert any("variant 'b' used 97 % of a core while idle" in w for w in warnings)
     assert not any("variant 'a'" in w for w in warnings)
 
@@ -129,4 +135,4 @@ def test_failed_cases_are_ignored() -> None:
     r = clean()
     r["cases"][1]["cpu"]["server_idle_pct"] = 97.0
     r["cases"][1]["status"] = "failed"
-    assert warnings_for(r) == []
+    assert warnings_for(completed(r)) == []

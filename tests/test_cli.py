@@ -138,15 +138,15 @@ def test_live_line_has_an_eta() -> None:
     now = [0.0]
     stream = _Tty()
     progress = Progress(stream, clock=lambda: now[0])
-    progress.case_start(cases[0], 4)
+    progress.case_started(cases[0], 4)
     assert "ETA" not in stream.getvalue()  # nothing done yet: no estimate
     now[0] = 10.0
-    progress.update(cases[0], 4, 100, 9.0)  # half of 2 x 100 requests in 10 s
+    progress.progress(cases[0], 4, 100, 9.0)  # half of 2 x 100 requests in 10 s
     line = stream.getvalue().split("\r")[-1]
     assert line.startswith("[1/4] default · simple") and "100 requests" in line
     assert line.rstrip().endswith("ETA 1 min 10 s")  # 10 s a half case, 3.5 cases left
     now[0] = 20.0
-    progress.case_start(cases[1], 4)  # one case in 20 s, three left
+    progress.case_started(cases[1], 4)  # one case in 20 s, three left
     assert stream.getvalue().split("\r")[-1].rstrip().endswith("ETA 1 min 00 s")
     # a duration counts by time
     timed = expand(build_suite({"load": {"duration_s": 4}, "workloads": {"simple": {}}}))[0]

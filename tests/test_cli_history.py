@@ -10,7 +10,7 @@ import pytest
 from rpcmeter.cli import EXIT_UNDECIDED, main
 from rpcmeter.result import write_json
 from rpcmeter.store import STORE_ENV, Store
-from tests.support.synthetic import synthetic_result
+from tests.support.synthetic import synthetic_result, written
 
 P1 = (("threads", 1),)
 
@@ -96,7 +96,7 @@ def test_show_formats_and_files(
     code, out, _ = run(["show", "1", "-f", "markdown", *store], capsys)
     assert out.startswith("## synthetic")
     file = tmp_path / "r.json"
-    write_json(synthetic_result({("w", P1, "x"): [100, 101, 99, 100, 102]}, seed=5), file)
+    write_json(written(synthetic_result({("w", P1, "x"): [100, 101, 99, 100, 102]}, seed=5)), file)
     code, out, _ = run(["compare", str(file), "1", *store], capsys)
     assert code == 0 and f"run 1 against {file}" in out
 

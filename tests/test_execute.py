@@ -20,6 +20,7 @@ from rpcmeter.execute import run_suite
 from rpcmeter.result import read_json
 from rpcmeter.suite import build_suite
 from tests.support.marks import timing_sensitive
+from tests.support.synthetic import written
 
 pytestmark = pytest.mark.timeout(120)
 BUILTIN = [
@@ -69,7 +70,7 @@ def test_server_that_fails_to_start_fails_only_its_case() -> None:
     bad = {
         "command": [sys.executable, "-c", "import sys; print('boom: no such config'); sys.exit(3)"]
     }
-    result = run_suite(suite({"broken": {"server": bad}, "good": {}}))
+    result = written(run_suite(suite({"broken": {"server": bad}, "good": {}})))
     broken, good = result["cases"]
     assert broken["status"] == "failed"
     assert "exited with status 3 before it was ready" in broken["reason"]
@@ -80,8 +81,8 @@ def test_server_that_fails_to_start_fails_only_its_case() -> None:
 
 def test_server_that_dies_mid_case() -> None:
     dying = {"command": ["timeout", "4", *BUILTIN]}
-    result = run_suite(
-        suite({"dying": {"server": dying}, "good": {}}, requests=10**9, duration_s=12.0)
+    result = written(
+        run_suite(suite({"dying": {"server": dying}, "good": {}}, requests=10**9, duration_s=12.0))
     )
     # the good variant runs its full 12 s: this test is the slowest of the file
     dying_case, good = result["cases"]
@@ -99,7 +100,7 @@ def test_server_that_dies_mid_case() -> None:
 def test_server_that_hangs_is_timed_out() -> None:
     hung = {"command": [sys.executable, "-c", HANG, "{socket}"]}
     t0 = time.monotonic()
-    result = run_suite(suite({"hung": {"server": hung}}, timeout_s=2.0))
+    result = written(run_suite(suite({"hung": {"server": hung}}, timeout_s=2.0)))
     case = result["cases"][0]
     assert case["status"] == "failed" and case["reason"].startswith("timed out")
     assert time.monotonic() - t0 < 20
@@ -154,7 +155,7 @@ def test_ctrl_c_keeps_finished_cases_and_leaves_no_process(tmp_path: Path) -> No
     assert b"Traceback" not in err, err.decode(errors="replace")
     assert proc.returncode == 130, err.decode(errors="replace")
     assert b"interrupted" in err
-    doc = read_json(out)
+    doc = written(read_json(out))
     assert doc["status"] == "interrupted"
     assert 1 <= len(doc["cases"]) < 6 and all(c["status"] == "ok" for c in doc["cases"])
     time.sleep(0.5)

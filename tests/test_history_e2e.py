@@ -18,6 +18,7 @@ import psutil
 import pytest
 
 from rpcmeter.store import STORE_ENV, Store, resolve_run
+from tests.support.synthetic import written
 
 pytestmark = pytest.mark.timeout(240)
 ROOT = Path(__file__).resolve().parents[1]
@@ -64,7 +65,7 @@ def test_example_run_twice_then_compare_shows_verdicts(tmp_path: Path) -> None:
     assert "stored as run 1 in .rpcmeter/history.db" in first.stdout
     assert "tagged run 1 as baseline 'main'" in first.stdout
     assert "ratio with 95% interval and verdict (4 repetitions)" in first.stdout
-    result = resolve_run("1", tmp_path / ".rpcmeter" / "history.db").result
+    result = written(resolve_run("1", tmp_path / ".rpcmeter" / "history.db").result)
     twin = [r for r in result["comparisons"]["rows"] if r["variant"] == "twin"]
     assert {r["metric"] for r in twin} >= {"mean", "p50", "p99", "throughput"}
     # A/A: an identical copy comes out `same` on most metrics (mean latency and throughput move
@@ -162,7 +163,7 @@ def test_database_left_by_a_killed_run_is_readable(tmp_path: Path) -> None:
     with Store(db, create=False) as store:
         info = store.runs()[0]
         assert info.status == "running" and info.cases >= 2 and info.planned_cases == 12
-        result = store.load(info.id)
+        result = written(store.load(info.id))
     assert len(result["cases"]) == info.cases
     assert all(c["status"] == "ok" and c["latency"]["mean_us"] > 0 for c in result["cases"])
     shown = rpcmeter("show", "last", "--format", "json", "--store", str(db), cwd=tmp_path)

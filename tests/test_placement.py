@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from rpcmeter import model
 from rpcmeter.errors import SuiteError
 from rpcmeter.placement import (
     Cpus,
@@ -21,6 +22,7 @@ from rpcmeter.placement import (
     resolve,
 )
 from rpcmeter.suite import Placement, build_suite
+from tests.support.synthetic import written
 
 
 def test_auto_keeps_server_and_clients_apart() -> None:
@@ -101,21 +103,29 @@ def test_the_placement_shown_is_the_one_applied_for_each_target_kind() -> None:
     # a server and its clients: pinned as resolved
     doc = placed({**rpyc, **two_cpus})
     assert doc["target"] == "server" and "by_variant" not in doc
-    assert placement_phrase(doc) == "server CPUs [0], client CPUs [1]"
+    assert (
+        placement_phrase(model.Placement.model_validate(doc)) == "server CPUs [0], client CPUs [1]"
+    )
     # a whole command: unpinned unless server_cpus is set explicitly, and no clients
     doc = placed(command)
     assert doc["server_cpus"] is None and doc["client_cpus"] is None
-    assert placement_phrase(doc) == "commands unpinned"
-    assert placement_phrase(placed({**command, **two_cpus})) == "commands on CPUs [0]"
+    assert placement_phrase(model.Placement.model_validate(doc)) == "commands unpinned"
+    assert (
+        placement_phrase(model.Placement.model_validate(placed({**command, **two_cpus})))
+        == "commands on CPUs [0]"
+    )
     # a remote server: only the clients are placed
     remote = {**rpyc, "target": {"driver": "rpyc", "address": "127.0.0.1:1"}, **two_cpus}
-    assert placement_phrase(placed(remote)) == "remote server, client CPUs [1]"
+    assert (
+        placement_phrase(model.Placement.model_validate(placed(remote)))
+        == "remote server, client CPUs [1]"
+    )
     # a remote variant beside a local one: each as applied
     mixed = placed(
         {**rpyc, "variants": {"here": {}, "far": {"address": "127.0.0.1:1"}}, **two_cpus}
     )
     assert mixed["by_variant"]["far"] == {"target": "remote", **Cpus(None, [1]).as_dict()}
-    assert placement_phrase(mixed) == (
+    assert placement_phrase(model.Placement.model_validate(mixed)) == (
         "server CPUs [0], client CPUs [1]; far: remote server, client CPUs [1]"
     )
 
@@ -137,10 +147,10 @@ def test_a_variant_may_have_its_own_placement() -> None:
         }
     )
     doc = placement_doc(suite, resolve(suite.placement), None)
-    assert placement_phrase(doc) == (
+    assert placement_phrase(model.Placement.model_validate(doc)) == (
         "server CPUs any, client CPUs any; pinned: server CPUs [0], client CPUs [1]"
     )
-    result = run_suite(suite)
+    result = written(run_suite(suite))
     placed = {c["variant"]: c["placement"] for c in result["cases"]}
     assert all(c["status"] == "ok" for c in result["cases"])
     assert placed["unpinned"]["server_cpus"] is None and placed["unpinned"]["client_cpus"] is None

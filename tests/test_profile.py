@@ -22,6 +22,7 @@ from rpcmeter.profile import (
 )
 from rpcmeter.reporters import html, terminal
 from rpcmeter.suite import build_suite
+from tests.support.synthetic import parsed, written
 
 PERF_SCRIPT = """\
 nginx 101  10.1:   1 cpu-clock:ppp:
@@ -88,7 +89,7 @@ def test_server_profile_over_the_measured_interval(tmp_path: Path) -> None:
         }
     )
     out = tmp_path / "r.json"
-    result = run_suite(suite, RunOptions(output=out))
+    result = written(run_suite(suite, RunOptions(output=out)))
     [case] = result["cases"]
     assert case["status"] == "ok", case["reason"]
     server = case["profiles"]["server"]
@@ -99,9 +100,9 @@ def test_server_profile_over_the_measured_interval(tmp_path: Path) -> None:
     frames = " ".join(t["frame"] for t in server["top"])
     assert "factorial_digits" in frames  # the compute dominates the server's samples
     assert case["profiles"]["client"]["samples"] > 0
-    text = terminal.render(result)
+    text = terminal.render(parsed(result))
     assert "top frames by self time" in text and "factorial_digits" in text
-    page = html.render(result)
+    page = html.render(parsed(result))
     assert page.count('<figure class="profile">') == 2 and "<svg" in page
     assert not [p for p in os.listdir(tmp_path / "r.profiles") if "pyspy" in p]
 

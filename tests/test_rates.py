@@ -8,6 +8,7 @@ import pytest
 
 from rpcmeter.errors import SuiteError, UsageError
 from rpcmeter.metrics.histogram import Histogram
+from rpcmeter.model import Result
 from rpcmeter.plan import expand
 from rpcmeter.rates import (
     Step,
@@ -19,6 +20,7 @@ from rpcmeter.rates import (
 from rpcmeter.reporters import figures, terminal
 from rpcmeter.reporters.plots import all_plots, palette, rate_plots
 from rpcmeter.suite import build_suite
+from tests.support.synthetic import parsed
 
 
 def raw(load: dict[str, Any], **extra: Any) -> dict[str, Any]:
@@ -143,8 +145,13 @@ def fake_case(i: int, rate: float, p99_ms: float, achieved: float, dropped: int 
     }
 
 
-def sweep_result(cases: list[Any]) -> dict[str, Any]:
+def sweep_result(cases: list[Any]) -> Result:
+    return parsed(sweep_document(cases))
+
+
+def sweep_document(cases: list[Any]) -> dict[str, Any]:
     return {
+        "schema_version": 2,
         "suite": {"name": "t", "variants": {"default": {}}, "matrix_keys": ["rate"]},
         "cases": cases,
         "environment": {},
@@ -225,10 +232,10 @@ def test_rate_plot_series_points_and_knee() -> None:
 
 def test_no_rate_plot_without_a_rate_dimension() -> None:
     assert rate_plots(sweep_result([fake_case(0, 100, 1.0, 100)]), "simple") == []
-    closed = sweep_result([fake_case(0, 100, 1.0, 100), fake_case(1, 200, 1.0, 200)])
+    closed = sweep_document([fake_case(0, 100, 1.0, 100), fake_case(1, 200, 1.0, 200)])
     for case in closed["cases"]:
         del case["open_loop"]
-    assert rate_plots(closed, "simple") == []
+    assert rate_plots(parsed(closed), "simple") == []
 
 
 def test_a_single_open_loop_rate_gets_its_row_without_a_knee() -> None:
@@ -260,5 +267,6 @@ def test_spectrum_of_an_open_loop_case_adds_the_uncorrected_latency_dashed() -> 
     assert dashed.y[-1] == pytest.approx(0.1, rel=0.01)
     assert "uncorrected" in plot.note
     del case["histogram_uncorrected"]  # a closed loop: one line per variant, no note
+    result = sweep_result([case])
     (only,) = spectrum_plot("simple", point, cells(result)["simple"][point]).series  # type: ignore[union-attr]
     assert only.name == "default"

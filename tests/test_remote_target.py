@@ -14,6 +14,7 @@ from rpcmeter.errors import SuiteError
 from rpcmeter.execute import run_suite
 from rpcmeter.servers.process import ServerProcess, free_port, new_endpoint
 from rpcmeter.suite import build_suite
+from tests.support.synthetic import written
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -65,7 +66,7 @@ def test_suite_rejects_bad_addresses() -> None:
 
 
 def test_measures_a_server_it_did_not_start(running: Endpoint) -> None:
-    result = run_suite(suite(address_of(running)))
+    result = written(run_suite(suite(address_of(running))))
     (case,) = result["cases"]
     assert case["status"] == "ok", case["reason"]
     assert case["requests"] == case["ok"] == 200
@@ -79,7 +80,7 @@ def test_measures_a_server_it_did_not_start(running: Endpoint) -> None:
 
 
 def test_no_server_at_the_address_fails_the_case() -> None:
-    result = run_suite(suite(f"127.0.0.1:{free_port()}"))
+    result = written(run_suite(suite(f"127.0.0.1:{free_port()}")))
     (case,) = result["cases"]
     assert case["status"] == "failed"
     assert "no server answers at tcp://127.0.0.1:" in case["reason"]

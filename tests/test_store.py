@@ -10,9 +10,10 @@ from typing import Any
 import pytest
 
 from rpcmeter.errors import StoreError
+from rpcmeter.model import SCHEMA_VERSION, Result
 from rpcmeter.result import dumps, write_json
 from rpcmeter.store import Store, resolve_run
-from tests.support.synthetic import CellSpec, synthetic_result
+from tests.support.synthetic import CellSpec, synthetic_document, written
 
 SPEC: CellSpec = {
     ("w", (("threads", 1),), "a"): [100, 101, 99],
@@ -21,39 +22,59 @@ SPEC: CellSpec = {
 
 
 def as_stored(result: dict[str, Any]) -> dict[str, Any]:
-    """What a document looks like after JSON (NaN as null)."""
+    """What a document looks like after JSON (NaN as null) and the typed model (the current
+    schema version; comparisons and warnings derived)."""
     loaded: dict[str, Any] = json.loads(dumps(result))
-    return loaded
+    return Result.from_json(loaded).to_json()
+
+
+def measured(result: dict[str, Any]) -> dict[str, Any]:
+    """The parts of a document a run measured (not its derived comparisons and warnings)."""
+    return {k: v for k, v in result.items() if k not in ("comparisons", "warnings")}
 
 
 def test_round_trip_gives_the_identical_document(tmp_path: Path) -> None:
-    result = synthetic_result(SPEC)
+    result = synthetic_document(SPEC)
+    result["schema_version"] = SCHEMA_VERSION
     result["cases"][0]["bytes"] = {"out_per_request": float("nan"), "in_per_request": 3.0}
     with Store(tmp_path / "h.db") as store:
         run = store.save(result)
-        back = store.load(run)
+        back = written(store.load(run))
+    assert measured(back) == measured(json.loads(dumps(result)))
     assert back == as_stored(result)
-    assert list(back) == list(result)  # key order kept too
-    assert dumps(back) == dumps(result)
+    assert list(measured(back)) == list(measured(result))  # key order kept too
+    assert back["comparisons"]["baseline"] == "a"  # derived on read
+    assert back["warnings"] == Result.from_json(back).warnings
+
+
+def test_an_older_schema_version_is_migrated_on_load(tmp_path: Path) -> None:
+    result = synthetic_document(SPEC)
+    result["schema_version"] = 1
+    result["comparisons"] = {"stale": True}  # stored by an older rpcmeter: not read back
+    with Store(tmp_path / "h.db") as store:
+        back = written(store.load(store.save(result)))
+    assert back["schema_version"] == SCHEMA_VERSION
+    assert "stale" not in back["comparisons"]
+    assert back["cases"] == json.loads(dumps(result))["cases"]
 
 
 def test_run_row_is_updated_after_every_case(tmp_path: Path) -> None:
-    full = synthetic_result(SPEC)
-    result = {**full, "cases": [], "status": "running", "finished_at": None}
+    full = Result.from_json(synthetic_document(SPEC))
+    result = full.model_copy(update={"cases": [], "status": "running", "finished_at": None})
     path = tmp_path / "h.db"
     with Store(path) as store:
         run = store.begin(result)
-        assert store.load(run)["cases"] == []
-        for case in full["cases"]:
-            result["cases"].append(case)
+        assert written(store.load(run))["cases"] == []
+        for case in full.cases:
+            result = result.model_copy(update={"cases": [*result.cases, case]})
             store.add_case(run, result, case)
             # another connection (another process, e.g. `rpcmeter history`) sees the case
             with Store(path, create=False) as reader:
-                assert len(reader.load(run)["cases"]) == len(result["cases"])
-                assert reader.runs()[0].cases == len(result["cases"])
-        result["status"] = "complete"
+                assert len(written(reader.load(run))["cases"]) == len(result.cases)
+                assert reader.runs()[0].cases == len(result.cases)
+        result = result.model_copy(update={"status": "complete", "finished_at": full.finished_at})
         store.finish(run, result)
-        assert store.load(run) == as_stored(result)
+        assert written(store.load(run)) == full.to_json()
     db = sqlite3.connect(path)
     assert db.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
 
@@ -61,7 +82,7 @@ def test_run_row_is_updated_after_every_case(tmp_path: Path) -> None:
 def test_history_and_naming_runs(tmp_path: Path) -> None:
     path = tmp_path / "h.db"
     with Store(path) as store:
-        ids = [store.save(synthetic_result(SPEC, seed=s)) for s in range(3)]
+        ids = [store.save(synthetic_document(SPEC, seed=s)) for s in range(3)]
         store.tag("main", ids[0])
         infos = store.runs()
         assert [i.id for i in infos] == ids[::-1]
@@ -74,14 +95,14 @@ def test_history_and_naming_runs(tmp_path: Path) -> None:
     assert resolve_run(str(ids[1]), path).id == ids[1]
     assert resolve_run("main", path).id == ids[0]
     assert resolve_run("5e1ec7ed0002", path).id == ids[2]  # run_id
-    assert resolve_run("last", path).result["run_id"] == "5e1ec7ed0002"
+    assert resolve_run("last", path).result.run_id == "5e1ec7ed0002"
     for bad, match in [("last~3", "holds 3 runs"), ("nope", "no such run"), ("99", "no such run")]:
         with pytest.raises(StoreError, match=match):
             resolve_run(bad, path)
     file = tmp_path / "r.json"
-    write_json(synthetic_result(SPEC, seed=9), file)
+    write_json(synthetic_document(SPEC, seed=9), file)
     ref = resolve_run(str(file), path)
-    assert ref.id is None and ref.result["run_id"] == "5e1ec7ed0009"
+    assert ref.id is None and ref.result.run_id == "5e1ec7ed0009"
     with pytest.raises(StoreError, match="no history database"):
         resolve_run("last", tmp_path / "missing.db")
     with pytest.raises(StoreError, match="no such result file"):
@@ -125,7 +146,7 @@ def test_an_old_store_is_migrated_in_place(tmp_path: Path) -> None:
             {"commit": "b" * 40, "branch": "main", "dirty": False},
         ]
     ):
-        doc = synthetic_result(SPEC, seed=seed)
+        doc = synthetic_document(SPEC, seed=seed)
         doc["suite"]["git"] = git
         docs.append(doc)
         head = {**doc, "cases": []}
@@ -160,8 +181,8 @@ def test_an_old_store_is_migrated_in_place(tmp_path: Path) -> None:
             ("a" * 40, None, True),
             ("b" * 40, "main", False),
         ]
-        assert store.load(infos[1].id) == as_stored(docs[1])
-        new = synthetic_result(SPEC, seed=7)
+        assert written(store.load(infos[1].id)) == as_stored(docs[1])
+        new = synthetic_document(SPEC, seed=7)
         new["suite"]["git"] = {"commit": "c" * 40, "branch": "topic", "dirty": False}
         run = store.save(new)
         rows = store.db.execute(

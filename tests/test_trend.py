@@ -11,7 +11,7 @@ from rpcmeter.analysis import metric
 from rpcmeter.result import Result
 from rpcmeter.store import RunInfo, Store
 from rpcmeter.trend import collect, find_steps, gated, holds_without_any_point, trend_metric
-from tests.support.synthetic import synthetic_result
+from tests.support.synthetic import document, synthetic_result
 
 MEAN = metric("mean")
 RPS = trend_metric("rps")
@@ -103,8 +103,10 @@ def _stored(tmp_path: Path, means: list[float], commits: list[str]) -> Path:
     path = tmp_path / "h.db"
     with Store(path) as store:
         for i, (mean, commit) in enumerate(zip(means, commits, strict=True)):
-            doc = synthetic_result(
-                {("w", (("threads", 1),), "a"): [mean, mean * 1.01, mean * 0.99]}, seed=i
+            doc = document(
+                synthetic_result(
+                    {("w", (("threads", 1),), "a"): [mean, mean * 1.01, mean * 0.99]}, seed=i
+                )
             )
             doc["suite"]["git"] = {"commit": commit * 40, "branch": "main", "dirty": False}
             doc["started_at"] = f"2026-01-{1 + i // 2:02d}T03:04:05+00:00"

@@ -1,5 +1,6 @@
-// A small, fast greeter server for rpcmeter's benchmarks: gRPC (grpc-go) on one port and plain
-// HTTP/2 without TLS (h2c, prior knowledge; net/http) on another.
+// A small, fast greeter server for rpcmeter's benchmarks: gRPC (grpc-go) on one port, plain
+// HTTP/2 without TLS (h2c, prior knowledge; net/http) on another, and HTTPS (HTTP/2 negotiated by
+// ALPN h2, or HTTP/1.1; net/http) on a third, with the certificate and key files given.
 //
 // Streaming: rpcmeter's built-in streaming methods (rpcmeter.Bench/StreamServer, StreamClient,
 // StreamBidi; workload "stream"), raw bytes: the call's metadata rpcmeter-messages and
@@ -9,7 +10,8 @@
 // with the two messages read and written by hand (one string field each), so no generated code
 // is needed. HTTP: /noop answers 200 with an empty body, any other path 200 "Hello".
 //
-//	go build -o greeter . && ./greeter -grpc 127.0.0.1:50051 -http 127.0.0.1:8080
+//	go build -o greeter . && ./greeter -grpc 127.0.0.1:50051 -http 127.0.0.1:8080 \
+//	    -https 127.0.0.1:8443 -cert server.pem -key server.key
 package main
 
 import (
@@ -185,6 +187,9 @@ var bench = grpc.ServiceDesc{
 func main() {
 	grpcAddr := flag.String("grpc", "127.0.0.1:50051", "gRPC listen address (empty: none)")
 	httpAddr := flag.String("http", "", "h2c listen address (empty: none)")
+	httpsAddr := flag.String("https", "", "HTTPS listen address, h2 by ALPN (empty: none)")
+	certFile := flag.String("cert", "", "HTTPS: the certificate (chain) file, PEM")
+	keyFile := flag.String("key", "", "HTTPS: the private key file, PEM")
 	flag.Parse()
 	encoding.RegisterCodec(rawCodec{})
 
@@ -199,23 +204,39 @@ func main() {
 		go func() { log.Fatal(srv.Serve(lis)) }()
 		fmt.Printf("grpc %s\n", lis.Addr())
 	}
+	hello := []byte("Hello")
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/plain")
+		if r.URL.Path != "/noop" {
+			_, _ = w.Write(hello)
+		}
+	})
 	if *httpAddr != "" {
 		lis, err := net.Listen("tcp", *httpAddr)
 		if err != nil {
 			log.Fatal(err)
 		}
-		hello := []byte("Hello")
-		srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			w.Header().Set("Content-Type", "text/plain")
-			if r.URL.Path != "/noop" {
-				_, _ = w.Write(hello)
-			}
-		})}
+		srv := &http.Server{Handler: handler}
 		srv.Protocols = new(http.Protocols)
 		srv.Protocols.SetHTTP1(true)
 		srv.Protocols.SetUnencryptedHTTP2(true)
 		go func() { log.Fatal(srv.Serve(lis)) }()
 		fmt.Printf("http %s\n", lis.Addr())
+	}
+	if *httpsAddr != "" {
+		if *certFile == "" || *keyFile == "" {
+			log.Fatal("-https needs -cert and -key")
+		}
+		lis, err := net.Listen("tcp", *httpsAddr)
+		if err != nil {
+			log.Fatal(err)
+		}
+		srv := &http.Server{Handler: handler}
+		srv.Protocols = new(http.Protocols)
+		srv.Protocols.SetHTTP1(true)
+		srv.Protocols.SetHTTP2(true)
+		go func() { log.Fatal(srv.ServeTLS(lis, *certFile, *keyFile)) }()
+		fmt.Printf("https %s\n", lis.Addr())
 	}
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)

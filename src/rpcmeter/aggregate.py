@@ -11,8 +11,10 @@ import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
+from pydantic import BaseModel
+
 from rpcmeter.metrics.histogram import Histogram
-from rpcmeter.result import CaseDoc, Result, case_histogram
+from rpcmeter.model import Case, Result
 
 PointKey = tuple[tuple[str, Any], ...]
 
@@ -22,21 +24,21 @@ class Cell:
     workload: str
     point: PointKey
     variant: str
-    cases: list[CaseDoc] = field(default_factory=list)
+    cases: list[Case] = field(default_factory=list)
     _hist: Histogram | None = None
 
     @property
-    def ok_cases(self) -> list[CaseDoc]:
-        return [c for c in self.cases if c["status"] == "ok"]
+    def ok_cases(self) -> list[Case]:
+        return [c for c in self.cases if c.status == "ok"]
 
     @property
-    def failed(self) -> list[CaseDoc]:
-        return [c for c in self.cases if c["status"] != "ok"]
+    def failed(self) -> list[Case]:
+        return [c for c in self.cases if c.status != "ok"]
 
     @property
     def hist(self) -> Histogram:
         if self._hist is None:
-            self._hist = Histogram.merged(case_histogram(c) for c in self.ok_cases)
+            self._hist = Histogram.merged(c.latency_histogram() for c in self.ok_cases)
         return self._hist
 
     def values(self, metric: str) -> list[float]:
@@ -62,12 +64,21 @@ class Cell:
         return statistics.stdev(vals) / m if m else math.nan
 
     @property
+    def requests_per_run(self) -> int | None:
+        """For a command client's cell (rpcmeter.record.CaseRecord.client_runs), how many
+        requests one run of its command makes; None for any other cell."""
+        for case in self.cases:
+            if case.command is not None and case.command.requests_per_run:
+                return case.command.requests_per_run
+        return None
+
+    @property
     def requests(self) -> int:
-        return sum(c["requests"] for c in self.cases)
+        return sum(c.requests for c in self.cases)
 
     @property
     def errors(self) -> int:
-        return sum(sum(c["errors"].values()) for c in self.cases)
+        return sum(sum(c.errors.values()) for c in self.cases)
 
     def latency_us(self, stat: str) -> float:
         """``mean``, ``stdev``, ``min``, ``max`` or a percentile ``p50``/``p99``/``p999`` (us)."""
@@ -88,33 +99,35 @@ class Cell:
         return h.percentile(pct) / 1e3
 
 
-def values_at(value: Any, parts: list[str]) -> list[float]:
-    """The finite numbers at a dotted path in a document, flattening lists on the way."""
+def values_at(value: object, parts: list[str]) -> list[float]:
+    """The finite numbers at a dotted path in a case (its parts' fields, or keys of its JSON
+    values), flattening lists on the way."""
     for i, part in enumerate(parts):
         if isinstance(value, list):
             return [v for item in value for v in values_at(item, parts[i:])]
-        value = value.get(part) if isinstance(value, dict) else None
+        if isinstance(value, BaseModel):
+            value = getattr(value, part, None)
+        else:
+            value = value.get(part) if isinstance(value, dict) else None
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         return []
     return [float(value)]
 
 
-def point_key(case: CaseDoc) -> PointKey:
-    return tuple((k, v) for k, v in case.get("point", {}).items())
+def point_key(case: Case) -> PointKey:
+    return tuple(case.point.items())
 
 
 def cells(result: Result) -> dict[str, dict[PointKey, dict[str, Cell]]]:
     """workload -> point -> variant -> cell, in the order the cases ran."""
-    variants = list(result["suite"].get("variants") or [])
+    variants = list(result.suite.variants)
     out: dict[str, dict[PointKey, dict[str, Cell]]] = {}
-    for case in result["cases"]:
-        by_point = out.setdefault(case["workload"], {})
+    for case in result.cases:
+        by_point = out.setdefault(case.workload, {})
         by_variant = by_point.setdefault(point_key(case), {})
-        cell = by_variant.get(case["variant"])
+        cell = by_variant.get(case.variant)
         if cell is None:
-            cell = by_variant[case["variant"]] = Cell(
-                case["workload"], point_key(case), case["variant"]
-            )
+            cell = by_variant[case.variant] = Cell(case.workload, point_key(case), case.variant)
         cell.cases.append(case)
     for by_point in out.values():
         for key, by_variant in by_point.items():
@@ -126,12 +139,12 @@ def cells(result: Result) -> dict[str, dict[PointKey, dict[str, Cell]]]:
 
 
 def variant_names(result: Result) -> list[str]:
-    names = list(result["suite"].get("variants") or [])
-    seen = {c["variant"] for c in result["cases"]}
+    names = list(result.suite.variants)
+    seen = {c.variant for c in result.cases}
     return [n for n in names if n in seen] + sorted(seen - set(names))
 
 
 def baseline(result: Result) -> str:
     names = variant_names(result)
-    base = result["suite"].get("baseline")
+    base = result.suite.baseline
     return base if base in names else (names[0] if names else "")

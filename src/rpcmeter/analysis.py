@@ -22,7 +22,8 @@ baseline variant (:func:`compare_variants`, stored in the result as ``comparison
 of one run against the same cases of another (:func:`compare_runs`). Both are pure functions of
 their inputs, so ``rpcmeter show`` and ``rpcmeter compare`` recompute them at will.
 
-The comparison document::
+The comparison (:class:`Comparison`, a frozen model; :meth:`Comparison.to_json` is its JSON
+document)::
 
     {"kind": "variants" | "runs", "baseline": label, "against": label | null,
      "confidence": 0.95, "alpha": 0.05, "resamples": 2000,
@@ -39,14 +40,15 @@ from __future__ import annotations
 import math
 import statistics
 import zlib
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Literal
 
 import numpy as np
+from pydantic import BaseModel, ConfigDict, JsonValue
 
 from rpcmeter.aggregate import Cell, PointKey, baseline, cells, variant_names
-from rpcmeter.result import Result
+from rpcmeter.model import Json, Result, Run
 
 CONFIDENCE = 0.95
 ALPHA = 0.05
@@ -54,6 +56,74 @@ RESAMPLES = 2000
 MIN_REPEAT = 5  # fewer repetitions than this per side: a warning
 MAX_CV = 0.10  # spread between repetitions above this: a warning
 VERDICTS = ("faster", "slower", "same", "unknown")
+
+
+class _Frozen(BaseModel):
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+
+class _Cell(_Frozen):
+    """Which cell a row compares: workload, matrix point, compared variant and its baseline."""
+
+    workload: str
+    point: dict[str, JsonValue]
+    variant: str
+    baseline: str
+
+
+class Stats(_Frozen):
+    """The statistics of one metric of one cell against its baseline (:func:`compare_values`).
+    Figures are rounded; ``None`` where there is none (NaN)."""
+
+    metric: str
+    unit: str
+    n: int
+    n_baseline: int
+    mean: float | None
+    mean_baseline: float | None
+    cv: float | None
+    cv_baseline: float | None
+    ratio: float | None
+    ci_low: float | None
+    ci_high: float | None
+    p_value: float | None
+    verdict: str
+
+
+class ComparisonRow(Stats, _Cell):
+    """One metric of one cell against its baseline (the cell's keys first, as in the JSON)."""
+
+
+class SummaryRow(_Frozen):
+    """Per compared variant and metric: the geometric mean of the ratios and verdict counts."""
+
+    variant: str
+    metric: str
+    geomean: float | None
+    cases: int
+    faster: int
+    slower: int
+    same: int
+    unknown: int
+
+
+class Comparison(_Frozen):
+    """A comparison (see the module docstring): variants of a run, or two runs."""
+
+    kind: Literal["variants", "runs"]
+    baseline: str
+    against: str | None
+    confidence: float
+    alpha: float
+    resamples: int
+    rows: tuple[ComparisonRow, ...]
+    summary: tuple[SummaryRow, ...]
+    warnings: tuple[str, ...]
+
+    def to_json(self) -> Json:
+        """The comparison document, as the result's ``comparisons`` and ``compare --format
+        json`` write it."""
+        return self.model_dump(mode="json")
 
 
 @dataclass(frozen=True)
@@ -108,19 +178,36 @@ def verdict_word(metric_name: str, verdict: str) -> str:
 
 
 # Whole commands (runners/command.py) record every run of a case: there each run is a repetition.
-RUN_VALUES: dict[str, Callable[[dict[str, Any]], float]] = {
-    "mean": lambda run: float(run["wall_s"]) * 1e6,
-    "server_cpu": lambda run: (float(run["user_s"]) + float(run["sys_s"])) * 1e6,
-    "user_cpu": lambda run: float(run["user_s"]),
-    "sys_cpu": lambda run: float(run["sys_s"]),
+RUN_VALUES: dict[str, Callable[[Run], float]] = {
+    "mean": lambda run: run.wall_s * 1e6,
+    "server_cpu": lambda run: (run.user_s + run.sys_s) * 1e6,
+    "user_cpu": lambda run: run.user_s,
+    "sys_cpu": lambda run: run.sys_s,
+}
+
+
+# A command client (a command run against the suite's server, ``requests_per_run`` requests a
+# run; runners/command.py) is compared with the other variants per request: requests/s over each
+# run's wall time (its start included) and its CPU per request; its server CPU per repetition,
+# as theirs. A run's wall time is no request's latency: latency is not compared.
+CLIENT_RUN_VALUES: dict[str, Callable[[Run, int], float]] = {
+    "throughput": lambda run, n: n / run.wall_s if run.wall_s > 0 else math.nan,
+    "client_cpu": lambda run, n: (run.user_s + run.sys_s) * 1e6 / n,
 }
 
 
 def metric_values(cell: Cell, m: Metric) -> list[float]:
     """The values a comparison rests on: one per repetition of the cell; for whole commands, one
-    per successful run (every run of every repetition)."""
+    per successful run (every run of every repetition); for a command client, see
+    :data:`CLIENT_RUN_VALUES`."""
     per_run = RUN_VALUES.get(m.name)
-    runs = [r for c in cell.ok_cases for r in c.get("runs") or [] if r.get("exit_code") == 0]
+    runs = [r for c in cell.ok_cases for r in c.runs or [] if r.exit_code == 0]
+    per_request = cell.requests_per_run
+    if per_request is not None:
+        client = CLIENT_RUN_VALUES.get(m.name)
+        if client is None:  # server CPU per request per repetition; latency: none recorded
+            return cell.values(m.path) if m.path.startswith("cpu.") else []
+        return [v for v in (client(r, per_request) for r in runs) if math.isfinite(v)]
     if per_run is not None and runs:
         values = [per_run(r) for r in runs]
         return [v for v in values if math.isfinite(v)]
@@ -280,13 +367,18 @@ def _round(value: float, digits: int = 4) -> float | None:
     return round(value, max(0, digits - 1 - math.floor(math.log10(abs(value)))))
 
 
+def unrounded(value: float | None) -> float:
+    """A stored figure as a float again: ``None`` (no figure) as NaN."""
+    return math.nan if value is None else value
+
+
 def _seed(*parts: object) -> int:
     return zlib.crc32("|".join(map(str, parts)).encode())
 
 
 def compare_values(
     baseline_values: Sequence[float], values: Sequence[float], m: Metric, seed: int = 0
-) -> dict[str, Any]:
+) -> Stats:
     """The statistics of one metric of one cell against its baseline."""
     mean_b = statistics.fmean(baseline_values) if baseline_values else math.nan
     mean_v = statistics.fmean(values) if values else math.nan
@@ -296,23 +388,23 @@ def compare_values(
         _, p = mann_whitney_u(values, baseline_values)
     else:
         lo, hi, p = math.nan, math.nan, math.nan
-    return {
-        "metric": m.name,
-        "unit": m.unit,
-        "n": len(values),
-        "n_baseline": len(baseline_values),
-        "mean": _round(mean_v, 6),
-        "mean_baseline": _round(mean_b, 6),
-        "cv": _round(_cv(values), 3),
-        "cv_baseline": _round(_cv(baseline_values), 3),
-        "ratio": _round(ratio),
-        "ci_low": _round(lo),
-        "ci_high": _round(hi),
-        "p_value": _round(p),
-        "verdict": verdict_of(ratio, lo, hi, p, m.higher_is_better)
+    return Stats(
+        metric=m.name,
+        unit=m.unit,
+        n=len(values),
+        n_baseline=len(baseline_values),
+        mean=_round(mean_v, 6),
+        mean_baseline=_round(mean_b, 6),
+        cv=_round(_cv(values), 3),
+        cv_baseline=_round(_cv(baseline_values), 3),
+        ratio=_round(ratio),
+        ci_low=_round(lo),
+        ci_high=_round(hi),
+        p_value=_round(p),
+        verdict=verdict_of(ratio, lo, hi, p, m.higher_is_better)
         if can_decide(len(values), len(baseline_values))
         else "unknown",
-    }
+    )
 
 
 # ---- comparisons --------------------------------------------------------------------------------
@@ -330,10 +422,13 @@ class Pair:
 
 
 def compare_pairs(
-    pairs: Iterable[Pair], kind: str, baseline_label: str, against: str | None = None
-) -> dict[str, Any]:
-    """The comparison document for ``pairs`` (see the module docstring)."""
-    rows: list[dict[str, Any]] = []
+    pairs: Iterable[Pair],
+    kind: Literal["variants", "runs"],
+    baseline_label: str,
+    against: str | None = None,
+) -> Comparison:
+    """The comparison of ``pairs`` (see the module docstring)."""
+    rows: list[ComparisonRow] = []
     for pair in pairs:
         for m in METRICS:
             base_vals, vals = metric_values(pair.base, m), metric_values(pair.other, m)
@@ -341,85 +436,83 @@ def compare_pairs(
                 continue  # metric not measured (e.g. no CPU figures)
             seed = _seed(pair.workload, pair.point, pair.variant, m.name)
             rows.append(
-                {
-                    "workload": pair.workload,
-                    "point": dict(pair.point),
-                    "variant": pair.variant,
-                    "baseline": pair.base.variant,
-                    **compare_values(base_vals, vals, m, seed),
-                }
+                ComparisonRow(
+                    workload=pair.workload,
+                    point=dict(pair.point),
+                    variant=pair.variant,
+                    baseline=pair.base.variant,
+                    **compare_values(base_vals, vals, m, seed).model_dump(),
+                )
             )
-    doc: dict[str, Any] = {
-        "kind": kind,
-        "baseline": baseline_label,
-        "against": against,
-        "confidence": CONFIDENCE,
-        "alpha": ALPHA,
-        "resamples": RESAMPLES,
-        "rows": rows,
-        "summary": summarize(rows),
-    }
-    doc["warnings"] = comparison_warnings(doc)
-    return doc
+    return Comparison(
+        kind=kind,
+        baseline=baseline_label,
+        against=against,
+        confidence=CONFIDENCE,
+        alpha=ALPHA,
+        resamples=RESAMPLES,
+        rows=tuple(rows),
+        summary=tuple(summarize(rows)),
+        warnings=tuple(comparison_warnings(rows)),
+    )
 
 
-def summarize(rows: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+def summarize(rows: Sequence[ComparisonRow]) -> list[SummaryRow]:
     """Per variant and metric: geometric mean of the ratios across cases and verdict counts."""
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    groups: dict[tuple[str, str], list[ComparisonRow]] = {}
     for row in rows:
-        groups.setdefault((row["variant"], row["metric"]), []).append(row)
+        groups.setdefault((row.variant, row.metric), []).append(row)
     out = []
     for (variant, name), group in groups.items():
-        counts = {v: sum(1 for r in group if r["verdict"] == v) for v in VERDICTS}
-        ratios = [r["ratio"] for r in group if r["ratio"] is not None]
+        counts = {v: sum(1 for r in group if r.verdict == v) for v in VERDICTS}
+        ratios = [r.ratio for r in group if r.ratio is not None]
         out.append(
-            {
-                "variant": variant,
-                "metric": name,
-                "geomean": _round(geomean(ratios)),
-                "cases": len(group),
+            SummaryRow(
+                variant=variant,
+                metric=name,
+                geomean=_round(geomean(ratios)),
+                cases=len(group),
                 **counts,
-            }
+            )
         )
     return out
 
 
-def point_label(point: dict[str, Any]) -> str:
+def point_label(point: Mapping[str, object]) -> str:
     return " ".join(f"{k}={v}" for k, v in point.items())
 
 
-def row_label(row: dict[str, Any]) -> str:
-    parts = [row["workload"]]
-    if row["point"]:
-        parts.append(point_label(row["point"]))
-    parts.append(row["variant"])
+def row_label(row: ComparisonRow) -> str:
+    parts = [row.workload]
+    if row.point:
+        parts.append(point_label(row.point))
+    parts.append(row.variant)
     return " · ".join(parts)
 
 
-def comparison_warnings(doc: dict[str, Any]) -> list[str]:
+def comparison_warnings(rows: Sequence[ComparisonRow]) -> list[str]:
     """Verdicts resting on too few repetitions or on spread above 10 % between repetitions."""
-    rows = doc["rows"]
     warnings: list[str] = []
-    undecided = [r for r in rows if not can_decide(r["n"], r["n_baseline"])]
-    thin = [r for r in rows if min(r["n"], r["n_baseline"]) < MIN_REPEAT and r not in undecided]
+    undecided = [r for r in rows if not can_decide(r.n, r.n_baseline)]
+    thin = [r for r in rows if min(r.n, r.n_baseline) < MIN_REPEAT and r not in undecided]
     if undecided:
-        fewest = min(min(r["n"], r["n_baseline"]) for r in undecided)
+        fewest = min(min(r.n, r.n_baseline) for r in undecided)
         warnings.append(
             f"{len(undecided)} of {len(rows)} comparisons: no verdict, as few as {fewest} "
             f"repetition(s) per side, too few for the test to reach 5 %; use repeat >= "
             f"{MIN_REPEAT}"
         )
     if thin:
-        fewest = min(min(r["n"], r["n_baseline"]) for r in thin)
+        fewest = min(min(r.n, r.n_baseline) for r in thin)
         warnings.append(
             f"{len(thin)} of {len(rows)} comparisons: verdicts rest on as few as {fewest} "
             f"repetitions; use repeat >= {MIN_REPEAT}"
         )
     noisy: dict[str, tuple[float, str]] = {}  # cell -> worst CV and its metric
     for r in rows:
-        cvs = [c for c in (r["cv"], r["cv_baseline"]) if c is not None]
+        cvs = [c for c in (r.cv, r.cv_baseline) if c is not None]
         if cvs and max(cvs) > MAX_CV and max(cvs) > noisy.get(row_label(r), (0.0, ""))[0]:
-            noisy[row_label(r)] = (max(cvs), METRIC_BY_NAME[r["metric"]].short)
+            noisy[row_label(r)] = (max(cvs), METRIC_BY_NAME[r.metric].short)
     if noisy:
         label, (cv, short) = max(noisy.items(), key=lambda kv: kv[1][0])
         cells_compared = len({row_label(r) for r in rows})
@@ -430,7 +523,7 @@ def comparison_warnings(doc: dict[str, Any]) -> list[str]:
     return warnings
 
 
-def compare_variants(result: Result) -> dict[str, Any]:
+def compare_variants(result: Result) -> Comparison:
     """Every variant of a run against the run's baseline variant, cell by cell."""
     base = baseline(result)
     pairs = []
@@ -446,7 +539,7 @@ def compare_variants(result: Result) -> dict[str, Any]:
     return compare_pairs(pairs, "variants", base)
 
 
-def compare_runs(a: Result, b: Result, label_a: str = "A", label_b: str = "B") -> dict[str, Any]:
+def compare_runs(a: Result, b: Result, label_a: str = "A", label_b: str = "B") -> Comparison:
     """Run ``b`` against run ``a`` (the baseline), case by case: the cells both runs share."""
     grid_a, grid_b = cells(a), cells(b)
     pairs = []
@@ -457,49 +550,50 @@ def compare_runs(a: Result, b: Result, label_a: str = "A", label_b: str = "B") -
                 if base is not None:
                     pairs.append(Pair(workload, point, variant, base, other))
     doc = compare_pairs(pairs, "runs", label_a, label_b)
-    if a["suite"].get("sha256") != b["suite"].get("sha256"):
-        doc["warnings"].insert(
-            0, "the two runs used different suite files; only the cases they share are compared"
+    if a.suite.sha256 != b.suite.sha256:
+        different = (
+            "the two runs used different suite files; only the cases they share are compared"
         )
+        doc = doc.model_copy(update={"warnings": (different, *doc.warnings)})
     return doc
 
 
-def regressions(doc: dict[str, Any], metric_name: str, pct: float) -> list[dict[str, Any]]:
+def regressions(doc: Comparison, metric_name: str, pct: float) -> list[ComparisonRow]:
     """Rows of ``metric_name`` that are significantly worse than the baseline by more than ``pct``
     percent (verdict ``slower`` and the ratio beyond 1 + pct/100, or below 1 - pct/100 for
     higher-is-better metrics)."""
     m = metric(metric_name)
     limit = pct / 100
     out = []
-    for row in doc["rows"]:
-        if row["metric"] != m.name or row["verdict"] != "slower" or row["ratio"] is None:
+    for row in doc.rows:
+        if row.metric != m.name or row.verdict != "slower" or row.ratio is None:
             continue
-        worse = (1 - row["ratio"]) if m.higher_is_better else (row["ratio"] - 1)
+        worse = (1 - row.ratio) if m.higher_is_better else (row.ratio - 1)
         if worse > limit:
             out.append(row)
     return out
 
 
-def undecided(doc: dict[str, Any], metric_name: str, pct: float) -> list[dict[str, Any]]:
+def undecided(doc: Comparison, metric_name: str, pct: float) -> list[ComparisonRow]:
     """Rows of ``metric_name`` a gate at ``pct`` percent cannot settle: too few repetitions for
     the test to reach significance at all (verdict ``unknown``), or a ratio worse by more than
     ``pct`` percent that is not significant (verdict ``same``)."""
     m = metric(metric_name)
     limit = pct / 100
     out = []
-    for row in doc["rows"]:
-        if row["metric"] != m.name:
+    for row in doc.rows:
+        if row.metric != m.name:
             continue
-        if row["verdict"] == "unknown":
+        if row.verdict == "unknown":
             out.append(row)
-        elif row["verdict"] == "same" and row["ratio"] is not None:
-            worse = (1 - row["ratio"]) if m.higher_is_better else (row["ratio"] - 1)
+        elif row.verdict == "same" and row.ratio is not None:
+            worse = (1 - row.ratio) if m.higher_is_better else (row.ratio - 1)
             if worse > limit:
                 out.append(row)
     return out
 
 
-def has_verdicts(doc: dict[str, Any] | None) -> bool:
-    if not doc:
+def has_verdicts(doc: Comparison | None) -> bool:
+    if doc is None:
         return False
-    return any(r["verdict"] != "unknown" for r in doc["rows"])
+    return any(r.verdict != "unknown" for r in doc.rows)

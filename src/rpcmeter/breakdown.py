@@ -47,7 +47,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from rpcmeter.metrics.histogram import Histogram
-from rpcmeter.result import Result
+from rpcmeter.model import Breakdown, Result
 
 if TYPE_CHECKING:
     from rpcmeter.runners.recording import LoadOutcome
@@ -151,34 +151,40 @@ class RoundTrip:
         )
 
 
-def overhead_cell(b: dict[str, Any]) -> tuple[str, float, float] | None:
+def overhead_cell(b: Breakdown | None) -> tuple[str, float, float] | None:
     """How to show a case's overhead: (``"noise"``, mean, half-width) when its interval includes
     0, (``"ci"``, mean, half-width) when it does not, (``"sd"``, mean, sd) for a version-1
     document (no interval); None when unknown."""
-    o = b.get("overhead_us")
-    if not o:
+    o = b.overhead_us if b is not None else None
+    if o is None or o.mean is None:
         return None
-    ci = o.get("ci95")
+    ci = o.ci95
     if ci is None:
-        return ("sd", o["mean"], o.get("stdev", math.nan))
-    half = (ci[1] - ci[0]) / 2
-    return ("noise" if o.get("within_noise") else "ci", o["mean"], half)
+        return ("sd", o.mean, _or_nan(o.stdev))
+    half = (_or_nan(ci[1]) - _or_nan(ci[0])) / 2
+    return ("noise" if o.within_noise else "ci", o.mean, half)
+
+
+def _or_nan(value: float | None) -> float:
+    return math.nan if value is None else value
 
 
 def warnings_for(result: Result) -> list[str]:
     """A warning for every case whose overhead is negative beyond the noise, naming the likely
     cause."""
     out: list[str] = []
-    for case in result.get("cases", []):
-        b = case.get("breakdown") or {}
-        o = b.get("overhead_us")
-        if case.get("status") != "ok" or not o or o.get("ci95") is None or o["ci95"][1] >= 0:
+    for case in result.cases:
+        b = case.breakdown
+        o = b.overhead_us if b is not None else None
+        if case.status != "ok" or o is None or o.ci95 is None or _or_nan(o.ci95[1]) >= 0:
             continue
-        rtt = b["rtt_us"]
-        label = f"{case['workload']}/{case['variant']}"
-        if case.get("point"):
-            label += " " + ",".join(f"{k}={v}" for k, v in case["point"].items())
-        before, after = rtt.get("before", math.nan), rtt.get("after", math.nan)
+        assert b is not None
+        rtt = b.rtt_us
+        label = f"{case.workload}/{case.variant}"
+        if case.point:
+            label += " " + ",".join(f"{k}={v}" for k, v in case.point.items())
+        before = _or_nan(rtt.before if rtt is not None else None)
+        after = _or_nan(rtt.after if rtt is not None else None)
         if (
             math.isfinite(before)
             and math.isfinite(after)
@@ -195,7 +201,8 @@ def warnings_for(result: Result) -> list[str]:
                 "clock is not the one it claims"
             )
         out.append(
-            f"{label}: overhead {o['mean']:,.1f} us is negative beyond the noise "
-            f"(95 % interval {o['ci95'][0]:,.1f} to {o['ci95'][1]:,.1f} us); likely cause: {cause}"
+            f"{label}: overhead {_or_nan(o.mean):,.1f} us is negative beyond the noise "
+            f"(95 % interval {_or_nan(o.ci95[0]):,.1f} to {_or_nan(o.ci95[1]):,.1f} us); "
+            f"likely cause: {cause}"
         )
     return out

@@ -22,7 +22,7 @@ Rules and their thresholds:
   :data:`MIN_TAIL_SAMPLES` samples above it, i.e. ``MIN_TAIL_SAMPLES / (1 - p/100)`` requests in
   the cell (p99: 1,000; p99.9: 10,000) (:func:`min_requests`);
 - the server used more than :data:`IDLE_BURN_PCT` % of a core while idle;
-- verdicts of the comparisons (``result["comparisons"]``, see :mod:`rpcmeter.analysis`) that rest
+- verdicts of the comparisons (``result.comparisons``, see :mod:`rpcmeter.analysis`) that rest
   on fewer than 5 repetitions or on repetitions spread by more than 10 %.
 """
 
@@ -34,7 +34,7 @@ from typing import Any
 
 from rpcmeter import breakdown as breakdown_mod
 from rpcmeter.aggregate import Cell, cells
-from rpcmeter.result import CaseDoc, Result
+from rpcmeter.model import Case, Environment, Placement, Result
 
 CLIENT_SATURATION_PCT = 90.0
 IDLE_BURN_PCT = 5.0
@@ -56,21 +56,33 @@ def _label(variant: str, workload: str, point: dict[str, Any] | tuple[Any, ...])
     return f"{variant} · {workload}" + (f" · {text}" if text else "")
 
 
-def _case_label(case: CaseDoc) -> str:
-    return _label(case["variant"], case["workload"], case.get("point") or {})
+def _case_label(case: Case) -> str:
+    return _label(case.variant, case.workload, case.point)
 
 
 def _cell_label(cell: Cell) -> str:
     return _label(cell.variant, cell.workload, cell.point)
 
 
-def _ok_cases(result: Result) -> list[CaseDoc]:
-    return [c for c in result.get("cases", []) if c.get("status") == "ok"]
+def _ok_cases(result: Result) -> list[Case]:
+    return [c for c in result.cases if c.status == "ok"]
 
 
-def _number(case: CaseDoc, section: str, key: str) -> float | None:
-    value = (case.get(section) or {}).get(key)
-    return float(value) if isinstance(value, int | float) and math.isfinite(value) else None
+def _finite(value: float | None) -> float | None:
+    return float(value) if value is not None and math.isfinite(value) else None
+
+
+def _table(env: Environment, key: str) -> dict[str, list[Any]]:
+    """An environment extra that is a table of lists (``cpu_governor``, ``resolved_hosts``)."""
+    value = (env.model_extra or {}).get(key)
+    if not isinstance(value, dict):
+        return {}
+    return {str(k): v for k, v in value.items() if isinstance(v, list)}
+
+
+def _list(env: Environment, key: str) -> list[Any]:
+    value = (env.model_extra or {}).get(key)
+    return value if isinstance(value, list) else []
 
 
 def _cpu_list(cpus: list[int]) -> str:
@@ -83,12 +95,12 @@ def client_saturation(result: Result) -> list[str]:
     """Two causes, told apart by measured figures: the clients themselves used their CPUs up
     (the load generator is the limit), or the clients' CPUs were busy with other processes
     (the clients waited for CPU time; the machine is the limit)."""
-    saturated: list[tuple[float, CaseDoc]] = []
-    crowded: list[tuple[float, CaseDoc]] = []
-    loaded = [c for c in _ok_cases(result) if c.get("requests")]
+    saturated: list[tuple[float, Case]] = []
+    crowded: list[tuple[float, Case]] = []
+    loaded = [c for c in _ok_cases(result) if c.requests]
     for c in loaded:
-        own = _number(c, "cpu", "client_util_pct")
-        total = _number(c, "cpu", "client_cpus_busy_pct")
+        own = _finite(c.cpu.client_util_pct)
+        total = _finite(c.cpu.client_cpus_busy_pct)
         if own is not None and own > CLIENT_SATURATION_PCT:
             saturated.append((own, c))
         elif total is not None and total > CLIENT_SATURATION_PCT:
@@ -96,8 +108,8 @@ def client_saturation(result: Result) -> list[str]:
     out = []
     if saturated:
         _, case = max(saturated, key=lambda x: x[0])
-        own = _number(case, "cpu", "client_util_pct")
-        given = _number(case, "cpu", "client_cpus_given")
+        own = _finite(case.cpu.client_util_pct)
+        given = _finite(case.cpu.client_cpus_given)
         of = f"their {given:g} CPU(s)" if given else "their CPUs"
         out.append(
             f"the load generator was saturated in {len(saturated)} of {len(loaded)} cases "
@@ -107,8 +119,8 @@ def client_saturation(result: Result) -> list[str]:
         )
     if crowded:
         _, case = max(crowded, key=lambda x: x[0])
-        own = _number(case, "cpu", "client_util_pct")
-        total = _number(case, "cpu", "client_cpus_busy_pct")
+        own = _finite(case.cpu.client_util_pct)
+        total = _finite(case.cpu.client_cpus_busy_pct)
         clients = f", the clients' own share {own:.0f} %" if own is not None else ""
         out.append(
             f"the clients' CPUs were busy with other work in {len(crowded)} of {len(loaded)} "
@@ -121,7 +133,7 @@ def client_saturation(result: Result) -> list[str]:
 
 
 def governor(result: Result) -> list[str]:
-    governors: dict[str, list[int]] = (result.get("environment") or {}).get("cpu_governor") or {}
+    governors = _table(result.environment, "cpu_governor")
     return [
         f"the CPU frequency governor of CPUs {_cpu_list(cpus)} is {name!r}, not 'performance': "
         "clock changes add noise; set it with `cpupower frequency-set -g performance`."
@@ -131,10 +143,10 @@ def governor(result: Result) -> list[str]:
 
 
 def placement(result: Result) -> list[str]:
-    env = result.get("environment") or {}
-    place = env.get("placement") or {}
-    server, client = place.get("server_cpus"), place.get("client_cpus")
-    if not result.get("cases"):
+    env = result.environment
+    place = env.placement or Placement()
+    server, client = place.server_cpus, place.client_cpus
+    if not result.cases:
         return []
     if server is None or client is None:
         sides = " and ".join(
@@ -143,11 +155,7 @@ def placement(result: Result) -> list[str]:
         return [
             f"{sides} ran without CPU pinning, so server and clients compete for the same CPUs "
             "and the OS may move them: set placement.server_cpus and placement.client_cpus"
-            + (
-                " (this machine has a single CPU)"
-                if len(env.get("cpus_available") or []) < 2
-                else ""
-            )
+            + (" (this machine has a single CPU)" if len(_list(env, "cpus_available")) < 2 else "")
             + "."
         ]
     shared = sorted(set(server) & set(client))
@@ -160,7 +168,7 @@ def placement(result: Result) -> list[str]:
 
 
 def ipv6_first(result: Result) -> list[str]:
-    resolved: dict[str, list[str]] = (result.get("environment") or {}).get("resolved_hosts") or {}
+    resolved = _table(result.environment, "resolved_hosts")
     return [
         f"target host {host!r} resolves to {addrs[0]} (IPv6) first: a server listening on IPv4 "
         "only makes every new connection try IPv6 first, which can stall it by up to a second; "
@@ -176,7 +184,9 @@ def _measured_cells(result: Result) -> list[Cell]:
         for by_point in cells(result).values()
         for by_variant in by_point.values()
         for cell in by_variant.values()
-        if cell.ok_cases and cell.ok_cases[0].get("kind") not in ("idle", "command")
+        if cell.ok_cases
+        and cell.ok_cases[0].kind not in ("idle", "command")
+        and cell.requests_per_run is None  # a command client's runs: no latency per request
     ]
 
 
@@ -218,9 +228,9 @@ def too_few_requests(result: Result) -> list[str]:
 def idle_burn(result: Result) -> list[str]:
     worst: dict[str, float] = {}
     for case in _ok_cases(result):
-        pct = _number(case, "cpu", "server_idle_pct")
+        pct = _finite(case.cpu.server_idle_pct)
         if pct is not None and pct > IDLE_BURN_PCT:
-            worst[case["variant"]] = max(pct, worst.get(case["variant"], 0.0))
+            worst[case.variant] = max(pct, worst.get(case.variant, 0.0))
     return [
         f"the server of variant {variant!r} used {pct:.0f} % of a core while idle (no requests): "
         "it busy-polls or runs background work that costs CPU with nobody calling; check how it "
@@ -230,10 +240,8 @@ def idle_burn(result: Result) -> list[str]:
 
 
 def verdicts(result: Result) -> list[str]:
-    doc = result.get("comparisons")
-    if not doc:
-        return []
-    return [f"comparisons against {doc['baseline']}: {w}" for w in doc["warnings"]]
+    doc = result.comparisons
+    return [f"comparisons against {doc.baseline}: {w}" for w in doc.warnings]
 
 
 RULES: list[Rule] = [

@@ -10,14 +10,14 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from rpcmeter import analysis
+from rpcmeter import analysis, gate, model
 from rpcmeter.errors import RpcmeterError, UsageError
-from rpcmeter.execute import RunOptions, error_rate, run_suite
+from rpcmeter.events import RunEvents, RunListener
+from rpcmeter.execute import RunOptions, run_suite
 from rpcmeter.plan import Case
-from rpcmeter.reporters import csv as csv_reporter
-from rpcmeter.reporters import json as json_reporter
-from rpcmeter.reporters import markdown as markdown_reporter
-from rpcmeter.reporters import tables, terminal
+from rpcmeter.reporters import registry, tables, terminal
+from rpcmeter.reporters.view import View, comparison_view
+from rpcmeter.reporters.view import build as build_view
 from rpcmeter.result import Result, check_output
 from rpcmeter.store import DEFAULT_PATH as DEFAULT_STORE
 from rpcmeter.store import STORE_ENV, RunRef, Store, resolve_run
@@ -26,7 +26,7 @@ from rpcmeter.suite import Suite, builtin_suite_path, load_suite
 from rpcmeter.text import printable
 
 EXIT_INTERRUPTED = 130
-EXIT_UNDECIDED = 3  # --fail-if-slower could not settle a case (too few or too spread repetitions)
+EXIT_UNDECIDED = gate.UNDECIDED  # --fail-if-slower could not settle a case
 # Output files (--output, --html, --csv, --markdown) and --plots create missing directories.
 CREATES = " (missing parent directories are created)"
 
@@ -52,7 +52,7 @@ def fmt_eta(seconds: float) -> str:
     return f"{s // 3600} h {s % 3600 // 60:02d} min"
 
 
-class Progress:
+class Progress(RunListener):
     """One live line on stderr: case k of n, the case, requests so far, requests/s and the time
     the run has left (ETA: the time per case so far, cases and the running case's part done,
     times what is left; shown once a tenth of a case is done)."""
@@ -73,7 +73,7 @@ class Progress:
         elapsed = self.clock() - self.started
         return f" · ETA {fmt_eta(elapsed / done * (total - done))}"
 
-    def case_start(self, case: Case, total: int) -> None:
+    def case_started(self, case: Case, total: int) -> None:
         if self.started is None:
             self.started = self.clock()
         line = f"[{case.index + 1}/{total}] {printable(case.label())}{self.eta(case, total, 0.0)}"
@@ -82,7 +82,7 @@ class Progress:
         else:
             print(line, file=self.stream, flush=True)
 
-    def update(self, case: Case, total: int, done: int, seconds: float) -> None:
+    def progress(self, case: Case, total: int, done: int, seconds: float) -> None:
         now = self.clock()
         if not self.tty or now - self.last < 0.2:
             return
@@ -115,6 +115,15 @@ class Progress:
             self.stream.write("\r" + " " * self.width + "\r")
             self.stream.flush()
             self.width = 0
+
+
+class Began(RunListener):
+    """Whether the run began (its document and store entry then say how it ended)."""
+
+    began = False
+
+    def run_started(self, result: model.Result) -> None:
+        self.began = True
 
 
 def _add_run(sub: Any) -> None:
@@ -217,37 +226,41 @@ def _add_report(sub: Any) -> None:
     _add_store_option(p)
 
 
-def load_run(spec: str, store: Path | None = DEFAULT_STORE) -> dict[str, Any]:
-    """The result document a RUN argument names (id, last, last~N, a tag or a JSON file)."""
+def load_run(spec: str, store: Path | None = DEFAULT_STORE) -> Result:
+    """The run a RUN argument names (id, last, last~N, a tag or a JSON file)."""
     return resolve_run(spec, store).result
 
 
-def write_reports(result: dict[str, Any], args: argparse.Namespace, out: TextIO) -> None:
-    """The HTML report and PNG plots a command asked for (``--html``, ``--plots``)."""
-    if args.html:
-        from rpcmeter.reporters import html
+def write_reports(
+    view: View, args: argparse.Namespace, out: TextIO, formats: tuple[str, ...]
+) -> None:
+    """The files a command asked for, in the order of ``formats`` (``--csv``, ``--markdown``,
+    ``--html``, ``--plots``: the argument of each named as its reporter)."""
+    for name in formats:
+        path = getattr(args, name, None)
+        if path:
+            out.write(registry.get(name).write(view, Path(path)) + "\n")
 
-        html.write(result, args.html)
-        out.write(f"HTML report written to {args.html}\n")
-    if args.plots:
-        from rpcmeter.reporters import figures
 
-        paths = figures.write_pngs(result, args.plots)
-        out.write(f"{len(paths)} plots written to {args.plots}\n")
+def render_report(view: View, fmt: str, args: argparse.Namespace, out: TextIO) -> str:
+    """A run as text in a registered format, for ``out``."""
+    options = registry.Options(width=int(getattr(args, "width", None) or 120), color=out.isatty())
+    render = registry.get(fmt).render
+    assert render is not None
+    return render(view, options)
 
 
 def cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    result = load_run(args.run, args.store)
+    view = build_view(load_run(args.run, args.store))
     if not args.html and not args.plots:
-        width = args.width or (None if out.isatty() else 120)
-        out.write(terminal.render(result, width=width or 120, color=out.isatty()))
-    write_reports(result, args, out)
+        out.write(render_report(view, "text", args, out))
+    write_reports(view, args, out, ("html", "plots"))
     return 0
 
 
 # ---- history, comparisons, exports --------------------------------------------------------------
 
-FORMATS = ("text", "json", "csv", "markdown")
+FORMATS = registry.TEXT_FORMATS
 
 
 def _add_store_option(p: argparse.ArgumentParser) -> None:
@@ -388,7 +401,10 @@ def cmd_trend(args: argparse.Namespace, out: TextIO) -> int:
     with Store(args.store, create=False) as store:
         infos = store.runs(args.last, suite=args.suite)[::-1]
         trends = trend.collect(
-            ((info, store.load(info.id)) for info in infos), metrics, args.by, args.case_filter
+            ((info, store.load(info.id)) for info in infos),
+            metrics,
+            args.by,
+            args.case_filter,
         )
     if not infos:
         suite = f" of suite {args.suite!r}" if args.suite else ""
@@ -433,108 +449,50 @@ def _width(args: argparse.Namespace, out: TextIO) -> int:
 
 def _run_header(ref: RunRef) -> str:
     r = ref.result
-    git = r["suite"].get("git") or {}
-    commit = (
-        f" · commit {git['commit'][:10]}{' (dirty)' if git.get('dirty') else ''}" if git else ""
-    )
+    git = r.suite.git
+    commit = f" · commit {(git.commit or '')[:10]}{' (dirty)' if git.dirty else ''}" if git else ""
     return (
-        f"{ref.label}: {r['suite'].get('name', '?')} · {r.get('started_at', '?')}{commit} · "
-        f"{len(r['cases'])} cases · {r.get('status', '?')}"
+        f"{ref.label}: {r.suite.name or '?'} · {r.started_at or '?'}{commit} · "
+        f"{len(r.cases)} cases · {r.status}"
     )
 
 
-def _gate(doc: dict[str, Any], args: argparse.Namespace, out: TextIO) -> int:
-    """--fail-if-slower: 1 when a case regressed beyond the threshold, listing which;
-    EXIT_UNDECIDED when none did but some case could not be settled (too few repetitions for
-    significance, or a difference beyond the threshold that is not significant)."""
+def _gate(doc: analysis.Comparison, args: argparse.Namespace, out: TextIO) -> int:
+    """--fail-if-slower: the gate's verdict (rpcmeter.gate) printed, its exit status returned."""
     if args.fail_if_slower is None:
         return 0
-    pct = args.fail_if_slower
-    m = analysis.metric(args.metric)
-    found = analysis.regressions(doc, m.name, pct)
-    open_rows = analysis.undecided(doc, m.name, pct)
-    out.write("\n")
-    rows = [r for r in doc["rows"] if r["metric"] == m.name]
-    if found:
-        out.write(
-            f"gate: {len(found)} case(s) {m.label} worse than the baseline by more than "
-            f"{pct:g} %:\n"
-        )
-        for line in tables.regression_lines(doc, found, pct):
-            out.write(f"  {line}\n")
-        return 1
-    if not rows:
-        out.write(
-            f"gate: no case has {m.label} measured on both sides: nothing to gate on (exit "
-            f"status {EXIT_UNDECIDED})\n"
-        )
-        return EXIT_UNDECIDED
-    if open_rows:
-        out.write(
-            f"gate: cannot tell for {len(open_rows)} of {len(rows)} case(s) whether {m.label} "
-            f"is worse than the baseline by more than {pct:g} % (exit status "
-            f"{EXIT_UNDECIDED}):\n"
-        )
-        for line in tables.undecided_lines(doc, open_rows):
-            out.write(f"  {line}\n")
-        out.write(
-            f"  a gate needs at least {analysis.GATE_MIN_REPEAT} repetitions per side, more when "
-            "they spread: raise repeat, or gate on a steadier metric (--metric p50)\n"
-        )
-        return EXIT_UNDECIDED
-    out.write(
-        f"gate: no case's {m.label} is significantly worse than the baseline by more than "
-        f"{pct:g} % ({len(rows)} cases judged)\n"
-    )
-    return 0
+    verdict = gate.judge(doc, args.metric, args.fail_if_slower)
+    out.write("\n" + "".join(f"{line}\n" for line in verdict.lines))
+    return verdict.status
 
 
 def _compare_output(
-    doc: dict[str, Any], header: list[str], fmt: str, width: int, color: bool
+    doc: analysis.Comparison, header: list[str], fmt: str, width: int, color: bool
 ) -> str:
-    if fmt == "json":
-        return json_reporter.render_comparison(doc)
-    if fmt == "csv":
-        return csv_reporter.render_comparison(doc)
-    if fmt == "markdown":
-        return markdown_reporter.render_comparison(doc, header)
-    return terminal.render_comparison(doc, header, width=width, color=color)
+    compare = registry.get(fmt).compare
+    assert compare is not None
+    return compare(comparison_view(doc, header), registry.Options(width=width, color=color))
 
 
-def _after_run(result: Result, args: argparse.Namespace, stored: int | None, out: TextIO) -> int:
+def _after_run(
+    result: Result, view: View, args: argparse.Namespace, stored: int | None, out: TextIO
+) -> int:
     """Exports, the baseline tag or comparison, and the gate after ``rpcmeter run``."""
-    if args.csv:
-        _write(args.csv, csv_reporter.render(result))
-        out.write(f"CSV written to {args.csv}\n")
-    if args.markdown:
-        _write(args.markdown, markdown_reporter.render(result))
-        out.write(f"Markdown written to {args.markdown}\n")
+    write_reports(view, args, out, ("csv", "markdown"))
     if stored is not None:
         out.write(f"stored as run {stored} in {args.store}\n")
-    doc = tables.comparisons_of(result)
+    doc = view.comparisons
     if args.baseline and stored is not None:
         with Store(args.store) as store:
-            tagged = store.tagged(args.baseline)
-            if tagged is None or tagged == stored:
-                store.tag(args.baseline, stored)
-                out.write(f"tagged run {stored} as baseline {args.baseline!r}\n")
-                tagged = None
-            else:
-                base = RunRef(store.load(tagged), f"run {tagged} ({args.baseline})", tagged)
-        if tagged is not None:
+            base = store.baseline(args.baseline, stored)
+        if base is None:
+            out.write(f"tagged run {stored} as baseline {args.baseline!r}\n")
+        else:
             doc = analysis.compare_runs(base.result, result, base.label, f"run {stored}")
             header = [f"run {stored} against baseline {args.baseline!r}", _run_header(base)]
             out.write("\n")
-            out.write(terminal.render_comparison(doc, header, _width(args, out), out.isatty()))
+            out.write(_compare_output(doc, header, "text", _width(args, out), out.isatty()))
     return _gate(doc, args, out)
-
-
-def _write(path: Path, text: str) -> None:
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(text, encoding="utf-8")
-    except OSError as exc:
-        raise UsageError(f"{path}: cannot write: {exc.strerror}") from None
 
 
 def cmd_history(args: argparse.Namespace, out: TextIO) -> int:
@@ -555,12 +513,12 @@ def cmd_history(args: argparse.Namespace, out: TextIO) -> int:
             [
                 str(r.id),
                 r.started_at.replace("T", " ").removesuffix("+00:00"),
-                terminal.shown(r.suite),
+                r.suite,
                 commit,
-                terminal.shown(", ".join(r.variants)),
+                ", ".join(r.variants),
                 f"{r.cases}{planned}",
-                terminal.shown(r.status),
-                terminal.shown(", ".join(r.tags)),
+                r.status,
+                ", ".join(r.tags),
             ]
         )
     out.write(terminal.render_grid(grid, width=_width(argparse.Namespace(width=None), out)))
@@ -568,15 +526,8 @@ def cmd_history(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
-    result = resolve_run(args.run, args.store).result
-    if args.format == "json":
-        out.write(json_reporter.render(result))
-    elif args.format == "csv":
-        out.write(csv_reporter.render(result))
-    elif args.format == "markdown":
-        out.write(markdown_reporter.render(result))
-    else:
-        out.write(terminal.render(result, width=_width(args, out), color=out.isatty()))
+    view = build_view(resolve_run(args.run, args.store).result)
+    out.write(render_report(view, args.format, args, out))
     return 0
 
 
@@ -589,7 +540,7 @@ def cmd_compare(args: argparse.Namespace, out: TextIO) -> int:
             "(name two runs, e.g. rpcmeter compare last~1 last)"
         )
     doc = analysis.compare_runs(a.result, b.result, a.label, b.label)
-    if not doc["rows"]:
+    if not doc.rows:
         raise UsageError(f"{a.label} and {b.label} have no case in common")
     header = [f"{b.label} against {a.label}", _run_header(a), _run_header(b)]
     out.write(_compare_output(doc, header, args.format, _width(args, out), out.isatty()))
@@ -638,48 +589,43 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     elif args.output is not None:
         check_output(args.output)
     progress = Progress(err)
-    options = RunOptions(
-        output=args.output,
-        on_progress=progress.update,
-        on_case_start=progress.case_start,
-        cluster=args.cluster,
-        on_note=progress.note,
-    )
+    events = RunEvents(progress)
+    options = RunOptions(output=args.output, events=events, cluster=args.cluster)
     if args.max_error_rate is not None and not 0 <= args.max_error_rate <= 1:
         raise UsageError("--max-error-rate: a fraction between 0 and 1, e.g. 0.01")
     if args.baseline and args.no_store:
         raise UsageError("--baseline needs the history store (drop --no-store)")
     store = None if args.no_store else Store(args.store)
-    stored = store.recorder(options) if store is not None else []
-    began: list[bool] = []
-    options.on_start.append(lambda result: began.append(True))
+    recorder = events.subscribe(store.listener()) if store is not None else None
+    began = events.subscribe(Began())
     try:
         result = _run_or_search(args, suite, options)
     except RpcmeterError as exc:
-        if began:  # the run began: its document and store entry say "failed"
+        if began.began:  # the run began: its document and store entry say "failed"
             exc.exit_code = 1
         raise
     finally:
         progress.clear()
         if store is not None:
             store.close()
+    view = build_view(result)
     if json_out is not None:
-        json_out.write(json_reporter.render(result))
-    width = args.width or (None if out.isatty() else 120)
-    out.write(terminal.render(result, width=width or 120, color=out.isatty()))
+        json_out.write(render_report(view, "json", args, json_out))
+    out.write(render_report(view, "text", args, out))
     if args.output:
         out.write(f"\nresult written to {args.output}\n")
-    write_reports(result, args, out)
-    gate = _after_run(result, args, stored[0] if stored else None, out)
+    write_reports(view, args, out, ("html", "plots"))
+    stored = recorder.run if recorder is not None else None
+    verdict = _after_run(result, view, args, stored, out)
     if not args.suite:
         out.write(DEMO_NEXT)
-    failed = sum(1 for c in result["cases"] if c["status"] != "ok")
-    status = 1 if failed == len(result["cases"]) else gate
+    failed = sum(1 for c in result.cases if c.status != "ok")
+    status = 1 if failed == len(result.cases) else verdict
     if args.max_error_rate is not None:
-        over = [c for c in result["cases"] if error_rate(c) > args.max_error_rate]
+        over = [c for c in result.cases if c.error_rate() > args.max_error_rate]
         if over:
             err.write(
-                f"rpcmeter: {len(over)} of {len(result['cases'])} case(s) above "
+                f"rpcmeter: {len(over)} of {len(result.cases)} case(s) above "
                 f"--max-error-rate {args.max_error_rate:g}\n"
             )
             status = max(status, 1)

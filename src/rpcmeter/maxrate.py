@@ -13,15 +13,15 @@ there, and every step.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
+from rpcmeter import model
 from rpcmeter.aggregate import Cell
 from rpcmeter.drivers import driver_class
 from rpcmeter.errors import UsageError
 from rpcmeter.execute import CaseRunner, RunOptions, run_suite
 from rpcmeter.plan import Case, expand
 from rpcmeter.rates import Objective, Step, judge, rate_point, search_max_rate
-from rpcmeter.result import Result
+from rpcmeter.record import RunRecord
 from rpcmeter.suite import Load, Suite, no_open_loop, round_rate
 
 DEFAULT_START = 100.0
@@ -59,20 +59,20 @@ def probe_case(base: Case, rate: float, index: int) -> Case:
     )
 
 
-def step_data(rate: float, cell: Cell, passed: bool, reason: str) -> dict[str, Any]:
+def step_data(rate: float, cell: Cell, passed: bool, reason: str) -> model.RateStep:
     p = rate_point(cell) if cell.ok_cases else None
-    return {
-        "rate": rate,
-        "passed": passed,
-        "reason": reason,
-        "case": cell.cases[0]["id"],
-        "achieved_rps": p.achieved_rps if p else None,
-        "p50_us": p.p50_us if p else None,
-        "p99_us": p.p99_us if p else None,
-        "p999_us": p.p999_us if p else None,
-        "late": p.late if p else None,
-        "dropped": p.dropped if p else None,
-    }
+    return model.RateStep(
+        rate=rate,
+        passed=passed,
+        reason=reason,
+        case=cell.cases[0].id,
+        achieved_rps=p.achieved_rps if p else None,
+        p50_us=p.p50_us if p else None,
+        p99_us=p.p99_us if p else None,
+        p999_us=p.p999_us if p else None,
+        late=p.late if p else None,
+        dropped=p.dropped if p else None,
+    )
 
 
 def find_max_rate(
@@ -82,7 +82,7 @@ def find_max_rate(
     tolerance: float = 0.05,
     max_steps: int = 12,
     options: RunOptions | None = None,
-) -> Result:
+) -> model.Result:
     """Search every workload x matrix point x variant of ``suite`` (first repetition) for the
     highest rate meeting ``objectives``; returns the result document with ``max_rate``."""
     closed = no_open_loop(driver_class(suite.driver_of(v)) for v in suite.variants)
@@ -102,38 +102,36 @@ def find_max_rate(
     ]
     slo = ",".join(o.text for o in objectives)
 
-    def drive(result: Result, run_case: CaseRunner) -> None:
-        result["suite"]["matrix_keys"] = [*result["suite"]["matrix_keys"], "rate"]
-        entries: list[dict[str, Any]] = result.setdefault("max_rate", [])
+    def drive(run: RunRecord, run_case: CaseRunner) -> None:
+        run.matrix_key("rate")
 
         for base in bases:
 
             def probe(rate: float, base: Case = base) -> Step:
-                doc = run_case(probe_case(base, rate, len(result["cases"])))
+                doc = run_case(probe_case(base, rate, len(run.cases)))
                 cell = Cell(base.workload, (*base.point, ("rate", rate)), base.variant, [doc])
                 passed, reason = judge(cell, objectives)
                 return Step(rate, passed, reason, step_data(rate, cell, passed, reason))
 
             search = search_max_rate(probe, start, tolerance=tolerance, max_steps=max_steps)
             best = search.best.data if search.best else None
-            entries.append(
-                {
-                    "workload": base.workload,
-                    "variant": base.variant,
-                    "point": base.point_dict,
-                    "slo": slo,
-                    "objectives": [{"stat": o.stat, "bound_us": o.bound_us} for o in objectives],
-                    "max_rate_rps": search.best.rate if search.best else None,
-                    "achieved_rps": best["achieved_rps"] if best else None,
-                    "latency_us": (
-                        {k: best[f"{k}_us"] for k in ("p50", "p99", "p999")} if best else None
-                    ),
-                    "lowest_failing_rps": search.lowest_failing,
-                    "converged": search.converged,
-                    "tolerance": tolerance,
-                    "max_steps": max_steps,
-                    "steps": [s.data for s in search.steps],
-                }
+            entry = model.MaxRate(
+                workload=base.workload,
+                variant=base.variant,
+                point=base.point_dict,
+                slo=slo,
+                objectives=[model.Objective(stat=o.stat, bound_us=o.bound_us) for o in objectives],
+                max_rate_rps=search.best.rate if search.best else None,
+                achieved_rps=best.achieved_rps if best else None,
+                latency_us=(
+                    {"p50": best.p50_us, "p99": best.p99_us, "p999": best.p999_us} if best else None
+                ),
+                lowest_failing_rps=search.lowest_failing,
+                converged=search.converged,
+                tolerance=tolerance,
+                max_steps=max_steps,
+                steps=[s.data for s in search.steps if s.data is not None],
             )
+            run.max_rate(entry)
 
     return run_suite(searched, options, drive=drive, planned=len(bases) * max_steps)

@@ -50,9 +50,10 @@ class Cpus:
 
 def applied(cpus: Cpus, target: str, explicit_server: bool) -> Cpus:
     """The placement a case of a ``target`` kind really gets: ``"server"`` (rpcmeter starts the
-    server and runs the clients) gets ``cpus``; ``"remote"`` (a server elsewhere) only the client
-    side; ``"command"`` (a whole command, no client processes) is pinned to the server CPUs only
-    when they were set explicitly, and runs unpinned otherwise."""
+    server and runs the clients) and ``"client"`` (the same, a command as the client) get
+    ``cpus``; ``"remote"`` (a server elsewhere) only the client side; ``"command"`` (a whole
+    command, no client processes) is pinned to the server CPUs only when they were set
+    explicitly, and runs unpinned otherwise."""
     if target == "command":
         return Cpus(cpus.server if explicit_server else None, None)
     if target == "remote":

@@ -39,6 +39,7 @@ import signal
 import subprocess
 import zlib
 from collections import Counter
+from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -390,10 +391,11 @@ def profile_dir(output: Path | None, run_id: str) -> Path:
     return Path(".rpcmeter", "profiles", run_id).resolve()
 
 
-def summary_lines(case: dict[str, Any], label: str) -> list[str]:
-    """Terminal lines for a case's profiles: the top frames by self time, or why none."""
+def summary_lines(profiles: Mapping[str, Any], label: str) -> list[str]:
+    """Terminal lines for a case's profiles (role -> profile document, as the case stores
+    them): the top frames by self time, or why none."""
     lines: list[str] = []
-    for role, p in (case.get("profiles") or {}).items():
+    for role, p in profiles.items():
         head = f"profile {label} · {role}"
         if "error" in p or "note" in p:
             lines.append(f"{head}: {p.get('error') or p.get('note')}")

@@ -25,12 +25,11 @@ import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from rpcmeter.aggregate import Cell, PointKey, cells
 from rpcmeter.errors import UsageError
 from rpcmeter.metrics.histogram import Histogram
-from rpcmeter.result import CaseDoc, Result
+from rpcmeter.model import Case, RateStep, Result
 from rpcmeter.suite_model import round_rate
 
 KNEE_FACTOR = 3.0
@@ -79,11 +78,9 @@ class Series:
         return next((p for p in self.points if p.knee), None)
 
 
-def uncorrected_hist(cases: list[CaseDoc]) -> Histogram:
+def uncorrected_hist(cases: list[Case]) -> Histogram:
     return Histogram.merged(
-        Histogram.from_dict(c["histogram_uncorrected"])
-        for c in cases
-        if c.get("histogram_uncorrected")
+        c.histogram_uncorrected for c in cases if c.histogram_uncorrected is not None
     )
 
 
@@ -96,9 +93,9 @@ def rate_point(cell: Cell) -> RatePoint:
         p99_us=cell.latency_us("p99"),
         p999_us=cell.latency_us("p999"),
         p99_uncorrected_us=uh.percentile(99) / 1e3,
-        late=sum(int(c["open_loop"]["late"]) for c in cell.ok_cases),
-        dropped=sum(int(c["open_loop"]["dropped"]) for c in cell.ok_cases),
-        scheduled=sum(int(c["open_loop"]["scheduled"]) for c in cell.ok_cases),
+        late=sum(c.open_loop.late for c in cell.ok_cases if c.open_loop),
+        dropped=sum(c.open_loop.dropped for c in cell.ok_cases if c.open_loop),
+        scheduled=sum(c.open_loop.scheduled for c in cell.ok_cases if c.open_loop),
         errors=cell.errors,
     )
 
@@ -131,7 +128,7 @@ def rate_series(result: Result) -> list[Series]:
         for point, by_variant in by_point.items():
             rest = tuple((k, v) for k, v in point if k != "rate")
             for variant, cell in by_variant.items():
-                if not cell.ok_cases or not all(c.get("open_loop") for c in cell.ok_cases):
+                if not cell.ok_cases or not all(c.open_loop for c in cell.ok_cases):
                     continue
                 key = (workload, variant, rest)
                 series = out.setdefault(key, Series(workload, variant, rest))
@@ -183,7 +180,7 @@ def parse_slo(text: str) -> list[Objective]:
 def judge(cell: Cell, objectives: list[Objective]) -> tuple[bool, str]:
     """Whether a probed rate meets the objectives, and why not."""
     if not cell.ok_cases:
-        reason = cell.failed[0]["reason"] if cell.failed else "no result"
+        reason = cell.failed[0].reason if cell.failed else "no result"
         return False, f"failed: {reason}"
     p = rate_point(cell)
     if p.errors:
@@ -205,7 +202,7 @@ class Step:
     rate: float
     passed: bool
     reason: str
-    data: dict[str, Any] = field(default_factory=dict)
+    data: RateStep | None = None  # what the result records of the step
 
 
 @dataclass

@@ -1,6 +1,10 @@
 """The result document: the only contract between measuring and reporting.
 
-A result is a JSON-compatible dict, versioned by ``schema_version``::
+In memory a result is the typed model of :mod:`rpcmeter.model` (frozen pydantic models; histograms
+as :class:`~rpcmeter.metrics.histogram.Histogram` objects; a case's is built by its one writer,
+:class:`rpcmeter.record.CaseRecord`); this module writes and reads its JSON form, versioned by ``schema_version`` (older versions are migrated when read, :func:`parse`).
+``comparisons`` and ``warnings`` are derived from the cases whenever a document is read; they are
+written for readers outside rpcmeter::
 
     {
       "schema_version": 2,
@@ -20,14 +24,15 @@ A result is a JSON-compatible dict, versioned by ``schema_version``::
                       "placement": {"target", "server_cpus", "client_cpus",
                                     "server_quota_cpus", "client_quota_cpus", "server_cgroup",
                                     "client_cgroup", "cgroup_notes", "by_variant"} (as applied:
-                                    target "server", "remote" or "command"; a command runs
+                                    target "server", "remote", "client" (a command client,
+                                    placed as "server") or "command"; a command runs
                                     unpinned unless server_cpus was set; by_variant when
                                     variants are placed differently),
                       "cluster": {"spec", "scheduler", "workers", "hosts", "dask"} (--cluster),
                       ...},
       "cases": [case, ...],
-      "warnings": [str, ...],
-      "comparisons": analysis.compare_variants(result)   (at the end of a run; see analysis.py)
+      "warnings": [str, ...]                             (derived: model.Result.warnings),
+      "comparisons": analysis.compare_variants(result)   (derived; see analysis.py)
     }
 
 ``suite.git`` is ``{"commit", "branch", "dirty"}`` of the suite file's directory (``branch`` null
@@ -99,6 +104,12 @@ and ``memory``) and add::
                  "sys_s", "cpu_s", "cpu_stdev_s", "cores", "max_rss_bytes"} (means over runs),
      "output_tail": str (a failed case: the end of the command's output)
 
+A command client's case (a ``command`` variant in a suite whose target starts a server;
+:meth:`rpcmeter.record.CaseRecord.client_runs`) has the same ``runs`` and ``command``, counts
+``requests`` as runs x ``requests_per_run``, has no ``latency``/``histogram`` and a ``cpu`` and
+``memory`` as any server case's (the command is the client side); its ``command`` adds
+``"requests_per_run"`` and ``"per_request_us"`` (the successful runs' wall time per request),
+
 and the result's ``environment`` has ``"variant_envs": {variant: {"source", "python",
 "python_version", "virtualenv", "key", "git_sha", "created", "prepare_s", "packages"} | {"error"}}``
 for variants with their own environment (:mod:`rpcmeter.envs`).
@@ -108,7 +119,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import stat
 import tempfile
@@ -116,33 +126,25 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from rpcmeter import model
 from rpcmeter.errors import NoSuchRun, StoreError
 from rpcmeter.metrics.histogram import Histogram
 
-# 2: ``breakdown`` has queue_us, percentiles, the overhead's interval, a one-loop round trip
-# measured before and after the case; version 1 documents are read as they are
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = model.SCHEMA_VERSION
 
-Result = dict[str, Any]
-CaseDoc = dict[str, Any]
+Result = model.Result
+Case = model.Case
+Document = dict[str, Any]  # the result's JSON form
 
 
 def now_iso() -> str:
     return datetime.now(UTC).isoformat(timespec="seconds")
 
 
-def _clean(value: Any) -> Any:
-    """NaN and infinities become null: JSON has no such numbers."""
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _clean(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_clean(v) for v in value]
-    return value
+_clean = model.clean  # NaN and infinities become null: JSON has no such numbers
 
 
-def dumps(result: Result) -> str:
+def dumps(result: Document) -> str:
     return json.dumps(_clean(result), indent=1, sort_keys=False, allow_nan=False) + "\n"
 
 
@@ -174,7 +176,7 @@ def check_output(path: str | Path, probe: bool = True) -> None:
         raise StoreError(f"{target}: cannot write the result: {exc.strerror or exc}") from None
 
 
-def write_json(result: Result, path: str | Path) -> None:
+def write_json(result: Document, path: str | Path) -> None:
     """Write atomically (temporary file in the same directory, then rename): a crash never
     leaves half a document. Only a regular file is replaced so (:func:`check_output`); any
     failure is a StoreError naming the file."""
@@ -195,6 +197,7 @@ def write_json(result: Result, path: str | Path) -> None:
 
 
 def read_json(path: str | Path) -> Result:
+    """The result a JSON file holds (of any earlier schema version; see :func:`parse`)."""
     try:
         data = json.loads(Path(path).read_bytes().decode("utf-8"))
     except FileNotFoundError:
@@ -205,22 +208,26 @@ def read_json(path: str | Path) -> Result:
         raise StoreError(f"{path}: not a result document (not UTF-8 text)") from None
     except (json.JSONDecodeError, RecursionError) as exc:
         raise StoreError(f"{path}: not a readable result document: {exc}") from None
-    if not isinstance(data, dict) or "schema_version" not in data:
-        raise StoreError(f"{path}: not an rpcmeter result (no schema_version)")
-    if not isinstance(data["schema_version"], int):
-        raise StoreError(f"{path}: not an rpcmeter result (schema_version not a number)")
-    if data["schema_version"] > SCHEMA_VERSION:
-        raise StoreError(
-            f"{path}: schema_version {data['schema_version']} is newer than this rpcmeter "
-            f"understands ({SCHEMA_VERSION})"
-        )
-    check_document(data, str(path))
-    return data
+    return parse(data, str(path))
 
 
-def check_document(result: Result, where: str) -> None:
+def parse(data: object, where: str) -> Result:
+    """A JSON document (of any earlier schema version) read through the typed model
+    (:class:`rpcmeter.model.Result`): a StoreError naming ``where`` and the first part that
+    does not fit. Its comparisons and warnings are derived from its cases when first asked
+    for."""
+    if isinstance(data, dict):
+        check_document(data, where)
+    try:
+        return model.Result.from_json(data, where)
+    except model.ModelError as exc:
+        raise StoreError(str(exc)) from None
+
+
+def check_document(result: Document, where: str) -> None:
     """The parts of a result every report reads are there and well formed (a StoreError naming
-    the first that is not): ``suite`` and ``cases`` tables, each case's status and histograms."""
+    the first that is not): ``suite`` and ``cases`` tables, each case's status and histograms.
+    The typed model (:func:`parse`) checks the rest."""
     if not isinstance(result.get("suite"), dict):
         raise StoreError(f"{where}: not a complete result document (no suite table)")
     cases = result.get("cases")
@@ -243,8 +250,3 @@ def check_document(result: Result, where: str) -> None:
                     Histogram.from_dict(data)
                 except ValueError as exc:
                     raise StoreError(f"{where}: cases[{i}].{key}: {exc}") from None
-
-
-def case_histogram(case: CaseDoc) -> Histogram:
-    """The latency histogram of a stored case."""
-    return Histogram.from_dict(case["histogram"]) if case.get("histogram") else Histogram()

@@ -36,9 +36,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rpcmeter import model
 from rpcmeter.errors import NoSuchRun, StoreError
-from rpcmeter.execute import RunOptions
-from rpcmeter.result import CaseDoc, Result, _clean, check_document, now_iso, read_json
+from rpcmeter.events import RunListener
+from rpcmeter.result import Document, Result, _clean, now_iso, parse, read_json
 
 DEFAULT_PATH = Path(".rpcmeter") / "history.db"
 STORE_ENV = "RPCMETER_STORE"
@@ -122,6 +123,25 @@ class RunRef:
     result: Result
     label: str
     id: int | None = None
+
+
+class Recorder(RunListener):
+    """Stores a run in a :class:`Store` as its events come (:meth:`Store.listener`)."""
+
+    def __init__(self, store: Store) -> None:
+        self.store = store
+        self.run: int | None = None  # the run's id, once it has started
+
+    def run_started(self, result: model.Result) -> None:
+        self.run = self.store.begin(result)
+
+    def case_finished(self, result: model.Result, case: model.Case) -> None:
+        assert self.run is not None, "a case finished before the run started"
+        self.store.add_case(self.run, result, case)
+
+    def run_finished(self, result: model.Result) -> None:
+        if self.run is not None:
+            self.store.finish(self.run, result)
 
 
 class Store:
@@ -226,80 +246,81 @@ class Store:
 
     # ---- writing --------------------------------------------------------------------------------
 
-    def _header(self, result: Result) -> dict[str, Any]:
-        suite = result["suite"]
-        git = suite.get("git") or {}
+    def _header(self, result: model.Result, derived: bool = False) -> dict[str, Any]:
+        suite = result.suite
+        git = suite.git
         return {
-            "started_at": result.get("started_at"),
-            "finished_at": result.get("finished_at"),
-            "status": result.get("status"),
-            "suite_name": suite.get("name"),
-            "suite_path": suite.get("path"),
-            "suite_sha256": suite.get("sha256"),
-            "git_commit": git.get("commit"),
-            "git_branch": git.get("branch"),
-            "git_dirty": int(bool(git.get("dirty"))) if git else None,
-            "variants": _json(list(suite.get("variants") or [])),
-            "cases": len(result["cases"]),
-            "planned_cases": result.get("planned_cases"),
-            "environment": _json(result.get("environment")),
-            "document": _json({**result, "cases": []}),
+            "started_at": result.started_at,
+            "finished_at": result.finished_at,
+            "status": result.status,
+            "suite_name": suite.name,
+            "suite_path": suite.path,
+            "suite_sha256": suite.sha256,
+            "git_commit": git.commit if git else None,
+            "git_branch": git.branch if git else None,
+            "git_dirty": int(bool(git.dirty)) if git else None,
+            "variants": _json(list(suite.variants)),
+            "cases": len(result.cases),
+            "planned_cases": result.planned_cases,
+            "environment": _json(result.environment.dump()),
+            "document": _json({**result.to_json(derived), "cases": []}),
         }
 
-    def begin(self, result: Result) -> int:
+    def begin(self, result: model.Result) -> int:
         """Create the run's row (no cases yet); returns its id."""
         header = self._header(result)
         with self.transaction() as db:
             cur = db.execute(
                 f"INSERT INTO runs (run_id, {', '.join(header)}) "
                 f"VALUES (?, {', '.join('?' * len(header))})",
-                [result["run_id"], *header.values()],
+                [result.run_id, *header.values()],
             )
         assert cur.lastrowid is not None
         return cur.lastrowid
 
-    def _update(self, db: sqlite3.Connection, run: int, result: Result) -> None:
-        header = self._header(result)
+    def _update(
+        self, db: sqlite3.Connection, run: int, result: model.Result, derived: bool = False
+    ) -> None:
+        header = self._header(result, derived)
         db.execute(
             f"UPDATE runs SET {', '.join(f'{k} = ?' for k in header)} WHERE id = ?",
             [*header.values(), run],
         )
 
-    def add_case(self, run: int, result: Result, case: CaseDoc) -> None:
-        """Store one finished case and the run's updated header, in one transaction."""
-        seq = next(i for i, c in enumerate(result["cases"]) if c is case)
+    def add_case(self, run: int, result: model.Result, case: model.Case) -> None:
+        """Store one finished case (one of ``result``'s) and the run's updated header, in one
+        transaction."""
+        seq = next(i for i, c in enumerate(result.cases) if c is case)
         with self.transaction() as db:
             db.execute(
                 "INSERT OR REPLACE INTO cases (run, seq, document) VALUES (?, ?, ?)",
-                (run, seq, _json(case)),
+                (run, seq, _json(case.dump())),
             )
             self._update(db, run, result)
 
-    def finish(self, run: int, result: Result) -> None:
-        """Store the final document (every case, comparisons, status)."""
+    def finish(self, run: int, result: model.Result) -> None:
+        """Store the final result (every case; its comparisons and warnings, for SQL of your
+        own: they are derived again when it is loaded)."""
         with self.transaction() as db:
             db.execute("DELETE FROM cases WHERE run = ?", (run,))
             db.executemany(
                 "INSERT INTO cases (run, seq, document) VALUES (?, ?, ?)",
-                [(run, i, _json(c)) for i, c in enumerate(result["cases"])],
+                [(run, i, _json(c.dump())) for i, c in enumerate(result.cases)],
             )
-            self._update(db, run, result)
+            self._update(db, run, result, derived=True)
 
-    def save(self, result: Result) -> int:
+    def save(self, result: Document | Result) -> int:
         """Store a whole result at once (e.g. one read from a JSON file); returns its id."""
-        run = self.begin(result)
-        self.finish(run, result)
+        typed = result if isinstance(result, model.Result) else parse(result, str(self.path))
+        run = self.begin(typed)
+        self.finish(run, typed)
         return run
 
-    def recorder(self, options: RunOptions) -> list[int]:
-        """Hook this store into ``options``: the run's row at start, every case as it finishes,
-        the final document at the end (also when interrupted). Returns a list that holds the
-        run's id once the run has started."""
-        ids: list[int] = []
-        options.on_start.append(lambda result: ids.append(self.begin(result)))
-        options.on_case_done.append(lambda result, case: self.add_case(ids[0], result, case))
-        options.on_finish.append(lambda result: self.finish(ids[0], result) if ids else None)
-        return ids
+    def listener(self) -> Recorder:
+        """A listener of a run's events (rpcmeter.events) that stores it here: the run's row
+        at start, every case as it finishes, the final document at the end (also when
+        interrupted); its ``run`` is the run's id once the run has started."""
+        return Recorder(self)
 
     def tag(self, name: str, run: int) -> None:
         if re.fullmatch(r"\d+|last(~\d+)?", name):
@@ -310,23 +331,32 @@ class Store:
                 (name, run, now_iso()),
             )
 
+    def baseline(self, name: str, run: int) -> RunRef | None:
+        """``--baseline NAME`` after run ``run``: the run tagged ``name`` to compare against;
+        None when no other run has that tag yet, and ``run`` is then tagged ``name``."""
+        tagged = self.tagged(name)
+        if tagged is None or tagged == run:
+            self.tag(name, run)
+            return None
+        return RunRef(self.load(tagged), f"run {tagged} ({name})", tagged)
+
     # ---- reading --------------------------------------------------------------------------------
 
     def load(self, run: int) -> Result:
-        """The result document of run ``run``, exactly as it was stored."""
+        """Run ``run`` as stored, read through the typed model (an older schema version
+        migrated; comparisons and warnings derived from its cases when first asked for)."""
         with self._reading():
             row = self.db.execute("SELECT document FROM runs WHERE id = ?", (run,)).fetchone()
             if row is None:
                 raise StoreError(f"{self.path}: no run {run}")
-            result: Result = json.loads(row[0])
+            result: Document = json.loads(row[0])
             result["cases"] = [
                 json.loads(doc)
                 for (doc,) in self.db.execute(
                     "SELECT document FROM cases WHERE run = ? ORDER BY seq", (run,)
                 )
             ]
-            check_document(result, f"{self.path}: run {run}")
-            return result
+        return parse(result, f"{self.path}: run {run}")
 
     def tagged(self, name: str) -> int | None:
         with self._reading():

@@ -320,7 +320,7 @@ def _check_semantics(suite: Suite, where: str) -> None:
             f"(have: {', '.join(suite.variants)})"
         )
     for vname, v in suite.variants.items():
-        driver = drivers[suite.driver_of(vname)]
+        driver = drivers[suite.server_driver_of(vname)]
         transport = v.transport or suite.target.transport
         key = f"variants.{_format_loc((vname,))}.transport" if v.transport else "target.transport"
         if driver.transports and transport not in driver.transports:
@@ -329,20 +329,25 @@ def _check_semantics(suite: Suite, where: str) -> None:
                 f"(expected one of: {', '.join(driver.transports)})"
             )
     _check_addresses(suite, where)
-    for vname in suite.variants:
-        _check_option_keys(suite, vname, drivers[suite.driver_of(vname)], where)
+    _check_command_clients(suite, where)
+    for vname in suite.variants:  # a command client's options go to the target's server
+        _check_option_keys(suite, vname, drivers[suite.server_driver_of(vname)], where)
     _check_tls(suite, drivers, where)
     if suite.load.mode == "open":
         closed = no_open_loop(drivers.values())
         if closed:
             raise SuiteError(f"{where}: load.mode: {closed}")
-    default_kind = _default_kind(drivers.values())
+    # the drivers that send the workloads: a command client's command sends what it sends, to a
+    # server of the target's driver, which runs the workload
+    clients = any(suite.command_client(v) for v in suite.variants)
+    senders = {name: d for name, d in drivers.items() if not (clients and name == "command")}
+    default_kind = _default_kind(senders.values())
     if not suite.workloads and default_kind:
         suite.workloads = {default_kind: Workload(kind=default_kind)}
     if not suite.workloads:
         raise SuiteError(f"{where}: workloads: at least one workload is needed")
     if suite.breakdown is not None:
-        for driver in drivers.values():
+        for driver in senders.values():
             if "noop" not in driver.workloads:
                 raise SuiteError(
                     f"{where}: breakdown: driver {driver.name!r} has no noop workload to measure "
@@ -357,7 +362,7 @@ def _check_semantics(suite: Suite, where: str) -> None:
                 f"{where}: {key}.kind: unknown workload kind {w.kind!r} "
                 f"(expected one of: {', '.join(sorted(KINDS))})"
             )
-        for driver in drivers.values():
+        for driver in senders.values():
             if w.kind != "idle" and w.kind not in driver.workloads:  # idle sends no requests
                 raise SuiteError(
                     f"{where}: {key}.kind: driver {driver.name!r} cannot run workload {w.kind!r} "
@@ -423,6 +428,22 @@ def _check_tls(suite: Suite, drivers: dict[str, type[Driver]], where: str) -> No
             )
 
 
+def _check_command_clients(suite: Suite, where: str) -> None:
+    """``requests_per_run`` is given for every command client, and only for them."""
+    for vname, v in suite.variants.items():
+        key = f"{where}: variants.{_format_loc((vname,))}.requests_per_run"
+        if suite.command_client(vname) and v.requests_per_run is None:
+            raise SuiteError(
+                f"{key}: a command run against the {suite.target.driver!r} server needs the "
+                "number of requests one run of it makes"
+            )
+        if v.requests_per_run is not None and not suite.command_client(vname):
+            raise SuiteError(
+                f'{key}: only for a variant with driver = "command" in a suite whose target '
+                "driver starts a server"
+            )
+
+
 def _default_kind(drivers: Any) -> str | None:
     """The workload kind when every driver runs exactly one (a command target's ``command``):
     workloads may then leave out ``kind``, and a suite without workloads gets one."""
@@ -450,7 +471,7 @@ def _check_addresses(suite: Suite, where: str) -> None:
             endpoint = remote_endpoint(address, v.transport or suite.target.transport)
         except ValueError as exc:
             raise SuiteError(f"{where}: {key}: {exc}") from None
-        driver = driver_class(suite.driver_of(vname))
+        driver = driver_class(suite.server_driver_of(vname))
         if endpoint.transport not in driver.transports:
             raise SuiteError(
                 f"{where}: {key}: driver {driver.name!r} has no transport "

@@ -134,6 +134,9 @@ class Variant(_Model):
     install: list[str] = Field(default_factory=list)
     git: GitSource | None = None
     command: CommandLine = None
+    # a command variant in a suite whose target is a server (Suite.command_client): how many
+    # requests one run of its command makes, so that its figures are per request like the others'
+    requests_per_run: int | None = Field(None, ge=1, le=1_000_000_000)
     tls: TlsSettings | Literal[False] | None = None  # false: cleartext for this variant
 
     @field_validator("tls", mode="before")
@@ -375,6 +378,17 @@ class Suite(_Model):
     def driver_of(self, variant: str) -> str:
         """The driver a variant uses (its own, or the target's)."""
         return self.variants[variant].driver or self.target.driver
+
+    def command_client(self, variant: str) -> bool:
+        """A ``command`` variant of a suite whose target driver has servers: rpcmeter starts the
+        server for it as for the target's own variants, and its command is the client (a whole
+        command run against that server, ``{host}``, ``{port}``, ``{socket}`` filled in)."""
+        return self.driver_of(variant) == "command" and self.target.driver != "command"
+
+    def server_driver_of(self, variant: str) -> str:
+        """The driver whose server a variant's cases start: its own, or for a command client the
+        target's."""
+        return self.target.driver if self.command_client(variant) else self.driver_of(variant)
 
     def server_of(self, variant: str) -> ServerSpec:
         return self.variants[variant].server or self.target.server

@@ -41,7 +41,8 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 HANDSHAKE_TIMEOUT_S = 10.0
-READ_SIZE = 65536  # one read of a TLS transport (a larger buffer is an mmap per read)
+READ_SIZE = 65536  # one decrypted read (a TLS record holds 16 KiB at most)
+SOCKET_READ = 65536  # one recv of a TLS transport (a larger buffer is an mmap per read)
 P = TypeVar("P", bound=asyncio.Protocol)
 
 
@@ -352,61 +353,127 @@ def timed_handshake(sock: ssl.SSLSocket, timeout_s: float) -> int:
 # ---- a thin TLS transport for event loops ------------------------------------------------------
 
 
-class TlsSocketTransport:
-    """An asyncio transport over a non-blocking :class:`ssl.SSLSocket`: the loop watches the file
-    descriptor (``add_reader``) and reads and writes go straight to ``recv``/``send`` of the
-    socket (OpenSSL reading and writing the socket itself), with no memory BIOs, copies or
-    Python layers between. Measured against nginx over HTTPS (``benchmarks/vs_wrk.py --tls``'s
-    floor, 50 connections, one client CPU), uvloop's TLS transport cost 40-45 us of client CPU
-    per request and this one 17. Writes that do not go out at once are kept and flushed when the
-    socket is writable; ``get_extra_info("ssl_object")`` is the socket (``session``,
-    ``session_reused``, ``version()``)."""
+class TlsTransport:
+    """An asyncio transport running TLS over a non-blocking socket through memory BIOs: the loop
+    watches the file descriptor (``add_reader``); each readable event is one ``recv`` of all the
+    socket holds, handed to OpenSSL's incoming BIO, and every record in it is decrypted before
+    one ``data_received`` (a multiplexed protocol, HTTP/2, answers them in one write); a write
+    encrypts into the outgoing BIO and sends the records with one ``send``. OpenSSL reading the
+    socket itself (an ``SSLSocket``) reads each record in two system calls (its 5-byte header,
+    then the rest) and one record a read; uvloop's TLS transport adds Python layers and copies
+    (measured: see ``benchmarks/vs_wrk.py --tls`` and ``benchmarks/vs_h2load.py --tls``).
+
+    Writes that do not go out at once are kept and flushed when the socket is writable;
+    ``get_extra_info("ssl_object")`` is the :class:`ssl.SSLObject` (``session``,
+    ``session_reused``, ``selected_alpn_protocol()``, ``version()``)."""
 
     def __init__(
-        self, loop: asyncio.AbstractEventLoop, sock: ssl.SSLSocket, protocol: asyncio.Protocol
+        self,
+        loop: asyncio.AbstractEventLoop,
+        sock: socket.socket,
+        tls: ssl.SSLObject,
+        incoming: ssl.MemoryBIO,
+        outgoing: ssl.MemoryBIO,
+        protocol: asyncio.Protocol,
     ) -> None:
         self.loop = loop
         self.sock = sock
         self.fd = sock.fileno()
+        self.tls = tls
+        self.incoming = incoming
+        self.outgoing = outgoing
         self.protocol = protocol
-        self.pending: list[bytes] = []  # not yet written (the socket was full)
+        self.pending: list[bytes] = []  # encrypted, not yet sent (the socket was full)
         self.closing = False
-        # the socket's own C-level read and write when it has them (its Python wrappers cost
-        # two calls more each way); the same calls otherwise
-        tls_object = getattr(sock, "_sslobj", None)
-        self.recv: Callable[[int], bytes] = getattr(tls_object, "read", sock.recv)
-        self.send: Callable[[bytes], int] = getattr(tls_object, "write", sock.send)
+        # the C methods of the hot path, bound once (the SSLObject's own C object when it has
+        # one: its Python wrappers cost a call more each way)
+        c_tls = getattr(tls, "_sslobj", tls)
+        self.recv: Callable[[int], bytes] = sock.recv
+        self.send: Callable[[bytes], int] = sock.send
+        self.read: Callable[[int], bytes] = c_tls.read
+        self.encrypt: Callable[[bytes], int] = c_tls.write
+        self.encrypted: Callable[[], bytes] = outgoing.read
         protocol.connection_made(self)  # type: ignore[arg-type]
-        loop.add_reader(self.fd, self._readable)
+        if not self.closing:  # the protocol may refuse the connection at once (ALPN)
+            loop.add_reader(self.fd, self._readable)
+            if incoming.pending:  # records that came with the end of the handshake
+                loop.call_soon(self._decrypt, None)
 
     def _readable(self) -> None:
-        recv = self.recv
         try:
-            while True:
-                data = recv(READ_SIZE)
-                if not data:
-                    self._lost(None)
-                    return
-                self.protocol.data_received(data)
-                # a read returns one record at most: more may wait decrypted only when it
-                # filled the buffer (other records wait in the socket, which stays readable)
-                if len(data) < READ_SIZE or self.closing or not self.sock.pending():
-                    return
-        except (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError):
+            data = self.recv(SOCKET_READ)
+        except (BlockingIOError, InterruptedError):
             return
-        except (ssl.SSLZeroReturnError, ssl.SSLEOFError):  # closed (cleanly or not)
-            self._lost(None)
         except OSError as exc:
             self._lost(exc)
+            return
+        if not data:
+            self._lost(None)
+            return
+        self.incoming.write(data)
+        try:
+            chunk = self.read(READ_SIZE)  # one record's data at most
+        except ssl.SSLWantReadError:  # the rest of the record is still on its way
+            return
+        except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
+            self._lost(None)
+            return
+        except OSError as exc:  # ssl.SSLError: an alert, a bad record
+            self._lost(exc)
+            return
+        if self.incoming.pending or not chunk:  # more records (or the server's close_notify)
+            self._decrypt(chunk)
+        else:  # the common case: the one record a read brought
+            self.protocol.data_received(chunk)
+            if self.outgoing.pending and not self.closing:  # what reading made OpenSSL answer
+                self._send(self.outgoing.read())
+
+    def _decrypt(self, first: bytes | None = None) -> None:
+        """Decrypt every whole record the incoming BIO holds (after ``first``, already read);
+        one delivery."""
+        read, incoming = self.read, self.incoming
+        chunks: list[bytes] = []
+        end: tuple[Exception | None] | None = None  # the connection ended after these
+        try:
+            chunk = read(READ_SIZE) if first is None else first
+            while True:
+                if not chunk:  # the server's close_notify
+                    end = (None,)
+                    break
+                chunks.append(chunk)
+                if not incoming.pending:
+                    break
+                chunk = read(READ_SIZE)
+        except ssl.SSLWantReadError:  # the rest of a record is still on its way
+            pass
+        except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
+            end = (None,)
+        except OSError as exc:  # ssl.SSLError: an alert, a bad record
+            end = (exc,)
+        if chunks and not self.closing:
+            self.protocol.data_received(chunks[0] if len(chunks) == 1 else b"".join(chunks))
+        if self.outgoing.pending and not self.closing:  # what reading made OpenSSL answer
+            self._send(self.outgoing.read())
+        if end is not None:
+            self._lost(end[0])
 
     def write(self, data: bytes) -> None:
-        if self.pending or self.closing:
-            if not self.closing:
-                self.pending.append(data)
+        if self.closing:
+            return
+        try:
+            self.encrypt(data)
+        except OSError as exc:
+            self._lost(exc)
+            return
+        self._send(self.encrypted())
+
+    def _send(self, data: bytes) -> None:
+        if self.pending:
+            self.pending.append(data)
             return
         try:
             n = self.send(data)
-        except (ssl.SSLWantWriteError, ssl.SSLWantReadError, BlockingIOError):
+        except (BlockingIOError, InterruptedError):
             n = 0
         except OSError as exc:
             self._lost(exc)
@@ -416,23 +483,15 @@ class TlsSocketTransport:
             self.loop.add_writer(self.fd, self._writable)
 
     def _writable(self) -> None:
-        while self.pending:
-            data = self.pending[0]
-            try:
-                n = self.send(data)
-            except (ssl.SSLWantWriteError, ssl.SSLWantReadError, BlockingIOError):
-                return
-            except OSError as exc:
-                self._lost(exc)
-                return
-            if n < len(data):
-                self.pending[0] = data[n:]
-                return
-            self.pending.pop(0)
+        data = b"".join(self.pending)
+        self.pending.clear()
         self.loop.remove_writer(self.fd)
+        self._send(data)  # what does not go out waits for the socket again
 
     def get_extra_info(self, name: str, default: Any = None) -> Any:
-        if name in ("ssl_object", "socket"):
+        if name == "ssl_object":
+            return self.tls
+        if name == "socket":
             return self.sock
         if name == "peername":
             return self.sock.getpeername()
@@ -472,32 +531,50 @@ async def open_tls(
     hostname: str,
     factory: Callable[[], P],
     timeout_s: float,
-) -> tuple[TlsSocketTransport, P]:
+) -> tuple[TlsTransport, P]:
     """The TLS handshake on a connected non-blocking socket, driven by the loop; then a
-    :class:`TlsSocketTransport` running a new ``factory()`` protocol. Raises :class:`TlsError`
+    :class:`TlsTransport` running a new ``factory()`` protocol. Raises :class:`TlsError`
     (the socket closed) when the handshake fails or takes longer than ``timeout_s``."""
-    tls_sock = context.wrap_socket(sock, server_hostname=hostname, do_handshake_on_connect=False)
-    fd = tls_sock.fileno()
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    tls = context.wrap_bio(incoming, outgoing, server_hostname=hostname)
+    fd = sock.fileno()
     deadline = loop.time() + timeout_s
+
+    async def wait(watch: Callable[..., None], unwatch: Callable[[int], object]) -> None:
+        ready: asyncio.Future[None] = loop.create_future()
+        watch(fd, set_ready, ready)
+        try:
+            await asyncio.wait_for(ready, max(deadline - loop.time(), 0.0))
+        finally:
+            unwatch(fd)
+
     try:
         while True:
             try:
-                tls_sock.do_handshake()
-                break
+                tls.do_handshake()
+                done = True
             except ssl.SSLWantReadError:
-                watch, unwatch = loop.add_reader, loop.remove_reader
-            except ssl.SSLWantWriteError:
-                watch, unwatch = loop.add_writer, loop.remove_writer
-            ready: asyncio.Future[None] = loop.create_future()
-            watch(fd, set_ready, ready)
+                done = False
+            out = outgoing.read()
+            while out:  # the hello, the client's Finished (and certificate)
+                try:
+                    out = out[sock.send(out) :]
+                except (BlockingIOError, InterruptedError):
+                    await wait(loop.add_writer, loop.remove_writer)
+            if done:
+                break
+            await wait(loop.add_reader, loop.remove_reader)
             try:
-                await asyncio.wait_for(ready, max(deadline - loop.time(), 0.0))
-            finally:
-                unwatch(fd)
+                data = sock.recv(SOCKET_READ)
+            except (BlockingIOError, InterruptedError):
+                continue
+            if not data:
+                raise ConnectionResetError("the server closed the connection")
+            incoming.write(data)
     except BaseException as exc:
-        tls_sock.close()
+        sock.close()
         if isinstance(exc, OSError | TimeoutError | EOFError):
             raise tls_error(exc, timeout_s) from None
         raise
     protocol = factory()
-    return TlsSocketTransport(loop, tls_sock, protocol), protocol
+    return TlsTransport(loop, sock, tls, incoming, outgoing, protocol), protocol

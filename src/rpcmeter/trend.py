@@ -48,7 +48,7 @@ import numpy as np
 from rpcmeter import analysis
 from rpcmeter.aggregate import PointKey, cells
 from rpcmeter.analysis import Metric
-from rpcmeter.result import Result
+from rpcmeter.model import Result
 from rpcmeter.store import RunInfo
 
 By = Literal["run", "revision", "date"]
@@ -187,7 +187,7 @@ def collect(
         group["runs"].append(info.id)
         if group["revision"] != revision_label(info):
             group["revision"] = "several"
-        suite = str(result["suite"].get("name") or info.suite)
+        suite = result.suite.name or info.suite
         for workload, by_point in cells(result).items():
             for point, by_variant in by_point.items():
                 for variant, cell in by_variant.items():
@@ -269,14 +269,14 @@ def holds_without_any_point(before: Sequence[float], after: Sequence[float]) -> 
     return True
 
 
-def _compare(values: Sequence[float], bounds: list[int], i: int, m: Metric) -> dict[str, Any]:
+def _compare(values: Sequence[float], bounds: list[int], i: int, m: Metric) -> analysis.Stats:
     """The segment after change point ``i`` against the segment before it; the verdict ``same``
     when the change does not hold without any one point."""
     edges = [0, *bounds, len(values)]
     before, after = values[edges[i] : edges[i + 1]], values[edges[i + 1] : edges[i + 2]]
     stats = analysis.compare_values(before, after, m, seed=bounds[i])
-    if stats["verdict"] in ("faster", "slower") and not holds_without_any_point(before, after):
-        stats["verdict"] = "same"
+    if stats.verdict in ("faster", "slower") and not holds_without_any_point(before, after):
+        return stats.model_copy(update={"verdict": "same"})
     return stats
 
 
@@ -299,9 +299,9 @@ def _drift(logs: np.ndarray[Any, np.dtype[np.float64]], m: Metric) -> Drift | No
     )
 
 
-def _weakness(stats: dict[str, Any]) -> tuple[float, float]:
+def _weakness(stats: analysis.Stats) -> tuple[float, float]:
     """Which unconfirmed candidate goes first: the highest p-value, then the smallest change."""
-    p, ratio = stats["p_value"], stats["ratio"]
+    p, ratio = stats.p_value, stats.ratio
     return (
         1.0 if p is None else float(p),
         -abs(math.log(ratio)) if ratio is not None and ratio > 0 else 0.0,
@@ -318,7 +318,7 @@ def find_steps(values: Sequence[float], m: Metric) -> tuple[list[Step], Drift | 
     bounds = _candidates(logs, sigma)
     stats = [_compare(values, bounds, i, m) for i in range(len(bounds))]
     while True:
-        weak = [i for i, s in enumerate(stats) if s["verdict"] not in ("faster", "slower")]
+        weak = [i for i, s in enumerate(stats) if s.verdict not in ("faster", "slower")]
         if not weak:
             break
         drop = max(weak, key=lambda i: _weakness(stats[i]))
@@ -338,11 +338,11 @@ def find_steps(values: Sequence[float], m: Metric) -> tuple[list[Step], Drift | 
     steps = [
         Step(
             index=b,
-            ratio=float(s["ratio"]),
-            ci_low=float(s["ci_low"]),
-            ci_high=float(s["ci_high"]),
-            p_value=float(s["p_value"]),
-            verdict=str(s["verdict"]),
+            ratio=analysis.unrounded(s.ratio),
+            ci_low=analysis.unrounded(s.ci_low),
+            ci_high=analysis.unrounded(s.ci_high),
+            p_value=analysis.unrounded(s.p_value),
+            verdict=s.verdict,
             before=edges[i + 1] - edges[i],
             after=edges[i + 2] - edges[i + 1],
         )

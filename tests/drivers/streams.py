@@ -5,8 +5,8 @@ from __future__ import annotations
 from typing import Any
 
 from rpcmeter.execute import run_suite
-from rpcmeter.result import CaseDoc
 from rpcmeter.suite import build_suite
+from tests.support.synthetic import written
 
 
 def run_cases(
@@ -18,7 +18,7 @@ def run_cases(
     load: dict[str, Any] | None = None,
     validate: bool = True,
     **extra: Any,
-) -> dict[str, CaseDoc]:
+) -> dict[str, dict[str, Any]]:
     """Run one case per workload against the driver's built-in server; cases by workload name."""
     raw: dict[str, Any] = {
         "name": f"{driver} test",
@@ -28,11 +28,11 @@ def run_cases(
         "workloads": workloads,
         **extra,
     }
-    result = run_suite(build_suite(raw))
+    result = written(run_suite(build_suite(raw)))
     return {c["workload"]: c for c in result["cases"]}
 
 
-def assert_clean(case: CaseDoc, requests: int) -> None:
+def assert_clean(case: dict[str, Any], requests: int) -> None:
     """The case ran ``requests`` requests, all ok."""
     assert case["status"] == "ok", case["reason"]
     assert case["errors"] == {}, case["error_samples"]

@@ -5,9 +5,11 @@ both clients (rpcmeter's HTTP/2 client and grpcio's), and a test that they agree
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Iterator
 from concurrent import futures
 from functools import partial
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -25,8 +27,10 @@ from rpcmeter.servers.process import ServerProcess, new_endpoint
 from rpcmeter.suite import build_suite
 from rpcmeter.workloads import parse_params
 from tests.drivers import calls
+from tests.support.synthetic import written
 
 pytestmark = pytest.mark.timeout(120)
+ROOT = Path(__file__).resolve().parents[2]
 server = calls.server_fixture(GrpcDriver, ("tcp", "unix"))
 driver = partial(calls.connected, GrpcDriver)
 
@@ -176,14 +180,20 @@ def test_nobody_listening_is_a_connection_error(client: str) -> None:
 
 
 def test_suite_end_to_end_records_server_time_and_bytes(client: str) -> None:
-    result = run_suite(
-        build_suite(
-            {
-                "target": {"driver": "grpc", "transport": "unix", "options": {"client": client}},
-                "workloads": {"echo": {"request_bytes": 100}},
-                "load": {"requests": 50, "warmup": 5, "connections": 2, "concurrency": 4},
-                "validate": True,
-            }
+    result = written(
+        run_suite(
+            build_suite(
+                {
+                    "target": {
+                        "driver": "grpc",
+                        "transport": "unix",
+                        "options": {"client": client},
+                    },
+                    "workloads": {"echo": {"request_bytes": 100}},
+                    "load": {"requests": 50, "warmup": 5, "connections": 2, "concurrency": 4},
+                    "validate": True,
+                }
+            )
         )
     )
     (case,) = result["cases"]
@@ -193,6 +203,41 @@ def test_suite_end_to_end_records_server_time_and_bytes(client: str) -> None:
     assert case["server_time"]["mean_us"] < case["latency"]["mean_us"]
     assert case["bytes"] == {"out_per_request": 100.0, "in_per_request": 100.0}
     assert result["environment"]["packages"]["grpcio"]
+
+
+def test_a_call_past_its_deadline_fails_even_if_the_server_never_answers(client: str) -> None:
+    silent = {  # a hand-made HTTP/2 server that answers no call (it ignores grpc-timeout)
+        "command": [sys.executable, "-m", "tests.drivers.hostile_stream", "{port}", "silent"],
+        "cwd": str(ROOT),
+    }
+    timeout = {"client": client, "call_timeout_s": 0.3}
+    raw_call = {"method": "/x.Y/Unary", "request_hex": ""}
+    variants = {
+        "silent": {"options": {**timeout, **raw_call}, "server": silent},
+        "answered": {"options": {**timeout, "call_timeout_s": 10}},  # the built-in server
+    }
+    result = run_suite(
+        build_suite(
+            {
+                "target": {"driver": "grpc", "transport": "tcp"},
+                "variants": variants,
+                "workloads": {"noop": {}},
+                "load": {"requests": 2, "warmup": 0, "connections": 1, "concurrency": 2},
+                "validate": False,
+            }
+        )
+    )
+    cases = {case.variant: case for case in result.cases}
+    silent_case, answered = cases["silent"], cases["answered"]
+    # every call counted when its deadline passed, and the loops went on to the end
+    assert silent_case.errors == {"grpc:DEADLINE_EXCEEDED": 4}, silent_case.reason
+    assert silent_case.ok == 0 and silent_case.status == "failed"
+    assert "\n" not in silent_case.error_samples["grpc:DEADLINE_EXCEEDED"]
+    assert answered.status == "ok" and answered.errors == {}, answered.reason
+    assert answered.ok == 4
+    assert [
+        p for p in psutil.Process().children(recursive=True) if "hostile" in str(p.cmdline())
+    ] == []
 
 
 @pytest.mark.parametrize(

@@ -17,6 +17,7 @@ from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.reporters.terminal import render
 from rpcmeter.suite import build_suite
 from tests.support.marks import timing_sensitive
+from tests.support.synthetic import parsed, written
 
 pytestmark = pytest.mark.timeout(120)
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,7 +63,7 @@ def test_every_mode_with_both_clients_same_messages_and_figures() -> None:
         for name, p in MODES.items()
     }
     variants = {"h2": {"options": {"client": "h2"}}, "grpcio": {"options": {"client": "grpcio"}}}
-    result = run_suite(build_suite(stream_suite(variants, workloads)))
+    result = written(run_suite(build_suite(stream_suite(variants, workloads))))
     streams = LOOPS * STREAMS
     seen: dict[str, dict[str, Any]] = {}
     for case in result["cases"]:
@@ -93,7 +94,7 @@ def test_every_mode_with_both_clients_same_messages_and_figures() -> None:
     assert len(seen) == 4
     for mode, by_client in seen.items():  # the two clients agree on every count
         assert by_client["h2"] == by_client["grpcio"], mode
-    text = render(result, width=200)
+    text = render(parsed(result), width=200)
     for mode in MODES:
         assert f"{mode} · per message" in text
 
@@ -107,7 +108,9 @@ def test_large_messages_span_frames_and_windows() -> None:
         "client": {"kind": "stream", "mode": "client", **big, "reply_bytes": 10},
         "ping_pong": {"kind": "stream", "mode": "bidi", **big},
     }
-    result = run_suite(build_suite(stream_suite({"h2": {}}, workloads, requests=3, warmup=0)))
+    result = written(
+        run_suite(build_suite(stream_suite({"h2": {}}, workloads, requests=3, warmup=0)))
+    )
     for case in result["cases"]:
         assert case["status"] == "ok" and case["errors"] == {}, (case["reason"], case["errors"])
         s = case["stream"]
@@ -118,16 +121,18 @@ def test_large_messages_span_frames_and_windows() -> None:
 @timing_sensitive
 def test_open_loop_starts_streams_at_the_rate() -> None:
     workloads = {"server": {"kind": "stream", "messages": 4, "mode": "server"}}
-    result = run_suite(
-        build_suite(
-            stream_suite(
-                {"h2": {}},
-                workloads,
-                requests=None,
-                duration_s=1.0,
-                mode="open",
-                rate=100,
-                late_ms=50,
+    result = written(
+        run_suite(
+            build_suite(
+                stream_suite(
+                    {"h2": {}},
+                    workloads,
+                    requests=None,
+                    duration_s=1.0,
+                    mode="open",
+                    rate=100,
+                    late_ms=50,
+                )
             )
         )
     )
@@ -180,7 +185,7 @@ def test_broken_streams_are_counted_by_kind_and_nothing_is_left() -> None:
         concurrency=2,
     )
     suite["validate"] = False
-    result = run_suite(build_suite(suite))
+    result = written(run_suite(build_suite(suite)))
     for case in result["cases"]:
         kind = kinds[case["variant"]]
         # counted, and the loops went on to the end: every stream failed, so the case did too
@@ -193,8 +198,8 @@ def test_broken_streams_are_counted_by_kind_and_nothing_is_left() -> None:
 
 def test_figures_merge_exactly_across_client_processes() -> None:
     workloads = {"server": {"kind": "stream", "mode": "server", "messages": 5}}
-    result = run_suite(
-        build_suite(stream_suite({"h2": {}}, workloads, clients=2, requests=4, warmup=1))
+    result = written(
+        run_suite(build_suite(stream_suite({"h2": {}}, workloads, clients=2, requests=4, warmup=1)))
     )
     (case,) = result["cases"]
     assert case["status"] == "ok", case["reason"]

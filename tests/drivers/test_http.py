@@ -24,6 +24,7 @@ from rpcmeter.servers.timing import ServerTime, parse_server_timing
 from rpcmeter.suite import build_suite
 from rpcmeter.workloads import factorial_digits, lift_int_digit_limit
 from tests.drivers.streams import assert_clean, run_cases
+from tests.support.synthetic import written
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -266,7 +267,7 @@ def test_server_closing_after_each_reply(tmp_path: Path) -> None:
             "workloads": {"noop": {}},
             "resources": {"idle_s": 0},
         }
-        return dict(run_suite(build_suite(suite))["cases"][0])
+        return dict(written(run_suite(build_suite(suite)))["cases"][0])
 
     kept = run(True)
     assert kept["status"] == "failed"

@@ -7,19 +7,19 @@ from typing import Any
 import pytest
 
 from rpcmeter.execute import run_suite
-from rpcmeter.result import Result
 from rpcmeter.suite import build_suite
 from rpcmeter.workloads import RandomWaitParams, random_wait_expected_s, random_wait_replay
 from tests.support.marks import timing_sensitive
+from tests.support.synthetic import written
 
 pytestmark = pytest.mark.timeout(180)
 
 
-def run(raw: dict[str, Any]) -> Result:
-    return run_suite(build_suite(raw))
+def run(raw: dict[str, Any]) -> dict[str, Any]:
+    return written(run_suite(build_suite(raw)))
 
 
-def cases_by(result: Result, **match: Any) -> list[dict[str, Any]]:
+def cases_by(result: dict[str, Any], **match: Any) -> list[dict[str, Any]]:
     return [
         c
         for c in result["cases"]

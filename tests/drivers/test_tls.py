@@ -17,9 +17,9 @@ import trustme
 
 from rpcmeter.execute import run_suite
 from rpcmeter.reporters.terminal import render
-from rpcmeter.result import CaseDoc, Result
 from rpcmeter.suite import build_suite
 from tests.support.marks import timing_sensitive
+from tests.support.synthetic import parsed, written
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -77,9 +77,9 @@ HANG = (
 )
 
 
-def run(raw: dict[str, Any]) -> tuple[Result, dict[str, list[CaseDoc]]]:
-    result = run_suite(build_suite(raw))
-    by_variant: dict[str, list[CaseDoc]] = {}
+def run(raw: dict[str, Any]) -> tuple[dict[str, Any], dict[str, list[dict[str, Any]]]]:
+    result = written(run_suite(build_suite(raw)))
+    by_variant: dict[str, list[dict[str, Any]]] = {}
     for case in result["cases"]:
         by_variant.setdefault(case["variant"], []).append(case)
     return result, by_variant
@@ -132,13 +132,15 @@ def test_http_and_raw_over_tls_with_resumption_and_a_connection_per_request() ->
     assert tls["https"]["verify"] is True and len(tls["https"]["server_cert_sha256"]) == 64
     assert "PRIVATE KEY" not in json.dumps(result)
     # the terminal shows every part, and says when verification is off
-    text = render(result, width=160)
+    text = render(parsed(result), width=160)
     assert "noop" not in text and "echo · connections" in text
     for column in ("connect", "TLS handshake", "resumed handshake", "request"):
         assert column in text
     assert "verification OFF" not in text
     tls["resumed"]["verify"] = False
-    assert "TLS certificate verification OFF (tls.verify = false): resumed" in render(result)
+    assert "TLS certificate verification OFF (tls.verify = false): resumed" in render(
+        parsed(result)
+    )
 
 
 def test_grpc_over_tls_and_mutual_tls(pki: Pki) -> None:
@@ -276,3 +278,35 @@ def test_http2_over_tls_by_alpn() -> None:
     assert "alpn: the server did not agree to h2 (ALPN: None)" in reason, reason
     assert "\n" not in reason
     assert "PRIVATE KEY" not in json.dumps(result)
+
+
+@timing_sensitive
+def test_http2_with_a_connection_per_request_over_tls_and_resumed() -> None:
+    """HTTP/2 with load.reuse = false: every request opens a connection of its own (connect,
+    handshake, request timed; counted as connects), over h2c, TLS and TLS with resumption."""
+    result, _ = run(
+        {
+            "validate": True,
+            "target": {"driver": "http", "tls": True, "options": {"http": "2"}},
+            "variants": {"h2c": {"tls": False}, "tls": {}, "resumed": {"tls": {"resume": True}}},
+            "workloads": {"echo": {"request_bytes": 300}},
+            "load": {"requests": 30, "warmup": 3, "connections": 2, "concurrency": 2},
+            "matrix": {"reuse": [True, False]},
+            "repeat": 1,
+        }
+    )
+    by_reuse = {(d["variant"], d["point"]["reuse"]): d for d in result["cases"]}
+    for (variant, reuse), doc in by_reuse.items():
+        assert doc["status"] == "ok", (variant, reuse, doc["reason"])
+        assert doc["errors"] == {} and doc["ok"] == 60, (variant, reuse, doc["error_samples"])
+    keep = by_reuse["tls", True]["connections"]
+    assert keep["opened"] == 2 and not keep.get("per_request")
+    fresh = by_reuse["tls", False]
+    costs = fresh["connections"]
+    assert costs["per_request"] and costs["opened"] == 60
+    assert costs["handshake"]["histogram"]["count"] == 60 and "handshake_resumed" not in costs
+    assert costs["request"]["histogram"]["count"] == 60
+    assert fresh["counters"]["connects"] == 60
+    assert "handshake" not in by_reuse["h2c", False]["connections"]
+    resumed = by_reuse["resumed", False]["connections"]
+    assert resumed["handshake_resumed"]["histogram"]["count"] >= 55

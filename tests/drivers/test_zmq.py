@@ -23,6 +23,7 @@ from rpcmeter.servers.zmq_server import address
 from rpcmeter.suite import build_suite
 from rpcmeter.workloads import factorial_digits, parse_params
 from tests.drivers import calls
+from tests.support.synthetic import written
 
 pytestmark = pytest.mark.timeout(120)
 server = calls.server_fixture(ZmqDriver, ("tcp", "ipc"))
@@ -116,16 +117,18 @@ def test_worker_threads_serve_sleeps_concurrently() -> None:
 
 
 def test_suite_end_to_end_records_server_time_bytes_and_blocking() -> None:
-    result = run_suite(
-        build_suite(
-            {
-                "target": {"driver": "zmq", "transport": "ipc"},
-                "repeat": 1,
-                "variants": {"block": {}, "poll": {"options": {"recv": "poll"}}},
-                "workloads": {"payload": {"request_bytes": 200, "reply_bytes": 900}},
-                "load": {"requests": 100, "warmup": 5, "concurrency": 2},
-                "validate": True,
-            }
+    result = written(
+        run_suite(
+            build_suite(
+                {
+                    "target": {"driver": "zmq", "transport": "ipc"},
+                    "repeat": 1,
+                    "variants": {"block": {}, "poll": {"options": {"recv": "poll"}}},
+                    "workloads": {"payload": {"request_bytes": 200, "reply_bytes": 900}},
+                    "load": {"requests": 100, "warmup": 5, "concurrency": 2},
+                    "validate": True,
+                }
+            )
         )
     )
     assert [c["variant"] for c in result["cases"]] == ["block", "poll"]

@@ -1,5 +1,6 @@
-"""examples/pclick.toml end to end: rpcmeter's ZeroMQ clients against pClick's own demo server,
-installed by the suite into a virtualenv of its own (study 002)."""
+"""examples/pclick.toml end to end: rpcmeter's ZeroMQ clients, and pClick's own demo client as a
+command client, against pClick's own demo server, installed by the suite into a virtualenv of its
+own (study 002)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -53,11 +55,28 @@ def test_pclick_example_drives_pclicks_own_server(tmp_path: Path) -> None:
     code = main(["run", str(EXAMPLE), "--quick", "--no-store", "-o", str(out), "--width", "160"])
     result = json.loads(out.read_text())
     assert code == 0
-    cases = result["cases"]
-    assert {c["variant"] for c in cases} == {
+    by_client: dict[bool, list[dict[str, Any]]] = {
+        True: [],
+        False: [],
+    }  # pClick's own client (a command client) or rpcmeter's
+    for case in result["cases"]:
+        by_client["pclick client" in case["variant"]].append(case)
+    assert {c["variant"] for c in by_client[False]} == {
         f"{t} {m}" for t in ("tcp", "ipc") for m in ("block", "poll", "sleep 100us")
     }
-    for case in cases:
+    assert {c["variant"] for c in by_client[True]} == {"tcp pclick client", "ipc pclick client"}
+    for case in by_client[True]:
+        # pClick's demo client, from the suite's environment, against the server started for it
+        assert case["status"] == "ok", case["reason"]
+        assert case["endpoint"].startswith(case["variant"].split()[0] + "://")
+        argv = case["command"]["argv"]
+        assert argv[1:3] == ["-m", "pclick.demo.client"] and "/envs/" in argv[0]
+        where = case["endpoint"].partition("://")[2]
+        assert where.rpartition(":")[2] in argv or f"ipc://{where}" in argv
+        assert case["ok"] == case["requests"] == len(case["runs"]) * 2000
+        assert case["throughput_rps"] > 0 and case["latency"] is None
+        assert case["cpu"]["server_us_per_request"] > 0
+    for case in by_client[False]:
         assert case["status"] == "ok", case["reason"]
         assert case["errors"] == {} and case["ok"] == case["requests"] > 0
         assert case["endpoint"].startswith(case["variant"].split()[0] + "://")

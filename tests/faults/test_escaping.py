@@ -9,12 +9,14 @@ from typing import Any
 
 from rpcmeter.reporters import csv as csv_reporter
 from rpcmeter.reporters import markdown, terminal
+from rpcmeter.result import Result
+from tests.support.synthetic import parsed
 
 GOLDEN = Path(__file__).parents[1] / "reporters" / "golden" / "result.json"
 EVIL = "=ev\x1b[31mil[bold]x[/bold]|*_<b>[a](http://x)\nnew"
 
 
-def evil_result() -> dict[str, Any]:
+def evil_result() -> Result:
     doc: dict[str, Any] = json.loads(GOLDEN.read_text())
     old = doc["cases"][0]["variant"]
     for case in doc["cases"]:
@@ -27,7 +29,7 @@ def evil_result() -> dict[str, Any]:
     doc["cases"][0]["status"] = "failed"
     doc["cases"][0]["reason"] = "server said \x1b[2J\x07"
     doc.pop("comparisons", None)
-    return doc
+    return parsed(doc)
 
 
 def test_terminal_shows_control_characters_and_markup_escaped() -> None:

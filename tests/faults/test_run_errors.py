@@ -12,6 +12,7 @@ import pytest
 
 from rpcmeter.cli import main
 from rpcmeter.store import Store
+from tests.support.synthetic import written
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -74,7 +75,7 @@ def test_output_lost_mid_run_fails_the_run(
     )
     assert "Traceback" not in err
     with Store(db) as store:
-        stored = store.load(1)
+        stored = written(store.load(1))
         assert stored["status"] == "failed" and str(out) in stored["reason"]
         assert [r.status for r in store.runs()] == ["failed"]
 

@@ -196,7 +196,7 @@ def test_streaming_sends_and_receives_in_pieces() -> None:
     client.send_data(s, b"cd", end_stream=False)
     client.send_data(s, b"ef", end_stream=True)
     pump(client, peer)
-    assert done == [s] and b"".join(got) == b"abcdef" and s.chunks == []
+    assert done == [s] and b"".join(got) == b"abcdef" and not s.chunks
     with pytest.raises(ValueError, match="closed for sending"):
         client.send_data(s, b"x", end_stream=True)
 

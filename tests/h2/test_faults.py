@@ -13,6 +13,7 @@ import pytest
 
 from rpcmeter.execute import run_suite
 from rpcmeter.suite import build_suite
+from tests.support.synthetic import written
 
 pytestmark = pytest.mark.timeout(120)
 ROOT = Path(__file__).resolve().parents[2]
@@ -41,22 +42,24 @@ def test_each_fault_fails_its_case_with_a_reason(driver: str) -> None:
     }
     variants: dict[str, Any] = {mode: hostile(mode, driver) for mode in modes}
     variants["healthy"] = {"driver": "http", "options": {"http": "2"}}
-    result = run_suite(
-        build_suite(
-            {
-                "name": "faults",
-                "target": {"driver": "http", "transport": "tcp"},
-                "variants": variants,
-                "workloads": {"noop": {}},
-                "load": {
-                    "requests": 200,
-                    "warmup": 0,
-                    "connections": 1,
-                    "concurrency": 4,
-                    "timeout_s": 30,
-                },
-                "repeat": 1,
-            }
+    result = written(
+        run_suite(
+            build_suite(
+                {
+                    "name": "faults",
+                    "target": {"driver": "http", "transport": "tcp"},
+                    "variants": variants,
+                    "workloads": {"noop": {}},
+                    "load": {
+                        "requests": 200,
+                        "warmup": 0,
+                        "connections": 1,
+                        "concurrency": 4,
+                        "timeout_s": 30,
+                    },
+                    "repeat": 1,
+                }
+            )
         )
     )
     cases = {c["variant"]: c for c in result["cases"]}

@@ -1,12 +1,15 @@
 """The HTTP/2 connection on asyncio: a session replacing a connection whose stream ids ran out,
-against the built-in server's h2c; TLS without ALPN h2 refused."""
+against the built-in server's h2c; TLS without ALPN h2 refused; HTTP/2 over rpcmeter's TLS
+transport against python-hyper's h2 server, with resumption."""
 
 from __future__ import annotations
 
 import asyncio
 import ssl
 import sys
+import tempfile
 from collections.abc import Iterator
+from typing import cast
 
 import pytest
 import trustme
@@ -15,6 +18,7 @@ from rpcmeter.endpoints import Endpoint
 from rpcmeter.h2.connection import H2Connection, H2ConnectionError, Stream
 from rpcmeter.h2.transport import H2Protocol, Session, open_connection
 from rpcmeter.servers.process import ServerProcess, new_endpoint
+from rpcmeter.tls import ClientTls, TlsSettings, TlsTransport, client_context
 
 pytestmark = pytest.mark.timeout(60)
 GET = [(b":method", b"GET"), (b":scheme", b"http"), (b":path", b"/noop"), (b":authority", b"x")]
@@ -100,3 +104,102 @@ def test_tls_without_alpn_h2_is_refused() -> None:
             await srv.wait_closed()
 
     asyncio.run(main())
+
+
+class H2TlsServer(asyncio.Protocol):
+    """python-hyper's ``h2`` as a server over the loop's TLS: every request gets 200 and a
+    body of 20,000 bytes (several TLS records, and DATA frames beyond one record)."""
+
+    BODY = bytes(range(256)) * 78 + b"tail"
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        import h2.config
+        import h2.connection
+
+        self.transport = cast(asyncio.Transport, transport)
+        self.h2 = h2.connection.H2Connection(h2.config.H2Configuration(client_side=False))
+        self.h2.initiate_connection()
+        self.h2.increment_flow_control_window(1 << 20)
+        self.transport.write(self.h2.data_to_send())
+
+    def data_received(self, data: bytes) -> None:
+        import h2.events
+
+        for event in self.h2.receive_data(data):
+            if isinstance(event, h2.events.RequestReceived):
+                sid = event.stream_id
+                self.h2.send_headers(sid, [(":status", "200")])
+                body, size = self.BODY, self.h2.max_outbound_frame_size
+                for at in range(0, len(body), size):
+                    end = at + size >= len(body)
+                    self.h2.send_data(sid, body[at : at + size], end_stream=end)
+        self.transport.write(self.h2.data_to_send())
+
+
+def test_http2_over_tls_on_rpcmeter_transport_against_the_h2_library() -> None:
+    """A TLS connection opened by open_connection runs on rpcmeter's own TLS transport: ALPN h2,
+    the connect and handshake timed, streams answered by python-hyper's h2 server, and with a
+    resuming context the second connection resumes the first one's session."""
+    ca = trustme.CA()
+    server_ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    ca.issue_cert("localhost").configure_cert(server_ctx)
+    server_ctx.set_alpn_protocols(["h2"])
+    settings = TlsSettings(resume=True)
+    with tempfile.TemporaryDirectory() as tmp:
+        ca_file = f"{tmp}/ca.pem"
+        ca.cert_pem.write_to_path(ca_file)
+        client_ctx = client_context(ClientTls(settings, ca_file, "localhost"), ["h2"])
+    recorded: list[tuple[str, int]] = []
+
+    async def five_streams(proto: H2Protocol) -> list[Stream]:
+        req = proto.conn.prepare(GET, None)
+        ended: asyncio.Future[list[Stream]] = asyncio.get_running_loop().create_future()
+        streams: list[Stream] = []
+
+        def on_end(stream: Stream) -> None:
+            streams.append(stream)
+            if len(streams) == 5:
+                ended.set_result(streams)
+
+        for _ in range(5):
+            proto.request(req, on_end)
+        return await ended
+
+    async def main() -> list[tuple[int | None, bytes, bool]]:
+        srv = await asyncio.get_running_loop().create_server(
+            H2TlsServer, "127.0.0.1", 0, ssl=server_ctx
+        )
+        endpoint = Endpoint("tcp", "127.0.0.1", srv.sockets[0].getsockname()[1])
+        out: list[tuple[int | None, bytes, bool]] = []
+        try:
+            for _ in range(2):
+                proto = await open_connection(
+                    endpoint,
+                    ssl_context=client_ctx,
+                    server_hostname="localhost",
+                    timeout_s=5,
+                    record=lambda part, ns: recorded.append((part, ns)),
+                )
+                assert isinstance(proto.transport, TlsTransport)
+                tls_object = proto.transport.get_extra_info("ssl_object")
+                assert tls_object.selected_alpn_protocol() == "h2"
+                for stream in await asyncio.wait_for(five_streams(proto), 10):
+                    assert stream.error is None
+                    out.append((stream.headers, stream.body(), tls_object.session_reused))
+                proto.close()
+        finally:
+            srv.close()
+            await srv.wait_closed()
+        return out
+
+    out = asyncio.run(main())
+    assert len(out) == 10
+    assert {body for _, body, _ in out} == {H2TlsServer.BODY}
+    assert [reused for _, _, reused in out] == [False] * 5 + [True] * 5
+    assert [part for part, _ in recorded] == [
+        "connect",
+        "handshake",
+        "connect",
+        "handshake_resumed",
+    ]
+    assert all(ns > 0 for _, ns in recorded)

@@ -128,3 +128,16 @@ def test_counters_add_and_subtract_as_the_histograms_do() -> None:
     since = {k: v - ca.get(k, 0) for k, v in added.items()}
     assert Histogram.from_counters(since, "x").percentiles([50, 90]) == b.percentiles([50, 90])
     assert Histogram.from_counters({}, "x").count == 0
+
+
+def test_pickled_as_its_buckets_and_equal_after() -> None:
+    import pickle
+
+    h = Histogram()
+    h.record_array(np.array([5, 1_000, 1_000, 2_500_000], dtype=np.int64))
+    data = pickle.dumps(h)
+    assert len(data) < 300  # the non-empty buckets, not the whole array
+    back = pickle.loads(data)
+    assert back.to_dict() == h.to_dict()
+    assert back.percentile(50) == h.percentile(50) and back.max == h.max
+    assert pickle.loads(pickle.dumps(Histogram())).count == 0

@@ -15,9 +15,9 @@ import pytest
 from rpcmeter.checks import warnings_for
 from rpcmeter.execute import run_suite
 from rpcmeter.metrics.resources import CpuTimes, TreeMonitor, busy_pct, case_figures
-from rpcmeter.result import Result
 from rpcmeter.suite import build_suite
 from tests.support.marks import timing_sensitive
+from tests.support.synthetic import parsed, written
 
 BURN = "import time\nend = time.thread_time_ns() + int({s} * 1e9)\nwhile time.thread_time_ns() < end: pass\n"
 
@@ -124,7 +124,7 @@ def test_busy_pct_of_chosen_cpus() -> None:
     assert busy_pct(start, [(10.0, 100.1), (50.0, 100.0)], [0]) is None  # too short to tell
 
 
-def run(raw: dict[str, Any]) -> Result:
+def run(raw: dict[str, Any]) -> dict[str, Any]:
     base: dict[str, Any] = {
         "target": {"driver": "rpyc", "transport": "unix"},
         "load": {"requests": 100, "warmup": 5, "timeout_s": 60},
@@ -132,7 +132,7 @@ def run(raw: dict[str, Any]) -> Result:
     }
     for key, value in raw.items():
         base[key] = {**base[key], **value} if isinstance(value, dict) and key in base else value
-    return run_suite(build_suite(base))
+    return written(run_suite(build_suite(base)))
 
 
 @pytest.mark.timeout(60)
@@ -206,4 +206,7 @@ def test_a_filled_client_cpu_triggers_a_load_generator_warning() -> None:
     # which warning rests on the measured figures: the clients' own use, or the CPU busy with
     # other work (here the server beside them, or other jobs on the machine)
     expected = "load generator was saturated" if own > 90.0 else "busy with other work"
-    assert any(expected in w for w in warnings_for(result)), (case["cpu"], warnings_for(result))
+    assert any(expected in w for w in warnings_for(parsed(result))), (
+        case["cpu"],
+        warnings_for(parsed(result)),
+    )

@@ -24,5 +24,5 @@ DEMO_OVERRIDES = [
 def demo_result() -> Result:
     suite = load_suite(builtin_suite_path("demo"), DEMO_OVERRIDES)
     result = run_suite(suite)
-    assert all(c["status"] == "ok" for c in result["cases"]), [c["reason"] for c in result["cases"]]
+    assert all(c.status == "ok" for c in result.cases), [c.reason for c in result.cases]
     return result

@@ -17,18 +17,19 @@ from typing import Any
 
 import pytest
 
-from rpcmeter import analysis, checks
+from rpcmeter import checks, model
 from rpcmeter.reporters import csv as csv_reporter
 from rpcmeter.reporters import json as json_reporter
 from rpcmeter.reporters import markdown as markdown_reporter
 from rpcmeter.reporters import terminal
-from tests.support.synthetic import synthetic_result
+from rpcmeter.reporters.view import comparison_view
+from tests.support.synthetic import synthetic_result, with_case
 
 GOLDEN = Path(__file__).parent / "golden"
 UPDATE = os.environ.get("RPCMETER_UPDATE_GOLDEN") == "1"
 
 
-def golden_result() -> dict[str, Any]:
+def golden_result() -> model.Result:
     t1, t4 = (("threads", 1),), (("threads", 4),)
     result = synthetic_result(
         {
@@ -44,11 +45,9 @@ def golden_result() -> dict[str, Any]:
         samples=100,
         cpu=True,
     )
-    failed = result["cases"][-1]
-    failed.update(status="failed", reason="server exited with status 1 during the case")
-    result["comparisons"] = analysis.compare_variants(result)
-    result["warnings"] = checks.warnings_for(result)
-    return result
+    return with_case(
+        result, -1, status="failed", reason="server exited with status 1 during the case"
+    )
 
 
 def _decoded_buckets(value: Any) -> Any:
@@ -84,7 +83,8 @@ def test_json_golden() -> None:
     result = golden_result()
     text = json_reporter.render(result)
     check_golden("result.json", text)
-    assert json.loads(text)["comparisons"] == json.loads(json.dumps(result["comparisons"]))
+    assert json.loads(text)["comparisons"] == json.loads(json.dumps(result.comparisons.to_json()))
+    assert json.loads(text)["warnings"] == checks.warnings_for(result)
 
 
 def test_csv_golden() -> None:
@@ -105,7 +105,7 @@ def test_csv_golden() -> None:
 
 
 def test_comparison_csv_golden() -> None:
-    text = csv_reporter.render_comparison(golden_result()["comparisons"])
+    text = csv_reporter.render_comparison(comparison_view(golden_result().comparisons, []))
     check_golden("comparison.csv", text)
     assert "faster" in text and "slower" in text and "same" in text
 
@@ -125,11 +125,11 @@ def test_terminal_golden() -> None:
 
 def test_reporters_are_pure() -> None:
     result = golden_result()
-    before = json.dumps(result)
+    before = result.dumps()
     outputs = [
         r(result) for r in (json_reporter.render, csv_reporter.render, markdown_reporter.render)
     ]
-    assert json.dumps(result) == before
+    assert result.dumps() == before
     assert outputs == [
         r(result) for r in (json_reporter.render, csv_reporter.render, markdown_reporter.render)
     ]

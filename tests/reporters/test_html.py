@@ -17,9 +17,11 @@ from typing import Any
 
 import pytest
 
+from rpcmeter import analysis
 from rpcmeter.cli import main
 from rpcmeter.reporters import html
 from rpcmeter.result import Result, write_json
+from tests.support.synthetic import comparison_document
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -56,7 +58,7 @@ def test_report_is_self_contained(demo_result: Result, demo_page: str) -> None:
             hits -= page.count(f'{remote}www.w3.org/1999/xlink"')
         assert hits == 0, remote
     assert page.count("<figure") == len(html.expected_plots(demo_result))
-    assert demo_result["suite"]["name"] in page
+    assert demo_result.suite.name in page
     assert "mean / default" in page  # the comparison table
 
 
@@ -64,9 +66,7 @@ def test_cpu_verdicts_read_less_and_more() -> None:
     """A stored faster/slower verdict on a CPU metric reads less/more, in the verdict's colour."""
     rows = [
         {
-            "workload": "w",
             "variant": "b",
-            "point": {},
             "metric": metric,
             "ratio": r,
             "ci_low": r - 0.1,
@@ -75,17 +75,17 @@ def test_cpu_verdicts_read_less_and_more() -> None:
         }
         for metric, r, verdict in (("user_cpu", 0.5, "faster"), ("mean", 1.5, "slower"))
     ]
-    result: Any = {"comparisons": {"rows": rows}}
-    cpu = html._ratio_cell(result, "w", (), "b", "user_cpu", 0.5)
-    wall = html._ratio_cell(result, "w", (), "b", "mean", 1.5)
+    doc = analysis.Comparison.model_validate(comparison_document(rows))
+    cpu = html._ratio_cell(doc, "w", (), "b", "user_cpu", 0.5)
+    wall = html._ratio_cell(doc, "w", (), "b", "mean", 1.5)
     assert '<span class="faster">less</span>' in cpu
     assert '<span class="slower">slower</span>' in wall
 
 
 def test_report_command_writes_html_and_pngs(demo_result: Result, tmp_path: Path) -> None:
     # one workload of the demo run keeps this test quick; the full page is checked below
-    one = {**demo_result, "cases": [c for c in demo_result["cases"] if c["workload"] == "simple"]}
-    write_json(one, tmp_path / "run.json")
+    one = demo_result.replace(cases=[c for c in demo_result.cases if c.workload == "simple"])
+    write_json(one.to_json(), tmp_path / "run.json")
     page, png = tmp_path / "new" / "dir" / "r.html", tmp_path / "new" / "png"  # made as needed
     code = main(
         [
@@ -281,7 +281,7 @@ def test_report_in_headless_chromium(
     # self-contained: the page is the only thing loaded
     assert page.requested() == {report.resolve().as_uri()}, page.requested()
 
-    assert info["title"] == f"rpcmeter · {demo_result['suite']['name']}"
+    assert info["title"] == f"rpcmeter · {demo_result.suite.name}"
     plots = {p["id"]: p for p in info["plots"]}
     expected = html.expected_plots(demo_result)
     assert list(plots) == expected
@@ -379,10 +379,10 @@ def test_command_run_report_labels_wall_user_and_system(tmp_path: Path) -> None:
     bars = got["command-wait-all"]
     assert bars.categories == ("wall", "user", "system")
     assert [s.variant for s in bars.series] == ["spin", "sleep"]
-    for series, case in zip(bars.series, result["cases"], strict=True):
-        runs = case["runs"]
+    for series, case in zip(bars.series, result.cases, strict=True):
+        runs = case.runs or []
         for value, key in zip(series.y, ("wall_s", "user_s", "sys_s"), strict=True):
-            assert value == pytest.approx(sum(r[key] for r in runs) / len(runs)), key
+            assert value == pytest.approx(sum(getattr(r, key) for r in runs) / len(runs)), key
     spin, sleep = (s.y for s in bars.series)
     # the spinning command burns 300 ms of CPU per run; the sleeping one far less
     assert spin[1] + spin[2] >= 0.29 and sleep[1] + sleep[2] < spin[1] + spin[2] - 0.15

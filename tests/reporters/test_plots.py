@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import math
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -13,6 +14,7 @@ from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.reporters import plots
 from rpcmeter.reporters.plots import all_plots, palette, spectrum_percentiles
 from rpcmeter.result import Result
+from tests.support.synthetic import comparison_document, parsed
 
 
 def _case(
@@ -48,7 +50,7 @@ def _case(
     }
 
 
-def _result(cases: list[dict[str, Any]], variants: list[str], keys: list[str]) -> Result:
+def _result(cases: list[dict[str, Any]], variants: list[str], keys: list[str]) -> dict[str, Any]:
     return {
         "schema_version": 1,
         "suite": {"name": "t", "variants": {v: {} for v in variants}, "matrix_keys": keys},
@@ -58,8 +60,8 @@ def _result(cases: list[dict[str, Any]], variants: list[str], keys: list[str]) -
     }
 
 
-def _by_id(result: Result) -> dict[str, plots.Plot]:
-    return {p.id: p for ps in all_plots(result).values() for p in ps}
+def _by_id(doc: dict[str, Any]) -> dict[str, plots.Plot]:
+    return {p.id: p for ps in all_plots(parsed(doc)).values() for p in ps}
 
 
 def test_spectrum_percentiles_grid() -> None:
@@ -85,7 +87,7 @@ def test_one_variant_one_case_gives_only_a_spectrum() -> None:
     assert got["spectrum-w-all"].y_label == "latency (µs)"
 
 
-def _two_variant_matrix() -> Result:
+def _two_variant_matrix() -> dict[str, Any]:
     cases = []
     for threads in (1, 2, 4):
         for rep in (0, 1):
@@ -95,7 +97,7 @@ def _two_variant_matrix() -> Result:
 
 
 def test_matrix_plots_series_and_points() -> None:
-    got = _by_id(_two_variant_matrix())
+    got = _by_id({**_two_variant_matrix(), "comparisons": comparison_document()})  # none
     assert sorted(got) == sorted(
         [
             "spectrum-w-threads-1",
@@ -121,23 +123,16 @@ def test_matrix_plots_series_and_points() -> None:
     assert all(math.isnan(v) for v in ratio.series[0].lo or ())  # no comparisons: no intervals
 
 
+def _stored_comparison(summary: Sequence[dict[str, Any]] = ()) -> dict[str, Any]:
+    """A stored comparison: ``fast`` 0.52 [0.48, 0.56] of ``base`` on mean latency at
+    threads=2, faster."""
+    row = {"point": {"threads": 2}, "ratio": 0.52, "ci_low": 0.48, "ci_high": 0.56}
+    return comparison_document([{**row, "verdict": "faster"}], summary)
+
+
 def test_ratio_uses_stored_comparisons_with_intervals() -> None:
     r = _two_variant_matrix()
-    r["comparisons"] = {
-        "kind": "variants",
-        "rows": [
-            {
-                "workload": "w",
-                "point": {"threads": 2},
-                "variant": "fast",
-                "metric": "mean",
-                "ratio": 0.52,
-                "ci_low": 0.48,
-                "ci_high": 0.56,
-                "verdict": "faster",
-            }
-        ],
-    }
+    r["comparisons"] = _stored_comparison()
     ratio = _by_id(r)["ratio-w"]
     assert ratio.series[0].y[1] == pytest.approx(0.52)
     assert ratio.series[0].lo is not None and ratio.series[0].lo[1] == pytest.approx(0.48)
@@ -240,21 +235,18 @@ def test_html_table_and_summary_show_intervals_and_verdicts() -> None:
     from rpcmeter.reporters import html
 
     r = _two_variant_matrix()
-    row = {"workload": "w", "point": {"threads": 2}, "variant": "fast", "metric": "mean"}
-    r["comparisons"] = {
-        "baseline": "base",
-        "rows": [{**row, "ratio": 0.52, "ci_low": 0.48, "ci_high": 0.56, "verdict": "faster"}],
-        "summary": [{"variant": "fast", "metric": "mean", "geomean": 0.5, "cases": 3, "faster": 1}],
-    }
+    geomean = {"variant": "fast", "metric": "mean", "geomean": 0.5, "cases": 3}
+    verdicts = {"faster": 1, "slower": 0, "same": 0, "unknown": 0}
+    r["comparisons"] = _stored_comparison([{**geomean, **verdicts}])
     colors = palette(["base", "fast"])
-    table = html.workload_table(r, "w", colors)
+    table = html.workload_table(parsed(r), "w", colors)
     assert '0.52 <span class="ci">[0.48, 0.56]</span> <span class="faster">faster</span>' in table
     assert table.count("<tr>") == 1 + 3 * 2  # a header, one row per matrix point and variant
     assert table.count(">baseline</td>") == 3
     assert "0.50" in table  # plain ratios where no comparison is stored
-    summary = html.comparison_summary(r, colors)
+    summary = html.comparison_summary(parsed(r), colors)
     assert "Against base" in summary and '<span class="faster">1 faster</span>' in summary
-    assert html.comparison_summary(_two_variant_matrix(), colors) == ""
+    assert html.comparison_summary(parsed(_two_variant_matrix()), colors) == ""
 
 
 def test_open_loop_rate_sweep_puts_the_offered_rate_on_x() -> None:
@@ -281,7 +273,7 @@ def test_html_lists_warnings_and_failed_cases_folding_long_lists() -> None:
         cases.append(failed)
     r = _result(cases, ["a"], [])
     r["warnings"] = ["client CPUs saturated"]
-    page = html.render(r)
+    page = html.render(parsed(r))
     section = page[page.index('id="warnings"') : page.index("</section>", page.index("warnings"))]
     assert "client CPUs saturated" in section and "server exited 9" in section
     assert "<summary>3 more</summary>" in section  # 11 problems, 8 shown

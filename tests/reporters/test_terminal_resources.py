@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rpcmeter.reporters.terminal import render
+from tests.support.synthetic import parsed
 
 
 def result() -> dict[str, Any]:
@@ -36,6 +37,7 @@ def result() -> dict[str, Any]:
         }
 
     return {
+        "schema_version": 2,
         "suite": {"name": "t", "variants": {"block": {}, "spin": {}}, "matrix_keys": []},
         "environment": {},
         "status": "complete",
@@ -50,7 +52,7 @@ def result() -> dict[str, Any]:
 
 
 def test_resource_table_per_workload() -> None:
-    text = render(result(), width=140)
+    text = render(parsed(result()), width=140)
     assert "idle · CPU and memory" in text
     assert "simple · CPU and memory" in text
     # latency tables for simple, none for the idle workload

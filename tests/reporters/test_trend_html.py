@@ -11,7 +11,7 @@ from rpcmeter.reporters import trend as reporter
 from rpcmeter.store import Store
 from rpcmeter.trend import Trend, collect
 from tests.reporters.test_html import Page, chromium
-from tests.support.synthetic import CellSpec, synthetic_result
+from tests.support.synthetic import CellSpec, document, synthetic_result
 
 __all__ = ["chromium"]  # the fixture, used by name
 
@@ -27,7 +27,7 @@ def trends(tmp_path_factory: pytest.TempPathFactory) -> list[Trend]:
                 ("w", (("threads", 4),), "a"): [100 * f, 101 * f, 99 * f],
                 ("w", (("threads", 4),), "b"): [90.0, 91.0, 89.0],
             }
-            doc = synthetic_result(spec, seed=i)
+            doc = document(synthetic_result(spec, seed=i))
             doc["suite"]["git"] = {"commit": f"{i:x}" * 40, "branch": "main", "dirty": i == 7}
             doc["started_at"] = f"2026-11-{10 + i}T09:00:00+00:00"
             store.save(doc)

@@ -10,10 +10,11 @@ from typing import Any
 
 import pytest
 
+from rpcmeter import model
 from rpcmeter.cli import main
 from rpcmeter.reporters import terminal
 from rpcmeter.store import Store
-from tests.support.synthetic import synthetic_result
+from tests.support.synthetic import document, synthetic_result
 
 GOLDEN = Path(__file__).parent / "golden"
 WIDTH = 120
@@ -28,17 +29,19 @@ def check_fits(text: str) -> None:
 def test_three_variants_with_a_long_matrix_key_fit() -> None:
     # grpc-vs-rest's shape: three variants, the matrix key request_bytes, bytes and server time
     point = (("request_bytes", 10000),)
-    result = synthetic_result(
-        {
-            ("echo", point, "grpc"): [20_350, 20_100],
-            ("echo", point, "grpc threaded"): [16_070, 16_500],
-            ("echo", point, "rest"): [1_990, 2_010],
-        }
+    result = document(
+        synthetic_result(
+            {
+                ("echo", point, "grpc"): [20_350, 20_100],
+                ("echo", point, "grpc threaded"): [16_070, 16_500],
+                ("echo", point, "rest"): [1_990, 2_010],
+            }
+        )
     )
     for case in result["cases"]:
         case["server_time"] = {"mean_us": 1.0}
         case["bytes"] = {"out_per_request": 10_069.0, "in_per_request": 10_115.0}
-    text = terminal.render(result, width=WIDTH)
+    text = terminal.render(model.Result.from_json(result), width=WIDTH)
     check_fits(text)
     assert "request_bytes" in text and "ranked by requests/s" in text
     # the wall times are in the ranking table (three of them no longer fit beside the ratios)
@@ -60,7 +63,7 @@ def test_a_command_table_with_verdicts_fits() -> None:
             }
             for i, r in enumerate(runs * 4)
         ]
-    text = terminal.render(result, width=WIDTH)
+    text = terminal.render(model.Result.from_json(result), width=WIDTH)
     check_fits(text)
     assert "heavy_map" in text and "long_input" in text
     assert " less" in text  # a verdict word beside a ratio
@@ -86,10 +89,10 @@ def test_history_with_long_suite_names_fits(
                 },
                 seed=i,
             )
-            result["suite"]["name"] = name
-            result["suite"]["git"] = {"commit": "f2eeb99cfe" * 4, "dirty": True}
-            result["run_id"] = f"{i:012d}"
-            store.tag("main", store.save(result))
+            suite = result.suite.model_copy(
+                update={"name": name, "git": model.Git(commit="f2eeb99cfe" * 4, dirty=True)}
+            )
+            store.tag("main", store.save(result.replace(suite=suite, run_id=f"{i:012d}")))
     assert main(["history", "--store", str(path)]) == 0
     out = capsys.readouterr().out
     check_fits(out)

@@ -14,6 +14,7 @@ from rpcmeter.cli import main
 from rpcmeter.drivers.command import fill, placeholders
 from rpcmeter.errors import SuiteError
 from rpcmeter.suite import load_suite
+from tests.support.synthetic import parsed
 
 
 def write_suite(tmp_path: Path, body: str) -> Path:
@@ -84,13 +85,12 @@ def test_runs_matrix_and_per_run_values(tmp_path: Path, capsys: pytest.CaptureFi
     # `sleep` holds about 1.6 MB: its own peak, not the launcher's 13-14 MB
     assert max(c["memory"]["server_peak_rss_bytes"] for c in sleepy) < 4 << 20
     assert min(c["command"]["cpu_s"] for c in spinning) > 0.01
-    for row in cells(result)["command"].values():  # per-run values for comparisons
+    for row in cells(parsed(result))["command"].values():  # per-run values for comparisons
         for cell in row.values():
             (case,) = cell.cases
-            assert cell.values("runs.wall_s") == [r["wall_s"] for r in case["runs"]]
-            assert cell.values("runs.cpu_s") == pytest.approx(
-                [r["user_s"] + r["sys_s"] for r in case["runs"]]
-            )
+            runs = case.runs or []
+            assert cell.values("runs.wall_s") == [r.wall_s for r in runs]
+            assert cell.values("runs.cpu_s") == pytest.approx([r.user_s + r.sys_s for r in runs])
     out = capsys.readouterr().out
     assert "wall ratio" in out and "CPU ratio" in out
     assert "more" in out  # the spinning variant uses more CPU, with a verdict

@@ -41,6 +41,7 @@ from rpcmeter.suite import build_suite
 from rpcmeter.workloads import parse_params
 from tests.support.load import spec_and_hooks
 from tests.support.marks import timing_sensitive
+from tests.support.synthetic import completed
 
 pytest.importorskip("distributed")
 pytestmark = pytest.mark.timeout(120)
@@ -143,20 +144,29 @@ def test_execute_dispatches_to_the_cluster(cluster: LoadCluster, server: Endpoin
         }
     )
     case = expand(suite)[0]
-    doc = Bench(suite, RunOptions(), placement.Cpus(None, None), cluster=cluster).run_case(case)
-    assert doc["status"] == "ok", doc["reason"]
-    assert doc["requests"] == 300 and doc["server_managed"] is False
-    assert sum(w["requests"] for w in doc["workers"]) == 300
-    assert sorted(c for w in doc["workers"] for c in w["clients"]) == [0, 1, 2]
-    spread = doc["spread"]
-    assert spread["workers"] == WORKERS and spread["lost"] == 0
-    assert 0 < spread["min_max_ratio"] <= 1
-    assert doc["cpu"]["client_user_s"] > 0
+    recorded = Bench(suite, RunOptions(), placement.Cpus(None, None), cluster=cluster).run_case(
+        case
+    )
+    assert recorded.status == "ok", recorded.reason
+    assert recorded.requests == 300 and recorded.server_managed is False
+    workers = recorded.workers or []
+    assert sum(w.requests or 0 for w in workers) == 300
+    assert sorted(c for w in workers for c in w.clients or []) == [0, 1, 2]
+    spread = recorded.spread
+    assert spread is not None and spread.workers == WORKERS and spread.lost == 0
+    assert spread.min_max_ratio is not None and 0 < spread.min_max_ratio <= 1
+    assert (recorded.cpu.client_user_s or 0) > 0
+    doc: dict[str, Any] = recorded.dump()
     lines = terminal.spread_lines(
-        {"environment": {"cluster": cluster.describe()}, "cases": [doc, {**doc, "spread": None}]}
+        completed(
+            {
+                "environment": {"cluster": cluster.describe()},
+                "cases": [doc, {**doc, "spread": None}],
+            }
+        )
     )
     assert f"load spread over {WORKERS} Dask workers" in lines[0]
-    assert f"worst {spread['min_max_ratio']:.2f}" in lines[0] and "clients" not in lines[0]
+    assert f"worst {spread.min_max_ratio:.2f}" in lines[0] and "clients" not in lines[0]
 
 
 def test_open_loop_paces_each_client_share(cluster: LoadCluster, server: Endpoint) -> None:

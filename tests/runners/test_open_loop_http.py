@@ -9,6 +9,7 @@ from rpcmeter.execute import run_suite
 from rpcmeter.suite import build_suite
 from tests.support.marks import timing_sensitive
 from tests.support.stall import check_stall
+from tests.support.synthetic import written
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -47,7 +48,7 @@ def open_loop_rate_and_stall(http: str, rate: int) -> None:
             "placement": {"server_cpus": "none", "client_cpus": "none"},
         }
     )
-    result = run_suite(suite)
+    result = written(run_suite(suite))
     steady, stall = result["cases"]
     assert steady["status"] == stall["status"] == "ok", (steady["reason"], stall["reason"])
     ol = steady["open_loop"]
@@ -83,7 +84,7 @@ def test_requests_per_second_on_the_schedules_time_base() -> None:
             "placement": {"server_cpus": "none", "client_cpus": "none"},
         }
     )
-    (case,) = run_suite(suite)["cases"]
+    (case,) = written(run_suite(suite))["cases"]
     assert case["status"] == "ok" and case["errors"] == {}, case["reason"]
     ol = case["open_loop"]
     assert case["ok"] == ol["sent"]

@@ -9,10 +9,10 @@ import pytest
 
 from rpcmeter.execute import run_suite
 from rpcmeter.metrics.histogram import Histogram
-from rpcmeter.result import CaseDoc
 from rpcmeter.suite import build_suite
 from tests.support.marks import timing_sensitive
 from tests.support.stall import check_stall
+from tests.support.synthetic import written
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -40,7 +40,7 @@ def test_stall_shows_in_corrected_p999_and_not_in_uncorrected() -> None:
             "load": {"mode": "open", "rate": rate, "duration_s": duration_s, "warmup": 0},
         }
     )
-    result = run_suite(suite)
+    result = written(run_suite(suite))
     case = result["cases"][0]
     assert case["status"] == "ok", case["reason"]
     ol = case["open_loop"]
@@ -53,7 +53,7 @@ def test_stall_shows_in_corrected_p999_and_not_in_uncorrected() -> None:
     assert Histogram.from_dict(case["histogram_uncorrected"]).count == ol["sent"]
 
 
-def by_workload(cases: list[CaseDoc]) -> dict[str, CaseDoc]:
+def by_workload(cases: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return {c["workload"]: c for c in cases}
 
 
@@ -84,7 +84,7 @@ def test_achieved_rate_when_the_server_keeps_up_and_late_when_it_does_not() -> N
             },
         }
     )
-    result = run_suite(suite)
+    result = written(run_suite(suite))
     cases = by_workload(result["cases"])
     fast, slow = cases["simple"], cases["slow"]
     assert fast["status"] == slow["status"] == "ok"

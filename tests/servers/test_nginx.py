@@ -10,6 +10,7 @@ import pytest
 from rpcmeter.execute import run_suite
 from rpcmeter.servers import nginx
 from rpcmeter.suite import build_suite
+from tests.support.synthetic import written
 
 pytestmark = [
     pytest.mark.timeout(120),
@@ -21,19 +22,21 @@ pytestmark = [
 
 def test_http_driver_against_nginx(tmp_path: Path) -> None:
     command = nginx.prepare(tmp_path / "nginx")
-    result = run_suite(
-        build_suite(
-            {
-                "name": "nginx",
-                "target": {"driver": "http", "server": {"command": command}},
-                "variants": {
-                    "noop": {},
-                    "hello": {"options": {"path": "/"}},
-                    "unavailable": {"options": {"path": "/unavailable"}},
-                },
-                "workloads": {"noop": {}},
-                "load": {"requests": 200, "warmup": 5, "connections": 2, "concurrency": 4},
-            }
+    result = written(
+        run_suite(
+            build_suite(
+                {
+                    "name": "nginx",
+                    "target": {"driver": "http", "server": {"command": command}},
+                    "variants": {
+                        "noop": {},
+                        "hello": {"options": {"path": "/"}},
+                        "unavailable": {"options": {"path": "/unavailable"}},
+                    },
+                    "workloads": {"noop": {}},
+                    "load": {"requests": 200, "warmup": 5, "connections": 2, "concurrency": 4},
+                }
+            )
         )
     )
     cases = {c["variant"]: c for c in result["cases"]}

@@ -1,4 +1,5 @@
-"""A deterministic synthetic result document for tests of statistics, store and reporters."""
+"""A deterministic synthetic result document for tests of statistics, store and reporters,
+built through the typed result model (rpcmeter.model), so it has the real document's shape."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from rpcmeter import analysis, model
 from rpcmeter.metrics.histogram import Histogram
 
 # (workload, point, variant) -> per-repetition mean latency in microseconds
@@ -20,8 +22,8 @@ def synthetic_result(
     seed: int = 0,
     cpu: bool = False,
     baseline: str | None = None,
-) -> dict[str, Any]:
-    """A deterministic result document: for every repetition of every cell, ``samples`` latencies
+) -> model.Result:
+    """A deterministic result: for every repetition of every cell, ``samples`` latencies
     drawn around the given mean (log-normal, 20 % spread), one closed loop, so throughput is the
     inverse of the mean latency. ``cpu`` adds per-request CPU figures proportional to latency."""
     rng = np.random.default_rng(seed)
@@ -34,7 +36,7 @@ def synthetic_result(
             if v not in matrix[k]:
                 matrix[k].append(v)
     reps = max(len(v) for v in spec.values())
-    cases: list[dict[str, Any]] = []
+    cases: list[model.Case] = []
     for rep in range(reps):
         for (workload, point, variant), means in spec.items():
             if rep >= len(means):
@@ -43,69 +45,165 @@ def synthetic_result(
             hist = Histogram()
             hist.record_array(lat_ns)
             wall = float(lat_ns.sum()) / 1e9
-            case: dict[str, Any] = {
-                "id": len(cases),
-                "variant": variant,
-                "workload": workload,
-                "kind": workload,
-                "point": dict(point),
-                "params": {"clients": 1, "threads": 1},
-                "repetition": rep,
-                "status": "ok",
-                "reason": None,
-                "requests": samples,
-                "ok": samples,
-                "errors": {},
-                "error_samples": {},
-                "wall_s": wall,
-                "throughput_rps": samples / wall,
-                "latency": hist.summary_us(),
-                "histogram": hist.to_dict(),
-                "server_time": None,
-                "bytes": None,
-                "clients": [],
-                "cpu": {"client_user_s": wall / 2, "client_sys_s": wall / 10},
-                "memory": {"client_peak_rss_bytes": 30_000_000},
-            }
-            if cpu:
-                case["cpu"]["server_us_per_request"] = hist.mean / 1e3 * 0.4
-                case["cpu"]["client_us_per_request"] = hist.mean / 1e3 * 0.6
-            cases.append(case)
+            cases.append(
+                model.Case(
+                    id=len(cases),
+                    variant=variant,
+                    workload=workload,
+                    kind=workload,
+                    point=dict(point),
+                    params={"clients": 1, "threads": 1},
+                    repetition=rep,
+                    status="ok",
+                    reason=None,
+                    requests=samples,
+                    ok=samples,
+                    errors={},
+                    error_samples={},
+                    wall_s=wall,
+                    throughput_rps=samples / wall,
+                    latency=model.Latency.of(hist),
+                    histogram=hist,
+                    server_time=None,
+                    bytes=None,
+                    clients=[],
+                    cpu=model.Cpu(
+                        client_user_s=wall / 2,
+                        client_sys_s=wall / 10,
+                        **(
+                            {
+                                "server_us_per_request": hist.mean / 1e3 * 0.4,
+                                "client_us_per_request": hist.mean / 1e3 * 0.6,
+                            }
+                            if cpu
+                            else {}
+                        ),
+                    ),
+                    memory=model.Memory(client_peak_rss_bytes=30_000_000),
+                )
+            )
+    result = model.Result(
+        schema_version=1,
+        rpcmeter_version="0.1.0",
+        run_id=f"5e1ec7ed{seed:04x}",
+        status="complete",
+        started_at="2026-01-02T03:04:05+00:00",
+        finished_at="2026-01-02T03:05:06+00:00",
+        suite=model.SuiteInfo(
+            name="synthetic",
+            description="",
+            path=None,
+            sha256="0" * 64,
+            git=None,
+            driver="rpyc",
+            transport="unix",
+            baseline=baseline or variants[0],
+            variants={v: {} for v in variants},
+            workloads={},
+            matrix=matrix,
+            matrix_keys=keys,
+            repeat=reps,
+            seed=seed,
+            validate_replies=False,
+            load={},
+        ),
+        environment=model.Environment(
+            host="testhost",
+            cpu_model="Test CPU",
+            cpu_count=2,
+            os="Linux 6.0",
+            python="3.11.0",
+            packages={"rpyc": "6.0.2"},
+            placement=model.Placement(server_cpus=[0], client_cpus=[1]),
+        ),
+        planned_cases=len(cases),
+        cases=cases,
+    )
+    return result
+
+
+def with_case(result: model.Result, index: int, **changes: Any) -> model.Result:
+    """``result`` with case ``index`` changed (each change validated as the model's field)."""
+    cases = list(result.cases)
+    cases[index] = model.Case.model_validate({**cases[index].dump(), **changes})
+    return result.replace(cases=cases)
+
+
+def parsed(doc: dict[str, Any]) -> model.Result:
+    """The result of a test's JSON document. The comparisons and warnings a document stores are
+    not read back (the model derives them); a test that gives its own (comparisons: a whole
+    comparison document, read through :class:`rpcmeter.analysis.Comparison`) keeps them as though
+    derived."""
+    result = model.Result.from_json(doc)
+    # the cached properties' values
+    if doc.get("comparisons") is not None:
+        result.__dict__["comparisons"] = analysis.Comparison.model_validate(doc["comparisons"])
+    if "warnings" in doc:
+        result.__dict__["warnings"] = doc["warnings"]
+    return result
+
+
+def document(result: model.Result) -> dict[str, Any]:
+    """The JSON document of ``result`` without its derived parts, for a test to edit and read
+    back through :func:`parsed`."""
+    return result.to_json(derived=False)
+
+
+def written(result: model.Result) -> dict[str, Any]:
+    """The JSON document rpcmeter writes for ``result`` (with its comparisons and warnings)."""
+    return result.to_json()
+
+
+def completed(doc: dict[str, Any]) -> model.Result:
+    """The result of a test's partial document: the keys the model requires and the test does
+    not care about filled in (schema version, suite name, each case's id, variant, workload and
+    status), the rest as given (:func:`parsed`)."""
+    cases = [
+        {"id": i, "variant": "v", "workload": "w", "status": "ok", **c}
+        for i, c in enumerate(doc.get("cases", []))
+    ]
+    suite = {"name": "t", **doc.get("suite", {})}
+    return parsed({"schema_version": model.SCHEMA_VERSION, **doc, "suite": suite, "cases": cases})
+
+
+def synthetic_document(spec: CellSpec, **options: Any) -> dict[str, Any]:
+    """The JSON document of :func:`synthetic_result` (without its derived parts)."""
+    return document(synthetic_result(spec, **options))
+
+
+def comparison_document(
+    rows: Sequence[dict[str, Any]] = (), summary: Sequence[dict[str, Any]] = ()
+) -> dict[str, Any]:
+    """A comparison document of variants against ``base`` (as a result stores it) with ``rows``:
+    each a row's keys that matter to the test, the rest filled in (no figures, verdict unknown).
+    :class:`rpcmeter.analysis.Comparison` reads it."""
+    blank = {
+        "workload": "w",
+        "point": {},
+        "variant": "fast",
+        "baseline": "base",
+        "metric": "mean",
+        "unit": "us",
+        "n": 2,
+        "n_baseline": 2,
+        "mean": None,
+        "mean_baseline": None,
+        "cv": None,
+        "cv_baseline": None,
+        "ratio": None,
+        "ci_low": None,
+        "ci_high": None,
+        "p_value": None,
+        "verdict": "unknown",
+    }
     return {
-        "schema_version": 1,
-        "rpcmeter_version": "0.1.0",
-        "run_id": f"5e1ec7ed{seed:04x}",
-        "status": "complete",
-        "started_at": "2026-01-02T03:04:05+00:00",
-        "finished_at": "2026-01-02T03:05:06+00:00",
-        "suite": {
-            "name": "synthetic",
-            "description": "",
-            "path": None,
-            "sha256": "0" * 64,
-            "git": None,
-            "driver": "rpyc",
-            "transport": "unix",
-            "baseline": baseline or variants[0],
-            "variants": {v: {} for v in variants},
-            "workloads": {},
-            "matrix": matrix,
-            "matrix_keys": keys,
-            "repeat": reps,
-            "seed": seed,
-            "validate": False,
-            "load": {},
-        },
-        "environment": {
-            "host": "testhost",
-            "cpu_model": "Test CPU",
-            "cpu_count": 2,
-            "os": "Linux 6.0",
-            "python": "3.11.0",
-            "packages": {"rpyc": "6.0.2"},
-            "placement": {"server_cpus": [0], "client_cpus": [1]},
-        },
-        "planned_cases": len(cases),
-        "cases": cases,
+        "kind": "variants",
+        "baseline": "base",
+        "against": None,
+        "confidence": 0.95,
+        "alpha": 0.05,
+        "resamples": 2000,
+        "rows": [{**blank, **row} for row in rows],
+        "summary": list(summary),
         "warnings": [],
     }

@@ -17,17 +17,41 @@ REGISTRY: dict[str, str] = {
 }
 
 
+# the protocol libraries installed as extras (pyproject.toml): top-level module -> (distribution,
+# extra). Only a driver's module and its built-in server's import them, so a suite pays for, and
+# needs, only the library of the drivers it uses.
+EXTRAS: dict[str, tuple[str, str]] = {
+    "grpc": ("grpcio", "grpc"),
+    "zmq": ("pyzmq", "zmq"),
+    "rpyc": ("rpyc", "rpyc"),
+}
+
+
+def install_hint(name: str, exc: ImportError) -> str | None:
+    """``driver "zmq" needs pyzmq: pip install 'rpcmeter[zmq]'`` when ``exc`` is a protocol
+    library of :data:`EXTRAS` missing, else None."""
+    missing = (exc.name or "").partition(".")[0] if isinstance(exc, ModuleNotFoundError) else ""
+    if missing not in EXTRAS:
+        return None
+    distribution, extra = EXTRAS[missing]
+    return f"driver \"{name}\" needs {distribution}: pip install 'rpcmeter[{extra}]'"
+
+
 def driver_class(name: str) -> type[Driver]:
     """The driver registered as ``name``, or any importable ``"module:Class"`` (a driver of your
-    own). KeyError with a readable message when there is no such driver."""
+    own). KeyError with a readable message when there is no such driver, or when its protocol
+    library is not installed (:func:`install_hint`)."""
     spec = REGISTRY.get(name, name if ":" in name else None)
     if spec is None:
         raise KeyError(f"unknown driver {name!r} (expected one of: {', '.join(sorted(REGISTRY))})")
     module_name, _, class_name = spec.partition(":")
     try:
         cls = getattr(importlib.import_module(module_name), class_name)
+    except ImportError as exc:
+        hint = install_hint(name, exc)
+        raise KeyError(hint or f"cannot load driver {name!r}: {exc}") from None
     except Exception as exc:  # the module's own code may raise anything while it is imported
-        kind = "" if isinstance(exc, ImportError | AttributeError) else f"{type(exc).__name__}: "
+        kind = "" if isinstance(exc, AttributeError) else f"{type(exc).__name__}: "
         raise KeyError(f"cannot load driver {name!r}: {kind}{exc}") from None
     if not (isinstance(cls, type) and issubclass(cls, Driver)):
         raise KeyError(f"{name!r} is not a Driver subclass")

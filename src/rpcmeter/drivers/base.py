@@ -95,7 +95,7 @@ class DriverContext:
 
 Caller = Callable[[], object]
 Done = Callable[[ServerTime | None, BaseException | None], None]  # (server times, error)
-Channel = Callable[[Done], None]
+Channel = Callable[[Done], object]  # what it returns is ignored
 
 
 # options of the built-in servers that stall at a known moment (rpcmeter.servers.common.Stall)
@@ -124,6 +124,9 @@ class Driver(ABC):
     builtin_server: ClassVar[str | None] = None  # module run as `python -m MODULE`
     reports_server_time: ClassVar[bool] = False
     open_loop: ClassVar[bool] = True  # requests can go out on a schedule (load.mode = "open")
+    # True: the target is a whole command run per request, not a server connected to (its cases
+    # go to rpcmeter.execute.CommandCase)
+    whole_command: ClassVar[bool] = False
     # the target options it and its built-in server read; others are a suite error (None: any)
     option_keys: ClassVar[frozenset[str] | None] = None
     packages: ClassVar[tuple[str, ...]] = ()  # distributions whose versions the result records

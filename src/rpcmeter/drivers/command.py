@@ -4,6 +4,11 @@ There is no server and no client loop: each case runs the command a number of ti
 process tree (:mod:`rpcmeter.runners.command`), and the one workload kind, ``command``, fills the
 command line's ``{name}`` placeholders. This module describes the target: its command line, the
 placeholders it takes, and the checks of a suite that uses it.
+
+A ``command`` variant in a suite whose target is another driver is a *command client*
+(:meth:`~rpcmeter.suite_model.Suite.command_client`): rpcmeter starts the target's server for
+it, as for the other variants, and the command (a client of that server: ``{host}``, ``{port}``,
+``{socket}``) runs against it; ``requests_per_run`` says how many requests one run makes.
 """
 
 from __future__ import annotations
@@ -55,11 +60,19 @@ def command_of(suite: Suite, variant: str, workload: str) -> tuple[str | list[st
     return suite.target.command, "target.command"
 
 
+# what a command client's command line may hold besides the workload's parameters: where the
+# server listens, and how many requests one run makes
+CLIENT_PLACEHOLDERS = ("host", "port", "socket", "requests_per_run")
+
+
 def check_suite(suite: Suite, where: str) -> None:
-    """Every variant and workload has a command line whose placeholders are all known."""
+    """Every command variant and workload has a command line whose placeholders are all known."""
     for wname, w in suite.workloads.items():
         known = {"python", *suite.matrix, *(k for k in w.params() if k != "command")}
         for vname in suite.variants:
+            if suite.driver_of(vname) != "command":
+                continue
+            allowed = known | set(CLIENT_PLACEHOLDERS) if suite.command_client(vname) else known
             command, key = command_of(suite, vname, wname)
             if command is None or command == "" or command == []:
                 raise SuiteError(
@@ -71,11 +84,11 @@ def check_suite(suite: Suite, where: str) -> None:
                 fill(command, dict.fromkeys(names, ""))
             except ValueError as exc:
                 raise SuiteError(f"{where}: {key}: cannot split the command line: {exc}") from None
-            unknown = [n for n in names if n not in known]
+            unknown = [n for n in names if n not in allowed]
             if unknown:
                 raise SuiteError(
                     f"{where}: {key}: unknown placeholder {{{unknown[0]}}} "
-                    f"(known: {', '.join(sorted(known))})"
+                    f"(known: {', '.join(sorted(allowed))})"
                 )
 
 
@@ -84,6 +97,7 @@ class CommandDriver(Driver):
     transports: ClassVar[tuple[str, ...]] = ()  # none: the command is run, not connected to
     workloads: ClassVar[frozenset[str]] = frozenset({"command"})
     open_loop: ClassVar[bool] = False  # each run waits for the previous one: no schedule
+    whole_command: ClassVar[bool] = True
     option_keys: ClassVar[frozenset[str] | None] = frozenset()
 
     def connect(self) -> None:

@@ -27,8 +27,8 @@ Options:
 
 The ``h2`` client: each client process opens ``load.connections`` HTTP/2 connections and runs
 ``load.concurrency`` closed loops as callbacks on one event loop, their calls multiplexed as
-streams over the connections (round-robin). ``call_timeout_s`` is sent as ``grpc-timeout`` (the
-server enforces it). Measured against ghz on a Go server, it makes several times ghz's calls per
+streams over the connections (round-robin). ``call_timeout_s`` is sent as ``grpc-timeout`` and the
+client enforces it too (``grpc:DEADLINE_EXCEEDED``, the stream cancelled). Measured against ghz on a Go server, it makes several times ghz's calls per
 second of client CPU (``benchmarks/vs_ghz.py``).
 
 The ``grpcio`` client: each client process opens ``load.connections`` channels, each its own HTTP/2

@@ -8,16 +8,20 @@ as headers) and one DATA frame holding the message with its 5-byte gRPC prefix (
 A reply is HEADERS (``:status`` 200), DATA (the message) and trailers (``grpc-status``,
 ``grpc-message``, and from rpcmeter's servers ``rpcmeter-server-ns``), or a trailers-only reply
 carrying the status in its one header block. Each distinct header block is read once
-(:meth:`~rpcmeter.h2.connection.H2Connection` caches what :func:`grpc_view` made of it).
+(:meth:`~rpcmeter.h2.connection.H2Connection` caches what :func:`grpc_view` made of it), and a
+reply the connection replayed from a recorded one (``stream.replay``) is checked once per
+recording: later replays of it count as the same good reply.
 
 Errors: a non-OK status counts as ``grpc:CODE`` (``UNAVAILABLE`` stops the loop, as a lost
 connection does); a reset stream as ``rst_stream:CODE``; an HTTP status other than 200 as
 ``http_STATUS``; a compressed reply (we ask for none) as ``grpc_compressed``; a reply that is
-not one whole gRPC message as ``grpc_malformed``.
+not one whole gRPC message as ``grpc_malformed``; a call with no reply within
+``call_timeout_s`` as ``grpc:DEADLINE_EXCEEDED`` (its stream cancelled), whatever the server does.
 """
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from functools import partial
 from typing import NamedTuple
@@ -26,11 +30,14 @@ from urllib.parse import unquote
 from rpcmeter.drivers.base import Channel, Done, DriverContext, ReplyError
 from rpcmeter.drivers.h2client import H2Client
 from rpcmeter.drivers.stream import mismatch
+from rpcmeter.h2.connection import Replay
 from rpcmeter.h2.connection import Stream as H2Stream
+from rpcmeter.h2.transport import Session
 from rpcmeter.servers.timing import QUEUE_TIME_KEY, SERVER_TIME_KEY, ServerTime
 
 SERVER_TIME = SERVER_TIME_KEY.encode()
 QUEUE_TIME = QUEUE_TIME_KEY.encode()
+GOOD_REPLAYS = 64  # verdicts on recorded replies kept (a connection records a few at most)
 
 
 class GrpcView(NamedTuple):
@@ -62,6 +69,30 @@ def grpc_view(headers: list[tuple[bytes, bytes]]) -> GrpcView:
             content_type = value
     times = None if app_ns is None else (app_ns, queue_ns)
     return GrpcView(http_status, grpc_status, message, times, content_type)
+
+
+class Verdict:
+    """A recorded reply that passed every check: its server times, its message size and how
+    many replies since were the same reply."""
+
+    __slots__ = ("count", "server_ns", "size")
+
+    def __init__(self, server_ns: ServerTime | None, size: int) -> None:
+        self.server_ns = server_ns
+        self.size = size
+        self.count = 0
+
+
+class TimedCall:
+    """A unary call with a deadline: the loop's ``done`` (None once the call ended or expired),
+    its stream and its timer."""
+
+    __slots__ = ("done", "stream", "timer")
+
+    def __init__(self, done: Done) -> None:
+        self.done: Done | None = done
+        self.stream: H2Stream | None = None
+        self.timer: asyncio.TimerHandle | None = None
 
 
 def grpc_timeout(seconds: float) -> bytes:
@@ -100,6 +131,7 @@ class GrpcH2Client(H2Client):
         self.expected = expected
         self.errors = errors
         self.unavailable = unavailable
+        self.timeout_s = timeout_s
         headers = [
             (b":method", b"POST"),
             (b":scheme", self.scheme),
@@ -112,14 +144,10 @@ class GrpcH2Client(H2Client):
             headers.append((b"grpc-timeout", grpc_timeout(timeout_s)))
         headers += [(k.lower().encode(), v.encode()) for k, v in metadata]
         self.headers = headers
-        self.counts = [0, 0]  # calls answered with a message, message bytes in
-        # the last good reply's header views and message (bytes: immutable, so the same object
-        # is the same message): a reply made of the same objects passes the same checks
-        self.last_headers: GrpcView | None = None
-        self.last_trailers: GrpcView | None = None
-        self.last_message: bytes | None = None
-        self.last_size = 0
-        self.last_server_ns: ServerTime | None = None
+        self.counts = [0, 0]  # calls answered with a message, message bytes in (but `good`'s)
+        # the recorded replies (rpcmeter.h2.connection.Replay) whose reply passed every check:
+        # a stream that ends as one of them passes them again (the same header views, payloads)
+        self.good: dict[Replay, Verdict] = {}
 
     def view(self, headers: list[tuple[bytes, bytes]]) -> GrpcView:
         return grpc_view(headers)
@@ -128,22 +156,44 @@ class GrpcH2Client(H2Client):
         await super().open(connect_timeout_s)
         body = frame_message(self.request_message)
         self.prepared = self.sessions[0].proto.conn.prepare(self.headers, body)
+        self.loop = asyncio.get_running_loop()
 
     def channel(self, index: int) -> Channel:
+        if self.timeout_s is not None:
+            return partial(self.timed_call, self.session(index))
         return partial(self.session(index).request, self.prepared, self.on_end)
 
+    def timed_call(self, session: Session, done: Done) -> None:
+        """A call that ends as ``grpc:DEADLINE_EXCEEDED`` (its stream cancelled) when no reply
+        ended it within ``call_timeout_s``, whatever the server does."""
+        call = TimedCall(done)
+        call.stream = session.start(self.prepared, self.on_timed_end, call)
+        assert self.timeout_s is not None
+        call.timer = self.loop.call_later(self.timeout_s, self.deadline_passed, session, call)
+
+    def on_timed_end(self, stream: H2Stream) -> None:
+        call: TimedCall = stream.user
+        if call.done is None:
+            return  # it expired
+        if call.timer is not None:
+            call.timer.cancel()
+        stream.user, call.done = call.done, None
+        self.on_end(stream)
+
+    def deadline_passed(self, session: Session, call: TimedCall) -> None:
+        done = call.done
+        if done is None:
+            return
+        call.done = call.timer = None
+        if call.stream is not None:
+            self.cancel(session, call.stream)
+        done(None, self.errors(4, f"no reply within call_timeout_s ({self.timeout_s:g} s)"))
+
     def on_end(self, stream: H2Stream) -> None:
-        chunks = stream.chunks
-        if (
-            stream.trailers is self.last_trailers
-            and stream.headers is self.last_headers
-            and len(chunks) == 1
-            and chunks[0] is self.last_message
-            and stream.error is None
-        ):  # the same objects as the last good reply (a replayed one): checked then
-            self.counts[0] += 1
-            self.counts[1] += self.last_size
-            stream.user(self.last_server_ns, None)
+        verdict = self.good.get(stream.replay)  # type: ignore[arg-type]
+        if verdict is not None:  # a replayed reply, checked before
+            verdict.count += 1
+            stream.user(verdict.server_ns, None)
             return
         self.check_end(stream)
 
@@ -196,13 +246,29 @@ class GrpcH2Client(H2Client):
             if body != expected:
                 done(None, mismatch(body, expected))
                 return
-        if len(chunks) == 1:  # remember the objects of this good reply
-            self.last_headers, self.last_trailers = stream.headers, stream.trailers
-            self.last_message, self.last_size = chunks[0], n - 5
-            self.last_server_ns = meta.server_ns
+        replay = stream.replay
+        if replay is not None:  # remember the verdict on this recorded reply
+            good = self.good
+            if len(good) >= GOOD_REPLAYS:
+                self.fold()
+                good.clear()
+            good[replay] = Verdict(meta.server_ns, n - 5)
         done(meta.server_ns, None)
 
+    def fold(self) -> None:
+        """Move the counts of replayed replies into ``counts``."""
+        for verdict in self.good.values():
+            self.counts[0] += verdict.count
+            self.counts[1] += verdict.count * verdict.size
+            verdict.count = 0
+
+    def calls(self) -> int:
+        """Calls answered with a message so far."""
+        self.fold()
+        return self.counts[0]
+
     def counters(self) -> dict[str, int]:
+        self.fold()
         return {
             "bytes_out": self.counts[0] * len(self.request_message),
             "bytes_in": self.counts[1],

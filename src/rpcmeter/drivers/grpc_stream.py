@@ -40,7 +40,7 @@ from typing import Any
 
 import grpc
 
-from rpcmeter.drivers.base import Caller, Channel, Done, DriverContext, ReplyError
+from rpcmeter.drivers.base import Caller, Channel, Done, ReplyError
 from rpcmeter.drivers.grpc_h2 import GrpcH2Client, frame_message
 from rpcmeter.drivers.stream import mismatch
 from rpcmeter.h2.connection import Request
@@ -52,7 +52,6 @@ from rpcmeter.workloads import StreamParams
 PREFIX = "stream"
 MAX_MESSAGE_BYTES = 4 * 1024 * 1024  # gRPC's default limit on a received message
 FOLD = 1 << 16
-CANCEL = 8
 
 
 class StreamFigures:
@@ -121,7 +120,6 @@ class GrpcStreamH2(GrpcH2Client):
         max_message_bytes: int = MAX_MESSAGE_BYTES,
     ) -> None:
         super().__init__(*args)
-        ctx: DriverContext = self.ctx
         self.params = params
         self.max_message = max_message_bytes
         self.figures = StreamFigures()
@@ -130,7 +128,6 @@ class GrpcStreamH2(GrpcH2Client):
         self.ping_pong = params.mode == "bidi" and params.pattern == "ping-pong"
         # the first reply is a message sample too (ping-pong: a round trip; client: the reply)
         self.sample_first = params.mode == "client" or self.ping_pong
-        self.timeout_s = ctx.options.get("call_timeout_s")
         self.framed = frame_message(self.request_message)
 
     async def open(self, connect_timeout_s: float = 10.0) -> None:
@@ -141,7 +138,6 @@ class GrpcStreamH2(GrpcH2Client):
             self.prepared = Request(self.prepared.block, self.framed, end_stream=self.requests == 1)
         else:  # every request at once
             self.prepared = conn.prepare(self.headers, self.framed * self.requests)
-        self.loop = asyncio.get_running_loop()
 
     def channel(self, index: int) -> Channel:
         return partial(self.start, self.session(index))
@@ -158,7 +154,7 @@ class GrpcStreamH2(GrpcH2Client):
         counts["messages_out"] += n
         counts["bytes_out"] += n * len(self.request_message)
         if self.timeout_s is not None:
-            call.timer = self.loop.call_later(float(self.timeout_s), self.expire, call)
+            call.timer = self.loop.call_later(self.timeout_s, self.expire, call)
 
     def on_data(self, stream: H2Stream, data: bytes) -> None:
         call: Call = stream.user
@@ -221,15 +217,9 @@ class GrpcStreamH2(GrpcH2Client):
         self.figures.counts["messages_in"] += call.got
         if call.timer is not None:
             call.timer.cancel()
-        self.loop.call_soon(self.cancel, call)
+        if call.stream is not None:
+            self.loop.call_soon(self.cancel, call.session, call.stream)
         call.done(None, error)
-
-    def cancel(self, call: Call) -> None:
-        assert call.stream is not None
-        proto = call.session.holder(call.stream)
-        if proto is not None:
-            proto.conn.reset(call.stream, CANCEL)
-            proto.flush()
 
     def expire(self, call: Call) -> None:
         if call.failed:

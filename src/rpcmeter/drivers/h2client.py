@@ -9,21 +9,36 @@ protocol on top (:meth:`H2Client.stream_error`): a reset stream counts as ``rst_
 
 TLS: with the case's ``tls`` (:mod:`rpcmeter.tls`) every connection runs over TLS, offering ALPN
 ``h2`` (``:scheme`` https). Each connection's connect and handshake times go into ``costs``.
+
+With ``load.reuse = false`` no connection is kept: every request opens its own
+(:meth:`H2Client.one_shot`: connect, handshake, preface and SETTINGS, the one stream), closed
+once the stream ended; its request time goes into ``costs`` too and the counter ``connects``
+counts them.
 """
 
 from __future__ import annotations
 
+import asyncio
 import ssl
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any
 
 from rpcmeter.drivers.base import DriverContext, ReplyError
-from rpcmeter.h2.connection import H2Connection, H2ConnectionError, H2Unavailable, StreamReset
+from rpcmeter.h2.connection import (
+    CANCEL,
+    H2Connection,
+    H2ConnectionError,
+    H2Unavailable,
+    Request,
+    StreamReset,
+    new_stream,
+)
 from rpcmeter.h2.connection import Stream as H2Stream
 from rpcmeter.h2.transport import H2Protocol, Session, open_connection
 from rpcmeter.metrics.connections import ConnectionCosts
-from rpcmeter.tls import client_context, server_name, tls_error
+from rpcmeter.tls import TlsError, client_context, server_name, tls_error
 
 
 class H2Client(ABC):
@@ -44,7 +59,14 @@ class H2Client(ABC):
             self.ssl_context = client_context(ctx.tls, ["h2"])
             self.server_hostname = server_name(ctx.tls, ep.host)
             self.scheme = b"https"
-        self.costs = ConnectionCosts()
+        self.costs = ConnectionCosts(per_request=not ctx.reuse)
+        self.connect_timeout_s = 10.0
+        # load.reuse = false: the connections of requests in flight, and what the closed ones
+        # connected and carried
+        self.one_shots: set[H2Protocol] = set()
+        self.tasks: set[asyncio.Task[None]] = set()
+        self.connects = 0
+        self.closed_traffic = [0, 0]
 
     @abstractmethod
     def view(self, headers: list[tuple[bytes, bytes]]) -> Any:
@@ -57,30 +79,69 @@ class H2Client(ABC):
     def new_connection(self) -> H2Connection:
         return H2Connection(view=self.view)
 
+    async def connect(self) -> H2Protocol:
+        """A new connection (its connect and handshake times go into ``costs``)."""
+        return await open_connection(
+            self.ctx.endpoint,
+            self.new_connection,
+            ssl_context=self.ssl_context,
+            server_hostname=self.server_hostname,
+            timeout_s=self.connect_timeout_s,
+            record=self.costs.record,
+        )
+
     async def open(self, connect_timeout_s: float = 10.0) -> None:
         ep = self.ctx.endpoint
-
-        async def opener() -> H2Protocol:
-            return await open_connection(
-                ep,
-                self.new_connection,
-                ssl_context=self.ssl_context,
-                server_hostname=self.server_hostname,
-                timeout_s=connect_timeout_s,
-                record=self.costs.record,
-            )
-
+        self.connect_timeout_s = connect_timeout_s
+        self.loop = asyncio.get_running_loop()
+        if not self.ctx.reuse:  # a connection per request (one_shot)
+            return
         for _ in range(max(1, self.ctx.connections)):
             try:
-                proto = await opener()
-            except H2ConnectionError:
+                proto = await self.connect()
+            except (H2ConnectionError, TlsError):
                 raise
             except ssl.SSLError as exc:  # the handshake failed: name its cause
                 raise tls_error(exc) from None
             except OSError as exc:
                 where = ep.path or self.authority
                 raise ConnectionError(f"no {self.protocol} connection to {where}: {exc}") from None
-            self.sessions.append(Session(proto, opener))
+            self.sessions.append(Session(proto, self.connect))
+
+    def one_shot(self, req: Request, on_end: Callable[[H2Stream], object], user: Any) -> None:
+        """Send ``req`` on a connection of its own, closed once its stream ended (``on_end``
+        then sees the stream; a connection that could not be opened ends it with that error)."""
+
+        async def exchange() -> None:
+            try:
+                proto = await self.connect()
+            except Exception as exc:
+                stream = new_stream(on_end, user)
+                stream.error = tls_error(exc) if isinstance(exc, ssl.SSLError) else exc
+                on_end(stream)
+                return
+            self.connects += 1
+            self.one_shots.add(proto)
+            t0 = time.perf_counter_ns()
+
+            def ended(stream: H2Stream) -> None:
+                self.costs.record("request", time.perf_counter_ns() - t0)
+                self.one_shots.discard(proto)
+                self.closed_traffic[0] += proto.bytes_out
+                self.closed_traffic[1] += proto.bytes_in
+                proto.close()
+                on_end(stream)
+
+            proto.request(req, ended, user)
+
+        task = self.loop.create_task(exchange())
+        self.tasks.add(task)
+        task.add_done_callback(self.tasks.discard)
+
+    def preparer(self, index: int) -> H2Connection:
+        """The connection that encodes loop ``index``'s requests (a prepared request is sent
+        on any connection: its header block uses no dynamic table)."""
+        return self.session(index).proto.conn if self.sessions else self.new_connection()
 
     def session(self, index: int) -> Session:
         return self.sessions[index % len(self.sessions)]
@@ -101,11 +162,25 @@ class H2Client(ABC):
             return unavailable(f"connection lost: {type(err).__name__}: {err}")
         return err
 
+    def cancel(self, session: Session, stream: H2Stream) -> None:
+        """Reset ``stream`` (CANCEL) where it is open; its ``on_end`` is not called."""
+        proto = session.holder(stream)
+        if proto is not None:
+            proto.conn.reset(stream, CANCEL)
+            proto.flush()
+
     def traffic(self) -> tuple[int, int]:
         """Bytes written and read on every connection (frames, headers and bodies)."""
-        protos = [p for s in self.sessions for p in (*s.old, s.proto)]
-        return sum(p.bytes_out for p in protos), sum(p.bytes_in for p in protos)
+        protos = [p for s in self.sessions for p in (*s.old, s.proto)] + list(self.one_shots)
+        return (
+            self.closed_traffic[0] + sum(p.bytes_out for p in protos),
+            self.closed_traffic[1] + sum(p.bytes_in for p in protos),
+        )
 
     def close(self) -> None:
+        for task in self.tasks:
+            task.cancel()
+        for proto in list(self.one_shots):
+            proto.close()
         for session in self.sessions:
             session.close()

@@ -24,8 +24,9 @@ suite sets ``load.reuse = false``: then every request opens its own connection
 (:class:`~rpcmeter.drivers.stream.StreamDriver`), counted as ``connects``.
 
 HTTPS: the target's or variant's ``tls`` (:mod:`rpcmeter.tls`) runs every connection over TLS
-(ALPN ``http/1.1``; with ``http = "2"``, ALPN ``h2``). With ``load.reuse = false`` every request
-says ``Connection: close``.
+(ALPN ``http/1.1``; with ``http = "2"``, ALPN ``h2``). With ``load.reuse = false`` every HTTP/1.1
+request says ``Connection: close``; over HTTP/2 every request opens a connection and is its one
+stream.
 
 A status other than 2xx counts as an error of kind ``http_STATUS``. The server's times are read
 from a ``Server-Timing`` header: metrics ``app`` (compute) and ``queue`` (time waited after
@@ -293,10 +294,6 @@ class HttpDriver(StreamDriver):
         if not self.uses_http2():
             await super().open()
             return
-        if not self.ctx.reuse:
-            raise ValueError(
-                'options.http = "2" keeps its connections (load.reuse = false is HTTP/1.1 only)'
-            )
         opts = self.ctx.options
         method = self.method()
         path = str(opts.get("path") or default_path(self.ctx.workload))

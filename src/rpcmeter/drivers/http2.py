@@ -92,18 +92,17 @@ class Http2Client(H2Client):
         heads = request_headers(
             self.method, self.path, self.authority, self.extra, body, self.scheme
         )
-        return self.session(index).proto.conn.prepare(heads, body or None)
+        return self.preparer(index).prepare(heads, body or None)
 
     def channel(self, index: int, bodies: list[bytes], expects: list[bytes] | None) -> Channel:
         """Loop ``index``'s channel, sending ``bodies`` in turn (checking replies against
         ``expects`` when given)."""
-        session = self.session(index)
         requests = [self.prepare(index, b) for b in bodies]
+        request = self.session(index).request if self.ctx.reuse else self.one_shot
         if expects is None:
-            return partial(session.request, requests[0], self.on_end)
+            return partial(request, requests[0], self.on_end)
         pairs = list(zip(requests, expects, strict=True))
         turn = 0
-        request = session.request
         on_end = self.on_end_checked
 
         def validated(done: Done) -> None:
@@ -141,4 +140,7 @@ class Http2Client(H2Client):
 
     def counters(self) -> dict[str, int]:
         out, inp = self.traffic()
-        return {"bytes_out": out, "bytes_in": inp}
+        counters = {"bytes_out": out, "bytes_in": inp}
+        if not self.ctx.reuse:
+            counters["connects"] = self.connects
+        return counters

@@ -1,9 +1,17 @@
 """rpyc driver: one connection per client process, shared by the client's threads.
 
 Options: ``bind_threads`` (rpyc's thread binding, applied on both ends), ``background`` (extra
-server threads serving each connection), and ``seed`` (set from the suite). Workloads: ``simple``,
-``callback`` (any depth) and ``random_wait``. With ``validate``, every call carries a random value
-that must come back unchanged.
+server threads serving each connection), ``seed`` (set from the suite), and ``server_time``
+(default true: see below). Workloads: ``simple``, ``callback`` (any depth), ``random_wait``, and
+``noop`` (the server's ``noop`` call, or ``simple`` with no value where it has none: the round
+trip of ``[breakdown]``). With ``validate``, every call carries a random value that must come
+back unchanged.
+
+Server times: when the server exposes ``simple_timed`` (the built-in one does:
+:mod:`rpcmeter.servers.rpyc_server`) and ``server_time`` is true, workload ``simple`` calls it
+instead of ``simple`` and reports the handling and queue times it answers with; otherwise, and for
+``callback`` and ``random_wait`` (whose server time would include the client's nested calls),
+the server times are unknown.
 """
 
 from __future__ import annotations
@@ -16,6 +24,7 @@ import rpyc
 
 from rpcmeter.drivers.base import STALL_OPTIONS, Caller, Driver, ReplyMismatch
 from rpcmeter.servers.rpyc_server import protocol_config
+from rpcmeter.servers.timing import ServerTime
 from rpcmeter.workloads import (
     CallbackParams,
     RandomWaitParams,
@@ -27,16 +36,19 @@ from rpcmeter.workloads import (
 class RpycDriver(Driver):
     name: ClassVar[str] = "rpyc"
     transports: ClassVar[tuple[str, ...]] = ("tcp", "unix")
-    workloads: ClassVar[frozenset[str]] = frozenset({"simple", "callback", "random_wait"})
+    workloads: ClassVar[frozenset[str]] = frozenset({"simple", "callback", "random_wait", "noop"})
     builtin_server: ClassVar[str | None] = "rpcmeter.servers.rpyc_server"
     fatal_errors: ClassVar[tuple[type[BaseException], ...]] = (OSError, EOFError)
     packages: ClassVar[tuple[str, ...]] = ("rpyc",)
+    reports_server_time: ClassVar[bool] = True
     option_keys: ClassVar[frozenset[str] | None] = STALL_OPTIONS | {
         "bind_threads",  # client and server
         "background",
         "corrupt_every",
         "spin_us",
         "wait",
+        "queue_time",  # server
+        "server_time",
     }
 
     conn: Any
@@ -63,18 +75,25 @@ class RpycDriver(Driver):
         validate = self.ctx.validate
         values = random.Random(self.ctx.seed * 7919 + self._global_thread(thread_index))
 
+        timed = w.kind == "simple" and self.ctx.options.get("server_time", True)
+        if timed and hasattr(root, "simple_timed"):  # a remote look-up, once per loop
+            return self._timed_simple(root.simple_timed, values if validate else None)
+
+        if w.kind == "noop":
+            noop: Caller = root.noop if hasattr(root, "noop") else root.simple  # replies None
+            return noop
+
         if w.kind == "simple":
             simple = root.simple
             if not validate:
-                call: Caller = simple
+                call: Caller = simple  # no value: the reply is None (no server times)
                 return call
 
-            def call_simple() -> object:
+            def call_simple() -> None:
                 value = values.getrandbits(32)
                 got = simple(value)
                 if got != value:
                     raise ReplyMismatch(f"sent {value}, got {got!r}")
-                return None
 
             return call_simple
 
@@ -117,3 +136,23 @@ class RpycDriver(Driver):
             return call_random_wait
 
         raise ValueError(f"rpyc driver cannot run workload {w.kind!r}")
+
+    @staticmethod
+    def _timed_simple(simple_timed: Any, values: random.Random | None) -> Caller:
+        """``simple`` through the server's ``simple_timed``: the times it answers with."""
+        if values is None:
+
+            def call_timed() -> ServerTime:
+                _, app, queue = simple_timed()
+                return app, queue
+
+            return call_timed
+
+        def call_timed_validated() -> ServerTime:
+            value = values.getrandbits(32)
+            got, app, queue = simple_timed(value)
+            if got != value:
+                raise ReplyMismatch(f"sent {value}, got {got!r}")
+            return app, queue
+
+        return call_timed_validated

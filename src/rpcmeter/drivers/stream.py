@@ -9,6 +9,14 @@ malformed or surplus reply with :class:`~rpcmeter.drivers.base.ProtocolError` (b
 their loop). Subclasses keep unparsed bytes in a ``bytearray`` and parse again only once the
 bytes a reply needs have arrived, so a large reply costs linear time.
 
+Matching replies by order is the protocols' own rule, not a shortcut: only HTTP/1.1
+(:mod:`rpcmeter.drivers.http`) and the raw frames (:mod:`rpcmeter.drivers.raw`) run on this class.
+HTTP/1.1 requires a server to answer pipelined requests in the order they came (RFC 9112,
+section 9.3.2), and a raw frame carries no request id, so order is the only thing that can pair a
+reply with its request there. Multiplexed HTTP/2 never comes here: ``http = "2"`` and gRPC run on
+:mod:`rpcmeter.drivers.h2client`, whose streams pair each reply with its request by stream id
+(:class:`rpcmeter.h2.connection.H2Connection`), in whatever order they finish.
+
 A connection that serves one closed loop alone, without validation, can be *owned* by it
 (:meth:`SendChannel.own`): every reply goes straight to the loop's ``done`` (the connection's
 ``owner``) and the loop writes the next request through the transport's C ``write`` with the
@@ -24,14 +32,13 @@ Every connection is opened in two timed steps: the TCP (or Unix) connect, then, 
 (``ctx.tls``, :mod:`rpcmeter.tls`), the handshake; both go into the client's
 :class:`~rpcmeter.metrics.connections.ConnectionCosts` (resumed handshakes apart), and with a
 connection per request the request's own time (write to reply) too. A TLS connection then runs
-on :class:`rpcmeter.tls.TlsSocketTransport` (the event loop watching a non-blocking
-``SSLSocket``: measured at 0.4x the client CPU per request of uvloop's TLS transport).
+on :class:`rpcmeter.tls.TlsTransport` (the event loop watching the socket, OpenSSL's memory
+BIOs between: measured at 0.4x the client CPU per request of uvloop's TLS transport).
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 import random
 import socket
 import ssl
@@ -42,18 +49,18 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any, ClassVar, cast
 
+from rpcmeter.connect import open_stream
 from rpcmeter.drivers.base import Channel, Done, EventDriver, Ownership, ReplyMismatch
 from rpcmeter.errors import ConnectionClosed, ProtocolError
 from rpcmeter.metrics.connections import ConnectionCosts
 from rpcmeter.servers.bodies import KINDS, check, expected_reply, request_body
 from rpcmeter.servers.timing import ServerTime
 from rpcmeter.tls import (
+    HANDSHAKE_TIMEOUT_S,
     ResumingContext,
     TlsError,
     client_context,
-    open_tls,
     server_name,
-    set_ready,
     tls_error,
 )
 from rpcmeter.workloads import EchoParams, lift_int_digit_limit
@@ -169,29 +176,6 @@ class StreamConnection(asyncio.Protocol):
         self._fail_pending()
 
 
-async def connect_socket(
-    loop: asyncio.AbstractEventLoop, sock: socket.socket, address: Any
-) -> None:
-    """Connect a non-blocking socket: ``connect``, then wait until it is writable (its own
-    readiness, no resolver: uvloop's ``sock_connect`` took 130-200 us a connect on loopback
-    where this takes 40-70, and its first call 10 ms)."""
-    try:
-        sock.connect(address)
-        return
-    except (BlockingIOError, InterruptedError):
-        pass
-    fd = sock.fileno()
-    ready: asyncio.Future[None] = loop.create_future()
-    loop.add_writer(fd, set_ready, ready)
-    try:
-        await ready
-    finally:
-        loop.remove_writer(fd)
-    err = sock.getsockopt(socket.SOL_SOCKET, socket.SO_ERROR)
-    if err:
-        raise OSError(err, f"connect to {address}: {os.strerror(err)}")
-
-
 class SendChannel(partial[None]):
     """Loop ``index``'s channel: ``channel(done)`` is ``conn.send(request, done)`` (a partial: no
     Python frame of its own). ``own(done)`` hands the connection to a closed loop when the loop
@@ -266,38 +250,21 @@ class StreamDriver(EventDriver):
 
     async def connect_one(self) -> StreamConnection:
         """A new connection: the connect, then the TLS handshake, each timed into ``costs``."""
-        loop = asyncio.get_running_loop()
         ep = self.ctx.endpoint
-        clock = time.perf_counter_ns
-        unix = ep.transport == "unix"
-        sock = socket.socket(socket.AF_UNIX if unix else self.family, socket.SOCK_STREAM)
-        try:
-            sock.setblocking(False)
-            if not unix:
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            t0 = clock()
-            await connect_socket(loop, sock, self.address)
-            t1 = clock()
-        except BaseException:
-            sock.close()
-            raise
-        self.costs.record("connect", t1 - t0)
-        if self.ssl is None:
-            _, proto = await loop.create_connection(self.new_connection, sock=sock)
-            return proto
+        family = socket.AF_UNIX if ep.transport == "unix" else self.family
         tls = self.ctx.tls
-        assert tls is not None
-        transport, proto = await open_tls(
-            loop,
-            sock,
-            self.ssl,
-            server_name(tls, ep.host),
+        _, proto = await open_stream(
+            asyncio.get_running_loop(),
+            family,
+            self.address,
             self.new_connection,
-            tls.handshake_timeout_s,
+            ssl_context=self.ssl,
+            server_hostname=server_name(tls, ep.host) if tls is not None else "",
+            handshake_timeout_s=tls.handshake_timeout_s if tls is not None else HANDSHAKE_TIMEOUT_S,
+            record=self.costs.record,
         )
-        ssl_object = transport.get_extra_info("ssl_object")
-        resumed = ssl_object is not None and ssl_object.session_reused
-        self.costs.record("handshake_resumed" if resumed else "handshake", clock() - t1)
+        if tls is None:
+            return proto
         # TLS 1.3: a server refuses a client certificate after the client's handshake ended
         proto.refused = (
             "the server closed the connection after the handshake, before any reply "

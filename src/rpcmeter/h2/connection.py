@@ -51,7 +51,7 @@ from __future__ import annotations
 
 import struct
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 import hpack
@@ -86,6 +86,7 @@ ERROR_CODES = (
     "HTTP_1_1_REQUIRED",
 )
 PROTOCOL_ERROR, INTERNAL_ERROR, FLOW_CONTROL_ERROR = 1, 2, 3
+CANCEL = 8
 FRAME_SIZE_ERROR, COMPRESSION_ERROR, ENHANCE_YOUR_CALM = 6, 9, 11
 
 MAX_WINDOW = (1 << 31) - 1
@@ -149,30 +150,40 @@ class Listener(Protocol):
 class Stream:
     """One request/response exchange. ``headers`` and ``trailers`` hold ``view(block)`` of the
     first and the last header block (None until they arrive); ``chunks`` the DATA payloads
-    (unless ``on_data`` takes them); ``received`` counts DATA payload bytes. ``user`` is the
-    owner's. (No ``__slots__``: the fields a unary exchange never changes stay class defaults,
-    so a stream costs eight stores.)"""
+    (unless ``on_data`` takes them; a list once one arrived, a replayed reply's shared tuple); ``received`` counts DATA payload bytes. ``user`` is the
+    owner's; ``replay`` the recorded reply its reply was, if any (see ``H2Connection._record``).
+    Made by :func:`new_stream`. (No ``__init__`` and no ``__slots__``: making a stream costs no
+    Python call, the fields read on every reply are stored on the instance, where reading them is
+    quick, and the others stay class defaults until set.)"""
 
+    id = 0
+    user: Any = None
+    headers: Any = None
+    trailers: Any = None
+    received = 0
+    error: BaseException | None = None
     on_data: Callable[[Stream, bytes], object] | None = None
     on_headers: Callable[[Stream, Any], object] | None = None
     unsent: bytes | None = None  # request body waiting for flow-control window
     local_closed = True  # we sent END_STREAM
     send_window = 0  # kept while we may still send DATA
     consumed = 0  # DATA bytes received since our last WINDOW_UPDATE for the stream
-
-    def __init__(self, on_end: Callable[[Stream], object], user: Any = None) -> None:
-        self.id = 0
-        self.on_end = on_end
-        self.user = user
-        self.headers: Any = None
-        self.trailers: Any = None
-        self.chunks: list[bytes] = []
-        self.received = 0
-        self.error: BaseException | None = None
+    replay: Replay | None = None  # the recorded reply this stream's reply was (see _record)
+    chunks: Sequence[bytes] = ()
+    on_end: Callable[[Stream], object]
 
     def body(self) -> bytes:
         """Every DATA payload received, joined."""
         return b"".join(self.chunks)
+
+
+def new_stream(on_end: Callable[[Stream], object], user: Any = None) -> Stream:
+    """A stream that calls ``on_end(stream)`` when it ends."""
+    stream = Stream()
+    stream.on_end = on_end
+    stream.user = user
+    stream.headers = stream.on_data = stream.on_headers = None
+    return stream
 
 
 class Request:
@@ -239,7 +250,7 @@ class Replay:
         first_len: int,
         head: Any,
         trail: Any,
-        chunks: list[bytes],
+        chunks: tuple[bytes, ...],
         flow: int,
         gen: int,
     ) -> None:
@@ -274,6 +285,44 @@ class H2Connection:
     """The client side of one HTTP/2 connection (see the module doc)."""
 
     FLOOD_FRAMES = 1000  # SETTINGS/PING needing a reply, with no stream ending meanwhile
+    # slots: with more than 30 fields a plain instance keeps them in a dict of its own, where
+    # every read on the per-call path is a slower lookup
+    __slots__ = (
+        "accepting",
+        "blocked",
+        "buf",
+        "cache",
+        "cache_blocks",
+        "cache_gen",
+        "closed",
+        "continuing",
+        "decoder",
+        "encoder",
+        "goaway_id",
+        "last_id",
+        "listener",
+        "local_frame",
+        "max_header_block",
+        "next_id",
+        "out",
+        "peer_frame",
+        "peer_header_list",
+        "peer_max_streams",
+        "peer_window",
+        "record_wait",
+        "recv_window",
+        "replay",
+        "replies_owed",
+        "resets",
+        "send_window",
+        "settings_acked",
+        "settings_unacked",
+        "started",
+        "streams",
+        "view",
+        "waiting",
+        "window",
+    )
 
     def __init__(
         self,
@@ -362,25 +411,29 @@ class H2Connection:
         end. On a connection that is not :attr:`accepting`, the stream waits too (the owner may
         :meth:`take_waiting` it to another connection); on a closed one, the error it closed with
         is raised."""
-        stream = Stream(on_end, user)
-        if self.accepting and len(self.streams) < self.peer_max_streams and not self.waiting:
-            n = req.size
-            if (
-                n <= self.send_window
-                and n <= self.peer_window
-                and req.end_stream
-                and req.frame_size == self.peer_frame
-            ):  # the fast path of _start: the whole request at once
-                sid = self.next_id
-                self.next_id = sid + 2
-                if sid + 2 > MAX_STREAM_ID:
-                    self.accepting = False
-                self.last_id = sid
-                self.send_window -= n
-                stream.id = sid
-                self.streams[sid] = stream
-                self.out.append(sid.to_bytes(4, "big").join(req.parts))
-                return stream
+        stream = Stream()  # new_stream(on_end, user), without the call
+        stream.on_end = on_end
+        stream.user = user
+        stream.headers = stream.on_data = stream.on_headers = None
+        n = req.size
+        if (
+            n <= self.send_window
+            and req.frame_size == self.peer_frame
+            and self.accepting
+            and not self.waiting
+            and len(self.streams) < self.peer_max_streams
+            and n <= self.peer_window
+            and req.end_stream
+        ):  # the fast path of _start: the whole request at once
+            self.last_id = sid = self.next_id
+            self.next_id = sid + 2
+            if sid + 2 > MAX_STREAM_ID:
+                self.accepting = False
+            self.send_window -= n
+            stream.id = sid
+            self.streams[sid] = stream
+            self.out.append(sid.to_bytes(4).join(req.parts))
+            return stream
         self.submit(stream, req)
         return stream
 
@@ -482,7 +535,7 @@ class H2Connection:
     def ping(self, payload: bytes = b"rpcmeter") -> None:
         self.out.append(frame(PING, 0, 0, payload[:8].ljust(8, b"\0")))
 
-    def reset(self, stream: Stream, code: int = 8) -> None:
+    def reset(self, stream: Stream, code: int = CANCEL) -> None:
         """Cancel a stream (RST_STREAM, CANCEL by default); its ``on_end`` is not called."""
         if self.streams.pop(stream.id, None) is not None:
             self.out.append(frame(RST_STREAM, 0, stream.id, struct.pack(">L", code)))
@@ -547,7 +600,11 @@ class H2Connection:
                     stream.received += len(payload)
                     on_data = stream.on_data
                     if on_data is None:
-                        stream.chunks.append(payload)
+                        chunks = stream.chunks
+                        if isinstance(chunks, list):
+                            chunks.append(payload)
+                        else:
+                            stream.chunks = [payload]
                     else:
                         on_data(stream, payload)
                     if flags & END_STREAM:
@@ -566,36 +623,15 @@ class H2Connection:
             elif kind == HEADERS:
                 replay = self.replay
                 if replay is not None and length == replay.first_len:
-                    stop = pos + replay.size
-                    stream = streams.get(sid)
-                    if (
-                        stream is not None
-                        and stop <= n
-                        and stream.headers is None
-                        and replay.gen == self.cache_gen
-                        and data[pos:stop] == sid.to_bytes(4, "big").join(replay.parts)
-                        and stream.on_data is None
-                        and stream.on_headers is None
-                    ):  # the whole reply is the recorded one: see _record
-                        self.recv_window -= replay.flow
-                        if self.recv_window < 0:
-                            self._fail("flow_control_error", "DATA beyond the connection window", 3)
-                            return
-                        stream.headers = replay.head
-                        stream.trailers = replay.trail
-                        stream.chunks = replay.chunks.copy()
-                        stream.received = replay.received
-                        del streams[sid]
-                        self.replies_owed = 0
-                        stream.on_end(stream)
-                        if self.waiting:
-                            self._next_waiting()
-                        if self.recv_window < half:
-                            self._window_update()
-                        pos = stop
-                        if self.closed is not None:
-                            return
-                        continue
+                    if replay.gen == self.cache_gen:
+                        stop = self._replays(data, pos, replay)
+                        if stop != pos:  # replies that are the recorded one: see _record
+                            if self.closed is not None:
+                                return
+                            if self.recv_window < half:
+                                self._window_update()
+                            pos = stop
+                            continue
                     replay.misses += 1
                     if replay.misses > REPLAY_MISSES or replay.gen != self.cache_gen:
                         self.replay = None
@@ -647,6 +683,52 @@ class H2Connection:
                 return
         if pos < n:
             self.buf = data[pos:]
+
+    def _replays(self, data: bytes, pos: int, replay: Replay) -> int:
+        """End the streams of the replies from ``pos`` on that are byte for byte ``replay`` but
+        for their stream id (on streams open here, awaiting their first header block, buffering
+        their DATA); the position after the last one (``pos`` when there is none). The
+        recorded header views, payloads and window use stand for what parsing would give (see
+        :meth:`_record`; the caller checked that the cache did not change since)."""
+        streams = self.streams
+        parts, size, flow = replay.parts, replay.size, replay.flow
+        head, trail, chunks, received = replay.head, replay.trail, replay.chunks, replay.received
+        last = len(data) - size  # where the last whole reply may start
+        window = self.recv_window
+        start = pos
+        while pos <= last:
+            ident = data[pos + 5 : pos + 9]
+            sid = int.from_bytes(ident)
+            stream = streams.get(sid)
+            if (
+                stream is None
+                or stream.headers is not None
+                or stream.on_data is not None
+                or stream.on_headers is not None
+                or data[pos : pos + size] != ident.join(parts)
+            ):
+                break
+            window -= flow
+            if window < 0:
+                self.recv_window = window
+                self._fail("flow_control_error", "DATA beyond the connection window", 3)
+                return pos
+            stream.headers = head
+            stream.trailers = trail
+            stream.chunks = chunks
+            stream.received = received
+            stream.replay = replay
+            del streams[sid]
+            stream.on_end(stream)
+            if self.waiting:
+                self._next_waiting()
+            pos += size
+            if self.closed is not None:
+                break
+        self.recv_window = window
+        if pos != start:
+            self.replies_owed = 0
+        return pos
 
     def _window_update(self) -> None:
         self.out.append(
@@ -702,7 +784,7 @@ class H2Connection:
         parts.append(data[prev:end])
         flow = sum(len(c) for c in chunks)
         self.replay = Replay(
-            parts, end - first[0], first[1], head, trail, chunks, flow, self.cache_gen
+            parts, end - first[0], first[1], head, trail, tuple(chunks), flow, self.cache_gen
         )
 
     def _check_preface(self, data: bytes) -> bool:

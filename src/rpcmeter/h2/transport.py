@@ -7,11 +7,16 @@ Writes are coalesced: bytes queued while a read is processed (the requests that 
 callbacks send, WINDOW_UPDATEs, ACKs) go out in one write at the end of that read; a request
 made outside a read is written at once.
 
+Connections are opened by :func:`rpcmeter.connect.open_stream`, as the HTTP/1.1 driver's are.
 TLS: :func:`open_connection` takes an ``ssl.SSLContext`` (whose ALPN protocols should include
-``h2``) and a server name; a TLS connection that did not negotiate ``h2`` fails with reason
-``alpn``. Given ``record``, it reports the TCP connect time and the TLS handshake time (ns) of
-each connection as ``record("connect", ns)`` and ``record("handshake", ns)`` (a resumed one as
-``handshake_resumed``), the parts of :class:`~rpcmeter.metrics.connections.ConnectionCosts`.
+``h2``) and a server name; the connection then runs on
+:class:`rpcmeter.tls.TlsTransport` (every record a read brings in one ``data_received``), a failed handshake raises
+:class:`~rpcmeter.tls.TlsError` and a connection that did not negotiate ``h2`` fails with reason
+``alpn``. With a :class:`~rpcmeter.tls.ResumingContext` (``tls.resume``) every connection after
+the first offers the session of the last one opened. Given ``record``, it reports the connect
+time and the TLS handshake time (ns) of each connection as ``record("connect", ns)`` and
+``record("handshake", ns)`` (a resumed one as ``handshake_resumed``), the parts of
+:class:`~rpcmeter.metrics.connections.ConnectionCosts`.
 """
 
 from __future__ import annotations
@@ -19,12 +24,13 @@ from __future__ import annotations
 import asyncio
 import socket
 import ssl
-import time
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
+from rpcmeter.connect import open_stream
 from rpcmeter.endpoints import Endpoint
-from rpcmeter.h2.connection import H2Connection, H2ConnectionError, Request, Stream
+from rpcmeter.h2.connection import H2Connection, H2ConnectionError, Request, Stream, new_stream
+from rpcmeter.tls import ResumingContext
 
 
 class H2Protocol(asyncio.Protocol):
@@ -129,36 +135,28 @@ async def open_connection(
         return H2Protocol(make())
 
     async def connect() -> H2Protocol:
+        address: Any
         if endpoint.transport == "unix":
             assert endpoint.path is not None
-            _, proto = await loop.create_unix_connection(
-                factory, endpoint.path, ssl=ssl_context, server_hostname=server_hostname
-            )
+            family, address = socket.AF_UNIX, endpoint.path
         else:
             assert endpoint.port is not None
             infos = await loop.getaddrinfo(endpoint.host, endpoint.port, type=socket.SOCK_STREAM)
-            sock = socket.socket(infos[0][0], socket.SOCK_STREAM)
-            try:
-                sock.setblocking(False)
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-                t0 = time.perf_counter_ns()
-                await loop.sock_connect(sock, infos[0][4])
-                t1 = time.perf_counter_ns()
-                transport, proto = await loop.create_connection(
-                    factory, sock=sock, ssl=ssl_context, server_hostname=server_hostname
-                )
-            except BaseException:
-                sock.close()
-                raise
-            if record is not None:
-                record("connect", t1 - t0)
-                ssl_object = transport.get_extra_info("ssl_object")
-                if ssl_object is not None:
-                    resumed = ssl_object.session_reused
-                    record(
-                        "handshake_resumed" if resumed else "handshake", time.perf_counter_ns() - t1
-                    )
+            family, address = infos[0][0], infos[0][4]
+        _, proto = await open_stream(
+            loop,
+            family,
+            address,
+            factory,
+            ssl_context=ssl_context,
+            server_hostname=server_hostname or endpoint.host,
+            handshake_timeout_s=timeout_s,
+            record=record,
+        )
         await proto.ready
+        if isinstance(ssl_context, ResumingContext) and proto.transport is not None:
+            # TLS 1.3's tickets came before the server's SETTINGS: later connections resume
+            ssl_context.remember(proto.transport.get_extra_info("ssl_object"))
         return proto
 
     try:
@@ -182,15 +180,13 @@ class Session:
         self.old: list[H2Protocol] = []
         proto.on_replace = self.replace
 
-    def request(self, req: Request, on_end: Callable[[Stream], object], user: Any = None) -> None:
-        self.start(req, on_end, user)
-
     def start(self, req: Request, on_end: Callable[[Stream], object], user: Any = None) -> Stream:
-        """:meth:`request`, returning the stream (a streaming call's, to send more on)."""
+        """Send ``req`` on a new stream; ``on_end(stream)`` when it ends. Returns the stream (a
+        streaming call's, to send more on)."""
         proto = self.proto
         conn = proto.conn
         if conn.closed is not None:  # fail it from the loop, never from inside request()
-            stream = Stream(on_end, user)
+            stream = new_stream(on_end, user)
             stream.error = conn.closed
             asyncio.get_running_loop().call_soon(on_end, stream)
             return stream
@@ -200,6 +196,8 @@ class Session:
         if not conn.accepting:
             self.replace()
         return stream
+
+    request = start
 
     def holder(self, stream: Stream) -> H2Protocol | None:
         """The connection ``stream`` is open on (None: it ended, or never started)."""

@@ -59,6 +59,19 @@ class Histogram:
         self.min = 0
         self.max = 0
 
+    # pickled (to and from client processes and Dask workers) as its non-empty buckets only,
+    # not the whole bucket array
+    def __getstate__(self) -> tuple[bytes, int, int, float, int, int]:
+        idx, counts = self.nonzero()
+        pairs = np.stack([idx, counts]).T.astype("<i8").tobytes()
+        return (pairs, self.count, self.sum, self.sum_sq, self.min, self.max)
+
+    def __setstate__(self, state: tuple[bytes, int, int, float, int, int]) -> None:
+        pairs, self.count, self.sum, self.sum_sq, self.min, self.max = state
+        self._counts = np.zeros(N_BUCKETS, dtype=np.int64)
+        sparse = np.frombuffer(pairs, dtype="<i8").reshape(-1, 2)
+        self._counts[sparse[:, 0]] = sparse[:, 1]
+
     # recording -------------------------------------------------------------------------------
     def record_array(self, values: npt.ArrayLike) -> None:
         """Fold a batch of nanosecond values into the histogram."""

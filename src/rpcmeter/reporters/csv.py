@@ -1,25 +1,16 @@
 """Tidy CSV: one row per case and metric (``--csv``, ``show --format csv``); for a comparison,
-one row per cell, compared variant and metric. Pure functions from a document to text."""
+one row per cell, compared variant and metric. Pure functions from a view to text."""
 
 from __future__ import annotations
 
 import csv
 import io
 import math
-from collections.abc import Iterator
 from typing import Any
 
+from rpcmeter.reporters.view import ComparisonView, View, as_view
 from rpcmeter.result import Result
 
-SECTIONS = ("latency", "server_time", "bytes", "cpu", "memory")
-# top-level figures of a case and their metric names (``ok``, the requests that succeeded, would
-# read like the status column beside it)
-TOP_LEVEL = (
-    ("requests", "requests"),
-    ("ok", "requests_ok"),
-    ("wall_s", "wall_s"),
-    ("throughput_rps", "throughput_rps"),
-)
 COMPARISON_FIELDS = (
     "variant",
     "baseline",
@@ -56,20 +47,6 @@ def unit_of(name: str) -> str:
     return "count"
 
 
-def case_metrics(case: dict[str, Any]) -> Iterator[tuple[str, float]]:
-    """Every numeric figure of a case, as (dotted name, value)."""
-    for key, name in TOP_LEVEL:
-        value = case.get(key)
-        if isinstance(value, int | float):
-            yield name, value
-    yield "errors", sum(case.get("errors", {}).values())
-    for section in SECTIONS:
-        values = case.get(section) or {}
-        for key, value in values.items():
-            if isinstance(value, int | float) and not isinstance(value, bool):
-                yield f"{section}.{key}", value
-
-
 def _text(value: Any) -> Any:
     """A name as a cell no spreadsheet runs as a formula (``=``, ``+``, ``-``, ``@`` first)."""
     if isinstance(value, str) and value[:1] in ("=", "+", "-", "@", "\t", "\r"):
@@ -83,10 +60,11 @@ def _value(value: Any) -> Any:
     return "" if value is None else value
 
 
-def render(result: Result) -> str:
+def render(value: View | Result) -> str:
     """One row per case and metric: run, suite, case, variant, workload, matrix point,
     repetition, status, metric, value, unit."""
-    keys = list(result["suite"].get("matrix_keys") or [])
+    view = as_view(value)
+    keys = list(view.run.matrix_keys)
     buf = io.StringIO()
     out = csv.writer(buf, lineterminator="\n")
     out.writerow(
@@ -104,37 +82,37 @@ def render(result: Result) -> str:
             "unit",
         ]
     )
-    for case in result["cases"]:
+    for case in view.cases:
         head = [
-            result.get("run_id", ""),
-            _text(result["suite"].get("name", "")),
-            case["id"],
-            _text(case["variant"]),
-            _text(case["workload"]),
-            *(_text(case["point"].get(k, "")) for k in keys),
-            case["repetition"],
-            case["status"],
+            view.run.run_id,
+            _text(view.run.name),
+            case.id,
+            _text(case.variant),
+            _text(case.workload),
+            *(_text(v) for _, v in case.point),
+            case.repetition,
+            case.status,
         ]
-        for name, value in case_metrics(case):
-            out.writerow([*head, name, _value(value), unit_of(name.rsplit(".", 1)[-1])])
+        for name, figure in case.metrics:
+            out.writerow([*head, name, _value(figure), unit_of(name.rsplit(".", 1)[-1])])
     return buf.getvalue()
 
 
-def render_comparison(doc: dict[str, Any]) -> str:
+def render_comparison(view: ComparisonView) -> str:
     """One row per cell, compared variant and metric: ratio, interval, p-value, verdict."""
-    rows = doc["rows"]
-    keys = list(dict.fromkeys(k for r in rows for k in r["point"]))
+    rows = view.comparison.rows
+    keys = list(dict.fromkeys(k for r in rows for k in r.point))
     buf = io.StringIO()
     out = csv.writer(buf, lineterminator="\n")
     out.writerow(["workload", *keys, *COMPARISON_FIELDS])
     for r in rows:
         out.writerow(
             [
-                _text(r["workload"]),
-                *(_text(r["point"].get(k, "")) for k in keys),
+                _text(r.workload),
+                *(_text(r.point.get(k, "")) for k in keys),
                 *(
-                    _text(_value(r[f])) if isinstance(r[f], str) else _value(r[f])
-                    for f in COMPARISON_FIELDS
+                    _text(_value(v)) if isinstance(v, str) else _value(v)
+                    for v in (getattr(r, f) for f in COMPARISON_FIELDS)
                 ),
             ]
         )

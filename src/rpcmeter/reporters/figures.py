@@ -10,13 +10,14 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rpcmeter.aggregate import variant_names
 from rpcmeter.errors import StoreError
-from rpcmeter.reporters.plots import Plot, Series, all_plots, palette, slug
+from rpcmeter.reporters.plots import Plot, Series, palette, slug
 from rpcmeter.result import Result
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
+
+    from rpcmeter.reporters.view import View
 
 FIG_SIZE = (6.4, 3.7)  # inches; 640 x 370 px at 100 dpi
 PNG_DPI = 100
@@ -297,19 +298,21 @@ def write_png(plot: Plot, colors: dict[str, str], path: Path) -> None:
     fig.savefig(path, format="png", dpi=PNG_DPI, metadata={"Software": None})
 
 
-def write_pngs(result: Result, directory: str | Path) -> list[Path]:
-    """Every plot of the result as ``DIR/<plot id>.png``; returns the paths written."""
+def write_pngs(value: View | Result, directory: str | Path) -> list[Path]:
+    """Every plot of the run as ``DIR/<plot id>.png``; returns the paths written."""
+    from rpcmeter.reporters.view import as_view
 
+    view = as_view(value)
     out = Path(directory)
-    colors = palette(variant_names(result))
+    colors = palette(view.variants)
+    plots = view.all_plots
     paths = []
     try:
         out.mkdir(parents=True, exist_ok=True)
-        for plots in all_plots(result).values():
-            for plot in plots:
-                path = out / f"{plot.id}.png"
-                write_png(plot, colors, path)
-                paths.append(path)
+        for plot in plots:
+            path = out / f"{plot.id}.png"
+            write_png(plot, colors, path)
+            paths.append(path)
     except OSError as exc:
         raise StoreError(f"{directory}: cannot write plots: {exc.strerror or exc}") from None
     return paths

@@ -1,24 +1,26 @@
 """The HTML report: one self-contained file (inline CSS and SVG, no script, no network) that opens
 offline. Suite and environment at the top with the warnings; then per workload the comparison
-table (ratios to the baseline, with intervals and verdicts when the result carries comparisons)
-and the plots of :mod:`rpcmeter.reporters.plots`. A pure function from a result to text."""
+table (ratios to the baseline, with intervals and verdicts when the comparison reached them),
+the tables the terminal shows (where the time goes, streaming per message, CPU and memory,
+connection costs, whole commands) and the plots of :mod:`rpcmeter.reporters.plots`. A pure
+function from a :class:`~rpcmeter.reporters.view.View` to text."""
 
 from __future__ import annotations
 
 import json
 import math
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from html import escape
 from pathlib import Path
 from typing import Any
 
 from rpcmeter import analysis
-from rpcmeter.aggregate import Cell, PointKey, baseline, cells, variant_names
+from rpcmeter.aggregate import Cell, PointKey
 from rpcmeter.errors import StoreError
+from rpcmeter.model import Result
 from rpcmeter.reporters.format import fmt_ms, fmt_rate, fmt_ratio, fmt_s
 from rpcmeter.reporters.plots import (
     Plot,
-    all_plots,
     comparison,
     format_value,
     is_command_cell,
@@ -26,7 +28,8 @@ from rpcmeter.reporters.plots import (
     run_mean,
     slug,
 )
-from rpcmeter.result import Result
+from rpcmeter.reporters.tables import Grid, GridCell, Mark, RatioCell
+from rpcmeter.reporters.view import View, WorkloadView, as_view
 
 MAX_SHOWN_WARNINGS = 8  # more are folded away (a failed run can list one per case)
 
@@ -36,6 +39,7 @@ CSS = """
 body { font: 14px/1.45 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: var(--fg);
        margin: 0 auto; padding: 16px 24px 48px; max-width: 1400px; }
 h1 { font-size: 22px; margin: 4px 0; }
+h3 { font-size: 15px; margin: 18px 0 6px; }
 h2 { font-size: 18px; margin: 28px 0 8px; padding-top: 8px; border-top: 1px solid var(--line); }
 p.desc { margin: 2px 0 8px; color: var(--muted); }
 .meta { color: var(--muted); font-size: 13px; }
@@ -62,6 +66,7 @@ dl.env dd { margin: 0; overflow-wrap: anywhere; }
 .slower { color: #b3261e; font-weight: 600; }
 .same { color: var(--muted); }
 .failed { color: #b3261e; }
+.warn { color: #8a5a00; }
 .plots { display: grid; grid-template-columns: repeat(auto-fill, minmax(520px, 1fr)); gap: 12px;
          margin-top: 12px; }
 figure.plot { margin: 0; border: 1px solid var(--line); border-radius: 6px; padding: 4px;
@@ -94,9 +99,14 @@ def _verdict_class(verdict: str) -> str:
 
 
 def _ratio_cell(
-    result: Result, workload: str, point: PointKey, variant: str, metric: str, plain: float
+    doc: analysis.Comparison,
+    workload: str,
+    point: PointKey,
+    variant: str,
+    metric: str,
+    plain: float,
 ) -> str:
-    comp = comparison(result, workload, point, variant, metric)
+    comp = comparison(doc, workload, point, variant, metric)
     if comp is None:
         return f"<td>{fmt_ratio(plain)}</td>"
     text = fmt_ratio(comp.ratio)
@@ -133,14 +143,15 @@ def _columns(
     ]
 
 
-def workload_table(result: Result, workload: str, colors: dict[str, str]) -> str:
+def workload_table(view: View | Result, workload: str, colors: dict[str, str]) -> str:
     """One row per matrix point and variant: the variant's figures, then its ratios to the
-    baseline (with interval and verdict when the result carries comparisons). Long rather than
+    baseline (with interval and verdict when the comparison reached one). Long rather than
     wide, so any number of variants fits a laptop screen."""
-    grid = cells(result)[workload]
-    names = variant_names(result)
-    base = baseline(result)
-    keys = list(result["suite"].get("matrix_keys") or [])
+    view = as_view(view)
+    grid = next(w.cells for w in view.workloads if w.name == workload)
+    names = list(view.variants)
+    base = view.baseline
+    keys = list(view.run.matrix_keys)
     command = any(is_command_cell(c) for row in grid.values() for c in row.values())
     cols = _columns(command)
     compare = len(names) > 1
@@ -173,7 +184,7 @@ def workload_table(result: Result, workload: str, colors: dict[str, str]) -> str
                 for _, metric, get, _ in cols:
                     ok = b is not None and bool(b.ok_cases)
                     plain = _ratio(get(c), get(b)) if ok and b is not None else math.nan
-                    tds += _ratio_cell(result, workload, point, v, metric, plain)
+                    tds += _ratio_cell(view.comparisons, workload, point, v, metric, plain)
             rows.append(f"<tr>{tds}</tr>")
     return f'<div class="scroll"><table class="cmp"><tr>{head}</tr>{"".join(rows)}</table></div>'
 
@@ -189,7 +200,7 @@ def _env_text(value: Any, packages: bool = False) -> str:
     return "" if value is None else str(value)
 
 
-def _env_rows(env: dict[str, Any]) -> Iterable[tuple[str, str]]:
+def _env_rows(env: Mapping[str, Any]) -> Iterable[tuple[str, str]]:
     for key, value in env.items():
         if key == "variant_packages" and isinstance(value, dict):
             text = "; ".join(f"{v}: {_env_text(p, packages=True)}" for v, p in value.items())
@@ -199,41 +210,43 @@ def _env_rows(env: dict[str, Any]) -> Iterable[tuple[str, str]]:
             yield key.replace("_", " "), text
 
 
-def _problems(result: Result) -> list[str]:
-    out = [str(w) for w in result.get("warnings") or []]
-    for c in result["cases"]:
-        point = " ".join(f"{k}={v}" for k, v in (c.get("point") or {}).items())
-        where = f"{c['variant']} · {c['workload']}" + (f" · {point}" if point else "")
-        if c["status"] != "ok":
-            out.append(f"failed: {where} (repetition {c.get('repetition', 0)}): {c.get('reason')}")
-        elif c.get("errors"):
-            kinds = ", ".join(f"{k}: {n}" for k, n in c["errors"].items())
-            out.append(f"errors: {where}: {kinds}")
+def _problems(view: View) -> list[str]:
+    out = list(view.warnings)
+    for p in view.problems:
+        if p.status != "ok":
+            out.append(f"failed: {p.where} (repetition {p.repetition}): {p.reason or None}")
+        else:
+            kinds = ", ".join(f"{k}: {n}" for k, n in p.errors)
+            out.append(f"errors: {p.where}: {kinds}")
     return out
 
 
-def comparison_summary(result: Result, colors: dict[str, str]) -> str:
-    """Per variant and metric: geometric mean of the ratios and verdict counts, when the result
-    carries comparisons with a summary."""
-    doc = result.get("comparisons")
-    rows = doc.get("summary") if isinstance(doc, dict) else None
+def comparison_summary(view: View | Result, colors: dict[str, str]) -> str:
+    """Per variant and metric: geometric mean of the ratios and verdict counts, when the
+    comparison of variants reached a verdict."""
+    view = as_view(view)
+    doc = view.comparisons
+    rows = doc.summary if view.has_verdicts else ()
     if not rows:
         return ""
-    base = _e(doc.get("baseline") or baseline(result)) if isinstance(doc, dict) else ""
+    base = _e(doc.baseline or view.baseline)
     body = []
     for r in rows:
-        geo = r.get("geomean")
         counts = " · ".join(
-            f'<span class="{_verdict_class(v)}">{r.get(v, 0)} {v}</span>'
-            for v in ("faster", "slower", "same", "unknown")
-            if r.get(v)
+            f'<span class="{_verdict_class(v)}">{n} {v}</span>'
+            for v, n in (
+                ("faster", r.faster),
+                ("slower", r.slower),
+                ("same", r.same),
+                ("unknown", r.unknown),
+            )
+            if n
         )
-        variant = str(r.get("variant", ""))
         body.append(
-            f'<tr><td class="l">{_swatch(colors.get(variant, "#444"))}{_e(variant)}</td>'
-            f'<td class="l">{_e(r.get("metric", ""))}</td>'
-            f"<td>{fmt_ratio(geo) if isinstance(geo, int | float) else '-'}</td>"
-            f'<td>{r.get("cases", "")}</td><td class="l">{counts}</td></tr>'
+            f'<tr><td class="l">{_swatch(colors.get(r.variant, "#444"))}{_e(r.variant)}</td>'
+            f'<td class="l">{_e(r.metric)}</td>'
+            f"<td>{fmt_ratio(r.geomean) if r.geomean is not None else '-'}</td>"
+            f'<td>{r.cases}</td><td class="l">{counts}</td></tr>'
         )
     return (
         f'<section id="summary"><h2>Against {base}</h2><div class="scroll"><table>'
@@ -253,68 +266,67 @@ def _figure(plot: Plot, colors: dict[str, str]) -> str:
     )
 
 
-def expected_plots(result: Result) -> list[str]:
-    """Ids of the plots the report of ``result`` draws, in page order."""
-    return [p.id for plots in all_plots(result).values() for p in plots]
+def expected_plots(value: View | Result) -> list[str]:
+    """Ids of the plots the report draws, in page order."""
+    view = as_view(value)
+    return [p.id for p in view.all_plots]
 
 
-def profile_figures(result: Result, workload: str) -> str:
+def profile_figures(workload: WorkloadView) -> str:
     """The profiles of the workload's cases (:mod:`rpcmeter.profile`): the flame graph inline,
     links to it and to the raw profile, and the top frames by self time."""
     out: list[str] = []
-    for case in result["cases"]:
-        if case["workload"] != workload:
-            continue
-        for role, p in (case.get("profiles") or {}).items():
-            point = ", ".join(f"{k}={v}" for k, v in (case.get("point") or {}).items())
-            title = " · ".join(x for x in (f"case {case['id']}", case["variant"], point, role) if x)
-            if "svg" not in p:
-                out.append(
-                    f'<p class="meta">profile {_e(title)}: {_e(p.get("error") or p.get("note"))}</p>'
-                )
-                continue
-            try:
-                svg = Path(p["svg"]).read_text(encoding="utf-8")
-            except OSError:
-                svg = f'<p class="meta">flame graph not found at {_e(p["svg"])}</p>'
-            rows = "".join(
-                f'<tr><td>{t["self_pct"]:.1f} %</td><td class="l">{_e(t["frame"])}</td>'
-                f'<td class="l"><code>{_e(t.get("source", ""))}</code></td></tr>'
-                for t in p["top"]
-            )
+    for profile in workload.profiles:
+        p = profile.doc
+        point = ", ".join(f"{k}={v}" for k, v in profile.point)
+        title = " · ".join(
+            x for x in (f"case {profile.case_id}", profile.variant, point, profile.role) if x
+        )
+        if "svg" not in p:
             out.append(
-                f'<figure class="profile"><figcaption><b>profile {_e(title)}</b> '
-                f'<span class="meta">({_e(p["tool"])}, {p["samples"]:,} samples over the '
-                f'measured interval; <a href="{_e(Path(p["svg"]).as_uri())}">svg</a> · '
-                f'<a href="{_e(Path(p["raw"]).as_uri())}">raw</a>)</span></figcaption>{svg}'
-                f'<table><tr><th>self</th><th class="l">frame</th><th class="l">line</th></tr>'
-                f"{rows}</table></figure>"
+                f'<p class="meta">profile {_e(title)}: {_e(p.get("error") or p.get("note"))}</p>'
             )
+            continue
+        try:
+            svg = Path(p["svg"]).read_text(encoding="utf-8")
+        except OSError:
+            svg = f'<p class="meta">flame graph not found at {_e(p["svg"])}</p>'
+        rows = "".join(
+            f'<tr><td>{t["self_pct"]:.1f} %</td><td class="l">{_e(t["frame"])}</td>'
+            f'<td class="l"><code>{_e(t.get("source", ""))}</code></td></tr>'
+            for t in p["top"]
+        )
+        out.append(
+            f'<figure class="profile"><figcaption><b>profile {_e(title)}</b> '
+            f'<span class="meta">({_e(p["tool"])}, {p["samples"]:,} samples over the '
+            f'measured interval; <a href="{_e(Path(p["svg"]).as_uri())}">svg</a> · '
+            f'<a href="{_e(Path(p["raw"]).as_uri())}">raw</a>)</span></figcaption>{svg}'
+            f'<table><tr><th>self</th><th class="l">frame</th><th class="l">line</th></tr>'
+            f"{rows}</table></figure>"
+        )
     return "".join(out)
 
 
-def render(result: Result) -> str:
+def render(value: View | Result) -> str:
     """The whole report as one HTML document."""
-    suite = result["suite"]
-    names = variant_names(result)
+    view = as_view(value)
+    run = view.run
+    names = list(view.variants)
     colors = palette(names)
-    base = baseline(result)
-    plots = all_plots(result)
-    title = f"rpcmeter · {suite.get('name', 'suite')}"
-    n_ok = sum(1 for c in result["cases"] if c["status"] == "ok")
+    base = view.baseline
+    title = f"rpcmeter · {run.title}"
     meta = [
-        f"run {result.get('run_id', '?')}",
-        str(result.get("status", "?")),
-        f"{n_ok} of {len(result['cases'])} cases ok",
-        f"started {result.get('started_at') or '?'}",
-        f"finished {result.get('finished_at') or '-'}",
-        f"repeat {suite.get('repeat', 1)}",
-        f"rpcmeter {result.get('rpcmeter_version', '?')}",
+        f"run {run.run_id or '?'}",
+        run.status,
+        f"{run.ok_cases} of {run.cases} cases ok",
+        f"started {run.started_at}",
+        f"finished {run.finished_at}",
+        f"repeat {run.repeat}",
+        f"rpcmeter {run.version}",
     ]
-    variant_defs = suite.get("variants") or {}
     vparts = []
     for v in names:
-        over = variant_defs.get(v) or {}
+        over = run.variant_settings.get(v) or {}
         desc = ", ".join(f"{k}={json.dumps(val)}" for k, val in over.items() if k != "description")
         label = _e(v) + (" (baseline)" if v == base and len(names) > 1 else "")
         vparts.append(
@@ -327,13 +339,13 @@ def render(result: Result) -> str:
         '<html lang="en"><head><meta charset="utf-8">',
         '<meta name="viewport" content="width=device-width, initial-scale=1">',
         f"<title>{_e(title)}</title><style>{CSS}</style></head><body>",
-        f"<header><h1>{_e(suite.get('name', 'suite'))}</h1>",
+        f"<header><h1>{_e(run.title)}</h1>",
     ]
-    if suite.get("description"):
-        out.append(f'<p class="desc">{_e(suite["description"])}</p>')
+    if run.description:
+        out.append(f'<p class="desc">{_e(run.description)}</p>')
     out.append(f'<div class="meta">{" · ".join(_e(m) for m in meta)}</div>')
     out.append(f'<p class="variants">{"".join(vparts)}</p></header>')
-    problems = _problems(result)
+    problems = _problems(view)
     if problems:
         items = "".join(f"<li>{_e(p)}</li>" for p in problems[:MAX_SHOWN_WARNINGS])
         if len(problems) > MAX_SHOWN_WARNINGS:
@@ -346,43 +358,86 @@ def render(result: Result) -> str:
             f'<section class="warnings" id="warnings"><b>Warnings</b><ul>{items}</ul></section>'
         )
     env_rows = "".join(
-        f"<div><dt>{_e(k)}</dt><dd>{_e(v)}</dd></div>"
-        for k, v in _env_rows(result.get("environment") or {})
+        f"<div><dt>{_e(k)}</dt><dd>{_e(v)}</dd></div>" for k, v in _env_rows(run.environment)
     )
     out.append(
         f'<details open id="environment"><summary><b>Environment</b></summary>'
         f'<dl class="env">{env_rows}</dl></details>'
     )
-    workloads = list(cells(result))
-    if len(workloads) > 1:
-        links = " · ".join(f'<a href="#w-{_e(slug(w))}">{_e(w)}</a>' for w in workloads)
-        out.append(f'<nav class="meta">workloads: {links}</nav>')
-    out.append(comparison_summary(result, colors))
-    for workload in workloads:
-        out.append(
-            f'<section class="workload" id="w-{_e(slug(workload))}" data-workload="{_e(workload)}">'
+    if len(view.workloads) > 1:
+        links = " · ".join(
+            f'<a href="#w-{_e(slug(w.name))}">{_e(w.name)}</a>' for w in view.workloads
         )
-        out.append(f"<h2>{_e(workload)}</h2>")
-        out.append(workload_table(result, workload, colors))
-        figs = "".join(_figure(p, colors) for p in plots.get(workload, []))
-        out.append(f'<div class="plots">{figs}</div>{profile_figures(result, workload)}</section>')
-    if plots.get(""):
-        figs = "".join(_figure(p, colors) for p in plots[""])
+        out.append(f'<nav class="meta">workloads: {links}</nav>')
+    out.append(comparison_summary(view, colors))
+    for w in view.workloads:
+        out.append(
+            f'<section class="workload" id="w-{_e(slug(w.name))}" data-workload="{_e(w.name)}">'
+        )
+        out.append(f"<h2>{_e(w.name)}</h2>")
+        out.append(workload_table(view, w.name, colors))
+        out.append("".join(grid_html(g) for g in w.tables))
+        figs = "".join(_figure(p, colors) for p in view.plots.get(w.name, ()))
+        out.append(f'<div class="plots">{figs}</div>{profile_figures(w)}</section>')
+    if view.plots.get(""):
+        figs = "".join(_figure(p, colors) for p in view.plots[""])
         out.append(
             f'<section class="workload"><h2>Across workloads</h2><div class="plots">{figs}</div></section>'
         )
-    if suite.get("text"):
+    if run.suite_text:
         out.append(
-            f"<details><summary>Suite file {_e(suite.get('path') or '')}</summary>"
-            f"<pre>{_e(suite['text'])}</pre></details>"
+            f"<details><summary>Suite file {_e(run.suite_path)}</summary>"
+            f"<pre>{_e(run.suite_text)}</pre></details>"
         )
     out.append("</body></html>\n")
     return "\n".join(out)
 
 
-def write(result: Result, path: str | Path) -> Path:
+MARK_CLASSES = {"bad": "failed", "good": "faster", "dim": "same", "warn": "warn"}
+
+
+def _grid_cell(cell: GridCell) -> str:
+    if isinstance(cell, Mark):
+        return f'<span class="{MARK_CLASSES.get(cell.style, "")}">{_e(cell.text)}</span>'
+    if isinstance(cell, RatioCell):
+        text = fmt_ratio(cell.ratio)
+        if cell.low is not None and cell.high is not None:
+            text += f' <span class="ci">[{fmt_ratio(cell.low)}, {fmt_ratio(cell.high)}]</span>'
+        if cell.verdict != "unknown":
+            text += f' <span class="{_verdict_class(cell.verdict)}">{_e(cell.word)}</span>'
+        return text
+    return _e(cell)
+
+
+def grid_html(grid: Grid) -> str:
+    """A :class:`~rpcmeter.reporters.tables.Grid` as a titled table (the terminal's detail
+    tables: where the time goes, CPU and memory, streaming, connections, whole commands)."""
+    note = f' <span class="meta">({_e(grid.note)})</span>' if grid.note else ""
+
+    def cls(i: int) -> str:
+        return ' class="l"' if grid.is_left(i) else ""
+
+    head = "".join(
+        f"<th{cls(i)}>{'<br>'.join(_e(part) for part in column.split(chr(10)) if part)}</th>"
+        for i, column in enumerate(grid.columns)
+    )
+    rows = []
+    for row in grid.rows:
+        padded = [*row, *[""] * (len(grid.columns) - len(row))]
+        rows.append(
+            "<tr>"
+            + "".join(f"<td{cls(i)}>{_grid_cell(c)}</td>" for i, c in enumerate(padded))
+            + "</tr>"
+        )
+    return (
+        f'<div class="grid" data-table="{_e(slug(grid.title))}"><h3>{_e(grid.title)}{note}</h3>'
+        f'<div class="scroll"><table><tr>{head}</tr>{"".join(rows)}</table></div></div>'
+    )
+
+
+def write(value: View | Result, path: str | Path) -> Path:
     """Write the report to ``path``; an unwritable path is a :class:`StoreError`."""
-    return write_page(render(result), path)
+    return write_page(render(value), path)
 
 
 def write_page(text: str, path: str | Path) -> Path:

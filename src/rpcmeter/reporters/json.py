@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import json
-from typing import Any
 
-from rpcmeter.reporters.tables import comparisons_of
+from rpcmeter.reporters.view import ComparisonView, View, as_view
 from rpcmeter.result import Result, _clean, dumps
 
 
-def render(result: Result) -> str:
+def render(value: View | Result) -> str:
     """The versioned result document, with its comparison of variants."""
-    return dumps({**result, "comparisons": comparisons_of(result)})
+    return dumps(dict(as_view(value).document))
 
 
-def render_comparison(doc: dict[str, Any]) -> str:
+def render_comparison(view: ComparisonView) -> str:
     """A comparison document (``rpcmeter compare --format json``)."""
-    return json.dumps(_clean(doc), indent=1, allow_nan=False) + "\n"
+    return json.dumps(_clean(view.document), indent=1, allow_nan=False) + "\n"

@@ -1,25 +1,14 @@
 """The tables as GitHub-flavoured Markdown (``--markdown``, ``show --format markdown``), ready for
-a README or a pull-request comment. Pure functions from a document to text."""
+a README or a pull-request comment. Pure functions from a view to text."""
 
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from rpcmeter import analysis
-from rpcmeter.aggregate import cells
 from rpcmeter.reporters.format import fmt_ratio
-from rpcmeter.reporters.tables import (
-    Grid,
-    GridCell,
-    Mark,
-    RatioCell,
-    comparison_grids,
-    comparisons_of,
-    summary_grid,
-    workload_grid,
-)
-from rpcmeter.reporters.terminal import environment_line
+from rpcmeter.reporters.tables import Grid, GridCell, Mark, RatioCell
+from rpcmeter.reporters.view import ComparisonView, View, as_view
 from rpcmeter.result import Result
 from rpcmeter.text import printable
 
@@ -54,52 +43,53 @@ def grid_markdown(grid: Grid, level: int = 3) -> str:
         lines += [f"_{_escape(grid.note)}_", ""]
     lines.append("| " + " | ".join(_escape(c).strip() for c in grid.columns) + " |")
     lines.append(
-        "|" + "|".join(":--" if i < grid.left else "--:" for i in range(len(grid.columns))) + "|"
+        "|" + "|".join(":--" if grid.is_left(i) else "--:" for i in range(len(grid.columns))) + "|"
     )
     for row in grid.rows:
-        lines.append("| " + " | ".join(_cell(c) for c in row) + " |")
+        cells = [_cell(c) for c in row]
+        cells += [""] * (len(grid.columns) - len(cells))
+        lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
-def comparison_markdown(doc: dict[str, Any], level: int = 3) -> str:
-    parts = [grid_markdown(g, level) for g in comparison_grids(doc)]
-    summary = summary_grid(doc)
-    if summary is not None:
-        parts.append(grid_markdown(summary, level))
-    return "\n".join(parts)
+def grids_markdown(grids: tuple[Grid, ...] | list[Grid], level: int = 3) -> str:
+    return "\n".join(grid_markdown(g, level) for g in grids)
 
 
 def _bullets(title: str, items: list[str]) -> str:
     return f"**{title}**\n\n" + "".join(f"- {_escape(i)}\n" for i in items) if items else ""
 
 
-def render(result: Result) -> str:
-    """A run: per workload the summary table, then ratios with intervals and verdicts."""
-    suite = result["suite"]
-    status = result.get("status", "?")
+def render(value: View | Result) -> str:
+    """A run: per workload the summary table (a whole-command workload: its runs) and the tables
+    of where the time goes, streaming per message, CPU and memory and connection costs; then
+    ratios with intervals and verdicts."""
+    view = as_view(value)
+    run = view.run
     parts = [
-        f"## {_escape(suite.get('name', 'suite'))}\n\n"
-        f"{len(result['cases'])} cases · {status} · run `{result.get('run_id', '?')}` · "
-        f"{result.get('started_at', '?')}\n\n{_escape(environment_line(result))}\n"
+        f"## {_escape(run.title)}\n\n"
+        f"{run.cases} cases · {run.status} · run `{run.run_id or '?'}` · "
+        f"{run.started_at}\n\n{_escape(run.environment_line)}\n"
     ]
-    parts += [grid_markdown(workload_grid(result, w)) for w in cells(result)]
-    comparisons = comparisons_of(result)
-    if analysis.has_verdicts(comparisons):
-        parts.append(comparison_markdown(comparisons))
+    for w in view.workloads:
+        if w.kind == "requests":
+            parts.append(grid_markdown(w.summary))
+        parts += [grid_markdown(g) for g in w.tables]
+    parts.append(grids_markdown(view.comparison_tables))
     failed = [
-        f"{c['variant']} · {c['workload']} · {analysis.point_label(c['point'])} "
-        f"(rep {c['repetition']}): {c['reason']}"
-        for c in result["cases"]
-        if c["status"] != "ok"
+        f"{p.variant} · {p.workload} · {analysis.point_label(dict(p.point))} "
+        f"(rep {p.repetition}): {p.reason}"
+        for p in view.failed
     ]
     parts.append(_bullets("Failed cases", failed))
-    parts.append(_bullets("Warnings", list(result.get("warnings", []))))
+    parts.append(_bullets("Warnings", list(view.warnings)))
     return "\n".join(p for p in parts if p)
 
 
-def render_comparison(doc: dict[str, Any], header: list[str]) -> str:
+def render_comparison(view: ComparisonView) -> str:
     """A comparison of two runs (``rpcmeter compare --format markdown``)."""
+    header = view.header
     parts = [f"## {_escape(header[0])}\n\n" + "".join(f"{_escape(h)}  \n" for h in header[1:])]
-    parts.append(comparison_markdown(doc) if doc["rows"] else "No case in common.\n")
-    parts.append(_bullets("Warnings", list(doc["warnings"])))
+    parts.append(grids_markdown(view.tables) if not view.empty else "No case in common.\n")
+    parts.append(_bullets("Warnings", list(view.warnings)))
     return "\n".join(p for p in parts if p)

@@ -33,9 +33,10 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Literal, TypeVar
 
+from rpcmeter import analysis
 from rpcmeter.aggregate import Cell, PointKey, baseline, cells, variant_names
+from rpcmeter.model import Result
 from rpcmeter.rates import rate_series, uncorrected_hist
-from rpcmeter.result import Result, case_histogram
 
 #: Colour-blind safe (Okabe-Ito, then Tableau), baseline first. Yellow is left out: unreadable on
 #: white.
@@ -174,7 +175,9 @@ def run_mean(cell: Cell, key: str) -> float:
 
 
 def is_command_cell(cell: Cell) -> bool:
-    return bool(cell.values("runs.wall_s"))
+    """A whole command's cell (a command client's counts requests and is plotted as the other
+    variants beside it are)."""
+    return bool(cell.values("runs.wall_s")) and cell.requests_per_run is None
 
 
 # comparisons (from the statistics engine, when present) ------------------------------------------
@@ -187,24 +190,23 @@ class Comparison:
 
 
 def comparison(
-    result: Result, workload: str, point: PointKey, variant: str, metric: str
+    doc: analysis.Comparison, workload: str, point: PointKey, variant: str, metric: str
 ) -> Comparison | None:
-    """The stored comparison of ``variant`` against the baseline on ``metric`` (``mean``, ``p99``,
-    ``throughput``, ...: the statistics engine's metric names), if the result carries one."""
-    doc = result.get("comparisons") or {}
-    rows = doc.get("rows") if isinstance(doc, dict) else doc
-    for comp in rows or []:
+    """The comparison of ``variant`` against the baseline on ``metric`` (``mean``, ``p99``,
+    ``throughput``, ...: the statistics engine's metric names) in a comparison
+    (:func:`rpcmeter.analysis.compare_variants`), if it has one."""
+    for row in doc.rows:
         if (
-            comp.get("workload") == workload
-            and comp.get("variant") == variant
-            and comp.get("metric") == metric
-            and tuple((k, v) for k, v in (comp.get("point") or {}).items()) == point
+            row.workload == workload
+            and row.variant == variant
+            and row.metric == metric
+            and tuple(row.point.items()) == point
         ):
             return Comparison(
-                float(comp["ratio"]) if comp.get("ratio") is not None else math.nan,
-                float(comp["ci_low"]) if comp.get("ci_low") is not None else math.nan,
-                float(comp["ci_high"]) if comp.get("ci_high") is not None else math.nan,
-                "" if comp.get("verdict") in (None, "unknown") else str(comp["verdict"]),
+                analysis.unrounded(row.ratio),
+                analysis.unrounded(row.ci_low),
+                analysis.unrounded(row.ci_high),
+                "" if row.verdict == "unknown" else row.verdict,
             )
     return None
 
@@ -286,8 +288,8 @@ def at_points(
 
 
 def _load_shape(cell: Cell) -> dict[str, float]:
-    params = cell.cases[0].get("params") or {}
-    return {k: params[k] for k in LOAD_SHAPE_KEYS if isinstance(params.get(k), int | float)}
+    params = cell.cases[0].params
+    return {k: v for k in LOAD_SHAPE_KEYS if isinstance(v := params.get(k), int | float)}
 
 
 def _shape_order(shape: dict[str, float]) -> tuple[float, float]:
@@ -303,7 +305,7 @@ def _throughput(c: Cell) -> Spread:
 
 def _p99_spread(c: Cell, div: float) -> Spread:
     """p99 of all repetitions, whiskers from the lowest to the highest repetition's p99."""
-    reps = [case_histogram(case).percentile(99) / 1e3 / div for case in c.ok_cases]
+    reps = [case.latency_histogram().percentile(99) / 1e3 / div for case in c.ok_cases]
     _, lo, hi = _mean_min_max(reps)
     return c.latency_us("p99") / div, lo, hi
 
@@ -383,7 +385,7 @@ def ratio_plot(
         triples: list[Spread] = []
         for p in points:
             b, c = grid[p].get(base), grid[p].get(v)
-            comp = comparison(result, workload, p, v, metric)
+            comp = comparison(result.comparisons, workload, p, v, metric)
             if comp is not None:
                 triples.append((comp.ratio, comp.ci_low, comp.ci_high))
                 any_ci = any_ci or math.isfinite(comp.ci_low)
@@ -422,7 +424,7 @@ def _cpu_per_request(cell: Cell, side: str) -> tuple[float, float] | None:
     system = cell.values(f"cpu.{side}_sys_s")
     if not user or not system:
         return None
-    requests = sum(c["requests"] for c in cell.ok_cases)
+    requests = sum(c.requests for c in cell.ok_cases)
     total = cell.values(f"cpu.{side}_us_per_request")
     if total and sum(user) + sum(system) > 0:
         frac = sum(user) / (sum(user) + sum(system))
@@ -511,7 +513,7 @@ def command_plot(workload: str, point: PointKey, row: dict[str, Cell]) -> Plot |
         series.append(spread_series(v, cats, stats, stack=v))
     if not series:
         return None
-    counts = [len(c.get("runs") or []) for cell in row.values() for c in cell.ok_cases]
+    counts = [len(c.runs or []) for cell in row.values() for c in cell.ok_cases]
     n_runs = f"{min(counts)}" if min(counts) == max(counts) else f"{min(counts)} to {max(counts)}"
     return Plot(
         id=f"command-{slug(workload)}-{slug(point_label(point))}",

@@ -26,6 +26,7 @@ from rpcmeter.runners.recording import (
     BUFFER,
     CHUNK_TARGET_NS,
     MAX_CHUNK,
+    ClientReport,
     Gate,
     LoadReport,
     Recorder,
@@ -243,22 +244,22 @@ def client_main(spec: LoadSpec, go: Any, stop: Any, progress: Any, conn: Any) ->
             driver.close()
         conn.send(("error", f"client {ctx.client_index}: {type(exc).__name__}: {exc}"[:400]))
         return
-    cpu = gate.cpu()
+    user_s, sys_s, rss = gate.cpu()
     counters = gate.counters()
     costs = driver.connection_costs()
+    if costs is not None:
+        costs.fold()
     with contextlib.suppress(Exception):
         driver.close()
-    conn.send(
-        (
-            "result",
-            {
-                "client": ctx.client_index,
-                "threads": [s.to_dict() for s in stats],
-                "schedule": schedule,
-                "counters": counters,
-                "connections": costs.to_dict() if costs is not None else None,
-                **cpu,
-                "pid": os.getpid(),
-            },
-        )
+    report = ClientReport(
+        client=ctx.client_index,
+        pid=os.getpid(),
+        threads=stats,
+        schedule=schedule,
+        counters=counters,
+        connections=costs,
+        cpu_user_s=user_s,
+        cpu_sys_s=sys_s,
+        max_rss_bytes=rss,
     )
+    conn.send(("result", report))

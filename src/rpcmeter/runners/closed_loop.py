@@ -18,10 +18,9 @@ from collections.abc import Iterable
 from typing import Any
 
 from rpcmeter.drivers import driver_class
-from rpcmeter.metrics.connections import ConnectionCosts
 from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.runners.client import client_process
-from rpcmeter.runners.recording import LoadOutcome
+from rpcmeter.runners.recording import ClientReport, LoadOutcome
 from rpcmeter.runners.spec import AliveFn, LoadHooks, LoadSpec
 
 GRACE_S = 2.0  # after a failure, how long clients may take to report what they measured
@@ -121,7 +120,7 @@ def run_closed_loop(spec: LoadSpec, hooks: LoadHooks | None = None) -> LoadOutco
             hooks.on_go()
         t_go = time.perf_counter()
         go.set()
-        results: dict[int, dict[str, Any]] = {}
+        results: dict[int, ClientReport] = {}
         pending = set(range(clients))
         while pending:
             problem = _problem(server_problem, procs, pipes, pending, deadline, "running")
@@ -220,9 +219,9 @@ def _problem(
     return None
 
 
-def merge_results(outcome: LoadOutcome, results: dict[int, dict[str, Any]]) -> dict[int, Histogram]:
-    """Merge client results (as :func:`~rpcmeter.runners.client.client_main` reports them) into
-    ``outcome`` exactly: histograms and counters add. Returns each client's latency histogram."""
+def merge_results(outcome: LoadOutcome, results: dict[int, ClientReport]) -> dict[int, Histogram]:
+    """Merge client reports (:func:`~rpcmeter.runners.client.client_main`) into ``outcome``
+    exactly: histograms and counters add. Returns each client's latency histogram."""
     per_client: dict[int, Histogram] = {}
     starts: list[int] = []
     ends: list[int] = []
@@ -232,57 +231,49 @@ def merge_results(outcome: LoadOutcome, results: dict[int, dict[str, Any]]) -> d
         client_hist = Histogram()
         client_ok = 0
         client_errors: dict[str, int] = {}
-        for t in r["threads"]:
-            h = Histogram.from_dict(t["hist"])
-            client_hist.merge(h)
-            if t.get("uhist"):
-                outcome.uhist.merge(Histogram.from_dict(t["uhist"]))
-            if t["server_hist"]:
-                outcome.server_hist.merge(Histogram.from_dict(t["server_hist"]))
-            if t.get("net_hist"):
-                outcome.net_hist.merge(Histogram.from_dict(t["net_hist"]))
-            if t.get("queue_hist"):
-                outcome.queue_hist.merge(Histogram.from_dict(t["queue_hist"]))
-            client_ok += t["ok"]
-            for kind, n in t["errors"].items():
+        for t in r.threads:
+            client_hist.merge(t.hist)
+            outcome.uhist.merge(t.uhist)
+            outcome.server_hist.merge(t.server_hist)
+            outcome.net_hist.merge(t.net_hist)
+            outcome.queue_hist.merge(t.queue_hist)
+            client_ok += t.ok
+            for kind, n in t.errors.items():
                 client_errors[kind] = client_errors.get(kind, 0) + n
-            for kind, text in t["first_error"].items():
+            for kind, text in t.first_error.items():
                 outcome.first_error.setdefault(kind, text)
-            if t["fatal"]:
-                fatal.append(f"client {i}: {t['fatal']}")
-            if t["end_ns"]:
-                starts.append(t["start_ns"])
-                ends.append(t["end_ns"])
+            if t.fatal:
+                fatal.append(f"client {i}: {t.fatal}")
+            if t.end_ns:
+                starts.append(t.start_ns)
+                ends.append(t.end_ns)
         outcome.hist.merge(client_hist)
         per_client[i] = client_hist
         outcome.ok += client_ok
         for kind, n in client_errors.items():
             outcome.errors[kind] = outcome.errors.get(kind, 0) + n
-        for key, value in r["counters"].items():
+        for key, value in r.counters.items():
             outcome.counters[key] = outcome.counters.get(key, 0) + value
-        if r.get("connections"):
-            costs = ConnectionCosts.from_dict(r["connections"])
+        if r.connections is not None:
             if outcome.connections is None:
-                outcome.connections = costs
+                outcome.connections = r.connections
             else:
-                outcome.connections.merge(costs)
-        if r.get("schedule"):
-            sched = {**r["schedule"], "late": sum(t.get("late", 0) for t in r["threads"])}
+                outcome.connections.merge(r.connections)
+        if r.schedule:
+            sched = {**r.schedule, "late": sum(t.late for t in r.threads)}
             total = outcome.schedule or dict.fromkeys(sched, 0)
             outcome.schedule = {k: total[k] + v for k, v in sched.items()}
-        span = (
-            max(t["end_ns"] for t in r["threads"]) - min(t["start_ns"] for t in r["threads"])
-        ) / 1e9
+        span = (max(t.end_ns for t in r.threads) - min(t.start_ns for t in r.threads)) / 1e9
         outcome.clients.append(
             {
                 "client": i,
-                "pid": r["pid"],
+                "pid": r.pid,
                 "requests": client_ok + sum(client_errors.values()),
                 "errors": sum(client_errors.values()),
                 "throughput_rps": client_ok / span if span > 0 else 0.0,
-                "cpu_user_s": r["cpu_user_s"],
-                "cpu_sys_s": r["cpu_sys_s"],
-                "max_rss_bytes": r["max_rss_bytes"],
+                "cpu_user_s": r.cpu_user_s,
+                "cpu_sys_s": r.cpu_sys_s,
+                "max_rss_bytes": r.max_rss_bytes,
             }
         )
     if starts:

@@ -32,6 +32,13 @@ The case document (see :mod:`rpcmeter.result`) gets, besides the common fields:
 - ``cpu``: ``server_user_s`` and ``server_sys_s`` (totals over the measured runs: the command is
   the server side) and ``server_us_per_request`` (mean CPU per run, microseconds); ``memory``:
   ``server_peak_rss_bytes``.
+
+A *command client* (a ``command`` variant in a suite whose target starts a server;
+:meth:`~rpcmeter.suite_model.Suite.command_client`) runs the same way, on the client CPUs,
+against the server started for its case (:class:`rpcmeter.execute.CommandClientCase`): its
+command line also takes ``{host}``, ``{port}``, ``{socket}`` and ``{requests_per_run}``
+(:func:`command_line`), and its case is counted in requests, with no latency
+(:meth:`rpcmeter.record.CaseRecord.client_runs`).
 """
 
 from __future__ import annotations
@@ -52,9 +59,10 @@ from typing import Any
 import psutil
 
 from rpcmeter.drivers.command import command_of, fill
+from rpcmeter.endpoints import Endpoint
 from rpcmeter.envs import Env
-from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.plan import Case
+from rpcmeter.record import CaseRecord
 from rpcmeter.runners import tree
 from rpcmeter.suite import Runs, Suite
 from rpcmeter.watchdog import WATCHDOG
@@ -167,8 +175,10 @@ def measure(
     runs: Runs,
     cpus: Sequence[int] | None = None,
     on_run: Callable[[int, float], None] | None = None,
+    on_go: Callable[[], None] | None = None,
 ) -> Outcome:
-    """Warmup runs, then the measured runs (see the module documentation)."""
+    """Warmup runs, then the measured runs (see the module documentation); ``on_go`` is called
+    between them."""
     outcome = Outcome()
     with tempfile.NamedTemporaryFile(prefix="rpcmeter-command-", suffix=".log") as logf:
         log = Path(logf.name)
@@ -187,6 +197,8 @@ def measure(
         for i in range(runs.warmup):
             if once(f"warmup run {i + 1}") is None or outcome.failure:
                 return outcome
+        if on_go:
+            on_go()
         start = time.monotonic()
         while True:
             n = len(outcome.runs)
@@ -241,45 +253,40 @@ def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def fill_case(doc: dict[str, Any], outcome: Outcome) -> None:
-    """Copy a command outcome into the case document."""
-    runs = outcome.runs
-    ok = [r for r in runs if r["exit_code"] == 0]
-    doc["requests"] = len(runs)
-    doc["ok"] = len(ok)
-    doc["errors"] = {"exit_status": len(runs) - len(ok)} if len(ok) < len(runs) else {}
-    doc["wall_s"] = outcome.elapsed_s
-    doc["throughput_rps"] = len(runs) / outcome.elapsed_s if outcome.elapsed_s > 0 else 0.0
-    hist = Histogram()
-    hist.record_array([round(r["wall_s"] * 1e9) for r in ok])
-    if hist.count:
-        doc["latency"] = hist.summary_us()
-        doc["histogram"] = hist.to_dict()
-    doc["runs"] = runs
-    doc["command"] = {**doc.get("command", {}), **summarize(ok)}
-    doc["cpu"] = {
-        "server_user_s": sum(r["user_s"] for r in ok),
-        "server_sys_s": sum(r["sys_s"] for r in ok),
-        "server_us_per_request": doc["command"]["cpu_s"] * 1e6 if ok else float("nan"),
-    }
-    doc["memory"] = {"server_peak_rss_bytes": doc["command"]["max_rss_bytes"]}
+@dataclass
+class CommandLine:
+    """A command case's command as it runs: its argv, environment and directory, the
+    interpreter that ``{python}`` named and the case's ``params`` as recorded."""
+
+    argv: list[str]
+    environ: dict[str, str]
+    cwd: str | None
+    python: str
+    params: dict[str, Any]
 
 
-def run_command_case(
-    suite: Suite,
-    case: Case,
-    doc: dict[str, Any],
-    server_cpus: Sequence[int] | None,
-    env: Env | None,
-    on_run: Callable[[int, float], None] | None = None,
-) -> dict[str, Any]:
-    """Run one command case and fill ``doc`` (a case skeleton) with what it measured."""
-    assert isinstance(case.params, CommandParams)
+def command_line(
+    suite: Suite, case: Case, env: Env | None, server: Endpoint | None = None
+) -> CommandLine:
+    """The command line of ``case``, its placeholders filled; with ``server``, a command
+    client's (:meth:`~rpcmeter.suite_model.Suite.command_client`), which also gets where that
+    server listens (``{host}``, ``{port}``, ``{socket}``) and ``{requests_per_run}``."""
+    params = case.params
     python = env.python if env is not None else sys.executable
-    values = {**case.params.placeholders(), "python": python}
+    given = params.placeholders() if isinstance(params, CommandParams) else params.model_dump()
+    values = {**given, "python": python}
+    if server is not None:
+        per_run = suite.variants[case.variant].requests_per_run
+        assert per_run is not None, "checked when the suite was loaded"
+        given["requests_per_run"] = per_run
+        values.update(
+            host=server.host,
+            port="" if server.port is None else server.port,
+            socket=server.path or "",
+            requests_per_run=per_run,
+        )
     command, _ = command_of(suite, case.variant, case.workload)
     assert command is not None, "checked when the suite was loaded"
-    argv = fill(command, values)
     variant = suite.variants[case.variant]
     environ = env.environ() if env is not None else dict(os.environ)
     environ.update({**suite.target.env, **variant.env})
@@ -287,19 +294,42 @@ def run_command_case(
     if cwd is not None and not os.path.isabs(cwd) and suite.path:
         cwd = str(Path(suite.path).resolve().parent / cwd)
     runs = suite.runs
-    doc["endpoint"] = None
-    doc["placement"] = {"server_cpus": list(server_cpus) if server_cpus else None}
-    doc["params"] = {
-        **case.params.placeholders(),
-        "warmup_runs": runs.warmup,
-        **({"runs": runs.count} if runs.count else {"min_runs": runs.min_runs}),
-    }
-    doc["command"] = {"argv": argv, "warmup_runs": runs.warmup, "python": python}
-    outcome = measure(argv, env=environ, cwd=cwd, runs=runs, cpus=server_cpus, on_run=on_run)
-    fill_case(doc, outcome)
-    if outcome.failure:
-        doc["status"] = "failed"
-        doc["reason"] = outcome.failure
-        if outcome.output_tail:
-            doc["output_tail"] = outcome.output_tail
-    return doc
+    return CommandLine(
+        argv=fill(command, values),
+        environ=environ,
+        cwd=cwd,
+        python=python,
+        params={
+            **given,
+            "warmup_runs": runs.warmup,
+            **({"runs": runs.count} if runs.count else {"min_runs": runs.min_runs}),
+        },
+    )
+
+
+def run_command_case(
+    suite: Suite,
+    case: Case,
+    record: CaseRecord,
+    server_cpus: Sequence[int] | None,
+    env: Env | None,
+    on_run: Callable[[int, float], None] | None = None,
+) -> None:
+    """Run one whole-command case and tell ``record`` what it measured."""
+    line = command_line(suite, case, env)
+    record.command(line.argv, line.python, suite.runs.warmup, line.params)
+    record.command_cpus(list(server_cpus) if server_cpus else None)
+    record.runs(run_command(line, suite.runs, server_cpus, on_run))
+
+
+def run_command(
+    line: CommandLine,
+    runs: Runs,
+    cpus: Sequence[int] | None,
+    on_run: Callable[[int, float], None] | None = None,
+    on_go: Callable[[], None] | None = None,
+) -> Outcome:
+    """The runs of ``line`` (:func:`measure`)."""
+    return measure(
+        line.argv, env=line.environ, cwd=line.cwd, runs=runs, cpus=cpus, on_run=on_run, on_go=on_go
+    )

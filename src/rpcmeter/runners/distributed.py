@@ -48,7 +48,7 @@ from rpcmeter.errors import ClusterError
 from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.runners import client_process
 from rpcmeter.runners.closed_loop import merge_results
-from rpcmeter.runners.recording import LoadOutcome
+from rpcmeter.runners.recording import ClientReport, LoadOutcome
 from rpcmeter.runners.spec import LoadHooks, LoadSpec
 
 POLL_S = 0.1  # parent: how often it drains messages and checks futures
@@ -273,20 +273,19 @@ def _watch_stop(stop_ev: Any, child: ClientProcess, done: threading.Event) -> No
                 return
 
 
-def load_worker(spec: LoadSpec, names: dict[str, str], timeout_s: float) -> dict[str, Any]:
+def load_worker(spec: LoadSpec, names: dict[str, str], timeout_s: float) -> ClientReport | str:
     """One client of a case, as a long-running task on a Dask worker (see the module doc): it
     starts a client process, relays the start barrier, progress and stop, and kills the process
     on every way out.
 
-    Returns client_main's result (histograms, counters, the client process's CPU) plus the
-    worker's address and host, or ``{"client": i, "error": reason}``."""
+    Returns client_main's report with the worker's address and host, or why there is none."""
     dist = _distributed()
     deadline = time.monotonic() + timeout_s
     c = spec.ctx.client_index
     try:  # first: the interpreter starts while we talk to the scheduler
         child = ClientProcess(spec)
     except OSError as exc:
-        return {"client": c, "error": f"client {c}: cannot start a client process: {exc}"}
+        return f"client {c}: cannot start a client process: {exc}"
     done = threading.Event()
     try:
         dist.secede()  # a long-running task: give the slot back to the worker's thread pool
@@ -306,7 +305,7 @@ def load_worker(spec: LoadSpec, names: dict[str, str], timeout_s: float) -> dict
             first = ("error", child.died())
         if first[0] != "ready":
             posts.put(["error", c, first[1]])
-            return {"client": c, "error": first[1]}
+            return str(first[1])
         posts.put(["ready", c, child.pid])
         # 2. the start barrier
         while not go_ev.wait(PUBLISH_S):
@@ -328,11 +327,13 @@ def load_worker(spec: LoadSpec, names: dict[str, str], timeout_s: float) -> dict
             except queue_mod.Empty:
                 msg = ("idle",)
             if msg[0] == "result":
-                return {**msg[1], "worker": worker.address, "host": _host(worker.address)}
+                report: ClientReport = msg[1]
+                report.worker, report.host = worker.address, _host(worker.address)
+                return report
             if msg[0] == "error":
-                return {"client": c, "error": msg[1]}
+                return str(msg[1])
             if msg[0] == "eof":
-                return {"client": c, "error": child.died()}
+                return child.died()
             if msg[0] == "progress":
                 count = int(msg[1])
             now = time.monotonic()
@@ -342,7 +343,7 @@ def load_worker(spec: LoadSpec, names: dict[str, str], timeout_s: float) -> dict
                 posts.put(["progress", c, count])
                 published = now
             if now > min(deadline, stopped) + GRACE_S:  # a client that ignores a stop: give up
-                return {"client": c, "error": f"client {c}: no result after the case stopped"}
+                return f"client {c}: no result after the case stopped"
     finally:
         done.set()
         child.close()
@@ -405,7 +406,7 @@ def run_distributed(
     pids: dict[str, int] = {}
     with contextlib.suppress(Exception):
         pids = dc.run(os.getpid, workers=used, on_error="ignore")
-    results: dict[int, dict[str, Any]] = {}
+    results: dict[int, ClientReport] = {}
     lost: dict[int, str] = {}
     ready: dict[int, int] = {}  # client -> the pid of its client process
     progress: dict[int, int] = {}
@@ -432,8 +433,8 @@ def run_distributed(
                 pending.discard(c)
                 if fut.status == "finished":
                     r = fut.result()
-                    if "error" in r:
-                        outcome.failure = outcome.failure or str(r["error"])
+                    if isinstance(r, str):
+                        outcome.failure = outcome.failure or r
                     else:
                         results[c] = r
                 else:
@@ -526,7 +527,7 @@ def _usage(dc: Any, workers: list[str]) -> dict[str, tuple[float, float, int]]:
 
 def _per_worker(
     outcome: LoadOutcome,
-    results: dict[int, dict[str, Any]],
+    results: dict[int, ClientReport],
     per_client: dict[int, Histogram],
     assign: dict[int, str],
     lost: dict[int, str],
@@ -541,15 +542,15 @@ def _per_worker(
     beside them as ``worker_*``."""
     by_client = {entry["client"]: entry for entry in outcome.clients}
     for c, entry in by_client.items():
-        entry["worker"] = results[c]["worker"]
+        entry["worker"] = results[c].worker
     host_spans: dict[str, tuple[int, int]] = {}
     for addr in sorted(set(assign.values())):
         mine = [c for c in sorted(assign) if assign[c] == addr]
         done = [c for c in mine if c in results]
         hist = Histogram.merged(per_client[c] for c in done)
-        threads = [t for c in done for t in results[c]["threads"] if t["end_ns"]]
-        start = min((t["start_ns"] for t in threads), default=0)
-        end = max((t["end_ns"] for t in threads), default=0)
+        threads = [t for c in done for t in results[c].threads if t.end_ns]
+        start = min((t.start_ns for t in threads), default=0)
+        end = max((t.end_ns for t in threads), default=0)
         host = _host(addr)
         if threads:
             lo, hi = host_spans.get(host, (start, end))

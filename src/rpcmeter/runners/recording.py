@@ -65,22 +65,6 @@ class ThreadStats(Tally):
     late: int = 0
     last_send_ns: int = 0
 
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "hist": self.hist.to_dict(),
-            "server_hist": self.server_hist.to_dict() if self.server_hist.count else None,
-            "net_hist": self.net_hist.to_dict() if self.net_hist.count else None,
-            "queue_hist": self.queue_hist.to_dict() if self.queue_hist.count else None,
-            "ok": self.ok,
-            "errors": self.errors,
-            "first_error": self.first_error,
-            "fatal": self.fatal,
-            "start_ns": self.start_ns,
-            "end_ns": self.end_ns,
-            "uhist": self.uhist.to_dict() if self.uhist.count else None,
-            "late": self.late,
-        }
-
 
 class Recorder:
     """Preallocated sample buffers of one loop (or one event loop), folded into histograms when
@@ -188,20 +172,41 @@ class Gate:
         """The driver's counters since the gate opened."""
         return {k: v - self.counters0.get(k, 0) for k, v in self.driver.counters().items()}
 
-    def cpu(self) -> dict[str, float]:
+    def cpu(self) -> tuple[float, float, int]:
+        """User and system CPU seconds since the gate opened, and the peak memory (bytes)."""
         usage1 = resource.getrusage(resource.RUSAGE_SELF)
         usage0 = self.usage0 or usage1
-        return {
-            "cpu_user_s": usage1.ru_utime - usage0.ru_utime,
-            "cpu_sys_s": usage1.ru_stime - usage0.ru_stime,
+        return (
+            usage1.ru_utime - usage0.ru_utime,
+            usage1.ru_stime - usage0.ru_stime,
             # this process image's own peak (ru_maxrss would also count the image it was
             # started from: a Dask worker, when a cluster task starts the client)
-            "max_rss_bytes": peak_rss_of(os.getpid()) or usage1.ru_maxrss * 1024,
-        }
+            peak_rss_of(os.getpid()) or usage1.ru_maxrss * 1024,
+        )
 
 
 # what a client's load returns: per-loop stats, and the open-loop schedule's totals (or None)
 LoadReport = tuple[list[ThreadStats], dict[str, float] | None]
+
+
+@dataclass
+class ClientReport:
+    """What one client process reports at the end of its load (pickled as it is, over its
+    pipe or from a Dask worker): its loops' stats, the schedule's totals (open loop), the
+    driver's counters and connection costs since the gate, and its own CPU and peak memory.
+    On a cluster the worker that ran it adds its address and host."""
+
+    client: int
+    pid: int
+    threads: list[ThreadStats]
+    schedule: dict[str, float] | None = None
+    counters: dict[str, int] = field(default_factory=dict)
+    connections: ConnectionCosts | None = None
+    cpu_user_s: float = 0.0
+    cpu_sys_s: float = 0.0
+    max_rss_bytes: int = 0
+    worker: str | None = None
+    host: str | None = None
 
 
 @dataclass

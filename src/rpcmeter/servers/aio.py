@@ -25,7 +25,6 @@ import contextlib
 import math
 import os
 import socket
-import struct
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
@@ -33,12 +32,10 @@ from typing import Any
 
 from rpcmeter.servers.bodies import compute
 from rpcmeter.servers.common import ServerArgs, announce_ready, exit_on_sigterm, stop_requested
+from rpcmeter.servers.timing import SO_TIMESTAMPNS, STAMP_SPACE, kernel_stamp_ns
 from rpcmeter.tls import server_context
 from rpcmeter.workloads import lift_int_digit_limit, payload_bytes
 
-SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # Linux; the same value as SCM_TIMESTAMPNS
-_TIMESPEC = struct.Struct("@qq")
-_ANC_SPACE = socket.CMSG_SPACE(_TIMESPEC.size)
 READ_BYTES = 1 << 16  # below malloc's mmap threshold: a read allocates no fresh pages
 
 
@@ -77,7 +74,7 @@ class StampedTransport(asyncio.Transport):
 
     def _read(self) -> None:
         try:
-            data, anc, _, _ = self.recvmsg(READ_BYTES, _ANC_SPACE)
+            data, anc, _, _ = self.recvmsg(READ_BYTES, STAMP_SPACE)
         except (BlockingIOError, InterruptedError):
             return
         except OSError as exc:
@@ -86,9 +83,8 @@ class StampedTransport(asyncio.Transport):
         if not data:
             self._lost(None)
             return
-        if anc:  # SCM_TIMESTAMPNS, the only control message asked for
-            sec, nsec = _TIMESPEC.unpack_from(anc[0][2])
-            self.arrived_ns = sec * 1_000_000_000 + nsec
+        if anc:
+            self.arrived_ns = kernel_stamp_ns(anc)
         self.protocol.data_received(data)
 
     def write(self, data: bytes | bytearray | memoryview) -> None:

@@ -4,8 +4,13 @@ No generated code: one generic handler with raw ``bytes`` requests and replies, 
 per workload (``/rpcmeter.Bench/Noop``, ``Echo``, ``Payload``, ``Sleep``, ``Factorial``). The
 bodies are those of :mod:`rpcmeter.servers.bodies`; every reply carries the handler's own compute
 time in nanoseconds as trailing metadata ``rpcmeter-server-ns`` (:mod:`rpcmeter.servers.timing`).
-It sends no ``rpcmeter-queue-ns``: gRPC's core reads the requests on its own threads, and when a
-request arrived is not known to the handler (the queue time is then unknown, not zero).
+It sends no ``rpcmeter-queue-ns`` (the queue time is unknown, not zero): gRPC's core reads the
+connection on its own threads and tells Python of a call only when a thread holding the GIL polls
+its completion queue. The moments Python can observe (an interceptor, the handler's start, the
+sync server's poll thread taking the call) all come after any wait behind a request that holds
+the GIL or the event loop, so they would report a busy server's queue as nearly 0; the arrival
+the core knows is not exposed (its deadline, computed from ``grpc-timeout`` on arrival, has
+millisecond resolution and needs the client's cooperation).
 
 Streaming (workload ``stream``): one method per mode, raw bytes too: ``StreamServer`` answers
 its one request with as many replies as the call's metadata asks (see

@@ -52,7 +52,7 @@ from rpcmeter.servers.aio import (
 )
 from rpcmeter.servers.bodies import KINDS, sleep_seconds
 from rpcmeter.servers.common import Stall, parse_server_args
-from rpcmeter.servers.timing import server_timing_header
+from rpcmeter.servers.timing import server_timing_header, server_timing_value
 
 H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 REASONS = {200: b"OK", 400: b"Bad Request", 404: b"Not Found"}
@@ -246,23 +246,27 @@ class H2cServer:
         url, chunks = self.requests.pop(sid, (b"/", []))
         if self.stalled:
             self.stalled()
+        # the request's END_STREAM came with the latest read: its arrival is that read's stamp
+        queued = queue_ns(self.transport)
         answer = handle(url, b"".join(chunks), self.corrupt)
         if not isinstance(answer, float):
-            self._reply(sid, *answer)
+            self._reply(sid, *answer, queued)
             return
         t0 = time.perf_counter_ns()
 
         def wake() -> None:
             if self.conn.state_machine.state != h2.connection.ConnectionState.CLOSED:
-                self._reply(sid, 200, self.corrupt(b""), time.perf_counter_ns() - t0)
+                self._reply(sid, 200, self.corrupt(b""), time.perf_counter_ns() - t0, queued)
                 self.flush()
 
         call_later_precisely(asyncio.get_running_loop(), answer, wake)
 
-    def _reply(self, sid: int, status: int, body: bytes, server_ns: int) -> None:
+    def _reply(
+        self, sid: int, status: int, body: bytes, server_ns: int, queued: int | None
+    ) -> None:
         headers = [
             (b":status", str(status).encode()),
-            (b"server-timing", b"app;dur=%.6f" % (server_ns / 1e6)),
+            (b"server-timing", server_timing_value(server_ns, queued)),
             (b"content-length", str(len(body)).encode()),
             (b"content-type", b"application/octet-stream"),
         ]

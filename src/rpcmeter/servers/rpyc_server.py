@@ -19,6 +19,18 @@ Options (JSON, from the suite's ``target.options`` and the variant's ``options``
   input with ``select``: ``block`` sleeps in it until a connection is readable, ``spin`` polls it
   with a zero timeout in a loop (busy polling). The two differ only in how they wait. Without
   ``wait``, rpyc's ThreadedServer serves (a thread per connection).
+- ``queue_time`` (bool, default true): over TCP, read requests with ``recvmsg`` and the kernel's
+  receive timestamps (:class:`StampedSocket`), so that ``simple_timed`` reports the queue time.
+
+Server times: besides ``simple``, the service exposes ``simple_timed(value)``, the same call
+answered with ``(value, handling_ns, queue_ns)``: how long the call ran and how long the request
+waited after its last bytes reached the server's socket (the kernel's ``SO_TIMESTAMPNS`` stamp)
+until the call began (rpyc's reading and decoding of the request, and any wait for the serving
+thread: a ``wait`` server busy with another connection, the GIL). ``queue_ns`` is None (unknown)
+over a Unix socket, which has no receive timestamps, with ``queue_time = false``, and with
+``bind_threads``, where the thread that read a request may hand it to another one. The rpyc
+driver calls it for workload ``simple`` when the server exposes it
+(:mod:`rpcmeter.drivers.rpyc`).
 """
 
 from __future__ import annotations
@@ -45,7 +57,51 @@ from rpcmeter.servers.common import (
     parse_server_args,
     stop_requested,
 )
+from rpcmeter.servers.timing import SO_TIMESTAMPNS, STAMP_SPACE, kernel_stamp_ns
 from rpcmeter.workloads import RandomWaitParams, random_wait_level, random_wait_seeds
+
+_arrival = threading.local()  # .ns: kernel receive time of the last bytes this thread read
+
+
+class StampedSocket(socket.socket):
+    """A connection whose ``recv`` is a ``recvmsg`` keeping the kernel's receive time
+    (``SO_TIMESTAMPNS``) of the bytes read, per reading thread: rpyc reads a request's frame
+    with ``recv`` and dispatches it on the same thread (without ``bind_threads``), so when a
+    handler begins, its thread's stamp is that of the last bytes of its request."""
+
+    def recv(self, bufsize: int, flags: int = 0) -> bytes:
+        data, anc, _, _ = self.recvmsg(bufsize, STAMP_SPACE, flags)
+        _arrival.ns = kernel_stamp_ns(anc)  # 0 (unknown) rather than an older read's stamp
+        return data
+
+
+class StampedListener(socket.socket):
+    """A TCP listener whose connections are :class:`StampedSocket` with timestamps on."""
+
+    def accept(self) -> tuple[socket.socket, Any]:
+        fd, addr = self._accept()  # type: ignore[attr-defined]
+        sock = StampedSocket(self.family, self.type, self.proto, fileno=fd)
+        if socket.getdefaulttimeout() is None and self.gettimeout():
+            sock.setblocking(True)
+        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        return sock, addr
+
+
+def stamped(listener: socket.socket) -> socket.socket:
+    """``listener`` (TCP) as a :class:`StampedListener` (the same socket, its timeout kept)."""
+    timeout = listener.gettimeout()
+    new = StampedListener(fileno=listener.detach())
+    new.settimeout(timeout)
+    # on the listener too, so that bytes sent before the accept are stamped as well
+    new.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+    return new
+
+
+def queued_ns() -> int | None:
+    """How long the request this thread is about to handle has waited since its last bytes
+    arrived (None: read from a socket without timestamps)."""
+    arrived = getattr(_arrival, "ns", 0)
+    return max(0, time.time_ns() - arrived) if arrived else None
 
 
 def protocol_config(options: dict[str, Any]) -> dict[str, Any]:
@@ -76,6 +132,7 @@ def make_service(options: dict[str, Any]) -> type[rpyc.Service]:
     stall = Stall(options)
     stalled = stall.check if stall.active else None
     spin_us = float(options.get("spin_us", 0))
+    queue_known = not options.get("bind_threads", False)
     seed = int(options.get("seed", 0))
     workload = dict(options.get("workload", {}))
     # the suite validated these already; building the dataclass directly keeps start-up fast
@@ -106,6 +163,16 @@ def make_service(options: dict[str, Any]) -> type[rpyc.Service]:
                 return None if value is None else value + 1
             return value
 
+        def exposed_noop(self) -> None:
+            """Nothing (the round trip of ``[breakdown]``: no spin, no stall)."""
+
+        def exposed_simple_timed(self, value: Any = None) -> tuple[Any, int, int | None]:
+            """``simple``, answered with ``(value, handling_ns, queue_ns)`` (module docstring)."""
+            queued = queued_ns() if queue_known else None
+            t0 = time.perf_counter_ns()
+            value = self.exposed_simple(value)
+            return value, time.perf_counter_ns() - t0, queued
+
         def exposed_callback(self, depth: int, fn: Any, value: Any = None) -> Any:
             if stalled:
                 stalled()
@@ -133,7 +200,9 @@ def make_service(options: dict[str, Any]) -> type[rpyc.Service]:
     return BenchService
 
 
-def listen(transport: str, host: str, port: int, path: str | None) -> socket.socket:
+def listen(
+    transport: str, host: str, port: int, path: str | None, queue_time: bool = True
+) -> socket.socket:
     if transport == "unix":
         assert path is not None, "--socket is required for the unix transport"
         sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -141,7 +210,8 @@ def listen(transport: str, host: str, port: int, path: str | None) -> socket.soc
         sock.listen(128)
         return sock
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    return socket.create_server((host, port), family=family, backlog=128)
+    listener = socket.create_server((host, port), family=family, backlog=128)
+    return stamped(listener) if queue_time else listener
 
 
 def serve_select(
@@ -180,10 +250,11 @@ def main() -> None:
     service = make_service(args.options)
     config = protocol_config(args.options)
     wait = args.options.get("wait")
+    queue_time = bool(args.options.get("queue_time", True))
     if wait is not None:
         if wait not in ("spin", "block"):
             raise SystemExit(f"rpyc server: option wait: expected 'spin' or 'block', got {wait!r}")
-        listener = listen(args.transport, args.host, args.port, args.socket)
+        listener = listen(args.transport, args.host, args.port, args.socket, queue_time)
         announce_ready(args.socket or "{}:{}".format(*listener.getsockname()[:2]))
         try:
             serve_select(service, config, listener, spin=wait == "spin")
@@ -205,6 +276,8 @@ def main() -> None:
             protocol_config=config,
             ipv6=":" in args.host,
         )
+        if queue_time:
+            server.listener = stamped(server.listener)
         where = f"{args.host}:{server.port}"
     announce_ready(where)
     try:

@@ -16,6 +16,7 @@ gRPC       trailing metadata ``rpcmeter-server-ns`` (handling) and ``rpcmeter-qu
 raw, ZMQ   the 8-byte big-endian ``server_ns`` field of the reply; when its top bit
            (:data:`QUEUE_FOLLOWS`) is set, an 8-byte ``queue_ns`` follows it (the handling time
            is the field without that bit)
+rpyc       the service's ``simple_timed`` call answers ``(value, handling_ns, queue_ns)``
 =========  ==================================================================================
 
 Drivers return a reply's times as :data:`ServerTime` ``(app_ns, queue_ns)``, ``queue_ns`` None
@@ -23,14 +24,15 @@ when the reply carried none (a reply carrying no ``app`` time returns None altog
 
 Where the built-in servers take the arrival time from: the kernel's receive timestamp of the last
 bytes of the request (``SO_TIMESTAMPNS`` on TCP: see :class:`rpcmeter.servers.aio.StampedTransport`),
-so a request that arrived while the server was busy computing is charged the wait. The servers
-whose requests are read by a library's own threads (gRPC's core, libzmq's I/O thread) cannot see
-when a request arrived; they send no queue field (the README's table says which server reports
-what).
+(the rpyc server: :class:`rpcmeter.servers.rpyc_server.StampedSocket`), so a request that arrived
+while the server was busy computing is charged the wait. The servers whose requests are read by a
+library's own threads (gRPC's core, libzmq's I/O thread) cannot see when a request arrived; they
+send no queue field (the README's table says which server reports what).
 """
 
 from __future__ import annotations
 
+import socket
 import struct
 
 ServerTime = tuple[int, int | None]  # (handling ns, queue ns or None: not reported)
@@ -40,6 +42,19 @@ QUEUE_TIME_KEY = "rpcmeter-queue-ns"
 QUEUE_FOLLOWS = 1 << 63
 _U64 = struct.Struct(">Q")
 _U64_PAIR = struct.Struct(">QQ")
+
+SO_TIMESTAMPNS = getattr(socket, "SO_TIMESTAMPNS", 35)  # Linux; the same value as SCM_TIMESTAMPNS
+_TIMESPEC = struct.Struct("@qq")
+STAMP_SPACE = socket.CMSG_SPACE(_TIMESPEC.size)  # recvmsg's ancillary buffer for the stamp
+
+
+def kernel_stamp_ns(ancdata: list[tuple[int, int, bytes]]) -> int:
+    """The receive time (``CLOCK_REALTIME``, ns) in the ancillary data of a ``recvmsg`` on a socket
+    with ``SO_TIMESTAMPNS`` set (0 when it carries none); compare with ``time.time_ns()``."""
+    if not ancdata:
+        return 0
+    sec, nsec = _TIMESPEC.unpack_from(ancdata[0][2])  # SCM_TIMESTAMPNS, the only one asked for
+    return int(sec * 1_000_000_000 + nsec)
 
 
 def frame_times(app_ns: int, queue_ns: int | None) -> bytes:
@@ -59,11 +74,16 @@ def read_frame_times(buf: bytes, offset: int = 0) -> tuple[ServerTime, int]:
     return (field, None), 8
 
 
-def server_timing_header(app_ns: int, queue_ns: int | None) -> bytes:
-    """The ``Server-Timing`` header line (with its CRLF) of an HTTP reply."""
+def server_timing_value(app_ns: int, queue_ns: int | None) -> bytes:
+    """The value of an HTTP reply's ``Server-Timing`` header (HTTP/1.1 and HTTP/2 alike)."""
     if queue_ns is None:
-        return b"Server-Timing: app;dur=%.6f\r\n" % (app_ns / 1e6)
-    return b"Server-Timing: queue;dur=%.6f, app;dur=%.6f\r\n" % (queue_ns / 1e6, app_ns / 1e6)
+        return b"app;dur=%.6f" % (app_ns / 1e6)
+    return b"queue;dur=%.6f, app;dur=%.6f" % (queue_ns / 1e6, app_ns / 1e6)
+
+
+def server_timing_header(app_ns: int, queue_ns: int | None) -> bytes:
+    """The ``Server-Timing`` header line (with its CRLF) of an HTTP/1.1 reply."""
+    return b"Server-Timing: " + server_timing_value(app_ns, queue_ns) + b"\r\n"
 
 
 def _dur_ns(metric: bytes) -> int | None:

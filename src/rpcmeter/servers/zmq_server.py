@@ -5,7 +5,11 @@ A request is one frame: a one-byte workload code (:data:`rpcmeter.servers.bodies
 in nanoseconds as an 8-byte big-endian unsigned integer, followed by the reply body. A server that
 knows how long the request waited after it arrived sets the top bit of that integer and puts the
 wait (``queue_ns``, 8 bytes) after it (:mod:`rpcmeter.servers.timing`); this one cannot know it
-(libzmq's own thread reads the requests) and leaves it out: unknown.
+and leaves it out: unknown, not zero. libzmq's I/O thread reads the sockets (so there is no
+kernel receive timestamp to ask for) and queues whole messages without a time of arrival;
+``recv`` returning is the start of the handling itself, and a Python thread stamping messages as
+they come would wait for the GIL that a computing handler holds (a factorial is one C call), so
+it would report a busy server's queue as nearly 0.
 
 The server binds a ROUTER socket (REQ clients talk to it as to a REP socket) on ``tcp://HOST:PORT``
 or ``ipc://PATH`` (``--transport ipc --socket PATH``). With ``server_workers`` = 1 (default) one

@@ -1,0 +1,197 @@
+"""rpcmeter's own cost per gRPC call, without sockets: the Go greeter's reply bytes, captured once
+from a real connection, replayed through the per-call path (closed loop, driver, HTTP/2
+connection, recorder) and through the floor client's reply walk (:data:`h2bench.FLOOR_PROTOCOL`).
+
+The capture runs ``--streams`` closed loops on one connection to the Go greeter server
+(``benchmarks/greeter``) and keeps every read's bytes; the replay feeds the same reads to a
+connection whose transport only counts what is written, so the same requests go out (stream ids
+follow the order of the replies) and every reply is checked as in a real run. Without sockets,
+the event loop and the clock's noise, it prints the CPU time per call of both and their
+difference, best of ``--repeat``. Under valgrind (``--replay-only`` with a ``--capture-file``),
+instructions per call are exact and steady::
+
+    valgrind --tool=callgrind --toggle-collect=functools_reduce --callgrind-out-file=/dev/null \
+        python benchmarks/grpc_call_cost.py --capture-file cap.pkl --replay-only rpcmeter
+
+    python benchmarks/grpc_call_cost.py [--calls 20000] [--streams 10] [--repeat 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import pickle
+import sys
+import time
+from collections.abc import Callable
+from functools import reduce
+from pathlib import Path
+from typing import Any
+
+from greeter_server import METHOD, REPLY, REQUEST
+from h2bench import FLOOR_PROTOCOL, greeter
+from versus import cpus
+
+from rpcmeter.drivers.base import DriverContext
+from rpcmeter.drivers.grpc import GrpcUnavailable, error_for
+from rpcmeter.drivers.grpc_h2 import GrpcH2Client
+from rpcmeter.endpoints import Endpoint
+from rpcmeter.h2.transport import H2Protocol, Session
+from rpcmeter.runners.event_loop import NO_DEADLINE, Phase, closed_loop
+from rpcmeter.runners.recording import Recorder, ThreadStats
+from rpcmeter.workloads import NoopParams
+
+Capture = tuple[int, list[bytes]]  # reads before the loops started, every read's bytes
+
+
+def make_client(endpoint: Endpoint, streams: int) -> GrpcH2Client:
+    ctx = DriverContext(endpoint, NoopParams(), {}, validate=True, threads=streams)
+    return GrpcH2Client(ctx, METHOD, REQUEST, REPLY, (), None, error_for, GrpcUnavailable)
+
+
+def start_loops(client: GrpcH2Client, streams: int, stats: ThreadStats) -> Phase:
+    rec = Recorder(stats, False)
+    phase = Phase(asyncio.get_running_loop(), streams)
+    for i in range(streams):
+        closed_loop(client.channel(i), rec, phase, None, NO_DEADLINE, ())
+    return phase
+
+
+async def capture(endpoint: Endpoint, calls: int, streams: int) -> Capture:
+    """The reads of one connection running ``streams`` closed loops for ``calls`` calls."""
+    reads: list[bytes] = []
+    original = H2Protocol.data_received
+
+    def recording(self: H2Protocol, data: bytes) -> None:
+        reads.append(data)
+        original(self, data)
+
+    H2Protocol.data_received = recording  # type: ignore[method-assign]
+    client = make_client(endpoint, streams)
+    try:
+        await client.open()
+        before = len(reads)
+        stats = ThreadStats()
+        phase = start_loops(client, streams, stats)
+        ended = client.calls
+        while ended() < calls and not phase.finished.done():
+            await asyncio.sleep(0.01)
+        phase.stopping = True
+        await asyncio.wait_for(phase.finished, 10)
+        if stats.errors:
+            raise RuntimeError(f"errors in the capture: {dict(stats.errors)}")
+        return before, reads
+    finally:
+        H2Protocol.data_received = original  # type: ignore[method-assign]
+        client.close()
+
+
+def replay(receive: Callable[[bytes], None], reads: list[bytes]) -> float:
+    """Feed ``reads`` to ``receive``: the CPU seconds it took. (The reads are fed from C, by
+    ``functools.reduce``: ``valgrind --tool=callgrind --toggle-collect=functools_reduce`` counts
+    the instructions of the replay alone.)"""
+    t0 = time.process_time()
+    reduce(lambda _, data: receive(data), reads, None)
+    return time.process_time() - t0
+
+
+class CountingTransport:
+    """What a replayed connection writes to: bytes counted, nothing sent."""
+
+    def __init__(self) -> None:
+        self.written = 0
+
+    def write(self, data: bytes) -> None:
+        self.written += len(data)
+
+    def get_extra_info(self, name: str) -> Any:
+        return None
+
+    def close(self) -> None:
+        pass
+
+
+async def replay_rpcmeter(endpoint: Endpoint, cap: Capture, streams: int) -> tuple[int, float]:
+    """(calls, CPU seconds) of the per-call path over the captured reads."""
+    before, reads = cap
+    client = make_client(endpoint, streams)
+    proto = H2Protocol(client.new_connection())
+    proto.connection_made(CountingTransport())  # type: ignore[arg-type]
+    for data in reads[:before]:
+        proto.data_received(data)
+
+    async def opener() -> H2Protocol:
+        raise ConnectionError("no new connection in a replay")
+
+    client.sessions.append(Session(proto, opener))
+    client.prepared = proto.conn.prepare(client.headers, b"\0" + len(REQUEST).to_bytes(4) + REQUEST)
+    stats = ThreadStats()
+    start_loops(client, streams, stats)
+    cpu = replay(proto.data_received, reads[before:])
+    calls = client.calls()
+    if stats.errors or calls == 0:
+        raise RuntimeError(f"the replay went wrong: {dict(stats.errors)}, {calls} calls")
+    client.close()
+    return calls, cpu
+
+
+def replay_floor(cap: Capture, streams: int) -> tuple[int, float]:
+    """(replies, CPU seconds) of the floor client's reply walk over the captured reads."""
+    before, reads = cap
+    names: dict[str, Any] = {"asyncio": asyncio}
+    head = b"\0\0\0\x01\x04\0\0\0\0"
+    names["parts"] = [head[:5], head[9:] + b"\0\0\0\0\x01\0\0\0\0", b"\0" * 12]
+    names["preface"] = b""
+    exec(FLOOR_PROTOCOL, names)
+    floor = names["Floor"]()
+    floor.connection_made(CountingTransport())
+    floor.send(streams)
+    cpu = replay(floor.data_received, reads[before:])
+    return int(names["replies"]), cpu
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--calls", type=int, default=20000)
+    parser.add_argument("--streams", type=int, default=10)
+    parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--capture-file", type=Path, help="keep the capture here (or read it)")
+    parser.add_argument("--replay-only", choices=("rpcmeter", "floor"), help="one replay, once")
+    parser.add_argument("--reads", type=int, help="replay only this many of the captured reads")
+    args = parser.parse_args()
+    endpoint = Endpoint("tcp", "127.0.0.1", 1)  # the replay's authority (no connection)
+    if args.capture_file is not None and args.capture_file.exists():
+        cap: Capture = pickle.loads(args.capture_file.read_bytes())
+    else:
+        with greeter(cpus()[0], "-grpc") as ep:
+            endpoint = ep
+            cap = asyncio.run(capture(ep, args.calls, args.streams))
+        if args.capture_file is not None:
+            args.capture_file.write_bytes(pickle.dumps(cap))
+    if args.reads is not None:
+        cap = (cap[0], cap[1][: cap[0] + args.reads])
+    reads = cap[1][cap[0] :]
+    print(f"capture: {len(reads)} reads, {sum(map(len, reads)):,} bytes, {args.streams} streams")
+    if args.replay_only == "floor":
+        replies, cpu = replay_floor(cap, args.streams)
+        print(f"floor: {replies} replies, {cpu:.3f} s")
+        return 0
+    if args.replay_only == "rpcmeter":
+        calls, cpu = asyncio.run(replay_rpcmeter(endpoint, cap, args.streams))
+        print(f"rpcmeter: {calls} calls, {cpu:.3f} s")
+        return 0
+    best: dict[str, float] = {}
+    for _ in range(args.repeat):
+        calls, cpu = asyncio.run(replay_rpcmeter(endpoint, cap, args.streams))
+        best["rpcmeter"] = min(best.get("rpcmeter", 1.0), cpu / calls)
+        replies, cpu = replay_floor(cap, args.streams)
+        best["floor"] = min(best.get("floor", 1.0), cpu / replies)
+    print(f"calls per replay: {calls} (floor: {replies} replies)")
+    for name, per_call in best.items():
+        print(f"  {name:<10} {per_call * 1e6:6.2f} us CPU/call (best of {args.repeat})")
+    print(f"rpcmeter - floor: {(best['rpcmeter'] - best['floor']) * 1e6:.2f} us/call")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

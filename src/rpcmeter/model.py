@@ -1,0 +1,625 @@
+"""The typed result model: what a run measured, as frozen pydantic models.
+
+The result document (:mod:`rpcmeter.result` describes its JSON) is read into these models at the
+JSON boundary (:meth:`Result.from_json`) and written from them (:meth:`Result.to_json`); in
+between, histograms are :class:`~rpcmeter.metrics.histogram.Histogram` objects and every section
+has its own type. Documents of every earlier ``schema_version`` are brought to the current one
+first (:data:`MIGRATIONS`).
+
+What a document holds is kept exactly: a key that was absent stays absent, a ``null`` stays
+``null`` (the dump leaves out only the fields that were never given), so a document read and
+written again is the same document. Keys this model does not name (a newer minor addition, a
+driver's own figure) are kept too, typed as JSON values. Open-ended parts (a case's ``params``
+and ``point``, the environment's extras, the suite's variants) are JSON values, never ``Any``.
+
+``comparisons`` and ``warnings`` are derived: :attr:`Result.comparisons` and
+:attr:`Result.warnings` compute them from the cases when read (old documents that stored them
+still load; what they stored is not read back). :meth:`Result.to_json` writes them for readers
+outside rpcmeter.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
+
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    PlainSerializer,
+    PlainValidator,
+    ValidationError,
+)
+
+from rpcmeter.metrics.histogram import Histogram
+
+if TYPE_CHECKING:
+    from rpcmeter import analysis
+
+# 2: ``breakdown`` has queue_us, percentiles, the overhead's interval, a one-loop round trip
+# measured before and after the case; a version 1 breakdown is read as it is
+SCHEMA_VERSION = 2
+
+Json = dict[str, JsonValue]  # a JSON object, as it crosses into and out of the model
+
+
+class ModelError(ValueError):
+    """A document that does not fit the model: ``where`` (a dotted path) and why."""
+
+    def __init__(self, where: str, message: str) -> None:
+        super().__init__(f"{where}: {message}" if where else message)
+        self.where = where
+
+
+def _histogram(value: object) -> Histogram:
+    if isinstance(value, Histogram):
+        return value
+    if not isinstance(value, dict):
+        raise ValueError(f"a histogram is a table (got {type(value).__name__})")
+    return Histogram.from_dict(value)
+
+
+HistogramField = Annotated[
+    Histogram,
+    PlainValidator(_histogram),
+    PlainSerializer(lambda h: h.to_dict(), return_type=dict[str, JsonValue]),
+]
+
+
+class Part(BaseModel):
+    """A section of the document: frozen; keys the model does not name kept as JSON values."""
+
+    model_config = ConfigDict(
+        frozen=True, extra="allow", arbitrary_types_allowed=True, populate_by_name=True
+    )
+    __pydantic_extra__: dict[str, JsonValue]
+
+    def dump(self) -> Json:
+        """The JSON object of this part: the fields it was given, in the model's order."""
+        return clean(self.model_dump(mode="python", exclude_unset=True, by_alias=True))  # type: ignore[no-any-return]
+
+
+def clean(value: Any) -> Any:
+    """NaN and infinities become null (JSON has no such numbers)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [clean(v) for v in value]
+    return value
+
+
+# ---- a case's parts ------------------------------------------------------------------------------
+
+
+class Latency(Part):
+    """A latency summary in microseconds (``Histogram.summary_us``)."""
+
+    mean_us: float | None = None
+    stdev_us: float | None = None
+    min_us: float | None = None
+    p50_us: float | None = None
+    p90_us: float | None = None
+    p95_us: float | None = None
+    p99_us: float | None = None
+    p999_us: float | None = None
+    max_us: float | None = None
+
+    @classmethod
+    def of(cls, h: Histogram) -> Latency:
+        return cls(**h.summary_us())
+
+
+class ServerTime(Latency):
+    """The server-reported compute time: a latency summary and its histogram."""
+
+    histogram: HistogramField | None = None
+
+    @classmethod
+    def of(cls, h: Histogram) -> ServerTime:
+        return cls(**h.summary_us(), histogram=h)
+
+
+class Bytes(Part):
+    out_per_request: float | None = None
+    in_per_request: float | None = None
+
+
+class Stats(Part):
+    """One part of a breakdown (microseconds)."""
+
+    mean: float | None = None
+    stdev: float | None = None
+    p50: float | None = None
+    p99: float | None = None
+    count: int | None = None
+    before: float | None = None  # the round trip's median before the case
+    after: float | None = None
+    ci95: list[float | None] | None = None
+    within_noise: bool | None = None
+
+
+class Breakdown(Part):
+    """Latency split into round trip, queue, server compute and overhead (rpcmeter.breakdown)."""
+
+    rtt_us: Stats | None = None
+    queue_us: Stats | None = None
+    server_us: Stats | None = None
+    overhead_us: Stats | None = None
+    rtt_requests: int | None = None
+    rtt_loops: int | None = None
+
+
+class Cpu(Part):
+    """CPU over the measured interval (server figures None: unknown; rpcmeter.metrics.resources)."""
+
+    interval_s: float | None = None
+    server_user_s: float | None = None
+    server_sys_s: float | None = None
+    client_user_s: float | None = None
+    client_sys_s: float | None = None
+    server_us_per_request: float | None = None
+    client_us_per_request: float | None = None
+    server_util_pct: float | None = None
+    client_util_pct: float | None = None
+    server_cpus_given: float | None = None
+    client_cpus_given: float | None = None
+    server_idle_pct: float | None = None
+    server_idle_window_s: float | None = None
+    server_cpus_busy_pct: float | None = None
+    client_cpus_busy_pct: float | None = None
+
+
+class Memory(Part):
+    server_peak_rss_bytes: int | None = None
+    client_peak_rss_bytes: int | None = None
+
+
+class OpenLoop(Part):
+    offered_rps: float | None = None
+    achieved_rps: float | None = None
+    scheduled: int = 0
+    sent: int = 0
+    late: int = 0
+    dropped: int = 0
+
+
+class StreamCpu(Part):
+    client: float | None = None
+    server: float | None = None
+
+
+class Stream(Part):
+    """A streaming case's per-message figures (rpcmeter.metrics.streams)."""
+
+    streams: int = 0
+    messages: int = 0
+    messages_out: int = 0
+    messages_in: int = 0
+    streams_per_s: float | None = None
+    messages_per_s: float | None = None
+    messages_per_stream: float | None = None
+    bytes_out_per_message: float | None = None
+    bytes_in_per_message: float | None = None
+    first_message: Latency | None = None
+    first_message_histogram: HistogramField | None = None
+    message: Latency | None = None
+    message_histogram: HistogramField | None = None
+    cpu_us_per_message: StreamCpu | None = None
+
+
+class Connections(Part):
+    """Connect and handshake times (rpcmeter.metrics.connections): per part a ServerTime-like
+    summary with its histogram, kept among the extras by part name."""
+
+    per_request: bool | None = None
+    opened: int | None = None
+
+
+class Client(Part):
+    """One load process: its requests and its own CPU and memory."""
+
+    client: int | None = None
+    worker: str | None = None  # the Dask worker that ran it (cluster runs)
+    pid: int | None = None
+    requests: int | None = None
+    errors: int | None = None
+    throughput_rps: float | None = None
+    cpu_user_s: float | None = None
+    cpu_sys_s: float | None = None
+    max_rss_bytes: int | None = None
+
+
+class Worker(Client):
+    """One Dask worker of a cluster run (sums over its clients; ``worker_*`` its own process)."""
+
+    host: str | None = None
+    status: str | None = None
+    reason: str | None = None
+    clients: list[int] | None = None
+    ok: int | None = None
+    wall_s: float | None = None
+    worker_cpu_user_s: float | None = None
+    worker_cpu_sys_s: float | None = None
+    worker_max_rss_bytes: int | None = None
+    latency: Latency | None = None
+    histogram: HistogramField | None = None
+
+
+class Spread(Part):
+    workers: int | None = None
+    lost: int | None = None
+    min_rps: float | None = None
+    max_rps: float | None = None
+    min_max_ratio: float | None = None
+
+
+class Placement(Part):
+    """CPUs as applied: a case's, or the run's (with its target kind, quotas and cgroups)."""
+
+    target: str | None = None
+    server_cpus: list[int] | None = None
+    client_cpus: list[int] | None = None
+    server_quota_cpus: float | None = None
+    client_quota_cpus: float | None = None
+    notes: list[str] | None = None
+
+
+class Run(Part):
+    """One run of a whole command."""
+
+    wall_s: float = 0.0
+    user_s: float = 0.0
+    sys_s: float = 0.0
+    cpu_s: float = 0.0
+    max_rss_bytes: int = 0
+    exit_code: int | None = None
+    processes: int | None = None
+    outlived: JsonValue = None
+
+
+class Command(Part):
+    """A whole-command case: the command and the means over its runs."""
+
+    argv: list[str] | None = None
+    python: str | None = None
+    warmup_runs: int | None = None
+    runs: int | None = None
+    wall_s: float | None = None
+    wall_stdev_s: float | None = None
+    user_s: float | None = None
+    sys_s: float | None = None
+    cpu_s: float | None = None
+    cpu_stdev_s: float | None = None
+    cores: float | None = None
+    max_rss_bytes: int | None = None
+    # a command client's (a command run against the suite's server): the requests one run
+    # makes, and the successful runs' wall time per request
+    requests_per_run: int | None = None
+    per_request_us: float | None = None
+
+
+Status = Literal["ok", "failed", "incomplete"]
+
+
+class Case(Part):
+    """One case: a variant under a workload at a matrix point, one repetition."""
+
+    id: int
+    variant: str
+    workload: str
+    kind: str = ""
+    point: Json = {}
+    params: Json = {}
+    repetition: int = 0
+    status: Status  # always there: every reader goes by it
+    reason: str | None = None
+    started_at: str | None = None
+    endpoint: str | None = None
+    placement: Placement | None = None
+    server_managed: bool | None = None
+    requests: int = 0
+    ok: int = 0
+    errors: dict[str, int] = {}
+    error_samples: dict[str, str] = {}
+    wall_s: float | None = None
+    throughput_rps: float | None = None
+    latency: Latency | None = None
+    histogram: HistogramField | None = None
+    latency_uncorrected: Latency | None = None
+    histogram_uncorrected: HistogramField | None = None
+    open_loop: OpenLoop | None = None
+    server_time: ServerTime | None = None
+    bytes: Bytes | None = None
+    breakdown: Breakdown | None = None
+    counters: dict[str, int] | None = None
+    stream: Stream | None = None
+    connections: Connections | None = None
+    clients: list[Client] = []
+    workers: list[Worker] | None = None
+    spread: Spread | None = None
+    cpu: Cpu = Cpu()
+    memory: Memory = Memory()
+    runs: list[Run] | None = None
+    command: Command | None = None
+    output_tail: str | None = None
+    server_output_tail: str | None = None
+    profiles: JsonValue = None
+
+    def label(self) -> str:
+        """``variant · workload · key=value ...`` (as rpcmeter.plan.Case.label)."""
+        point = " ".join(f"{k}={v}" for k, v in self.point.items())
+        return f"{self.variant} · {self.workload}" + (f" · {point}" if point else "")
+
+    def latency_histogram(self) -> Histogram:
+        """The latency histogram (an empty one when the case recorded none)."""
+        return self.histogram if self.histogram is not None else Histogram()
+
+    def error_rate(self) -> float:
+        """The fraction of requests that failed (1 for a failed case that made none)."""
+        return error_rate(self.errors, self.requests, self.status)
+
+    def mostly_failed(self) -> str | None:
+        """Why the figures are not the system's, when more than half of the requests failed."""
+        return mostly_failed(self.errors, self.requests)
+
+    def warnings(self) -> list[str]:
+        """Warnings about this case: most of its requests failed; an open loop that did not
+        reach its rate."""
+        from rpcmeter.rates import keeps_up
+
+        reason = self.mostly_failed()
+        if self.status == "failed" and reason:
+            return [f"{self.label()}: {reason}"]
+        ol = self.open_loop
+        if ol is None or self.status != "ok" or not ol.offered_rps:
+            return []
+        achieved = ol.achieved_rps or 0.0
+        if keeps_up(ol.offered_rps, achieved, ol.dropped, ol.scheduled):
+            return []
+        return [
+            f"{self.label()}: target rate not reached: {achieved:,.0f} of "
+            f"{ol.offered_rps:,.0f} req/s offered "
+            f"({achieved / ol.offered_rps:.1%}); {ol.late:,} late, "
+            f"{ol.dropped:,} dropped"
+        ]
+
+
+def error_rate(errors: dict[str, int], requests: int, status: str = "ok") -> float:
+    """The fraction of ``requests`` that failed (1 for a failed case that made none)."""
+    if not requests:
+        return 1.0 if status == "failed" else 0.0
+    return float(sum(errors.values())) / requests
+
+
+def mostly_failed(errors: dict[str, int], requests: int) -> str | None:
+    """``"38 of 40 requests failed (http_500: 38)"`` when more than half of ``requests``
+    failed: the figures are then not the system's; else None."""
+    if not requests or error_rate(errors, requests) <= 0.5:
+        return None
+    kinds = ", ".join(f"{k}: {n:,}" for k, n in sorted(errors.items(), key=lambda kv: -kv[1]))
+    return f"{sum(errors.values()):,} of {requests:,} requests failed ({kinds})"
+
+
+# ---- the run's parts -----------------------------------------------------------------------------
+
+
+class Git(Part):
+    commit: str | None = None
+    branch: str | None = None
+    dirty: bool | None = None
+
+
+class SuiteInfo(Part):
+    """The suite as it was run: its file (text and hash), targets, variants, workloads, matrix."""
+
+    name: str = ""
+    description: str | None = None
+    path: str | None = None
+    sha256: str | None = None
+    git: Git | None = None
+    text: str | None = None
+    driver: str | None = None
+    drivers: dict[str, str] | None = None
+    transport: str | None = None
+    baseline: str | None = None
+    variants: dict[str, Json] = {}
+    workloads: dict[str, Json] = {}
+    matrix: dict[str, list[JsonValue]] = {}
+    matrix_keys: list[str] = []
+    repeat: int = 1
+    seed: int | None = None
+    # ``validate`` is a BaseModel method's name: the field is validate_replies in Python
+    validate_replies: bool | None = Field(default=None, alias="validate")
+    load: Json = {}
+
+
+class Environment(Part):
+    """The machine and software a run measured on (rpcmeter.metrics.environment); the rest of
+    what it records (governors, virtualization, cluster, TLS, variant environments) are JSON
+    values among the extras."""
+
+    host: str | None = None
+    cpu_model: str | None = None
+    cpu_count: int | None = None
+    os: str | None = None
+    kernel: str | None = None
+    python: str | None = None
+    rpcmeter: str | None = None
+    packages: dict[str, str | None] = {}
+    placement: Placement | None = None
+    variant_packages: dict[str, dict[str, str | None]] | None = None
+
+
+class Objective(Part):
+    stat: str
+    bound_us: float
+
+
+class RateStep(Part):
+    rate: float | None = None
+    passed: bool | None = None
+    reason: str | None = None
+    case: int | None = None
+    achieved_rps: float | None = None
+    p50_us: float | None = None
+    p99_us: float | None = None
+    p999_us: float | None = None
+    late: int | None = None
+    dropped: int | None = None
+
+
+class MaxRate(Part):
+    """One rate search's answer (``--find-max-rate``; rpcmeter.maxrate)."""
+
+    workload: str
+    variant: str
+    point: Json = {}
+    slo: str | None = None
+    objectives: list[Objective] = []
+    max_rate_rps: float | None = None
+    achieved_rps: float | None = None
+    latency_us: dict[str, float | None] | None = None
+    lowest_failing_rps: float | None = None
+    converged: bool | None = None
+    tolerance: float | None = None
+    max_steps: int | None = None
+    steps: list[RateStep] = []
+
+
+RunStatus = Literal["running", "complete", "interrupted", "failed"]
+
+
+class Result(Part):
+    """A whole run. ``comparisons`` and ``warnings`` are derived (see the module doc)."""
+
+    schema_version: int = SCHEMA_VERSION
+    rpcmeter_version: str | None = None
+    run_id: str = ""
+    status: RunStatus = "complete"
+    reason: str | None = None
+    started_at: str | None = None
+    finished_at: str | None = None
+    suite: SuiteInfo
+    environment: Environment = Environment()
+    planned_cases: int | None = None
+    cases: list[Case] = []
+    max_rate: list[MaxRate] | None = None
+
+    @functools.cached_property
+    def comparisons(self) -> analysis.Comparison:
+        """Every variant against the baseline, cell by cell (rpcmeter.analysis)."""
+        from rpcmeter import analysis
+
+        return analysis.compare_variants(self)
+
+    @functools.cached_property
+    def warnings(self) -> list[str]:
+        """What makes the figures doubtful: each case's own warnings, then every rule of
+        rpcmeter.checks (the comparisons' among them)."""
+        from rpcmeter.checks import warnings_for
+
+        own = [w for case in self.cases for w in case.warnings()]
+        return list(dict.fromkeys([*own, *warnings_for(self)]))
+
+    def case(self, index: int) -> Case:
+        return self.cases[index]
+
+    def to_json(self, derived: bool = True) -> Json:
+        """The JSON document (NaN and infinities as null); with ``derived``, also the
+        ``warnings`` and ``comparisons`` computed from the cases."""
+        doc = self.dump()
+        doc["schema_version"] = self.schema_version
+        if derived:
+            doc["warnings"] = list(self.warnings)
+            doc["comparisons"] = self.comparisons.to_json()
+        return doc
+
+    @classmethod
+    def from_json(cls, data: object, where: str = "") -> Self:
+        """The result of a JSON document of any schema version up to :data:`SCHEMA_VERSION`
+        (a :class:`ModelError` naming ``where`` and the first bad part otherwise)."""
+        doc = migrate(data, where)
+        try:
+            return cls.model_validate(doc)
+        except ValidationError as exc:
+            raise _model_error(exc, where) from None
+
+    def replace(self, **changes: Any) -> Self:
+        """A copy with ``changes`` (each validated: a field or a JSON value)."""
+        return type(self).model_validate({**self.to_json(derived=False), **_dumped(changes)})
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_json(), indent=1, allow_nan=False) + "\n"
+
+
+def _dumped(changes: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in changes.items():
+        if isinstance(value, Part):
+            out[key] = value.dump()
+        elif isinstance(value, list):
+            out[key] = [v.dump() if isinstance(v, Part) else v for v in value]
+        else:
+            out[key] = value
+    return out
+
+
+def _model_error(exc: ValidationError, where: str) -> ModelError:
+    first = exc.errors()[0]
+    path = ".".join(
+        f"[{p}]" if isinstance(p, int) else str(p) for p in first["loc"] if p != "function-plain"
+    ).replace(".[", "[")
+    at = f"{where}: {path}" if where and path else where or path
+    return ModelError(at, str(first["msg"]).removeprefix("Value error, "))
+
+
+def parse_case(data: object, where: str = "") -> Case:
+    """A stored case document as a :class:`Case`."""
+    try:
+        return Case.model_validate(data)
+    except ValidationError as exc:
+        raise _model_error(exc, where) from None
+
+
+# ---- migrations ----------------------------------------------------------------------------------
+
+
+def _from_1(doc: Json) -> Json:
+    """1 -> 2: a version-1 ``breakdown`` (``mean`` and ``stdev`` only, the round trip measured
+    with the case's loops) has the same keys, a subset of version 2's: it is read as it is."""
+    return {**doc, "schema_version": 2}
+
+
+#: ``MIGRATIONS[v]`` brings a document of schema ``v`` to ``v + 1``.
+MIGRATIONS: dict[int, Callable[[Json], Json]] = {1: _from_1}
+
+
+def migrate(data: object, where: str = "") -> Json:
+    """``data`` brought to :data:`SCHEMA_VERSION` (a ModelError when it is not a result
+    document or is newer than this rpcmeter)."""
+    if not isinstance(data, dict) or "schema_version" not in data:
+        raise ModelError(where, "not an rpcmeter result (no schema_version)")
+    version = data["schema_version"]
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise ModelError(where, "not an rpcmeter result (schema_version not a number)")
+    if version > SCHEMA_VERSION:
+        raise ModelError(
+            where,
+            f"schema_version {version} is newer than this rpcmeter understands ({SCHEMA_VERSION})",
+        )
+    if version < 1:
+        raise ModelError(where, f"schema_version {version}: no such version")
+    doc: Json = dict(data)
+    # derived parts are computed on read: what an older document stored is not read back
+    doc.pop("comparisons", None)
+    doc.pop("warnings", None)
+    for v in range(version, SCHEMA_VERSION):
+        doc = MIGRATIONS[v](doc)
+    return doc

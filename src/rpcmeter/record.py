@@ -1,0 +1,440 @@
+"""The one writer of results: a case's (:class:`CaseRecord`) and a run's (:class:`RunRecord`,
+started from :func:`new_result`: the suite as run and the environment).
+
+A case runner (:mod:`rpcmeter.execute`: a server or remote target; a whole command) tells its
+:class:`CaseRecord` what it measured as the case goes (:meth:`~CaseRecord.load`,
+:meth:`~CaseRecord.resources`, :meth:`~CaseRecord.command`, ...) and why it failed, if it did;
+:meth:`~CaseRecord.build` then gives the case's typed result (:class:`rpcmeter.model.Case`),
+which nothing edits afterwards. Histograms go in as the objects the load recorded; they become
+JSON only when the document is written.
+"""
+
+from __future__ import annotations
+
+import math
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from rpcmeter import model
+from rpcmeter import placement as placement_mod
+from rpcmeter.metrics import environment, streams
+from rpcmeter.metrics.histogram import Histogram
+from rpcmeter.metrics.resources import CpuTimes, TreeMonitor, case_figures
+from rpcmeter.result import now_iso
+
+if TYPE_CHECKING:
+    from rpcmeter.plan import Case
+    from rpcmeter.runners.command import Outcome
+    from rpcmeter.runners.recording import LoadOutcome
+    from rpcmeter.suite import Suite
+
+
+class CaseRecord:
+    """What one case measured, filled step by step (a case is ``ok`` until a step says
+    otherwise); :meth:`build` makes the frozen :class:`rpcmeter.model.Case`."""
+
+    def __init__(self, case: Case, cpus: placement_mod.Cpus) -> None:
+        self.case = case
+        self.fields: dict[str, Any] = {
+            "id": case.index,
+            "variant": case.variant,
+            "workload": case.workload,
+            "kind": case.kind,
+            "point": case.point_dict,
+            "params": case.params_dict(),
+            "repetition": case.repetition,
+            "status": "ok",
+            "reason": None,
+            "started_at": now_iso(),
+            "endpoint": None,
+            "placement": model.Placement(**cpus.as_dict()),
+            "requests": 0,
+            "ok": 0,
+            "errors": {},
+            "error_samples": {},
+            "wall_s": 0.0,
+            "throughput_rps": 0.0,
+            "latency": None,
+            "histogram": None,
+            "server_time": None,
+            "bytes": None,
+            "clients": [],
+            "cpu": model.Cpu(),
+            "memory": model.Memory(),
+        }
+        self.notes: list[str] = []
+
+    # ---- what the case is -----------------------------------------------------------------------
+
+    def endpoint(self, where: str | None) -> None:
+        self.fields["endpoint"] = where
+
+    def server_managed(self, managed: bool) -> None:
+        """False: the server is a remote target's (its resources are unknown)."""
+        self.fields["server_managed"] = managed
+
+    def note_placement(self, note: str | None) -> None:
+        """A line about how the case was placed (a cgroup that could not be joined)."""
+        if note:
+            self.notes.append(note)
+
+    def profiles(self, profiles: dict[str, Any]) -> None:
+        self.fields["profiles"] = profiles
+
+    # ---- what it measured -----------------------------------------------------------------------
+
+    def load(self, outcome: LoadOutcome) -> None:
+        """A load's requests, errors, latencies, server times, bytes, streams, connections and
+        its clients and workers."""
+        f = self.fields
+        f["requests"] = outcome.requests
+        f["ok"] = outcome.ok
+        f["errors"] = dict(sorted(outcome.errors.items()))
+        f["error_samples"] = outcome.first_error
+        f["wall_s"] = outcome.wall_s
+        f["throughput_rps"] = outcome.ok / outcome.wall_s if outcome.wall_s > 0 else 0.0
+        if outcome.hist.count:
+            f["latency"] = model.Latency.of(outcome.hist)
+            f["histogram"] = outcome.hist
+        if outcome.schedule is not None:
+            self._open_loop(outcome)
+        if outcome.server_hist.count:
+            f["server_time"] = model.ServerTime.of(outcome.server_hist)
+        if outcome.counters and outcome.requests:
+            out_b, in_b = outcome.counters.get("bytes_out"), outcome.counters.get("bytes_in")
+            f["bytes"] = model.Bytes(
+                out_per_request=out_b / outcome.requests if out_b is not None else math.nan,
+                in_per_request=in_b / outcome.requests if in_b is not None else math.nan,
+            )
+        counters, stream = streams.split(outcome.counters)
+        if stream:
+            f["stream"] = streams.section(stream, outcome.ok, outcome.wall_s)
+        if counters:
+            f["counters"] = counters
+        if outcome.connections is not None and outcome.connections.connections:
+            f["connections"] = outcome.connections.document()
+        f["clients"] = outcome.clients
+        # on a cluster, per-worker figures too; CPU totals come from them (resources), so that
+        # a lost worker makes the total unknown rather than short
+        if outcome.workers:
+            from rpcmeter.runners.distributed import load_spread
+
+            f["workers"] = outcome.workers
+            f["spread"] = load_spread(outcome.workers)
+
+    def _open_loop(self, outcome: LoadOutcome) -> None:
+        """Open loop: ``latency``/``histogram`` are corrected (from the intended send time); the
+        uncorrected ones and the schedule's totals go beside them."""
+        assert outcome.schedule is not None
+        s, f = outcome.schedule, self.fields
+        f["latency_uncorrected"] = model.Latency.of(outcome.uhist) if outcome.uhist.count else None
+        f["histogram_uncorrected"] = outcome.uhist if outcome.uhist.count else None
+        # requests/s on the schedule's time base, as achieved_rps (first slot to last send):
+        # the replies still in flight when sending ended arrive later, and that wait is latency
+        # (in the percentiles), not time without requests; equal to achieved_rps when every
+        # sent request came back ok
+        sent = int(s["sent"])
+        f["throughput_rps"] = s["achieved_rps"] * outcome.ok / sent if sent else 0.0
+        f["open_loop"] = model.OpenLoop(
+            offered_rps=s["offered_rps"],
+            achieved_rps=s["achieved_rps"],
+            scheduled=int(s["scheduled"]),
+            sent=sent,
+            late=int(s["late"]),
+            dropped=int(s["dropped"]),
+        )
+
+    def resources(
+        self,
+        outcome: LoadOutcome,
+        monitor: TreeMonitor | None,
+        idle: CpuTimes | None,
+        cpus: placement_mod.Cpus,
+        quotas: placement_mod.CpuQuotas,
+        remote_load: bool = False,
+    ) -> None:
+        """``cpu`` and ``memory``: the server tree (``monitor`` None: a server rpcmeter does not
+        watch, its figures unknown) and the load processes over the measured interval
+        (``remote_load``: the clients ran on other machines, their CPUs unknown here)."""
+        self._resources(
+            outcome.requests,
+            outcome.workers or outcome.clients,  # on a cluster: per worker, lost ones too
+            outcome.wall_s,
+            monitor,
+            idle,
+            cpus,
+            quotas,
+            remote_load,
+        )
+
+    def _resources(
+        self,
+        requests: int,
+        clients: list[Any],
+        wall_s: float,
+        monitor: TreeMonitor | None,
+        idle: CpuTimes | None,
+        cpus: placement_mod.Cpus,
+        quotas: placement_mod.CpuQuotas,
+        remote_load: bool = False,
+    ) -> None:
+        """``cpu`` and ``memory`` of ``requests``: the server tree over the interval the monitor
+        marked (``go`` to ``end``), ``clients`` (reports of their CPU and memory) over theirs."""
+        server = monitor.between("go", "end") if monitor is not None else None
+        server_cpus, client_cpus = given(cpus, quotas)
+        cpu, memory = case_figures(
+            requests=requests,
+            server=server,
+            server_peak_rss=monitor.peak_rss_bytes() if monitor is not None else None,
+            server_idle=idle,
+            server_cpus=server_cpus,
+            clients=clients,
+            client_cpus=None if remote_load else client_cpus,
+            interval_s=server.at if server else wall_s,
+        )
+        if monitor is not None:
+            cpu["server_cpus_busy_pct"] = monitor.busy_between("go", "end", cpus.server)
+        if monitor is not None and not remote_load:
+            cpu["client_cpus_busy_pct"] = monitor.busy_between("go", "end", cpus.client)
+        self.fields["cpu"], self.fields["memory"] = model.Cpu(**cpu), model.Memory(**memory)
+
+    def idle(
+        self,
+        window_s: float,
+        monitor: TreeMonitor | None,
+        cpus: placement_mod.Cpus,
+        quotas: placement_mod.CpuQuotas,
+    ) -> None:
+        """An ``idle`` case: no requests; the server's CPU over the window is its idle cost."""
+        idle = monitor.idle(window_s) if monitor is not None else None
+        self.fields["wall_s"] = idle.at if idle is not None else 0.0
+        cpu, memory = case_figures(
+            requests=0,
+            server=idle,
+            server_peak_rss=monitor.peak_rss_bytes() if monitor is not None else None,
+            server_idle=idle,
+            server_cpus=given(cpus, quotas)[0],
+            clients=None,
+            client_cpus=None,
+            interval_s=idle.at if idle is not None else 0.0,
+        )
+        self.fields["cpu"], self.fields["memory"] = model.Cpu(**cpu), model.Memory(**memory)
+
+    def breakdown(self, breakdown: dict[str, Any]) -> None:
+        self.fields["breakdown"] = breakdown
+
+    def command(
+        self, argv: list[str], python: str, warmup_runs: int, params: dict[str, Any]
+    ) -> None:
+        """A command's case (a whole command's or a command client's): what runs (before
+        :meth:`runs` or :meth:`client_runs`)."""
+        self.fields["params"] = params
+        self.fields["command"] = {"argv": argv, "warmup_runs": warmup_runs, "python": python}
+
+    def command_cpus(self, server_cpus: list[int] | None) -> None:
+        """A whole command runs on the server CPUs (or unpinned), with no server to reach."""
+        self.fields["endpoint"] = None
+        self.fields["placement"] = model.Placement(server_cpus=server_cpus)
+
+    def runs(self, outcome: Outcome) -> None:
+        """A whole command's measured runs: runs count as requests, their wall times as
+        latency; the command's CPU and memory are the server side (rpcmeter.runners.command)."""
+        ok = self._runs(outcome)
+        runs = outcome.runs
+        f = self.fields
+        f["requests"] = len(runs)
+        f["ok"] = len(ok)
+        f["errors"] = {"exit_status": len(runs) - len(ok)} if len(ok) < len(runs) else {}
+        f["throughput_rps"] = len(runs) / outcome.elapsed_s if outcome.elapsed_s > 0 else 0.0
+        hist = Histogram()
+        hist.record_array([round(r["wall_s"] * 1e9) for r in ok])
+        if hist.count:
+            f["latency"] = model.Latency.of(hist)
+            f["histogram"] = hist
+        summary = f["command"]
+        f["cpu"] = model.Cpu(
+            server_user_s=sum(r["user_s"] for r in ok),
+            server_sys_s=sum(r["sys_s"] for r in ok),
+            server_us_per_request=summary["cpu_s"] * 1e6 if ok else math.nan,
+        )
+        f["memory"] = model.Memory(server_peak_rss_bytes=summary["max_rss_bytes"])
+
+    def client_runs(
+        self,
+        outcome: Outcome,
+        requests_per_run: int,
+        monitor: TreeMonitor | None,
+        idle: CpuTimes | None,
+        cpus: placement_mod.Cpus,
+        quotas: placement_mod.CpuQuotas,
+    ) -> None:
+        """A command client's measured runs (rpcmeter.suite_model.Suite.command_client), counted
+        in requests: ``requests``/``ok`` are runs times ``requests_per_run`` (a failed run's
+        requests count as failed), ``throughput_rps`` the successful requests over the
+        successful runs' wall time (the command's start included), ``command.per_request_us``
+        that wall time per request. The command is the one client process (its CPU over its
+        successful runs); the server's CPU is ``monitor``'s over the measured runs. No latency
+        and no histogram: a run's wall time is no request's latency."""
+        ok = self._runs(outcome)
+        wall = sum(r["wall_s"] for r in ok)
+        failed = len(outcome.runs) - len(ok)
+        f = self.fields
+        f["requests"] = len(outcome.runs) * requests_per_run
+        f["ok"] = len(ok) * requests_per_run
+        f["errors"] = {"exit_status": failed * requests_per_run} if failed else {}
+        f["throughput_rps"] = f["ok"] / wall if wall > 0 else 0.0
+        f["command"] = {
+            **f["command"],
+            "requests_per_run": requests_per_run,
+            "per_request_us": wall / f["ok"] * 1e6 if f["ok"] else math.nan,
+        }
+        command = {
+            "cpu_user_s": sum(r["user_s"] for r in ok),
+            "cpu_sys_s": sum(r["sys_s"] for r in ok),
+            "max_rss_bytes": max((r["max_rss_bytes"] for r in ok), default=0),
+        }
+        self._resources(f["ok"], [command], outcome.elapsed_s, monitor, idle, cpus, quotas)
+
+    def _runs(self, outcome: Outcome) -> list[dict[str, Any]]:
+        """A command's runs, their means (``command``), and why it stopped if it did; the
+        successful runs."""
+        from rpcmeter.runners.command import summarize
+
+        ok = [r for r in outcome.runs if r["exit_code"] == 0]
+        f = self.fields
+        f["wall_s"] = outcome.elapsed_s
+        f["runs"] = outcome.runs
+        f["command"] = {**f.get("command", {}), **summarize(ok)}
+        if outcome.failure:
+            self.fail(outcome.failure)
+            if outcome.output_tail:
+                f["output_tail"] = outcome.output_tail
+        return ok
+
+    # ---- how it ended ---------------------------------------------------------------------------
+
+    def fail(self, reason: str, server_output_tail: str = "") -> None:
+        self.fields["status"] = "failed"
+        self.fields["reason"] = reason
+        if server_output_tail:
+            self.fields["server_output_tail"] = server_output_tail
+
+    def incomplete(self, reason: str) -> None:
+        """Some clients' figures are missing (a lost worker)."""
+        self.fields["status"] = "incomplete"
+        self.fields["reason"] = reason
+
+    def build(self) -> model.Case:
+        """The case's result (the stream section's CPU per message from the case's CPU)."""
+        f = dict(self.fields)
+        if self.notes:
+            f["placement"] = f["placement"].model_copy(update={"notes": list(self.notes)})
+        stream = f.get("stream")
+        if stream is not None:
+            doc = {"stream": stream, "cpu": f["cpu"].dump()}
+            streams.add_cpu(doc)
+        return model.Case(**f)
+
+
+def given(cpus: placement_mod.Cpus, quotas: placement_mod.CpuQuotas) -> tuple[float, float]:
+    """CPUs the server and the clients were given (quota where applied, else affinity)."""
+    return (
+        placement_mod.cpus_given(cpus.server, quotas.server.cpus if quotas.server else None),
+        placement_mod.cpus_given(cpus.client, quotas.client.cpus if quotas.client else None),
+    )
+
+
+def describe_suite(suite: Suite) -> model.SuiteInfo:
+    """The suite as it was run: its file (text, hash, revision), targets, variants, workloads,
+    matrix and load."""
+    return model.SuiteInfo(
+        name=suite.name,
+        description=suite.description,
+        path=suite.path,
+        sha256=suite.source_hash,
+        git=environment.git_revision(Path(suite.path).parent) if suite.path else None,
+        text=suite.source_text,
+        driver=suite.target.driver,
+        drivers={name: suite.driver_of(name) for name in suite.variants},
+        transport=suite.target.transport,
+        baseline=suite.baseline_variant,
+        variants={name: v.model_dump(exclude_defaults=True) for name, v in suite.variants.items()},
+        workloads={
+            name: {"kind": w.kind, **suite.workload_params(name).model_dump()}
+            for name, w in suite.workloads.items()
+        },
+        matrix=suite.matrix,
+        matrix_keys=list(suite.matrix),
+        repeat=suite.repeat,
+        seed=suite.seed,
+        validate_replies=suite.validate_replies,
+        load=suite.load.model_dump(),
+    )
+
+
+def new_result(
+    suite: Suite,
+    packages: tuple[str, ...],
+    placement: dict[str, Any],
+    drivers: dict[str, tuple[str, ...]],
+) -> model.Result:
+    """A run's result before its first case: the suite and the environment (the machine, the
+    packages the drivers use, ``placement`` as applied)."""
+    from rpcmeter import __version__
+
+    env = environment.capture(packages, __version__)
+    env["placement"] = placement
+    env.update(environment.capture_suite(suite, drivers))
+    return model.Result(
+        schema_version=model.SCHEMA_VERSION,
+        rpcmeter_version=__version__,
+        run_id=uuid.uuid4().hex[:12],
+        status="running",
+        started_at=now_iso(),
+        finished_at=None,
+        suite=describe_suite(suite),
+        environment=model.Environment.model_validate(env),
+    )
+
+
+class RunRecord:
+    """A run's result as it grows: its header, its cases in order, what the run adds to its
+    environment and how it ended. :attr:`result` is the frozen :class:`rpcmeter.model.Result`
+    so far (a new one after every change; the cases are the same objects)."""
+
+    def __init__(self, header: model.Result) -> None:
+        self.header = header
+        self.changes: dict[str, Any] = {}
+        self.cases: list[model.Case] = []
+        self._result: model.Result | None = None
+
+    @property
+    def result(self) -> model.Result:
+        if self._result is None:
+            self._result = self.header.model_copy(
+                update={**self.changes, "cases": list(self.cases)}
+            )
+        return self._result
+
+    def set(self, **fields: Any) -> None:
+        """Header fields: ``status``, ``reason``, ``finished_at``, ``planned_cases``."""
+        self.changes.update(fields)
+        self._result = None
+
+    def environment(self, **parts: Any) -> None:
+        """Add (or replace) parts of the environment (cluster, TLS, variant environments)."""
+        env = self.result.environment.dump()
+        self.set(environment=model.Environment.model_validate({**env, **parts}))
+
+    def matrix_key(self, key: str) -> None:
+        """A matrix key the run adds (the rate of a rate search)."""
+        suite = self.result.suite
+        self.set(suite=suite.model_copy(update={"matrix_keys": [*suite.matrix_keys, key]}))
+
+    def max_rate(self, entry: model.MaxRate) -> None:
+        self.set(max_rate=[*(self.result.max_rate or []), entry])
+
+    def add_case(self, case: model.Case) -> None:
+        self.cases.append(case)
+        self._result = None
