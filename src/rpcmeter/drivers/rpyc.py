@@ -1,8 +1,9 @@
 """rpyc driver: one connection per client process, shared by the client's threads.
 
 Options: ``bind_threads`` (rpyc's thread binding, applied on both ends), ``background`` (extra
-server threads serving each connection), ``seed`` (set from the suite), and ``server_time``
-(default true: see below). Workloads: ``simple``, ``callback`` (any depth), ``random_wait``, and
+server threads serving each connection), ``seed`` (set from the suite), ``nodelay`` (default
+true: ``TCP_NODELAY`` on both ends over TCP; rpyc's own default is false, see
+:mod:`rpcmeter.servers.rpyc_server`) and ``server_time`` (default true: see below). Workloads: ``simple``, ``callback`` (any depth), ``random_wait``, and
 ``noop`` (the server's ``noop`` call, or ``simple`` with no value where it has none: the round
 trip of ``[breakdown]``). With ``validate``, every call carries a random value that must come
 back unchanged.
@@ -21,6 +22,8 @@ import threading
 from typing import Any, ClassVar
 
 import rpyc
+from rpyc.core.stream import SocketStream
+from rpyc.utils.factory import connect_stream
 
 from rpcmeter.drivers.base import STALL_OPTIONS, Caller, Driver, ReplyMismatch
 from rpcmeter.servers.rpyc_server import protocol_config
@@ -48,6 +51,7 @@ class RpycDriver(Driver):
         "spin_us",
         "wait",
         "queue_time",  # server
+        "nodelay",  # client and server
         "server_time",
     }
 
@@ -60,7 +64,9 @@ class RpycDriver(Driver):
             assert ep.path is not None
             self.conn = rpyc.utils.factory.unix_connect(ep.path, config=config)
         else:
-            self.conn = rpyc.connect(ep.host, ep.port, config=config, ipv6=":" in ep.host)
+            nodelay = bool(self.ctx.options.get("nodelay", True))
+            stream = SocketStream.connect(ep.host, ep.port, ipv6=":" in ep.host, nodelay=nodelay)
+            self.conn = connect_stream(stream, rpyc.VoidService, config)
         self._lock = threading.Lock()
 
     def close(self) -> None:

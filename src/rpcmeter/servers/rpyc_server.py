@@ -21,6 +21,9 @@ Options (JSON, from the suite's ``target.options`` and the variant's ``options``
   ``wait``, rpyc's ThreadedServer serves (a thread per connection).
 - ``queue_time`` (bool, default true): over TCP, read requests with ``recvmsg`` and the kernel's
   receive timestamps (:class:`StampedSocket`), so that ``simple_timed`` reports the queue time.
+- ``nodelay`` (bool, default true): over TCP, set ``TCP_NODELAY`` on both ends, as load tools
+  do. rpyc's own default leaves Nagle's algorithm on: a nested call's small frames then wait for
+  the peer's delayed ACK (40 ms on Linux); ``nodelay = false`` measures that.
 
 Server times: besides ``simple``, the service exposes ``simple_timed(value)``, the same call
 answered with ``(value, handling_ns, queue_ns)``: how long the call ran and how long the request
@@ -75,25 +78,35 @@ class StampedSocket(socket.socket):
         return data
 
 
-class StampedListener(socket.socket):
-    """A TCP listener whose connections are :class:`StampedSocket` with timestamps on."""
+class TcpListener(socket.socket):
+    """A TCP listener whose connections have ``TCP_NODELAY`` set (with ``nodelay``: rpyc leaves
+    Nagle's algorithm on, which holds a nested call's small frames for the peer's delayed ACK,
+    up to 40 ms) and are :class:`StampedSocket` with timestamps on (with ``stamps``)."""
+
+    stamps = False
+    nodelay = True
 
     def accept(self) -> tuple[socket.socket, Any]:
         fd, addr = self._accept()  # type: ignore[attr-defined]
-        sock = StampedSocket(self.family, self.type, self.proto, fileno=fd)
+        kind = StampedSocket if self.stamps else socket.socket
+        sock = kind(self.family, self.type, self.proto, fileno=fd)
         if socket.getdefaulttimeout() is None and self.gettimeout():
             sock.setblocking(True)
-        sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        if self.stamps:
+            sock.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+        if self.nodelay:
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         return sock, addr
 
 
-def stamped(listener: socket.socket) -> socket.socket:
-    """``listener`` (TCP) as a :class:`StampedListener` (the same socket, its timeout kept)."""
+def tuned(listener: socket.socket, stamps: bool, nodelay: bool) -> socket.socket:
+    """``listener`` (TCP) as a :class:`TcpListener` (the same socket, its timeout kept)."""
     timeout = listener.gettimeout()
-    new = StampedListener(fileno=listener.detach())
+    new = TcpListener(fileno=listener.detach())
     new.settimeout(timeout)
-    # on the listener too, so that bytes sent before the accept are stamped as well
-    new.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
+    new.stamps, new.nodelay = stamps, nodelay
+    if stamps:  # on the listener too, so that bytes sent before the accept are stamped as well
+        new.setsockopt(socket.SOL_SOCKET, SO_TIMESTAMPNS, 1)
     return new
 
 
@@ -201,7 +214,7 @@ def make_service(options: dict[str, Any]) -> type[rpyc.Service]:
 
 
 def listen(
-    transport: str, host: str, port: int, path: str | None, queue_time: bool = True
+    transport: str, host: str, port: int, path: str | None, queue_time: bool, nodelay: bool
 ) -> socket.socket:
     if transport == "unix":
         assert path is not None, "--socket is required for the unix transport"
@@ -211,7 +224,7 @@ def listen(
         return sock
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     listener = socket.create_server((host, port), family=family, backlog=128)
-    return stamped(listener) if queue_time else listener
+    return tuned(listener, queue_time, nodelay)
 
 
 def serve_select(
@@ -251,10 +264,11 @@ def main() -> None:
     config = protocol_config(args.options)
     wait = args.options.get("wait")
     queue_time = bool(args.options.get("queue_time", True))
+    nodelay = bool(args.options.get("nodelay", True))
     if wait is not None:
         if wait not in ("spin", "block"):
             raise SystemExit(f"rpyc server: option wait: expected 'spin' or 'block', got {wait!r}")
-        listener = listen(args.transport, args.host, args.port, args.socket, queue_time)
+        listener = listen(args.transport, args.host, args.port, args.socket, queue_time, nodelay)
         announce_ready(args.socket or "{}:{}".format(*listener.getsockname()[:2]))
         try:
             serve_select(service, config, listener, spin=wait == "spin")
@@ -276,8 +290,7 @@ def main() -> None:
             protocol_config=config,
             ipv6=":" in args.host,
         )
-        if queue_time:
-            server.listener = stamped(server.listener)
+        server.listener = tuned(server.listener, queue_time, nodelay)
         where = f"{args.host}:{server.port}"
     announce_ready(where)
     try:
