@@ -9,6 +9,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import psutil
 import pytest
 
 from rpcmeter.execute import RunOptions, run_suite
@@ -122,8 +123,13 @@ def test_a_non_python_process_is_sampled_with_perf_or_noted(tmp_path: Path) -> N
     try:
         s = Sampler(busy.pid, tmp_path / "sh", 200)
         assert s.tool == "perf"
+        proc = psutil.Process(busy.pid)
         s.start()
-        time.sleep(0.8)
+        # until the shell has run 0.5 s of CPU (100 samples' worth at 200 Hz), however busy the
+        # machine is, within 20 s
+        deadline = time.monotonic() + 20
+        while sum(proc.cpu_times()[:2]) < 0.5 and time.monotonic() < deadline:
+            time.sleep(0.1)
         stacks = s.stop()
     finally:
         busy.kill()
