@@ -79,12 +79,20 @@ def mismatch(body: bytes, expect: bytes) -> ReplyMismatch | None:
     return None
 
 
+def _running_loop() -> asyncio.AbstractEventLoop | None:
+    try:
+        return asyncio.get_running_loop()
+    except RuntimeError:
+        return None
+
+
 class StreamConnection(asyncio.Protocol):
     """One connection; requests may be pipelined, replies come back in order."""
 
     def __init__(self) -> None:
-        # the loop that completes requests; new_connection runs inside it (create_connection)
-        self.loop = asyncio.get_event_loop()
+        # the loop that completes requests: made inside it (create_connection); a connection
+        # made outside any loop (a parser fed by hand) takes it when connected
+        self.loop: asyncio.AbstractEventLoop | None = _running_loop()
         self.pending: deque[tuple[Done, bytes | None]] = deque()
         self.transport: asyncio.Transport | None = None
         self.write: Callable[[bytes], object] = self._not_connected
@@ -98,6 +106,7 @@ class StreamConnection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's are not subclasses
         self.write = self.transport.write
+        self.loop = self.loop or asyncio.get_running_loop()
 
     def _not_connected(self, data: bytes) -> None:
         raise ConnectionError("not connected")
@@ -106,7 +115,7 @@ class StreamConnection(asyncio.Protocol):
         """Write one request; ``done`` is called when its reply has been read (never before
         this method returned)."""
         if self.lost is not None:  # also before the loop runs again (a loop's first request)
-            self.loop.call_soon(done, None, self.lost)
+            (self.loop or asyncio.get_running_loop()).call_soon(done, None, self.lost)
             return
         self.pending.append((done, expect))
         self.bytes_out += len(data)
