@@ -131,6 +131,23 @@ def test_max_concurrent_streams_is_obeyed() -> None:
     assert held == [1, 3, 5] and done == [streams[0]]
 
 
+def test_a_stream_reset_while_waiting_to_start_is_never_sent() -> None:
+    held: list[int] = []
+    peer = Peer(lambda p, sid, headers, body: held.append(sid), max_concurrent_streams=1)
+    client = connected(peer)
+    done, on_end = ended()
+    req = client.prepare(GET, None)
+    first, second, third = (client.request(req, on_end) for _ in range(3))
+    pump(client, peer)
+    assert held == [1] and client.holds(second) and client.holds(first)
+    client.reset(second)
+    assert not client.holds(second) and client.data_to_send() == b""  # nothing to say of it
+    peer.h2.send_headers(1, [(b":status", b"204")], end_stream=True)
+    pump(client, peer)
+    assert held == [1, 3] and third.id == 3 and done == [first]
+    assert not client.forget(second)
+
+
 def test_ping_is_answered_and_settings_acknowledged() -> None:
     peer = Peer()
     client = connected(peer)

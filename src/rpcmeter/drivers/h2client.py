@@ -163,7 +163,8 @@ class H2Client(ABC):
         return err
 
     def cancel(self, session: Session, stream: H2Stream) -> None:
-        """Reset ``stream`` (CANCEL) where it is open; its ``on_end`` is not called."""
+        """Reset ``stream`` (CANCEL) where it is open, or drop it where it waits to start (a
+        queued call past its deadline is never sent); its ``on_end`` is not called."""
         proto = session.holder(stream)
         if proto is not None:
             proto.conn.reset(stream, CANCEL)

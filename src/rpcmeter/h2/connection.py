@@ -536,10 +536,26 @@ class H2Connection:
         self.out.append(frame(PING, 0, 0, payload[:8].ljust(8, b"\0")))
 
     def reset(self, stream: Stream, code: int = CANCEL) -> None:
-        """Cancel a stream (RST_STREAM, CANCEL by default); its ``on_end`` is not called."""
-        if self.streams.pop(stream.id, None) is not None:
+        """Cancel a stream (RST_STREAM, CANCEL by default); its ``on_end`` is not called. A
+        stream still waiting to start is dropped: it is never sent."""
+        if self.streams.get(stream.id) is stream:
+            del self.streams[stream.id]
             self.out.append(frame(RST_STREAM, 0, stream.id, struct.pack(">L", code)))
             self._next_waiting()
+        else:
+            self.forget(stream)
+
+    def forget(self, stream: Stream) -> bool:
+        """Drop ``stream`` from the streams waiting to start (True: it was there)."""
+        for i, (waiting, _) in enumerate(self.waiting):
+            if waiting is stream:
+                del self.waiting[i]
+                return True
+        return False
+
+    def holds(self, stream: Stream) -> bool:
+        """Whether ``stream`` is open here or waiting here to start."""
+        return self.streams.get(stream.id) is stream or any(s is stream for s, _ in self.waiting)
 
     def close(self, code: int = 0) -> None:
         """Say GOAWAY (the owner then closes the socket)."""

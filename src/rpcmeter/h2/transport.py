@@ -200,9 +200,9 @@ class Session:
     request = start
 
     def holder(self, stream: Stream) -> H2Protocol | None:
-        """The connection ``stream`` is open on (None: it ended, or never started)."""
+        """The connection ``stream`` is open on or waiting to start on (None: it ended)."""
         for proto in (self.proto, *self.old):
-            if proto.conn.streams.get(stream.id) is stream:
+            if proto.conn.holds(stream):
                 return proto
         return None
 
