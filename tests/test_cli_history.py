@@ -10,7 +10,7 @@ import pytest
 from rpcmeter.cli import EXIT_UNDECIDED, main
 from rpcmeter.result import write_json
 from rpcmeter.store import STORE_ENV, Store
-from tests.support.synthetic import synthetic_result, written
+from tests.support.synthetic import document, parsed, synthetic_result, written
 
 P1 = (("threads", 1),)
 
@@ -24,9 +24,11 @@ def db(tmp_path: Path) -> Path:
         {("w", P1, "x"): [130, 131, 129, 130, 132], ("v", P1, "x"): [50, 51, 49, 50, 50]},
         seed=1,
     )
+    doc = document(new)
+    doc["suite"]["git"] = {"commit": "c" * 40, "branch": "topic", "dirty": True}
     with Store(path) as store:
         store.save(old)
-        store.save(new)
+        store.save(parsed(doc))
     return path
 
 
@@ -44,6 +46,10 @@ def test_history_lists_runs(db: Path, capsys: pytest.CaptureFixture[str]) -> Non
     lines = [line for line in out.splitlines() if "synthetic" in line]
     assert len(lines) == 2 and lines[0].split()[0] == "2" and "main" in lines[1]
     assert "2026-01-02 03:04:05" in out and "10" in lines[0]
+    # run 2's revision: commit (dirty) and branch; run 1 has none
+    assert "cccccccccc*" in lines[0] and "topic" in lines[0].split()
+    assert lines[1].split()[4:6] == ["-", "-"]
+    assert out.splitlines()[2].split()[3:5] == ["commit", "branch"]
 
 
 def test_the_store_defaults_to_rpcmeter_store(

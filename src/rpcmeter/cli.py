@@ -501,26 +501,29 @@ def cmd_history(args: argparse.Namespace, out: TextIO) -> int:
     if not runs:
         out.write(f"no runs in {args.store}\n")
         return 0
-    grid = tables.Grid(
-        f"history: {args.store}",
-        ["id", "time", "suite", "commit", "variants", "cases", "status", "tags"],
-        left=8,
-    )
+    # the branch column only where the runs are not all on one branch (or all on none)
+    branches = len({r.branch for r in runs}) > 1
+    columns = ["id", "time", "suite", "commit", "branch", "variants", "cases", "status", "tags"]
+    if not branches:
+        columns.remove("branch")
+    grid = tables.Grid(f"history: {args.store}", columns, left=len(columns))
     for r in runs:
         commit = (r.commit[:10] + ("*" if r.dirty else "")) if r.commit else "-"
         planned = f"/{r.planned_cases}" if r.planned_cases and r.planned_cases != r.cases else ""
-        grid.rows.append(
-            [
-                str(r.id),
-                r.started_at.replace("T", " ").removesuffix("+00:00"),
-                r.suite,
-                commit,
-                ", ".join(r.variants),
-                f"{r.cases}{planned}",
-                r.status,
-                ", ".join(r.tags),
-            ]
-        )
+        row: list[tables.GridCell] = [
+            str(r.id),
+            r.started_at.replace("T", " ").removesuffix("+00:00"),
+            r.suite,
+            commit,
+            r.branch or "-",
+            ", ".join(r.variants),
+            f"{r.cases}{planned}",
+            r.status,
+            ", ".join(r.tags),
+        ]
+        if not branches:
+            del row[4]
+        grid.rows.append(row)
     out.write(terminal.render_grid(grid, width=_width(argparse.Namespace(width=None), out)))
     return 0
 
