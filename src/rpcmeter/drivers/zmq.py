@@ -19,6 +19,10 @@ Options:
   the code byte), the whole reply frame is the reply (no server time), and with ``validate`` it
   must equal ``expect_*`` (default: the workload's expected reply when the request is its body).
 
+Options of the built-in server (:mod:`rpcmeter.servers.zmq_server`): ``server_mode``
+(``"libzmq"``, default, or ``"zmtp"``: rpcmeter's own ZMTP on the event loop, whose replies carry
+the queue time), ``server_workers`` (libzmq mode) and ``max_message_bytes`` (zmtp mode).
+
 Counters: ``bytes_out`` / ``bytes_in`` (whole frames), and for ``poll`` and ``sleep``
 ``would_block_ns``: the total time between a request leaving and its reply being received, i.e.
 how long a blocking client would have blocked (study 002's figure; not measured in ``block`` mode
@@ -45,7 +49,7 @@ from rpcmeter.servers.bodies import (
     check_variant_options,
 )
 from rpcmeter.servers.timing import ServerTime, read_frame_times
-from rpcmeter.servers.zmq_server import address
+from rpcmeter.servers.zmq_server import address, server_mode
 
 if TYPE_CHECKING:
     from rpcmeter.suite_model import Suite
@@ -66,6 +70,10 @@ def parse_options(opts: Mapping[str, Any]) -> tuple[str, float, bool]:
     if framing not in ("rpcmeter", "raw"):
         raise SuiteError(f"options.framing: expected rpcmeter or raw (got {framing!r})")
     check_raw_options(opts)
+    try:
+        server_mode(opts)
+    except ValueError as exc:
+        raise SuiteError(f"options.{exc}") from None
     return mode, float(sleep_us) / 1e6, framing == "raw"
 
 
@@ -81,7 +89,9 @@ class ZmqDriver(Driver):
         "sleep_us",
         "framing",
         "call_timeout_s",
-        "server_workers",
+        "server_workers",  # the built-in server's
+        "server_mode",
+        "max_message_bytes",
     }
     fatal_errors: ClassVar[tuple[type[BaseException], ...]] = (OSError, EOFError)
 

@@ -15,19 +15,42 @@ The server binds a ROUTER socket (REQ clients talk to it as to a REP socket) on 
 or ``ipc://PATH`` (``--transport ipc --socket PATH``). With ``server_workers`` = 1 (default) one
 thread serves every request in turn, like the REP server of study 002; with N > 1 the ROUTER hands
 requests to N worker threads over ``inproc://`` (useful for ``sleep`` with several clients).
+
+Server option ``server_mode`` picks how the server speaks ZeroMQ:
+
+- ``"libzmq"`` (default): the pyzmq ROUTER socket above; no queue time.
+- ``"zmtp"``: rpcmeter's own ZMTP 3.1 (:mod:`rpcmeter.zmtp`: greeting, ``NULL`` mechanism,
+  ``READY`` as a ROUTER socket that REQ and DEALER peers talk to, ``PING``/``PONG``) on the event
+  loop of the other built-in servers, whose TCP connections are read with the kernel's receive
+  time (:class:`rpcmeter.servers.aio.StampedTransport`). It knows when each request's last bytes
+  arrived, so its replies carry ``queue_ns``: the time from then until its handling began. Over
+  ``ipc`` (a Unix socket, which has no receive time) the queue is left out, as by the raw server.
+  One loop serves every request in turn, as the libzmq mode with one worker does (a ``sleep``
+  holds the server); ``server_workers`` > 1 is refused. The reply to a message is its frames up
+  to the last (a REQ peer's empty delimiter, a DEALER's envelope) followed by the reply frame,
+  as a REP socket answers. A peer that breaks the protocol (another mechanism, a version below
+  3, a message over ``max_message_bytes``, default 1 GiB) is closed with a note on stderr.
+  Option ``queue_time = false`` reads with uvloop's own transports instead (no queue time).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import dataclasses
 import os
 import struct
+import sys
 import threading
 import time
+from collections.abc import Callable, Mapping
+from typing import Any, cast
 
 import zmq
 
+from rpcmeter import zmtp
 from rpcmeter.endpoints import Endpoint
+from rpcmeter.servers import aio
 from rpcmeter.servers.bodies import OPS, compute, sleep_seconds
 from rpcmeter.servers.common import (
     ServerArgs,
@@ -40,8 +63,9 @@ from rpcmeter.servers.timing import frame_times
 from rpcmeter.workloads import lift_int_digit_limit
 
 
-def handle(message: bytes) -> bytes:
-    """Serve one request frame; returns the reply frame (server time + body)."""
+def handle(message: bytes, queued: int | None = None) -> bytes:
+    """Serve one request frame; returns the reply frame (server time, ``queued`` when known, and
+    the body). Both server modes answer with it."""
     t0 = time.perf_counter_ns()
     kind = OPS.get(message[:1])
     if kind is None:
@@ -53,7 +77,7 @@ def handle(message: bytes) -> bytes:
         reply = compute(kind, body)
     except (ValueError, struct.error) as exc:  # a malformed body: the client sees a mismatch
         return frame_times(0, None) + f"error: {kind}: {exc}".encode()
-    return frame_times(time.perf_counter_ns() - t0, None) + reply
+    return frame_times(time.perf_counter_ns() - t0, queued) + reply
 
 
 def address(endpoint: Endpoint) -> str:
@@ -108,8 +132,78 @@ def serve(args: ServerArgs) -> None:
                 os.unlink(args.socket)
 
 
+SERVER_MODES = ("libzmq", "zmtp")
+
+
+def server_mode(options: Mapping[str, Any]) -> str:
+    """The server mode the options ask for. Raises ``ValueError`` naming the option when they
+    make no sense."""
+    mode = options.get("server_mode", "libzmq")
+    if mode not in SERVER_MODES:
+        raise ValueError(f"server_mode: expected one of {', '.join(SERVER_MODES)} (got {mode!r})")
+    workers = options.get("server_workers", 1)
+    if not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"server_workers: expected an integer >= 1 (got {workers!r})")
+    if mode == "zmtp" and workers > 1:
+        raise ValueError(f"server_workers: the zmtp server mode serves on one loop (got {workers})")
+    limit = options.get("max_message_bytes", zmtp.DEFAULT_MAX_MESSAGE_BYTES)
+    if not isinstance(limit, int) or limit < 1:
+        raise ValueError(f"max_message_bytes: expected an integer >= 1 (got {limit!r})")
+    return str(mode)
+
+
+class ZmtpProtocol(asyncio.Protocol):
+    """One peer's connection in the ``zmtp`` mode: a :class:`rpcmeter.zmtp.Connection` fed by the
+    transport; every message it completes is answered before the next is read."""
+
+    def __init__(self, max_message_bytes: int) -> None:
+        self.zmtp = zmtp.Connection(max_message_bytes=max_message_bytes)
+        self.transport: asyncio.Transport | None = None
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = cast(asyncio.Transport, transport)  # uvloop's are not subclasses
+        self.transport.write(self.zmtp.data_to_send())
+
+    def data_received(self, data: bytes) -> None:
+        conn = self.zmtp
+        transport = self.transport
+        assert transport is not None
+        for frames in conn.receive(data):
+            # the handling starts now: the queue is the time since the read's bytes arrived
+            frames[-1] = handle(frames[-1], aio.queue_ns(transport))
+            conn.send(frames)
+        out = conn.data_to_send()
+        if out:
+            transport.write(out)
+        if conn.error is not None:
+            peer = transport.get_extra_info("peername") or "a Unix socket peer"
+            print(f"zmtp: closing the connection of {peer}: {conn.error}", file=sys.stderr)
+            transport.close()
+
+
+def zmtp_factory(options: Mapping[str, Any]) -> Callable[[], ZmtpProtocol]:
+    limit = int(options.get("max_message_bytes", zmtp.DEFAULT_MAX_MESSAGE_BYTES))
+    return lambda: ZmtpProtocol(limit)
+
+
+def serve_zmtp(args: ServerArgs) -> None:
+    """Serve in the ``zmtp`` mode until SIGTERM (``ipc`` is a Unix socket at ``--socket``)."""
+    if args.transport == "ipc":
+        if not args.socket:
+            raise SystemExit("--socket is required for the ipc transport")
+        args = dataclasses.replace(args, transport="unix")
+    aio.serve(args, zmtp_factory(args.options))
+
+
 def main() -> None:
     args = parse_server_args("rpcmeter's built-in ZeroMQ server")
+    try:
+        mode = server_mode(args.options)
+    except ValueError as exc:
+        raise SystemExit(f"--options: {exc}") from None
+    if mode == "zmtp":
+        serve_zmtp(args)
+        return
     exit_on_sigterm()
     lift_int_digit_limit()
     serve(args)
