@@ -234,13 +234,15 @@ def test_a_server_sending_no_times_gives_unknown_figures(driver: str) -> None:
 
 # Every built-in server, single-threaded and kept busy by four loops: (driver, options,
 # workload, whether it reports the queue). gRPC's core and libzmq read requests on their own
-# threads, so those servers cannot say when a request arrived: their queue is unknown.
+# threads, so those servers cannot say when a request arrived: their queue is unknown. The ZeroMQ
+# server's zmtp mode reads them itself, with the kernel's receive time.
 BUSY_SERVERS: dict[str, tuple[str, dict[str, Any], dict[str, Any], bool]] = {
     "http/1.1": ("http", {}, {"kind": "factorial", "n": 5000}, True),
     "http/2": ("http", {"http": "2"}, {"kind": "factorial", "n": 5000}, True),
     "raw": ("raw", {}, {"kind": "factorial", "n": 5000}, True),
     "grpc": ("grpc", {}, {"kind": "factorial", "n": 5000}, False),
     "zmq": ("zmq", {}, {"kind": "factorial", "n": 5000}, False),
+    "zmq zmtp": ("zmq", {"server_mode": "zmtp"}, {"kind": "factorial", "n": 5000}, True),
     # the select server (one thread for every connection) and four client processes: the loops
     # of one client share its rpyc connection, and wait mostly in the client, not the server
     "rpyc": ("rpyc", {"spin_us": 5000, "wait": "block"}, {"kind": "simple"}, True),
@@ -315,6 +317,12 @@ def test_a_busy_zmq_server_reports_no_queue() -> None:
 
 @timing_sensitive
 @pytest.mark.timeout(180)
+def test_a_busy_zmq_server_in_zmtp_mode_reports_its_queue() -> None:
+    busy_server_reports_its_queue("zmq zmtp")
+
+
+@timing_sensitive
+@pytest.mark.timeout(180)
 def test_a_busy_rpyc_server_reports_its_queue() -> None:
     busy_server_reports_its_queue("rpyc")
 
@@ -324,6 +332,7 @@ NO_QUEUE_SERVERS: dict[str, tuple[str, dict[str, Any], str]] = {
     "http/1.1": ("http", {"queue_time": False}, "tcp"),
     "http/2": ("http", {"http": "2", "queue_time": False}, "tcp"),
     "raw unix": ("raw", {}, "unix"),
+    "zmq zmtp ipc": ("zmq", {"server_mode": "zmtp"}, "ipc"),
     "rpyc unix": ("rpyc", {}, "unix"),
     "rpyc": ("rpyc", {"queue_time": False}, "tcp"),
 }

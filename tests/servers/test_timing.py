@@ -10,6 +10,7 @@ from collections.abc import Callable
 
 import pytest
 
+from rpcmeter import zmtp
 from rpcmeter.servers.process import ServerProcess, new_endpoint
 from rpcmeter.servers.raw_server import request_frame
 from rpcmeter.servers.timing import (
@@ -45,10 +46,10 @@ def test_header_and_trailers() -> None:
     assert trailer_times(None) is None
 
 
-def _start(module: str) -> tuple[ServerProcess, int]:
+def _start(module: str, *args: str) -> tuple[ServerProcess, int]:
     endpoint = new_endpoint("tcp")
     assert endpoint.port is not None
-    cmd = [sys.executable, "-m", module, "--port", str(endpoint.port)]
+    cmd = [sys.executable, "-m", module, "--port", str(endpoint.port), *args]
     return ServerProcess(cmd, endpoint), endpoint.port
 
 
@@ -80,13 +81,31 @@ def _read_raw(sock: socket.socket) -> ServerTime:
     return read_frame_times(got, 5)[0]
 
 
+def _read_zmtp(sock: socket.socket) -> ServerTime:
+    """The times of the first reply on a ZMTP connection (read by the ZMTP core as a REQ peer)."""
+    peer = zmtp.Connection("REQ", accept=("ROUTER",))
+    while not (messages := peer.receive(sock.recv(1 << 20))):
+        assert peer.error is None, peer.error
+    return read_frame_times(messages[0][-1])[0]
+
+
+def _zmtp_request(body: bytes) -> bytes:
+    """A REQ peer's greeting, READY and one request, sent together."""
+    ready = zmtp.encode_properties((("Socket-Type", b"REQ"), ("Identity", b"")))
+    return zmtp.greeting() + zmtp.encode_command(b"READY", ready) + zmtp.encode_message([b"", body])
+
+
 def charged_the_wait(
-    module: str, slow: bytes, fast: bytes, read: Callable[[socket.socket], ServerTime]
+    module: str,
+    slow: bytes,
+    fast: bytes,
+    read: Callable[[socket.socket], ServerTime],
+    *args: str,
 ) -> None:
     """A request sent on a second connection while the single-threaded server computes another
     one waits until that one is done: the server reports the wait as its queue time, though its
     event loop could not read the request until then (the kernel stamped its arrival)."""
-    server, port = _start(module)
+    server, port = _start(module, *args)
     with (
         server,
         socket.create_connection(("127.0.0.1", port)) as a,
@@ -115,6 +134,13 @@ def test_http_request_arriving_while_the_server_computes_is_charged_the_wait() -
 def test_raw_request_arriving_while_the_server_computes_is_charged_the_wait() -> None:
     slow, fast = request_frame(b"f", b"60000"), request_frame(b"n", b"")
     charged_the_wait("rpcmeter.servers.raw_server", slow, fast, _read_raw)
+
+
+@timing_sensitive
+def test_zmtp_request_arriving_while_the_server_computes_is_charged_the_wait() -> None:
+    slow, fast = _zmtp_request(b"f60000"), _zmtp_request(b"n")
+    options = ["--options", '{"server_mode": "zmtp"}']
+    charged_the_wait("rpcmeter.servers.zmq_server", slow, fast, _read_zmtp, *options)
 
 
 def test_unix_sockets_report_no_queue_time(tmp_path: object) -> None:
