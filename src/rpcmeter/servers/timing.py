@@ -27,7 +27,8 @@ bytes of the request (``SO_TIMESTAMPNS`` on TCP: see :class:`rpcmeter.servers.ai
 (the rpyc server: :class:`rpcmeter.servers.rpyc_server.StampedSocket`), so a request that arrived
 while the server was busy computing is charged the wait. The servers whose requests are read by a
 library's own threads (gRPC's core, libzmq's I/O thread) cannot see when a request arrived; they
-send no queue field (the README's table says which server reports what).
+send no queue field (the README's table says which server reports what). The ZeroMQ server's
+``zmtp`` mode speaks ZMTP itself (:mod:`rpcmeter.zmtp`) on the stamped transport, and does.
 """
 
 from __future__ import annotations
