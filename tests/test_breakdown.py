@@ -333,6 +333,7 @@ NO_QUEUE_SERVERS: dict[str, tuple[str, dict[str, Any], str]] = {
     "http/2": ("http", {"http": "2", "queue_time": False}, "tcp"),
     "raw unix": ("raw", {}, "unix"),
     "zmq zmtp ipc": ("zmq", {"server_mode": "zmtp"}, "ipc"),
+    "zmq zmtp": ("zmq", {"server_mode": "zmtp", "queue_time": False}, "tcp"),
     "rpyc unix": ("rpyc", {}, "unix"),
     "rpyc": ("rpyc", {"queue_time": False}, "tcp"),
 }

@@ -158,6 +158,8 @@ def _stops_on_one_sigterm(server: ServerProcess, within_s: float = 5.0) -> None:
         ("rpyc_server", "tcp", {"wait": "block"}),
         ("zmq_server", "tcp", {}),
         ("zmq_server", "ipc", {"server_workers": 2}),
+        ("zmq_server", "tcp", {"server_mode": "zmtp"}),
+        ("zmq_server", "ipc", {"server_mode": "zmtp"}),
         ("grpc_server", "tcp", {}),
         ("grpc_server", "tcp", {"server_mode": "sync"}),
     ],

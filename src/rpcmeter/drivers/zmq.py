@@ -21,7 +21,8 @@ Options:
 
 Options of the built-in server (:mod:`rpcmeter.servers.zmq_server`): ``server_mode``
 (``"libzmq"``, default, or ``"zmtp"``: rpcmeter's own ZMTP on the event loop, whose replies carry
-the queue time), ``server_workers`` (libzmq mode) and ``max_message_bytes`` (zmtp mode).
+the queue time), ``server_workers`` (libzmq mode), ``max_message_bytes`` and ``queue_time``
+(zmtp mode).
 
 Counters: ``bytes_out`` / ``bytes_in`` (whole frames), and for ``poll`` and ``sleep``
 ``would_block_ns``: the total time between a request leaving and its reply being received, i.e.
@@ -92,6 +93,7 @@ class ZmqDriver(Driver):
         "server_workers",  # the built-in server's
         "server_mode",
         "max_message_bytes",
+        "queue_time",
     }
     fatal_errors: ClassVar[tuple[type[BaseException], ...]] = (OSError, EOFError)
 
