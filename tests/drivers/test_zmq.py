@@ -241,3 +241,22 @@ def test_queue_time_of_another_server_is_read() -> None:
         th.join(5)
         rep.close(linger=0)
         context.term()
+
+
+def test_dealer_envelopes_come_back_as_from_a_rep_socket(server: ServerProcess) -> None:
+    """A DEALER peer with a REQ's empty delimiter, a deeper envelope or none: the reply is the
+    same frames but the last, then the reply frame (the server's zmtp mode answers alike)."""
+    context: zmq.Context[zmq.Socket[bytes]] = zmq.Context()
+    dealer = context.socket(zmq.DEALER)
+    dealer.setsockopt(zmq.LINGER, 0)
+    dealer.connect(address(server.endpoint))
+    try:
+        for envelope in ([b""], [b"route", b""], []):
+            dealer.send_multipart([*envelope, b"f5"])
+            assert dealer.poll(10_000)
+            frames = dealer.recv_multipart()
+            assert frames[:-1] == envelope and frames[-1][8:] == b"120"
+        assert server.alive()
+    finally:
+        dealer.close(linger=0)
+        context.term()

@@ -113,8 +113,10 @@ def serve(args: ServerArgs) -> None:
         announce_ready(front.getsockopt_string(zmq.LAST_ENDPOINT))
         if workers <= 1:
             while True:
-                ident, empty, message = front.recv_multipart()
-                front.send_multipart((ident, empty, handle(message)))
+                # the peer's identity and envelope, then the request: answered as in zmtp mode
+                frames = front.recv_multipart()
+                frames[-1] = handle(frames[-1])
+                front.send_multipart(frames)
         else:
             back = context.socket(zmq.DEALER)
             back.bind("inproc://workers")
