@@ -43,17 +43,14 @@ def cpu_us_per_request(outcome: LoadOutcome) -> float:
     ran as threads of the workers, without CPU figures of their own, the workers' is taken.)"""
     procs = outcome.clients
     if any(c["cpu_user_s"] is None for c in procs):
-        procs = outcome.workers
+        procs = [w.dump() for w in outcome.workers]
     cpu = sum((p["cpu_user_s"] or 0.0) + (p["cpu_sys_s"] or 0.0) for p in procs)
     return cpu / outcome.ok * 1e6
 
 
 def worker_us_per_request(outcome: LoadOutcome) -> float:
     """The Dask worker processes' own CPU per request (around the measured interval)."""
-    cpu = sum(
-        (w.get("worker_cpu_user_s") or 0.0) + (w.get("worker_cpu_sys_s") or 0.0)
-        for w in outcome.workers
-    )
+    cpu = sum((w.worker_cpu_user_s or 0.0) + (w.worker_cpu_sys_s or 0.0) for w in outcome.workers)
     return cpu / outcome.ok * 1e6
 
 
@@ -135,7 +132,7 @@ def main() -> None:
                     dask_cpu.append(cpu_us_per_request(out))
                     worker_cpu.append(worker_us_per_request(out))
                     steal.append(stolen(j0, cpu_jiffies()))
-                    ratio = load_spread(out.workers)["min_max_ratio"]
+                    ratio = load_spread(out.workers).min_max_ratio
                     if ratio is not None:
                         spreads.append(ratio)
                 p, d = statistics.median(plain), statistics.median(dask)

@@ -95,7 +95,7 @@ def test_the_placement_shown_is_the_one_applied_for_each_target_kind() -> None:
 
     def placed(raw: dict[str, Any]) -> dict[str, Any]:
         suite = build_suite(raw)
-        return placement_doc(suite, resolve(suite.placement), None)
+        return placement_doc(suite, resolve(suite.placement), None).dump()
 
     two_cpus = {"placement": {"server_cpus": [0], "client_cpus": [1]}}
     rpyc = {"target": {"driver": "rpyc"}, "workloads": {"simple": {}}}
@@ -147,7 +147,7 @@ def test_a_variant_may_have_its_own_placement() -> None:
         }
     )
     doc = placement_doc(suite, resolve(suite.placement), None)
-    assert placement_phrase(model.Placement.model_validate(doc)) == (
+    assert placement_phrase(doc) == (
         "server CPUs any, client CPUs any; pinned: server CPUs [0], client CPUs [1]"
     )
     result = written(run_suite(suite))

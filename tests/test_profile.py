@@ -50,11 +50,11 @@ def test_collapsed_stacks_and_self_time() -> None:
     stacks = read_collapsed(text + "garbage line\n")
     assert sum(stacks.values()) == 100
     top = top_self(stacks, 2)
-    assert [(t["frame"], t["self_samples"]) for t in top] == [
+    assert [(t.frame, t.self_samples) for t in top] == [
         ("c (n.py:9)", 60),
         ("b (m.py:2)", 30),
     ]
-    assert top[0]["self_pct"] == pytest.approx(60.0)
+    assert top[0].self_pct == pytest.approx(60.0)
 
 
 def test_flame_graph_boxes_are_as_wide_as_their_samples() -> None:

@@ -7,7 +7,7 @@ import pickle
 import numpy as np
 import pytest
 
-from rpcmeter import placement
+from rpcmeter import model, placement
 from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.plan import expand
 from rpcmeter.record import CaseRecord
@@ -81,8 +81,8 @@ def test_a_client_report_crosses_a_pipe_as_typed_objects() -> None:
 
 def command_outcome(*exit_codes: int) -> Outcome:
     runs = [
-        {"wall_s": 0.5, "user_s": 0.2, "sys_s": 0.1, "cpu_s": 0.3, "max_rss_bytes": 10 << 20,
-         "exit_code": code, "processes": 1}
+        model.Run(wall_s=0.5, user_s=0.2, sys_s=0.1, cpu_s=0.3, max_rss_bytes=10 << 20,
+                  exit_code=code, processes=1)
         for code in exit_codes
     ]  # fmt: skip
     return Outcome(runs=runs, elapsed_s=0.5 * len(runs) + 0.1)

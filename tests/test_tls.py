@@ -103,14 +103,16 @@ def test_run_certificates_files_fingerprints_and_cleanup(tmp_path: Path) -> None
         assert "localhost" in names.get_values_for_type(x509.DNSName)
         settings = TlsSettings(resume=True)
         client, server = for_case(settings, run, managed=True)
-        assert client.ca_file == run.ca_file and server == {
-            "cert_file": run.cert_file,
-            "key_file": run.key_file,
-        }
+        assert client.ca_file == run.ca_file and server is not None
+        assert server.option() == {"cert_file": run.cert_file, "key_file": run.key_file}
+        # mutual TLS: the server requires client certificates issued by the run's CA
+        mutual = TlsSettings(cert_file=run.cert_file, key_file=run.key_file)
+        _, server = for_case(mutual, run, managed=True)
+        assert server is not None and server.option()["client_ca_files"] == [run.ca_file]
         # a remote server: the system's CAs, no server side
         remote, none = for_case(settings, run, managed=False)
         assert remote.ca_file is None and none is None
-        doc = describe(settings, run, managed=True)
+        doc = describe(settings, run, managed=True).dump()
         assert doc["server_cert_sha256"] == run.cert_fingerprint and doc["resume"] is True
         assert not any("key" in str(v).lower() for v in doc.values())
     finally:

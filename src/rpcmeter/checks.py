@@ -34,7 +34,7 @@ from typing import Any
 
 from rpcmeter import breakdown as breakdown_mod
 from rpcmeter.aggregate import Cell, cells
-from rpcmeter.model import Case, Environment, Placement, Result
+from rpcmeter.model import Case, Placement, Result
 
 CLIENT_SATURATION_PCT = 90.0
 IDLE_BURN_PCT = 5.0
@@ -70,19 +70,6 @@ def _ok_cases(result: Result) -> list[Case]:
 
 def _finite(value: float | None) -> float | None:
     return float(value) if value is not None and math.isfinite(value) else None
-
-
-def _table(env: Environment, key: str) -> dict[str, list[Any]]:
-    """An environment extra that is a table of lists (``cpu_governor``, ``resolved_hosts``)."""
-    value = (env.model_extra or {}).get(key)
-    if not isinstance(value, dict):
-        return {}
-    return {str(k): v for k, v in value.items() if isinstance(v, list)}
-
-
-def _list(env: Environment, key: str) -> list[Any]:
-    value = (env.model_extra or {}).get(key)
-    return value if isinstance(value, list) else []
 
 
 def _cpu_list(cpus: list[int]) -> str:
@@ -133,7 +120,7 @@ def client_saturation(result: Result) -> list[str]:
 
 
 def governor(result: Result) -> list[str]:
-    governors = _table(result.environment, "cpu_governor")
+    governors = result.environment.cpu_governor or {}
     return [
         f"the CPU frequency governor of CPUs {_cpu_list(cpus)} is {name!r}, not 'performance': "
         "clock changes add noise; set it with `cpupower frequency-set -g performance`."
@@ -155,7 +142,7 @@ def placement(result: Result) -> list[str]:
         return [
             f"{sides} ran without CPU pinning, so server and clients compete for the same CPUs "
             "and the OS may move them: set placement.server_cpus and placement.client_cpus"
-            + (" (this machine has a single CPU)" if len(_list(env, "cpus_available")) < 2 else "")
+            + (" (this machine has a single CPU)" if len(env.cpus_available or []) < 2 else "")
             + "."
         ]
     shared = sorted(set(server) & set(client))
@@ -168,7 +155,7 @@ def placement(result: Result) -> list[str]:
 
 
 def ipv6_first(result: Result) -> list[str]:
-    resolved = _table(result.environment, "resolved_hosts")
+    resolved = result.environment.resolved_hosts or {}
     return [
         f"target host {host!r} resolves to {addrs[0]} (IPv6) first: a server listening on IPv4 "
         "only makes every new connection try IPv6 first, which can stall it by up to a second; "

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
 
 from rpcmeter import model, record
 from rpcmeter import placement as placement_mod
@@ -38,7 +37,7 @@ from rpcmeter.servers.process import (
     stop_all,
 )
 from rpcmeter.suite import ServerSpec, Suite
-from rpcmeter.tls import ClientTls, RunCertificates, describe, for_case
+from rpcmeter.tls import ClientTls, RunCertificates, ServerTls, describe, for_case
 
 
 @dataclass
@@ -85,7 +84,7 @@ def applied_cpus(suite: Suite, variant: str, cpus: placement_mod.Cpus) -> placem
 
 def placement_doc(
     suite: Suite, cpus: placement_mod.Cpus, quotas: placement_mod.CpuQuotas | None
-) -> dict[str, Any]:
+) -> model.Placement:
     """The run's placement as applied: the first variant's, and ``by_variant`` (each variant's,
     with its ``target`` kind) when the variants' target kinds place them differently."""
     by_variant = {
@@ -97,7 +96,7 @@ def placement_doc(
     placed = [{k: v for k, v in p.items() if k != "target"} for p in by_variant.values()]
     if any(p != placed[0] for p in placed):  # a command client is placed as a server case
         doc["by_variant"] = by_variant
-    return doc
+    return model.Placement.model_validate(doc)
 
 
 def new_result(
@@ -141,10 +140,10 @@ def run_suite(
     run.set(planned_cases=total)
     cluster = open_cluster(options.cluster) if options.cluster else None
     if cluster is not None:
-        run.environment(cluster=cluster.describe())
+        run.environment(model.Environment(cluster=cluster.describe()))
         if cluster.local is None:  # the workers are elsewhere: local client CPUs do not apply
             cpus = placement_mod.Cpus(cpus.server, None)
-            run.environment(placement=placement_doc(suite, cpus, quotas))
+            run.environment(model.Environment(placement=placement_doc(suite, cpus, quotas)))
 
     environments: dict[str, Env | EnvError] = {}
     certs = run_certificates(suite, run)
@@ -200,7 +199,7 @@ def run_certificates(suite: Suite, run: RunRecord) -> RunCertificates | None:
     certs = RunCertificates() if any(tls[v] and managed[v] for v in tls) else None
     described = {v: describe(t, certs, managed[v]) for v, t in tls.items() if t is not None}
     if described:
-        run.environment(tls=described)
+        run.environment(model.Environment(tls=described))
     return certs
 
 
@@ -219,13 +218,17 @@ def prepare_environments(
         packages.update(
             {name: dict(env.packages) for name, env in environments.items() if isinstance(env, Env)}
         )
-        run.environment(
+        described = model.Environment(
             variant_envs={
-                name: {"error": str(env)} if isinstance(env, EnvError) else env.describe()
+                name: model.VariantEnv(error=str(env))
+                if isinstance(env, EnvError)
+                else env.describe()
                 for name, env in environments.items()
-            },
-            **({"variant_packages": packages} if packages else {}),
+            }
         )
+        if packages:
+            described = described.model_copy(update={"variant_packages": packages})
+        run.environment(described)
     return environments
 
 
@@ -236,7 +239,7 @@ def server_command(
     endpoint: Endpoint,
     env: Env | None = None,
     certs: RunCertificates | None = None,
-    tls: dict[str, Any] | None = None,
+    tls: ServerTls | None = None,
 ) -> list[str]:
     """The server's command line; with a variant environment, run by its interpreter
     (``{python}`` in a server command; ``{suite_dir}``: the suite file's directory). A command
@@ -256,7 +259,7 @@ def server_command(
         **variant.options,
         "seed": suite.seed,
         "workload": {"kind": case.kind, **case.params.model_dump()},
-        **({"tls": tls} if tls else {}),
+        **({"tls": tls.option()} if tls else {}),
     }
     command = driver_class(suite.server_driver_of(case.variant)).server_command(endpoint, opts)
     return in_env(command, env) if env is not None else command
@@ -358,7 +361,7 @@ class ServerCase(TargetRunner):
         settings = self.suite.tls_of(case.variant)
         managed = self.suite.address_of(case.variant) is None
         self.tls_client: ClientTls | None = None
-        self.tls_server: dict[str, Any] | None = None
+        self.tls_server: ServerTls | None = None
         if settings is not None:
             self.tls_client, self.tls_server = for_case(settings, bench.certs, managed)
 

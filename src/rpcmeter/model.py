@@ -83,6 +83,11 @@ class Part(BaseModel):
         """The JSON object of this part: the fields it was given, in the model's order."""
         return clean(self.model_dump(mode="python", exclude_unset=True, by_alias=True))  # type: ignore[no-any-return]
 
+    def updated(self, other: Part) -> Self:
+        """A copy with the fields ``other`` was given (a part of the same kind, or of one whose
+        fields this one also has) set to its values."""
+        return self.model_copy(update={k: getattr(other, k) for k in other.model_fields_set})
+
 
 def clean(value: Any) -> Any:
     """NaN and infinities become null (JSON has no such numbers)."""
@@ -305,6 +310,31 @@ class Command(Part):
     per_request_us: float | None = None
 
 
+class TopFrame(Part):
+    """A frame of a profile with samples of its own (self time)."""
+
+    frame: str = ""
+    self_samples: int = 0
+    self_pct: float = 0.0
+    source: str | None = None  # the line of source it names, when readable
+
+
+class CaseProfile(Part):
+    """One role's profile of a case (rpcmeter.profile): the sampler, its files and the top frames
+    by self time; or why there is none (``error``, ``note``)."""
+
+    tool: str | None = None
+    pids: list[int] | None = None
+    samples: int | None = None
+    raw: str | None = None  # collapsed stacks
+    svg: str | None = None  # flame graph
+    sampler_cpu_s: float | None = None
+    top: list[TopFrame] | None = None
+    errors: list[str] | None = None  # samplers that failed beside ones that did not
+    error: str | None = None
+    note: str | None = None
+
+
 Status = Literal["ok", "failed", "incomplete"]
 
 
@@ -350,7 +380,7 @@ class Case(Part):
     command: Command | None = None
     output_tail: str | None = None
     server_output_tail: str | None = None
-    profiles: JsonValue = None
+    profiles: dict[str, CaseProfile] | None = None  # role -> its profile
 
     def label(self) -> str:
         """``variant · workload · key=value ...`` (as rpcmeter.plan.Case.label)."""
@@ -440,10 +470,59 @@ class SuiteInfo(Part):
     load: Json = {}
 
 
+class Virtualization(Part):
+    """Hints that the machine is virtual."""
+
+    detect_virt: str | None = None  # systemd-detect-virt's answer
+    hypervisor_flag: bool | None = None  # the CPU's hypervisor flag
+    product_name: str | None = None  # the DMI product name
+
+
+class Cluster(Part):
+    """The Dask cluster the load came from (rpcmeter.runners.distributed)."""
+
+    spec: str | None = None  # as given: local:N or the scheduler's address
+    scheduler: str | None = None
+    workers: int | None = None
+    hosts: list[str] | None = None
+    dask: str | None = None  # dask.distributed's version
+
+
+class Tls(Part):
+    """A variant's TLS as the run used it (rpcmeter.tls.describe): settings and certificate
+    fingerprints, never a key."""
+
+    verify: bool = True
+    resume: bool | None = None
+    server_name: str | None = None
+    alpn: list[str] | None = None
+    mutual: bool | None = None  # the client presents a certificate
+    ca_file: str | None = None  # the CA the client trusts, when the suite names one
+    ca: str | None = None  # "made for the run"
+    ca_sha256: str | None = None
+    server_cert_sha256: str | None = None
+    client_cert_sha256: str | None = None
+
+
+class VariantEnv(Part):
+    """A variant's prepared environment (rpcmeter.envs.Env.describe), or why there is none."""
+
+    source: str | None = None
+    python: str | None = None
+    python_version: str | None = None
+    virtualenv: str | None = None
+    key: str | None = None
+    git_sha: str | None = None
+    created: bool | None = None
+    prepare_s: float | None = None
+    packages: dict[str, str] | None = None
+    error: str | None = None
+
+
 class Environment(Part):
-    """The machine and software a run measured on (rpcmeter.metrics.environment); the rest of
-    what it records (governors, virtualization, cluster, TLS, variant environments) are JSON
-    values among the extras."""
+    """The machine and software a run measured on (rpcmeter.metrics.environment), the suite's
+    host names as resolved, the cluster the load came from, the variants' TLS and prepared
+    environments."""
 
     host: str | None = None
     cpu_model: str | None = None
@@ -455,6 +534,19 @@ class Environment(Part):
     packages: dict[str, str | None] = {}
     placement: Placement | None = None
     variant_packages: dict[str, dict[str, str | None]] | None = None
+    # the order of the document's keys: what follows was once among the extras
+    cpus_available: list[int] | None = None
+    machine: str | None = None
+    python_implementation: str | None = None
+    cpu_governor: dict[str, list[int]] | None = None  # governor -> the CPUs using it
+    cpuidle_driver: str | None = None
+    cpuidle_governor: str | None = None
+    load_average: list[float] | None = None
+    virtualization: Virtualization | None = None
+    resolved_hosts: dict[str, list[str]] | None = None  # host name -> its addresses, in order
+    cluster: Cluster | None = None
+    tls: dict[str, Tls] | None = None  # variant -> its TLS
+    variant_envs: dict[str, VariantEnv] | None = None
 
 
 class Objective(Part):

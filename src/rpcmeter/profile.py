@@ -45,6 +45,8 @@ from typing import TYPE_CHECKING, Any
 
 import psutil
 
+from rpcmeter.model import CaseProfile, TopFrame
+
 if TYPE_CHECKING:
     from rpcmeter.suite_model import Profile as ProfileSpec
 
@@ -205,19 +207,19 @@ def _short(frame: str) -> str:
     return re.sub(r"\((?:[^():]*/)?([^/():]+:\d+)\)$", r"(\1)", frame)
 
 
-def top_self(stacks: Counter[str], n: int = TOP_FRAMES) -> list[dict[str, Any]]:
+def top_self(stacks: Counter[str], n: int = TOP_FRAMES) -> list[TopFrame]:
     """The ``n`` frames with the most samples of their own (the leaf of a stack)."""
     total = sum(stacks.values())
     leaves: Counter[str] = Counter()
     for stack, count in stacks.items():
         leaves[stack.rsplit(";", 1)[-1]] += count
     return [
-        {
-            "frame": _short(frame),
-            "self_samples": count,
-            "self_pct": 100.0 * count / total if total else 0.0,
-            "source": _frame_source(frame),
-        }
+        TopFrame(
+            frame=_short(frame),
+            self_samples=count,
+            self_pct=100.0 * count / total if total else 0.0,
+            source=_frame_source(frame),
+        )
         for frame, count in leaves.most_common(n)
     ]
 
@@ -329,10 +331,10 @@ class CaseProfiler:
             for s in samplers:
                 s.halt()
 
-    def stop(self) -> dict[str, Any]:
+    def stop(self) -> dict[str, CaseProfile]:
         """Stop every sampler and write the profiles; the case's ``profiles`` entry (empty
         without profiling)."""
-        out: dict[str, Any] = {}
+        out: dict[str, CaseProfile] = {}
         out_dir = self.out_dir
         if out_dir is None:
             return out
@@ -342,7 +344,7 @@ class CaseProfiler:
                 stacks.update(s.stop())
             errors = [s.error for s in samplers if s.error]
             if not samplers:
-                out[role] = {"note": f"no {role} process to profile (a remote server)"}
+                out[role] = CaseProfile(note=f"no {role} process to profile (a remote server)")
                 continue
             for s in samplers:  # the samplers' own files, folded into the collapsed one
                 if s.tool == "py-spy":
@@ -350,13 +352,15 @@ class CaseProfiler:
                         s.data.unlink()
             if not stacks:
                 if errors:
-                    key = "note" if errors[0].startswith("not profiled") else "error"
-                    out[role] = {key: errors[0]}
+                    note = errors[0].startswith("not profiled")
+                    out[role] = (
+                        CaseProfile(note=errors[0]) if note else CaseProfile(error=errors[0])
+                    )
                 else:
-                    out[role] = {
-                        "note": "no samples: the measured interval ended before the "
+                    out[role] = CaseProfile(
+                        note="no samples: the measured interval ended before the "
                         "sampler took one (a longer case: more requests)"
-                    }
+                    )
                 continue
             tools = sorted({s.tool for s in samplers})
             raw = out_dir / f"case{self.case_id}-{role}.collapsed.txt"
@@ -369,17 +373,17 @@ class CaseProfiler:
                 flamegraph_svg(stacks, f"case {self.case_id} · {role} · {'+'.join(tools)}"),
                 encoding="utf-8",
             )
-            out[role] = {
-                "tool": "+".join(tools),
-                "pids": [s.pid for s in samplers],
-                "samples": sum(stacks.values()),
-                "raw": str(raw),
-                "svg": str(svg),
-                "sampler_cpu_s": sum(s.cpu_s for s in samplers),
-                "top": top_self(stacks),
-            }
+            out[role] = CaseProfile(
+                tool="+".join(tools),
+                pids=[s.pid for s in samplers],
+                samples=sum(stacks.values()),
+                raw=str(raw),
+                svg=str(svg),
+                sampler_cpu_s=sum(s.cpu_s for s in samplers),
+                top=top_self(stacks),
+            )
             if errors:
-                out[role]["errors"] = errors
+                out[role] = out[role].model_copy(update={"errors": errors})
         return out
 
 
@@ -391,20 +395,20 @@ def profile_dir(output: Path | None, run_id: str) -> Path:
     return Path(".rpcmeter", "profiles", run_id).resolve()
 
 
-def summary_lines(profiles: Mapping[str, Any], label: str) -> list[str]:
-    """Terminal lines for a case's profiles (role -> profile document, as the case stores
-    them): the top frames by self time, or why none."""
+def summary_lines(profiles: Mapping[str, CaseProfile], label: str) -> list[str]:
+    """Terminal lines for a case's profiles (role -> profile, as the case stores them): the
+    top frames by self time, or why none."""
     lines: list[str] = []
     for role, p in profiles.items():
         head = f"profile {label} · {role}"
-        if "error" in p or "note" in p:
-            lines.append(f"{head}: {p.get('error') or p.get('note')}")
+        if p.error is not None or p.note is not None:
+            lines.append(f"{head}: {p.error or p.note}")
             continue
         lines.append(
-            f"{head} ({p['tool']}, {p['samples']:,} samples; sampler CPU "
-            f"{p['sampler_cpu_s']:.2f} s): top frames by self time  [{p['svg']}]"
+            f"{head} ({p.tool}, {p.samples or 0:,} samples; sampler CPU "
+            f"{p.sampler_cpu_s or 0.0:.2f} s): top frames by self time  [{p.svg}]"
         )
-        for t in p["top"]:
-            src = f"  `{t['source']}`" if t.get("source") else ""
-            lines.append(f"  {t['self_pct']:5.1f} %  {t['frame']}{src}")
+        for t in p.top or []:
+            src = f"  `{t.source}`" if t.source else ""
+            lines.append(f"  {t.self_pct:5.1f} %  {t.frame}{src}")
     return lines

@@ -79,7 +79,7 @@ class CaseRecord:
         if note:
             self.notes.append(note)
 
-    def profiles(self, profiles: dict[str, Any]) -> None:
+    def profiles(self, profiles: dict[str, model.CaseProfile]) -> None:
         self.fields["profiles"] = profiles
 
     # ---- what it measured -----------------------------------------------------------------------
@@ -120,7 +120,7 @@ class CaseRecord:
         if outcome.workers:
             from rpcmeter.runners.distributed import load_spread
 
-            f["workers"] = outcome.workers
+            f["workers"] = list(outcome.workers)
             f["spread"] = load_spread(outcome.workers)
 
     def _open_loop(self, outcome: LoadOutcome) -> None:
@@ -159,7 +159,8 @@ class CaseRecord:
         (``remote_load``: the clients ran on other machines, their CPUs unknown here)."""
         self._resources(
             outcome.requests,
-            outcome.workers or outcome.clients,  # on a cluster: per worker, lost ones too
+            # on a cluster: per worker, lost ones too
+            [w.dump() for w in outcome.workers] or outcome.clients,
             outcome.wall_s,
             monitor,
             idle,
@@ -224,13 +225,11 @@ class CaseRecord:
     def breakdown(self, breakdown: dict[str, Any]) -> None:
         self.fields["breakdown"] = breakdown
 
-    def command(
-        self, argv: list[str], python: str, warmup_runs: int, params: dict[str, Any]
-    ) -> None:
+    def command(self, argv: list[str], python: str, warmup_runs: int, params: model.Json) -> None:
         """A command's case (a whole command's or a command client's): what runs (before
         :meth:`runs` or :meth:`client_runs`)."""
         self.fields["params"] = params
-        self.fields["command"] = {"argv": argv, "warmup_runs": warmup_runs, "python": python}
+        self.fields["command"] = model.Command(argv=argv, warmup_runs=warmup_runs, python=python)
 
     def command_cpus(self, server_cpus: list[int] | None) -> None:
         """A whole command runs on the server CPUs (or unpinned), with no server to reach."""
@@ -248,17 +247,17 @@ class CaseRecord:
         f["errors"] = {"exit_status": len(runs) - len(ok)} if len(ok) < len(runs) else {}
         f["throughput_rps"] = len(runs) / outcome.elapsed_s if outcome.elapsed_s > 0 else 0.0
         hist = Histogram()
-        hist.record_array([round(r["wall_s"] * 1e9) for r in ok])
+        hist.record_array([round(r.wall_s * 1e9) for r in ok])
         if hist.count:
             f["latency"] = model.Latency.of(hist)
             f["histogram"] = hist
-        summary = f["command"]
+        summary: model.Command = f["command"]
         f["cpu"] = model.Cpu(
-            server_user_s=sum(r["user_s"] for r in ok),
-            server_sys_s=sum(r["sys_s"] for r in ok),
-            server_us_per_request=summary["cpu_s"] * 1e6 if ok else math.nan,
+            server_user_s=sum(r.user_s for r in ok),
+            server_sys_s=sum(r.sys_s for r in ok),
+            server_us_per_request=(summary.cpu_s or 0.0) * 1e6 if ok else math.nan,
         )
-        f["memory"] = model.Memory(server_peak_rss_bytes=summary["max_rss_bytes"])
+        f["memory"] = model.Memory(server_peak_rss_bytes=summary.max_rss_bytes)
 
     def client_runs(
         self,
@@ -277,35 +276,36 @@ class CaseRecord:
         successful runs); the server's CPU is ``monitor``'s over the measured runs. No latency
         and no histogram: a run's wall time is no request's latency."""
         ok = self._runs(outcome)
-        wall = sum(r["wall_s"] for r in ok)
+        wall = sum(r.wall_s for r in ok)
         failed = len(outcome.runs) - len(ok)
         f = self.fields
         f["requests"] = len(outcome.runs) * requests_per_run
         f["ok"] = len(ok) * requests_per_run
         f["errors"] = {"exit_status": failed * requests_per_run} if failed else {}
         f["throughput_rps"] = f["ok"] / wall if wall > 0 else 0.0
-        f["command"] = {
-            **f["command"],
-            "requests_per_run": requests_per_run,
-            "per_request_us": wall / f["ok"] * 1e6 if f["ok"] else math.nan,
-        }
-        command = {
-            "cpu_user_s": sum(r["user_s"] for r in ok),
-            "cpu_sys_s": sum(r["sys_s"] for r in ok),
-            "max_rss_bytes": max((r["max_rss_bytes"] for r in ok), default=0),
-        }
-        self._resources(f["ok"], [command], outcome.elapsed_s, monitor, idle, cpus, quotas)
+        f["command"] = f["command"].updated(
+            model.Command(
+                requests_per_run=requests_per_run,
+                per_request_us=wall / f["ok"] * 1e6 if f["ok"] else math.nan,
+            )
+        )
+        command = model.Client(  # the one client process
+            cpu_user_s=sum(r.user_s for r in ok),
+            cpu_sys_s=sum(r.sys_s for r in ok),
+            max_rss_bytes=max((r.max_rss_bytes for r in ok), default=0),
+        )
+        self._resources(f["ok"], [command.dump()], outcome.elapsed_s, monitor, idle, cpus, quotas)
 
-    def _runs(self, outcome: Outcome) -> list[dict[str, Any]]:
+    def _runs(self, outcome: Outcome) -> list[model.Run]:
         """A command's runs, their means (``command``), and why it stopped if it did; the
         successful runs."""
         from rpcmeter.runners.command import summarize
 
-        ok = [r for r in outcome.runs if r["exit_code"] == 0]
+        ok = [r for r in outcome.runs if r.exit_code == 0]
         f = self.fields
         f["wall_s"] = outcome.elapsed_s
-        f["runs"] = outcome.runs
-        f["command"] = {**f.get("command", {}), **summarize(ok)}
+        f["runs"] = list(outcome.runs)
+        f["command"] = f.get("command", model.Command()).updated(summarize(ok))
         if outcome.failure:
             self.fail(outcome.failure)
             if outcome.output_tail:
@@ -376,16 +376,15 @@ def describe_suite(suite: Suite) -> model.SuiteInfo:
 def new_result(
     suite: Suite,
     packages: tuple[str, ...],
-    placement: dict[str, Any],
+    placement: model.Placement,
     drivers: dict[str, tuple[str, ...]],
 ) -> model.Result:
     """A run's result before its first case: the suite and the environment (the machine, the
     packages the drivers use, ``placement`` as applied)."""
     from rpcmeter import __version__
 
-    env = environment.capture(packages, __version__)
-    env["placement"] = placement
-    env.update(environment.capture_suite(suite, drivers))
+    env = environment.capture(packages, __version__).model_copy(update={"placement": placement})
+    env = env.updated(environment.capture_suite(suite, drivers))
     return model.Result(
         schema_version=model.SCHEMA_VERSION,
         rpcmeter_version=__version__,
@@ -394,7 +393,7 @@ def new_result(
         started_at=now_iso(),
         finished_at=None,
         suite=describe_suite(suite),
-        environment=model.Environment.model_validate(env),
+        environment=env,
     )
 
 
@@ -422,10 +421,10 @@ class RunRecord:
         self.changes.update(fields)
         self._result = None
 
-    def environment(self, **parts: Any) -> None:
-        """Add (or replace) parts of the environment (cluster, TLS, variant environments)."""
-        env = self.result.environment.dump()
-        self.set(environment=model.Environment.model_validate({**env, **parts}))
+    def environment(self, parts: model.Environment) -> None:
+        """Add (or replace) parts of the environment: those ``parts`` was given (the cluster,
+        the placement, TLS, the variants' environments and packages)."""
+        self.set(environment=self.result.environment.updated(parts))
 
     def matrix_key(self, key: str) -> None:
         """A matrix key the run adds (the rate of a rate search)."""

@@ -36,9 +36,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+if TYPE_CHECKING:
+    from rpcmeter import model
 
 HANDSHAKE_TIMEOUT_S = 10.0
 READ_SIZE = 65536  # one decrypted read (a TLS record holds 16 KiB at most)
@@ -272,9 +275,26 @@ class RunCertificates:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
+@dataclass(frozen=True)
+class ServerTls:
+    """A built-in server's TLS for one case: the run's certificate and key, and the CAs whose
+    client certificates it requires (mutual TLS; none: it asks for none)."""
+
+    cert_file: str
+    key_file: str
+    client_ca_files: tuple[str, ...] = ()
+
+    def option(self) -> dict[str, str | list[str]]:
+        """The server's ``tls`` option (read back by :func:`server_context`)."""
+        out: dict[str, str | list[str]] = {"cert_file": self.cert_file, "key_file": self.key_file}
+        if self.client_ca_files:
+            out["client_ca_files"] = list(self.client_ca_files)
+        return out
+
+
 def for_case(
     settings: TlsSettings, run: RunCertificates | None, managed: bool
-) -> tuple[ClientTls, dict[str, Any] | None]:
+) -> tuple[ClientTls, ServerTls | None]:
     """The client's TLS for a case and the built-in server's ``tls`` option (None for a server
     rpcmeter does not start). The client trusts ``ca_file`` when given, else the run's CA when
     rpcmeter starts the server, else the system's CAs."""
@@ -284,33 +304,32 @@ def for_case(
     client = ClientTls(settings, ca_file, settings.server_name)
     if not managed or run is None:
         return client, None
-    server: dict[str, Any] = {"cert_file": run.cert_file, "key_file": run.key_file}
-    if settings.cert_file is not None:
-        server["client_ca_files"] = [run.ca_file] + (
-            [settings.client_ca_file] if settings.client_ca_file else []
-        )
-    return client, server
+    cas = (run.ca_file, *([settings.client_ca_file] if settings.client_ca_file else []))
+    mutual = settings.cert_file is not None
+    return client, ServerTls(run.cert_file, run.key_file, cas if mutual else ())
 
 
-def describe(settings: TlsSettings, run: RunCertificates | None, managed: bool) -> dict[str, Any]:
+def describe(settings: TlsSettings, run: RunCertificates | None, managed: bool) -> model.Tls:
     """What the result records of a variant's TLS: settings and fingerprints, never a key."""
-    out: dict[str, Any] = {
-        "verify": settings.verify,
-        "resume": settings.resume,
-        "server_name": settings.server_name,
-        "alpn": settings.alpn,
-        "mutual": settings.cert_file is not None,
-    }
+    from rpcmeter import model  # the parent's: a client process does without the model
+
+    out = model.Tls(
+        verify=settings.verify,
+        resume=settings.resume,
+        server_name=settings.server_name,
+        alpn=settings.alpn,
+        mutual=settings.cert_file is not None,
+    )
     if settings.ca_file is not None:
-        out["ca_file"] = settings.ca_file
-        out["ca_sha256"] = file_fingerprint(settings.ca_file)
+        out = out.updated(
+            model.Tls(ca_file=settings.ca_file, ca_sha256=file_fingerprint(settings.ca_file))
+        )
     elif managed and run is not None:
-        out["ca"] = "made for the run"
-        out["ca_sha256"] = run.ca_fingerprint
+        out = out.updated(model.Tls(ca="made for the run", ca_sha256=run.ca_fingerprint))
     if managed and run is not None:
-        out["server_cert_sha256"] = run.cert_fingerprint
+        out = out.updated(model.Tls(server_cert_sha256=run.cert_fingerprint))
     if settings.cert_file is not None:
-        out["client_cert_sha256"] = file_fingerprint(settings.cert_file)
+        out = out.updated(model.Tls(client_cert_sha256=file_fingerprint(settings.cert_file)))
     return out
 
 

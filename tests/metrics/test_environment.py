@@ -9,16 +9,19 @@ from pathlib import Path
 import pytest
 
 from rpcmeter.metrics import environment
+from rpcmeter.model import Json
 from rpcmeter.suite import build_suite
 
 
 def test_capture_records_machine_settings() -> None:
     env = environment.capture(("rpyc",))
+    doc = env.dump()  # each key written, null where the machine does not tell
     for key in ("kernel", "cpu_governor", "cpuidle_driver", "load_average", "virtualization"):
-        assert key in env
-    assert env["packages"]["rpyc"]
-    assert env["load_average"] is None or len(env["load_average"]) == 3
-    assert set(env["virtualization"]) == {"detect_virt", "hypervisor_flag", "product_name"}
+        assert key in doc
+    assert env.packages["rpyc"]
+    assert env.load_average is None or len(env.load_average) == 3
+    assert env.virtualization is not None
+    assert set(env.virtualization.dump()) == {"detect_virt", "hypervisor_flag", "product_name"}
 
 
 def test_capture_suite_resolves_names_and_records_variant_packages() -> None:
@@ -30,10 +33,17 @@ def test_capture_suite_resolves_names_and_records_variant_packages() -> None:
         }
     )
     extra = environment.capture_suite(suite, {"a": ("rpyc",), "b": ("rpyc",)})
-    assert list(extra["resolved_hosts"]) == ["localhost"]  # addresses need no resolving
-    assert extra["resolved_hosts"]["localhost"]
-    assert extra["variant_packages"]["a"]["rpyc"] == environment.package_version("rpyc")
+    assert extra.resolved_hosts is not None and extra.variant_packages is not None
+    assert list(extra.resolved_hosts) == ["localhost"]  # addresses need no resolving
+    assert extra.resolved_hosts["localhost"]
+    assert extra.variant_packages["a"]["rpyc"] == environment.package_version("rpyc")
+    assert list(extra.dump()) == ["variant_packages", "resolved_hosts"]
     assert environment.is_address("::1") and not environment.is_address("localhost")
+
+
+def revision(directory: Path) -> Json | None:
+    git = environment.git_revision(directory)
+    return git.dump() if git is not None else None
 
 
 def test_git_revision_names_commit_branch_and_changes(tmp_path: Path) -> None:
@@ -54,9 +64,9 @@ def test_git_revision_names_commit_branch_and_changes(tmp_path: Path) -> None:
     git("add", "bench.toml")
     git("commit", "-q", "-m", "one")
     head = git("rev-parse", "HEAD")
-    assert environment.git_revision(tmp_path) == {"commit": head, "branch": "topic", "dirty": False}
+    assert revision(tmp_path) == {"commit": head, "branch": "topic", "dirty": False}
     (tmp_path / "bench.toml").write_text("name = 'y'\n")
-    assert environment.git_revision(tmp_path) == {"commit": head, "branch": "topic", "dirty": True}
+    assert revision(tmp_path) == {"commit": head, "branch": "topic", "dirty": True}
     git("stash", "-q")
     git("checkout", "-q", "--detach")
-    assert environment.git_revision(tmp_path) == {"commit": head, "branch": None, "dirty": False}
+    assert revision(tmp_path) == {"commit": head, "branch": None, "dirty": False}

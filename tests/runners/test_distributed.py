@@ -120,14 +120,14 @@ def test_workers_merge_exactly(cluster: LoadCluster, server: Endpoint) -> None:
     assert out.failure is None and out.incomplete is None
     assert out.requests == out.ok == clients * threads * requests
     assert len(out.workers) == WORKERS
-    assert {w["worker"] for w in out.workers} == set(cluster.workers())
-    assert sum(w["requests"] for w in out.workers) == out.requests
+    assert {w.worker for w in out.workers} == set(cluster.workers())
+    assert sum(w.requests or 0 for w in out.workers) == out.requests
     for w in out.workers:
-        assert w["status"] == "ok" and w["requests"] == len(w["clients"]) * threads * requests
-        assert w["throughput_rps"] > 0 and w["cpu_user_s"] is not None
-        assert Histogram.from_dict(w["histogram"]).count == w["requests"]
+        assert w.status == "ok" and w.requests == len(w.clients or []) * threads * requests
+        assert (w.throughput_rps or 0) > 0 and w.cpu_user_s is not None
+        assert w.histogram is not None and w.histogram.count == w.requests
     # merged percentiles = percentiles of the workers' concatenated samples (bucket precision)
-    concat = np.concatenate([samples(Histogram.from_dict(w["histogram"])) for w in out.workers])
+    concat = np.concatenate([samples(w.histogram) for w in out.workers if w.histogram is not None])
     assert concat.size == out.hist.count
     for pct in (50, 90, 99, 99.9):
         expected = float(np.percentile(concat, pct, method="inverted_cdf"))
@@ -160,7 +160,7 @@ def test_execute_dispatches_to_the_cluster(cluster: LoadCluster, server: Endpoin
     lines = terminal.spread_lines(
         completed(
             {
-                "environment": {"cluster": cluster.describe()},
+                "environment": {"cluster": cluster.describe().dump()},
                 "cases": [doc, {**doc, "spread": None}],
             }
         )
@@ -174,7 +174,7 @@ def test_open_loop_paces_each_client_share(cluster: LoadCluster, server: Endpoin
     assert out.failure is None and out.schedule is not None
     assert out.schedule["offered_rps"] == pytest.approx(200.0)
     assert out.schedule["scheduled"] == pytest.approx(200, abs=4)
-    assert out.ok == sum(w["ok"] for w in out.workers) > 0
+    assert out.ok == sum(w.ok or 0 for w in out.workers) > 0
 
 
 def test_clients_are_processes_of_their_own(cluster: LoadCluster, server: Endpoint) -> None:
@@ -197,9 +197,9 @@ def test_clients_are_processes_of_their_own(cluster: LoadCluster, server: Endpoi
     for c in out.clients:
         assert c["cpu_user_s"] > 0 and c["cpu_sys_s"] is not None and c["max_rss_bytes"] > 0
     for w in out.workers:  # a worker's client CPU is its client processes' own
-        (c,) = [c for c in out.clients if c["worker"] == w["worker"]]
-        assert w["cpu_user_s"] == c["cpu_user_s"] and w["max_rss_bytes"] == c["max_rss_bytes"]
-        assert w["worker_cpu_user_s"] is not None and w["worker_max_rss_bytes"] > 0
+        (c,) = [c for c in out.clients if c["worker"] == w.worker]
+        assert w.cpu_user_s == c["cpu_user_s"] and w.max_rss_bytes == c["max_rss_bytes"]
+        assert w.worker_cpu_user_s is not None and (w.worker_max_rss_bytes or 0) > 0
 
 
 def client_processes(cl: LoadCluster) -> list[psutil.Process]:
@@ -272,10 +272,10 @@ def test_killed_worker_is_reported(cluster: LoadCluster, server: Endpoint) -> No
     # the victim's client process died with it (parent-death signal), the survivor's was stopped
     assert len(procs) == 2 and gone(procs), "client processes left behind"
     assert out.incomplete is not None and victim in out.incomplete
-    lost = [w for w in out.workers if w["status"] == "lost"]
-    assert [w["worker"] for w in lost] == [victim]
-    (survivor,) = [w for w in out.workers if w["status"] == "ok"]
-    assert survivor["requests"] > 0 and out.requests == survivor["requests"]
+    lost = [w for w in out.workers if w.status == "lost"]
+    assert [w.worker for w in lost] == [victim]
+    (survivor,) = [w for w in out.workers if w.status == "ok"]
+    assert (survivor.requests or 0) > 0 and out.requests == survivor.requests
     assert out.wall_s < 15.0  # the survivor was stopped, not left running its 20 s
     cluster.client.wait_for_workers(WORKERS, timeout=30)  # the nanny restarts the victim
 

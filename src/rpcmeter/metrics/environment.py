@@ -13,7 +13,9 @@ import subprocess
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from rpcmeter import model
 
 if TYPE_CHECKING:
     from rpcmeter.suite_model import Suite
@@ -55,21 +57,25 @@ def cpu_governors() -> dict[str, list[int]] | None:
     return out or None
 
 
-def virtualization() -> dict[str, Any]:
+def virtualization() -> model.Virtualization:
     """Hints that the machine is virtual: systemd-detect-virt, the CPU's hypervisor flag, the
     DMI product name."""
-    hints: dict[str, Any] = {"detect_virt": None, "hypervisor_flag": None, "product_name": None}
+    detect_virt: str | None = None
     tool = shutil.which("systemd-detect-virt")
     if tool:
         with contextlib.suppress(OSError, subprocess.SubprocessError):
             done = subprocess.run([tool], capture_output=True, text=True, timeout=5, check=False)
-            hints["detect_virt"] = done.stdout.strip() or None
+            detect_virt = done.stdout.strip() or None
+    hypervisor_flag: bool | None = None
     cpuinfo = _read(Path("/proc/cpuinfo"))
     if cpuinfo is not None:
         flags = next((ln for ln in cpuinfo.splitlines() if ln.startswith("flags")), "")
-        hints["hypervisor_flag"] = "hypervisor" in flags.split()
-    hints["product_name"] = _read(Path("/sys/class/dmi/id/product_name"))
-    return hints
+        hypervisor_flag = "hypervisor" in flags.split()
+    return model.Virtualization(
+        detect_virt=detect_virt,
+        hypervisor_flag=hypervisor_flag,
+        product_name=_read(Path("/sys/class/dmi/id/product_name")),
+    )
 
 
 def load_average() -> list[float] | None:
@@ -96,47 +102,47 @@ def is_address(host: str) -> bool:
     return True
 
 
-def capture_suite(suite: Suite, packages: Mapping[str, Iterable[str]]) -> dict[str, Any]:
-    """What the run depends on beyond the machine: how every host name of the suite resolves,
-    and the versions of each variant's ``packages`` (its driver's) in the environment its
-    processes run in."""
+def capture_suite(suite: Suite, packages: Mapping[str, Iterable[str]]) -> model.Environment:
+    """What the run depends on beyond the machine (the environment's ``resolved_hosts`` and
+    ``variant_packages``): how every host name of the suite resolves, and the versions of each
+    variant's ``packages`` (its driver's) in the environment its processes run in."""
     hosts = {suite.target.host, *(v.host for v in suite.variants.values() if v.host)}
-    return {
-        "resolved_hosts": {h: resolve_host(h) for h in sorted(hosts) if not is_address(h)},
-        "variant_packages": {
+    return model.Environment(
+        resolved_hosts={h: resolve_host(h) for h in sorted(hosts) if not is_address(h)},
+        variant_packages={
             name: {p: package_version(p) for p in packages[name]} for name in suite.variants
         },
-    }
+    )
 
 
-def capture(packages: tuple[str, ...] = (), version: str | None = None) -> dict[str, Any]:
+def capture(packages: tuple[str, ...] = (), version: str | None = None) -> model.Environment:
     """Host, CPU, OS, Python and package versions, CPU frequency and idle settings, load average
     and virtualisation hints; ``version`` is rpcmeter's own."""
     uname = platform.uname()
-    return {
-        "host": socket.gethostname(),
-        "cpu_model": cpu_model(),
-        "cpu_count": os.cpu_count(),
-        "cpus_available": sorted(os.sched_getaffinity(0))
+    return model.Environment(
+        host=socket.gethostname(),
+        cpu_model=cpu_model(),
+        cpu_count=os.cpu_count(),
+        cpus_available=sorted(os.sched_getaffinity(0))
         if hasattr(os, "sched_getaffinity")
         else None,
-        "os": f"{uname.system} {uname.release}",
-        "kernel": uname.release,
-        "machine": uname.machine,
-        "python": sys.version.split()[0],
-        "python_implementation": platform.python_implementation(),
-        "rpcmeter": version,
-        "packages": {name: package_version(name) for name in packages},
-        "cpu_governor": cpu_governors(),
-        "cpuidle_driver": _read(CPU_SYS / "cpuidle" / "current_driver"),
-        "cpuidle_governor": _read(CPU_SYS / "cpuidle" / "current_governor_ro")
+        os=f"{uname.system} {uname.release}",
+        kernel=uname.release,
+        machine=uname.machine,
+        python=sys.version.split()[0],
+        python_implementation=platform.python_implementation(),
+        rpcmeter=version,
+        packages={name: package_version(name) for name in packages},
+        cpu_governor=cpu_governors(),
+        cpuidle_driver=_read(CPU_SYS / "cpuidle" / "current_driver"),
+        cpuidle_governor=_read(CPU_SYS / "cpuidle" / "current_governor_ro")
         or _read(CPU_SYS / "cpuidle" / "current_governor"),
-        "load_average": load_average(),
-        "virtualization": virtualization(),
-    }
+        load_average=load_average(),
+        virtualization=virtualization(),
+    )
 
 
-def git_revision(directory: str | Path) -> dict[str, Any] | None:
+def git_revision(directory: str | Path) -> model.Git | None:
     """The git commit checked out in ``directory``, its branch (None when detached) and whether
     its tracked files have changes; None when the directory is not in a git work tree (or git is
     missing)."""
@@ -160,4 +166,4 @@ def git_revision(directory: str | Path) -> dict[str, Any] | None:
         return None
     status = git("status", "--porcelain", "--untracked-files=no")
     branch = git("symbolic-ref", "--short", "-q", "HEAD") or None
-    return {"commit": commit, "branch": branch, "dirty": bool(status)}
+    return model.Git(commit=commit, branch=branch, dirty=bool(status))

@@ -278,29 +278,28 @@ def profile_figures(workload: WorkloadView) -> str:
     out: list[str] = []
     for profile in workload.profiles:
         p = profile.doc
+        svg_path = p.svg
         point = ", ".join(f"{k}={v}" for k, v in profile.point)
         title = " · ".join(
             x for x in (f"case {profile.case_id}", profile.variant, point, profile.role) if x
         )
-        if "svg" not in p:
-            out.append(
-                f'<p class="meta">profile {_e(title)}: {_e(p.get("error") or p.get("note"))}</p>'
-            )
+        if svg_path is None:
+            out.append(f'<p class="meta">profile {_e(title)}: {_e(p.error or p.note)}</p>')
             continue
         try:
-            svg = Path(p["svg"]).read_text(encoding="utf-8")
+            svg = Path(svg_path).read_text(encoding="utf-8")
         except OSError:
-            svg = f'<p class="meta">flame graph not found at {_e(p["svg"])}</p>'
+            svg = f'<p class="meta">flame graph not found at {_e(svg_path)}</p>'
         rows = "".join(
-            f'<tr><td>{t["self_pct"]:.1f} %</td><td class="l">{_e(t["frame"])}</td>'
-            f'<td class="l"><code>{_e(t.get("source", ""))}</code></td></tr>'
-            for t in p["top"]
+            f'<tr><td>{t.self_pct:.1f} %</td><td class="l">{_e(t.frame)}</td>'
+            f'<td class="l"><code>{_e(t.source or "")}</code></td></tr>'
+            for t in p.top or []
         )
         out.append(
             f'<figure class="profile"><figcaption><b>profile {_e(title)}</b> '
-            f'<span class="meta">({_e(p["tool"])}, {p["samples"]:,} samples over the '
-            f'measured interval; <a href="{_e(Path(p["svg"]).as_uri())}">svg</a> · '
-            f'<a href="{_e(Path(p["raw"]).as_uri())}">raw</a>)</span></figcaption>{svg}'
+            f'<span class="meta">({_e(p.tool)}, {p.samples or 0:,} samples over the '
+            f'measured interval; <a href="{_e(Path(svg_path).as_uri())}">svg</a> · '
+            f'<a href="{_e(Path(p.raw or "").as_uri())}">raw</a>)</span></figcaption>{svg}'
             f'<table><tr><th>self</th><th class="l">frame</th><th class="l">line</th></tr>'
             f"{rows}</table></figure>"
         )
@@ -358,7 +357,7 @@ def render(value: View | Result) -> str:
             f'<section class="warnings" id="warnings"><b>Warnings</b><ul>{items}</ul></section>'
         )
     env_rows = "".join(
-        f"<div><dt>{_e(k)}</dt><dd>{_e(v)}</dd></div>" for k, v in _env_rows(run.environment)
+        f"<div><dt>{_e(k)}</dt><dd>{_e(v)}</dd></div>" for k, v in _env_rows(run.environment.dump())
     )
     out.append(
         f'<details open id="environment"><summary><b>Environment</b></summary>'

@@ -15,13 +15,22 @@ import statistics
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
 
 from rpcmeter import analysis
 from rpcmeter.aggregate import Cell, PointKey, baseline, cells, variant_names
 from rpcmeter.breakdown import overhead_cell
 from rpcmeter.metrics.histogram import Histogram
-from rpcmeter.model import Case, Connections, Json, MaxRate, Part, Placement, Result
+from rpcmeter.model import (
+    Case,
+    CaseProfile,
+    Connections,
+    Environment,
+    Json,
+    MaxRate,
+    Part,
+    Placement,
+    Result,
+)
 from rpcmeter.placement import describe as describe_placement
 from rpcmeter.profile import summary_lines as profile_summary
 from rpcmeter.rates import Series, rate_series
@@ -64,10 +73,10 @@ class Run:
     cases: int
     ok_cases: int
     matrix_keys: tuple[str, ...]
-    variant_settings: Mapping[str, Mapping[str, Any]]
+    variant_settings: Mapping[str, Json]  # each variant's settings as the suite gave them
     suite_path: str
     suite_text: str
-    environment: Mapping[str, Any]
+    environment: Environment
     environment_line: str
 
     @property
@@ -111,13 +120,13 @@ class CaseFigures:
 
 @dataclass(frozen=True)
 class Profile:
-    """One profile of a case (:mod:`rpcmeter.profile`): its document as stored."""
+    """One profile of a case (:mod:`rpcmeter.profile`) as stored."""
 
     case_id: int
     variant: str
     point: PointKey
     role: str
-    doc: Mapping[str, Any]
+    doc: CaseProfile
 
 
 @dataclass(frozen=True)
@@ -255,7 +264,7 @@ def build(result: Result) -> View:
         variant_settings=suite.variants,
         suite_path=suite.path or "",
         suite_text=suite.text or "",
-        environment=result.environment.dump(),
+        environment=result.environment,
         environment_line=environment_line(result),
     )
     workloads = tuple(
@@ -368,12 +377,7 @@ def placement_phrase(placement: Placement) -> str:
 def tls_lines(result: Result) -> list[str]:
     """One line per variant that does not verify the server's certificate (``tls.verify =
     false``): its figures are of a connection nobody authenticated."""
-    tls = result.environment.model_extra.get("tls") if result.environment.model_extra else None
-    off = [
-        v
-        for v, t in (tls if isinstance(tls, dict) else {}).items()
-        if isinstance(t, dict) and not t.get("verify", True)
-    ]
+    off = [v for v, t in (result.environment.tls or {}).items() if not t.verify]
     if not off:
         return []
     return [f"TLS certificate verification OFF (tls.verify = false): {', '.join(off)}"]
@@ -382,14 +386,13 @@ def tls_lines(result: Result) -> list[str]:
 def spread_lines(result: Result) -> list[str]:
     """For load from a cluster: how evenly the workers carried it (per-worker throughput, lowest
     over highest; median over the cases and the worst case)."""
-    extra = result.environment.model_extra or {}
-    cluster = extra.get("cluster")
+    cluster = result.environment.cluster
     spread = [
         (c.spread.min_max_ratio, c)
         for c in result.cases
         if c.spread is not None and c.spread.min_max_ratio is not None
     ]
-    if not isinstance(cluster, dict) or not spread:
+    if cluster is None or not spread:
         return []
     spread.sort(key=lambda rc: rc[0])
     worst, case = spread[0]
@@ -397,7 +400,7 @@ def spread_lines(result: Result) -> list[str]:
     point = " ".join(f"{k}={v}" for k, v in case.point.items())
     lost = sum(c.spread.lost or 0 for c in result.cases if c.spread is not None)
     return [
-        f"load spread over {cluster['workers']} Dask workers ({cluster['spec']}): per-worker "
+        f"load spread over {cluster.workers} Dask workers ({cluster.spec}): per-worker "
         f"req/s min/max median {fmt_ratio(median)}, worst {fmt_ratio(worst)}"
         + (f"; {lost} worker(s) lost" if lost else ""),
         f"  worst: {case.variant} · {case.workload}" + (f" · {point}" if point else ""),
@@ -415,9 +418,9 @@ def profile_lines(result: Result, workload: str) -> list[str]:
     return out
 
 
-def _profiles(case: Case) -> dict[str, Any]:
-    """A case's profiles: role -> its profile document (rpcmeter.profile)."""
-    return case.profiles if isinstance(case.profiles, dict) else {}
+def _profiles(case: Case) -> Mapping[str, CaseProfile]:
+    """A case's profiles: role -> its profile (rpcmeter.profile)."""
+    return case.profiles or {}
 
 
 def _problems(result: Result) -> Iterator[Problem]:

@@ -54,10 +54,10 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import psutil
 
+from rpcmeter import model
 from rpcmeter.drivers.command import command_of, fill
 from rpcmeter.endpoints import Endpoint
 from rpcmeter.envs import Env
@@ -68,9 +68,6 @@ from rpcmeter.suite import Runs, Suite
 from rpcmeter.watchdog import WATCHDOG
 from rpcmeter.workloads import CommandParams
 
-RUN_KEYS = ("wall_s", "user_s", "sys_s", "max_rss_bytes", "exit_code", "processes")
-
-
 # ---- one run ----------------------------------------------------------------------------------
 
 
@@ -78,7 +75,7 @@ RUN_KEYS = ("wall_s", "user_s", "sys_s", "max_rss_bytes", "exit_code", "processe
 class Outcome:
     """The measured runs of one case, and why it stopped early if it did."""
 
-    runs: list[dict[str, Any]] = field(default_factory=list)
+    runs: list[model.Run] = field(default_factory=list)
     elapsed_s: float = 0.0
     failure: str | None = None
     output_tail: str = ""
@@ -103,8 +100,9 @@ def run_once(
     runs: Runs,
     log: Path,
     cpus: Sequence[int] | None = None,
-) -> dict[str, Any]:
-    """One run of ``argv`` through the launcher; its :class:`~rpcmeter.runners.tree.TreeUsage`."""
+) -> tree.TreeUsage:
+    """One run of ``argv`` through the launcher; its :class:`~rpcmeter.runners.tree.TreeUsage`
+    (with ``error`` when the launcher itself failed)."""
     launcher = [
         sys.executable,
         "-S",
@@ -139,13 +137,12 @@ def run_once(
     finally:
         WATCHDOG.release(proc.pid)
     try:
-        usage: dict[str, Any] = json.loads(out.decode().strip().splitlines()[-1])
-    except (ValueError, IndexError):
+        return tree.TreeUsage(**json.loads(out.decode().strip().splitlines()[-1]))
+    except (ValueError, IndexError, TypeError):
         detail = err.decode(errors="replace").strip().splitlines()
-        return {
-            "error": "launcher failed: " + (detail[-1] if detail else f"status {proc.returncode}")
-        }
-    return usage
+        return tree.TreeUsage(
+            error="launcher failed: " + (detail[-1] if detail else f"status {proc.returncode}")
+        )
 
 
 def _tail(log: Path, lines: int = 20) -> str:
@@ -156,12 +153,12 @@ def _tail(log: Path, lines: int = 20) -> str:
     return "\n".join(text.rstrip().splitlines()[-lines:])
 
 
-def _problem(usage: Mapping[str, Any], runs: Runs) -> str | None:
-    if usage.get("error"):
-        return str(usage["error"])
-    if usage.get("timed_out"):
+def _problem(usage: tree.TreeUsage, runs: Runs) -> str | None:
+    if usage.error:
+        return usage.error
+    if usage.timed_out:
         return f"timed out after {runs.timeout_s:g} s (runs.timeout_s)"
-    code = usage.get("exit_code")
+    code = usage.exit_code
     if code:
         return f"command exited with status {code}" if code > 0 else f"killed by signal {-code}"
     return None
@@ -183,7 +180,7 @@ def measure(
     with tempfile.NamedTemporaryFile(prefix="rpcmeter-command-", suffix=".log") as logf:
         log = Path(logf.name)
 
-        def once(label: str) -> dict[str, Any] | None:
+        def once(label: str) -> tree.TreeUsage | None:
             log.write_bytes(b"")
             usage = run_once(argv, env=env, cwd=cwd, runs=runs, log=log, cpus=cpus)
             problem = _problem(usage, runs)
@@ -192,7 +189,7 @@ def measure(
             outcome.output_tail = _tail(log)
             last = outcome.output_tail.splitlines()[-1][:200] if outcome.output_tail else ""
             outcome.failure = f"{label}: {problem}" + (f" ({last})" if last else "")
-            return usage if usage.get("exit_code") is not None else None
+            return usage if usage.exit_code is not None else None
 
         for i in range(runs.warmup):
             if once(f"warmup run {i + 1}") is None or outcome.failure:
@@ -212,10 +209,7 @@ def measure(
                 break
             usage = once(f"run {n + 1}")
             if usage is not None:
-                outcome.runs.append({k: usage[k] for k in RUN_KEYS})
-                outcome.runs[-1]["cpu_s"] = usage["user_s"] + usage["sys_s"]
-                if usage.get("outlived"):
-                    outcome.runs[-1]["outlived"] = usage["outlived"]
+                outcome.runs.append(measured_run(usage))
             outcome.elapsed_s = time.monotonic() - start
             if on_run:
                 on_run(len(outcome.runs), outcome.elapsed_s)
@@ -235,22 +229,36 @@ def _stdev(values: list[float]) -> float:
     return statistics.stdev(values) if len(values) > 1 else float("nan")
 
 
-def summarize(runs: list[dict[str, Any]]) -> dict[str, Any]:
-    """Means over runs: the ``command`` block of a case."""
-    wall = [r["wall_s"] for r in runs]
-    cpu = [r["user_s"] + r["sys_s"] for r in runs]
+def measured_run(usage: tree.TreeUsage) -> model.Run:
+    """A measured run as the case records it (``outlived`` only when processes outlived it)."""
+    run = model.Run(
+        wall_s=usage.wall_s,
+        user_s=usage.user_s,
+        sys_s=usage.sys_s,
+        cpu_s=usage.user_s + usage.sys_s,
+        max_rss_bytes=usage.max_rss_bytes,
+        exit_code=usage.exit_code,
+        processes=usage.processes,
+    )
+    return run.model_copy(update={"outlived": usage.outlived}) if usage.outlived else run
+
+
+def summarize(runs: list[model.Run]) -> model.Command:
+    """Means over runs: the figures of a case's ``command`` block."""
+    wall = [r.wall_s for r in runs]
+    cpu = [r.user_s + r.sys_s for r in runs]
     mean_wall, mean_cpu = _mean(wall), _mean(cpu)
-    return {
-        "runs": len(runs),
-        "wall_s": mean_wall,
-        "wall_stdev_s": _stdev(wall),
-        "user_s": _mean([r["user_s"] for r in runs]),
-        "sys_s": _mean([r["sys_s"] for r in runs]),
-        "cpu_s": mean_cpu,
-        "cpu_stdev_s": _stdev(cpu),
-        "cores": mean_cpu / mean_wall if runs and mean_wall > 0 else float("nan"),
-        "max_rss_bytes": max((r["max_rss_bytes"] for r in runs), default=0),
-    }
+    return model.Command(
+        runs=len(runs),
+        wall_s=mean_wall,
+        wall_stdev_s=_stdev(wall),
+        user_s=_mean([r.user_s for r in runs]),
+        sys_s=_mean([r.sys_s for r in runs]),
+        cpu_s=mean_cpu,
+        cpu_stdev_s=_stdev(cpu),
+        cores=mean_cpu / mean_wall if runs and mean_wall > 0 else float("nan"),
+        max_rss_bytes=max((r.max_rss_bytes for r in runs), default=0),
+    )
 
 
 @dataclass
@@ -262,7 +270,7 @@ class CommandLine:
     environ: dict[str, str]
     cwd: str | None
     python: str
-    params: dict[str, Any]
+    params: model.Json
 
 
 def command_line(

@@ -44,6 +44,7 @@ import uuid
 from dataclasses import dataclass
 from typing import IO, Any
 
+from rpcmeter import model
 from rpcmeter.errors import ClusterError
 from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.runners import client_process
@@ -83,22 +84,23 @@ class LoadCluster:
     client: Any
     local: Any = None  # the LocalCluster we started, or None for an existing scheduler
 
-    def workers(self) -> dict[str, dict[str, Any]]:
-        """Live workers as the scheduler sees them right now: address -> info. (Asked directly:
+    def workers(self) -> dict[str, str]:
+        """Live workers as the scheduler sees them right now: address -> host. (Asked directly:
         the client's cached ``scheduler_info`` is refreshed in the background without workers.)"""
         identity = self.client.sync(self.client.scheduler.identity, n_workers=-1)
         workers: dict[str, dict[str, Any]] = identity["workers"]
-        return workers
+        return {address: str(info.get("host", "?")) for address, info in workers.items()}
 
-    def describe(self) -> dict[str, Any]:
+    def describe(self) -> model.Cluster:
+        """The cluster as the result records it (``environment.cluster``)."""
         workers = self.workers()
-        return {
-            "spec": self.spec,
-            "scheduler": self.client.scheduler.address,
-            "workers": len(workers),
-            "hosts": sorted({w.get("host", "?") for w in workers.values()}),
-            "dask": _distributed().__version__,
-        }
+        return model.Cluster(
+            spec=self.spec,
+            scheduler=self.client.scheduler.address,
+            workers=len(workers),
+            hosts=sorted(set(workers.values())),
+            dask=_distributed().__version__,
+        )
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -497,7 +499,7 @@ def run_distributed(
     per_client = merge_results(outcome, results)
     _per_worker(outcome, results, per_client, assign, lost, usage0, usage1, pids)
     if lost:
-        reasons = [w["reason"] for w in outcome.workers if w["reason"]]
+        reasons = [w.reason for w in outcome.workers if w.reason]
         outcome.incomplete = "; ".join(reasons[:3]) + (
             f" (+{len(reasons) - 3} more)" if len(reasons) > 3 else ""
         )
@@ -566,27 +568,27 @@ def _per_worker(
             else None
         )
         outcome.workers.append(
-            {
-                "worker": addr,
-                "host": host,
-                "pid": pids.get(addr),
-                "status": "lost" if gone else "ok",
-                "reason": reason,
-                "clients": mine,
-                "requests": sum(by_client[c]["requests"] for c in done),
-                "ok": ok,
-                "errors": sum(by_client[c]["errors"] for c in done),
-                "wall_s": span,
-                "throughput_rps": ok / span if span > 0 else 0.0,
-                "cpu_user_s": _client_sum(by_client, mine, done, "cpu_user_s"),
-                "cpu_sys_s": _client_sum(by_client, mine, done, "cpu_sys_s"),
-                "max_rss_bytes": _client_sum(by_client, mine, done, "max_rss_bytes"),
-                "worker_cpu_user_s": u1[0] - u0[0] if u0 and u1 else None,
-                "worker_cpu_sys_s": u1[1] - u0[1] if u0 and u1 else None,
-                "worker_max_rss_bytes": u1[2] if u1 else None,
-                "latency": hist.summary_us() if hist.count else None,
-                "histogram": hist.to_dict() if hist.count else None,
-            }
+            model.Worker(
+                worker=addr,
+                host=host,
+                pid=pids.get(addr),
+                status="lost" if gone else "ok",
+                reason=reason,
+                clients=mine,
+                requests=sum(by_client[c]["requests"] for c in done),
+                ok=ok,
+                errors=sum(by_client[c]["errors"] for c in done),
+                wall_s=span,
+                throughput_rps=ok / span if span > 0 else 0.0,
+                cpu_user_s=_client_sum(by_client, mine, done, "cpu_user_s"),
+                cpu_sys_s=_client_sum(by_client, mine, done, "cpu_sys_s"),
+                max_rss_bytes=_client_sum(by_client, mine, done, "max_rss_bytes"),
+                worker_cpu_user_s=u1[0] - u0[0] if u0 and u1 else None,
+                worker_cpu_sys_s=u1[1] - u0[1] if u0 and u1 else None,
+                worker_max_rss_bytes=u1[2] if u1 else None,
+                latency=model.Latency.of(hist) if hist.count else None,
+                histogram=hist if hist.count else None,
+            )
         )
     if host_spans:
         outcome.wall_s = max((hi - lo) / 1e9 for lo, hi in host_spans.values())
@@ -603,15 +605,15 @@ def _client_sum(
     return sum(by_client[c][key] for c in done)
 
 
-def load_spread(workers: list[dict[str, Any]]) -> dict[str, Any]:
+def load_spread(workers: list[model.Worker]) -> model.Spread:
     """Whether the load was spread evenly: per-worker throughput, lowest over highest (None with
     fewer than two workers carrying load)."""
-    rates = [w["throughput_rps"] for w in workers if w["status"] == "ok"]
+    rates = [w.throughput_rps or 0.0 for w in workers if w.status == "ok"]
     lo, hi = (min(rates), max(rates)) if rates else (0.0, 0.0)
-    return {
-        "workers": len(workers),
-        "lost": sum(1 for w in workers if w["status"] != "ok"),
-        "min_rps": lo,
-        "max_rps": hi,
-        "min_max_ratio": lo / hi if hi > 0 and len(rates) > 1 else None,
-    }
+    return model.Spread(
+        workers=len(workers),
+        lost=sum(1 for w in workers if w.status != "ok"),
+        min_rps=lo,
+        max_rps=hi,
+        min_max_ratio=lo / hi if hi > 0 and len(rates) > 1 else None,
+    )

@@ -15,7 +15,7 @@ import os
 import resource
 from array import array
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -25,6 +25,9 @@ from rpcmeter.metrics.connections import ConnectionCosts
 from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.metrics.resources import peak_rss_of
 from rpcmeter.servers.timing import ServerTime
+
+if TYPE_CHECKING:  # the client processes do without pydantic
+    from rpcmeter import model
 
 BUFFER = 1 << 15  # samples per thread between folds
 MAX_CHUNK = 4096
@@ -222,5 +225,5 @@ class LoadOutcome(Tally):
     # open loop: the schedule's totals (offered_rps, achieved_rps, scheduled, sent, late, dropped)
     schedule: dict[str, float] | None = None
     incomplete: str | None = None  # why some clients' figures are missing (a lost worker)
-    workers: list[dict[str, Any]] = field(default_factory=list)  # per worker (cluster runs)
+    workers: list[model.Worker] = field(default_factory=list)  # per worker (cluster runs)
     connections: ConnectionCosts | None = None  # connect and handshake times (drivers that time)
