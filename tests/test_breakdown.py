@@ -12,6 +12,7 @@ import pytest
 from rpcmeter.breakdown import breakdown, warnings_for
 from rpcmeter.execute import run_suite
 from rpcmeter.metrics.histogram import Histogram
+from rpcmeter.model import Breakdown
 from rpcmeter.reporters.terminal import render
 from rpcmeter.suite import build_suite
 from tests.drivers.streams import run_cases
@@ -25,29 +26,42 @@ def hist(values_us: list[float]) -> Histogram:
     return h
 
 
+def _f(value: float | None) -> float:
+    assert value is not None
+    return value
+
+
+def _ci(b: Breakdown) -> list[float | None]:
+    """The overhead's 95 % interval (there must be one)."""
+    assert b.overhead_us is not None and b.overhead_us.ci95 is not None
+    return b.overhead_us.ci95
+
+
 def test_latency_is_round_trip_queue_compute_and_overhead_per_request() -> None:
     latency = [100.0, 140.0, 120.0, 200.0]
     server = [30.0, 50.0, 40.0, 90.0]
     queue = [10.0, 0.0, 20.0, 5.0]
     net = [a - b - q for a, b, q in zip(latency, server, queue, strict=True)]
     out = breakdown(hist([20.0, 25.0]), hist([25.0]), hist(server), hist(net), hist(queue))
-    floor = out["rtt_us"]["p50"]
+    rtt, queued, served, o = out.rtt_us, out.queue_us, out.server_us, out.overhead_us
+    assert rtt is not None and queued is not None and served is not None and o is not None
+    floor = _f(rtt.p50)
     assert floor == pytest.approx(25.0, rel=0.01)  # the median of before and after
-    assert out["rtt_us"]["before"] == pytest.approx(20.0, rel=0.01)
-    assert out["rtt_us"]["after"] == pytest.approx(25.0, rel=0.01)
-    assert out["queue_us"]["mean"] == pytest.approx(8.75)
-    assert out["server_us"]["mean"] == pytest.approx(52.5)
+    assert rtt.before == pytest.approx(20.0, rel=0.01)
+    assert rtt.after == pytest.approx(25.0, rel=0.01)
+    assert queued.mean == pytest.approx(8.75)
+    assert served.mean == pytest.approx(52.5)
     overhead = [n - floor for n in net]
-    assert out["overhead_us"]["mean"] == pytest.approx(sum(overhead) / 4)
+    assert o.mean == pytest.approx(sum(overhead) / 4)
     # the spread of the per-request differences, not of latency or server time alone
     mean = sum(overhead) / 4
     sd = math.sqrt(sum((x - mean) ** 2 for x in overhead) / 3)
-    assert out["overhead_us"]["stdev"] == pytest.approx(sd)
-    assert out["rtt_requests"] == 3 and out["rtt_loops"] == 1
-    lo, hi = out["overhead_us"]["ci95"]
+    assert o.stdev == pytest.approx(sd)
+    assert out.rtt_requests == 3 and out.rtt_loops == 1
+    lo, hi = map(_f, _ci(out))
     # at least the standard error of the mean plus half the drift (before 20, after 25)
     assert hi - lo >= 2 * (1.959964 * sd / 2 + 2.5) - 0.01
-    assert lo < mean < hi and out["overhead_us"]["within_noise"] is False
+    assert lo < mean < hi and o.within_noise is False
 
 
 def test_an_overhead_whose_interval_includes_zero_is_within_noise() -> None:
@@ -58,15 +72,16 @@ def test_an_overhead_whose_interval_includes_zero_is_within_noise() -> None:
         hist([11.0, 13.5, 12.5, 11.5]),
         hist([0.0] * 4),
     )
-    o = out["overhead_us"]
-    assert o["ci95"][0] < 0 < o["ci95"][1] and o["within_noise"] is True
+    low, high = _ci(out)
+    assert _f(low) < 0 < _f(high) and out.overhead_us is not None
+    assert out.overhead_us.within_noise is True
     assert warnings_for(completed({"cases": [{"status": "ok", "breakdown": out}]})) == []
 
 
 def test_drift_between_before_and_after_widens_the_interval() -> None:
     steady = breakdown(hist([10.0] * 50), hist([10.0] * 50), hist([1.0]), hist([30.0]), Histogram())
     drift = breakdown(hist([5.0] * 50), hist([15.0] * 50), hist([1.0]), hist([30.0]), Histogram())
-    width = [b["overhead_us"]["ci95"][1] - b["overhead_us"]["ci95"][0] for b in (steady, drift)]
+    width = [_f(ci[1]) - _f(ci[0]) for ci in (_ci(steady), _ci(drift))]
     assert width[1] > width[0] + 9.0  # half the 10 us drift on each side
 
 
@@ -89,8 +104,8 @@ def test_negative_overhead_beyond_noise_warns_with_a_cause() -> None:
 
 def test_without_server_time_queue_compute_and_overhead_are_unknown() -> None:
     out = breakdown(hist([10.0, 12.0]), hist([11.0]), Histogram(), Histogram(), Histogram())
-    assert out["server_us"] is None and out["overhead_us"] is None and out["queue_us"] is None
-    assert out["rtt_us"]["mean"] == pytest.approx(11.0)
+    assert out.server_us is None and out.overhead_us is None and out.queue_us is None
+    assert out.rtt_us is not None and out.rtt_us.mean == pytest.approx(11.0)
 
 
 def test_version_1_documents_still_render() -> None:

@@ -44,10 +44,10 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from rpcmeter.metrics.histogram import Histogram
-from rpcmeter.model import Breakdown, Result
+from rpcmeter.model import Breakdown, Result, Stats
 
 if TYPE_CHECKING:
     from rpcmeter.runners.recording import LoadOutcome
@@ -56,18 +56,18 @@ if TYPE_CHECKING:
 Z95 = 1.959964
 
 
-def stats_us(h: Histogram, shift_ns: float = 0.0) -> dict[str, Any] | None:
+def stats_us(h: Histogram, shift_ns: float = 0.0) -> Stats | None:
     """Mean, standard deviation, p50 and p99 of ``h`` less ``shift_ns``, in microseconds."""
     if not h.count:
         return None
     p50, p99 = h.percentiles([50, 99])
-    return {
-        "mean": (h.mean - shift_ns) / 1e3,
-        "stdev": h.stdev / 1e3,
-        "p50": (p50 - shift_ns) / 1e3,
-        "p99": (p99 - shift_ns) / 1e3,
-        "count": h.count,
-    }
+    return Stats(
+        mean=(h.mean - shift_ns) / 1e3,
+        stdev=h.stdev / 1e3,
+        p50=(p50 - shift_ns) / 1e3,
+        p99=(p99 - shift_ns) / 1e3,
+        count=h.count,
+    )
 
 
 def _se2(h: Histogram) -> float:
@@ -92,38 +92,33 @@ def breakdown(
     server: Histogram,
     net: Histogram,
     queue: Histogram,
-) -> dict[str, Any]:
+) -> Breakdown:
     """The case's ``breakdown``: the round trip's latencies before and after the case, and the
     case's server-reported compute times, ``latency - compute - queue`` per request (``net``)
     and queue times (all ns)."""
     rtt = Histogram.merged([rtt_before, rtt_after])
-    rtt_doc = stats_us(rtt) or {"mean": math.nan, "stdev": math.nan, "p50": math.nan, "count": 0}
-    rtt_doc["before"] = rtt_before.percentile(50) / 1e3 if rtt_before.count else math.nan
-    rtt_doc["after"] = rtt_after.percentile(50) / 1e3 if rtt_after.count else math.nan
-    out: dict[str, Any] = {
-        "rtt_us": rtt_doc,
-        "queue_us": stats_us(queue) if server.count else None,
-        "server_us": None,
-        "overhead_us": None,
-        "rtt_requests": rtt.count,
-        "rtt_loops": 1,
-    }
+    before = rtt_before.percentile(50) / 1e3 if rtt_before.count else math.nan
+    after = rtt_after.percentile(50) / 1e3 if rtt_after.count else math.nan
+    rtt_stats = stats_us(rtt) or Stats(mean=math.nan, stdev=math.nan, p50=math.nan, count=0)
+    server_us = overhead_us = None
     if server.count and net.count and rtt.count:
-        floor = rtt.percentile(50)
-        overhead = stats_us(net, floor)
-        assert overhead is not None
-        drift = (
-            abs(rtt_doc["before"] - rtt_doc["after"]) * 1e3
-            if rtt_before.count and rtt_after.count
-            else 0.0
-        )
+        overhead = stats_us(net, rtt.percentile(50))
+        assert overhead is not None and overhead.mean is not None
+        drift = abs(before - after) * 1e3 if rtt_before.count and rtt_after.count else 0.0
         half = Z95 * math.sqrt(_se2(net)) + median_half_width(rtt) + drift / 2
-        low, high = (overhead["mean"] - half / 1e3, overhead["mean"] + half / 1e3)
-        overhead["ci95"] = [low, high]
-        overhead["within_noise"] = low <= 0.0 <= high
-        out["server_us"] = stats_us(server)
-        out["overhead_us"] = overhead
-    return out
+        low, high = (overhead.mean - half / 1e3, overhead.mean + half / 1e3)
+        overhead_us = overhead.model_copy(
+            update={"ci95": [low, high], "within_noise": low <= 0.0 <= high}
+        )
+        server_us = stats_us(server)
+    return Breakdown(
+        rtt_us=rtt_stats.model_copy(update={"before": before, "after": after}),
+        queue_us=stats_us(queue) if server.count else None,
+        server_us=server_us,
+        overhead_us=overhead_us,
+        rtt_requests=rtt.count,
+        rtt_loops=1,
+    )
 
 
 class RoundTrip:
@@ -144,7 +139,7 @@ class RoundTrip:
         (self.before if when == "before" else self.after).merge(outcome.hist)
         return None
 
-    def breakdown(self, outcome: LoadOutcome) -> dict[str, Any]:
+    def breakdown(self, outcome: LoadOutcome) -> Breakdown:
         """The case's ``breakdown`` from its load outcome."""
         return breakdown(
             self.before, self.after, outcome.server_hist, outcome.net_hist, outcome.queue_hist

@@ -121,14 +121,18 @@ class Latency(Part):
         return cls(**h.summary_us())
 
 
-class ServerTime(Latency):
-    """The server-reported compute time: a latency summary and its histogram."""
+class Timing(Latency):
+    """A latency summary in microseconds and its histogram."""
 
     histogram: HistogramField | None = None
 
     @classmethod
-    def of(cls, h: Histogram) -> ServerTime:
+    def of(cls, h: Histogram) -> Self:
         return cls(**h.summary_us(), histogram=h)
+
+
+class ServerTime(Timing):
+    """The server-reported compute time: a latency summary and its histogram."""
 
 
 class Bytes(Part):
@@ -220,11 +224,27 @@ class Stream(Part):
 
 
 class Connections(Part):
-    """Connect and handshake times (rpcmeter.metrics.connections): per part a ServerTime-like
-    summary with its histogram, kept among the extras by part name."""
+    """Connections opened and what they cost (rpcmeter.metrics.connections): per part (TCP
+    connect, TLS handshake, resumed handshake, and the request on a connection of its own) its
+    times; a part nothing was recorded for is absent."""
 
     per_request: bool | None = None
     opened: int | None = None
+    connect: Timing | None = None
+    handshake: Timing | None = None
+    handshake_resumed: Timing | None = None
+    request: Timing | None = None
+
+    def timing(self, part: str) -> Timing | None:
+        """The times of ``part`` (``connect``, ``handshake``, ``handshake_resumed``,
+        ``request``); None when the case has none."""
+        parts = {
+            "connect": self.connect,
+            "handshake": self.handshake,
+            "handshake_resumed": self.handshake_resumed,
+            "request": self.request,
+        }
+        return parts.get(part)
 
 
 class Client(Part):

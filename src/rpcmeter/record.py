@@ -159,8 +159,7 @@ class CaseRecord:
         (``remote_load``: the clients ran on other machines, their CPUs unknown here)."""
         self._resources(
             outcome.requests,
-            # on a cluster: per worker, lost ones too
-            [w.dump() for w in outcome.workers] or outcome.clients,
+            load_processes(outcome),
             outcome.wall_s,
             monitor,
             idle,
@@ -172,7 +171,7 @@ class CaseRecord:
     def _resources(
         self,
         requests: int,
-        clients: list[Any],
+        clients: list[model.Client],
         wall_s: float,
         monitor: TreeMonitor | None,
         idle: CpuTimes | None,
@@ -181,7 +180,7 @@ class CaseRecord:
         remote_load: bool = False,
     ) -> None:
         """``cpu`` and ``memory`` of ``requests``: the server tree over the interval the monitor
-        marked (``go`` to ``end``), ``clients`` (reports of their CPU and memory) over theirs."""
+        marked (``go`` to ``end``), ``clients`` (their own CPU and memory) over theirs."""
         server = monitor.between("go", "end") if monitor is not None else None
         server_cpus, client_cpus = given(cpus, quotas)
         cpu, memory = case_figures(
@@ -194,11 +193,12 @@ class CaseRecord:
             client_cpus=None if remote_load else client_cpus,
             interval_s=server.at if server else wall_s,
         )
+        busy: dict[str, float | None] = {}
         if monitor is not None:
-            cpu["server_cpus_busy_pct"] = monitor.busy_between("go", "end", cpus.server)
+            busy["server_cpus_busy_pct"] = monitor.busy_between("go", "end", cpus.server)
         if monitor is not None and not remote_load:
-            cpu["client_cpus_busy_pct"] = monitor.busy_between("go", "end", cpus.client)
-        self.fields["cpu"], self.fields["memory"] = model.Cpu(**cpu), model.Memory(**memory)
+            busy["client_cpus_busy_pct"] = monitor.busy_between("go", "end", cpus.client)
+        self.fields["cpu"], self.fields["memory"] = cpu.model_copy(update=busy), memory
 
     def idle(
         self,
@@ -220,9 +220,9 @@ class CaseRecord:
             client_cpus=None,
             interval_s=idle.at if idle is not None else 0.0,
         )
-        self.fields["cpu"], self.fields["memory"] = model.Cpu(**cpu), model.Memory(**memory)
+        self.fields["cpu"], self.fields["memory"] = cpu, memory
 
-    def breakdown(self, breakdown: dict[str, Any]) -> None:
+    def breakdown(self, breakdown: model.Breakdown) -> None:
         self.fields["breakdown"] = breakdown
 
     def command(self, argv: list[str], python: str, warmup_runs: int, params: model.Json) -> None:
@@ -294,7 +294,7 @@ class CaseRecord:
             cpu_sys_s=sum(r.sys_s for r in ok),
             max_rss_bytes=max((r.max_rss_bytes for r in ok), default=0),
         )
-        self._resources(f["ok"], [command.dump()], outcome.elapsed_s, monitor, idle, cpus, quotas)
+        self._resources(f["ok"], [command], outcome.elapsed_s, monitor, idle, cpus, quotas)
 
     def _runs(self, outcome: Outcome) -> list[model.Run]:
         """A command's runs, their means (``command``), and why it stopped if it did; the
@@ -330,11 +330,17 @@ class CaseRecord:
         f = dict(self.fields)
         if self.notes:
             f["placement"] = f["placement"].model_copy(update={"notes": list(self.notes)})
-        stream = f.get("stream")
-        if stream is not None:
-            doc = {"stream": stream, "cpu": f["cpu"].dump()}
-            streams.add_cpu(doc)
+        if f.get("stream") is not None:
+            f["stream"] = streams.with_cpu(f["stream"], f["cpu"])
         return model.Case(**f)
+
+
+def load_processes(outcome: LoadOutcome) -> list[model.Client]:
+    """The load processes whose CPU and memory a case counts: on a cluster per worker (lost ones
+    too, their figures unknown), else per client."""
+    if outcome.workers:
+        return [*outcome.workers]
+    return [model.Client.model_validate(c) for c in outcome.clients]
 
 
 def given(cpus: placement_mod.Cpus, quotas: placement_mod.CpuQuotas) -> tuple[float, float]:

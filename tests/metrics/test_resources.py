@@ -15,6 +15,7 @@ import pytest
 from rpcmeter.checks import warnings_for
 from rpcmeter.execute import run_suite
 from rpcmeter.metrics.resources import CpuTimes, TreeMonitor, busy_pct, case_figures
+from rpcmeter.model import Client, Worker
 from rpcmeter.suite import build_suite
 from tests.support.marks import timing_sensitive
 from tests.support.synthetic import parsed, written
@@ -77,8 +78,8 @@ def test_tree_counts_children_that_exit_before_the_end() -> None:
 
 def test_case_figures_per_request_and_utilisation() -> None:
     clients = [
-        {"cpu_user_s": 0.3, "cpu_sys_s": 0.1, "max_rss_bytes": 1000},
-        {"cpu_user_s": 0.2, "cpu_sys_s": 0.0, "max_rss_bytes": 2000},
+        Client(cpu_user_s=0.3, cpu_sys_s=0.1, max_rss_bytes=1000),
+        Client(cpu_user_s=0.2, cpu_sys_s=0.0, max_rss_bytes=2000),
     ]
     cpu, memory = case_figures(
         requests=1000,
@@ -90,12 +91,12 @@ def test_case_figures_per_request_and_utilisation() -> None:
         client_cpus=0.5,
         interval_s=2.0,
     )
-    assert cpu["server_us_per_request"] == pytest.approx(1000.0)
-    assert cpu["client_us_per_request"] == pytest.approx(600.0)
-    assert cpu["server_util_pct"] == pytest.approx(50.0)
-    assert cpu["client_util_pct"] == pytest.approx(60.0)
-    assert cpu["server_idle_pct"] == pytest.approx(2.0)
-    assert memory == {"server_peak_rss_bytes": 5000, "client_peak_rss_bytes": 3000}
+    assert cpu.server_us_per_request == pytest.approx(1000.0)
+    assert cpu.client_us_per_request == pytest.approx(600.0)
+    assert cpu.server_util_pct == pytest.approx(50.0)
+    assert cpu.client_util_pct == pytest.approx(60.0)
+    assert cpu.server_idle_pct == pytest.approx(2.0)
+    assert memory.dump() == {"server_peak_rss_bytes": 5000, "client_peak_rss_bytes": 3000}
 
 
 def test_a_server_not_started_by_rpcmeter_is_unknown_not_zero() -> None:
@@ -105,14 +106,15 @@ def test_a_server_not_started_by_rpcmeter_is_unknown_not_zero() -> None:
         server_peak_rss=None,
         server_idle=None,
         server_cpus=1.0,
-        clients=[{"cpu_user_s": 0.1, "cpu_sys_s": 0.0, "max_rss_bytes": 10}],
+        clients=[Client(cpu_user_s=0.1, cpu_sys_s=0.0, max_rss_bytes=10)],
         client_cpus=1.0,
         interval_s=1.0,
     )
+    doc = cpu.dump()
     for key in ("server_user_s", "server_sys_s", "server_us_per_request", "server_idle_pct"):
-        assert cpu[key] is None
-    assert memory["server_peak_rss_bytes"] is None
-    assert cpu["client_us_per_request"] == pytest.approx(1000.0)
+        assert key in doc and doc[key] is None
+    assert memory.server_peak_rss_bytes is None
+    assert cpu.client_us_per_request == pytest.approx(1000.0)
 
 
 def test_busy_pct_of_chosen_cpus() -> None:
@@ -210,3 +212,22 @@ def test_a_filled_client_cpu_triggers_a_load_generator_warning() -> None:
         case["cpu"],
         warnings_for(parsed(result)),
     )
+
+
+def test_a_load_process_that_did_not_report_makes_the_client_totals_unknown() -> None:
+    cpu, memory = case_figures(
+        requests=100,
+        server=CpuTimes(0.1, 0.0, 1.0),
+        server_peak_rss=100,
+        server_idle=None,
+        server_cpus=1.0,
+        clients=[
+            Worker(cpu_user_s=0.1, cpu_sys_s=0.0, max_rss_bytes=10, status="ok"),
+            Worker(cpu_user_s=None, cpu_sys_s=None, max_rss_bytes=None, status="lost"),
+        ],
+        client_cpus=2.0,
+        interval_s=1.0,
+    )
+    assert cpu.client_user_s is None and cpu.client_us_per_request is None
+    assert cpu.client_cpus_given == 2.0 and memory.client_peak_rss_bytes is None
+    assert cpu.server_us_per_request == pytest.approx(1000.0)

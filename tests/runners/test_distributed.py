@@ -306,6 +306,7 @@ def test_stream_figures_merge_exactly_across_workers(cluster: LoadCluster) -> No
     assert out.failure is None and out.ok == 2 * 2 * 10
     _, figures = streams.split(out.counters)
     section = streams.section(figures, out.ok, out.wall_s)
-    assert section["messages_in"] == 5 * out.ok
-    assert Histogram.from_dict(section["first_message_histogram"]).count == out.ok
-    assert Histogram.from_dict(section["message_histogram"]).count == 4 * out.ok
+    assert section.messages_in == 5 * out.ok
+    first, each = section.first_message_histogram, section.message_histogram
+    assert first is not None and first.count == out.ok
+    assert each is not None and each.count == 4 * out.ok

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import time
 from array import array
-from typing import Any
 
 import numpy as np
 
 from rpcmeter.metrics.histogram import Histogram
+from rpcmeter.model import Connections, Timing
 
 PARTS = ("connect", "handshake", "handshake_resumed", "request")
 _BUFFER = 4096
@@ -63,29 +63,13 @@ class ConnectionCosts:
         self.fold()
         return self.hists["connect"].count
 
-    def to_dict(self) -> dict[str, Any]:
+    def document(self) -> Connections:
+        """The case's ``connections``: connections opened, and per part recorded its summary
+        (us) and histogram."""
         self.fold()
-        return {
-            "per_request": self.per_request,
-            **{part: h.to_dict() for part, h in self.hists.items() if h.count},
-        }
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ConnectionCosts:
-        out = cls(bool(data.get("per_request")))
-        for part in PARTS:
-            if data.get(part):
-                out.hists[part] = Histogram.from_dict(data[part])
-        return out
-
-    def document(self) -> dict[str, Any]:
-        """The case document's ``connections``: per part, its summary (us) and histogram."""
-        self.fold()
-        out: dict[str, Any] = {"per_request": self.per_request, "opened": self.connections}
-        for part, h in self.hists.items():
-            if h.count:
-                out[part] = {**h.summary_us(), "histogram": h.to_dict()}
-        return out
+        parts = {part: Timing.of(h) for part, h in self.hists.items() if h.count}
+        doc = Connections(per_request=self.per_request, opened=self.connections)
+        return doc.model_copy(update=parts)
 
 
 def clock() -> int:

@@ -22,14 +22,17 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TypeVar
 
 import psutil
 
+from rpcmeter.model import Client, Cpu, Memory
+
 TreeFn = Callable[[], list[psutil.Process]]
+N = TypeVar("N", int, float)
 
 
 @dataclass(frozen=True)
@@ -206,11 +209,12 @@ def _per_request_us(cpu_s: float | None, requests: int) -> float | None:
     return cpu_s * 1e6 / requests if cpu_s is not None and requests > 0 else None
 
 
-def _total(reports: list[dict[str, Any]] | None, key: str) -> Any:
-    """Sum of ``key`` over the reports; None when there are none or any is unknown."""
-    if not reports or any(r.get(key) is None for r in reports):
+def _total(clients: Sequence[Client] | None, figure: Callable[[Client], N | None]) -> N | None:
+    """Sum of ``figure`` over the clients; None when there are none or any is unknown."""
+    values = [figure(c) for c in clients or ()]
+    if not values or any(v is None for v in values):
         return None
-    return sum(r[key] for r in reports)
+    return sum(v for v in values if v is not None)
 
 
 def _util_pct(cpu_s: float | None, seconds: float, cpus: float) -> float | None:
@@ -226,42 +230,42 @@ def case_figures(
     server_peak_rss: int | None,
     server_idle: CpuTimes | None,
     server_cpus: float,
-    clients: list[dict[str, Any]] | None,
+    clients: Sequence[Client] | None,
     client_cpus: float | None,
     interval_s: float,
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """The case document's ``cpu`` and ``memory`` sections.
+) -> tuple[Cpu, Memory]:
+    """The case's ``cpu`` and ``memory``.
 
     ``server`` is the server tree's CPU over the measured interval (None: unknown, e.g. a server
-    rpcmeter did not start); ``clients`` the load processes' reports (None: no clients ran; a
-    report whose CPU is None, e.g. from a lost worker, makes the total unknown); ``*_cpus`` how
-    many CPUs each side was given (None: unknown); ``interval_s`` the measured interval.
+    rpcmeter did not start); ``clients`` the load processes' figures (None: no clients ran; one
+    whose CPU is None, e.g. a lost worker, makes the total unknown); ``*_cpus`` how many CPUs
+    each side was given (None: unknown); ``interval_s`` the measured interval.
     """
     server_user = server.user_s if server else None
     server_sys = server.sys_s if server else None
     server_total = server.total_s if server else None
-    client_user = _total(clients, "cpu_user_s")
-    client_sys = _total(clients, "cpu_sys_s")
+    client_user = _total(clients, lambda c: c.cpu_user_s)
+    client_sys = _total(clients, lambda c: c.cpu_sys_s)
     client_total = (
         client_user + client_sys if client_user is not None and client_sys is not None else None
     )
-    cpu = {
-        "interval_s": interval_s,
-        "server_user_s": server_user,
-        "server_sys_s": server_sys,
-        "client_user_s": client_user,
-        "client_sys_s": client_sys,
-        "server_us_per_request": _per_request_us(server_total, requests),
-        "client_us_per_request": _per_request_us(client_total, requests),
-        "server_util_pct": _util_pct(server_total, interval_s, server_cpus),
-        "client_util_pct": _util_pct(client_total, interval_s, client_cpus or 0.0),
-        "server_cpus_given": server_cpus if server else None,
-        "client_cpus_given": client_cpus if clients else None,
-        "server_idle_pct": percent_of_core(server_idle) if server_idle else None,
-        "server_idle_window_s": server_idle.at if server_idle else None,
-    }
-    memory = {
-        "server_peak_rss_bytes": server_peak_rss,
-        "client_peak_rss_bytes": _total(clients, "max_rss_bytes"),
-    }
+    cpu = Cpu(
+        interval_s=interval_s,
+        server_user_s=server_user,
+        server_sys_s=server_sys,
+        client_user_s=client_user,
+        client_sys_s=client_sys,
+        server_us_per_request=_per_request_us(server_total, requests),
+        client_us_per_request=_per_request_us(client_total, requests),
+        server_util_pct=_util_pct(server_total, interval_s, server_cpus),
+        client_util_pct=_util_pct(client_total, interval_s, client_cpus or 0.0),
+        server_cpus_given=server_cpus if server else None,
+        client_cpus_given=client_cpus if clients else None,
+        server_idle_pct=percent_of_core(server_idle) if server_idle else None,
+        server_idle_window_s=server_idle.at if server_idle else None,
+    )
+    memory = Memory(
+        server_peak_rss_bytes=server_peak_rss,
+        client_peak_rss_bytes=_total(clients, lambda c: c.max_rss_bytes),
+    )
     return cpu, memory

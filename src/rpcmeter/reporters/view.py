@@ -780,11 +780,10 @@ CONNECTION_PARTS = (
 
 
 def connection_histogram(connections: Connections, part: str) -> Histogram | None:
-    """The histogram of one part of a case's connection costs (kept among the extras by part
-    name: ``connect``, ``handshake``, ...), None when the case has no such part."""
-    doc = (connections.model_extra or {}).get(part)
-    data = doc.get("histogram") if isinstance(doc, dict) else None
-    return Histogram.from_dict(data) if isinstance(data, dict) else None
+    """The histogram of one part of a case's connection costs (``connect``, ``handshake``,
+    ...), None when the case has no such part."""
+    timing = connections.timing(part)
+    return timing.histogram if timing is not None else None
 
 
 def connection_grid(workload: str, grid: Cells, keys: list[str]) -> Grid | None:
