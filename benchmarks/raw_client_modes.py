@@ -55,7 +55,10 @@ def main() -> int:
                         raise SystemExit(f"{io}: {out.failure}")
                     c = out.clients[0]
                     results.append(
-                        (out.ok / out.wall_s, (c["cpu_user_s"] + c["cpu_sys_s"]) / out.ok * 1e6)
+                        (
+                            out.ok / out.wall_s,
+                            ((c.cpu_user_s or 0.0) + (c.cpu_sys_s or 0.0)) / out.ok * 1e6,
+                        )
                     )
             med = {
                 io: (statistics.median(r[0] for r in rs), statistics.median(r[1] for r in rs))

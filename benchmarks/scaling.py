@@ -42,9 +42,9 @@ def cpu_us_per_request(outcome: LoadOutcome) -> float:
     """Client CPU per request: the client processes' own, on both paths. (Where Dask clients
     ran as threads of the workers, without CPU figures of their own, the workers' is taken.)"""
     procs = outcome.clients
-    if any(c["cpu_user_s"] is None for c in procs):
-        procs = [w.dump() for w in outcome.workers]
-    cpu = sum((p["cpu_user_s"] or 0.0) + (p["cpu_sys_s"] or 0.0) for p in procs)
+    if any(c.cpu_user_s is None for c in procs):
+        procs = [*outcome.workers]
+    cpu = sum((p.cpu_user_s or 0.0) + (p.cpu_sys_s or 0.0) for p in procs)
     return cpu / outcome.ok * 1e6
 
 

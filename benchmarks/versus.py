@@ -112,7 +112,7 @@ def run_rpcmeter(
     if out.failure or out.errors:
         raise RuntimeError(f"rpcmeter run failed: {out.failure or out.errors}")
     client = out.clients[0]
-    return out.ok / out.wall_s, (client["cpu_user_s"] + client["cpu_sys_s"]) / out.ok
+    return out.ok / out.wall_s, ((client.cpu_user_s or 0.0) + (client.cpu_sys_s or 0.0)) / out.ok
 
 
 def rounds(clients: list[tuple[str, Run]], n: int) -> dict[str, list[tuple[float, float]]]:

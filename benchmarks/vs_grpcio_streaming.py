@@ -71,7 +71,8 @@ def run(
         raise RuntimeError(f"{client}: {out.failure or out.errors}")
     c = out.counters
     messages = max(c["stream.messages_out"], c["stream.messages_in"])
-    cpu_s = out.clients[0]["cpu_user_s"] + out.clients[0]["cpu_sys_s"]
+    proc = out.clients[0]
+    cpu_s = (proc.cpu_user_s or 0.0) + (proc.cpu_sys_s or 0.0)
     return messages / out.wall_s, cpu_s / messages
 
 

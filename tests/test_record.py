@@ -25,7 +25,7 @@ def outcome(latencies_ns: list[int], errors: dict[str, int] | None = None) -> Lo
     out = LoadOutcome(wall_s=2.0, errors=errors or {})
     out.hist.record_array(np.array(latencies_ns, dtype=np.int64))
     out.ok = len(latencies_ns)
-    out.clients = [{"client": 0, "pid": 1, "cpu_user_s": 0.5, "cpu_sys_s": 0.1}]
+    out.clients = [model.Client(client=0, pid=1, cpu_user_s=0.5, cpu_sys_s=0.1)]
     return out
 
 

@@ -340,7 +340,7 @@ def load_processes(outcome: LoadOutcome) -> list[model.Client]:
     too, their figures unknown), else per client."""
     if outcome.workers:
         return [*outcome.workers]
-    return [model.Client.model_validate(c) for c in outcome.clients]
+    return outcome.clients
 
 
 def given(cpus: placement_mod.Cpus, quotas: placement_mod.CpuQuotas) -> tuple[float, float]:

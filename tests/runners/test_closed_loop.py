@@ -46,7 +46,7 @@ def test_counts_per_thread_and_client(tmp_path: Path) -> None:
     logs = read_logs(tmp_path)
     assert len(logs) == 6
     assert all(len(calls) == 507 for calls in logs.values())  # warmup calls are made, not counted
-    assert [c["requests"] for c in out.clients] == [1500, 1500]
+    assert [c.requests for c in out.clients] == [1500, 1500]
     assert out.wall_s > 0 and out.hist.min > 0
 
 

@@ -188,17 +188,18 @@ def test_clients_are_processes_of_their_own(cluster: LoadCluster, server: Endpoi
 
     out = run(cluster, server, clients=2, requests=300, on_start=started)
     assert out.failure is None and out.ok == 600
-    pids = [c["pid"] for c in out.clients]
+    pids = [c.pid or 0 for c in out.clients]
     assert sorted(pids) == sorted(out.client_pids) == sorted(p.pid for p in procs)
     assert not set(pids) & set(workers.values())
     assert sorted(parents) == sorted(workers.values())  # one client process under each worker
     assert gone(procs, within_s=0.0)  # killed and reaped before run_distributed returned
     assert not client_processes(cluster)
     for c in out.clients:
-        assert c["cpu_user_s"] > 0 and c["cpu_sys_s"] is not None and c["max_rss_bytes"] > 0
+        assert c.cpu_user_s and c.cpu_user_s > 0 and c.cpu_sys_s is not None
+        assert c.max_rss_bytes and c.max_rss_bytes > 0
     for w in out.workers:  # a worker's client CPU is its client processes' own
-        (c,) = [c for c in out.clients if c["worker"] == w.worker]
-        assert w.cpu_user_s == c["cpu_user_s"] and w.max_rss_bytes == c["max_rss_bytes"]
+        (c,) = [c for c in out.clients if c.worker == w.worker]
+        assert w.cpu_user_s == c.cpu_user_s and w.max_rss_bytes == c.max_rss_bytes
         assert w.worker_cpu_user_s is not None and (w.worker_max_rss_bytes or 0) > 0
 
 

@@ -42,7 +42,7 @@ def test_counts_per_loop_and_client_warmup_excluded(event_loop: str) -> None:
     )
     assert out.failure is None
     assert out.ok == 2 * 3 * 500 == out.hist.count == out.requests
-    assert [c["requests"] for c in out.clients] == [1500, 1500]
+    assert [c.requests for c in out.clients] == [1500, 1500]
     # bytes counted over the measured requests only (the mock counts 10 out, 20 in per request)
     assert out.counters == {"bytes_out": 30_000, "bytes_in": 60_000}
     assert out.server_hist.count == 3000 and out.server_hist.min == out.server_hist.max == 1234

@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import time
 from array import array
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from rpcmeter.metrics.histogram import Histogram
-from rpcmeter.model import Connections, Timing
+
+if TYPE_CHECKING:  # client processes import this module: they do without the result model
+    from rpcmeter.model import Connections
 
 PARTS = ("connect", "handshake", "handshake_resumed", "request")
 _BUFFER = 4096
@@ -66,6 +69,8 @@ class ConnectionCosts:
     def document(self) -> Connections:
         """The case's ``connections``: connections opened, and per part recorded its summary
         (us) and histogram."""
+        from rpcmeter.model import Connections, Timing
+
         self.fold()
         parts = {part: Timing.of(h) for part, h in self.hists.items() if h.count}
         doc = Connections(per_request=self.per_request, opened=self.connections)

@@ -25,11 +25,12 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 import psutil
 
-from rpcmeter.model import Client, Cpu, Memory
+if TYPE_CHECKING:  # client processes import this module: they do without the result model
+    from rpcmeter.model import Client, Cpu, Memory
 
 TreeFn = Callable[[], list[psutil.Process]]
 N = TypeVar("N", int, float)
@@ -209,7 +210,9 @@ def _per_request_us(cpu_s: float | None, requests: int) -> float | None:
     return cpu_s * 1e6 / requests if cpu_s is not None and requests > 0 else None
 
 
-def _total(clients: Sequence[Client] | None, figure: Callable[[Client], N | None]) -> N | None:
+def client_total(
+    clients: Sequence[Client] | None, figure: Callable[[Client], N | None]
+) -> N | None:
     """Sum of ``figure`` over the clients; None when there are none or any is unknown."""
     values = [figure(c) for c in clients or ()]
     if not values or any(v is None for v in values):
@@ -241,12 +244,14 @@ def case_figures(
     whose CPU is None, e.g. a lost worker, makes the total unknown); ``*_cpus`` how many CPUs
     each side was given (None: unknown); ``interval_s`` the measured interval.
     """
+    from rpcmeter.model import Cpu, Memory
+
     server_user = server.user_s if server else None
     server_sys = server.sys_s if server else None
     server_total = server.total_s if server else None
-    client_user = _total(clients, lambda c: c.cpu_user_s)
-    client_sys = _total(clients, lambda c: c.cpu_sys_s)
-    client_total = (
+    client_user = client_total(clients, lambda c: c.cpu_user_s)
+    client_sys = client_total(clients, lambda c: c.cpu_sys_s)
+    client_cpu = (
         client_user + client_sys if client_user is not None and client_sys is not None else None
     )
     cpu = Cpu(
@@ -256,9 +261,9 @@ def case_figures(
         client_user_s=client_user,
         client_sys_s=client_sys,
         server_us_per_request=_per_request_us(server_total, requests),
-        client_us_per_request=_per_request_us(client_total, requests),
+        client_us_per_request=_per_request_us(client_cpu, requests),
         server_util_pct=_util_pct(server_total, interval_s, server_cpus),
-        client_util_pct=_util_pct(client_total, interval_s, client_cpus or 0.0),
+        client_util_pct=_util_pct(client_cpu, interval_s, client_cpus or 0.0),
         server_cpus_given=server_cpus if server else None,
         client_cpus_given=client_cpus if clients else None,
         server_idle_pct=percent_of_core(server_idle) if server_idle else None,
@@ -266,6 +271,6 @@ def case_figures(
     )
     memory = Memory(
         server_peak_rss_bytes=server_peak_rss,
-        client_peak_rss_bytes=_total(clients, lambda c: c.max_rss_bytes),
+        client_peak_rss_bytes=client_total(clients, lambda c: c.max_rss_bytes),
     )
     return cpu, memory

@@ -17,6 +17,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
+from rpcmeter import model
 from rpcmeter.drivers import driver_class
 from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.runners.client import client_process
@@ -264,17 +265,19 @@ def merge_results(outcome: LoadOutcome, results: dict[int, ClientReport]) -> dic
             total = outcome.schedule or dict.fromkeys(sched, 0)
             outcome.schedule = {k: total[k] + v for k, v in sched.items()}
         span = (max(t.end_ns for t in r.threads) - min(t.start_ns for t in r.threads)) / 1e9
+        client = model.Client(
+            client=i,
+            pid=r.pid,
+            requests=client_ok + sum(client_errors.values()),
+            errors=sum(client_errors.values()),
+            throughput_rps=client_ok / span if span > 0 else 0.0,
+            cpu_user_s=r.cpu_user_s,
+            cpu_sys_s=r.cpu_sys_s,
+            max_rss_bytes=r.max_rss_bytes,
+        )
+        # on a cluster, the worker that ran it
         outcome.clients.append(
-            {
-                "client": i,
-                "pid": r.pid,
-                "requests": client_ok + sum(client_errors.values()),
-                "errors": sum(client_errors.values()),
-                "throughput_rps": client_ok / span if span > 0 else 0.0,
-                "cpu_user_s": r.cpu_user_s,
-                "cpu_sys_s": r.cpu_sys_s,
-                "max_rss_bytes": r.max_rss_bytes,
-            }
+            client.model_copy(update={"worker": r.worker}) if r.worker else client
         )
     if starts:
         outcome.start_ns = min(starts)

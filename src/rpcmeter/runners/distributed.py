@@ -41,12 +41,14 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO, Any
 
 from rpcmeter import model
 from rpcmeter.errors import ClusterError
 from rpcmeter.metrics.histogram import Histogram
+from rpcmeter.metrics.resources import N, client_total
 from rpcmeter.runners import client_process
 from rpcmeter.runners.closed_loop import merge_results
 from rpcmeter.runners.recording import ClientReport, LoadOutcome
@@ -542,9 +544,7 @@ def _per_worker(
     A worker's client CPU and peak memory are its client processes' own, summed (unknown when
     one of them did not report); the Dask worker process's own, over the whole case, are kept
     beside them as ``worker_*``."""
-    by_client = {entry["client"]: entry for entry in outcome.clients}
-    for c, entry in by_client.items():
-        entry["worker"] = results[c].worker
+    by_client = {entry.client: entry for entry in outcome.clients}
     host_spans: dict[str, tuple[int, int]] = {}
     for addr in sorted(set(assign.values())):
         mine = [c for c in sorted(assign) if assign[c] == addr]
@@ -558,7 +558,7 @@ def _per_worker(
             lo, hi = host_spans.get(host, (start, end))
             host_spans[host] = (min(lo, start), max(hi, end))
         span = (end - start) / 1e9
-        ok = sum(by_client[c]["requests"] - by_client[c]["errors"] for c in done)
+        ok = sum((by_client[c].requests or 0) - (by_client[c].errors or 0) for c in done)
         u0, u1 = usage0.get(addr), usage1.get(addr)
         gone = [c for c in mine if c in lost]
         reason = (
@@ -575,14 +575,14 @@ def _per_worker(
                 status="lost" if gone else "ok",
                 reason=reason,
                 clients=mine,
-                requests=sum(by_client[c]["requests"] for c in done),
+                requests=sum(by_client[c].requests or 0 for c in done),
                 ok=ok,
-                errors=sum(by_client[c]["errors"] for c in done),
+                errors=sum(by_client[c].errors or 0 for c in done),
                 wall_s=span,
                 throughput_rps=ok / span if span > 0 else 0.0,
-                cpu_user_s=_client_sum(by_client, mine, done, "cpu_user_s"),
-                cpu_sys_s=_client_sum(by_client, mine, done, "cpu_sys_s"),
-                max_rss_bytes=_client_sum(by_client, mine, done, "max_rss_bytes"),
+                cpu_user_s=_client_sum(by_client, mine, done, lambda e: e.cpu_user_s),
+                cpu_sys_s=_client_sum(by_client, mine, done, lambda e: e.cpu_sys_s),
+                max_rss_bytes=_client_sum(by_client, mine, done, lambda e: e.max_rss_bytes),
                 worker_cpu_user_s=u1[0] - u0[0] if u0 and u1 else None,
                 worker_cpu_sys_s=u1[1] - u0[1] if u0 and u1 else None,
                 worker_max_rss_bytes=u1[2] if u1 else None,
@@ -597,12 +597,15 @@ def _per_worker(
 
 
 def _client_sum(
-    by_client: dict[int, dict[str, Any]], mine: list[int], done: list[int], key: str
-) -> Any:
-    """The sum of ``key`` over a worker's client processes; None when one did not report."""
-    if len(done) < len(mine) or any(by_client[c][key] is None for c in done):
+    by_client: dict[int | None, model.Client],
+    mine: list[int],
+    done: list[int],
+    figure: Callable[[model.Client], N | None],
+) -> N | None:
+    """The sum of ``figure`` over a worker's client processes; None when one did not report."""
+    if len(done) < len(mine):
         return None
-    return sum(by_client[c][key] for c in done)
+    return client_total([by_client[c] for c in done], figure)
 
 
 def load_spread(workers: list[model.Worker]) -> model.Spread:

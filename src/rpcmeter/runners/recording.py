@@ -218,7 +218,7 @@ class LoadOutcome(Tally):
     the driver's counters, the open-loop schedule's totals and why the run failed, if it did."""
 
     wall_s: float = 0.0
-    clients: list[dict[str, Any]] = field(default_factory=list)
+    clients: list[model.Client] = field(default_factory=list)
     counters: dict[str, int] = field(default_factory=dict)
     failure: str | None = None
     client_pids: list[int] = field(default_factory=list)
