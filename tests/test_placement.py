@@ -60,7 +60,7 @@ def test_format_cpus() -> None:
 def test_quota_disabled_is_recorded() -> None:
     quotas = apply_quotas(Cpus([0], [1], 1.0, None), enabled=False)
     assert quotas.server is None
-    assert quotas.as_dict()["cgroup_notes"] == [
+    assert quotas.recorded(model.Placement()).cgroup_notes == [
         "server CPU quota not applied: resources.cgroup is false"
     ]
     assert apply_quotas(Cpus([0], [1])).notes == []  # lists ask for no quota
@@ -90,7 +90,7 @@ def test_cgroup_quota_limits_a_spinning_process() -> None:
 
 def test_the_placement_shown_is_the_one_applied_for_each_target_kind() -> None:
     from rpcmeter.execute import placement_doc
-    from rpcmeter.placement import Cpus, resolve
+    from rpcmeter.placement import resolve
     from rpcmeter.reporters.terminal import placement_phrase
 
     def placed(raw: dict[str, Any]) -> dict[str, Any]:
@@ -124,7 +124,13 @@ def test_the_placement_shown_is_the_one_applied_for_each_target_kind() -> None:
     mixed = placed(
         {**rpyc, "variants": {"here": {}, "far": {"address": "127.0.0.1:1"}}, **two_cpus}
     )
-    assert mixed["by_variant"]["far"] == {"target": "remote", **Cpus(None, [1]).as_dict()}
+    assert mixed["by_variant"]["far"] == {
+        "target": "remote",
+        "server_cpus": None,
+        "client_cpus": [1],
+        "server_quota_cpus": None,
+        "client_quota_cpus": None,
+    }
     assert placement_phrase(model.Placement.model_validate(mixed)) == (
         "server CPUs [0], client CPUs [1]; far: remote server, client CPUs [1]"
     )

@@ -88,15 +88,15 @@ def placement_doc(
     """The run's placement as applied: the first variant's, and ``by_variant`` (each variant's,
     with its ``target`` kind) when the variants' target kinds place them differently."""
     by_variant = {
-        v: {"target": target_kind(suite, v), **applied_cpus(suite, v, cpus).as_dict()}
+        v: applied_cpus(suite, v, cpus).applied(target=target_kind(suite, v))
         for v in suite.variants
     }
     first = next(iter(by_variant.values()))
-    doc = {**first, **(quotas.as_dict() if quotas else {})}
-    placed = [{k: v for k, v in p.items() if k != "target"} for p in by_variant.values()]
+    doc = quotas.recorded(first) if quotas else first
+    placed = [p.model_copy(update={"target": None}) for p in by_variant.values()]
     if any(p != placed[0] for p in placed):  # a command client is placed as a server case
-        doc["by_variant"] = by_variant
-    return model.Placement.model_validate(doc)
+        doc = doc.model_copy(update={"by_variant": by_variant})
+    return doc
 
 
 def new_result(

@@ -285,8 +285,17 @@ class Spread(Part):
     min_max_ratio: float | None = None
 
 
+class Cgroup(Part):
+    """A cgroup a side of the run was placed in (its CPU quota; None: it only tracks processes)."""
+
+    path: str | None = None
+    version: int | None = None
+    cpus: float | None = None
+
+
 class Placement(Part):
-    """CPUs as applied: a case's, or the run's (with its target kind, quotas and cgroups)."""
+    """CPUs as applied: a case's, or the run's (with its target kind, quotas and cgroups, and
+    each variant's where the variants are placed differently)."""
 
     target: str | None = None
     server_cpus: list[int] | None = None
@@ -294,6 +303,10 @@ class Placement(Part):
     server_quota_cpus: float | None = None
     client_quota_cpus: float | None = None
     notes: list[str] | None = None
+    server_cgroup: Cgroup | None = None
+    client_cgroup: Cgroup | None = None
+    cgroup_notes: list[str] | None = None
+    by_variant: dict[str, Placement] | None = None
 
 
 class Run(Part):

@@ -22,10 +22,13 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rpcmeter.errors import SuiteError
 from rpcmeter.suite_model import Placement
+
+if TYPE_CHECKING:
+    from rpcmeter import model
 
 PERIOD_US = 100_000
 
@@ -39,13 +42,17 @@ class Cpus:
     server_quota: float | None = None  # CPUs of run time, when the placement was a count
     client_quota: float | None = None
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "server_cpus": self.server,
-            "client_cpus": self.client,
-            "server_quota_cpus": self.server_quota,
-            "client_quota_cpus": self.client_quota,
-        }
+    def applied(self, **more: Any) -> model.Placement:
+        """This placement as the result records it (``more``: its other fields, ``target``)."""
+        from rpcmeter import model  # not in client processes, which never record
+
+        return model.Placement(
+            **more,
+            server_cpus=self.server,
+            client_cpus=self.client,
+            server_quota_cpus=self.server_quota,
+            client_quota_cpus=self.client_quota,
+        )
 
 
 def applied(cpus: Cpus, target: str, explicit_server: bool) -> Cpus:
@@ -61,20 +68,18 @@ def applied(cpus: Cpus, target: str, explicit_server: bool) -> Cpus:
     return cpus
 
 
-def describe(placement: dict[str, Any]) -> str:
+def describe(placement: model.Placement) -> str:
     """One phrase for a placement as :func:`applied` gives it (with its ``target``)."""
 
-    def cpus(key: str) -> str:
-        value = placement.get(key)
+    def cpus(value: list[int] | None) -> str:
         return str(value) if value else "any"
 
-    target = placement.get("target", "server")
+    target = placement.target or "server"
+    pinned = placement.server_cpus
     if target == "command":
-        return "commands " + (
-            f"on CPUs {placement['server_cpus']}" if placement.get("server_cpus") else "unpinned"
-        )
-    server = "remote server" if target == "remote" else f"server CPUs {cpus('server_cpus')}"
-    return f"{server}, client CPUs {cpus('client_cpus')}"
+        return "commands " + (f"on CPUs {pinned}" if pinned else "unpinned")
+    server = "remote server" if target == "remote" else f"server CPUs {cpus(pinned)}"
+    return f"{server}, client CPUs {cpus(placement.client_cpus)}"
 
 
 def available_cpus() -> list[int]:
@@ -210,8 +215,10 @@ class Cgroup:
         with contextlib.suppress(OSError):
             self.path.rmdir()
 
-    def describe(self) -> dict[str, Any]:
-        return {"path": str(self.path), "version": self.version, "cpus": self.cpus}
+    def describe(self) -> model.Cgroup:
+        from rpcmeter import model
+
+        return model.Cgroup(path=str(self.path), version=self.version, cpus=self.cpus)
 
 
 def create_cgroup(name: str, cpus: float) -> tuple[Cgroup | None, str]:
@@ -302,12 +309,15 @@ class CpuQuotas:
     client: Cgroup | None = None
     notes: list[str] = field(default_factory=list)
 
-    def as_dict(self) -> dict[str, Any]:
-        return {
-            "server_cgroup": self.server.describe() if self.server else None,
-            "client_cgroup": self.client.describe() if self.client else None,
-            "cgroup_notes": list(self.notes),
-        }
+    def recorded(self, placement: model.Placement) -> model.Placement:
+        """``placement`` with these cgroups and their notes."""
+        return placement.model_copy(
+            update={
+                "server_cgroup": self.server.describe() if self.server else None,
+                "client_cgroup": self.client.describe() if self.client else None,
+                "cgroup_notes": list(self.notes),
+            }
+        )
 
     def close(self) -> None:
         for group in (self.server, self.client):

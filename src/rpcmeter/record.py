@@ -48,7 +48,7 @@ class CaseRecord:
             "reason": None,
             "started_at": now_iso(),
             "endpoint": None,
-            "placement": model.Placement(**cpus.as_dict()),
+            "placement": cpus.applied(),
             "requests": 0,
             "ok": 0,
             "errors": {},

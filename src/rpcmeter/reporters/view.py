@@ -365,11 +365,9 @@ def _given(part: Part, field: str) -> object:
 
 def placement_phrase(placement: Placement) -> str:
     """The placement as applied: one phrase, and each variant placed otherwise after it."""
-    doc = placement.dump()
-    phrase = describe_placement(doc)
-    by_variant = doc.get("by_variant")
-    for name, own in (by_variant if isinstance(by_variant, dict) else {}).items():
-        if isinstance(own, dict) and describe_placement(own) != phrase:
+    phrase = describe_placement(placement)
+    for name, own in (placement.by_variant or {}).items():
+        if describe_placement(own) != phrase:
             phrase += f"; {name}: {describe_placement(own)}"
     return phrase
 
