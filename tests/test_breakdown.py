@@ -9,11 +9,12 @@ from typing import Any
 import numpy as np
 import pytest
 
-from rpcmeter.breakdown import breakdown, warnings_for
+from rpcmeter.breakdown import breakdown, floor, warnings_for
 from rpcmeter.execute import run_suite
 from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.model import Breakdown
 from rpcmeter.reporters.terminal import render
+from rpcmeter.runners.recording import LoadOutcome
 from rpcmeter.suite import build_suite
 from tests.drivers.streams import run_cases
 from tests.support.marks import timing_sensitive
@@ -372,3 +373,21 @@ def test_a_server_sending_no_queue_time_gives_unknown_not_zero(server: str) -> N
     b = case["breakdown"]
     assert b["queue_us"] is None and b["server_us"]["count"] == case["ok"] > 0
     assert b["overhead_us"] is not None
+
+
+def test_the_round_trip_is_the_no_op_less_what_its_server_reported() -> None:
+    """A no-op request waits after it arrives too (the server wakes up and reads it): that wait
+    is in the case's queue column, so the round trip leaves it out, and the four parts add up
+    without counting it twice. Without server times for every no-op, the latencies as they are."""
+    timed = LoadOutcome()
+    for latency, app, queue in [(100_000, 2_000, 30_000), (120_000, 2_000, 40_000)]:
+        timed.hist.record(latency)
+        timed.net_hist.record(latency - app - queue)
+    assert floor(timed) is timed.net_hist
+    assert floor(timed).percentile(50) < 80_000  # not the latencies' 100-120 us
+    partly = LoadOutcome()
+    for latency in (100_000, 120_000):
+        partly.hist.record(latency)
+    partly.net_hist.record(68_000)
+    assert floor(partly) is partly.hist
+    assert floor(LoadOutcome()).count == 0

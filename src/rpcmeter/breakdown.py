@@ -13,7 +13,9 @@ where ``latency`` is what the client measured, ``queue`` and ``server compute`` 
 reported for that very request (:mod:`rpcmeter.servers.timing`: how long it waited after it had
 fully arrived, and how long it was handled), and ``round trip`` the median of the round-trip
 requests before and after (the floor: a busy machine's stalls move a mean of a few hundred
-requests far more than the case's). The runner keeps ``latency - compute - queue`` of every
+requests far more than the case's), each less the times the server reported for it: a no-op
+request waits too after it arrives (the server wakes up and reads it), and that wait is counted
+in the case's queue, so it must not be counted in the round trip as well (:func:`floor`). The runner keeps ``latency - compute - queue`` of every
 request, so the overhead's spread and percentiles are those of the per-request differences (less
 the one round-trip median), not a guess from separate spreads. In means:
 ``latency = round trip p50 + queue + compute + overhead``. A server that reports no queue time leaves
@@ -121,6 +123,15 @@ def breakdown(
     )
 
 
+def floor(outcome: LoadOutcome) -> Histogram:
+    """The round trip of no-op requests: their latencies less the times the server reported
+    for each (its wait after the request arrived, its wakeup and reading among them, and its
+    handling), which the case's queue and compute columns count; their latencies as they are
+    when the server reported no times for some of them."""
+    net = outcome.net_hist
+    return net if net.count and net.count == outcome.hist.count else outcome.hist
+
+
 class RoundTrip:
     """The round trip of one case: ``spec`` (noop requests from one loop on one connection) run
     by ``run`` before and after the case (:meth:`measure`)."""
@@ -136,7 +147,7 @@ class RoundTrip:
         outcome = self.run(self.spec)
         if outcome.failure or not outcome.hist.count:
             return f"round trip (noop, {when} the case) failed: {outcome.failure or 'no replies'}"
-        (self.before if when == "before" else self.after).merge(outcome.hist)
+        (self.before if when == "before" else self.after).merge(floor(outcome))
         return None
 
     def breakdown(self, outcome: LoadOutcome) -> Breakdown:
