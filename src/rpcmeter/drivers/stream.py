@@ -106,7 +106,7 @@ class StreamConnection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = cast(asyncio.Transport, transport)  # uvloop's are not subclasses
         self.write = self.transport.write
-        self.loop = self.loop or asyncio.get_running_loop()
+        self.loop = self.loop or _running_loop()
 
     def _not_connected(self, data: bytes) -> None:
         raise ConnectionError("not connected")
