@@ -6,8 +6,12 @@
   their ratio.
 - ``sleep``: a server that sleeps exactly 1 ms per request (a raw-frame server spinning on the
   clock, :data:`EXACT_SLEEP_SERVER`) at one loop on one connection, with ``[breakdown]``: the
-  latency must come out at 1 ms + the round trip within 2 %. Prints the median latency, the round
-  trip's median, the server-reported handling time and the difference.
+  latency must come out at 1 ms + the round trip within 2 %. Placement ``auto`` and ``none``, and
+  clients that wait for replies by sleeping (``load.wait = "block"``) and by polling
+  (``"spin"``), alternating (``--wait`` picks; ``--io`` the raw driver's client path). Prints
+  the median latency, the round trip's median (a no-op request at one loop), and the difference;
+  first what one poll of a spinning client costs here (an idle event loop's iterations per
+  second with ``rpcmeter.runners.event_loop.Spin``, a blocking client's zero-timeout polls).
 - ``wakeups``: why the ``sleep`` check comes out above 1 ms + the round trip on a virtual
   machine, with no rpcmeter code in the path: a bare client and a bare server (one connection,
   blocking reads, kernel receive timestamps on both ends, pinned to different CPUs as rpcmeter
@@ -20,14 +24,17 @@
   off and on, alternating; prints requests/s and server CPU per request of each, and the ratio.
 
     python benchmarks/breakdown_checks.py [hyperfine|sleep|wakeups|profile ...] [--rounds 3]
+        [--wait block,spin] [--io auto|event|blocking]
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import math
 import os
+import select
 import shutil
 import socket
 import statistics
@@ -36,10 +43,12 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from rpcmeter.execute import RunOptions, run_suite
+from rpcmeter.runners.event_loop import Spin, new_event_loop
 from rpcmeter.suite import build_suite
 
 COMMANDS = {
@@ -137,7 +146,7 @@ while True:
 """
 
 
-def _sleep_case(placement: str) -> tuple[float, float, float, float]:
+def _sleep_case(placement: str, wait: str, io: str) -> tuple[float, float, float, float]:
     """Latency p50, round trip p50 (before, after) of the 1 ms server at one loop (us)."""
     suite = build_suite(
         {
@@ -146,8 +155,15 @@ def _sleep_case(placement: str) -> tuple[float, float, float, float]:
                 "driver": "raw",
                 "transport": "tcp",
                 "server": {"command": ["{python}", "-c", EXACT_SLEEP_SERVER, "{port}"]},
+                "options": {"io": io},
             },
-            "load": {"requests": 1000, "warmup": 20, "threads": 1, "connections": 1},
+            "load": {
+                "requests": 1000,
+                "warmup": 20,
+                "threads": 1,
+                "connections": 1,
+                "wait": wait,
+            },
             "workloads": {"sleep": {"ms": 1}},
             "breakdown": {"rtt_requests": 500},
             "placement": {"server_cpus": placement, "client_cpus": placement},
@@ -162,19 +178,53 @@ def _sleep_case(placement: str) -> tuple[float, float, float, float]:
     return p50, rtt_p50, before, after
 
 
-def check_sleep(rounds: int) -> None:
+def spin_poll_us(seconds: float = 0.3) -> tuple[float, float]:
+    """Microseconds per poll of a spinning client with nothing to read: an event loop kept
+    polling by :class:`~rpcmeter.runners.event_loop.Spin`, and a blocking client's zero-timeout
+    ``poll`` of an idle socket (:func:`~rpcmeter.drivers.raw.polling_recv`'s loop)."""
+    loop = new_event_loop()
+    try:
+        spin = Spin(loop)
+        t0 = time.perf_counter()
+        loop.run_until_complete(asyncio.sleep(seconds))
+        event_us = (time.perf_counter() - t0) / max(spin.polls, 1) * 1e6
+        spin.stop()
+        loop.run_until_complete(asyncio.sleep(0))
+    finally:
+        loop.close()
+    a, b = socket.socketpair()
+    with a, b:
+        poller = select.poll()
+        poller.register(a, select.POLLIN)
+        n = 0
+        t0 = time.perf_counter()
+        until = t0 + seconds
+        while not poller.poll(0) and time.perf_counter() < until:
+            n += 1
+        blocking_us = (time.perf_counter() - t0) / max(n, 1) * 1e6
+    return event_us, blocking_us
+
+
+def check_sleep(rounds: int, waits: list[str], io: str) -> None:
+    event_us, blocking_us = spin_poll_us()
+    print(
+        f"one poll of a spinning client with nothing to read: event loop {event_us:.2f} us, "
+        f"blocking socket {blocking_us:.2f} us"
+    )
     print(
         "a server sleeping exactly 1 ms, one loop: latency against 1 ms + round trip (medians); "
-        "placement auto (server and client on different CPUs) and none, alternating"
+        f"placement auto (server and client on different CPUs) and none, client io {io}, waiting "
+        f"{' and '.join(waits)}, alternating"
     )
     for _ in range(rounds):
         for placement in ("auto", "none"):
-            latency, rtt, before, after = _sleep_case(placement)
-            print(
-                f"  {placement:4}  latency p50 {latency:7.1f} us, round trip p50 {rtt:6.1f} us "
-                f"(before {before:5.1f}, after {after:5.1f}): "
-                f"{latency / (1000.0 + rtt) - 1:+.2%} from 1 ms + round trip"
-            )
+            for wait in waits:
+                latency, rtt, before, after = _sleep_case(placement, wait, io)
+                print(
+                    f"  {placement:4} {wait:5}  latency p50 {latency:7.1f} us, round trip p50 "
+                    f"{rtt:6.1f} us (before {before:5.1f}, after {after:5.1f}): "
+                    f"{latency / (1000.0 + rtt) - 1:+.2%} from 1 ms + round trip"
+                )
 
 
 # The ``wakeups`` check's server: answers ``n`` at once and ``s`` after exactly 1 ms (0.7 ms
@@ -298,14 +348,32 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("checks", nargs="*", default=["hyperfine", "sleep", "wakeups", "profile"])
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument(
+        "--wait",
+        default="block,spin",
+        help='sleep: how the client waits for replies, comma-separated (load.wait: "block", '
+        '"spin"; default both, alternating)',
+    )
+    p.add_argument(
+        "--io",
+        choices=("auto", "event", "blocking"),
+        default="auto",
+        help="sleep: the raw driver's client path (options.io; auto: blocking at one loop)",
+    )
     args = p.parse_args()
+    waits = args.wait.split(",")
+    if any(w not in ("block", "spin") for w in waits):
+        p.error(f"--wait: expected block, spin or both comma-separated, got {args.wait!r}")
+    checks: dict[str, Callable[[int], None]] = {
+        "hyperfine": check_hyperfine,
+        "sleep": lambda rounds: check_sleep(rounds, waits, args.io),
+        "wakeups": check_wakeups,
+        "profile": check_profile,
+    }
     for check in args.checks:
-        checks = {
-            "hyperfine": check_hyperfine,
-            "sleep": check_sleep,
-            "wakeups": check_wakeups,
-            "profile": check_profile,
-        }
+        if check not in checks:
+            p.error(f"unknown check {check!r} (checks: {', '.join(checks)})")
+    for check in args.checks:
         checks[check](args.rounds)
 
 

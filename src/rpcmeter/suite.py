@@ -333,6 +333,7 @@ def _check_semantics(suite: Suite, where: str) -> None:
     for vname in suite.variants:  # a command client's options go to the target's server
         _check_option_keys(suite, vname, drivers[suite.server_driver_of(vname)], where)
     _check_tls(suite, drivers, where)
+    _check_wait(suite, drivers, where)
     if suite.load.mode == "open":
         closed = no_open_loop(drivers.values())
         if closed:
@@ -425,6 +426,25 @@ def _check_tls(suite: Suite, drivers: dict[str, type[Driver]], where: str) -> No
             raise SuiteError(
                 f"{where}: load.reuse: driver {driver.name!r} cannot open a connection per "
                 "request (reuse = false)"
+            )
+
+
+def _check_wait(suite: Suite, drivers: dict[str, type[Driver]], where: str) -> None:
+    """``load.wait = "spin"`` only for drivers whose clients can poll without sleeping."""
+    waits = {
+        suite.load.wait,
+        *[w.load_overrides().get("wait", "block") for w in suite.workloads.values()],
+        *suite.matrix.get("wait", []),
+    }
+    if "spin" not in waits:
+        return
+    for vname, v in suite.variants.items():
+        driver = drivers[suite.driver_of(vname)]
+        problem = driver.spin_problem({**suite.target.options, **v.options})
+        if problem is not None:
+            raise SuiteError(
+                f"{where}: load.wait: driver {driver.name!r} cannot poll without sleeping (wait = "
+                f'"spin"): {problem}'
             )
 
 

@@ -221,7 +221,13 @@ class Load(_Model):
     (:mod:`rpcmeter.runners.open_loop`).
 
     ``reuse = false`` opens a connection per request instead of keeping ``connections`` open
-    (drivers that can: ``Driver.connection_per_request``)."""
+    (drivers that can: ``Driver.connection_per_request``).
+
+    ``wait = "spin"`` has every client poll for replies without sleeping (an event loop polling
+    with a zero timeout, a blocking loop polling its socket) instead of sleeping in the kernel
+    until they come (``"block"``, the default): the client's own wakeup leaves the latency, and
+    the client's CPU figure includes the polling (a whole core per client process). Drivers that
+    can: ``Driver.spins``."""
 
     mode: Literal["closed", "open"] = "closed"
     clients: int = Field(1, ge=1, le=1024)
@@ -238,6 +244,7 @@ class Load(_Model):
     late_ms: float = Field(1.0, ge=0)
     max_lag_ms: float | None = Field(None, gt=0)
     reuse: bool = True  # false: a new connection (connect, handshake) for every request
+    wait: Literal["block", "spin"] = "block"  # how a client waits for replies
 
     @model_validator(mode="after")
     def _concurrency(self) -> Load:

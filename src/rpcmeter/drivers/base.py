@@ -89,6 +89,7 @@ class DriverContext:
     threads: int = 1  # concurrent closed loops in this client (load.concurrency or load.threads)
     connections: int = 1  # connections this client opens; loops share them round-robin
     reuse: bool = True  # False: a new connection for every request (load.reuse)
+    wait: str = "block"  # "spin": poll for replies without sleeping (load.wait)
     env: Mapping[str, str] = field(default_factory=dict)  # set in the client before connecting
     tls: ClientTls | None = None  # TLS to the server (rpcmeter.tls); None: cleartext
 
@@ -134,6 +135,7 @@ class Driver(ABC):
     fatal_errors: ClassVar[tuple[type[BaseException], ...]] = (OSError, EOFError)
     tls: ClassVar[bool] = False  # speaks TLS when the context carries it (rpcmeter.tls)
     connection_per_request: ClassVar[bool] = False  # load.reuse = false
+    spins: ClassVar[bool] = False  # load.wait = "spin" (see also :meth:`spin_problem`)
 
     def __init__(self, ctx: DriverContext) -> None:
         self.ctx = ctx
@@ -162,6 +164,14 @@ class Driver(ABC):
         """Checks of a suite this driver needs beyond the model's (raise SuiteError)."""
 
     @classmethod
+    def spin_problem(cls, options: Mapping[str, Any]) -> str | None:
+        """Why a client of this driver with target options ``options`` cannot poll without
+        sleeping (``load.wait = "spin"``); None when it can."""
+        if cls.spins:
+            return None
+        return "it waits inside calls rpcmeter does not control"
+
+    @classmethod
     def server_command(cls, endpoint: Endpoint, options: Mapping[str, Any]) -> list[str]:
         """Command line of the built-in reference server for this driver."""
         import json
@@ -183,6 +193,8 @@ class EventDriver(Driver):
     One that also has a blocking client path implements :meth:`connect` and :meth:`caller` too
     and returns False from :meth:`uses_event_loop` when its options ask for that path; the
     runner then drives it with thread loops like any other driver."""
+
+    spins: ClassVar[bool] = True  # the event loop polls with a zero timeout (load.wait = "spin")
 
     def uses_event_loop(self) -> bool:
         return True

@@ -178,6 +178,12 @@ class GrpcDriver(EventDriver):
                     "skip verification: give the server's CA as ca_file"
                 )
 
+    @classmethod
+    def spin_problem(cls, options: Mapping[str, Any]) -> str | None:
+        if options.get("client", "h2") == "grpcio":
+            return 'its grpcio client (options.client = "grpcio") waits in grpc\'s own threads'
+        return None
+
     def credentials(self) -> tuple[grpc.ChannelCredentials | None, list[tuple[str, Any]]]:
         """The channel credentials and options of ``ctx.tls`` (None: cleartext)."""
         tls = self.ctx.tls

@@ -17,11 +17,14 @@ requests/s with eight). A reply with a non-zero status counts as an error of kin
 
 With ``tls`` (:mod:`rpcmeter.tls`) the frames travel over TLS on either path (connect and
 handshake timed); ``load.reuse = false`` (a connection per request) uses the event loop.
+``load.wait = "spin"`` on the blocking path polls the socket with a zero timeout until the reply
+is there (:func:`polling_recv`) instead of sleeping in ``recv``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import select
 import socket
 import threading
 import time
@@ -127,6 +130,33 @@ def read_reply(recv: Callable[[int], bytes]) -> tuple[bytes, int, int]:
     return frame, status, server_ns
 
 
+def polling_recv(sock: socket.socket) -> Callable[[int], bytes]:
+    """``sock.recv`` that first polls the socket with a zero timeout until it is readable (or,
+    over TLS, holds decrypted bytes) instead of sleeping in the kernel (``load.wait = "spin"``).
+    A hang-up or an error makes it readable: ``recv`` then reports it as it would."""
+    poller = select.poll()
+    poller.register(sock, select.POLLIN)
+    ready = poller.poll
+    recv = sock.recv
+    pending: Callable[[], int] | None = getattr(sock, "pending", None)  # an SSLSocket's
+
+    def spin_recv(n: int) -> bytes:
+        while not ready(0):
+            pass
+        return recv(n)
+
+    if pending is None:
+        return spin_recv
+    decrypted = pending
+
+    def spin_recv_tls(n: int) -> bytes:
+        while not ready(0) and not decrypted():
+            pass
+        return recv(n)
+
+    return spin_recv_tls
+
+
 class RawDriver(StreamDriver):
     name: ClassVar[str] = "raw"
     builtin_server: ClassVar[str | None] = "rpcmeter.servers.raw_server"
@@ -192,7 +222,8 @@ class RawDriver(StreamDriver):
         expect = expected_reply(self.ctx.workload, body) if self.ctx.validate else None
         traffic = [0, 0]
         self.traffic.append(traffic)
-        send, recv = sock.sendall, sock.recv
+        send = sock.sendall
+        recv = polling_recv(sock) if self.ctx.wait == "spin" else sock.recv
 
         def exchange() -> ServerTime:
             send(data)

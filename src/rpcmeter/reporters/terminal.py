@@ -147,6 +147,8 @@ def render(value: View | Result, width: int = 120, color: bool = False) -> str:
     console.print(_text(run.environment_line, "dim"))
     for line in view.tls_lines:
         console.print(_text(line, "yellow"))
+    for line in view.wait_lines:
+        console.print(_text(line, "dim"))
 
     def table(grid: Grid | None) -> None:
         if grid is not None:

@@ -177,6 +177,7 @@ class View:
     problems: tuple[Problem, ...]
     warnings: tuple[str, ...]
     tls_lines: tuple[str, ...]
+    wait_lines: tuple[str, ...]
     spread_lines: tuple[str, ...]
     cases: tuple[CaseFigures, ...]
     result: Result
@@ -285,6 +286,7 @@ def build(result: Result) -> View:
         problems=tuple(_problems(result)),
         warnings=tuple(result.warnings),
         tls_lines=tuple(tls_lines(result)),
+        wait_lines=tuple(wait_lines(result)),
         spread_lines=tuple(spread_lines(result)),
         cases=tuple(
             CaseFigures(
@@ -379,6 +381,27 @@ def tls_lines(result: Result) -> list[str]:
     if not off:
         return []
     return [f"TLS certificate verification OFF (tls.verify = false): {', '.join(off)}"]
+
+
+def wait_lines(result: Result) -> list[str]:
+    """One line when clients polled for replies without sleeping (``wait = "spin"`` in the
+    suite's load, a workload's or the matrix): where it was set, and that the client CPU of those
+    cases includes the polling."""
+    suite = result.suite
+    where = ["load"] if suite.load.get("wait") == "spin" else []
+    where += [
+        f"workload {name}"
+        for name, w in suite.workloads.items()
+        if isinstance(w, dict) and w.get("wait") == "spin"
+    ]
+    if "spin" in suite.matrix.get("wait", []):
+        where.append("matrix")
+    if not where:
+        return []
+    return [
+        f'clients poll for replies without sleeping (wait = "spin" in {", ".join(where)}): '
+        "their client CPU includes the polling, about a core per client process"
+    ]
 
 
 def spread_lines(result: Result) -> list[str]:

@@ -85,6 +85,7 @@ class LoadSpec:
                 threads=load.concurrency or load.threads,
                 connections=load.connections,
                 reuse=load.reuse,
+                wait=load.wait,
                 env=suite.env_of(case.variant),
                 tls=tls,
             ),

@@ -1,0 +1,197 @@
+"""``load.wait = "spin"``: clients that poll for replies without sleeping. Real runs against the
+built-in servers (counts, the setting recorded and reported, the CPU the polling takes) and the
+suite checks of the setting."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rpcmeter.drivers.raw import polling_recv
+from rpcmeter.errors import SuiteError
+from rpcmeter.execute import RunOptions, run_suite
+from rpcmeter.model import Case, Result
+from rpcmeter.reporters.terminal import render
+from rpcmeter.runners.event_loop import Spin, new_event_loop
+from rpcmeter.suite import build_suite
+from tests.support.marks import timing_sensitive
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def run(tmp_path: Path, driver: str, load: dict[str, Any], **suite: Any) -> Result:
+    raw: dict[str, Any] = {
+        "name": "spin",
+        "target": {"driver": driver, "transport": "tcp", **suite.pop("target", {})},
+        "load": {"warmup": 5, **load},
+        "resources": {"idle_s": 0},
+        **suite,
+    }
+    return run_suite(build_suite(raw), RunOptions(output=tmp_path / "r.json"))
+
+
+def test_closed_loop_http_spinning_counts_every_request_and_records_the_setting(
+    tmp_path: Path,
+) -> None:
+    result = run(
+        tmp_path,
+        "http",
+        {"requests": 300, "threads": 3, "connections": 2, "clients": 2, "wait": "spin"},
+        workloads={"echo": {"kind": "echo", "request_bytes": 64}},
+        validate=True,
+    )
+    [case] = result.cases
+    assert case.status == "ok", case.reason
+    assert case.ok == case.requests == 2 * 3 * 300 and not case.errors
+    assert case.histogram is not None and case.histogram.count == 1800
+    assert [c.requests for c in case.clients] == [900, 900]
+    assert result.suite.load["wait"] == "spin"
+    text = render(result, width=200)
+    assert 'clients poll for replies without sleeping (wait = "spin" in load)' in text
+    blocking = run(tmp_path, "http", {"requests": 50}, workloads={"noop": {}})
+    assert blocking.suite.load["wait"] == "block"
+    assert "poll for replies" not in render(blocking, width=200)
+
+
+def _sleeping_case(tmp_path: Path, driver: str, wait: str, **target: Any) -> Case:
+    """20 requests to a server sleeping 20 ms each, one loop."""
+    result = run(
+        tmp_path,
+        driver,
+        {"requests": 20, "warmup": 2, "wait": wait},
+        workloads={"sleep": {"ms": 20}},
+        target=target,
+    )
+    [case] = result.cases
+    assert case.status == "ok", case.reason
+    assert case.ok == 20
+    return case
+
+
+def _client_busy(case: Case) -> float:
+    """The client's CPU seconds over the measured interval's wall seconds."""
+    cpu = case.cpu
+    assert cpu.client_user_s is not None and cpu.client_sys_s is not None and case.wall_s
+    return (cpu.client_user_s + cpu.client_sys_s) / case.wall_s
+
+
+@timing_sensitive
+@pytest.mark.parametrize(
+    ("driver", "target"),
+    [("http", {}), ("raw", {"options": {"io": "blocking"}}), ("raw", {"options": {"io": "event"}})],
+    ids=["http", "raw-blocking", "raw-event"],
+)
+def test_a_spinning_client_keeps_its_cpu_busy_while_the_server_sleeps(
+    tmp_path: Path, driver: str, target: dict[str, Any]
+) -> None:
+    # the server sleeps 20 ms a request: a client asleep in the kernel uses next to no CPU (well
+    # under 1 % of the wall time), a polling one all of a CPU it gets (on a CPU shared with other
+    # work, a good part of it); loose bounds, far from either
+    spinning = _client_busy(_sleeping_case(tmp_path, driver, "spin", **target))
+    blocking = _client_busy(_sleeping_case(tmp_path, driver, "block", **target))
+    assert blocking < 0.05
+    assert spinning > max(0.15, 5 * blocking)
+
+
+def test_open_loop_spinning_sends_every_slot(tmp_path: Path) -> None:
+    result = run(
+        tmp_path,
+        "http",
+        {"mode": "open", "rate": 400, "requests": 200, "wait": "spin"},
+        workloads={"noop": {}},
+    )
+    [case] = result.cases
+    assert case.status == "ok", case.reason
+    assert case.ok == case.requests == 200
+
+
+def test_spin_polls_until_stopped_and_then_lets_the_loop_sleep() -> None:
+    loop = new_event_loop()
+    try:
+        spin = Spin(loop)
+        loop.run_until_complete(asyncio.sleep(0.05))
+        polled = spin.polls
+        assert polled > 10  # at least one poll per iteration, many per 50 ms
+        spin.stop()
+        loop.run_until_complete(asyncio.sleep(0.05))
+        assert spin.polls <= polled + 1  # at most the poll already scheduled
+    finally:
+        loop.close()
+
+
+def test_polling_recv_returns_the_data_and_the_end_of_the_stream() -> None:
+    a, b = socket.socketpair()
+    with a, b:
+        recv = polling_recv(a)
+        sender = threading.Timer(0.05, b.sendall, (b"reply",))
+        sender.start()
+        assert recv(100) == b"reply"
+        sender.join()
+        b.shutdown(socket.SHUT_WR)
+        assert recv(100) == b""
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        (
+            {"load": {"wait": "busy"}},
+            "load.wait: Input should be 'block' or 'spin'",
+        ),
+        (
+            {"target": {"driver": "rpyc"}, "load": {"wait": "spin"}},
+            "load.wait: driver 'rpyc' cannot poll without sleeping",
+        ),
+        (
+            {"target": {"driver": "zmq"}, "matrix": {"wait": ["block", "spin"]}},
+            "load.wait: driver 'zmq' cannot poll without sleeping",
+        ),
+        (
+            {
+                "target": {"driver": "grpc", "options": {"client": "grpcio"}},
+                "workloads": {"noop": {"wait": "spin"}},
+            },
+            "its grpcio client",
+        ),
+        (
+            {
+                "target": {"driver": "command", "command": "true"},
+                "load": {"wait": "spin"},
+                "workloads": {"run": {}},
+            },
+            "load.wait: driver 'command' cannot poll without sleeping",
+        ),
+    ],
+)
+def test_bad_or_inapplicable_wait_is_a_suite_error(raw: dict[str, Any], message: str) -> None:
+    suite: dict[str, Any] = {"name": "s", "workloads": {"noop": {}}, **raw}
+    with pytest.raises(SuiteError, match=message.replace("(", r"\(").replace(")", r"\)")) as info:
+        build_suite(suite)
+    assert "\n" not in str(info.value)
+
+
+def test_event_drivers_accept_spin_and_grpc_h2_too() -> None:
+    for driver in ("http", "raw", "grpc"):
+        suite = build_suite(
+            {
+                "name": "s",
+                "target": {"driver": driver},
+                "load": {"wait": "spin"},
+                "workloads": {"noop": {}},
+            }
+        )
+        assert suite.load.wait == "spin"
+    matrix = build_suite(
+        {
+            "name": "s",
+            "target": {"driver": "http"},
+            "matrix": {"wait": ["block", "spin"]},
+            "workloads": {"noop": {}},
+        }
+    )
+    assert matrix.matrix["wait"] == ["block", "spin"]
