@@ -195,3 +195,24 @@ def test_event_drivers_accept_spin_and_grpc_h2_too() -> None:
         }
     )
     assert matrix.matrix["wait"] == ["block", "spin"]
+
+
+def test_spinning_over_tls_on_both_raw_paths_reads_every_reply_whole(tmp_path: Path) -> None:
+    # 40 kB replies span several TLS records, so several reads (each one polled first) make one
+    # reply; the blocking path polls the socket and the bytes TLS already decrypted
+    result = run(
+        tmp_path,
+        "raw",
+        {"requests": 30, "wait": "spin"},
+        target={"tls": True},
+        variants={
+            "blocking": {"options": {"io": "blocking"}},
+            "event": {"options": {"io": "event"}},
+        },
+        workloads={"echo": {"request_bytes": 40_000}},
+        validate=True,
+    )
+    assert {c.variant for c in result.cases} == {"blocking", "event"}
+    for case in result.cases:
+        assert case.status == "ok", case.reason
+        assert case.ok == case.requests == 30 and not case.errors, case.error_samples
