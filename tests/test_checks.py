@@ -63,6 +63,23 @@ def test_saturated_load_generator() -> None:
     assert "97 %" in w and "placement.client_cpus" in w
 
 
+def test_a_spinning_client_using_its_cpu_up_is_not_called_saturated() -> None:
+    # load.wait = "spin": the clients poll without sleeping, so they use their CPU up anyway
+    r = clean()
+    r["cases"][1]["cpu"]["client_util_pct"] = 99.0
+    r["suite"]["load"] = {"wait": "spin"}
+    assert warnings_for(completed(r)) == []
+    # set per matrix point (over the suite's load) or per workload table
+    r["suite"]["load"] = {"wait": "block"}
+    r["cases"][1]["point"]["wait"] = "spin"
+    assert warnings_for(completed(r)) == []
+    r["cases"][1]["point"]["wait"] = "block"
+    assert "load generator was saturated in 1 of 2 cases" in warnings_for(completed(r))[0]
+    del r["cases"][1]["point"]["wait"]
+    r["suite"]["workloads"] = {"simple": {"kind": "simple", "wait": "spin"}}
+    assert warnings_for(completed(r)) == []
+
+
 def test_client_cpus_busy_with_other_work_are_told_from_a_saturated_client() -> None:
     r = clean()
     r["cases"][0]["cpu"]["client_cpus_busy_pct"] = 99.0

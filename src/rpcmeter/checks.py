@@ -9,7 +9,8 @@ Rules and their thresholds:
 
 - a case's overhead (:mod:`rpcmeter.breakdown`) is negative beyond its 95 % interval;
 - the load generator was saturated: all client processes together used more than
-  :data:`CLIENT_SATURATION_PCT` % of the CPUs they were given;
+  :data:`CLIENT_SATURATION_PCT` % of the CPUs they were given (not for clients that polled
+  without sleeping, ``load.wait = "spin"``: they use their CPUs up whatever the load);
 - the clients' CPUs were busy with other work: those CPUs were more than
   :data:`CLIENT_SATURATION_PCT` % busy in all while the clients themselves used less (other
   processes competing with the clients make them wait for CPU time);
@@ -78,6 +79,17 @@ def _cpu_list(cpus: list[int]) -> str:
     return format_cpus(cpus)
 
 
+def spinning(result: Result, case: Case) -> bool:
+    """Whether ``case``'s clients polled without sleeping: ``wait`` of its matrix point, else
+    of its workload's table, else of the suite's load."""
+    if "wait" in case.point:
+        return case.point["wait"] == "spin"
+    workload = result.suite.workloads.get(case.workload)
+    if isinstance(workload, dict) and "wait" in workload:
+        return workload["wait"] == "spin"
+    return result.suite.load.get("wait") == "spin"
+
+
 def client_saturation(result: Result) -> list[str]:
     """Two causes, told apart by measured figures: the clients themselves used their CPUs up
     (the load generator is the limit), or the clients' CPUs were busy with other processes
@@ -89,7 +101,8 @@ def client_saturation(result: Result) -> list[str]:
         own = _finite(c.cpu.client_util_pct)
         total = _finite(c.cpu.client_cpus_busy_pct)
         if own is not None and own > CLIENT_SATURATION_PCT:
-            saturated.append((own, c))
+            if not spinning(result, c):
+                saturated.append((own, c))
         elif total is not None and total > CLIENT_SATURATION_PCT:
             crowded.append((total - (own or 0.0), c))
     out = []
