@@ -249,14 +249,16 @@ def test_a_server_sending_no_times_gives_unknown_figures(driver: str) -> None:
 
 
 # Every built-in server, single-threaded and kept busy by four loops: (driver, options,
-# workload, whether it reports the queue). gRPC's core and libzmq read requests on their own
-# threads, so those servers cannot say when a request arrived: their queue is unknown. The ZeroMQ
-# server's zmtp mode reads them itself, with the kernel's receive time.
+# workload, whether it reports the queue). gRPC's core (the gRPC server's default mode) and libzmq
+# read requests on their own threads, so those servers cannot say when a request arrived: their
+# queue is unknown. The gRPC server's h2 mode and the ZeroMQ server's zmtp mode read them
+# themselves, with the kernel's receive time.
 BUSY_SERVERS: dict[str, tuple[str, dict[str, Any], dict[str, Any], bool]] = {
     "http/1.1": ("http", {}, {"kind": "factorial", "n": 5000}, True),
     "http/2": ("http", {"http": "2"}, {"kind": "factorial", "n": 5000}, True),
     "raw": ("raw", {}, {"kind": "factorial", "n": 5000}, True),
     "grpc": ("grpc", {}, {"kind": "factorial", "n": 5000}, False),
+    "grpc h2": ("grpc", {"server_mode": "h2"}, {"kind": "factorial", "n": 5000}, True),
     "zmq": ("zmq", {}, {"kind": "factorial", "n": 5000}, False),
     "zmq zmtp": ("zmq", {"server_mode": "zmtp"}, {"kind": "factorial", "n": 5000}, True),
     # the select server (one thread for every connection) and four client processes: the loops
@@ -327,6 +329,12 @@ def test_a_busy_grpc_server_reports_no_queue() -> None:
 
 @timing_sensitive
 @pytest.mark.timeout(180)
+def test_a_busy_grpc_h2_server_reports_its_queue() -> None:
+    busy_server_reports_its_queue("grpc h2")
+
+
+@timing_sensitive
+@pytest.mark.timeout(180)
 def test_a_busy_zmq_server_reports_no_queue() -> None:
     busy_server_reports_its_queue("zmq")
 
@@ -348,6 +356,8 @@ NO_QUEUE_SERVERS: dict[str, tuple[str, dict[str, Any], str]] = {
     "http/1.1": ("http", {"queue_time": False}, "tcp"),
     "http/2": ("http", {"http": "2", "queue_time": False}, "tcp"),
     "raw unix": ("raw", {}, "unix"),
+    "grpc h2 unix": ("grpc", {"server_mode": "h2"}, "unix"),
+    "grpc h2": ("grpc", {"server_mode": "h2", "queue_time": False}, "tcp"),
     "zmq zmtp ipc": ("zmq", {"server_mode": "zmtp"}, "ipc"),
     "zmq zmtp": ("zmq", {"server_mode": "zmtp", "queue_time": False}, "tcp"),
     "rpyc unix": ("rpyc", {}, "unix"),

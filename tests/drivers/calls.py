@@ -35,17 +35,30 @@ WORKLOAD_CASES: list[tuple[str, dict[str, Any], int]] = [
 
 
 def three_timed_calls(
-    driver: type[D], endpoint: Endpoint, kind: str, params: dict[str, Any], **options: Any
+    driver: type[D],
+    endpoint: Endpoint,
+    kind: str,
+    params: dict[str, Any],
+    *,
+    reports_queue: bool = False,
+    **options: Any,
 ) -> tuple[D, dict[str, int]]:
     """Connect a ``driver`` for workload ``kind`` with ``params`` and make three calls through
     thread 0's caller; each must report the server's compute time (a sleep of 20 ms at least
-    18 ms of it) and no queue time (these built-in servers cannot see when a request arrived:
-    unknown, not zero). Returns the (closed) driver and its counters."""
+    18 ms of it) and no queue time (most of these built-in servers cannot see when a request
+    arrived: unknown, not zero), or with ``reports_queue`` a queue time (0 or more). Returns
+    the (closed) driver and its counters."""
     d = connected(driver, endpoint, parse_params(kind, params), **options)
     try:
         call = d.caller(0)
         times = [call() for _ in range(3)]
-        server_ns = [t[0] for t in times if isinstance(t, tuple) and t[0] > 0 and t[1] is None]
+        server_ns = [
+            t[0]
+            for t in times
+            if isinstance(t, tuple)
+            and t[0] > 0
+            and (t[1] is None if not reports_queue else t[1] is not None and t[1] >= 0)
+        ]
         assert len(server_ns) == 3, times
         if kind == "sleep":
             assert min(server_ns) >= 20e6 * 0.9

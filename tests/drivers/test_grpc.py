@@ -244,7 +244,7 @@ def test_a_call_past_its_deadline_fails_even_if_the_server_never_answers(client:
     ("options", "message"),
     [
         ({"method": "Check"}, "options.method: expected /package.Service/Method"),
-        ({"server_mode": "fast"}, "options.server_mode: expected aio or sync"),
+        ({"server_mode": "fast"}, "options.server_mode: expected aio, sync or h2"),
         ({"client": "grpc-go"}, "options.client: expected h2 or grpcio"),
         ({"request_text": "a", "request_hex": "00"}, "options: give only one of"),
         ({"expect_base64": "!!"}, "options.expect_base64: cannot read"),

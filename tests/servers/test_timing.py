@@ -11,6 +11,7 @@ from collections.abc import Callable
 import pytest
 
 from rpcmeter import zmtp
+from rpcmeter.servers.grpc_h2_server import frame
 from rpcmeter.servers.process import ServerProcess, new_endpoint
 from rpcmeter.servers.raw_server import request_frame
 from rpcmeter.servers.timing import (
@@ -22,6 +23,7 @@ from rpcmeter.servers.timing import (
     server_timing_header,
     trailer_times,
 )
+from tests.servers.h2calls import RawGrpc
 from tests.support.marks import timing_sensitive
 
 pytestmark = pytest.mark.timeout(120)
@@ -134,6 +136,25 @@ def test_http_request_arriving_while_the_server_computes_is_charged_the_wait() -
 def test_raw_request_arriving_while_the_server_computes_is_charged_the_wait() -> None:
     slow, fast = request_frame(b"f", b"60000"), request_frame(b"n", b"")
     charged_the_wait("rpcmeter.servers.raw_server", slow, fast, _read_raw)
+
+
+@timing_sensitive
+def test_grpc_h2_request_arriving_while_the_server_computes_is_charged_the_wait() -> None:
+    slow, fast = RawGrpc(), RawGrpc()
+    slow.call("/rpcmeter.Bench/Factorial", frame(b"60000"))
+    fast.call("/rpcmeter.Bench/Noop", frame(b""))
+    pending = [slow, fast]  # read in this order: the slow call's connection first
+
+    def read(sock: socket.socket) -> ServerTime:
+        [reply] = pending.pop(0).read(sock).values()
+        assert reply.status() == b"0", reply
+        times = reply.times()
+        assert times is not None
+        return times
+
+    options = ["--options", '{"server_mode": "h2"}']
+    module = "rpcmeter.servers.grpc_server"
+    charged_the_wait(module, slow.outgoing(), fast.outgoing(), read, *options)
 
 
 @timing_sensitive

@@ -117,6 +117,7 @@ def status_error(exc: grpc.RpcError) -> GrpcError:
 
 
 CLIENTS = ("h2", "grpcio")
+SERVER_MODES = ("aio", "sync", "h2")  # the built-in server's (rpcmeter.servers.grpc_server)
 
 
 def error_for(code: int, message: str) -> GrpcError:
@@ -138,8 +139,8 @@ def check_options(opts: Mapping[str, Any]) -> None:
     if client not in CLIENTS:
         raise SuiteError(f"options.client: expected h2 or grpcio (got {client!r})")
     mode = opts.get("server_mode", "aio")
-    if mode not in ("aio", "sync"):
-        raise SuiteError(f"options.server_mode: expected aio or sync (got {mode!r})")
+    if mode not in SERVER_MODES:
+        raise SuiteError(f"options.server_mode: expected aio, sync or h2 (got {mode!r})")
     if not isinstance(opts.get("metadata") or {}, dict):
         raise SuiteError("options.metadata: expected a table")
     check_raw_options(opts)
@@ -161,6 +162,7 @@ class GrpcDriver(EventDriver):
         "event_loop",
         "server_mode",  # client and server
         "server_workers",
+        "queue_time",  # server (server_mode = "h2")
         "max_message_bytes",
     }
     fork_safe: ClassVar[bool] = False  # grpc's core must start after the fork

@@ -220,8 +220,13 @@ def main() -> None:
         serve_sync(args)
     elif mode == "aio":
         asyncio.run(serve_aio(args))
+    elif mode == "h2":
+        from rpcmeter.servers.grpc_h2_server import serve_h2
+
+        address(args)  # the endpoint is complete
+        serve_h2(args)
     else:
-        raise SystemExit(f"--options: server_mode must be 'aio' or 'sync', not {mode!r}")
+        raise SystemExit(f"--options: server_mode must be 'aio', 'sync' or 'h2', not {mode!r}")
 
 
 if __name__ == "__main__":

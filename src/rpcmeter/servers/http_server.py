@@ -36,10 +36,6 @@ from collections.abc import Callable
 from typing import Any, cast
 from urllib.parse import parse_qsl
 
-import h2.config
-import h2.connection
-import h2.events
-import h2.exceptions
 import httptools
 
 from rpcmeter.servers.aio import (
@@ -52,6 +48,7 @@ from rpcmeter.servers.aio import (
 )
 from rpcmeter.servers.bodies import KINDS, sleep_seconds
 from rpcmeter.servers.common import Stall, parse_server_args
+from rpcmeter.servers.h2server import H2Server, Headers
 from rpcmeter.servers.timing import server_timing_header, server_timing_value
 
 H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
@@ -193,9 +190,9 @@ def handle(url: bytes, body: bytes, corrupt: Corrupter) -> tuple[int, bytes, int
         return 400, f"bad {kind} request: {exc}".encode(), 0
 
 
-class H2cServer:
-    """HTTP/2 on a connection that opened with the HTTP/2 preface (h2c with prior knowledge),
-    served by python-hyper's ``h2``: the same URL scheme and replies as HTTP/1.1."""
+class H2cServer(H2Server):
+    """HTTP/2 on a connection that opened with the HTTP/2 preface (h2c with prior knowledge) or
+    chose ``h2`` by ALPN: the same URL scheme and replies as HTTP/1.1."""
 
     def __init__(
         self,
@@ -203,59 +200,24 @@ class H2cServer:
         corrupt: Corrupter,
         stalled: Callable[[], None] | None,
     ) -> None:
-        config = h2.config.H2Configuration(client_side=False, header_encoding=None)
-        self.conn = h2.connection.H2Connection(config)
-        self.conn.initiate_connection()
-        self.transport = transport
+        super().__init__(transport)
         self.corrupt = corrupt
         self.stalled = stalled
-        self.requests: dict[int, tuple[bytes, list[bytes]]] = {}
-        self.unsent: dict[int, bytes] = {}  # reply bodies waiting for flow-control window
 
-    def data_received(self, data: bytes) -> None:
-        try:
-            events = self.conn.receive_data(data)
-        except h2.exceptions.ProtocolError:
-            self.flush()
-            self.transport.close()
-            return
-        for event in events:
-            if isinstance(event, h2.events.RequestReceived):
-                path = dict(event.headers).get(b":path", b"/")
-                self.requests[event.stream_id] = (path, [])
-            elif isinstance(event, h2.events.DataReceived):
-                if event.stream_id in self.requests:
-                    self.requests[event.stream_id][1].append(event.data)
-                self.conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
-            elif isinstance(event, h2.events.StreamEnded):
-                self._answer(event.stream_id)
-            elif isinstance(event, h2.events.StreamReset):
-                self.requests.pop(event.stream_id, None)
-                self.unsent.pop(event.stream_id, None)
-            elif isinstance(event, h2.events.WindowUpdated):
-                for sid in list(self.unsent):
-                    self._send_body(sid, self.unsent.pop(sid))
-        self.flush()
-
-    def flush(self) -> None:
-        out = self.conn.data_to_send()
-        if out:
-            self.transport.write(out)
-
-    def _answer(self, sid: int) -> None:
-        url, chunks = self.requests.pop(sid, (b"/", []))
+    def answer(self, sid: int, headers: Headers, body: bytes) -> None:
+        url = dict(headers).get(b":path", b"/")
         if self.stalled:
             self.stalled()
         # the request's END_STREAM came with the latest read: its arrival is that read's stamp
         queued = queue_ns(self.transport)
-        answer = handle(url, b"".join(chunks), self.corrupt)
+        answer = handle(url, body, self.corrupt)
         if not isinstance(answer, float):
             self._reply(sid, *answer, queued)
             return
         t0 = time.perf_counter_ns()
 
         def wake() -> None:
-            if self.conn.state_machine.state != h2.connection.ConnectionState.CLOSED:
+            if not self.closed:
                 self._reply(sid, 200, self.corrupt(b""), time.perf_counter_ns() - t0, queued)
                 self.flush()
 
@@ -270,23 +232,7 @@ class H2cServer:
             (b"content-length", str(len(body)).encode()),
             (b"content-type", b"application/octet-stream"),
         ]
-        try:
-            self.conn.send_headers(sid, headers, end_stream=not body)
-            if body:
-                self._send_body(sid, body)
-        except h2.exceptions.StreamClosedError:
-            pass
-
-    def _send_body(self, sid: int, body: bytes) -> None:
-        """As much as the windows allow (the rest when they open), then END_STREAM."""
-        conn = self.conn
-        while body:
-            room = min(conn.local_flow_control_window(sid), conn.max_outbound_frame_size)
-            if room <= 0:
-                self.unsent[sid] = body
-                return
-            conn.send_data(sid, body[:room], end_stream=len(body) <= room)
-            body = body[room:]
+        self.reply(sid, headers, body)
 
 
 def make_factory(options: dict[str, Any]) -> Any:
