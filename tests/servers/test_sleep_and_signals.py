@@ -162,6 +162,7 @@ def _stops_on_one_sigterm(server: ServerProcess, within_s: float = 5.0) -> None:
         ("zmq_server", "ipc", {"server_mode": "zmtp"}),
         ("grpc_server", "tcp", {}),
         ("grpc_server", "tcp", {"server_mode": "sync"}),
+        ("grpc_server", "unix", {"server_mode": "h2"}),
     ],
 )
 def test_idle_servers_stop_on_the_first_sigterm(

@@ -28,6 +28,8 @@ import time
 from typing import cast
 from urllib.parse import quote
 
+from hpack import NeverIndexedHeaderTuple
+
 from rpcmeter.servers.aio import call_later_precisely, queue_ns, serve
 from rpcmeter.servers.bodies import KINDS, compute, sleep_seconds, stream_reply
 from rpcmeter.servers.common import ServerArgs
@@ -106,7 +108,7 @@ class GrpcH2Server(H2Server):
     """``rpcmeter.Bench`` on one HTTP/2 connection (see the module doc)."""
 
     def __init__(self, transport: asyncio.Transport) -> None:
-        super().__init__(transport)
+        super().__init__(transport, huffman=False)  # as grpcio's server: cheap for clients
         self.unary: dict[int, str] = {}  # unary calls by stream: their workload
         self.streams: dict[int, StreamCall] = {}
 
@@ -207,9 +209,12 @@ class GrpcH2Server(H2Server):
         call_later_precisely(asyncio.get_running_loop(), seconds, wake)
 
     def answer_call(self, sid: int, out: bytes, server_ns: int, queued: int | None) -> None:
-        trailers = [*STATUS_OK, (SERVER_TIME, b"%d" % server_ns)]
+        # the times differ from call to call: never indexed, so that they leave HPACK's dynamic
+        # table as it is, and with it the client's decoded header blocks (the reply's HEADERS
+        # stay the same bytes, read once)
+        trailers: Headers = [*STATUS_OK, NeverIndexedHeaderTuple(SERVER_TIME, b"%d" % server_ns)]
         if queued is not None:
-            trailers.append((QUEUE_TIME, b"%d" % queued))
+            trailers.append(NeverIndexedHeaderTuple(QUEUE_TIME, b"%d" % queued))
         self.reply(sid, REPLY_HEADERS, frame(out), trailers)
 
     # streaming calls ----------------------------------------------------------------------

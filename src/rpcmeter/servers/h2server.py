@@ -17,21 +17,35 @@ receive time of the latest read tells how long the request just ended has waited
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
+from typing import Any
 
 import h2.config
 import h2.connection
 import h2.events
 import h2.exceptions
+import hpack
 
 Headers = list[tuple[bytes, bytes]]
+
+
+class PlainEncoder(hpack.Encoder):
+    """HPACK without Huffman coding: header values that differ on every reply (the servers'
+    timings) cost a client in Python far less to read as plain strings (the ``hpack`` library
+    decodes Huffman a bit at a time)."""
+
+    def encode(self, headers: Iterable[Any], huffman: bool = True) -> bytes:
+        return bytes(super().encode(headers, huffman=False))
 
 
 class H2Server:
     """HTTP/2, server side, on one connection (see the module doc)."""
 
-    def __init__(self, transport: asyncio.Transport) -> None:
+    def __init__(self, transport: asyncio.Transport, huffman: bool = True) -> None:
         config = h2.config.H2Configuration(client_side=False, header_encoding=None)
         self.conn = h2.connection.H2Connection(config)
+        if not huffman:
+            self.conn.encoder = PlainEncoder()
         self.conn.initiate_connection()
         self.transport = transport
         self.requests: dict[int, tuple[Headers, list[bytes]]] = {}
