@@ -7,13 +7,16 @@ The capture runs ``--streams`` closed loops on one connection to the Go greeter 
 connection whose transport only counts what is written, so the same requests go out (stream ids
 follow the order of the replies) and every reply is checked as in a real run. Without sockets,
 the event loop and the clock's noise, it prints the CPU time per call of both and their
-difference, best of ``--repeat``. Under valgrind (``--replay-only`` with a ``--capture-file``),
+difference, best of ``--repeat``. ``--server aio`` (or ``sync``, ``h2``) captures ``noop`` calls
+from rpcmeter's built-in gRPC server in that ``server_mode`` instead, whose replies carry server
+times (the floor client is then left out). Under valgrind (``--replay-only`` with a ``--capture-file``),
 instructions per call are exact and steady::
 
     valgrind --tool=callgrind --toggle-collect=functools_reduce --callgrind-out-file=/dev/null \
         python benchmarks/grpc_call_cost.py --capture-file cap.pkl --replay-only rpcmeter
 
     python benchmarks/grpc_call_cost.py [--calls 20000] [--streams 10] [--repeat 5]
+        [--server greeter|aio|sync|h2]
 """
 
 from __future__ import annotations
@@ -33,24 +36,35 @@ from h2bench import FLOOR_PROTOCOL, greeter
 from versus import cpus
 
 from rpcmeter.drivers.base import DriverContext
-from rpcmeter.drivers.grpc import GrpcUnavailable, error_for
-from rpcmeter.drivers.grpc_h2 import GrpcH2Client
+from rpcmeter.drivers.grpc import GrpcDriver, GrpcUnavailable, error_for
+from rpcmeter.drivers.grpc_h2 import GrpcH2Client, frame_message
 from rpcmeter.endpoints import Endpoint
 from rpcmeter.h2.transport import H2Protocol, Session
 from rpcmeter.runners.event_loop import NO_DEADLINE, Phase, closed_loop
 from rpcmeter.runners.recording import Recorder, ThreadStats
+from rpcmeter.servers.grpc_server import method_path
+from rpcmeter.servers.process import ServerProcess, new_endpoint
 from rpcmeter.workloads import NoopParams
 
 Capture = tuple[int, list[bytes]]  # reads before the loops started, every read's bytes
 
 
+class Call:
+    """The call the loops make: the greeter's, or the built-in server's ``noop`` (with server
+    times in its replies)."""
+
+    method, request, reply, server_time = METHOD, REQUEST, REPLY, False
+
+
 def make_client(endpoint: Endpoint, streams: int) -> GrpcH2Client:
     ctx = DriverContext(endpoint, NoopParams(), {}, validate=True, threads=streams)
-    return GrpcH2Client(ctx, METHOD, REQUEST, REPLY, (), None, error_for, GrpcUnavailable)
+    return GrpcH2Client(
+        ctx, Call.method, Call.request, Call.reply, (), None, error_for, GrpcUnavailable
+    )
 
 
 def start_loops(client: GrpcH2Client, streams: int, stats: ThreadStats) -> Phase:
-    rec = Recorder(stats, False)
+    rec = Recorder(stats, Call.server_time)
     phase = Phase(asyncio.get_running_loop(), streams)
     for i in range(streams):
         closed_loop(client.channel(i), rec, phase, None, NO_DEADLINE, ())
@@ -124,7 +138,7 @@ async def replay_rpcmeter(endpoint: Endpoint, cap: Capture, streams: int) -> tup
         raise ConnectionError("no new connection in a replay")
 
     client.sessions.append(Session(proto, opener))
-    client.prepared = proto.conn.prepare(client.headers, b"\0" + len(REQUEST).to_bytes(4) + REQUEST)
+    client.prepared = proto.conn.prepare(client.headers, frame_message(Call.request))
     stats = ThreadStats()
     start_loops(client, streams, stats)
     cpu = replay(proto.data_received, reads[before:])
@@ -158,10 +172,25 @@ def main() -> int:
     parser.add_argument("--capture-file", type=Path, help="keep the capture here (or read it)")
     parser.add_argument("--replay-only", choices=("rpcmeter", "floor"), help="one replay, once")
     parser.add_argument("--reads", type=int, help="replay only this many of the captured reads")
+    parser.add_argument("--server", choices=("greeter", "aio", "sync", "h2"), default="greeter")
     args = parser.parse_args()
     endpoint = Endpoint("tcp", "127.0.0.1", 1)  # the replay's authority (no connection)
+    if args.server != "greeter":
+        Call.method, Call.request, Call.reply, Call.server_time = (
+            method_path("noop"),
+            b"",
+            b"",
+            True,
+        )
     if args.capture_file is not None and args.capture_file.exists():
         cap: Capture = pickle.loads(args.capture_file.read_bytes())
+    elif args.server != "greeter":
+        endpoint = new_endpoint("tcp")
+        options = {"server_mode": args.server}
+        with ServerProcess(
+            GrpcDriver.server_command(endpoint, options), endpoint, cpus=[cpus()[0]]
+        ):
+            cap = asyncio.run(capture(endpoint, args.calls, args.streams))
     else:
         with greeter(cpus()[0], "-grpc") as ep:
             endpoint = ep
@@ -184,12 +213,18 @@ def main() -> int:
     for _ in range(args.repeat):
         calls, cpu = asyncio.run(replay_rpcmeter(endpoint, cap, args.streams))
         best["rpcmeter"] = min(best.get("rpcmeter", 1.0), cpu / calls)
+        if args.server != "greeter":
+            continue
         replies, cpu = replay_floor(cap, args.streams)
         best["floor"] = min(best.get("floor", 1.0), cpu / replies)
-    print(f"calls per replay: {calls} (floor: {replies} replies)")
+    if args.server != "greeter":
+        print(f"calls per replay: {calls} (the built-in server, server_mode {args.server})")
+    else:
+        print(f"calls per replay: {calls} (floor: {replies} replies)")
     for name, per_call in best.items():
         print(f"  {name:<10} {per_call * 1e6:6.2f} us CPU/call (best of {args.repeat})")
-    print(f"rpcmeter - floor: {(best['rpcmeter'] - best['floor']) * 1e6:.2f} us/call")
+    if args.server == "greeter":
+        print(f"rpcmeter - floor: {(best['rpcmeter'] - best['floor']) * 1e6:.2f} us/call")
     return 0
 
 
