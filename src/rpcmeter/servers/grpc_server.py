@@ -4,13 +4,17 @@ No generated code: one generic handler with raw ``bytes`` requests and replies, 
 per workload (``/rpcmeter.Bench/Noop``, ``Echo``, ``Payload``, ``Sleep``, ``Factorial``). The
 bodies are those of :mod:`rpcmeter.servers.bodies`; every reply carries the handler's own compute
 time in nanoseconds as trailing metadata ``rpcmeter-server-ns`` (:mod:`rpcmeter.servers.timing`).
-It sends no ``rpcmeter-queue-ns`` (the queue time is unknown, not zero): gRPC's core reads the
-connection on its own threads and tells Python of a call only when a thread holding the GIL polls
-its completion queue. The moments Python can observe (an interceptor, the handler's start, the
-sync server's poll thread taking the call) all come after any wait behind a request that holds
-the GIL or the event loop, so they would report a busy server's queue as nearly 0; the arrival
-the core knows is not exposed (its deadline, computed from ``grpc-timeout`` on arrival, has
-millisecond resolution and needs the client's cooperation).
+On grpcio (``server_mode`` ``aio`` and ``sync``) it sends no ``rpcmeter-queue-ns`` (the queue time
+is unknown, not zero): gRPC's core reads the connection on its own threads and tells Python of a
+call only when a thread holding the GIL polls its completion queue. The moments Python can observe
+(an interceptor, the handler's start, the sync server's poll thread taking the call) all come
+after any wait behind a request that holds the GIL or the event loop, so they would report a busy
+server's queue as nearly 0; the arrival the core knows is not exposed (its deadline, computed from
+``grpc-timeout`` on arrival, has millisecond resolution and needs the client's cooperation).
+``server_mode = "h2"`` serves the same service without grpcio, on python-hyper's ``h2`` over the
+event loop's receive-stamped transport (:mod:`rpcmeter.servers.grpc_h2_server`), and sends
+``rpcmeter-queue-ns`` over TCP: the handler's start minus the kernel's receive time of the
+request's last bytes.
 
 Streaming (workload ``stream``): one method per mode, raw bytes too: ``StreamServer`` answers
 its one request with as many replies as the call's metadata asks (see
@@ -19,9 +23,11 @@ its one request with as many replies as the call's metadata asks (see
 
 Transports: ``tcp`` (``--host``/``--port``) and ``unix`` (``--socket``, gRPC target ``unix:PATH``).
 
-Options (JSON): ``server_mode`` = ``"aio"`` (default: grpc.aio, one event loop) or ``"sync"`` (the
-threaded server, ``server_workers`` threads, default 16); ``tls``: serve over TLS
-(:func:`add_port`).
+Options (JSON): ``server_mode`` = ``"aio"`` (default: grpc.aio, one event loop), ``"sync"`` (the
+threaded server, ``server_workers`` threads, default 16) or ``"h2"`` (python-hyper's ``h2`` on one
+uvloop event loop, with queue times; ``queue_time = false``: uvloop's own transports, none);
+``tls``: serve over TLS (:func:`add_port`; ``h2``: :func:`rpcmeter.tls.server_context`, ALPN
+``h2``, no queue time).
 """
 
 from __future__ import annotations

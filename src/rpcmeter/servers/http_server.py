@@ -1,7 +1,8 @@
 """Built-in HTTP/1.1 reference server: a raw asyncio protocol on uvloop, parsed by httptools.
 A connection that opens with the HTTP/2 preface is served HTTP/2 instead (h2c with prior
-knowledge, python-hyper's ``h2``), with the same URL scheme and replies. Over TLS the server
-offers ALPN ``h2`` and ``http/1.1`` and speaks the protocol negotiated.
+knowledge, python-hyper's ``h2``: :class:`rpcmeter.servers.h2server.H2Server`), with the same
+URL scheme and replies. Over TLS the server offers ALPN ``h2`` and ``http/1.1`` and speaks the
+protocol negotiated.
 
 URL scheme (any method; keep-alive and pipelining supported; bodies need ``Content-Length``):
 
