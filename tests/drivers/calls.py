@@ -67,16 +67,29 @@ def three_timed_calls(
         d.close()
 
 
-def server_fixture(driver: type[Driver], transports: tuple[str, ...]) -> Any:
-    """A module-scoped fixture: the driver's built-in server, once per transport."""
+def server_fixture(
+    driver: type[Driver], transports: tuple[str, ...], options: dict[str, Any] | None = None
+) -> Any:
+    """A module-scoped fixture: the driver's built-in server (with server ``options``), once per
+    transport."""
 
     @pytest.fixture(scope="module", params=transports)
     def server(request: pytest.FixtureRequest) -> Iterator[ServerProcess]:
         endpoint = new_endpoint(request.param)
-        with ServerProcess(driver.server_command(endpoint, {}), endpoint) as proc:
+        with ServerProcess(driver.server_command(endpoint, options or {}), endpoint) as proc:
             yield proc
 
     return server
+
+
+def grpc_client_fixture() -> Any:
+    """A fixture: the test once with each gRPC client (``h2``: rpcmeter's, ``grpcio``)."""
+
+    @pytest.fixture(params=["h2", "grpcio"])
+    def client(request: pytest.FixtureRequest) -> str:
+        return str(request.param)
+
+    return client
 
 
 def connected(

@@ -33,11 +33,7 @@ pytestmark = pytest.mark.timeout(120)
 ROOT = Path(__file__).resolve().parents[2]
 server = calls.server_fixture(GrpcDriver, ("tcp", "unix"))
 driver = partial(calls.connected, GrpcDriver)
-
-
-@pytest.fixture(params=["h2", "grpcio"])
-def client(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
+client = calls.grpc_client_fixture()
 
 
 @pytest.mark.parametrize(("kind", "params", "reply_len"), calls.WORKLOAD_CASES)

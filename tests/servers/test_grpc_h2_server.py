@@ -5,7 +5,6 @@ errors it answers, and calls no driver makes (python-hyper's client)."""
 from __future__ import annotations
 
 import socket
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -25,16 +24,8 @@ pytestmark = pytest.mark.timeout(120)
 H2 = {"server_mode": "h2"}
 
 
-@pytest.fixture(scope="module", params=["tcp", "unix"])
-def server(request: pytest.FixtureRequest) -> Iterator[ServerProcess]:
-    endpoint = new_endpoint(request.param)
-    with ServerProcess(GrpcDriver.server_command(endpoint, H2), endpoint) as proc:
-        yield proc
-
-
-@pytest.fixture(params=["h2", "grpcio"])
-def client(request: pytest.FixtureRequest) -> str:
-    return str(request.param)
+server = calls.server_fixture(GrpcDriver, ("tcp", "unix"), H2)
+client = calls.grpc_client_fixture()
 
 
 @pytest.mark.parametrize(("kind", "params", "reply_len"), calls.WORKLOAD_CASES)
