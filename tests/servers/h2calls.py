@@ -37,7 +37,13 @@ class RawGrpc:
         self.conn.initiate_connection()
         self.replies: dict[int, Reply] = {}
 
-    def call(self, path: str, body: bytes, content_type: bytes = b"application/grpc") -> int:
+    def call(
+        self,
+        path: str,
+        body: bytes,
+        content_type: bytes = b"application/grpc",
+        metadata: list[tuple[bytes, bytes]] | None = None,
+    ) -> int:
         """A call of ``path`` whose request body is ``body`` as it is (framed by the caller)."""
         sid = self.conn.get_next_available_stream_id()
         headers = [
@@ -47,6 +53,7 @@ class RawGrpc:
             (b":authority", b"x"),
             (b"content-type", content_type),
             (b"te", b"trailers"),
+            *(metadata or []),
         ]
         self.conn.send_headers(sid, headers)
         self.conn.send_data(sid, body, end_stream=True)

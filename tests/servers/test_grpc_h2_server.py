@@ -142,3 +142,22 @@ def test_tls_with_both_clients() -> None:
     for case in result["cases"]:
         assert_clean(case, 20)
         assert case["server_time"]["mean_us"] > 0
+
+
+def test_a_server_stream_asked_for_no_replies_still_ends_with_its_status() -> None:
+    endpoint = new_endpoint("tcp")
+    assert endpoint.port is not None
+    with (
+        ServerProcess(GrpcDriver.server_command(endpoint, H2), endpoint),
+        socket.create_connection(("127.0.0.1", endpoint.port), timeout=10) as sock,
+    ):
+        raw = RawGrpc()
+        path = "/rpcmeter.Bench/StreamServer"
+        none = raw.call(path, frame(b""), metadata=[(b"rpcmeter-messages", b"0")])
+        three = raw.call(path, frame(b""), metadata=[(b"rpcmeter-messages", b"3")])
+        bad = raw.call(path, frame(b""), metadata=[(b"rpcmeter-messages", b"many")])
+        sock.sendall(raw.outgoing())
+        replies = raw.read(sock)
+    assert replies[none].body == b"" and replies[none].status() == b"0"
+    assert replies[three].body == frame(b"") * 3 and replies[three].status() == b"0"
+    assert replies[bad].status() == b"3"  # INVALID_ARGUMENT

@@ -227,13 +227,16 @@ class GrpcH2Server(H2Server):
         """A server stream's replies, a batch at a time while the windows take them."""
         call = self.streams[sid]
         batch = max(1, BATCH_BYTES // len(call.reply))
-        while call.left and sid not in self.unsent:
-            n = min(call.left, batch)
+        while True:
+            n = max(0, min(call.left, batch))
             call.left -= n
-            if not self.send(sid, call.reply * n, not call.left, STATUS_OK):
+            if not self.send(sid, call.reply * n, call.left <= 0, STATUS_OK):
                 call.left = 0  # the stream is gone
-        if not call.left:
-            self.streams.pop(sid, None)
+            if call.left <= 0:
+                del self.streams[sid]
+                return
+            if sid in self.unsent:
+                return  # more when the windows open (drained)
 
     def fail(self, sid: int, call: StreamCall, message: str) -> None:
         del self.streams[sid]
