@@ -5,6 +5,8 @@ errors it answers, and calls no driver makes (python-hyper's client)."""
 from __future__ import annotations
 
 import socket
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import pytest
@@ -64,13 +66,20 @@ def test_a_request_the_workload_cannot_read_is_an_invalid_argument(
     assert got.startswith("grpc:INVALID_ARGUMENT: bad factorial request: "), got
 
 
-def test_malformed_messages_other_content_types_and_broken_frames() -> None:
+@contextmanager
+def connected_h2_server() -> Iterator[socket.socket]:
+    """A connection to the server in h2 mode over TCP, started for the test."""
     endpoint = new_endpoint("tcp")
     assert endpoint.port is not None
     with (
         ServerProcess(GrpcDriver.server_command(endpoint, H2), endpoint),
         socket.create_connection(("127.0.0.1", endpoint.port), timeout=10) as sock,
     ):
+        yield sock
+
+
+def test_malformed_messages_other_content_types_and_broken_frames() -> None:
+    with connected_h2_server() as sock:
         raw = RawGrpc()
         echo = "/rpcmeter.Bench/Echo"
         good = raw.call(echo, frame(b"hello"))
@@ -145,12 +154,7 @@ def test_tls_with_both_clients() -> None:
 
 
 def test_a_server_stream_asked_for_no_replies_still_ends_with_its_status() -> None:
-    endpoint = new_endpoint("tcp")
-    assert endpoint.port is not None
-    with (
-        ServerProcess(GrpcDriver.server_command(endpoint, H2), endpoint),
-        socket.create_connection(("127.0.0.1", endpoint.port), timeout=10) as sock,
-    ):
+    with connected_h2_server() as sock:
         raw = RawGrpc()
         path = "/rpcmeter.Bench/StreamServer"
         none = raw.call(path, frame(b""), metadata=[(b"rpcmeter-messages", b"0")])
