@@ -12,7 +12,7 @@ import pytest
 
 from rpcmeter import model
 from rpcmeter.cli import main
-from rpcmeter.reporters import terminal
+from rpcmeter.reporters import tables, terminal
 from rpcmeter.store import Store
 from tests.support.synthetic import document, synthetic_result
 
@@ -100,3 +100,25 @@ def test_history_with_long_suite_names_fits(
     assert [row[0] for row in rows] == ["3", "2", "1"]  # the ids, whole
     assert "complete" in out and "busy polling: spinning" in out
     assert "latency-vs-rate-of-the" in out.replace(" ", "")
+
+
+def test_a_table_of_figures_with_words_too_wide_wraps_them_and_cuts_nothing() -> None:
+    """The breakdown table of a case with bytes: every column a figure, some with words beside
+    them; at 120 columns the widest of those go onto two lines rather than lose characters."""
+    grid = tables.Grid(
+        "round trip · where the time goes",
+        ["variant", "req/s", "latency", "round trip", "queue", "server compute", "overhead",
+         "bytes out", "bytes in"],
+        left=1,
+    )  # fmt: skip
+    for name in ("libzmq", "zmtp"):
+        grid.rows.append(
+            [name, "10,506", "0.097 ± 0.297", "0.040 (p99 0.130)", "0.046 ± 0.235",
+             "0.001 ± 0.001", "~0 (within noise)", "201,000,000", "916,000,000"]
+        )  # fmt: skip
+    for width in (120, 100):
+        text = terminal.render_grid(grid, width=width)
+        assert max(len(line.rstrip()) for line in text.splitlines()) <= width
+        words = text.split()
+        for whole in ("(within", "noise)", "(p99", "0.130)", "201,000,000", "916,000,000"):
+            assert whole in words, (whole, text)

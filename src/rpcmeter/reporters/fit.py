@@ -27,4 +27,14 @@ class FitTable(Table):
                     column.header = "\n".join(header.split())
                 column.no_wrap = values <= WHOLE
                 column.overflow = "fold"  # a long word (a hyphenated name) folds, not cut
+            # still too wide: figures with words beside them ("0.030 (p99 0.066)", "~0 (within
+            # noise)") go onto two lines, the widest column first, until the table fits
+            spaced = [c for c in self.columns if c.no_wrap and any(" " in str(x) for x in c.cells)]
+            spaced.sort(key=lambda c: -max(cell_len(str(x)) for x in c.cells))
+            for column in spaced:
+                if Measurement.get(console, options.update_width(10_000), self).maximum <= (
+                    options.max_width
+                ):
+                    break
+                column.no_wrap = False
         yield from super().__rich_console__(console, options)
