@@ -73,12 +73,20 @@ def variant_cpus(suite: Suite, variant: str, cpus: placement_mod.Cpus) -> placem
     return placement_mod.Cpus(resolved.server, resolved.client)
 
 
+def placed_as(suite: Suite, variant: str) -> str:
+    """The target kind ``variant`` is placed (and its placement recorded) as: its
+    :func:`target_kind`, but ``remote`` for a command client of a server at an ``address`` (only
+    the client side is placed)."""
+    kind = target_kind(suite, variant)
+    return "remote" if kind == "client" and suite.address_of(variant) is not None else kind
+
+
 def applied_cpus(suite: Suite, variant: str, cpus: placement_mod.Cpus) -> placement_mod.Cpus:
     """The placement the cases of ``variant`` really get (:func:`rpcmeter.placement.applied`)."""
     own = suite.variants[variant].placement
     explicit = (own or suite.placement).server_cpus != "auto"
     return placement_mod.applied(
-        variant_cpus(suite, variant, cpus), target_kind(suite, variant), explicit
+        variant_cpus(suite, variant, cpus), placed_as(suite, variant), explicit
     )
 
 
@@ -88,8 +96,7 @@ def placement_doc(
     """The run's placement as applied: the first variant's, and ``by_variant`` (each variant's,
     with its ``target`` kind) when the variants' target kinds place them differently."""
     by_variant = {
-        v: applied_cpus(suite, v, cpus).applied(target=target_kind(suite, v))
-        for v in suite.variants
+        v: applied_cpus(suite, v, cpus).applied(target=placed_as(suite, v)) for v in suite.variants
     }
     first = next(iter(by_variant.values()))
     doc = quotas.recorded(first) if quotas else first
@@ -533,9 +540,10 @@ class ServerCase(TargetRunner):
 
 
 class CommandClientCase(ServerCase):
-    """A command client's case: its server started as any server case's, and in place of
-    rpcmeter's load its command's runs against that server, on the client CPUs, counted in
-    requests (:meth:`rpcmeter.record.CaseRecord.client_runs`)."""
+    """A command client's case: its server started as any server case's (or the one at its
+    ``address`` probed), and in place of rpcmeter's load its command's runs against that server,
+    placed as rpcmeter's clients are (the client CPUs, and the clients' cgroup with a client CPU
+    quota), counted in requests (:meth:`rpcmeter.record.CaseRecord.client_runs`)."""
 
     def measure(self, endpoint: Endpoint, env: Env | None, idle: resources.CpuTimes | None) -> None:
         from rpcmeter.runners.command import command_line, run_command
@@ -549,7 +557,7 @@ class CommandClientCase(ServerCase):
             if monitor is not None:
                 monitor.mark(name)
 
-        line = command_line(suite, case, env, endpoint)
+        line = command_line(suite, case, env, endpoint, self.tls_client)
         self.record.command(line.argv, line.python, suite.runs.warmup, line.params)
         outcome = run_command(
             line,
@@ -557,8 +565,10 @@ class CommandClientCase(ServerCase):
             self.bench.cpus.client,
             on_run=lambda runs, seconds: progress(runs * per_run, seconds),  # in requests
             on_go=lambda: mark("go"),
+            cgroup=self.bench.quotas.client,
         )
         mark("end")
+        self.record.note_placement(outcome.placement_note)
         self.record.client_runs(outcome, per_run, monitor, idle, self.bench.cpus, self.bench.quotas)
         server = self.server
         if outcome.failure and server is not None and not server.alive():

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -340,6 +341,25 @@ def apply_quotas(cpus: Cpus, enabled: bool = True) -> CpuQuotas:
             quotas.notes.append(f"{side} CPU quota of {amount:g} CPUs not applied: {reason}")
         setattr(quotas, side, group)
     return quotas
+
+
+def enter(procs: str | None, cpus: Sequence[int] | None) -> None:
+    """Place the calling process (a child before it runs its command: all it starts is placed
+    too): into the cgroup whose ``cgroup.procs`` file is ``procs`` (where it can; see
+    :func:`joined`) and onto ``cpus``."""
+    if procs:
+        with contextlib.suppress(OSError), open(procs, "w") as f:
+            f.write(str(os.getpid()))
+    if cpus:
+        os.sched_setaffinity(0, cpus)
+
+
+def joined(group: Cgroup | None, pid: int) -> str | None:
+    """After :func:`enter`: None when ``pid`` is in ``group`` (or there is no group), else why
+    it is not (:func:`join_cgroup`, tried once more)."""
+    if group is None or pid in group.pids():
+        return None
+    return join_cgroup(group, [pid])
 
 
 def join_cgroup(group: Cgroup | None, pids: list[int]) -> str | None:

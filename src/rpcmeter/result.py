@@ -25,7 +25,8 @@ written for readers outside rpcmeter::
                                     "server_quota_cpus", "client_quota_cpus", "server_cgroup",
                                     "client_cgroup", "cgroup_notes", "by_variant"} (as applied:
                                     target "server", "remote", "client" (a command client,
-                                    placed as "server") or "command"; a command runs
+                                    placed as "server"; of a server at an address:
+                                    "remote") or "command"; a command runs
                                     unpinned unless server_cpus was set; by_variant when
                                     variants are placed differently),
                       "cluster": {"spec", "scheduler", "workers", "hosts", "dask"} (--cluster),

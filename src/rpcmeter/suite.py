@@ -292,6 +292,17 @@ def _check_option_keys(suite: Suite, vname: str, driver: type[Driver], where: st
         )
 
 
+def _open_loop_key(suite: Suite) -> str | None:
+    """Where the suite asks for an open loop (``load.mode``, or a workload's ``mode``), if it
+    does."""
+    if suite.load.mode == "open":
+        return "load.mode"
+    for name, w in suite.workloads.items():
+        if w.load_overrides().get("mode") == "open":
+            return f"workloads.{_format_loc((name,))}.mode"
+    return None
+
+
 def no_open_loop(drivers: Iterable[type[Driver]]) -> str | None:
     """Why these drivers cannot run an open loop (None: they can)."""
     for driver in drivers:
@@ -334,10 +345,17 @@ def _check_semantics(suite: Suite, where: str) -> None:
         _check_option_keys(suite, vname, drivers[suite.server_driver_of(vname)], where)
     _check_tls(suite, drivers, where)
     _check_wait(suite, drivers, where)
-    if suite.load.mode == "open":
+    if (open_key := _open_loop_key(suite)) is not None:
+        for vname in suite.variants:
+            if suite.command_client(vname):
+                raise SuiteError(
+                    f"{where}: {open_key}: variant {vname!r} is a command "
+                    'client: its command paces itself (load.mode = "open" is for rpcmeter\'s '
+                    "clients)"
+                )
         closed = no_open_loop(drivers.values())
         if closed:
-            raise SuiteError(f"{where}: load.mode: {closed}")
+            raise SuiteError(f"{where}: {open_key}: {closed}")
     # the drivers that send the workloads: a command client's command sends what it sends, to a
     # server of the target's driver, which runs the workload
     clients = any(suite.command_client(v) for v in suite.variants)
@@ -414,7 +432,7 @@ def _check_tls(suite: Suite, drivers: dict[str, type[Driver]], where: str) -> No
                 v.tls = check_files(v.tls, base)
             except ValueError as exc:
                 raise SuiteError(f"{where}: {key}.{exc}") from None
-        driver = drivers[suite.driver_of(vname)]
+        driver = drivers[suite.server_driver_of(vname)]  # a command client's: its server's
         if suite.tls_of(vname) is not None and not driver.tls:
             raise SuiteError(f"{where}: {key}: driver {driver.name!r} has no TLS")
         loads = [

@@ -4,20 +4,27 @@ against the server rpcmeter starts for it, beside the target's own variants, cou
 from __future__ import annotations
 
 import json
+import os
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from rpcmeter.cli import main
+from rpcmeter.drivers import driver_class
+from rpcmeter.endpoints import Endpoint
 from rpcmeter.errors import SuiteError
-from rpcmeter.execute import target_kind
+from rpcmeter.execute import placement_doc, target_kind
 from rpcmeter.model import Result
+from rpcmeter.placement import resolve
 from rpcmeter.reporters import markdown
 from rpcmeter.reporters.plots import all_plots
 from rpcmeter.reporters.terminal import render
+from rpcmeter.servers.process import ServerProcess, new_endpoint
 from rpcmeter.suite import load_suite
+from rpcmeter.tls import RunCertificates, ServerTls
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -155,6 +162,27 @@ def test_a_command_client_that_cannot_reach_the_server_fails_its_case(tmp_path: 
             ('transport = "ipc"\n', 'transport = "udp"\n'),
             r"transport: driver 'zmq' has no transport 'udp'",
         ),
+        (  # the ZeroMQ server has no URLs, and no TLS
+            ("tcp://{host}:{port}", "{scheme}://{host}:{port}"),
+            r"unknown placeholder \{scheme\} \(known: host, port, python, requests_per_run, socket\)",
+        ),
+        (
+            ("tcp://{host}:{port}", "tcp://{host}:{port}{ca_file}"),
+            r"variants\.python client\.command: unknown placeholder \{ca_file\} \(known: host, "
+            r"port, python, requests_per_run, socket; \{ca_file\} and \{server_name\} need tls\)",
+        ),
+        (
+            ("[target]\n", "[target]\ntls = true\n"),
+            r"target\.tls: driver 'zmq' has no TLS",
+        ),
+        (  # a command paces itself: no schedule to send on, for the suite or one workload
+            ("[load]\n", '[load]\nmode = "open"\nrate = 100\n'),
+            r"load\.mode: variant 'python client' is a command client: its command paces itself",
+        ),
+        (
+            ('kind = "noop"\n', 'kind = "noop"\nmode = "open"\nrate = 100\n'),
+            r"workloads\.noop\.mode: variant 'python client' is a command client",
+        ),
     ],
 )
 def test_command_client_suite_errors(tmp_path: Path, change: tuple[str, str], error: str) -> None:
@@ -172,3 +200,188 @@ def test_a_command_client_takes_the_workloads_of_the_target(tmp_path: Path) -> N
     assert suite.server_driver_of("python client") == "zmq"
     assert target_kind(suite, "python client") == "client"
     assert target_kind(suite, "rpcmeter") == "server"
+
+
+# ---- HTTP targets: placement, TLS placeholders, a server at an address -------------------------
+
+# an HTTP client of the built-in server: {requests_per_run} noop requests, each reply read (with
+# TLS it trusts CA only, and checks the certificate against HOST); then it appends where it ran
+# (its CPUs and its cgroups) to the file named by its first argument
+HTTP_CLIENT = (
+    "import json, os, ssl, sys, urllib.request as u; "
+    "handlers = [u.ProxyHandler({{}})] + ([u.HTTPSHandler("
+    "context=ssl.create_default_context(cafile=CA))] if '{scheme}' == 'https' else []); "
+    "get = u.build_opener(*handlers).open; "
+    "[get('{scheme}://HOST:{port}/noop').read() for _ in range({requests_per_run})]; "
+    "open(sys.argv[1], 'a').write(json.dumps([sorted(os.sched_getaffinity(0)), "
+    "open('/proc/self/cgroup').read()]) + '\\n')"
+)
+CLEARTEXT = HTTP_CLIENT.replace("HOST", "{host}").replace("CA", "None")
+TRUSTING = HTTP_CLIENT.replace("HOST", "{server_name}").replace("CA", "'{ca_file}'")
+
+
+def http_suite(tmp_path: Path, target: str, client: str, more: str = "") -> Path:
+    """A suite of a command client (``client``, python -c) against an HTTP target (``target``:
+    more target keys; ``more``: more variants)."""
+    command = json.dumps(["{python}", "-c", client, str(tmp_path / "placed.jsonl")])
+    return write_suite(
+        tmp_path,
+        f"""
+name = "http command client"
+repeat = 1
+
+[target]
+driver = "http"
+{target}
+
+[variants."python client"]
+driver = "command"
+requests_per_run = {PER_RUN}
+command = {command}
+{more}
+
+[workloads.noop]
+kind = "noop"
+
+[runs]
+warmup = 1
+count = 2
+timeout_s = 30
+
+[placement]
+client_cpus = 1   # a count: one CPU, and a cgroup quota of one CPU
+
+[resources]
+idle_s = 0
+""",
+    )
+
+
+def run_result(suite: Path, tmp_path: Path) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """The run's result document and its cases by variant."""
+    out = tmp_path / "result.json"
+    main(["run", str(suite), "--no-store", "-o", str(out)])
+    result: dict[str, Any] = json.loads(out.read_text())
+    return result, {c["variant"]: c for c in result["cases"]}
+
+
+def placed(tmp_path: Path) -> list[tuple[list[int], str]]:
+    """Where each run of the client ran: its CPUs and its /proc/self/cgroup."""
+    lines = (tmp_path / "placed.jsonl").read_text().splitlines()
+    return [(cpus, cgroups) for cpus, cgroups in map(json.loads, lines)]
+
+
+def test_a_command_client_runs_on_the_client_cpus_and_in_the_client_cgroup(
+    tmp_path: Path,
+) -> None:
+    suite = http_suite(tmp_path, "", CLEARTEXT)
+    result, cases = run_result(suite, tmp_path)
+    case = cases["python client"]
+    assert case["status"] == "ok", case["reason"]
+    assert case["requests"] == case["ok"] == 2 * PER_RUN
+    assert "'http://127.0.0.1:" in case["command"]["argv"][2]
+    placement = result["environment"]["placement"]
+    assert placement["target"] == "client" and "by_variant" not in placement
+    client_cpus = resolve(load_suite(suite).placement).client
+    assert placement["client_cpus"] == case["placement"]["client_cpus"] == client_cpus
+    runs = placed(tmp_path)
+    assert len(runs) == 3  # the warmup run too
+    assert all(cpus == client_cpus for cpus, _ in runs)
+    group = placement["client_cgroup"]
+    if group is None:  # no writable cgroup here: the quota is skipped, and the reason recorded
+        assert placement["cgroup_notes"][0].startswith("client CPU quota of 1 CPUs not applied")
+        return
+    # every run started inside the clients' quota cgroup (v1: the cpu hierarchy; v2: unified)
+    assert group["cpus"] == 1.0
+    name = os.path.basename(group["path"])
+    for _, cgroups in runs:
+        where = [
+            path
+            for _, controllers, path in (line.split(":", 2) for line in cgroups.splitlines())
+            if (controllers == "" if group["version"] == 2 else "cpu" in controllers.split(","))
+        ]
+        assert where and where[0].endswith("/" + name), cgroups
+    assert not case["placement"].get("notes")
+
+
+def test_a_command_client_of_a_tls_server_gets_the_run_ca_and_the_server_name(
+    tmp_path: Path,
+) -> None:
+    untrusting = TRUSTING.replace("cafile='{ca_file}'", "")  # the system's CAs only
+    suite = http_suite(
+        tmp_path,
+        "tls = true",
+        TRUSTING,
+        f"""
+[variants."no ca"]
+driver = "command"
+requests_per_run = {PER_RUN}
+command = {json.dumps(["{python}", "-c", untrusting, str(tmp_path / "other.jsonl")])}
+""",
+    )
+    result, cases = run_result(suite, tmp_path)
+    case = cases["python client"]
+    assert case["status"] == "ok", case["reason"]
+    assert case["ok"] == 2 * PER_RUN
+    argv = case["command"]["argv"][2]
+    # the run's CA (made for it, deleted with it) and the name its certificate carries
+    ca_file = argv.split("cafile='", 1)[1].split("'", 1)[0]
+    assert ca_file.endswith("/ca.pem") and not os.path.exists(ca_file)
+    assert "'https://127.0.0.1:" in argv
+    assert result["environment"]["tls"]["python client"]["ca"] == "made for the run"
+    # the same client trusting only the system's CAs fails: the server did speak TLS
+    refused = cases["no ca"]
+    assert refused["status"] == "failed"
+    assert "CERTIFICATE_VERIFY_FAILED" in refused["reason"]
+
+
+@pytest.fixture
+def tls_server() -> Iterator[tuple[Endpoint, RunCertificates]]:
+    """The built-in HTTP server serving TLS, started here (not by rpcmeter), and its CA."""
+    certs = RunCertificates()
+    endpoint = new_endpoint("tcp")
+    tls = ServerTls(certs.cert_file, certs.key_file).option()
+    try:
+        with ServerProcess(driver_class("http").server_command(endpoint, {"tls": tls}), endpoint):
+            yield endpoint, certs
+    finally:
+        certs.close()
+
+
+def test_a_command_client_of_a_server_at_an_address(
+    tmp_path: Path, tls_server: tuple[Endpoint, RunCertificates]
+) -> None:
+    endpoint, certs = tls_server
+    target = f'address = "127.0.0.1:{endpoint.port}"\ntls = {{ ca_file = "{certs.ca_file}" }}'
+    result, cases = run_result(http_suite(tmp_path, target, TRUSTING), tmp_path)
+    case = cases["python client"]
+    assert case["status"] == "ok", case["reason"]
+    assert case["server_managed"] is False and case["endpoint"] == endpoint.describe()
+    # the command was given the address and the suite's own CA file
+    argv = case["command"]["argv"][2]
+    assert f"'https://127.0.0.1:{endpoint.port}/noop'" in argv
+    assert f"cafile='{certs.ca_file}'" in argv
+    assert case["requests"] == case["ok"] == 2 * PER_RUN
+    # the server is nobody's to measure here: unknown, not zero; the command is the client
+    assert case["cpu"]["server_us_per_request"] is None
+    assert case["cpu"]["client_us_per_request"] > 0
+    # placed as a remote case: the client side only
+    placement = result["environment"]["placement"]
+    assert placement["target"] == "remote" and placement["server_cpus"] is None
+    assert placement["client_cpus"] == case["placement"]["client_cpus"]
+    assert all(cpus == placement["client_cpus"] for cpus, _ in placed(tmp_path))
+    assert "· remote server, client CPUs [" in render(Result.from_json(result), width=300)
+
+
+def test_ca_file_for_a_server_at_an_address_is_the_suites_own(tmp_path: Path) -> None:
+    suite = http_suite(tmp_path, 'address = "127.0.0.1:9"\ntls = true', TRUSTING)
+    with pytest.raises(SuiteError) as err:
+        load_suite(suite)
+    assert str(err.value) == (
+        f"{suite}: variants.python client.command: {{ca_file}}: rpcmeter makes no CA for the "
+        "server at 127.0.0.1:9 (not started by it): set tls.ca_file to the CA that issued its "
+        "certificate"
+    )
+    cleartext = load_suite(http_suite(tmp_path, 'address = "127.0.0.1:9"', CLEARTEXT))
+    placement = placement_doc(cleartext, resolve(cleartext.placement), None)
+    assert placement.target == "remote" and placement.server_cpus is None

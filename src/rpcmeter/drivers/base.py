@@ -134,6 +134,8 @@ class Driver(ABC):
     fork_safe: ClassVar[bool] = True  # its module may be imported before client processes fork
     fatal_errors: ClassVar[tuple[type[BaseException], ...]] = (OSError, EOFError)
     tls: ClassVar[bool] = False  # speaks TLS when the context carries it (rpcmeter.tls)
+    # the scheme of its servers' URLs (``https`` with TLS): a command client's ``{scheme}``
+    url_scheme: ClassVar[str | None] = None
     connection_per_request: ClassVar[bool] = False  # load.reuse = false
     spins: ClassVar[bool] = False  # load.wait = "spin" (see also :meth:`spin_problem`)
 

@@ -7,8 +7,10 @@ placeholders it takes, and the checks of a suite that uses it.
 
 A ``command`` variant in a suite whose target is another driver is a *command client*
 (:meth:`~rpcmeter.suite_model.Suite.command_client`): rpcmeter starts the target's server for
-it, as for the other variants, and the command (a client of that server: ``{host}``, ``{port}``,
-``{socket}``) runs against it; ``requests_per_run`` says how many requests one run makes.
+it, as for the other variants (or measures the server at its ``address``), and the command (a
+client of that server: ``{host}``, ``{port}``, ``{socket}``; with TLS ``{ca_file}`` and
+``{server_name}``; ``{scheme}`` for a server with URLs) runs against it; ``requests_per_run``
+says how many requests one run makes.
 """
 
 from __future__ import annotations
@@ -63,6 +65,33 @@ def command_of(suite: Suite, variant: str, workload: str) -> tuple[str | list[st
 # what a command client's command line may hold besides the workload's parameters: where the
 # server listens, and how many requests one run makes
 CLIENT_PLACEHOLDERS = ("host", "port", "socket", "requests_per_run")
+# and with TLS (the variant's ``tls``): the CA file to trust and the name to send and check
+TLS_PLACEHOLDERS = ("ca_file", "server_name")
+
+
+def client_placeholders(suite: Suite, variant: str) -> set[str]:
+    """The placeholders a command client's command line may hold besides the workload's
+    parameters: :data:`CLIENT_PLACEHOLDERS`, with TLS :data:`TLS_PLACEHOLDERS`, and ``scheme``
+    where the server's driver has URLs (``url_scheme``)."""
+    from rpcmeter.drivers import driver_class
+
+    names = set(CLIENT_PLACEHOLDERS)
+    if suite.tls_of(variant) is not None:
+        names.update(TLS_PLACEHOLDERS)
+    if driver_class(suite.server_driver_of(variant)).url_scheme:
+        names.add("scheme")
+    return names
+
+
+def _check_ca_file(suite: Suite, variant: str, names: list[str], key: str, where: str) -> None:
+    """``{ca_file}`` against a server rpcmeter does not start needs the suite's ``tls.ca_file``
+    (no CA is made for it)."""
+    tls, address = suite.tls_of(variant), suite.address_of(variant)
+    if "ca_file" in names and tls is not None and tls.ca_file is None and address is not None:
+        raise SuiteError(
+            f"{where}: {key}: {{ca_file}}: rpcmeter makes no CA for the server at {address} "
+            "(not started by it): set tls.ca_file to the CA that issued its certificate"
+        )
 
 
 def check_suite(suite: Suite, where: str) -> None:
@@ -72,7 +101,8 @@ def check_suite(suite: Suite, where: str) -> None:
         for vname in suite.variants:
             if suite.driver_of(vname) != "command":
                 continue
-            allowed = known | set(CLIENT_PLACEHOLDERS) if suite.command_client(vname) else known
+            client = suite.command_client(vname)
+            allowed = known | client_placeholders(suite, vname) if client else known
             command, key = command_of(suite, vname, wname)
             if command is None or command == "" or command == []:
                 raise SuiteError(
@@ -86,10 +116,14 @@ def check_suite(suite: Suite, where: str) -> None:
                 raise SuiteError(f"{where}: {key}: cannot split the command line: {exc}") from None
             unknown = [n for n in names if n not in allowed]
             if unknown:
+                needs_tls = client and unknown[0] in TLS_PLACEHOLDERS
                 raise SuiteError(
                     f"{where}: {key}: unknown placeholder {{{unknown[0]}}} "
-                    f"(known: {', '.join(sorted(allowed))})"
+                    f"(known: {', '.join(sorted(allowed))}"
+                    + ("; {ca_file} and {server_name} need tls)" if needs_tls else ")")
                 )
+            if client:
+                _check_ca_file(suite, vname, names, key, where)
 
 
 class CommandDriver(Driver):

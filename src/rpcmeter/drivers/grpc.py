@@ -167,6 +167,7 @@ class GrpcDriver(EventDriver):
     }
     fork_safe: ClassVar[bool] = False  # grpc's core must start after the fork
     tls: ClassVar[bool] = True
+    url_scheme: ClassVar[str | None] = "http"
     fatal_errors: ClassVar[tuple[type[BaseException], ...]] = (OSError, EOFError, GrpcUnavailable)
 
     @classmethod

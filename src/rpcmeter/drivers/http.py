@@ -267,6 +267,7 @@ class HttpDriver(StreamDriver):
     packages: ClassVar[tuple[str, ...]] = ("httptools", "uvloop")
     tls: ClassVar[bool] = True
     alpn: ClassVar[tuple[str, ...]] = ("http/1.1",)
+    url_scheme: ClassVar[str | None] = "http"
     option_keys: ClassVar[frozenset[str] | None] = STALL_OPTIONS | {
         "method",
         "path",

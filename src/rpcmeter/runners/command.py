@@ -34,10 +34,12 @@ The case document (see :mod:`rpcmeter.result`) gets, besides the common fields:
   ``server_peak_rss_bytes``.
 
 A *command client* (a ``command`` variant in a suite whose target starts a server;
-:meth:`~rpcmeter.suite_model.Suite.command_client`) runs the same way, on the client CPUs,
-against the server started for its case (:class:`rpcmeter.execute.CommandClientCase`): its
-command line also takes ``{host}``, ``{port}``, ``{socket}`` and ``{requests_per_run}``
-(:func:`command_line`), and its case is counted in requests, with no latency
+:meth:`~rpcmeter.suite_model.Suite.command_client`) runs the same way against the server
+started for its case, or the one at its ``address`` (:class:`rpcmeter.execute.CommandClientCase`):
+its command line also takes ``{host}``, ``{port}``, ``{socket}``, ``{requests_per_run}``,
+``{scheme}`` and with TLS ``{ca_file}`` and ``{server_name}`` (:func:`command_line`); each run
+is pinned to the client CPUs and, with a client CPU quota, starts in the clients' cgroup
+(:func:`run_once`); its case is counted in requests, with no latency
 (:meth:`rpcmeter.record.CaseRecord.client_runs`).
 """
 
@@ -57,7 +59,8 @@ from pathlib import Path
 
 import psutil
 
-from rpcmeter import model
+from rpcmeter import model, placement
+from rpcmeter.drivers import driver_class
 from rpcmeter.drivers.command import command_of, fill
 from rpcmeter.endpoints import Endpoint
 from rpcmeter.envs import Env
@@ -65,6 +68,8 @@ from rpcmeter.plan import Case
 from rpcmeter.record import CaseRecord
 from rpcmeter.runners import tree
 from rpcmeter.suite import Runs, Suite
+from rpcmeter.tls import ClientTls
+from rpcmeter.tls import server_name as tls_server_name
 from rpcmeter.watchdog import WATCHDOG
 from rpcmeter.workloads import CommandParams
 
@@ -79,6 +84,7 @@ class Outcome:
     elapsed_s: float = 0.0
     failure: str | None = None
     output_tail: str = ""
+    placement_note: str | None = None  # why the command is not in its cgroup, if it is not
 
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:
@@ -100,9 +106,12 @@ def run_once(
     runs: Runs,
     log: Path,
     cpus: Sequence[int] | None = None,
-) -> tree.TreeUsage:
-    """One run of ``argv`` through the launcher; its :class:`~rpcmeter.runners.tree.TreeUsage`
-    (with ``error`` when the launcher itself failed)."""
+    cgroup: placement.Cgroup | None = None,
+) -> tuple[tree.TreeUsage, str | None]:
+    """One run of ``argv`` through the launcher, placed on ``cpus`` and in ``cgroup`` (the
+    launcher joins them before it starts, so the whole tree is there): its
+    :class:`~rpcmeter.runners.tree.TreeUsage` (with ``error`` when the launcher itself failed),
+    and why it is not in ``cgroup`` if it is not."""
     launcher = [
         sys.executable,
         "-S",
@@ -118,6 +127,7 @@ def run_once(
         *argv,
     ]
     pin = list(cpus) if cpus else None
+    procs = str(cgroup.procs) if cgroup is not None else None
     proc = subprocess.Popen(
         launcher,
         stdin=subprocess.DEVNULL,
@@ -126,8 +136,9 @@ def run_once(
         env=dict(env),
         cwd=cwd,
         start_new_session=True,
-        preexec_fn=(lambda: os.sched_setaffinity(0, pin)) if pin else None,
+        preexec_fn=(lambda: placement.enter(procs, pin)) if pin or procs else None,
     )
+    note = placement.joined(cgroup, proc.pid)  # the launcher, starting up: it is there or never
     WATCHDOG.guard(proc.pid)  # on SIGTERM the launcher kills its tree
     try:
         out, err = proc.communicate(timeout=runs.timeout_s + runs.linger_s + 30)
@@ -137,12 +148,12 @@ def run_once(
     finally:
         WATCHDOG.release(proc.pid)
     try:
-        return tree.TreeUsage(**json.loads(out.decode().strip().splitlines()[-1]))
+        return tree.TreeUsage(**json.loads(out.decode().strip().splitlines()[-1])), note
     except (ValueError, IndexError, TypeError):
         detail = err.decode(errors="replace").strip().splitlines()
         return tree.TreeUsage(
             error="launcher failed: " + (detail[-1] if detail else f"status {proc.returncode}")
-        )
+        ), note
 
 
 def _tail(log: Path, lines: int = 20) -> str:
@@ -173,16 +184,20 @@ def measure(
     cpus: Sequence[int] | None = None,
     on_run: Callable[[int, float], None] | None = None,
     on_go: Callable[[], None] | None = None,
+    cgroup: placement.Cgroup | None = None,
 ) -> Outcome:
-    """Warmup runs, then the measured runs (see the module documentation); ``on_go`` is called
-    between them."""
+    """Warmup runs, then the measured runs (see the module documentation), each on ``cpus`` and
+    in ``cgroup``; ``on_go`` is called between them."""
     outcome = Outcome()
     with tempfile.NamedTemporaryFile(prefix="rpcmeter-command-", suffix=".log") as logf:
         log = Path(logf.name)
 
         def once(label: str) -> tree.TreeUsage | None:
             log.write_bytes(b"")
-            usage = run_once(argv, env=env, cwd=cwd, runs=runs, log=log, cpus=cpus)
+            usage, note = run_once(
+                argv, env=env, cwd=cwd, runs=runs, log=log, cpus=cpus, cgroup=cgroup
+            )
+            outcome.placement_note = outcome.placement_note or note
             problem = _problem(usage, runs)
             if problem is None:
                 return usage
@@ -274,11 +289,17 @@ class CommandLine:
 
 
 def command_line(
-    suite: Suite, case: Case, env: Env | None, server: Endpoint | None = None
+    suite: Suite,
+    case: Case,
+    env: Env | None,
+    server: Endpoint | None = None,
+    tls: ClientTls | None = None,
 ) -> CommandLine:
     """The command line of ``case``, its placeholders filled; with ``server``, a command
     client's (:meth:`~rpcmeter.suite_model.Suite.command_client`), which also gets where that
-    server listens (``{host}``, ``{port}``, ``{socket}``) and ``{requests_per_run}``."""
+    server listens (``{host}``, ``{port}``, ``{socket}``), ``{requests_per_run}``, the scheme
+    of the server's URLs (``{scheme}``: ``https`` with ``tls``) and with ``tls`` the CA file to
+    trust and the name to send and check (``{ca_file}``, ``{server_name}``)."""
     params = case.params
     python = env.python if env is not None else sys.executable
     given = params.placeholders() if isinstance(params, CommandParams) else params.model_dump()
@@ -293,6 +314,11 @@ def command_line(
             socket=server.path or "",
             requests_per_run=per_run,
         )
+        scheme = driver_class(suite.server_driver_of(case.variant)).url_scheme
+        if scheme:
+            values["scheme"] = scheme + "s" if tls is not None else scheme
+        if tls is not None:
+            values.update(ca_file=tls.ca_file or "", server_name=tls_server_name(tls, server.host))
     command, _ = command_of(suite, case.variant, case.workload)
     assert command is not None, "checked when the suite was loaded"
     variant = suite.variants[case.variant]
@@ -336,8 +362,16 @@ def run_command(
     cpus: Sequence[int] | None,
     on_run: Callable[[int, float], None] | None = None,
     on_go: Callable[[], None] | None = None,
+    cgroup: placement.Cgroup | None = None,
 ) -> Outcome:
-    """The runs of ``line`` (:func:`measure`)."""
+    """The runs of ``line`` (:func:`measure`), on ``cpus`` and in ``cgroup``."""
     return measure(
-        line.argv, env=line.environ, cwd=line.cwd, runs=runs, cpus=cpus, on_run=on_run, on_go=on_go
+        line.argv,
+        env=line.environ,
+        cwd=line.cwd,
+        runs=runs,
+        cpus=cpus,
+        on_run=on_run,
+        on_go=on_go,
+        cgroup=cgroup,
     )

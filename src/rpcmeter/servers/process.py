@@ -27,7 +27,7 @@ import psutil
 
 from rpcmeter.endpoints import Endpoint
 from rpcmeter.errors import ServerError
-from rpcmeter.placement import Cgroup, join_cgroup, tracking_cgroup
+from rpcmeter.placement import Cgroup, enter, join_cgroup, tracking_cgroup
 from rpcmeter.watchdog import WATCHDOG
 
 _LIVE: set[ServerProcess] = set()
@@ -153,11 +153,7 @@ class ServerProcess:
 
         def _in_child() -> None:
             die_with_parent(parent)
-            if procs:  # before the command runs, so that all it starts is inside
-                with contextlib.suppress(OSError), open(procs, "w") as f:
-                    f.write(str(os.getpid()))
-            if cpus:
-                os.sched_setaffinity(0, cpus)
+            enter(procs, cpus)
 
         try:
             self.proc = subprocess.Popen(
