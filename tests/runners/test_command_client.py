@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 import textwrap
 from collections.abc import Iterator
 from pathlib import Path
@@ -18,12 +19,13 @@ from rpcmeter.endpoints import Endpoint
 from rpcmeter.errors import SuiteError
 from rpcmeter.execute import placement_doc, target_kind
 from rpcmeter.model import Result
-from rpcmeter.placement import resolve
+from rpcmeter.placement import Cgroup, resolve
 from rpcmeter.reporters import markdown
 from rpcmeter.reporters.plots import all_plots
 from rpcmeter.reporters.terminal import render
+from rpcmeter.runners.command import measure
 from rpcmeter.servers.process import ServerProcess, new_endpoint
-from rpcmeter.suite import load_suite
+from rpcmeter.suite import Runs, load_suite
 from rpcmeter.tls import RunCertificates, ServerTls
 
 pytestmark = pytest.mark.timeout(180)
@@ -385,3 +387,28 @@ def test_ca_file_for_a_server_at_an_address_is_the_suites_own(tmp_path: Path) ->
     cleartext = load_suite(http_suite(tmp_path, 'address = "127.0.0.1:9"', CLEARTEXT))
     placement = placement_doc(cleartext, resolve(cleartext.placement), None)
     assert placement.target == "remote" and placement.server_cpus is None
+
+
+def test_a_run_that_cannot_join_its_cgroup_runs_and_says_why(tmp_path: Path) -> None:
+    """A cgroup the command cannot join (here: one that does not exist) is no failure: the runs
+    go on, pinned, and the outcome says why they are not in it."""
+    missing = Cgroup(tmp_path / "no-such-cgroup", 2, 1.0)
+    cpus = sorted(os.sched_getaffinity(0))[-1:]
+    out = tmp_path / "cpus.txt"
+    outcome = measure(
+        [
+            sys.executable,
+            "-c",
+            f"import os; open({str(out)!r}, 'a').write(str(sorted(os.sched_getaffinity(0))))",
+        ],
+        env=dict(os.environ),
+        cwd=None,
+        runs=Runs(warmup=0, count=2, timeout_s=30),
+        cpus=cpus,
+        cgroup=missing,
+    )
+    assert outcome.failure is None and len(outcome.runs) == 2
+    assert out.read_text() == str(cpus) * 2
+    note = outcome.placement_note
+    assert note is not None and note.startswith("cannot move process ")
+    assert note.endswith(f"into {missing.path}: No such file or directory")
