@@ -436,7 +436,9 @@ class ServerCase(TargetRunner):
             ready_probe=False,
             quota=self.bench.quotas.server,
         )
-        self.monitor = resources.TreeMonitor(self.server.tree, suite.resources.sample_interval_s)
+        self.monitor = resources.TreeMonitor(
+            self.server.tree, suite.resources.sample_interval_s, self.server.cpu_times
+        )
         try:
             self.server.start()
             self.record.note_placement(self.server.cgroup_note)

@@ -183,6 +183,9 @@ class Cpu(Part):
     server_idle_window_s: float | None = None
     server_cpus_busy_pct: float | None = None
     client_cpus_busy_pct: float | None = None
+    # where the server figures came from: its cgroup's CPU accounting, or the sum over its process
+    # tree (None: no server figures, or a document from before this field)
+    server_source: Literal["cgroup", "processes"] | None = None
 
 
 class Memory(Part):

@@ -12,7 +12,10 @@ Placement is applied two ways:
 The same cgroups also track a server's whole process tree (:func:`tracking_cgroup`): each server
 is started in a cgroup of its own, without limits (nested in the server's quota cgroup when there
 is one), so that the processes its children start in sessions of their own are still found and
-stopped with it.
+stopped with it. Where that cgroup keeps CPU accounting (cgroup v2 ``cpu.stat``, v1 ``cpuacct``),
+it also gives the server's CPU time (:meth:`Cgroup.cpu_times`), counting every process that ever
+ran in it; where it does not, the server joins a second cgroup in a hierarchy that does
+(:func:`accounting_cgroup`).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rpcmeter.errors import SuiteError
+from rpcmeter.metrics.resources import split_total
 from rpcmeter.suite_model import Placement
 
 if TYPE_CHECKING:
@@ -221,6 +225,52 @@ class Cgroup:
 
         return model.Cgroup(path=str(self.path), version=self.version, cpus=self.cpus)
 
+    def cpu_times(self) -> tuple[float, float] | None:
+        """User and system CPU seconds of every process that ran in the cgroup since it was made
+        (exited ones included), or None when the cgroup keeps no CPU accounting readable here."""
+        try:
+            if self.version == 2:
+                return parse_cpu_stat((self.path / "cpu.stat").read_text())
+            # v1: the total is exact (the scheduler's run time); the split into user and system
+            # is sampled at clock ticks, so it only gives the ratio (as the kernel does for v2)
+            total = parse_ns((self.path / "cpuacct.usage").read_text())
+            try:
+                split = (
+                    parse_ns((self.path / "cpuacct.usage_user").read_text()),
+                    parse_ns((self.path / "cpuacct.usage_sys").read_text()),
+                )
+            except OSError:  # kernels before 4.7 have only cpuacct.stat
+                split = parse_cpuacct_stat((self.path / "cpuacct.stat").read_text())
+            return split_total(total, *split)
+        except (OSError, ValueError):
+            return None
+
+
+def parse_cpu_stat(text: str) -> tuple[float, float]:
+    """User and system seconds from a cgroup v2 ``cpu.stat`` (``user_usec``, ``system_usec``)."""
+    fields = dict(line.split(None, 1) for line in text.splitlines() if line.strip())
+    try:
+        return int(fields["user_usec"]) / 1e6, int(fields["system_usec"]) / 1e6
+    except KeyError as exc:
+        raise ValueError(f"cpu.stat has no {exc.args[0]}") from None
+
+
+def parse_ns(text: str) -> float:
+    """Seconds from a cgroup v1 ``cpuacct.usage``, ``cpuacct.usage_user`` or ``cpuacct.usage_sys``
+    (nanoseconds)."""
+    return int(text.strip()) / 1e9
+
+
+def parse_cpuacct_stat(text: str) -> tuple[float, float]:
+    """User and system seconds from a cgroup v1 ``cpuacct.stat`` (``user``, ``system``, in
+    clock ticks)."""
+    fields = dict(line.split(None, 1) for line in text.splitlines() if line.strip())
+    tick = os.sysconf("SC_CLK_TCK")
+    try:
+        return int(fields["user"]) / tick, int(fields["system"]) / tick
+    except KeyError as exc:
+        raise ValueError(f"cpuacct.stat has no {exc.args[0]}") from None
+
 
 def create_cgroup(name: str, cpus: float) -> tuple[Cgroup | None, str]:
     """A new cgroup limited to ``cpus`` CPUs of run time, or None and the reason it failed."""
@@ -302,6 +352,30 @@ def tracking_cgroup(name: str, inside: Cgroup | None = None) -> tuple[Cgroup | N
     return None, "; ".join(reasons) or "no cgroup file system"
 
 
+def accounting_cgroup(name: str, tracking: Cgroup | None) -> Cgroup | None:
+    """A cgroup that keeps CPU accounting for the processes of ``tracking``: ``tracking`` itself
+    when it does, else a new cgroup (without limits) in this process's own cgroup of a hierarchy
+    that does (v1 ``cpuacct``, v2), which the processes must join as well; None where there is
+    none that can be made and read."""
+    if tracking is not None and tracking.cpu_times() is not None:
+        return tracking
+    for mount, fstype, options in _mounts():
+        if fstype != "cgroup2" and "cpuacct" not in options.split(","):
+            continue
+        own = _own_cgroup(None if fstype == "cgroup2" else "cpuacct")
+        if own is None:
+            continue
+        group = Cgroup(Path(mount) / own.lstrip("/") / name, 2 if fstype == "cgroup2" else 1, None)
+        try:
+            group.path.mkdir()
+        except OSError:
+            continue
+        if group.cpu_times() is not None:
+            return group
+        group.remove()
+    return None
+
+
 @dataclass
 class CpuQuotas:
     """The cgroups of one run (server and clients), removed on exit."""
@@ -343,12 +417,12 @@ def apply_quotas(cpus: Cpus, enabled: bool = True) -> CpuQuotas:
     return quotas
 
 
-def enter(procs: str | None, cpus: Sequence[int] | None) -> None:
+def enter(procs: str | Sequence[str] | None, cpus: Sequence[int] | None) -> None:
     """Place the calling process (a child before it runs its command: all it starts is placed
-    too): into the cgroup whose ``cgroup.procs`` file is ``procs`` (where it can; see
-    :func:`joined`) and onto ``cpus``."""
-    if procs:
-        with contextlib.suppress(OSError), open(procs, "w") as f:
+    too): into the cgroup (or cgroups, one per hierarchy) whose ``cgroup.procs`` file is
+    ``procs`` (where it can; see :func:`joined`) and onto ``cpus``."""
+    for path in [procs] if isinstance(procs, str) else procs or ():
+        with contextlib.suppress(OSError), open(path, "w") as f:
             f.write(str(os.getpid()))
     if cpus:
         os.sched_setaffinity(0, cpus)

@@ -8,6 +8,14 @@ with its parent (reparented outside the tree) counts with the last values the sa
 A background thread samples the tree every ``interval_s`` for peak memory (the sum of the
 processes' resident sets; at the end also each process's own high-water mark, ``VmHWM``).
 
+The tree walk misses the CPU of processes that leave the tree (a daemon: double fork, reparented
+to init) and of children that exit between samples with nobody in the tree to wait for them. A
+server in a cgroup of its own has no such holes: the monitor asks a :data:`CpuSource` (the
+cgroup's CPU accounting) at every sample and mark too, and a span between two marks that both
+have its reading takes the CPU from it (``source`` ``"cgroup"``), otherwise from the tree
+(``"processes"``). Memory stays the tree's resident sets: a cgroup's memory counts page cache and
+kernel memory charged to it as well, a different figure.
+
 Clients: every client process reports its own ``getrusage`` delta over the measured interval and
 its peak RSS (:mod:`rpcmeter.runners.client`).
 
@@ -25,7 +33,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Literal, TypeVar
 
 import psutil
 
@@ -33,16 +41,24 @@ if TYPE_CHECKING:  # client processes import this module: they do without the re
     from rpcmeter.model import Client, Cpu, Memory
 
 TreeFn = Callable[[], list[psutil.Process]]
+# user and system CPU seconds of everything the server ever ran (its cgroup's accounting), None
+# when they cannot be read now
+CpuSource = Callable[[], tuple[float, float] | None]
+Source = Literal["cgroup", "processes"]
+CGROUP: Source = "cgroup"
+PROCESSES: Source = "processes"
 N = TypeVar("N", int, float)
 
 
 @dataclass(frozen=True)
 class CpuTimes:
-    """User and system CPU seconds (and the monotonic time they were read at)."""
+    """User and system CPU seconds (and the monotonic time they were read at, and where they
+    came from: :data:`PROCESSES` or :data:`CGROUP`)."""
 
     user_s: float
     sys_s: float
     at: float = 0.0
+    source: Source = PROCESSES
 
     @property
     def total_s(self) -> float:
@@ -53,6 +69,7 @@ class CpuTimes:
             max(0.0, self.user_s - other.user_s),
             max(0.0, self.sys_s - other.sys_s),
             self.at - other.at,
+            self.source,
         )
 
 
@@ -82,6 +99,14 @@ def busy_pct(start: CpuTicks, end: CpuTicks, cpus: list[int] | None) -> float | 
     return 100.0 * busy / total if total >= 0.2 else None
 
 
+def split_total(total: float, user: float, system: float) -> tuple[float, float]:
+    """``total`` seconds split into user and system in the ratio ``user`` : ``system`` (all user
+    when both are 0)."""
+    ticks = user + system
+    user_share = user / ticks if ticks > 0 else 1.0
+    return total * user_share, total * (1.0 - user_share)
+
+
 def process_cpu(p: psutil.Process) -> tuple[float, float]:
     """User and system seconds of a process (all its threads, live and exited) plus those of the
     children it has waited for.
@@ -96,8 +121,8 @@ def process_cpu(p: psutil.Process) -> tuple[float, float]:
         total = time.clock_gettime_ns(((~p.pid) << 3) | 2) / 1e9  # CPUCLOCK_SCHED of the process
     except OSError:
         total = ticks
-    user_share = t.user / ticks if ticks > 0 else 1.0
-    return total * user_share + t.children_user, total * (1.0 - user_share) + t.children_system
+    user, system = split_total(total, t.user, t.system)
+    return user + t.children_user, system + t.children_system
 
 
 def peak_rss_of(pid: int) -> int | None:
@@ -114,8 +139,11 @@ def peak_rss_of(pid: int) -> int | None:
 class TreeMonitor:
     """CPU time and peak memory of a process tree (see the module docstring)."""
 
-    def __init__(self, tree: TreeFn, interval_s: float = 0.25) -> None:
+    def __init__(
+        self, tree: TreeFn, interval_s: float = 0.25, cpu_source: CpuSource | None = None
+    ) -> None:
         self._tree = tree
+        self._cpu_source = cpu_source
         self.interval_s = interval_s
         self._lock = threading.Lock()
         # pid -> (parent pid, user + children user, system + children system), last seen
@@ -123,7 +151,8 @@ class TreeMonitor:
         self._peak_rss = 0
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
-        self.marks: dict[str, CpuTimes] = {}
+        self.marks: dict[str, CpuTimes] = {}  # the tree's CPU
+        self.source_marks: dict[str, CpuTimes] = {}  # the CPU source's, where it could be read
         self.machine_marks: dict[str, CpuTicks] = {}
 
     def start(self) -> TreeMonitor:
@@ -144,6 +173,10 @@ class TreeMonitor:
 
     def sample(self) -> CpuTimes:
         """Read the tree now: CPU so far, and the memory sample for the peak."""
+        return self._sample()[0]
+
+    def _sample(self) -> tuple[CpuTimes, CpuTimes | None]:
+        """The tree's CPU so far (and the memory sample for the peak), and the CPU source's."""
         procs = self._tree()
         now = time.monotonic()
         live: dict[int, tuple[int, float, float]] = {}
@@ -167,11 +200,18 @@ class TreeMonitor:
             self._seen = {**{p: v for p, v in gone.items() if v[0] not in live}, **live}
             user = sum(v[1] for v in live.values()) + sum(v[1] for v in orphans)
             system = sum(v[2] for v in live.values()) + sum(v[2] for v in orphans)
-        return CpuTimes(user, system, now)
+        read = self._cpu_source() if self._cpu_source is not None else None
+        source = CpuTimes(read[0], read[1], now, CGROUP) if read is not None else None
+        return CpuTimes(user, system, now), source
 
     def mark(self, name: str) -> None:
-        """Record the tree's CPU times (and the machine's) now under ``name`` (``go``, ...)."""
-        self.marks[name] = self.sample()
+        """Record the server's CPU times (tree and source) and the machine's now under ``name``
+        (``go``, ...)."""
+        self.marks[name], source = self._sample()
+        if source is not None:
+            self.source_marks[name] = source
+        else:
+            self.source_marks.pop(name, None)
         self.machine_marks[name] = machine_cpu()
 
     def busy_between(self, start: str, end: str, cpus: list[int] | None) -> float | None:
@@ -181,9 +221,11 @@ class TreeMonitor:
         return busy_pct(self.machine_marks[start], self.machine_marks[end], cpus)
 
     def between(self, start: str, end: str) -> CpuTimes | None:
-        if start not in self.marks or end not in self.marks:
-            return None
-        return self.marks[end] - self.marks[start]
+        """CPU between two marks: the source's where both have its reading, else the tree's."""
+        for marks in (self.source_marks, self.marks):
+            if start in marks and end in marks:
+                return marks[end] - marks[start]
+        return None
 
     def idle(self, seconds: float) -> CpuTimes:
         """CPU the tree used over a quiet window of ``seconds`` (nothing else must be sent)."""
@@ -246,6 +288,7 @@ def case_figures(
     """
     from rpcmeter.model import Cpu, Memory
 
+    server_source = server.source if server else None
     server_user = server.user_s if server else None
     server_sys = server.sys_s if server else None
     server_total = server.total_s if server else None
@@ -268,6 +311,7 @@ def case_figures(
         client_cpus_given=client_cpus if clients else None,
         server_idle_pct=percent_of_core(server_idle) if server_idle else None,
         server_idle_window_s=server_idle.at if server_idle else None,
+        server_source=server_source,
     )
     memory = Memory(
         server_peak_rss_bytes=server_peak_rss,

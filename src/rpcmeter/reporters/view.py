@@ -777,11 +777,34 @@ RESOURCE_COLUMNS = (  # header, case metric, formatter
 )
 
 
+def server_cpu_note(grid: Cells) -> str:
+    """Where the server CPU figures of the good cases came from (``cpu.server_source``): its
+    cgroup's accounting or the sum over its process tree; empty when no case says."""
+    sources = [
+        c.cpu.server_source
+        for row in grid.values()
+        for cell in row.values()
+        for c in cell.ok_cases
+        if c.cpu is not None and c.cpu.server_source is not None
+    ]
+    cgroup = sources.count("cgroup")
+    if not sources:
+        return ""
+    if cgroup == len(sources):
+        return "server CPU from its cgroup"
+    if cgroup == 0:
+        return "server CPU from its process tree"
+    return (
+        f"server CPU from its cgroup in {cgroup} cases, its process tree in {len(sources) - cgroup}"
+    )
+
+
 def resource_grid(workload: str, grid: Cells, keys: list[str]) -> Grid | None:
     """CPU per request (user + system) of server and clients, each side's CPU use as a share of
     the CPUs it was given, the server's idle CPU and peak memory; one row per point and variant
-    (means over repetitions; ``-``: not measured). None without a good case."""
-    out = _point_grid(f"{workload} · CPU and memory", keys)
+    (means over repetitions; ``-``: not measured), noting where the server CPU came from. None
+    without a good case."""
+    out = _point_grid(f"{workload} · CPU and memory", keys, server_cpu_note(grid))
     out.columns += [header for header, _, _ in RESOURCE_COLUMNS]
     for point, row in grid.items():
         pd = dict(point)

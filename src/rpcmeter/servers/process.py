@@ -3,7 +3,9 @@ it, its own cgroup), probe until ready, watch, and always stop the whole process
 failure, timeout and Ctrl-C; if rpcmeter is killed outright, :mod:`rpcmeter.watchdog` stops the
 group and the cgroup. The cgroup holds every process the server starts, also those that start a
 session of their own (``setsid``) and so leave its process group; without one, such a process is
-stopped only while it is still a descendant of the server."""
+stopped only while it is still a descendant of the server. The cgroup's CPU accounting (or that of
+a second cgroup the server joins where the first keeps none) gives the CPU time of all of them,
+those that left the tree and those that exited unseen included (:meth:`ServerProcess.cpu_times`)."""
 
 from __future__ import annotations
 
@@ -27,7 +29,13 @@ import psutil
 
 from rpcmeter.endpoints import Endpoint
 from rpcmeter.errors import ServerError
-from rpcmeter.placement import Cgroup, enter, join_cgroup, tracking_cgroup
+from rpcmeter.placement import (
+    Cgroup,
+    accounting_cgroup,
+    enter,
+    join_cgroup,
+    tracking_cgroup,
+)
 from rpcmeter.watchdog import WATCHDOG
 
 _LIVE: set[ServerProcess] = set()
@@ -132,6 +140,7 @@ class ServerProcess:
         self.proc: subprocess.Popen[bytes] | None = None
         self.quota = quota
         self.cgroup: Cgroup | None = None  # the server's own cgroup, where it could be made
+        self.accounting: Cgroup | None = None  # the cgroup that counts its CPU (may be ``cgroup``)
         self.cgroup_note: str | None = None  # why the server is not in its quota cgroup
         self._log = tempfile.NamedTemporaryFile(  # noqa: SIM115 - lives as long as the server
             prefix="rpcmeter-server-", suffix=".log", delete=False
@@ -148,12 +157,14 @@ class ServerProcess:
         cpus = self.cpus
 
         parent = os.getpid()
-        self.cgroup, _ = tracking_cgroup(f"rpcmeter-{parent}-server-{next(_SERIAL)}", self.quota)
-        procs = str(self.cgroup.procs) if self.cgroup else None
+        name = f"rpcmeter-{parent}-server-{next(_SERIAL)}"
+        self.cgroup, _ = tracking_cgroup(name, self.quota)
+        self.accounting = accounting_cgroup(name, self.cgroup)
+        procs = [str(g.procs) for g in self._cgroups()]
 
         def _in_child() -> None:
             die_with_parent(parent)
-            enter(procs, cpus)
+            enter(procs, cpus)  # before the command runs, so that all it starts is inside
 
         try:
             self.proc = subprocess.Popen(
@@ -177,6 +188,11 @@ class ServerProcess:
             self.cgroup is None or self.cgroup.path.parent != self.quota.path
         ):
             self.cgroup_note = join_cgroup(self.quota, [self.proc.pid])
+        accounting = self.accounting
+        if accounting is not None and self.proc.pid not in accounting.pids():
+            self.accounting = None  # its CPU comes from its process tree
+            if accounting != self.cgroup:
+                accounting.remove()
         WATCHDOG.guard(self.proc.pid, str(self.cgroup.procs) if self.cgroup else None)
         with _LIVE_LOCK:
             _LIVE.add(self)
@@ -222,6 +238,17 @@ class ServerProcess:
         except psutil.Error:
             return []
 
+    def cpu_times(self) -> tuple[float, float] | None:
+        """User and system CPU seconds of every process that ran in the server's cgroup (see the
+        module docstring), or None without a cgroup that counts them."""
+        group = self.accounting
+        return group.cpu_times() if group is not None else None
+
+    def _cgroups(self) -> list[Cgroup]:
+        """The server's cgroups: the one that tracks it, and the one that counts its CPU."""
+        groups = [self.cgroup, self.accounting]
+        return [g for i, g in enumerate(groups) if g is not None and g not in groups[:i]]
+
     def _signal(self, signum: int) -> None:
         """``signum`` to the server's process group and to every process in its cgroup."""
         assert self.proc is not None
@@ -256,14 +283,14 @@ class ServerProcess:
         self._cleanup_socket()
 
     def _remove_cgroup(self) -> None:
-        """Remove the server's cgroup once the processes killed in it have left it."""
-        group, self.cgroup = self.cgroup, None
-        if group is None:
-            return
+        """Remove the server's cgroups once the processes killed in them have left them."""
+        groups = self._cgroups()
+        self.cgroup = self.accounting = None
         deadline = time.monotonic() + 2.0
-        while group.pids() and time.monotonic() < deadline:
-            time.sleep(0.005)
-        group.remove()
+        for group in groups:
+            while group.pids() and time.monotonic() < deadline:
+                time.sleep(0.005)
+            group.remove()
 
     def _cleanup_socket(self) -> None:
         path = self.endpoint.path
