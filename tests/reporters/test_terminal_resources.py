@@ -8,9 +8,13 @@ from rpcmeter.reporters.terminal import render
 from tests.support.synthetic import parsed
 
 
-def result() -> dict[str, Any]:
+def result(sources: tuple[str | None, ...] = (None,) * 4) -> dict[str, Any]:
     def case(
-        variant: str, idle: float, kind: str = "simple", workload: str = "simple"
+        variant: str,
+        idle: float,
+        kind: str = "simple",
+        workload: str = "simple",
+        source: str | None = None,
     ) -> dict[str, Any]:
         return {
             "id": 0,
@@ -32,6 +36,7 @@ def result() -> dict[str, Any]:
                 "server_util_pct": 12.0,
                 "client_util_pct": None,
                 "server_idle_pct": idle,
+                **({"server_source": source} if source else {}),
             },
             "memory": {"server_peak_rss_bytes": 59_000_000, "client_peak_rss_bytes": None},
         }
@@ -42,10 +47,10 @@ def result() -> dict[str, Any]:
         "environment": {},
         "status": "complete",
         "cases": [
-            case("block", 0.2, "idle", "idle"),
-            case("spin", 98.5, "idle", "idle"),
-            case("block", 0.3),
-            case("spin", 97.0),
+            case("block", 0.2, "idle", "idle", sources[0]),
+            case("spin", 98.5, "idle", "idle", sources[1]),
+            case("block", 0.3, source=sources[2]),
+            case("spin", 97.0, source=sources[3]),
         ],
         "warnings": ["the server of variant 'spin' used 98 % of a core while idle"],
     }
@@ -61,3 +66,17 @@ def test_resource_table_per_workload() -> None:
     spin_row = next(line for line in lines if line.startswith("spin") and "1,234" in line)
     assert "56.7" in spin_row and "97.0" in spin_row and "59" in spin_row
     assert "warning: the server of variant 'spin'" in text
+
+
+def test_resource_table_notes_where_the_server_cpu_came_from() -> None:
+    old = render(parsed(result()), width=140)  # a document from before the field: no note
+    assert "server CPU from" not in old
+    mixed = render(parsed(result(("cgroup", "cgroup", "processes", "cgroup"))), width=140)
+    words = " ".join(mixed.split())  # a long note wraps
+    assert "idle · CPU and memory (server CPU from its cgroup)" in words
+    assert (
+        "simple · CPU and memory (server CPU from its cgroup in 1 of 2 cases, else its process "
+        "tree)" in words
+    )
+    tree = " ".join(render(parsed(result(("processes",) * 4)), width=140).split())
+    assert "simple · CPU and memory (server CPU from its process tree)" in tree

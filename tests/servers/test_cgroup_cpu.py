@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import socket
 import sys
-import textwrap
 import time
 from pathlib import Path
 
@@ -21,53 +20,22 @@ from tests.support.synthetic import written
 
 pytestmark = pytest.mark.timeout(120)
 
-SPIN_S = 0.5  # CPU seconds the daemon burns
-
-# an HTTP server like the built-in one (200, empty body, for every GET) whose first request
-# double-forks a daemon (own session, parent gone: not below the server) that burns SPIN_S of CPU
-# and writes its pid to argv[2] when done
-SPINNING_SERVER = textwrap.dedent(
-    f"""
-    import http.server, os, sys, time
-    port, donefile = int(sys.argv[1]), sys.argv[2]
-    started = False
-
-    def spin_away():
-        if os.fork() == 0:
-            os.setsid()
-            if os.fork() == 0:
-                t = time.process_time()
-                while time.process_time() - t < {SPIN_S}:
-                    pass
-                with open(donefile + ".tmp", "w") as f:
-                    f.write(str(os.getpid()))
-                os.rename(donefile + ".tmp", donefile)
-            os._exit(0)
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def do_GET(self):
-            global started
-            if not started:
-                started = True
-                spin_away()
-            self.send_response(200)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-
-        def log_message(self, *args):
-            pass
-
-    http.server.ThreadingHTTPServer(("127.0.0.1", port), Handler).serve_forever()
-    """
-)
+SPIN_S = 0.5  # CPU seconds the detached worker burns
+# an HTTP server whose first request double-forks a worker out of its tree that burns SPIN_S
+SERVER = Path(__file__).parents[2] / "examples" / "detached_worker_server.py"
 
 
-def spinning_server(tmp_path: Path) -> Path:
-    script = tmp_path / "spinning_server.py"
-    script.write_text(SPINNING_SERVER)
-    return script
+def server_command(port: str, done: Path) -> list[str]:
+    return [
+        sys.executable,
+        str(SERVER),
+        "--port",
+        port,
+        "--spin-s",
+        str(SPIN_S),
+        "--done",
+        str(done),
+    ]
 
 
 def wait_for(path: Path, timeout_s: float = 30.0) -> None:
@@ -78,11 +46,12 @@ def wait_for(path: Path, timeout_s: float = 30.0) -> None:
 
 
 @needs_cgroups
-def test_cgroup_counts_a_daemon_the_tree_walk_misses(tmp_path: Path) -> None:
+def test_cgroup_counts_a_detached_worker_the_tree_walk_misses(tmp_path: Path) -> None:
     done = tmp_path / "done"
     endpoint = new_endpoint("tcp")
-    command = [sys.executable, str(spinning_server(tmp_path)), str(endpoint.port), str(done)]
-    with ServerProcess(command, endpoint, stop_timeout_s=2.0) as server:
+    with ServerProcess(
+        server_command(str(endpoint.port), done), endpoint, stop_timeout_s=2.0
+    ) as server:
         assert server.accounting is not None, "no cgroup with CPU accounting for the server"
         monitor = TreeMonitor(server.tree, 0.05, server.cpu_times).start()
         try:
@@ -91,7 +60,7 @@ def test_cgroup_counts_a_daemon_the_tree_walk_misses(tmp_path: Path) -> None:
                 s.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
                 assert s.recv(100).startswith(b"HTTP/1.1 200")
             wait_for(done)
-            time.sleep(0.1)  # the daemon exits right after writing the file
+            time.sleep(0.1)  # the worker exits right after writing the file
             monitor.mark("end")
         finally:
             monitor.stop()
@@ -100,15 +69,15 @@ def test_cgroup_counts_a_daemon_the_tree_walk_misses(tmp_path: Path) -> None:
     assert cgroup is not None and cgroup.source == "cgroup"
     assert tree.source == "processes"
     assert cgroup.total_s >= 0.8 * SPIN_S, (cgroup, tree)
-    # the daemon was never below the server: the tree walk never saw its CPU
+    # the worker was never below the server: the tree walk never saw its CPU
     assert tree.total_s < 0.5 * SPIN_S, (cgroup, tree)
     assert cgroup.total_s - tree.total_s >= 0.6 * SPIN_S, (cgroup, tree)
 
 
 @needs_cgroups
-def test_a_case_reports_the_cpu_of_its_servers_daemon(tmp_path: Path) -> None:
+def test_a_case_reports_the_cpu_of_its_servers_detached_worker(tmp_path: Path) -> None:
     done = tmp_path / "done"
-    command = [sys.executable, str(spinning_server(tmp_path)), "{port}", str(done)]
+    command = server_command("{port}", done)
     suite = build_suite(
         {
             "target": {"driver": "http", "transport": "tcp", "server": {"command": command}},
@@ -120,7 +89,7 @@ def test_a_case_reports_the_cpu_of_its_servers_daemon(tmp_path: Path) -> None:
     )
     [case] = written(run_suite(suite))["cases"]
     assert case["status"] == "ok", case.get("reason")
-    assert done.exists(), "the daemon did not finish its spin within the case"
+    assert done.exists(), "the worker did not finish its spin within the case"
     cpu = case["cpu"]
     assert cpu["server_source"] == "cgroup"
     assert cpu["server_user_s"] + cpu["server_sys_s"] >= 0.8 * SPIN_S, cpu

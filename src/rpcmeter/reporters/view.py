@@ -794,9 +794,7 @@ def server_cpu_note(grid: Cells) -> str:
         return "server CPU from its cgroup"
     if cgroup == 0:
         return "server CPU from its process tree"
-    return (
-        f"server CPU from its cgroup in {cgroup} cases, its process tree in {len(sources) - cgroup}"
-    )
+    return f"server CPU from its cgroup in {cgroup} of {len(sources)} cases, else its process tree"
 
 
 def resource_grid(workload: str, grid: Cells, keys: list[str]) -> Grid | None:
