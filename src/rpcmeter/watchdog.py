@@ -10,7 +10,8 @@ So while rpcmeter has process groups running, it also runs this watchdog: ``pyth
 watchdog.py``, in a session of its own (a Ctrl-C at the terminal is not for it), reading its
 standard input, a pipe only rpcmeter holds. It starts with the first group and exits when the
 last one has been stopped. rpcmeter writes ``+PGID START [PROCS]`` when it starts a group
-(``PROCS``: the ``cgroup.procs`` file of the group's own cgroup, when it has one) and ``-PGID``
+(``PROCS``: the ``cgroup.procs`` files of the group's own cgroups, when it has any, separated by
+tabs) and ``-PGID``
 when it has stopped it. When the pipe reaches end of file (rpcmeter exited, however it exited,
 or let the watchdog go), the watchdog sends SIGTERM to every group still registered and every
 process in its cgroup (those that started sessions of their own too), SIGKILL after
@@ -33,6 +34,7 @@ import time
 from collections.abc import Iterable
 
 GRACE_S = 2.0
+PROCS_SEP = "\t"  # between a group's cgroup.procs files
 
 
 def start_time(pid: int) -> int | None:
@@ -66,12 +68,13 @@ def cgroup_pids(procs: str | None) -> list[int]:
         return []
 
 
-Groups = dict[int, tuple[int | None, str | None]]  # pgid: (leader's start time, cgroup.procs)
+# pgid: (leader's start time, the cgroup.procs files of its cgroups)
+Groups = dict[int, tuple[int | None, tuple[str, ...]]]
 
 
 def signal_groups(groups: Groups, signum: int) -> None:
     for pgid, (started, procs) in groups.items():
-        for pid in cgroup_pids(procs):
+        for pid in {pid for path in procs for pid in cgroup_pids(path)}:
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(pid, signum)
         now = start_time(pgid)
@@ -90,7 +93,8 @@ def watch(stream: Iterable[str]) -> Groups:
             pgid = int(fields[0][1:])
             if fields[0].startswith("+"):
                 started = int(fields[1]) if len(fields) > 1 and fields[1].isdigit() else None
-                groups[pgid] = (started, fields[2] if len(fields) > 2 and fields[2] else None)
+                procs = fields[2].split(PROCS_SEP) if len(fields) > 2 else []
+                groups[pgid] = (started, tuple(path for path in procs if path))
             elif fields[0].startswith("-"):
                 groups.pop(pgid, None)
     return groups
@@ -103,7 +107,7 @@ def stop_groups(groups: Groups, grace_s: float = GRACE_S) -> None:
         return
 
     def alive(pgid: int) -> bool:
-        return group_alive(pgid) or bool(cgroup_pids(groups[pgid][1]))
+        return group_alive(pgid) or any(cgroup_pids(path) for path in groups[pgid][1])
 
     signal_groups(groups, signal.SIGTERM)
     deadline = time.monotonic() + grace_s
@@ -112,11 +116,11 @@ def stop_groups(groups: Groups, grace_s: float = GRACE_S) -> None:
     signal_groups({g: s for g, s in groups.items() if alive(g)}, signal.SIGKILL)
     deadline = time.monotonic() + grace_s
     for _, procs in groups.values():
-        while cgroup_pids(procs) and time.monotonic() < deadline:
-            time.sleep(0.01)
-        if procs:
+        for path in procs:
+            while cgroup_pids(path) and time.monotonic() < deadline:
+                time.sleep(0.01)
             with contextlib.suppress(OSError):
-                os.rmdir(os.path.dirname(procs))
+                os.rmdir(os.path.dirname(path))
 
 
 def main() -> int:
@@ -160,8 +164,8 @@ class Watchdog:
             with contextlib.suppress(OSError):
                 proc.stdin.write(line.encode())
 
-    def guard(self, pgid: int, cgroup_procs: str | None = None) -> None:
-        """Stop group ``pgid`` (and the processes in the cgroup whose ``cgroup.procs`` file is
+    def guard(self, pgid: int, *cgroup_procs: str) -> None:
+        """Stop group ``pgid`` (and the processes in the cgroups whose ``cgroup.procs`` files are
         ``cgroup_procs``) if this process dies before :meth:`release`."""
         started = start_time(pgid)
         with self._lock:
@@ -171,7 +175,7 @@ class Watchdog:
             self._groups.add(pgid)
             self._say(
                 self._proc,
-                f"+{pgid} {started if started is not None else '-'} {cgroup_procs or ''}\n",
+                f"+{pgid} {started if started is not None else '-'} {PROCS_SEP.join(cgroup_procs)}\n",
             )
 
     def release(self, pgid: int) -> None:

@@ -125,7 +125,25 @@ def test_a_killed_rpcmeter_leaves_no_daemon_of_its_server(tmp_path: Path) -> Non
     )
     try:
         daemon = daemon_pid(pidfile)
+        assert server_cgroups(proc.pid)  # its tracking cgroup (and accounting one, if apart)
     finally:
         proc.kill()
         proc.wait()
     assert gone(daemon, 5 + watchdog.GRACE_S)
+    deadline = time.monotonic() + 5 + watchdog.GRACE_S
+    while server_cgroups(proc.pid) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert server_cgroups(proc.pid) == []  # the watchdog removed every cgroup of the server
+
+
+def server_cgroups(rpcmeter_pid: int) -> list[Path]:
+    """The cgroups that rpcmeter process ``rpcmeter_pid`` made for its servers, in every
+    hierarchy."""
+    found: set[Path] = set()
+    for mount, fstype, options in placement._mounts():
+        for controller in [None] if fstype == "cgroup2" else options.split(","):
+            own = placement._own_cgroup(controller)
+            if own is not None:
+                parent = Path(mount) / own.lstrip("/")
+                found.update(parent.glob(f"rpcmeter-{rpcmeter_pid}-server-*"))
+    return sorted(found)

@@ -193,7 +193,7 @@ class ServerProcess:
             self.accounting = None  # its CPU comes from its process tree
             if accounting != self.cgroup:
                 accounting.remove()
-        WATCHDOG.guard(self.proc.pid, str(self.cgroup.procs) if self.cgroup else None)
+        WATCHDOG.guard(self.proc.pid, *(str(g.procs) for g in self._cgroups()))
         with _LIVE_LOCK:
             _LIVE.add(self)
         if self.ready_probe:
