@@ -10,8 +10,8 @@ processes' resident sets; at the end also each process's own high-water mark, ``
 
 The tree walk misses the CPU of processes that leave the tree (a daemon: double fork, reparented
 to init) and of children that exit between samples with nobody in the tree to wait for them. A
-server in a cgroup of its own has no such holes: the monitor asks a :data:`CpuSource` (the
-cgroup's CPU accounting) at every sample and mark too, and a span between two marks that both
+server in a cgroup of its own has no such holes: at every mark the monitor also asks a
+:data:`CpuSource` (the cgroup's CPU accounting), and a span between two marks that both
 have its reading takes the CPU from it (``source`` ``"cgroup"``), otherwise from the tree
 (``"processes"``). Memory stays the tree's resident sets: a cgroup's memory counts page cache and
 kernel memory charged to it as well, a different figure.
@@ -173,10 +173,6 @@ class TreeMonitor:
 
     def sample(self) -> CpuTimes:
         """Read the tree now: CPU so far, and the memory sample for the peak."""
-        return self._sample()[0]
-
-    def _sample(self) -> tuple[CpuTimes, CpuTimes | None]:
-        """The tree's CPU so far (and the memory sample for the peak), and the CPU source's."""
         procs = self._tree()
         now = time.monotonic()
         live: dict[int, tuple[int, float, float]] = {}
@@ -200,16 +196,15 @@ class TreeMonitor:
             self._seen = {**{p: v for p, v in gone.items() if v[0] not in live}, **live}
             user = sum(v[1] for v in live.values()) + sum(v[1] for v in orphans)
             system = sum(v[2] for v in live.values()) + sum(v[2] for v in orphans)
-        read = self._cpu_source() if self._cpu_source is not None else None
-        source = CpuTimes(read[0], read[1], now, CGROUP) if read is not None else None
-        return CpuTimes(user, system, now), source
+        return CpuTimes(user, system, now)
 
     def mark(self, name: str) -> None:
         """Record the server's CPU times (tree and source) and the machine's now under ``name``
         (``go``, ...)."""
-        self.marks[name], source = self._sample()
-        if source is not None:
-            self.source_marks[name] = source
+        self.marks[name] = tree = self.sample()
+        read = self._cpu_source() if self._cpu_source is not None else None
+        if read is not None:
+            self.source_marks[name] = CpuTimes(read[0], read[1], tree.at, CGROUP)
         else:
             self.source_marks.pop(name, None)
         self.machine_marks[name] = machine_cpu()
