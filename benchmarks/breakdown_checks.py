@@ -48,7 +48,8 @@ from pathlib import Path
 from typing import Any
 
 from rpcmeter.execute import RunOptions, run_suite
-from rpcmeter.runners.event_loop import Spin, new_event_loop
+from rpcmeter.runners.event_loop import new_event_loop
+from rpcmeter.runners.spin import Spin
 from rpcmeter.suite import build_suite
 
 COMMANDS = {

@@ -79,15 +79,20 @@ def _cpu_list(cpus: list[int]) -> str:
     return format_cpus(cpus)
 
 
-def spinning(result: Result, case: Case) -> bool:
-    """Whether ``case``'s clients polled without sleeping: ``wait`` of its matrix point, else
-    of its workload's table, else of the suite's load."""
-    if "wait" in case.point:
-        return case.point["wait"] == "spin"
+def load_setting(result: Result, case: Case, key: str) -> Any:
+    """The load setting ``key`` of ``case``: of its matrix point, else of its workload's table,
+    else of the suite's load (None when none sets it)."""
+    if key in case.point:
+        return case.point[key]
     workload = result.suite.workloads.get(case.workload)
-    if isinstance(workload, dict) and "wait" in workload:
-        return workload["wait"] == "spin"
-    return result.suite.load.get("wait") == "spin"
+    if isinstance(workload, dict) and key in workload:
+        return workload[key]
+    return result.suite.load.get(key)
+
+
+def spinning(result: Result, case: Case) -> bool:
+    """Whether ``case``'s clients polled without sleeping (``wait = "spin"``)."""
+    return bool(load_setting(result, case, "wait") == "spin")
 
 
 def client_saturation(result: Result) -> list[str]:

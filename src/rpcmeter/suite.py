@@ -454,6 +454,7 @@ def _check_wait(suite: Suite, drivers: dict[str, type[Driver]], where: str) -> N
         *[w.load_overrides().get("wait", "block") for w in suite.workloads.values()],
         *suite.matrix.get("wait", []),
     }
+    _check_spin_us(suite, where)
     if "spin" not in waits:
         return
     for vname, v in suite.variants.items():
@@ -464,6 +465,28 @@ def _check_wait(suite: Suite, drivers: dict[str, type[Driver]], where: str) -> N
                 f"{where}: load.wait: driver {driver.name!r} cannot poll without sleeping (wait = "
                 f'"spin"): {problem}'
             )
+
+
+def _check_spin_us(suite: Suite, where: str) -> None:
+    """``spin_us`` (in ``[load]``, a workload's table or the matrix) only where the workload's
+    clients spin in some case (``wait = "spin"``)."""
+    for wname, w in suite.workloads.items():
+        over = w.load_overrides()
+        waits = suite.matrix.get("wait", [over.get("wait", suite.load.wait)])
+        if "spin" in waits:
+            continue
+        if "spin_us" in suite.matrix:
+            key = "matrix.spin_us"
+        elif over.get("spin_us") is not None:
+            key = f"workloads.{_format_loc((wname,))}.spin_us"
+        elif suite.load.spin_us is not None and "spin_us" not in over:
+            key = "load.spin_us"
+        else:
+            continue
+        raise SuiteError(
+            f'{where}: {key}: bounds the polling of wait = "spin", but the clients of workload '
+            f'{wname!r} block (wait = "block"): set load.wait = "spin" or drop spin_us'
+        )
 
 
 def _check_command_clients(suite: Suite, where: str) -> None:

@@ -227,7 +227,9 @@ class Load(_Model):
     with a zero timeout, a blocking loop polling its socket) instead of sleeping in the kernel
     until they come (``"block"``, the default): the client's own wakeup leaves the latency, and
     the client's CPU figure includes the polling (a whole core per client process). Drivers that
-    can: ``Driver.spins``."""
+    can: ``Driver.spins``. ``spin_us`` bounds the polling: after a reply (or a send) a client
+    polls for up to that many microseconds with nothing arriving, then sleeps until the next
+    event (unbounded when not set; only with ``wait = "spin"``)."""
 
     mode: Literal["closed", "open"] = "closed"
     clients: int = Field(1, ge=1, le=1024)
@@ -245,6 +247,7 @@ class Load(_Model):
     max_lag_ms: float | None = Field(None, gt=0)
     reuse: bool = True  # false: a new connection (connect, handshake) for every request
     wait: Literal["block", "spin"] = "block"  # how a client waits for replies
+    spin_us: float | None = Field(None, ge=0, le=60_000_000)  # wait = "spin": polling budget
 
     @model_validator(mode="after")
     def _concurrency(self) -> Load:

@@ -22,7 +22,8 @@ from rpcmeter.reporters import csv as csv_reporter
 from rpcmeter.reporters import json as json_reporter
 from rpcmeter.reporters import markdown as markdown_reporter
 from rpcmeter.reporters import terminal
-from rpcmeter.reporters.view import comparison_view
+from rpcmeter.reporters.format import fmt_num
+from rpcmeter.reporters.view import build, comparison_view
 from tests.support.synthetic import synthetic_result, with_case
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -133,3 +134,22 @@ def test_reporters_are_pure() -> None:
     assert outputs == [
         r(result) for r in (json_reporter.render, csv_reporter.render, markdown_reporter.render)
     ]
+
+
+def test_markdown_and_terminal_show_the_wait_lines_of_the_view(spin_result: model.Result) -> None:
+    # one set of lines, in the view; the Markdown and the terminal report both show them whole
+    lines = build(spin_result).wait_lines
+    assert len(lines) == 2
+    assert 'wait = "spin" in matrix' in lines[0]
+    assert "for at most 200 us after each reply or send" in lines[0]
+    [spun] = [c for c in spin_result.cases if c.point["wait"] == "spin"]
+    polls = (spun.counters or {})["polls"]
+    assert polls >= spun.requests  # at least one poll per reply
+    assert lines[1] == f"polls per request (client): wait=spin {fmt_num(polls / spun.requests)}"
+    text = markdown_reporter.render(spin_result)
+    for line in lines:
+        assert f"\n{markdown_reporter._escape(line)}\n" in text
+    shown = " ".join(terminal.render(spin_result, width=400).split())
+    assert all(line in shown for line in lines)
+    # a run whose clients all block has no such lines
+    assert build(golden_result()).wait_lines == ()

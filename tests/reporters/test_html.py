@@ -20,6 +20,7 @@ import pytest
 from rpcmeter import analysis
 from rpcmeter.cli import main
 from rpcmeter.reporters import html
+from rpcmeter.reporters.view import build
 from rpcmeter.result import Result, write_json
 from tests.support.synthetic import comparison_document
 
@@ -296,6 +297,35 @@ def test_report_in_headless_chromium(
         assert p["drawn"] and all(p["drawn"]), (ident, p["drawn"])
         assert any("default" in t for t in p["texts"]), ident  # the legend names the variants
     assert (ARTIFACTS / "report.png").stat().st_size > 10_000
+
+
+@pytest.mark.timeout(120)
+def test_wait_lines_show_in_the_page_in_headless_chromium(
+    spin_result: Result, demo_page: str, chromium: str, tmp_path: Path
+) -> None:
+    # the view's wait lines, as the browser lays them out: where the clients spun, their polling
+    # budget, and their polls per request
+    lines = build(spin_result).wait_lines
+    assert len(lines) == 2 and "spin_us" in lines[0] and lines[1].startswith("polls per request")
+    report = tmp_path / "wait.html"
+    report.write_text(html.render(spin_result), encoding="utf-8")
+    page = Page(chromium)
+    try:
+        page.open(report.resolve().as_uri())
+        found = page.call(
+            "Runtime.evaluate",
+            expression="(() => { const e = document.getElementById('wait'); "
+            "return e ? [e.innerText, e.getBoundingClientRect().height] : null; })()",
+            returnByValue=True,
+        )
+    finally:
+        page.close()
+    assert page.errors() == []
+    shown, height = found["result"]["value"]
+    assert shown.split("\n") == list(lines)
+    assert height > 0
+    # a run whose clients block has no such paragraph
+    assert 'id="wait"' not in demo_page
 
 
 ONE_CASE_SUITE = """

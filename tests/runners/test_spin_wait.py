@@ -17,7 +17,8 @@ from rpcmeter.errors import SuiteError
 from rpcmeter.execute import RunOptions, run_suite
 from rpcmeter.model import Case, Result
 from rpcmeter.reporters.terminal import render
-from rpcmeter.runners.event_loop import Spin, new_event_loop
+from rpcmeter.runners.event_loop import new_event_loop
+from rpcmeter.runners.spin import Spin
 from rpcmeter.suite import build_suite
 from tests.support.marks import timing_sensitive
 
@@ -58,12 +59,19 @@ def test_closed_loop_http_spinning_counts_every_request_and_records_the_setting(
     assert "poll for replies" not in render(blocking, width=200)
 
 
-def _sleeping_case(tmp_path: Path, driver: str, wait: str, **target: Any) -> Case:
+def _sleeping_case(
+    tmp_path: Path,
+    driver: str,
+    wait: str,
+    target: dict[str, Any],
+    spin_us: float | None = None,
+) -> Case:
     """20 requests to a server sleeping 20 ms each, one loop."""
+    bound = {} if spin_us is None else {"spin_us": spin_us}
     result = run(
         tmp_path,
         driver,
-        {"requests": 20, "warmup": 2, "wait": wait},
+        {"requests": 20, "warmup": 2, "wait": wait, **bound},
         workloads={"sleep": {"ms": 20}},
         target=target,
     )
@@ -91,10 +99,36 @@ def test_a_spinning_client_keeps_its_cpu_busy_while_the_server_sleeps(tmp_path: 
         ("raw", {"options": {"io": "blocking"}}),
         ("raw", {"options": {"io": "event"}}),
     ]:
-        spinning = _client_busy(_sleeping_case(tmp_path, driver, "spin", **target))
-        blocking = _client_busy(_sleeping_case(tmp_path, driver, "block", **target))
+        spinning = _client_busy(_sleeping_case(tmp_path, driver, "spin", target))
+        blocking = _client_busy(_sleeping_case(tmp_path, driver, "block", target))
+        # polling at most 200 us after each reply, then asleep for the rest of the 20 ms
+        bounded = _client_busy(_sleeping_case(tmp_path, driver, "spin", target, 200))
         assert blocking < 0.05, (driver, target)
-        assert spinning > max(0.15, 5 * blocking), (driver, target)
+        assert bounded < 0.1, (driver, target)
+        assert spinning > max(0.15, 5 * blocking, 3 * bounded), (driver, target)
+
+
+def _polls_per_request(case: Case) -> float:
+    assert case.counters is not None and case.requests == 20
+    return case.counters["polls"] / case.requests
+
+
+def test_polls_are_counted_per_case_and_a_bounded_spin_stops_polling(tmp_path: Path) -> None:
+    # against a server sleeping 20 ms: a client polling without a bound polls all of it (a
+    # poll takes about a microsecond, so thousands a request even with the CPU shared); one with
+    # a budget of 0 polls once or twice a read and then sleeps until the reply. Blocking
+    # clients report no polls
+    for driver, target in [
+        ("http", {}),
+        ("raw", {"options": {"io": "blocking"}}),
+        ("raw", {"options": {"io": "event"}}),
+    ]:
+        unbounded = _polls_per_request(_sleeping_case(tmp_path, driver, "spin", target))
+        bounded = _polls_per_request(_sleeping_case(tmp_path, driver, "spin", target, 0))
+        assert unbounded > 100, (driver, target, unbounded)
+        assert 1 <= bounded <= 4, (driver, target, bounded)
+        blocking = _sleeping_case(tmp_path, driver, "block", target)
+        assert "polls" not in (blocking.counters or {}), (driver, target)
 
 
 def test_open_loop_spinning_sends_every_slot(tmp_path: Path) -> None:
@@ -107,6 +141,73 @@ def test_open_loop_spinning_sends_every_slot(tmp_path: Path) -> None:
     [case] = result.cases
     assert case.status == "ok", case.reason
     assert case.ok == case.requests == 200
+
+
+def test_open_loop_with_a_bounded_spin_sends_every_slot_and_counts_its_polls(
+    tmp_path: Path,
+) -> None:
+    result = run(
+        tmp_path,
+        "http",
+        {"mode": "open", "rate": 400, "requests": 200, "wait": "spin", "spin_us": 100},
+        workloads={"noop": {}},
+    )
+    [case] = result.cases
+    assert case.status == "ok", case.reason
+    assert case.ok == case.requests == 200
+    # every send and every reply starts a poll at least; 100 us at most of polls after each
+    # (far fewer than the 2.5 ms between slots would take)
+    assert case.counters is not None and case.counters["polls"] >= 200
+
+
+def test_bounded_spin_sleeps_after_its_budget_and_wakes_on_a_reply() -> None:
+    loop = new_event_loop()
+    try:
+        spin = Spin(loop, spin_us=2000)
+        loop.run_until_complete(asyncio.sleep(0.1))
+        assert spin.idle and spin.polls >= 1
+        polled = spin.polls
+        loop.run_until_complete(asyncio.sleep(0.05))
+        assert spin.polls == polled  # asleep: no more polls without a wake
+        replies: list[int] = []
+        done = spin.waking(lambda server_ns, err: replies.append(1))
+        loop.call_soon(done, None, None)  # a reply: polling again, for 2 ms
+        loop.run_until_complete(asyncio.sleep(0.05))
+        assert replies == [1] and spin.polls > polled and spin.idle
+        again = spin.polls
+        loop.run_until_complete(asyncio.sleep(0.02))
+        assert spin.polls == again
+        spin.stop()
+        spin.wake()  # a stopped spin stays stopped
+        loop.run_until_complete(asyncio.sleep(0.01))
+        assert spin.polls == again
+    finally:
+        loop.close()
+    unbounded = Spin(new_event_loop())
+    done = unbounded.waking(lambda server_ns, err: None)
+    assert done is unbounded.waking(done)  # unbounded: the loops' callbacks as they are
+    unbounded.stop()
+    unbounded.loop.close()
+
+
+@timing_sensitive
+def test_bounded_polling_recv_polls_for_its_budget_then_sleeps_in_recv() -> None:
+    # the reply comes after 100 ms: an unbounded client polls all that time, a client with a
+    # budget of 1 ms polls for 1 ms and then sleeps in recv (a poll takes about a microsecond;
+    # loose bounds)
+    counts = {}
+    for spin_us in (None, 1000.0):
+        a, b = socket.socketpair()
+        with a, b:
+            polls = [0]
+            recv = polling_recv(a, spin_us, polls)
+            sender = threading.Timer(0.1, b.sendall, (b"reply",))
+            sender.start()
+            assert recv(100) == b"reply"
+            sender.join()
+            counts[spin_us] = polls[0]
+    assert counts[1000.0] >= 2
+    assert counts[None] > 10 * counts[1000.0], counts
 
 
 def test_spin_polls_until_stopped_and_then_lets_the_loop_sleep() -> None:
@@ -141,6 +242,23 @@ def test_polling_recv_returns_the_data_and_the_end_of_the_stream() -> None:
         (
             {"load": {"wait": "busy"}},
             "load.wait: Input should be 'block' or 'spin'",
+        ),
+        (
+            {"load": {"spin_us": 50}},
+            'load.spin_us: bounds the polling of wait = "spin", but the clients of workload '
+            "'noop' block",
+        ),
+        (
+            {"matrix": {"spin_us": [50, 500]}, "load": {"wait": "block"}},
+            "matrix.spin_us: bounds the polling",
+        ),
+        (
+            {"workloads": {"noop": {"spin_us": 10}}},
+            "workloads.noop.spin_us: bounds the polling",
+        ),
+        (
+            {"load": {"wait": "spin", "spin_us": -1}},
+            "load.spin_us: Input should be greater than or equal to 0",
         ),
         (
             {"target": {"driver": "rpyc"}, "load": {"wait": "spin"}},
@@ -185,6 +303,16 @@ def test_event_drivers_accept_spin_and_grpc_h2_too() -> None:
             }
         )
         assert suite.load.wait == "spin"
+    bounded = build_suite(
+        {
+            "name": "s",
+            "target": {"driver": "http"},
+            "load": {"spin_us": 50},
+            "matrix": {"wait": ["block", "spin"]},
+            "workloads": {"noop": {}, "sleep": {"wait": "spin", "spin_us": 0}},
+        }
+    )
+    assert bounded.load.spin_us == 50
     matrix = build_suite(
         {
             "name": "s",

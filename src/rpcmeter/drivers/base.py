@@ -90,6 +90,7 @@ class DriverContext:
     connections: int = 1  # connections this client opens; loops share them round-robin
     reuse: bool = True  # False: a new connection for every request (load.reuse)
     wait: str = "block"  # "spin": poll for replies without sleeping (load.wait)
+    spin_us: float | None = None  # wait = "spin": poll this long, then sleep (None: unbounded)
     env: Mapping[str, str] = field(default_factory=dict)  # set in the client before connecting
     tls: ClientTls | None = None  # TLS to the server (rpcmeter.tls); None: cleartext
 

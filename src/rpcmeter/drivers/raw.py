@@ -18,7 +18,8 @@ requests/s with eight). A reply with a non-zero status counts as an error of kin
 With ``tls`` (:mod:`rpcmeter.tls`) the frames travel over TLS on either path (connect and
 handshake timed); ``load.reuse = false`` (a connection per request) uses the event loop.
 ``load.wait = "spin"`` on the blocking path polls the socket with a zero timeout until the reply
-is there (:func:`polling_recv`) instead of sleeping in ``recv``.
+is there (:func:`polling_recv`; for at most ``load.spin_us``, then it sleeps) instead of sleeping
+in ``recv``; the driver's counter ``polls`` counts the polls.
 """
 
 from __future__ import annotations
@@ -41,6 +42,7 @@ from rpcmeter.servers.timing import QUEUE_FOLLOWS, ServerTime, read_frame_times
 from rpcmeter.tls import client_context, server_name, timed_handshake
 
 HEAD = REPLY_HEAD.size  # 13: length, status, server_ns (21 when queue_ns follows)
+UNBOUNDED_NS = 1 << 62  # polling_recv without spin_us: polls until the reply is there
 
 
 def reply_times(buf: bytes, start: int, server_ns: int) -> tuple[ServerTime, int]:
@@ -130,31 +132,35 @@ def read_reply(recv: Callable[[int], bytes]) -> tuple[bytes, int, int]:
     return frame, status, server_ns
 
 
-def polling_recv(sock: socket.socket) -> Callable[[int], bytes]:
-    """``sock.recv`` that first polls the socket with a zero timeout until it is readable (or,
-    over TLS, holds decrypted bytes) instead of sleeping in the kernel (``load.wait = "spin"``).
-    A hang-up or an error makes it readable: ``recv`` then reports it as it would."""
+def polling_recv(
+    sock: socket.socket, spin_us: float | None = None, polls: list[int] | None = None
+) -> Callable[[int], bytes]:
+    """``sock.recv`` that first polls the socket with a zero timeout until it is readable instead
+    of sleeping in the kernel (``load.wait = "spin"``); over TLS, bytes already decrypted are read
+    at once. With ``spin_us`` (``load.spin_us``) it polls for at most that many microseconds,
+    then sleeps in ``recv`` as a blocking client does. A hang-up or an error makes the socket
+    readable: ``recv`` then reports it as it would. ``polls[0]`` counts the polls."""
     poller = select.poll()
     poller.register(sock, select.POLLIN)
     ready = poller.poll
     recv = sock.recv
-    pending: Callable[[], int] | None = getattr(sock, "pending", None)  # an SSLSocket's
+    clock = time.perf_counter_ns
+    budget_ns = UNBOUNDED_NS if spin_us is None else round(spin_us * 1000)
+    tally = polls if polls is not None else [0]
+    decrypted: Callable[[], int] | None = getattr(sock, "pending", None)  # an SSLSocket's
 
     def spin_recv(n: int) -> bytes:
-        while not ready(0):
-            pass
+        if decrypted is None or not decrypted():
+            count = 1
+            if not ready(0):
+                until = clock() + budget_ns
+                count = 2
+                while not ready(0) and clock() < until:
+                    count += 1
+            tally[0] += count
         return recv(n)
 
-    if pending is None:
-        return spin_recv
-    decrypted = pending
-
-    def spin_recv_tls(n: int) -> bytes:
-        while not ready(0) and not decrypted():
-            pass
-        return recv(n)
-
-    return spin_recv_tls
+    return spin_recv
 
 
 class RawDriver(StreamDriver):
@@ -212,6 +218,7 @@ class RawDriver(StreamDriver):
                 self.socks.append(sock)
         self.locks = [threading.Lock() for _ in self.socks]
         self.traffic: list[list[int]] = []  # per loop: bytes out, bytes in
+        self.polls: list[list[int]] = []  # per loop: its polls (load.wait = "spin")
 
     def caller(self, thread_index: int) -> Caller:
         index = thread_index % len(self.socks)
@@ -223,7 +230,10 @@ class RawDriver(StreamDriver):
         traffic = [0, 0]
         self.traffic.append(traffic)
         send = sock.sendall
-        recv = polling_recv(sock) if self.ctx.wait == "spin" else sock.recv
+        polls = [0]
+        self.polls.append(polls)
+        spinning = self.ctx.wait == "spin"
+        recv = polling_recv(sock, self.ctx.spin_us, polls) if spinning else sock.recv
 
         def exchange() -> ServerTime:
             send(data)
@@ -252,7 +262,10 @@ class RawDriver(StreamDriver):
         if self.uses_event_loop():
             return super().counters()
         traffic = getattr(self, "traffic", [])
-        return {"bytes_out": sum(t[0] for t in traffic), "bytes_in": sum(t[1] for t in traffic)}
+        out = {"bytes_out": sum(t[0] for t in traffic), "bytes_in": sum(t[1] for t in traffic)}
+        if self.ctx.wait == "spin":
+            out["polls"] = sum(p[0] for p in getattr(self, "polls", []))
+        return out
 
     def close(self) -> None:
         if self.uses_event_loop():

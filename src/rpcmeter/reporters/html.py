@@ -343,6 +343,9 @@ def render(value: View | Result) -> str:
     if run.description:
         out.append(f'<p class="desc">{_e(run.description)}</p>')
     out.append(f'<div class="meta">{" · ".join(_e(m) for m in meta)}</div>')
+    if view.wait_lines:
+        lines = "<br>".join(_e(line) for line in view.wait_lines)
+        out.append(f'<p class="meta" id="wait">{lines}</p>')
     out.append(f'<p class="variants">{"".join(vparts)}</p></header>')
     problems = _problems(view)
     if problems:

@@ -69,7 +69,8 @@ def render(value: View | Result) -> str:
     parts = [
         f"## {_escape(run.title)}\n\n"
         f"{run.cases} cases · {run.status} · run `{run.run_id or '?'}` · "
-        f"{run.started_at}\n\n{_escape(run.environment_line)}\n"
+        f"{run.started_at}\n\n{_escape(run.environment_line)}\n",
+        *[f"{_escape(line)}\n" for line in view.wait_lines],
     ]
     for w in view.workloads:
         if w.kind == "requests":

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from functools import cached_property
 
-from rpcmeter import analysis
+from rpcmeter import analysis, checks
 from rpcmeter.aggregate import Cell, PointKey, baseline, cells, variant_names
 from rpcmeter.breakdown import overhead_cell
 from rpcmeter.metrics.histogram import Histogram
@@ -286,7 +286,7 @@ def build(result: Result) -> View:
         problems=tuple(_problems(result)),
         warnings=tuple(result.warnings),
         tls_lines=tuple(tls_lines(result)),
-        wait_lines=tuple(wait_lines(result)),
+        wait_lines=tuple(wait_lines(result, grid_all)),
         spread_lines=tuple(spread_lines(result)),
         cases=tuple(
             CaseFigures(
@@ -383,25 +383,60 @@ def tls_lines(result: Result) -> list[str]:
     return [f"TLS certificate verification OFF (tls.verify = false): {', '.join(off)}"]
 
 
-def wait_lines(result: Result) -> list[str]:
-    """One line when clients polled for replies without sleeping (``wait = "spin"`` in the
-    suite's load, a workload's or the matrix): where it was set, and that the client CPU of those
-    cases includes the polling."""
+def wait_lines(result: Result, grid_all: Mapping[str, Cells] | None = None) -> list[str]:
+    """When clients polled for replies without sleeping (``wait = "spin"`` in the suite's load, a
+    workload's or the matrix): where it was set, the polling budget (``spin_us``) where one was
+    set, and that the client CPU of those cases includes the polling; then the polls per request
+    of each cell that spun (counter ``polls``), so the cost of the polling shows beside it."""
     suite = result.suite
-    where = ["load"] if suite.load.get("wait") == "spin" else []
-    where += [
-        f"workload {name}"
-        for name, w in suite.workloads.items()
-        if isinstance(w, dict) and w.get("wait") == "spin"
-    ]
-    if "spin" in suite.matrix.get("wait", []):
-        where.append("matrix")
+
+    def places(key: str, hit: Callable[[object], bool]) -> list[str]:
+        where = ["load"] if hit(suite.load.get(key)) else []
+        where += [
+            f"workload {name}"
+            for name, w in suite.workloads.items()
+            if isinstance(w, dict) and hit(w.get(key))
+        ]
+        return where + (["matrix"] if any(hit(v) for v in suite.matrix.get(key, [])) else [])
+
+    where = places("wait", lambda v: v == "spin")
     if not where:
         return []
-    return [
-        f'clients poll for replies without sleeping (wait = "spin" in {", ".join(where)}): '
-        "their client CPU includes the polling, about a core per client process"
-    ]
+    spun = [c for c in result.cases if checks.spinning(result, c)]
+    budgets = sorted(
+        {b for c in spun if (b := checks.load_setting(result, c, "spin_us")) is not None}
+    )
+    line = f'clients poll for replies without sleeping (wait = "spin" in {", ".join(where)})'
+    if budgets:
+        us = ", ".join(f"{b:g}" for b in budgets)
+        line += (
+            f", for at most {us} us after each reply or send, then sleep until the next "
+            f"(spin_us in {', '.join(places('spin_us', lambda v: v is not None))})"
+        )
+    bounded_only = len(budgets) > 0 and all(
+        checks.load_setting(result, c, "spin_us") is not None for c in spun
+    )
+    line += ": their client CPU includes the polling" + (
+        "" if bounded_only else ", about a core per client process"
+    )
+    grid_all = grid_all if grid_all is not None else cells(result)
+    spun_ids = {c.id for c in spun}
+    many_variants = len(variant_names(result)) > 1
+    polls = []
+    for workload, grid in grid_all.items():
+        for point, row in grid.items():
+            for variant, cell in row.items():
+                per = _per_request(cell, "polls")
+                if not any(c.id in spun_ids for c in cell.cases) or not math.isfinite(per):
+                    continue
+                label = [workload] if len(grid_all) > 1 else []
+                label += [analysis.point_label(dict(point))] if point else []
+                label += [variant] if many_variants else []
+                polls.append(f"{' · '.join(label)} {fmt_num(per)}".strip())
+    lines = [line]
+    if polls:
+        lines.append(f"polls per request (client): {', '.join(polls)}")
+    return lines
 
 
 def spread_lines(result: Result) -> list[str]:

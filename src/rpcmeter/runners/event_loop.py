@@ -13,8 +13,10 @@ histograms when they fill up, so the per-request path stays two clock reads and 
 
 With ``load.wait = "spin"`` a :class:`Spin` keeps a callback ready from the first request to the
 last: the loop then polls its sockets with a zero timeout instead of sleeping in the kernel until
-a reply comes, so no reply waits for the client to wake up. With ``"block"`` (the default) no
-:class:`Spin` exists and nothing runs on the hot path.
+a reply comes, so no reply waits for the client to wake up. With ``load.spin_us`` the polling stops
+``spin_us`` after the last reply or send and the loop sleeps until the next event. With
+``"block"`` (the default) no :class:`Spin` exists and nothing runs on the hot path. The client
+reports the polls (counter ``polls``, measured requests only).
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ from rpcmeter.runners.recording import (
     is_fatal,
 )
 from rpcmeter.runners.spec import LoadSpec
+from rpcmeter.runners.spin import Spin, waking
 from rpcmeter.servers.timing import ServerTime
 
 TICK_S = 0.02
@@ -55,28 +58,6 @@ def new_event_loop(kind: str = "uvloop") -> asyncio.AbstractEventLoop:
         except ImportError:
             pass
     return asyncio.new_event_loop()
-
-
-class Spin:
-    """Keeps ``loop`` polling without sleeping while it runs: a callback that schedules itself
-    again every iteration (``call_soon``), so the loop always has one ready and polls with a zero
-    timeout. ``stop`` lets the next iteration end it; ``polls`` counts the iterations."""
-
-    __slots__ = ("loop", "on", "polls")
-
-    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
-        self.on = True
-        self.polls = 0
-        loop.call_soon(self.poll)
-
-    def poll(self) -> None:
-        if self.on:
-            self.polls += 1
-            self.loop.call_soon(self.poll)
-
-    def stop(self) -> None:
-        self.on = False
 
 
 class Phase:
@@ -103,6 +84,7 @@ def warm_loop(
     stats: ThreadStats,
     fatal: tuple[type[BaseException], ...],
     phase: Phase,
+    spin: Spin | None = None,
 ) -> None:
     """Start one loop of ``n`` untimed requests; a fatal error stops it and marks the client."""
     left = n
@@ -118,12 +100,13 @@ def warm_loop(
         if left <= 0 or phase.stopping:
             phase.loop_done()
             return
-        channel(done)
+        channel(on_reply)
 
+    on_reply = waking(spin, done)
     if n <= 0:
         phase.loop_done()
     else:
-        channel(done)
+        channel(on_reply)
 
 
 def closed_loop(
@@ -133,6 +116,7 @@ def closed_loop(
     requests: int | None,
     deadline_ns: int,
     fatal: tuple[type[BaseException], ...],
+    spin: Spin | None = None,
 ) -> Done:
     """Start one timed closed loop; returns its completion callback (for tests).
 
@@ -167,9 +151,10 @@ def closed_loop(
         t0 = clock()
         send()
 
+    on_reply = waking(spin, done)
     own = getattr(channel, "own", None)
-    owned: Ownership | None = own(done) if own is not None else None
-    send: Callable[[], object] = owned.send if owned else partial(channel, done)
+    owned: Ownership | None = own(on_reply) if own is not None else None
+    send: Callable[[], object] = owned.send if owned else partial(channel, on_reply)
 
     def end() -> None:
         if owned:
@@ -231,11 +216,12 @@ def event_load(
             gate.ready(f"cannot connect: {type(exc).__name__}: {exc}")
             return [stats], None
         if ctx.wait == "spin":
-            spin = Spin(loop)
+            spin = polling = Spin(loop, ctx.spin_us)
+            gate.count(lambda: {"polls": polling.polls})
         try:
             warm = Phase(loop, len(channels))
             for ch in channels:
-                warm_loop(ch, spec.warmup, stats, fatal, warm)
+                warm_loop(ch, spec.warmup, stats, fatal, warm, spin)
             loop.run_until_complete(warm.finished)
         except Exception as exc:
             stats.fatal = f"during warmup: {type(exc).__name__}: {exc}"[:300]
@@ -246,7 +232,7 @@ def event_load(
         rec = Recorder(stats, driver.reports_server_time)
         sched = client_schedule(spec)
         if sched is not None:
-            load = EventLoad(loop, sched, channels, rec, stats, fatal)
+            load = EventLoad(loop, sched, channels, rec, stats, fatal, spin)
             return [stats], open_event_load(load, stop, progress, slot)
         phase = Phase(loop, len(channels))
         clock = time.perf_counter_ns
@@ -270,8 +256,10 @@ def event_load(
             else NO_DEADLINE
         )
         requests = None if spec.duration_s is not None else spec.requests
+        if spin is not None and spin.budget_ns is not None:
+            spin.wake()  # the loop did not run while the gate was closed
         for ch in channels:
-            closed_loop(ch, rec, phase, requests, deadline, fatal)
+            closed_loop(ch, rec, phase, requests, deadline, fatal, spin)
         loop.call_later(TICK_S, tick)
         loop.run_until_complete(phase.finished)
         stats.end_ns = clock()

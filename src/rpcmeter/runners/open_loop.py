@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from rpcmeter.drivers.base import Caller, Channel, Done
 from rpcmeter.runners.recording import BUFFER, CHUNK_TARGET_NS, MAX_CHUNK, Recorder, ThreadStats
 from rpcmeter.runners.spec import LoadSpec, Pacing
+from rpcmeter.runners.spin import Spin, waking
 from rpcmeter.servers.timing import ServerTime
 
 SPIN_NS = 30_000  # wake up this long before a slot, then yield until its time
@@ -331,7 +332,9 @@ def new_waker(
 class EventLoad:
     """What the open loop of an event loop works with: the running event ``loop``, the client's
     ``sched``, one channel per loop, the recorder of corrected latencies and the tally it folds
-    into, and the exceptions that mean a connection is gone (``fatal``)."""
+    into, the exceptions that mean a connection is gone (``fatal``) and the client's
+    :class:`~rpcmeter.runners.spin.Spin` (``load.wait = "spin"``; a bounded one is woken at
+    every send and reply)."""
 
     loop: asyncio.AbstractEventLoop
     sched: Schedule
@@ -339,6 +342,7 @@ class EventLoad:
     rec: Recorder
     stats: ThreadStats
     fatal: tuple[type[BaseException], ...]
+    spin: Spin | None = None
 
 
 class EventPacer:
@@ -359,7 +363,9 @@ class EventPacer:
         self.free = list(range(len(channels)))[::-1]
         self.due = [0] * len(channels)
         self.sent_at = [0] * len(channels)
-        self.dones = [self._done_for(i) for i in range(len(channels))]
+        self.dones = [waking(load.spin, self._done_for(i)) for i in range(len(channels))]
+        spin = load.spin
+        self.wake = spin.wake if spin is not None and spin.budget_ns is not None else None
         self.next_due = -1  # the slot taken but not sent yet (-1: none)
         self.armed = False  # a wake-up of the pacer is pending
         self.waker = new_waker(loop, self.pace)
@@ -410,6 +416,8 @@ class EventPacer:
             self.sent_at[i] = now
             self.stats.sent += 1
             self.stats.last_send_ns = now
+            if self.wake is not None:
+                self.wake()
             self.channels[i](self.dones[i])
             now = clock()
         if self.over:

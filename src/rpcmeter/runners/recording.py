@@ -14,6 +14,7 @@ from __future__ import annotations
 import os
 import resource
 from array import array
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -158,9 +159,21 @@ class Gate:
         self.driver = driver
         self.usage0: Any = None
         self.counters0: dict[str, int] = {}
+        self.sources: list[Callable[[], dict[str, int]]] = [driver.counters]
+
+    def count(self, source: Callable[[], dict[str, int]]) -> None:
+        """Counters of the client's own besides the driver's (a spinning loop's ``polls``),
+        reported with them and, as they are, since the gate opened."""
+        self.sources.append(source)
+
+    def _totals(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for source in self.sources:
+            out.update(source())
+        return out
 
     def ready(self, failure: str | None) -> None:
-        self.counters0 = self.driver.counters()  # warmup traffic is not the case's
+        self.counters0 = self._totals()  # warmup traffic is not the case's
         costs = self.driver.connection_costs()
         if costs is not None and costs.per_request:  # nor are the warmup's connections
             costs.reset()
@@ -172,8 +185,8 @@ class Gate:
         self.usage0 = resource.getrusage(resource.RUSAGE_SELF)
 
     def counters(self) -> dict[str, int]:
-        """The driver's counters since the gate opened."""
-        return {k: v - self.counters0.get(k, 0) for k, v in self.driver.counters().items()}
+        """The driver's counters (and the client's own) since the gate opened."""
+        return {k: v - self.counters0.get(k, 0) for k, v in self._totals().items()}
 
     def cpu(self) -> tuple[float, float, int]:
         """User and system CPU seconds since the gate opened, and the peak memory (bytes)."""

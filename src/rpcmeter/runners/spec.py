@@ -86,6 +86,7 @@ class LoadSpec:
                 connections=load.connections,
                 reuse=load.reuse,
                 wait=load.wait,
+                spin_us=load.spin_us,
                 env=suite.env_of(case.variant),
                 tls=tls,
             ),
