@@ -7,11 +7,13 @@
 - ``sleep``: a server that sleeps exactly 1 ms per request (a raw-frame server spinning on the
   clock, :data:`EXACT_SLEEP_SERVER`) at one loop on one connection, with ``[breakdown]``: the
   latency must come out at 1 ms + the round trip within 2 %. Placement ``auto`` and ``none``, and
-  clients that wait for replies by sleeping (``load.wait = "block"``) and by polling
-  (``"spin"``), alternating (``--wait`` picks; ``--io`` the raw driver's client path). Prints
-  the median latency, the round trip's median (a no-op request at one loop), and the difference;
-  first what one poll of a spinning client costs here (an idle event loop's iterations per
-  second with ``rpcmeter.runners.event_loop.Spin``, a blocking client's zero-timeout polls).
+  clients that wait for replies by sleeping (``load.wait = "block"``), by polling (``"spin"``)
+  and by polling for at most N us after each reply (``spin:N``: ``load.spin_us = N``),
+  alternating (``--wait`` picks; ``--io`` the raw driver's client path). Prints the median
+  latency, the round trip's median (a no-op request at one loop), the difference and the
+  client's polls per request; first what one poll of a spinning client costs here, unbounded
+  and bounded (an idle event loop's iterations with ``rpcmeter.runners.spin.Spin``, a blocking
+  client's zero-timeout polls in ``rpcmeter.drivers.raw.polling_recv``).
 - ``wakeups``: why the ``sleep`` check comes out above 1 ms + the round trip on a virtual
   machine, with no rpcmeter code in the path: a bare client and a bare server (one connection,
   blocking reads, kernel receive timestamps on both ends, pinned to different CPUs as rpcmeter
@@ -24,7 +26,7 @@
   off and on, alternating; prints requests/s and server CPU per request of each, and the ratio.
 
     python benchmarks/breakdown_checks.py [hyperfine|sleep|wakeups|profile ...] [--rounds 3]
-        [--wait block,spin] [--io auto|event|blocking]
+        [--wait block,spin,spin:50] [--io auto|event|blocking]
 """
 
 from __future__ import annotations
@@ -34,7 +36,6 @@ import asyncio
 import json
 import math
 import os
-import select
 import shutil
 import socket
 import statistics
@@ -42,15 +43,19 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from rpcmeter.drivers.raw import polling_recv
 from rpcmeter.execute import RunOptions, run_suite
 from rpcmeter.runners.event_loop import new_event_loop
 from rpcmeter.runners.spin import Spin
 from rpcmeter.suite import build_suite
+
+Wait = tuple[str, float | None]  # load.wait and load.spin_us
 
 COMMANDS = {
     "cpu loop": f"{sys.executable} -c 'sum(i * i for i in range(3_000_000))'",
@@ -147,8 +152,10 @@ while True:
 """
 
 
-def _sleep_case(placement: str, wait: str, io: str) -> tuple[float, float, float, float]:
-    """Latency p50, round trip p50 (before, after) of the 1 ms server at one loop (us)."""
+def _sleep_case(placement: str, wait: Wait, io: str) -> tuple[float, float, float, float, float]:
+    """Latency p50, round trip p50 (before, after) of the 1 ms server at one loop (us), and the
+    client's polls per request."""
+    how, spin_us = wait
     suite = build_suite(
         {
             "name": "sleep 1 ms",
@@ -163,7 +170,8 @@ def _sleep_case(placement: str, wait: str, io: str) -> tuple[float, float, float
                 "warmup": 20,
                 "threads": 1,
                 "connections": 1,
-                "wait": wait,
+                "wait": how,
+                **({} if spin_us is None else {"spin_us": spin_us}),
             },
             "workloads": {"sleep": {"ms": 1}},
             "breakdown": {"rtt_requests": 500},
@@ -176,16 +184,18 @@ def _sleep_case(placement: str, wait: str, io: str) -> tuple[float, float, float
     p50, rtt_p50, before, after = (
         math.nan if f is None else f for f in (case.latency.p50_us, rtt.p50, rtt.before, rtt.after)
     )
-    return p50, rtt_p50, before, after
+    polls = (case.counters or {}).get("polls", 0) / max(case.requests, 1)
+    return p50, rtt_p50, before, after, polls
 
 
-def spin_poll_us(seconds: float = 0.3) -> tuple[float, float]:
-    """Microseconds per poll of a spinning client with nothing to read: an event loop kept
-    polling by :class:`~rpcmeter.runners.event_loop.Spin`, and a blocking client's zero-timeout
-    ``poll`` of an idle socket (:func:`~rpcmeter.drivers.raw.polling_recv`'s loop)."""
+def spin_poll_us(spin_us: float | None, seconds: float = 0.3) -> tuple[float, float]:
+    """Microseconds per poll of a spinning client with nothing to read (``spin_us``: its
+    bound, longer than ``seconds``; None: unbounded): an event loop kept polling by
+    :class:`~rpcmeter.runners.spin.Spin`, and a blocking client's zero-timeout polls in
+    :func:`~rpcmeter.drivers.raw.polling_recv` until a reply comes after ``seconds``."""
     loop = new_event_loop()
     try:
-        spin = Spin(loop)
+        spin = Spin(loop, spin_us)
         t0 = time.perf_counter()
         loop.run_until_complete(asyncio.sleep(seconds))
         event_us = (time.perf_counter() - t0) / max(spin.polls, 1) * 1e6
@@ -195,36 +205,45 @@ def spin_poll_us(seconds: float = 0.3) -> tuple[float, float]:
         loop.close()
     a, b = socket.socketpair()
     with a, b:
-        poller = select.poll()
-        poller.register(a, select.POLLIN)
-        n = 0
+        polls = [0]
+        recv = polling_recv(a, spin_us, polls)
+        sender = threading.Timer(seconds, b.sendall, (b"x",))
         t0 = time.perf_counter()
-        until = t0 + seconds
-        while not poller.poll(0) and time.perf_counter() < until:
-            n += 1
-        blocking_us = (time.perf_counter() - t0) / max(n, 1) * 1e6
+        sender.start()
+        recv(1)
+        blocking_us = (time.perf_counter() - t0) / max(polls[0], 1) * 1e6
+        sender.join()
     return event_us, blocking_us
 
 
-def check_sleep(rounds: int, waits: list[str], io: str) -> None:
-    event_us, blocking_us = spin_poll_us()
+def wait_label(wait: Wait) -> str:
+    how, spin_us = wait
+    return how if spin_us is None else f"spin {spin_us:g}us"
+
+
+def check_sleep(rounds: int, waits: list[Wait], io: str) -> None:
+    unbounded = spin_poll_us(None)
+    bounded = spin_poll_us(10e6)
     print(
-        f"one poll of a spinning client with nothing to read: event loop {event_us:.2f} us, "
-        f"blocking socket {blocking_us:.2f} us"
+        "one poll of a spinning client with nothing to read: event loop "
+        f"{unbounded[0]:.2f} us ({bounded[0]:.2f} bounded), blocking socket {unbounded[1]:.2f} us "
+        f"({bounded[1]:.2f} bounded)"
     )
     print(
         "a server sleeping exactly 1 ms, one loop: latency against 1 ms + round trip (medians); "
         f"placement auto (server and client on different CPUs) and none, client io {io}, waiting "
-        f"{' and '.join(waits)}, alternating"
+        f"{', '.join(wait_label(w) for w in waits)}, alternating"
     )
+    width = max(len(wait_label(w)) for w in waits)
     for _ in range(rounds):
         for placement in ("auto", "none"):
             for wait in waits:
-                latency, rtt, before, after = _sleep_case(placement, wait, io)
+                latency, rtt, before, after, polls = _sleep_case(placement, wait, io)
                 print(
-                    f"  {placement:4} {wait:5}  latency p50 {latency:7.1f} us, round trip p50 "
-                    f"{rtt:6.1f} us (before {before:5.1f}, after {after:5.1f}): "
-                    f"{latency / (1000.0 + rtt) - 1:+.2%} from 1 ms + round trip"
+                    f"  {placement:4} {wait_label(wait):{width}}  latency p50 {latency:7.1f} us, "
+                    f"round trip p50 {rtt:6.1f} us (before {before:5.1f}, after {after:5.1f}): "
+                    f"{latency / (1000.0 + rtt) - 1:+.2%} from 1 ms + round trip, "
+                    f"{polls:,.0f} polls/request"
                 )
 
 
@@ -345,6 +364,19 @@ def check_profile(rounds: int) -> None:
     print(f"  throughput with the profile / without: {on_ / off:.3f}")
 
 
+def parse_wait(text: str) -> Wait:
+    """``block``, ``spin`` or ``spin:N`` (spinning for at most N us after each reply)."""
+    how, _, budget = text.partition(":")
+    if how == "block" and not budget:
+        return how, None
+    if how == "spin":
+        spin_us = float(budget) if budget else None
+        if spin_us is not None and not 0 <= spin_us < math.inf:
+            raise ValueError(text)
+        return how, spin_us
+    raise ValueError(text)
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("checks", nargs="*", default=["hyperfine", "sleep", "wakeups", "profile"])
@@ -353,7 +385,7 @@ def main() -> None:
         "--wait",
         default="block,spin",
         help='sleep: how the client waits for replies, comma-separated (load.wait: "block", '
-        '"spin"; default both, alternating)',
+        '"spin"; "spin:N": spin with load.spin_us = N; default block and spin, alternating)',
     )
     p.add_argument(
         "--io",
@@ -362,9 +394,12 @@ def main() -> None:
         help="sleep: the raw driver's client path (options.io; auto: blocking at one loop)",
     )
     args = p.parse_args()
-    waits = args.wait.split(",")
-    if any(w not in ("block", "spin") for w in waits):
-        p.error(f"--wait: expected block, spin or both comma-separated, got {args.wait!r}")
+    try:
+        waits = [parse_wait(w) for w in args.wait.split(",")]
+    except ValueError:
+        p.error(
+            f"--wait: expected block, spin or spin:MICROSECONDS comma-separated, got {args.wait!r}"
+        )
     checks: dict[str, Callable[[int], None]] = {
         "hyperfine": check_hyperfine,
         "sleep": lambda rounds: check_sleep(rounds, waits, args.io),

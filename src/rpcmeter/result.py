@@ -55,7 +55,8 @@ A case::
                    "p99", ...}, "rtt_requests", "rtt_loops"}
                   (optional: suites with [breakdown]; see rpcmeter.breakdown),
      "counters": {name: total} (optional: the driver's own totals over the measured requests,
-                 e.g. bytes_out, bytes_in, would_block_ns),
+                 e.g. bytes_out, bytes_in, would_block_ns; and the clients' polls when they
+                 spun, load.wait = "spin"),
      "clients": [{"client", "pid", "requests", "errors", "throughput_rps", "cpu_user_s",
                   "cpu_sys_s", "max_rss_bytes"}],
      "cpu": {"interval_s", "server_user_s", "server_sys_s", "client_user_s", "client_sys_s",

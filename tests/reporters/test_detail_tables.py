@@ -15,7 +15,7 @@ from rpcmeter.reporters import html, markdown, registry, terminal
 from rpcmeter.reporters.tables import Grid
 from rpcmeter.reporters.view import View, build
 from rpcmeter.result import read_json
-from tests.reporters.test_html import Page, chromium
+from tests.reporters.test_html import chromium, evaluate_in_page
 from tests.support.synthetic import document, synthetic_result
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -232,21 +232,14 @@ def test_every_format_goes_through_the_registry(tmp_path: Path) -> None:
 def test_detail_tables_render_in_headless_chromium(chromium: str, tmp_path: Path) -> None:
     report = tmp_path / "detail.html"
     report.write_text(html.render(build(detailed_result())), encoding="utf-8")
-    page = Page(chromium)
-    try:
-        page.open(report.resolve().as_uri())
-        found = page.call(
-            "Runtime.evaluate",
-            expression="JSON.stringify([...document.querySelectorAll('div.grid')].map(d => "
-            "[d.dataset.table, d.querySelector('table').getBoundingClientRect().width, "
-            "d.querySelectorAll('tr').length]))",
-            returnByValue=True,
-        )
-        page.call("Runtime.evaluate", expression="1", returnByValue=True)
-    finally:
-        page.close()
-    assert page.errors() == []
-    grids = json.loads(found["result"]["value"])
+    found = evaluate_in_page(
+        chromium,
+        report,
+        "JSON.stringify([...document.querySelectorAll('div.grid')].map(d => "
+        "[d.dataset.table, d.querySelector('table').getBoundingClientRect().width, "
+        "d.querySelectorAll('tr').length]))",
+    )
+    grids = json.loads(found)
     assert [g[0] for g in grids] == [
         "echo-where-the-time-goes",
         "echo-per-message",

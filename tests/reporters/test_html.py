@@ -179,8 +179,28 @@ class Page:
             if e["method"] == "Network.requestWillBeSent"
         }
 
+    def value(self, expression: str) -> Any:
+        """What ``expression`` evaluates to in the page."""
+        return self.call("Runtime.evaluate", expression=expression, returnByValue=True)["result"][
+            "value"
+        ]
+
     def close(self) -> None:
         self.ws.close()
+
+
+def evaluate_in_page(ws_url: str, report: Path, expression: str) -> Any:
+    """What ``expression`` evaluates to in ``report`` opened in the page; the page raised no
+    error and logged none."""
+    page = Page(ws_url)
+    try:
+        page.open(report.resolve().as_uri())
+        found = page.value(expression)
+        page.value("1")  # let late messages arrive
+    finally:
+        page.close()
+    assert page.errors() == []
+    return found
 
 
 @pytest.fixture
@@ -309,19 +329,13 @@ def test_wait_lines_show_in_the_page_in_headless_chromium(
     assert len(lines) == 2 and "spin_us" in lines[0] and lines[1].startswith("polls per request")
     report = tmp_path / "wait.html"
     report.write_text(html.render(spin_result), encoding="utf-8")
-    page = Page(chromium)
-    try:
-        page.open(report.resolve().as_uri())
-        found = page.call(
-            "Runtime.evaluate",
-            expression="(() => { const e = document.getElementById('wait'); "
-            "return e ? [e.innerText, e.getBoundingClientRect().height] : null; })()",
-            returnByValue=True,
-        )
-    finally:
-        page.close()
-    assert page.errors() == []
-    shown, height = found["result"]["value"]
+    found = evaluate_in_page(
+        chromium,
+        report,
+        "(() => { const e = document.getElementById('wait'); "
+        "return e ? [e.innerText, e.getBoundingClientRect().height] : null; })()",
+    )
+    shown, height = found
     assert shown.split("\n") == list(lines)
     assert height > 0
     # a run whose clients block has no such paragraph

@@ -406,16 +406,18 @@ def wait_lines(result: Result, grid_all: Mapping[str, Cells] | None = None) -> l
     budgets = sorted(
         {b for c in spun if (b := checks.load_setting(result, c, "spin_us")) is not None}
     )
-    line = f'clients poll for replies without sleeping (wait = "spin" in {", ".join(where)})'
-    if budgets:
-        us = ", ".join(f"{b:g}" for b in budgets)
-        line += (
-            f", for at most {us} us after each reply or send, then sleep until the next "
-            f"(spin_us in {', '.join(places('spin_us', lambda v: v is not None))})"
-        )
     bounded_only = len(budgets) > 0 and all(
         checks.load_setting(result, c, "spin_us") is not None for c in spun
     )
+    line = "clients poll for replies" + ("" if bounded_only else " without sleeping")
+    line += f' (wait = "spin" in {", ".join(where)})'
+    if budgets:
+        us = ", ".join(f"{b:g}" for b in budgets)
+        line += (
+            f", {'' if bounded_only else 'those with a budget '}for at most {us} us after each "
+            "reply or send, then sleep until the next event (spin_us in "
+            f"{', '.join(places('spin_us', lambda v: v is not None))})"
+        )
     line += ": their client CPU includes the polling" + (
         "" if bounded_only else ", about a core per client process"
     )
