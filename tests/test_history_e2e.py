@@ -150,15 +150,17 @@ def test_database_left_by_a_killed_run_is_readable(tmp_path: Path) -> None:
                     done = runs[0].cases if runs else 0
         assert done >= 2, "the run stored no cases"
     finally:
-        # freeze it so it starts nothing new, then SIGKILL it and everything it started
+        # freeze it so it starts nothing new, then SIGKILL it: its watchdog stops what it
+        # started (the servers, their cgroups); whatever is left after that is killed here
         os.kill(proc.pid, signal.SIGSTOP)
         children = psutil.Process(proc.pid).children(recursive=True)
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait(timeout=10)
-        for child in children:
+        _, alive = psutil.wait_procs(children, timeout=20)
+        for child in alive:
             with contextlib.suppress(psutil.NoSuchProcess):
                 child.kill()
-        psutil.wait_procs(children, timeout=10)
+        psutil.wait_procs(alive, timeout=10)
     assert sqlite3.connect(db).execute("PRAGMA integrity_check").fetchone()[0] == "ok"
     with Store(db, create=False) as store:
         info = store.runs()[0]
