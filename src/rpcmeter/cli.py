@@ -401,7 +401,7 @@ def cmd_trend(args: argparse.Namespace, out: TextIO) -> int:
         raise UsageError(
             f"--threshold {args.threshold}: a finite factor of at least 1, e.g. 1.05 for 5 % worse"
         )
-    with Store(args.store, create=False) as store:
+    with Store(args.store, read_only=True) as store:
         infos = store.runs(args.last, suite=args.suite)[::-1]
         trends = trend.collect(
             ((info, store.load(info.id)) for info in infos),
@@ -499,7 +499,7 @@ def _after_run(
 
 
 def cmd_history(args: argparse.Namespace, out: TextIO) -> int:
-    with Store(args.store, create=False) as store:
+    with Store(args.store, read_only=True) as store:
         runs = store.runs(args.limit)
     if not runs:
         out.write(f"no runs in {args.store}\n")
