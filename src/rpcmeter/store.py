@@ -225,8 +225,7 @@ class Store:
             self.close()  # an empty file or an older schema: written first, as usual
             return False
         raise StoreError(
-            f"{self.path}: cannot read the history database: {failure} (nothing was written "
-            "to it)"
+            f"{self.path}: cannot read the history database: {failure} (nothing was written to it)"
         )
 
     def _check_version(self, version: int, tables: int) -> None:
