@@ -29,7 +29,9 @@ def test_py_spy_beside_the_interpreter_is_found(
     assert sampler.tool == "py-spy"
     sampler.start()
     assert sampler.error is None  # not "py-spy is not installed"
-    assert sampler.proc is not None and sampler.proc.args[0] == str(tool)
+    assert sampler.proc is not None
+    argv = sampler.proc.args
+    assert isinstance(argv, list) and argv[0] == str(tool)
     sampler.proc.wait(timeout=10)
 
 

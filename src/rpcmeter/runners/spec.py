@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from rpcmeter.drivers import driver_class
 from rpcmeter.drivers.base import DriverContext
 from rpcmeter.endpoints import Endpoint
 from rpcmeter.plan import Case
@@ -74,8 +75,9 @@ class LoadSpec:
     ) -> LoadSpec:
         """The load of ``case`` against the server at ``endpoint`` (over ``tls``)."""
         variant, target, load = suite.variants[case.variant], suite.target, case.load
+        driver = suite.driver_of(case.variant)
         return cls(
-            driver=suite.driver_of(case.variant),
+            driver=driver,
             ctx=DriverContext(
                 endpoint=endpoint,
                 workload=case.params,
@@ -87,7 +89,7 @@ class LoadSpec:
                 reuse=load.reuse,
                 wait=load.wait,
                 spin_us=load.spin_us,
-                env=suite.env_of(case.variant),
+                env={**driver_class(driver).client_env, **suite.env_of(case.variant)},
                 tls=tls,
             ),
             clients=load.clients,
