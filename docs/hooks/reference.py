@@ -382,7 +382,7 @@ def result_reference() -> str:
     return doc.markdown()
 
 
-USAGE_WIDTH = 100
+USAGE_WIDTH = 76  # what fits the page's column
 
 
 def _option_name(action: argparse.Action) -> str:
