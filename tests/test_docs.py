@@ -415,3 +415,17 @@ def test_the_readme_is_a_front_door_that_ci_keeps_true() -> None:
     ci = (ROOT / ".ci" / "run").read_text()
     assert TEST_COMMAND in ci
     assert "mkdocs build --strict" in ci
+
+
+def test_links_to_repository_files_point_at_their_copies_in_the_site() -> None:
+    repo_files = _load("repo_files")
+    page = "protocols/rpyc.md"
+    text = (
+        "[study](../../examples/rpyc-thread-binding.toml) [gone](../../examples/gone.toml) "
+        "[page](grpc.md#streaming-calls)\n"
+        "```\n[in code](../../examples/curl.toml)\n```\n"
+    )
+    assert repo_files.repo_links(page, text, DOCS) == ["examples/rpyc-thread-binding.toml"]
+    assert repo_files.rewrite(page, text, DOCS) == text.replace(
+        "../../examples/rpyc-thread-binding.toml", "../repo/examples/rpyc-thread-binding.toml"
+    )
