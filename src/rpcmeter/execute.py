@@ -476,7 +476,8 @@ class ServerCase(TargetRunner):
             return None
         rtt = RoundTrip(
             lambda spec: self.run_load(spec, LoadHooks(server_problem=self.server_problem)),
-            load.round_trip(self.suite.breakdown.rtt_requests),
+            load,
+            self.suite.breakdown.rtt_requests,
         )
         problem = rtt.measure("before")
         if problem:

@@ -163,6 +163,8 @@ class Breakdown(Part):
     overhead_us: Stats | None = None
     rtt_requests: int | None = None
     rtt_loops: int | None = None
+    loops: int | None = None  # the case's concurrent loops per client process
+    wait: str | None = None  # how the case's clients (and the round trip's) waited: load.wait
 
 
 class Cpu(Part):
