@@ -385,8 +385,14 @@ class ServerCase(TargetRunner):
 
     def measure(self, endpoint: Endpoint, env: Env | None, idle: resources.CpuTimes | None) -> None:
         """The case's load against the server at ``endpoint``, recorded with its resources."""
+        driver = driver_class(self.suite.driver_of(self.case.variant))
         load = LoadSpec.of_case(
-            self.suite, self.case, endpoint, self.bench.cpus.client, self.tls_client
+            self.suite,
+            self.case,
+            endpoint,
+            self.bench.cpus.client,
+            self.tls_client,
+            driver.client_env,
         )
         rtt = self.round_trip(load)
         outcome = self.drive_load(load)

@@ -11,10 +11,9 @@ sampling marks) is not part of it: :class:`LoadHooks`.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
-from rpcmeter.drivers import driver_class
 from rpcmeter.drivers.base import DriverContext
 from rpcmeter.endpoints import Endpoint
 from rpcmeter.plan import Case
@@ -72,12 +71,14 @@ class LoadSpec:
         endpoint: Endpoint,
         client_cpus: list[int] | None,
         tls: ClientTls | None = None,
+        client_env: Mapping[str, str] | None = None,
     ) -> LoadSpec:
-        """The load of ``case`` against the server at ``endpoint`` (over ``tls``)."""
+        """The load of ``case`` against the server at ``endpoint`` (over ``tls``); the clients
+        get ``client_env`` (the driver's :attr:`~rpcmeter.drivers.base.Driver.client_env`)
+        under the variant's environment."""
         variant, target, load = suite.variants[case.variant], suite.target, case.load
-        driver = suite.driver_of(case.variant)
         return cls(
-            driver=driver,
+            driver=suite.driver_of(case.variant),
             ctx=DriverContext(
                 endpoint=endpoint,
                 workload=case.params,
@@ -89,7 +90,7 @@ class LoadSpec:
                 reuse=load.reuse,
                 wait=load.wait,
                 spin_us=load.spin_us,
-                env={**driver_class(driver).client_env, **suite.env_of(case.variant)},
+                env={**(client_env or {}), **suite.env_of(case.variant)},
                 tls=tls,
             ),
             clients=load.clients,
