@@ -217,7 +217,8 @@ def client_process(spec: LoadSpec, go: Any, stop: Any, progress: Any, conn: Any)
 def client_main(spec: LoadSpec, go: Any, stop: Any, progress: Any, conn: Any) -> None:
     """Entry point of a client process (of the local runner, or started by a cluster task).
     Protocol on ``conn``: ("connected",) once connected, ("ready",) or ("error", msg) after
-    connecting and warming up, then the final ("result", dict). ``go``/``stop`` are events, ``progress`` maps slot -> requests done."""
+    connecting and warming up, then the final ("result", dict). ``go``/``stop`` are events,
+    ``progress`` maps slot -> requests done."""
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops us
         die_with_parent(os.getppid())
