@@ -47,7 +47,7 @@ def start_servers(h: Hosts, env: dict[str, str], tmp: Path) -> None:
                 h.addresses[i],
                 "--port",
                 str(PORT),
-            ],  # fmt: skip
+            ],
             env=env,
             stdout=subprocess.DEVNULL,
         )
@@ -56,8 +56,20 @@ def start_servers(h: Hosts, env: dict[str, str], tmp: Path) -> None:
         conf = conf.replace(f"@{name}@", h.addresses[i])
     (tmp / "nginx.conf").write_text(conf)
     nginx = shutil.which("nginx") or "/usr/sbin/nginx"
-    h.start(B, [nginx, "-p", str(tmp), "-c", str(tmp / "nginx.conf"), "-e",
-                str(tmp / "error.log"), "-g", "daemon off;"])  # fmt: skip
+    h.start(
+        B,
+        [
+            nginx,
+            "-p",
+            str(tmp),
+            "-c",
+            str(tmp / "nginx.conf"),
+            "-e",
+            str(tmp / "error.log"),
+            "-g",
+            "daemon off;",
+        ],
+    )
     for i, port in ((A, PORT), (C, PORT), (D, PORT), (E, PORT), (F, PORT), (B, 8001), (B, 8004)):
         h.wait_listening(i, port)
 
@@ -134,10 +146,20 @@ def main() -> int:
         Hosts(7, prefix=f"rpm-{os.getpid()}-deploy") as h,
     ):
         start_servers(h, env, Path(tmp))
-        cmd = [sys.executable, "-m", "rpcmeter", "run", str(HERE / "deployments.toml"),
-               "-o", str(outdir / "result.json"), "--no-store",
-               "--markdown", str(outdir / "report.md"), *(["--quick"] if args.quick else []),
-               *args.rest]  # fmt: skip
+        cmd = [
+            sys.executable,
+            "-m",
+            "rpcmeter",
+            "run",
+            str(HERE / "deployments.toml"),
+            "-o",
+            str(outdir / "result.json"),
+            "--no-store",
+            "--markdown",
+            str(outdir / "report.md"),
+            *(["--quick"] if args.quick else []),
+            *args.rest,
+        ]
         done = subprocess.run(h.argv(G, cmd), env=env, check=False)
         if done.returncode not in (0, 1):
             return done.returncode
