@@ -83,16 +83,16 @@ def ms(us: float | None) -> str:
 
 def table(doc: dict[str, Any]) -> str:
     """The study's table, one per workload: per setup, requests/s, latency, latency less the
-    network round trip, the server's queue and compute and the overhead (mean and sd, ms), the
-    network round trip (TCP handshake, median) and the no-op round trip (median)."""
+    network round trip, the server's queue and compute and the overhead (mean and sd, ms), and
+    the network round trip (TCP handshakes, median)."""
     out: list[str] = []
     for workload in dict.fromkeys(c["workload"] for c in doc["cases"]):
         out += [
             f"{workload}",
             "",
             "| setup | req/s | latency avg | sd | latency - network RTT | queue avg "
-            "| server compute avg | sd | overhead avg | sd | network RTT | no-op round trip |",
-            "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
+            "| server compute avg | sd | overhead avg | sd | network RTT |",
+            "|---|--:|--:|--:|--:|--:|--:|--:|--:|--:|--:|",
         ]
         for case in (c for c in doc["cases"] if c["workload"] == workload):
             if case["status"] != "ok":
@@ -103,7 +103,6 @@ def table(doc: dict[str, Any]) -> str:
             server = b.get("server_us") or {}
             over = b.get("overhead_us") or {}
             net = (case.get("network_rtt_us") or {}).get("p50")
-            noop = (b.get("rtt_us") or {}).get("p50")
             less = lat["mean_us"] - net if net is not None else None
             cells = [
                 case["variant"],
@@ -117,7 +116,6 @@ def table(doc: dict[str, Any]) -> str:
                 ms(over.get("mean")),
                 ms(over.get("stdev")),
                 ms(net),
-                ms(noop),
             ]
             out.append("| " + " | ".join(cells) + " |")
         out.append("")
