@@ -73,7 +73,17 @@ def test_load_from_workers_on_two_hosts(hosts: Callable[[int], Hosts], tmp_path:
     env = dask_env()
     h.start(
         0,
-        ["dask", "scheduler", "--host", h.addresses[0], "--port", str(SCHEDULER), "--no-dashboard"],
+        [
+            sys.executable,
+            "-m",
+            "dask",
+            "scheduler",
+            "--host",
+            h.addresses[0],
+            "--port",
+            str(SCHEDULER),
+            "--no-dashboard",
+        ],
         env=env,
         stderr=subprocess.DEVNULL,
     )

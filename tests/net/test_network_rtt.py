@@ -40,6 +40,8 @@ def suite(path: Path, addresses: list[str]) -> Path:
 def test_network_rtt_tracks_a_delay_on_the_hop(
     hosts: Callable[[int], Hosts], tmp_path: Path
 ) -> None:
+    if not os.path.exists("/dev/net/tun"):
+        pytest.skip("a delay line needs TUN devices (/dev/net/tun), which this machine lacks")
     h = hosts(2)
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
     far = [h.delay(0, 1, ms / 1e3)[1] for ms in DELAYS_MS]
