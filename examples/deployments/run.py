@@ -9,6 +9,9 @@ C (port 8001) and of C-F (port 8004), runs deployments.toml from host G with ``r
 and prints the study's table per workload: latency, server compute and overhead (mean and
 standard deviation), the network round trip taken out, and requests/s. Every process and every
 namespace is gone afterwards, also after a failure or Ctrl-C.
+
+With ``--dask`` the load comes from two Dask workers in hosts H and I (198.18.0.8 and .9), with
+the scheduler and ``rpcmeter run --cluster`` in G; the result names each worker's host.
 """
 
 from __future__ import annotations
@@ -26,11 +29,13 @@ from typing import Any
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path[:0] = [str(ROOT), str(ROOT / "src")]
 
+from rpcmeter.runners.distributed import LOAD_WORKER_CONFIG  # noqa: E402
 from tests.support.hosts import Hosts, can_make_namespaces, torn_down_on_signals  # noqa: E402
 
 A, B, C, D, E, F, G = range(7)
+WORKERS = (7, 8)  # hosts H and I: Dask workers, with --dask
 PORT = 8080
 
 
@@ -74,6 +79,54 @@ def start_servers(h: Hosts, env: dict[str, str], tmp: Path) -> None:
         h.wait_listening(i, port)
 
 
+def start_dask(h: Hosts, env: dict[str, str]) -> list[str]:
+    """A Dask scheduler in G and a worker in each of H and I (as ``local:N`` starts its
+    workers: no sampling profiler, slower housekeeping); the ``--cluster`` arguments."""
+    for key, value in LOAD_WORKER_CONFIG.items():
+        env["DASK_" + key.upper().replace(".", "__").replace("-", "_")] = str(value)
+    scheduler = f"tcp://{h.addresses[G]}:8786"
+    h.start(
+        G,
+        [
+            sys.executable,
+            "-m",
+            "dask",
+            "scheduler",
+            "--host",
+            h.addresses[G],
+            "--port",
+            "8786",
+            "--no-dashboard",
+        ],
+        env=env,
+        stderr=subprocess.DEVNULL,
+    )
+    h.wait_listening(G, 8786)
+    for i in WORKERS:
+        h.start(
+            i,
+            [
+                sys.executable,
+                "-m",
+                "dask",
+                "worker",
+                scheduler,
+                "--host",
+                h.addresses[i],
+                "--nthreads",
+                "1",
+                "--no-dashboard",
+            ],
+            env=env,
+            stderr=subprocess.DEVNULL,
+        )
+    return ["--cluster", scheduler]
+
+
+def rate(rps: float) -> str:
+    return f"{rps:,.1f}" if rps >= 10 else f"{rps:.3f}"
+
+
 def ms(us: float | None) -> str:
     """Microseconds as milliseconds, three significant places or more."""
     if us is None or not math.isfinite(us):
@@ -106,7 +159,7 @@ def table(doc: dict[str, Any]) -> str:
             less = lat["mean_us"] - net if net is not None else None
             cells = [
                 case["variant"],
-                f"{case['throughput_rps']:,.1f}",
+                rate(case["throughput_rps"]),
                 ms(lat["mean_us"]),
                 ms(lat["stdev_us"]),
                 ms(less),
@@ -126,6 +179,11 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="the suite's quick counts")
     parser.add_argument("-o", "--output", type=Path, help="directory for the result and table")
+    parser.add_argument(
+        "--dask",
+        action="store_true",
+        help="the load from two Dask workers in hosts H and I (the scheduler in G)",
+    )
     parser.add_argument("rest", nargs="*", help="more arguments for `rpcmeter run`")
     args = parser.parse_args()
     reason = can_make_namespaces()
@@ -141,9 +199,10 @@ def main() -> int:
     with (
         torn_down_on_signals(),
         tempfile.TemporaryDirectory(prefix="rpcmeter-nginx-") as tmp,
-        Hosts(7, prefix=f"rpm-{os.getpid()}-deploy") as h,
+        Hosts(9 if args.dask else 7, prefix=f"rpm-{os.getpid()}-deploy") as h,
     ):
         start_servers(h, env, Path(tmp))
+        cluster = start_dask(h, env) if args.dask else []
         cmd = [
             sys.executable,
             "-m",
@@ -156,6 +215,7 @@ def main() -> int:
             "--markdown",
             str(outdir / "report.md"),
             *(["--quick"] if args.quick else []),
+            *cluster,
             *args.rest,
         ]
         done = subprocess.run(h.argv(G, cmd), env=env, check=False)
