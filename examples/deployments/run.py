@@ -24,6 +24,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import Any
 
@@ -120,7 +121,27 @@ def start_dask(h: Hosts, env: dict[str, str]) -> list[str]:
             env=env,
             stderr=subprocess.DEVNULL,
         )
-    return ["--cluster", scheduler]
+    deadline = time.monotonic() + 60  # each worker connected to the scheduler
+    while not all(
+        h.run(i, ["ss", "-Htn", "state", "established", "dport = :8786"]).stdout.strip()
+        for i in WORKERS
+    ):
+        if time.monotonic() > deadline:
+            raise RuntimeError("the Dask workers did not join the scheduler in 60 s")
+        time.sleep(0.2)
+    # two clients of two loops each (the suite's 4 loops), one per worker; the big one stays one
+    return [
+        "--cluster",
+        scheduler,
+        "--set",
+        "load.clients=2",
+        "--set",
+        "load.threads=2",
+        "--set",
+        "load.connections=2",
+        "--set",
+        "workloads.big.clients=1",
+    ]
 
 
 def rate(rps: float) -> str:
