@@ -35,9 +35,10 @@ from greeter_server import METHOD, REPLY, REQUEST
 from h2bench import FLOOR_PROTOCOL, greeter
 from versus import cpus
 
-from rpcmeter.drivers.base import DriverContext
+from rpcmeter.drivers.base import DriverContext, ReplyCheck
 from rpcmeter.drivers.grpc import GrpcDriver, GrpcUnavailable, error_for
 from rpcmeter.drivers.grpc_h2 import GrpcH2Client, frame_message
+from rpcmeter.drivers.stream import ExactReply
 from rpcmeter.endpoints import Endpoint
 from rpcmeter.h2.transport import H2Protocol, Session
 from rpcmeter.runners.event_loop import NO_DEADLINE, Phase, closed_loop
@@ -54,13 +55,13 @@ class Call:
     times in its replies)."""
 
     method, request, reply, server_time = METHOD, REQUEST, REPLY, False
+    check: ReplyCheck | None = None  # how replies are checked (None: against ``reply``)
 
 
 def make_client(endpoint: Endpoint, streams: int) -> GrpcH2Client:
     ctx = DriverContext(endpoint, NoopParams(), {}, validate=True, threads=streams)
-    return GrpcH2Client(
-        ctx, Call.method, Call.request, Call.reply, (), None, error_for, GrpcUnavailable
-    )
+    check = Call.check or ExactReply(Call.reply)
+    return GrpcH2Client(ctx, Call.method, Call.request, check, (), None, error_for, GrpcUnavailable)
 
 
 def start_loops(client: GrpcH2Client, streams: int, stats: ThreadStats) -> Phase:
