@@ -271,6 +271,24 @@ def prepare_calls(bench: Bench, run: RunRecord | None = None) -> None:
         run.environment(model.Environment(schemas=schemas))
 
 
+def suite_calls(suite: Suite, events: RunListener | None = None) -> dict[str, Mapping[str, Any]]:
+    """What each variant's clients would be handed (:func:`prepare_calls`) without running a
+    case (``rpcmeter describe``): a server is started only to be asked (gRPC reflection), with
+    rpcmeter's own Python (no variant environment is prepared)."""
+    tls = {v: suite.tls_of(v) for v in suite.variants}
+    managed = any(tls[v] is not None and suite.address_of(v) is None for v in tls)
+    certs = RunCertificates() if managed else None
+    cpus = placement_mod.resolve(suite.placement, where=suite.path)
+    bench = Bench(suite, RunOptions(), cpus, certs=certs, events=events or RunListener())
+    try:
+        prepare_calls(bench)
+    finally:
+        stop_all()
+        if certs is not None:
+            certs.close()
+    return bench.prepared
+
+
 def server_command(
     suite: Suite,
     case: Case,

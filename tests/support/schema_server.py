@@ -5,7 +5,9 @@ service, ``benchmarks/greeter/route_guide.proto``) and ``kitchen.Kitchen``
     python -m tests.support.schema_server --port 0 [--reflection] [--cert F --key F]
 
 prints ``listening PORT`` once it serves; with ``--reflection`` it also serves grpcio's server
-reflection (``grpc.reflection.v1alpha`` only, as grpcio-reflection does). It stops on SIGTERM.
+reflection (``grpc.reflection.v1alpha`` only, as grpcio-reflection does); with ``--api-key K``
+every call (reflection's too) without the metadata ``x-api-key: K`` is refused
+(``UNAUTHENTICATED``). It stops on SIGTERM.
 
 RouteGuide: ``GetFeature`` answers the feature at a point (an unnamed one where there is none),
 ``ListFeatures`` streams the features inside a rectangle, ``RecordRoute`` sums up a stream of
@@ -51,6 +53,24 @@ def distance(a: Any, b: Any) -> int:
     dlat, dlon = lat2 - lat1, math.radians((b.longitude - a.longitude) / 1e7)
     h = math.sin(dlat / 2) ** 2 + math.cos(lat1) * math.cos(lat2) * math.sin(dlon / 2) ** 2
     return int(6371000 * 2 * math.atan2(math.sqrt(h), math.sqrt(1 - h)))
+
+
+class KeyCheck(grpc.ServerInterceptor):  # type: ignore[misc]
+    """Refuses every call without the metadata ``x-api-key`` of the given value."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+
+        def refuse(request: Any, context: Any) -> Any:
+            context.abort(grpc.StatusCode.UNAUTHENTICATED, "x-api-key missing or wrong")
+
+        self.refused = grpc.unary_unary_rpc_method_handler(refuse)
+        self.refused_stream = grpc.stream_stream_rpc_method_handler(refuse)
+
+    def intercept_service(self, continuation: Any, details: Any) -> Any:
+        if (("x-api-key", self.key)) in tuple(details.invocation_metadata):
+            return continuation(details)
+        return self.refused_stream if "Reflection" in details.method else self.refused
 
 
 def serve(args: argparse.Namespace) -> int:
@@ -110,7 +130,10 @@ def serve(args: argparse.Namespace) -> int:
         def Stream(self, orders: Iterator[Any], context: Any) -> Iterator[Any]:
             yield from orders
 
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=8),
+        interceptors=[KeyCheck(args.api_key)] if args.api_key else [],
+    )
     rg_grpc.add_RouteGuideServicer_to_server(RouteGuide(), server)
     k_grpc.add_KitchenServicer_to_server(Kitchen(), server)
     if args.reflection:
@@ -146,6 +169,7 @@ def main() -> int:
     parser.add_argument("--reflection", action="store_true")
     parser.add_argument("--cert", help="TLS: the certificate chain (PEM)")
     parser.add_argument("--key", help="TLS: the private key (PEM)")
+    parser.add_argument("--api-key", help="refuse calls without this x-api-key metadata")
     return serve(parser.parse_args())
 
 

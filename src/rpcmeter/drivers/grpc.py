@@ -163,7 +163,7 @@ class GrpcDriver(EventDriver):
     workloads: ClassVar[frozenset[str]] = frozenset({*KINDS, "stream"})
     builtin_server: ClassVar[str | None] = "rpcmeter.servers.grpc_server"
     reports_server_time: ClassVar[bool] = True
-    packages: ClassVar[tuple[str, ...]] = ("grpcio", "hpack", "uvloop")
+    packages: ClassVar[tuple[str, ...]] = ("grpcio", "hpack", "uvloop", "protobuf")
     option_keys: ClassVar[frozenset[str] | None] = (
         RAW_BODY_OPTIONS
         | SCHEMA_OPTIONS

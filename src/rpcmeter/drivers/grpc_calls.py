@@ -44,6 +44,7 @@ from rpcmeter.protocols.grpc_schema import (
     SchemaError,
     compile_call,
     compile_proto,
+    listing,
     load_schema,
     read_protoset,
 )
@@ -326,3 +327,30 @@ def reflect(
 def describe_prepared(prepared: Mapping[str, Any]) -> dict[str, Any] | None:
     call = prepared.get(CALL_KEY)
     return call.describe() if isinstance(call, PreparedCall) else None
+
+
+def describe_calls(prepared: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """``rpcmeter describe``: each variant's schema and call, then each distinct schema's
+    services and methods, every method with its input message as a JSON skeleton."""
+    calls = {
+        v: p[CALL_KEY] for v, p in prepared.items() if isinstance(p.get(CALL_KEY), PreparedCall)
+    }
+    lines: list[str] = []
+    first: dict[str, str] = {}  # sha256 -> the first variant with it
+    for vname, call in calls.items():
+        info = call.schema
+        sha = str(info["sha256"])
+        same = f" (as {first[sha]!r})" if sha in first else ""
+        first.setdefault(sha, vname)
+        lines.append(
+            f"variant {vname!r}: {info['source']} {info['origin']}, sha256 {sha[:12]}{same}; "
+            f"call {call.path.removeprefix('/')}"
+        )
+    for sha, vname in first.items():
+        users = [v for v, c in calls.items() if c.schema["sha256"] == sha]
+        called: dict[str, list[str]] = {}
+        for v in users:
+            called.setdefault(calls[v].path.removeprefix("/"), []).append(v)
+        lines += ["", f"schema sha256 {sha[:12]} ({', '.join(users)}):"]
+        lines += listing(calls[vname].loaded_schema(), called)
+    return lines

@@ -27,6 +27,7 @@ request built per call (a template filled in) can use the same encoder and error
 
 from __future__ import annotations
 
+import base64
 import datetime
 import difflib
 import functools
@@ -62,6 +63,7 @@ from rpcmeter.errors import ReplyMismatch
 SOURCES = ("proto", "protoset", "reflection")
 WELL_KNOWN_PREFIX = "google.protobuf."
 PROTOC_TIMEOUT_S = 120.0
+_NEEDS = "needs {} to {}: pip install 'rpcmeter[grpc]'"
 
 
 class SchemaError(ValueError):
@@ -74,8 +76,10 @@ class SchemaError(ValueError):
 
 def well_known_include() -> Path:
     """The directory of the well-known ``.proto`` files that come with grpcio-tools."""
-    import grpc_tools
-
+    try:
+        import grpc_tools
+    except ImportError:
+        raise SchemaError(_NEEDS.format("grpcio-tools", "compile a .proto")) from None
     return Path(grpc_tools.__file__).parent / "_proto"
 
 
@@ -85,10 +89,11 @@ def compile_proto(path: Path, import_paths: Iterable[Path] = ()) -> bytes:
     compile."""
     if not path.is_file():
         raise SchemaError(f"no such file {path}")
-    includes = [*import_paths, path.parent]
-    for inc in includes:
+    imports = [p.resolve() for p in import_paths]
+    for inc in imports:
         if not inc.is_dir():
             raise SchemaError(f"import path {inc} is not a directory")
+    includes = [*map(str, imports), "."]  # "." is the file's directory (protoc runs there)
     with tempfile.TemporaryDirectory(prefix="rpcmeter-protoc-") as tmp:
         out = Path(tmp) / "set.pb"
         command = [
@@ -99,11 +104,12 @@ def compile_proto(path: Path, import_paths: Iterable[Path] = ()) -> bytes:
             f"--proto_path={well_known_include()}",
             f"--descriptor_set_out={out}",
             "--include_imports",
-            str(path),
+            path.name,  # its errors then name it as the suite does, without its directory
         ]
         try:
             done = subprocess.run(
                 command,
+                cwd=path.resolve().parent,
                 capture_output=True,
                 text=True,
                 timeout=PROTOC_TIMEOUT_S,
@@ -288,6 +294,20 @@ def signature(method: MethodDescriptor) -> str:
     arg = ("stream " if method.client_streaming else "") + method.input_type.full_name
     ret = ("stream " if method.server_streaming else "") + method.output_type.full_name
     return f"{method.name}({arg}) returns ({ret})"
+
+
+def listing(schema: Schema, called: Mapping[str, list[str]] | None = None) -> list[str]:
+    """Every service and method of ``schema``, each method with its input message as a JSON
+    skeleton (:func:`skeleton`, what ``data`` takes) and, from ``called`` (``package.Service/
+    Method`` -> names), who calls it."""
+    lines: list[str] = []
+    for service in schema.services():
+        lines.append(service.full_name)
+        for method in service.methods:
+            by = (called or {}).get(f"{service.full_name}/{method.name}")
+            lines.append(f"  {signature(method)}" + (f"  <- {', '.join(by)}" if by else ""))
+            lines.append(f"    {json.dumps(skeleton(method.input_type), ensure_ascii=False)}")
+    return lines
 
 
 # ---- JSON <-> messages ---------------------------------------------------------------------------
@@ -600,7 +620,7 @@ def _shown(f: FieldDescriptor, value: Any) -> str:
         found = f.enum_type.values_by_number.get(value)
         return show(found.name if found is not None else value)
     if isinstance(value, bytes):
-        return show(value.decode("latin-1"))
+        return show(base64.b64encode(value).decode("ascii"))
     if hasattr(value, "__len__") and not isinstance(value, str):  # a repeated or a map
         return show([json_format.MessageToDict(v) if isinstance(v, Message) else v for v in value])
     return show(value)
@@ -706,6 +726,10 @@ class PreparedCall:
         """What the result records: the schema's source, origin and SHA-256, the call."""
         return {**self.schema, "call": self.path.removeprefix("/")}
 
+    def loaded_schema(self) -> Schema:
+        """The schema the call was compiled from."""
+        return load_schema(self.files, str(self.schema["source"]), str(self.schema["origin"]))
+
 
 @functools.lru_cache(maxsize=8)
 def _pool(files: bytes) -> descriptor_pool.DescriptorPool:
@@ -763,7 +787,10 @@ class ReflectionSession:
     the request it gave (:meth:`next_request`), until it gives none; then :meth:`file_set`."""
 
     def __init__(self, host: str = "") -> None:
-        from grpc_reflection.v1alpha import reflection_pb2
+        try:
+            from grpc_reflection.v1alpha import reflection_pb2
+        except ImportError:
+            raise SchemaError(_NEEDS.format("grpcio-reflection", "ask a server")) from None
 
         self.pb = reflection_pb2
         self.host = host
