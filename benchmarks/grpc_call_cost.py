@@ -29,7 +29,7 @@ import time
 from collections.abc import Callable
 from functools import reduce
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from greeter_server import METHOD, REPLY, REQUEST
 from h2bench import FLOOR_PROTOCOL, greeter
@@ -55,13 +55,17 @@ class Call:
     times in its replies)."""
 
     method, request, reply, server_time = METHOD, REQUEST, REPLY, False
-    check: ReplyCheck | None = None  # how replies are checked (None: against ``reply``)
 
 
-def make_client(endpoint: Endpoint, streams: int) -> GrpcH2Client:
+Check = ReplyCheck | None | Literal["bytes"]  # "bytes": each reply compared with Call.reply
+
+
+def make_client(endpoint: Endpoint, streams: int, check: Check = "bytes") -> GrpcH2Client:
     ctx = DriverContext(endpoint, NoopParams(), {}, validate=True, threads=streams)
-    check = Call.check or ExactReply(Call.reply)
-    return GrpcH2Client(ctx, Call.method, Call.request, check, (), None, error_for, GrpcUnavailable)
+    checks = ExactReply(Call.reply) if check == "bytes" else check
+    return GrpcH2Client(
+        ctx, Call.method, Call.request, checks, (), None, error_for, GrpcUnavailable
+    )
 
 
 def start_loops(client: GrpcH2Client, streams: int, stats: ThreadStats) -> Phase:
@@ -126,10 +130,13 @@ class CountingTransport:
         pass
 
 
-async def replay_rpcmeter(endpoint: Endpoint, cap: Capture, streams: int) -> tuple[int, float]:
-    """(calls, CPU seconds) of the per-call path over the captured reads."""
+async def replay_rpcmeter(
+    endpoint: Endpoint, cap: Capture, streams: int, check: Check = "bytes"
+) -> tuple[int, float]:
+    """(calls, CPU seconds) of the per-call path over the captured reads, each reply checked
+    by ``check``."""
     before, reads = cap
-    client = make_client(endpoint, streams)
+    client = make_client(endpoint, streams, check)
     proto = H2Protocol(client.new_connection())
     proto.connection_made(CountingTransport())  # type: ignore[arg-type]
     for data in reads[:before]:

@@ -310,9 +310,15 @@ def test_the_reflection_session_gathers_a_service_and_its_imports(kitchen: gs.Sc
     for reply in reflection_replies(session, files):
         session.feed(reply)
     assert gs.load_schema(session.file_set(), "reflection", "v1").sha256 == kitchen.sha256
-    # nor the service's own file: an error
+    # nor the service's own file: the service is listed but not described
     session = gs.ReflectionSession()
     del files["kitchen.proto"]
-    with pytest.raises(gs.SchemaError, match=r"the server cannot give kitchen\.Kitchen: not found"):
-        for reply in reflection_replies(session, files):
-            session.feed(reply)
+    for reply in reflection_replies(session, files):
+        session.feed(reply)
+    assert session.undescribed == ["kitchen.Kitchen"]
+    with pytest.raises(gs.SchemaError) as info:
+        session.file_set()
+    assert str(info.value) == (
+        "reflection: the server describes none of the services it lists (kitchen.Kitchen, "
+        "grpc.reflection.v1.ServerReflection)"
+    )

@@ -666,6 +666,8 @@ def cmd_grpc(args: argparse.Namespace, out: TextIO) -> int:
         raise UsageError(f"grpc list {args.address}: {exc}") from None
     out.write(f"{args.address}: {schema.origin}, sha256 {schema.sha256[:12]}\n")
     out.write("\n".join(printable(line) for line in listing(schema)) + "\n")
+    if schema.undescribed:
+        out.write(f"listed without descriptors: {', '.join(schema.undescribed)}\n")
     return 0
 
 

@@ -258,7 +258,7 @@ def prepare_calls(bench: Bench, run: RunRecord | None = None) -> None:
         driver = driver_class(suite.driver_of(vname))
         options = {**suite.target.options, **suite.variants[vname].options}
         if target_kind(suite, vname) in ("server", "remote") and driver.asks_server(options):
-            bench.events.note(f"{vname}: asking its server before the cases ({driver.name})")
+            bench.events.note(f"{vname}: asking its server ({driver.name} reflection)")
             bench.prepared[vname] = ServerCase(bench, case).ask(driver)
     schemas = {}
     for vname in suite.variants:

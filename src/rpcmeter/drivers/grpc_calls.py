@@ -315,7 +315,7 @@ def reflect(
                     f"the server's reflection service failed: {code.name}: {details}"
                 ) from None
             version = path.split("/")[1].rpartition(".")[0]
-            return load_schema(session.file_set(), "reflection", version)
+            return load_schema(session.file_set(), "reflection", version, session.undescribed)
     finally:
         channel.close()
     raise SchemaError(

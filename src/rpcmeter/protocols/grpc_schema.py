@@ -184,6 +184,7 @@ class Schema:
     source: str  # proto, protoset or reflection
     origin: str  # the file, or the server's address
     sha256: str
+    undescribed: tuple[str, ...] = ()  # services a server lists but gives no descriptors of
 
     @functools.cached_property
     def pool(self) -> descriptor_pool.DescriptorPool:
@@ -218,7 +219,9 @@ class Schema:
         }
 
 
-def load_schema(data: bytes, source: str, origin: str) -> Schema:
+def load_schema(
+    data: bytes, source: str, origin: str, undescribed: Iterable[str] = ()
+) -> Schema:
     """A :class:`Schema` of a serialized ``FileDescriptorSet``; SchemaError when ``data`` is not
     one, or when a file's dependency is missing."""
     what = "a FileDescriptorSet (as protoc --descriptor_set_out --include_imports writes it)"
@@ -243,7 +246,7 @@ def load_schema(data: bytes, source: str, origin: str) -> Schema:
     for name in _ordered(files):
         canonical.file.append(files[name])
     blob = canonical.SerializeToString(deterministic=True)
-    schema = Schema(blob, source, origin, hashlib.sha256(blob).hexdigest())
+    schema = Schema(blob, source, origin, hashlib.sha256(blob).hexdigest(), tuple(undescribed))
     try:
         schema.pool  # noqa: B018 - builds the pool: each file must resolve
     except (TypeError, ValueError, KeyError) as exc:
@@ -274,11 +277,16 @@ def find_method(schema: Schema, call: str) -> MethodDescriptor:
                 return found
     names = method_names(schema)
     close = difflib.get_close_matches(f"{service}/{method}", names, n=3, cutoff=0.4)
+    unknown = (
+        f"; the server lists {', '.join(schema.undescribed)} without describing them"
+        if schema.undescribed
+        else ""
+    )
     if not names:
-        raise SchemaError(f"no method {call!r}: the schema has no service")
+        raise SchemaError(f"no method {call!r}: the schema has no service{unknown}")
     hint = f"closest: {', '.join(close)}" if close else f"methods: {', '.join(names[:8])}"
-    return_more = "" if close or len(names) <= 8 else f", ... ({len(names)} in all)"
-    raise SchemaError(f"no method {call!r} in the schema ({hint}{return_more})")
+    more = "" if close or len(names) <= 8 else f", ... ({len(names)} in all)"
+    raise SchemaError(f"no method {call!r} in the schema ({hint}{more}){unknown}")
 
 
 def streaming(method: MethodDescriptor) -> str:
@@ -798,6 +806,7 @@ class ReflectionSession:
         self.asked: set[tuple[str, str]] = set()
         self.queue: list[Any] = []
         self.services: list[str] = []
+        self.undescribed: list[str] = []  # services listed whose files the server does not give
         self.ask("list_services", "*")
 
     def ask(self, kind: str, value: str) -> None:
@@ -816,13 +825,15 @@ class ReflectionSession:
         which = reply.WhichOneof("message_response")
         if which == "error_response":
             asked = reply.original_request
-            name = asked.file_by_filename
-            if name and _well_known_file(name) is not None:
-                return  # load_schema takes it from the protobuf library
-            what = name or asked.file_containing_symbol or "the list of services"
+            if asked.file_by_filename:
+                return  # load_schema takes a well-known one from protobuf, or names it
+            if asked.file_containing_symbol in self.services:
+                self.undescribed.append(asked.file_containing_symbol)
+                return  # listed, not described (a service without descriptors of its own)
             err = reply.error_response
             raise SchemaError(
-                f"reflection: the server cannot give {what}: {err.error_message or err.error_code}"
+                "reflection: the server cannot give the list of its services: "
+                f"{err.error_message or err.error_code}"
             )
         if which == "list_services_response":
             self.services = [s.name for s in reply.list_services_response.service]
@@ -840,6 +851,11 @@ class ReflectionSession:
 
     def file_set(self) -> bytes:
         """The files it was given, as a serialized ``FileDescriptorSet``."""
+        if not self.files:
+            listed = ", ".join(self.services) or "none"
+            raise SchemaError(
+                f"reflection: the server describes none of the services it lists ({listed})"
+            )
         out = descriptor_pb2.FileDescriptorSet()
         out.file.extend(self.files[n] for n in sorted(self.files))
         return bytes(out.SerializeToString())
