@@ -34,6 +34,7 @@ from h2bench import against_greeter, run_floor
 from versus import Run, pinned, run_rpcmeter
 
 from rpcmeter.endpoints import Endpoint
+from rpcmeter.protocols import grpc_schema as gs
 
 DATA = '{"name": "world"}'  # the request as JSON, for ghz and for rpcmeter's proto option
 
@@ -98,6 +99,12 @@ def main() -> int:
         "data": json.loads(DATA),
         "expect": {"message": "Hello world"},
     }
+    compiled = gs.compile_call(
+        gs.load_schema(gs.compile_proto(PROTO), "proto", PROTO.name), METHOD, json.loads(DATA)
+    )
+    if compiled.request != REQUEST:  # both paths must send the same bytes
+        print(f"error: {DATA} encodes as {compiled.request.hex()}, not {REQUEST.hex()}")
+        return 2
 
     def clients(ep: Endpoint, cpu: int) -> list[tuple[str, Run]]:
         out: list[tuple[str, Run]] = [

@@ -126,9 +126,7 @@ class Began(RunListener):
         self.began = True
 
 
-def _add_run(sub: Any) -> None:
-    p = sub.add_parser("run", help="run a suite (the built-in demo when no suite is given)")
-    p.add_argument("suite", nargs="?", help="suite file (TOML); default: the built-in demo")
+def _add_set_option(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--set",
         dest="overrides",
@@ -137,6 +135,12 @@ def _add_run(sub: Any) -> None:
         metavar="KEY=VALUE",
         help="override a suite value (dotted key; value parsed as TOML), repeatable",
     )
+
+
+def _add_run(sub: Any) -> None:
+    p = sub.add_parser("run", help="run a suite (the built-in demo when no suite is given)")
+    p.add_argument("suite", nargs="?", help="suite file (TOML); default: the built-in demo")
+    _add_set_option(p)
     p.add_argument(
         "--quick",
         action="store_true",
@@ -581,14 +585,7 @@ def _add_describe(sub: Any) -> None:
         help="the gRPC services and methods a suite's schemas offer, each method's input as JSON",
     )
     p.add_argument("suite", help="suite file (TOML)")
-    p.add_argument(
-        "--set",
-        dest="overrides",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="override a suite value (dotted key; value parsed as TOML), repeatable",
-    )
+    _add_set_option(p)
     g = sub.add_parser("grpc", help="gRPC tools: list a server's services by reflection")
     gsub = g.add_subparsers(dest="grpc_command", metavar="COMMAND", required=True)
     p = gsub.add_parser(

@@ -1,4 +1,5 @@
-"""gRPC driver: unary calls with raw ``bytes`` bodies, no generated stubs.
+"""gRPC driver: unary and streaming calls, named from a protobuf schema or sent as raw bytes; no
+generated stubs.
 
 Two clients: rpcmeter's own HTTP/2 client on the event loop (the default; see
 :mod:`rpcmeter.drivers.grpc_h2`), and grpcio's blocking stubs on threads
@@ -9,7 +10,10 @@ By default it calls rpcmeter's built-in service (``rpcmeter.Bench``, see
 (:mod:`rpcmeter.servers.bodies`). With the ``method`` option it calls any unary method of any
 server by its full path, sending a raw request body, so a server written in any language can be
 driven without its generated code (the body is the serialized protobuf message; an empty body is a
-message with every field at its default).
+message with every field at its default). With a schema (``proto``, ``protoset`` or
+``reflection = true``) it calls a method named by ``call``, the request written as JSON
+(``data``) and the replies checked field by field (``expect``): see
+:mod:`rpcmeter.drivers.grpc_calls`.
 
 Options:
 
@@ -19,7 +23,10 @@ Options:
 - ``expect_hex`` / ``expect_base64`` / ``expect_text`` / ``expect_file``: the reply body every
   call must return when the suite validates (without one, the built-in expectation of the
   workload is used when the request is the built-in body).
-- ``metadata``: a table of request metadata (``{ authorization = "..." }``).
+- ``proto`` (+ ``import_paths``) / ``protoset`` / ``reflection``, ``call``, ``data`` /
+  ``data_file``, ``expect``: a call named from a schema (:mod:`rpcmeter.drivers.grpc_calls`).
+- ``metadata``: a table of request metadata (``{ authorization = "..." }``), sent with every
+  call (and with the reflection calls).
 - ``call_timeout_s``: deadline of every call (default: none).
 - ``connect_timeout_s``: how long each channel may take to connect (default 10).
 - ``client``: ``"h2"`` (default) or ``"grpcio"``.

@@ -178,6 +178,10 @@ def check_workloads(suite: Suite, call: PreparedCall) -> None:
     """Every workload of the suite can run ``call``: ``noop`` for a unary method, ``stream``
     of the method's mode for a streaming one."""
     name = call.path.removeprefix("/")
+    if suite.breakdown is not None and call.kind != "unary":
+        raise SuiteError(
+            f"breakdown: its round trip is a unary call, and {name} streams: drop [breakdown]"
+        )
     for wname, w in suite.workloads.items():
         quoted = f'"{wname}"' if " " in wname or "." in wname else wname
         key = f"workloads.{quoted}.kind"

@@ -219,9 +219,7 @@ class Schema:
         }
 
 
-def load_schema(
-    data: bytes, source: str, origin: str, undescribed: Iterable[str] = ()
-) -> Schema:
+def load_schema(data: bytes, source: str, origin: str, undescribed: Iterable[str] = ()) -> Schema:
     """A :class:`Schema` of a serialized ``FileDescriptorSet``; SchemaError when ``data`` is not
     one, or when a file's dependency is missing."""
     what = "a FileDescriptorSet (as protoc --descriptor_set_out --include_imports writes it)"
@@ -681,7 +679,7 @@ class FieldExpect:
     """The reply check of ``expect``: a subset of the reply message's fields, compared after
     decoding. ``last`` holds the last reply that matched; a reply of the same bytes is not
     decoded again (callers compare with ``last`` first, so repeating replies cost one bytes
-    comparison)."""
+    comparison), nor is one that repeats the last reply that did not match."""
 
     def __init__(self, desc: Descriptor, expect: Mapping[str, Any]) -> None:
         self.desc = desc
@@ -689,6 +687,7 @@ class FieldExpect:
         self.want = RequestEncoder(desc).message(expect, "expect")
         self.nodes = _nodes(desc, plain(expect), self.want)
         self.last: bytes | None = None
+        self.wrong: tuple[bytes, str] | None = None  # the last reply that did not match, and why
 
     def problem(self, body: bytes) -> str | None:
         """Where ``body`` differs from what ``expect`` names (None: it matches)."""
@@ -699,10 +698,14 @@ class FieldExpect:
         return _compare(self.nodes, got, self.want, "")
 
     def __call__(self, body: bytes) -> ReplyMismatch | None:
+        wrong = self.wrong
+        if wrong is not None and body == wrong[0]:  # a wrong reply that repeats: not decoded
+            return ReplyMismatch(wrong[1])
         problem = self.problem(body)
         if problem is None:
             self.last = bytes(body)
             return None
+        self.wrong = (bytes(body), problem)
         return ReplyMismatch(problem)
 
 
