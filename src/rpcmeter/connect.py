@@ -1,6 +1,6 @@
 """Opening a client connection on the event loop, timed, for every protocol over stream sockets
 (HTTP/1.1 and raw frames in :mod:`rpcmeter.drivers.stream`, HTTP/2 and gRPC in
-:mod:`rpcmeter.h2.transport`): one mechanism, so their connect and handshake times mean the same.
+:mod:`rpcmeter.protocols.h2.transport`): one mechanism, so their connect and handshake times mean the same.
 
 :func:`open_stream` connects a non-blocking socket (:func:`connect_socket`), then, given an
 ``ssl.SSLContext``, runs the TLS handshake on the loop (:func:`rpcmeter.tls.open_tls`); the

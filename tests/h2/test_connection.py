@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rpcmeter.h2.connection import (
+from rpcmeter.protocols.h2.connection import (
     ACK,
     CONTINUATION,
     DATA,

@@ -36,6 +36,7 @@ import grpc
 
 from rpcmeter.drivers.base import RAW_BODY_OPTIONS
 from rpcmeter.errors import SuiteError
+from rpcmeter.protocols.grpc import target
 from rpcmeter.protocols.grpc_schema import (
     REFLECTION_PATHS,
     PreparedCall,
@@ -48,7 +49,6 @@ from rpcmeter.protocols.grpc_schema import (
     load_schema,
     read_protoset,
 )
-from rpcmeter.servers.grpc_server import target
 from rpcmeter.tls import ClientTls, probe_handshake
 
 if TYPE_CHECKING:

@@ -1,5 +1,5 @@
 """What the event drivers over HTTP/2 share (gRPC's own client, HTTP with ``http = "2"``): one
-:class:`~rpcmeter.h2.transport.Session` per connection, closed loop ``i`` on session
+:class:`~rpcmeter.protocols.h2.transport.Session` per connection, closed loop ``i`` on session
 ``i % connections``, its calls multiplexed there as streams; requests prepared once per loop.
 
 A subclass gives the ``view`` of header blocks it needs and ``on_end``, which turns a finished
@@ -26,7 +26,8 @@ from collections.abc import Callable
 from typing import Any
 
 from rpcmeter.drivers.base import DriverContext, ReplyError
-from rpcmeter.h2.connection import (
+from rpcmeter.metrics.connections import ConnectionCosts
+from rpcmeter.protocols.h2.connection import (
     CANCEL,
     H2Connection,
     H2ConnectionError,
@@ -35,9 +36,8 @@ from rpcmeter.h2.connection import (
     StreamReset,
     new_stream,
 )
-from rpcmeter.h2.connection import Stream as H2Stream
-from rpcmeter.h2.transport import H2Protocol, Session, open_connection
-from rpcmeter.metrics.connections import ConnectionCosts
+from rpcmeter.protocols.h2.connection import Stream as H2Stream
+from rpcmeter.protocols.h2.transport import H2Protocol, Session, open_connection
 from rpcmeter.tls import TlsError, client_context, server_name, tls_error
 
 

@@ -1,5 +1,5 @@
 """HTTP/2 connections on asyncio transports: :class:`H2Protocol` runs one
-:class:`~rpcmeter.h2.connection.H2Connection` over a TCP, Unix or TLS stream, and a
+:class:`~rpcmeter.protocols.h2.connection.H2Connection` over a TCP, Unix or TLS stream, and a
 :class:`Session` keeps one such connection in service, replacing it when it stops taking new
 streams (a GOAWAY, stream ids used up).
 
@@ -29,7 +29,13 @@ from typing import Any, cast
 
 from rpcmeter.connect import open_stream
 from rpcmeter.endpoints import Endpoint
-from rpcmeter.h2.connection import H2Connection, H2ConnectionError, Request, Stream, new_stream
+from rpcmeter.protocols.h2.connection import (
+    H2Connection,
+    H2ConnectionError,
+    Request,
+    Stream,
+    new_stream,
+)
 from rpcmeter.tls import ResumingContext
 
 
