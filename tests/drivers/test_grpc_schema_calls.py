@@ -247,6 +247,17 @@ warmup = 0
             "options.request_hex: a raw body or method does not go with call",
         ),
         ('reflection = true, protoset = "x", call = "a.B/C"', "give one schema: protoset or"),
+        (
+            f'proto = "{ROUTE_GUIDE}", call = "routeguide.RouteGuide/GetFeature", '
+            'data_file = "nope.json"',
+            "variants.v: options.data_file: no such file nope.json",
+        ),
+        (
+            f'proto = "{ROUTE_GUIDE}", call = "routeguide.RouteGuide/GetFeature", '
+            'data_file = "bad.proto"',
+            "variants.v: options.data_file: bad.proto is not JSON: Expecting value: line 1",
+        ),
+        ('protoset = "x", import_paths = ["."], call = "a.B/C"', "import_paths: only with proto"),
     ],
 )
 def test_suite_errors_are_one_line_and_exit_2(
@@ -285,6 +296,10 @@ def test_describe_and_grpc_list(tmp_path: Path, capsys: pytest.CaptureFixture[st
         + f'options = {{ proto = "{ROUTE_GUIDE}", call = "routeguide.RouteGuide/GetFeature" }}\n'
         + '[variants.r]\noptions = { reflection = true, call = "kitchen.Kitchen/Place" }\n'
     )
+    plain = tmp_path / "plain.toml"
+    plain.write_text(GOOD.replace("[variants.v]\n", ""))
+    assert main(["describe", str(plain)]) == 0
+    assert "no variant names a gRPC call from a schema" in capsys.readouterr().out
     assert main(["describe", str(suite)]) == 0
     out = capsys.readouterr().out
     assert f"variant 'v': proto {ROUTE_GUIDE}, sha256 " in out

@@ -22,9 +22,6 @@ REGISTRY: dict[str, str] = {
 # needs, only the library of the drivers it uses.
 EXTRAS: dict[str, tuple[str, str]] = {
     "grpc": ("grpcio", "grpc"),
-    "google": ("protobuf", "grpc"),  # google.protobuf
-    "grpc_tools": ("grpcio-tools", "grpc"),
-    "grpc_reflection": ("grpcio-reflection", "grpc"),
     "zmq": ("pyzmq", "zmq"),
     "rpyc": ("rpyc", "rpyc"),
 }
