@@ -11,11 +11,13 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from rpcmeter import model, record
 from rpcmeter import placement as placement_mod
 from rpcmeter.breakdown import RoundTrip, around, breakdown
 from rpcmeter.drivers import driver_class
+from rpcmeter.drivers.base import Driver
 from rpcmeter.endpoints import Endpoint, remote_endpoint
 from rpcmeter.envs import Env, in_env, prepare_variants
 from rpcmeter.errors import EnvError, RpcmeterError, ServerError
@@ -171,6 +173,7 @@ def run_suite(
     unrecorded: RpcmeterError | None = None
     try:
         environments.update(prepare_environments(suite, run, events))
+        prepare_calls(bench, run)
         if drive is None:
             for case in cases:
                 run_one(case)
@@ -240,6 +243,53 @@ def prepare_environments(
     return environments
 
 
+def prepare_calls(bench: Bench, run: RunRecord | None = None) -> None:
+    """What each variant's clients are handed (``DriverContext.prepared``, in
+    ``bench.prepared``): what its driver prepared when the suite was loaded, or for a driver
+    that asks the server (gRPC's reflection; :meth:`~rpcmeter.drivers.base.Driver.ask_server`)
+    its answer, asked once now, before the cases: of the remote server, or of the variant's
+    server started for the question (as its first case starts it) and stopped. The result's
+    environment records what the drivers describe of it (``schemas``)."""
+    suite = bench.suite
+    bench.prepared.update(suite.prepared)
+    first: dict[str, Case] = {}
+    for case in expand(suite):
+        first.setdefault(case.variant, case)
+    for vname, case in first.items():
+        driver = driver_class(suite.driver_of(vname))
+        options = {**suite.target.options, **suite.variants[vname].options}
+        if target_kind(suite, vname) in ("server", "remote") and driver.asks_server(options):
+            bench.events.note(f"{vname}: asking its server ({driver.name} reflection)")
+            bench.prepared[vname] = ServerCase(bench, case).ask(driver)
+    schemas = {}
+    for vname in suite.variants:
+        described = driver_class(suite.driver_of(vname)).describe_prepared(
+            bench.prepared.get(vname, {})
+        )
+        if described is not None:
+            schemas[vname] = model.Schema.model_validate(described)
+    if schemas and run is not None:
+        run.environment(model.Environment(schemas=schemas))
+
+
+def suite_calls(suite: Suite, events: RunListener | None = None) -> dict[str, Mapping[str, Any]]:
+    """What each variant's clients would be handed (:func:`prepare_calls`) without running a
+    case (``rpcmeter describe``): a server is started only to be asked (gRPC reflection), with
+    rpcmeter's own Python (no variant environment is prepared)."""
+    tls = {v: suite.tls_of(v) for v in suite.variants}
+    managed = any(tls[v] is not None and suite.address_of(v) is None for v in tls)
+    certs = RunCertificates() if managed else None
+    cpus = placement_mod.resolve(suite.placement, where=suite.path)
+    bench = Bench(suite, RunOptions(), cpus, certs=certs, events=events or RunListener())
+    try:
+        prepare_calls(bench)
+    finally:
+        stop_all()
+        if certs is not None:
+            certs.close()
+    return bench.prepared
+
+
 def server_command(
     suite: Suite,
     case: Case,
@@ -288,6 +338,8 @@ class Bench:
     total: int = 1
     certs: RunCertificates | None = None  # made for the run when a variant uses TLS
     events: RunListener = field(default_factory=RunListener)  # the run's progress goes here
+    # variant -> what its clients are handed (DriverContext.prepared; see prepare_calls)
+    prepared: dict[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def run_case(self, case: Case) -> model.Case:
         """Run ``case`` with the runner of its variant's target kind (:data:`RUNNERS`)."""
@@ -387,7 +439,12 @@ class ServerCase(TargetRunner):
     def measure(self, endpoint: Endpoint, env: Env | None, idle: resources.CpuTimes | None) -> None:
         """The case's load against the server at ``endpoint``, recorded with its resources."""
         load = LoadSpec.of_case(
-            self.suite, self.case, endpoint, self.bench.cpus.client, self.tls_client
+            self.suite,
+            self.case,
+            endpoint,
+            self.bench.cpus.client,
+            self.tls_client,
+            self.bench.prepared.get(self.case.variant),
         )
         network = self.network_rtt(endpoint)
         rtt = self.round_trip(load) if self.server is not None else None
@@ -402,6 +459,24 @@ class ServerCase(TargetRunner):
             remote_load=self.bench.cluster is not None and self.bench.cluster.local is None,
         )
         self.finish(outcome, rtt, network)
+
+    def ask(self, driver: type[Driver]) -> dict[str, Any]:
+        """What ``driver`` asks the variant's server before the cases
+        (:meth:`~rpcmeter.drivers.base.Driver.ask_server`): the server started as this case
+        would start it (a remote one probed), asked, and stopped."""
+        try:
+            env = self.prepare_environment()
+            endpoint = self.endpoint()
+            try:
+                self.start_server(endpoint, env)
+                return driver.ask_server(self.suite, self.case.variant, endpoint, self.tls_client)
+            finally:
+                self.stop()
+        except CaseFailed as exc:
+            raise ServerError(
+                f"variant {self.case.variant!r}: its server, asked before the cases: {exc.reason}",
+                exc.output_tail,
+            ) from None
 
     def endpoint(self) -> Endpoint:
         """Where the server listens: the variant's remote address, or a fresh port or socket."""

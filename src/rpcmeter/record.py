@@ -369,7 +369,10 @@ def describe_suite(suite: Suite) -> model.SuiteInfo:
         drivers={name: suite.driver_of(name) for name in suite.variants},
         transport=suite.target.transport,
         baseline=suite.baseline_variant,
-        variants={name: v.model_dump(exclude_defaults=True) for name, v in suite.variants.items()},
+        variants={
+            name: v.model_dump(mode="json", exclude_defaults=True)
+            for name, v in suite.variants.items()
+        },
         workloads={
             name: {"kind": w.kind, **suite.workload_params(name).model_dump()}
             for name, w in suite.workloads.items()
