@@ -481,9 +481,9 @@ def _check_wait(suite: Suite, drivers: dict[str, type[Driver]], where: str) -> N
     _check_spin_us(suite, where)
     if "spin" not in waits:
         return
-    for vname, v in suite.variants.items():
+    for vname in suite.variants:
         driver = drivers[suite.driver_of(vname)]
-        problem = driver.spin_problem({**suite.target.options, **v.options})
+        problem = driver.spin_problem(suite.options_of(vname))
         if problem is not None:
             raise SuiteError(
                 f"{where}: load.wait: driver {driver.name!r} cannot poll without sleeping (wait = "

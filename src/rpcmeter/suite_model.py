@@ -18,6 +18,7 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     StrictBool,
     field_validator,
     model_validator,
@@ -400,6 +401,13 @@ class Suite(_Model):
     path: str | None = Field(None, exclude=True)
     source_hash: str = Field("", exclude=True)
     source_text: str = Field("", exclude=True)
+    # what the drivers derived from the suite when it was loaded, per variant (a compiled gRPC
+    # call): handed to the variant's clients as DriverContext.prepared
+    _prepared: dict[str, dict[str, Any]] = PrivateAttr(default_factory=dict)
+
+    @property
+    def prepared(self) -> dict[str, dict[str, Any]]:
+        return self._prepared
 
     @field_validator("variants")
     @classmethod
@@ -441,6 +449,10 @@ class Suite(_Model):
         """The driver whose server a variant's cases start: its own, or for a command client the
         target's."""
         return self.target.driver if self.command_client(variant) else self.driver_of(variant)
+
+    def options_of(self, variant: str) -> dict[str, Any]:
+        """A variant's options: the target's, its own over them."""
+        return {**self.target.options, **self.variants[variant].options}
 
     def server_of(self, variant: str) -> ServerSpec:
         return self.variants[variant].server or self.target.server

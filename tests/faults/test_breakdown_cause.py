@@ -25,8 +25,8 @@ def warning(loops: int | None, wait: str | None) -> str:
         hist([50.0] * 100),
         hist([2.0] * 100),
         Histogram(),
-        loops,
-        wait,
+        loops=loops,
+        wait=wait,
     )
     case = {"status": "ok", "workload": "small", "variant": "v", "point": {}, "breakdown": b}
     [w] = warnings_for(completed({"cases": [case]}))
