@@ -50,7 +50,7 @@ def test_pinned_as_grpc_bench_runs_them(suite: Suite) -> None:
     assert (suite.load.connections, suite.load.concurrency) == (50, 1000)
     assert suite.load.duration_s == 20 and suite.validate_replies
     quick = load_suite(EXAMPLE / "suite.toml", quick=True)
-    assert (quick.load.connections, quick.load.concurrency, quick.load.duration_s) == (50, 200, 1)
+    assert (quick.load.connections, quick.load.concurrency, quick.load.duration_s) == (50, 200, 3)
 
 
 def test_every_build_names_inputs_that_exist(suite: Suite) -> None:

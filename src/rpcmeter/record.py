@@ -320,6 +320,8 @@ class CaseRecord:
             f["latency"] = model.Latency.of(report.hist)
             f["histogram"] = report.hist
         f["command"] = f["command"].updated(model.Command(client_report=kind))
+        if (reason := model.mostly_failed(report.errors, report.requests)) and not outcome.failure:
+            self.fail(reason)  # as for rpcmeter's own clients: the figures are not the system's
 
     def _runs(self, outcome: Outcome) -> list[model.Run]:
         """A command's runs, their means (``command``), and why it stopped if it did; the

@@ -159,6 +159,21 @@ def test_a_reported_command_client_stands_beside_rpcmeter_s_client(
     assert [row[:2] for row in check.rows] == [["rpcmeter", "rpcmeter"], ["", "ghz"]]
 
 
+def test_a_reported_client_whose_requests_mostly_failed_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.chdir(tmp_path)
+    fails = FAKE_GHZ.replace('"status": "OK"', '"status": "Canceled"').replace(
+        '"statusCodeDistribution": {"OK": count, "Unavailable": 1}',
+        '"statusCodeDistribution": {"Canceled": count, "Unavailable": 1}',
+    )
+    path = write(tmp_path, SUITE)
+    (tmp_path / "fake_ghz.py").write_text(fails)
+    reported = run_suite(load_suite(path)).cases[1]
+    assert reported.status == "failed"
+    assert reported.reason == "82 of 82 requests failed (grpc:CANCELED: 80, grpc:UNAVAILABLE: 2)"
+
+
 def test_duration_s_needs_a_duration(tmp_path: Path) -> None:
     text = SUITE.replace("duration_s = 0.5\n", "")
     with pytest.raises(SuiteError, match=r"\{duration_s\}: workload 'noop' runs a count"):
