@@ -10,7 +10,7 @@ case::
     latency = round trip + queue + server compute + overhead
 
 where ``latency`` is what the client measured, ``queue`` and ``server compute`` what the server
-reported for that very request (:mod:`rpcmeter.servers.timing`: how long it waited after it had
+reported for that very request (:mod:`rpcmeter.protocols.timing`: how long it waited after it had
 fully arrived, and how long it was handled), and ``round trip`` the median of the round-trip
 requests before and after (the floor: a busy machine's stalls move a mean of a few hundred
 requests far more than the case's), each less the times the server reported for it: a no-op

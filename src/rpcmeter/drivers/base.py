@@ -12,7 +12,7 @@ latency; the driver never aggregates anything.
   for a malformed or surplus reply, ``timeout``, ...). Any other exception is counted by its
   type name and the loop goes on.
 - A driver whose server reports its own times sets ``reports_server_time``; its callers then
-  return them as a :data:`~rpcmeter.servers.timing.ServerTime` ``(compute_ns, queue_ns)``
+  return them as a :data:`~rpcmeter.protocols.timing.ServerTime` ``(compute_ns, queue_ns)``
   (``queue_ns`` None when the reply carried no queue time), or ``None`` when a reply carried none.
 - ``counters()`` returns totals the driver kept itself (``bytes_out``, ``bytes_in``), read once at
   the end of the case.
@@ -38,13 +38,14 @@ client process; the runner (:mod:`rpcmeter.runners.event_loop`) runs every loop 
   request before the previous one completed: requests on one connection are pipelined and their
   ``done`` callbacks run in the order the requests were sent.
 - ``close()`` closes the connections (called outside the event loop, after it stopped).
-- Optionally, a channel whose connection serves one closed loop alone has an ``own(done)``
-  method: it returns a callable that writes the next request, takes no argument and is best
-  implemented in C (the transport's ``write`` with the request bound), and every reply on that
-  connection is passed straight to ``done`` from then on, with no queue (see
+- Optionally, a channel whose connection serves one closed loop alone has an
+  ``own(done, moved)`` method: it returns a callable that writes the next request, takes no
+  argument and is best implemented in C (the transport's ``write`` with the request bound), and
+  every reply on that connection is passed straight to ``done`` from then on, with no queue (see
   :class:`Ownership`). The closed loop then spends one Python call per request fewer; it calls the
-  ownership's ``release()`` when it ends. ``own`` returns ``None`` when it cannot (a shared
-  connection, replies to validate).
+  ownership's ``release()`` when it ends. When the server ends the connection, the driver calls
+  ``moved(send)`` with the callable the loop sends with from then on (the new connection's).
+  ``own`` returns ``None`` when it cannot (a shared connection, replies to validate).
 
 The closed-loop runner reads the clock, calls ``channel(done)``, and in ``done`` reads the clock
 again, stores the latency into the same :class:`~rpcmeter.runners.recording.Recorder` buffers as the
@@ -67,7 +68,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 from rpcmeter.endpoints import Endpoint
 from rpcmeter.errors import ReplyError as ReplyError  # drivers raise these; defined below them
 from rpcmeter.errors import ReplyMismatch as ReplyMismatch
-from rpcmeter.servers.timing import ServerTime
+from rpcmeter.protocols.timing import ServerTime
 from rpcmeter.workloads import WorkloadParams
 
 if TYPE_CHECKING:
@@ -98,11 +99,12 @@ class DriverContext:
 Caller = Callable[[], object]
 Done = Callable[[ServerTime | None, BaseException | None], None]  # (server times, error)
 Channel = Callable[[Done], object]  # what it returns is ignored
+Moved = Callable[[Callable[[], object]], None]  # an owning loop's new way to send
 
 
 # options of the built-in servers that stall at a known moment (rpcmeter.servers.common.Stall)
 STALL_OPTIONS = frozenset({"stall_ms", "stall_after_s", "stall_every_s"})
-# a raw request body and the reply expected for it (rpcmeter.servers.bodies.raw_bytes)
+# a raw request body and the reply expected for it (rpcmeter.protocols.bodies.raw_bytes)
 RAW_BODY_OPTIONS = frozenset(
     f"{which}_{form}"
     for which in ("request", "expect")
