@@ -297,47 +297,13 @@ def parse_cpuacct_stat(text: str) -> tuple[float, float]:
 def create_cgroup(name: str, cpus: float) -> tuple[Cgroup | None, str]:
     """A new cgroup limited to ``cpus`` CPUs of run time, or None and the reason it failed."""
     quota = max(1000, round(cpus * PERIOD_US))
-    reasons: list[str] = []
-    for mount, fstype, options in _mounts():
-        if fstype == "cgroup2":
-            own = _own_cgroup(None)
-            if own is None:
-                continue
-            parent = Path(mount) / own.lstrip("/")
-            try:
-                controllers = (parent / "cgroup.controllers").read_text().split()
-            except OSError as exc:
-                reasons.append(f"{parent}: {exc.strerror}")
-                continue
-            if "cpu" not in controllers:
-                reasons.append(f"cgroup v2 at {parent} has no cpu controller")
-                continue
-            path = parent / name
-            try:
-                with contextlib.suppress(OSError):  # may be enabled already, or not allowed here
-                    (parent / "cgroup.subtree_control").write_text("+cpu")
-                path.mkdir(exist_ok=True)
-                (path / "cpu.max").write_text(f"{quota} {PERIOD_US}")
-                return Cgroup(path, 2, cpus), ""
-            except OSError as exc:
-                reasons.append(f"cgroup v2 at {parent}: {exc.strerror}")
-                with contextlib.suppress(OSError):
-                    path.rmdir()
-        elif "cpu" in options.split(","):
-            own = _own_cgroup("cpu")
-            if own is None:
-                continue
-            path = Path(mount) / own.lstrip("/") / name
-            try:
-                path.mkdir(exist_ok=True)
-                (path / "cpu.cfs_period_us").write_text(str(PERIOD_US))
-                (path / "cpu.cfs_quota_us").write_text(str(quota))
-                return Cgroup(path, 1, cpus), ""
-            except OSError as exc:
-                reasons.append(f"cgroup v1 at {path.parent}: {exc.strerror}")
-                with contextlib.suppress(OSError):
-                    path.rmdir()
-    return None, "; ".join(reasons) or "no cgroup file system with a cpu controller"
+    return _limited_cgroup(
+        name,
+        "cpu",
+        {"cpu.max": f"{quota} {PERIOD_US}"},
+        {"cpu.cfs_period_us": str(PERIOD_US), "cpu.cfs_quota_us": str(quota)},
+        cpus=cpus,
+    )
 
 
 def create_memory_cgroup(name: str, limit: int, same: Cgroup | None) -> tuple[Cgroup | None, str]:
@@ -345,65 +311,75 @@ def create_memory_cgroup(name: str, limit: int, same: Cgroup | None) -> tuple[Cg
     one that needs more), or None and the reason it failed: ``same`` itself (a cgroup v2 quota
     cgroup: the limit is added to it) where it can, else a new one (v2 ``memory.max``, v1
     ``memory.limit_in_bytes``)."""
-    reasons: list[str] = []
+    first = ""
     if same is not None and same.version == 2:
-        problem = _limit_memory_v2(same.path, limit)
-        if problem is None:
-            same.memory = limit
-            return same, ""
-        reasons.append(problem)
-    for mount, fstype, options in _mounts():
-        if fstype == "cgroup2":
-            own = _own_cgroup(None)
-            if own is None:
-                continue
-            path = Path(mount) / own.lstrip("/") / name
-            try:
-                path.mkdir(exist_ok=True)
-            except OSError as exc:
-                reasons.append(f"cgroup v2 at {path.parent}: {exc.strerror}")
-                continue
-            problem = _limit_memory_v2(path, limit)
+        try:
+            problem = _enable_v2(same.path.parent, "memory")
             if problem is None:
-                return Cgroup(path, 2, None, limit), ""
-            reasons.append(problem)
-            with contextlib.suppress(OSError):
-                path.rmdir()
-        elif "memory" in options.split(","):
-            own = _own_cgroup("memory")
-            if own is None:
-                continue
-            path = Path(mount) / own.lstrip("/") / name
-            try:
-                path.mkdir(exist_ok=True)
-                (path / "memory.limit_in_bytes").write_text(str(limit))
-                return Cgroup(path, 1, None, limit), ""
-            except OSError as exc:
-                reasons.append(f"cgroup v1 at {path.parent}: {exc.strerror}")
-                with contextlib.suppress(OSError):
-                    path.rmdir()
-    return None, "; ".join(
-        dict.fromkeys(reasons)
-    ) or "no cgroup file system with a memory controller"
+                (same.path / "memory.max").write_text(str(limit))
+                same.memory = limit
+                return same, ""
+            first = problem + "; "
+        except OSError as exc:
+            first = f"cgroup v2 at {same.path}: {exc.strerror}; "
+    group, reason = _limited_cgroup(
+        name,
+        "memory",
+        {"memory.max": str(limit)},
+        {"memory.limit_in_bytes": str(limit)},
+        memory=limit,
+    )
+    return group, (first + reason if group is None else "")
 
 
-def _limit_memory_v2(path: Path, limit: int) -> str | None:
-    """Set ``memory.max`` of the v2 cgroup at ``path`` (enabling the memory controller for the
-    cgroups of its parent first); why it could not be set, or None."""
-    parent = path.parent
+def _enable_v2(parent: Path, controller: str) -> str | None:
+    """Enable ``controller`` for the cgroups below the v2 cgroup ``parent``; why it is not
+    available there, or None."""
     try:
         controllers = (parent / "cgroup.controllers").read_text().split()
     except OSError as exc:
         return f"{parent}: {exc.strerror}"
-    if "memory" not in controllers:
-        return f"cgroup v2 at {parent} has no memory controller"
+    if controller not in controllers:
+        return f"cgroup v2 at {parent} has no {controller} controller"
     with contextlib.suppress(OSError):  # may be enabled already, or not allowed here
-        (parent / "cgroup.subtree_control").write_text("+memory")
-    try:
-        (path / "memory.max").write_text(str(limit))
-    except OSError as exc:
-        return f"cgroup v2 at {parent}: {exc.strerror}"
+        (parent / "cgroup.subtree_control").write_text(f"+{controller}")
     return None
+
+
+def _limited_cgroup(
+    name: str,
+    controller: str,
+    v2_files: dict[str, str],
+    v1_files: dict[str, str],
+    cpus: float | None = None,
+    memory: int | None = None,
+) -> tuple[Cgroup | None, str]:
+    """A new cgroup ``name`` in this process's own cgroup of the first hierarchy with
+    ``controller`` where its limit files (``v2_files`` or ``v1_files``: file -> value) can be
+    written; or None and why it could not be made anywhere."""
+    reasons: list[str] = []
+    for mount, fstype, options in _mounts():
+        v2 = fstype == "cgroup2"
+        if not v2 and controller not in options.split(","):
+            continue
+        own = _own_cgroup(None if v2 else controller)
+        if own is None:
+            continue
+        parent = Path(mount) / own.lstrip("/")
+        if v2 and (problem := _enable_v2(parent, controller)) is not None:
+            reasons.append(problem)
+            continue
+        path = parent / name
+        try:
+            path.mkdir(exist_ok=True)
+            for file, value in (v2_files if v2 else v1_files).items():
+                (path / file).write_text(value)
+            return Cgroup(path, 2 if v2 else 1, cpus, memory), ""
+        except OSError as exc:
+            reasons.append(f"cgroup v{2 if v2 else 1} at {parent}: {exc.strerror}")
+            with contextlib.suppress(OSError):
+                path.rmdir()
+    return None, "; ".join(reasons) or f"no cgroup file system with a {controller} controller"
 
 
 def hierarchy(path: Path) -> str:

@@ -73,8 +73,8 @@ class ServerSpec(_Model):
     env: dict[str, str] = Field(default_factory=dict)
     ready_timeout_s: float = Field(20.0, gt=0)
     stop_timeout_s: float = Field(5.0, gt=0)
-    build: CommandLine = None
-    build_inputs: list[str] = Field(default_factory=list)
+    build: CommandLine = None  # run in cwd before the variant's first case
+    build_inputs: list[str] = Field(default_factory=list)  # globs: the files the build's key hashes
     build_timeout_s: float = Field(1800.0, gt=0)
 
     @model_validator(mode="after")
@@ -157,7 +157,7 @@ class Variant(_Model):
     requests_per_run: int | None = Field(None, ge=1, le=1_000_000_000)
     # a command client that prints a report of its own (``"ghz"``: ghz's JSON, ``-O json``): its
     # requests, statuses and latencies are read from it (rpcmeter.runners.client_reports)
-    client_report: Literal["ghz"] | None = None
+    client_report: Literal["ghz"] | None = None  # a command client's own report: ghz -O json
     tls: TlsSettings | Literal[False] | None = None  # false: cleartext for this variant
 
     @field_validator("tls", mode="before")
@@ -334,7 +334,7 @@ class Placement(_Model):
     client_cpus: int | float | list[int] | Literal["auto", "none"] = "auto"
     # the server's memory limit in bytes (given as bytes or "512M", "1G", "512MiB": binary
     # multiples, as docker --memory and cgroup files read them), set through its cgroup
-    server_memory: int | None = None
+    server_memory: int | None = None  # bytes, or "512M", "1G", "512MiB"
 
     @field_validator("server_memory", mode="before")
     @classmethod

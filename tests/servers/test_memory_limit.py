@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -130,3 +131,69 @@ def test_bad_sizes_name_the_key(given: Any, message: str) -> None:
 def test_a_variant_cannot_set_its_own_limit() -> None:
     with pytest.raises(SuiteError, match=r"variants\.v\.placement\.server_memory: a memory limit"):
         suite({"v": {"placement": {"server_memory": "64M"}}}, memory=None)
+
+
+# ---- the cgroup files, on hierarchies laid out in a temporary directory --------------------------
+
+
+def fake_hierarchy(
+    monkeypatch: pytest.MonkeyPatch, root: Path, fstype: str, options: str, controllers: str = ""
+) -> None:
+    """``root`` as the only cgroup file system, this process in its top cgroup."""
+    root.mkdir(parents=True, exist_ok=True)
+    if fstype == "cgroup2":
+        (root / "cgroup.controllers").write_text(controllers)
+    monkeypatch.setattr(placement, "_mounts", lambda: [(str(root), fstype, options)])
+    monkeypatch.setattr(placement, "_own_cgroup", lambda controller: "/")
+
+
+def test_v2_the_limit_joins_the_cpu_quota_cgroup(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_hierarchy(monkeypatch, tmp_path, "cgroup2", "rw", "cpu memory pids")
+    quota, reason = placement.create_cgroup("run-server", 1.0)
+    assert quota is not None and reason == ""
+    assert (tmp_path / "run-server" / "cpu.max").read_text() == "100000 100000"
+    group, reason = placement.create_memory_cgroup("run-memory", LIMIT, quota)
+    assert group is quota and group.memory == LIMIT and reason == ""
+    assert (tmp_path / "run-server" / "memory.max").read_text() == str(LIMIT)
+    assert (tmp_path / "cgroup.subtree_control").read_text() == "+memory"
+    (tmp_path / "run-server" / "memory.events").write_text("low 0\nmax 4\noom 2\noom_kill 2\n")
+    assert group.oom_kills() == 2
+    assert group.describe().memory_bytes == LIMIT
+
+
+def test_v2_without_a_quota_the_limit_has_a_cgroup_of_its_own(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_hierarchy(monkeypatch, tmp_path, "cgroup2", "rw", "cpu memory")
+    group, _ = placement.create_memory_cgroup("run-memory", LIMIT, None)
+    assert group is not None and group.version == 2 and group.cpus is None
+    assert (tmp_path / "run-memory" / "memory.max").read_text() == str(LIMIT)
+    assert group.oom_kills() is None  # no memory.events: unknown, not 0
+
+
+def test_v2_without_the_memory_controller_says_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_hierarchy(monkeypatch, tmp_path, "cgroup2", "rw", "cpu pids")
+    group, reason = placement.create_memory_cgroup("run-memory", LIMIT, None)
+    assert group is None
+    assert reason == f"cgroup v2 at {tmp_path} has no memory controller"
+    assert not (tmp_path / "run-memory").exists()
+
+
+def test_v1_the_limit_is_in_the_memory_hierarchy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fake_hierarchy(monkeypatch, tmp_path / "memory", "cgroup", "rw,memory")
+    group, _ = placement.create_memory_cgroup("run-memory", LIMIT, None)
+    assert group is not None and group.version == 1
+    assert (tmp_path / "memory" / "run-memory" / "memory.limit_in_bytes").read_text() == str(LIMIT)
+    (group.path / "memory.oom_control").write_text("oom_kill_disable 0\nunder_oom 0\noom_kill 3\n")
+    assert group.oom_kills() == 3
+    quotas = placement.CpuQuotas(server_memory=group, memory_limit=LIMIT)
+    recorded = quotas.recorded(placement.Cpus([0], [1]).applied())
+    assert recorded.server_memory_bytes == LIMIT
+    assert recorded.server_memory_cgroup is not None
+    assert recorded.server_memory_cgroup.memory_bytes == LIMIT

@@ -20,7 +20,7 @@ from collections.abc import Callable
 
 from rpcmeter.aggregate import Cell, PointKey
 from rpcmeter.model import Case, Json
-from rpcmeter.reporters.format import fmt_rate, fmt_ratio, ratio
+from rpcmeter.reporters.format import fmt_num, fmt_rate, fmt_ratio, ratio
 from rpcmeter.reporters.tables import Grid, GridCell, Mark
 from rpcmeter.reporters.view import View, WorkloadView
 
@@ -134,8 +134,10 @@ def cross_check_grid(
     workload: str, point: PointKey, row: dict[str, Cell], settings: dict[str, Json]
 ) -> Grid | None:
     """Per server (variants with the same ``server``), rpcmeter's client and each reported
-    command client side by side: requests/s, average and 99th percentile latency, and the
-    requests/s ratio to rpcmeter's. None without such a pair."""
+    command client side by side: requests/s, average and 99th percentile latency, the
+    requests/s ratio to rpcmeter's, and what each client and the server spent per request (a
+    client that runs out of CPU before the server does measures itself). None without such a
+    pair."""
     groups: dict[str, list[tuple[str, Cell]]] = {}
     for variant, cell in row.items():
         client = client_of(settings.get(variant, {}))
@@ -146,8 +148,18 @@ def cross_check_grid(
         return None
     grid = Grid(
         f"{_title(workload, point)} · each server under two load tools",
-        ["server", "client", "req/s", "avg. latency", "99 % in", f"req/s ÷ {RPCMETER}"],
+        [
+            "server",
+            "client",
+            "req/s",
+            "avg. latency",
+            "99 % in",
+            f"req/s ÷ {RPCMETER}",
+            "client CPU/req",
+            "server CPU/req",
+        ],
         left=2,
+        note="CPU per request in microseconds (user + system)",
     )
     for group in pairs:
         own = dict(group)[RPCMETER]
@@ -156,7 +168,7 @@ def cross_check_grid(
         for i, (client, cell) in enumerate(ordered):
             cols: list[GridCell] = [own.variant if i == 0 else "", client]
             if not cell.ok_cases:
-                grid.rows.append([*cols, Mark("failed", "bad"), "", "", ""])
+                grid.rows.append([*cols, Mark("failed", "bad"), *[""] * 5])
                 continue
             rps = cell.mean("throughput_rps")
             grid.rows.append(
@@ -166,6 +178,8 @@ def cross_check_grid(
                     _ms(cell.latency_us("mean")),
                     _ms(cell.latency_us("p99")),
                     fmt_ratio(ratio(rps, base)),
+                    fmt_num(cell.mean("cpu.client_us_per_request")),
+                    fmt_num(cell.mean("cpu.server_us_per_request")),
                 ]
             )
     return grid
