@@ -90,6 +90,20 @@ def mismatch(body: bytes, expect: bytes) -> ReplyMismatch | None:
     return None
 
 
+class ExactReply:
+    """The :class:`~rpcmeter.drivers.base.ReplyCheck` of one expected body: every reply must be
+    those bytes."""
+
+    __slots__ = ("last",)
+
+    def __init__(self, expect: bytes) -> None:
+        self.last: bytes | None = expect
+
+    def __call__(self, body: bytes) -> ReplyMismatch | None:
+        assert self.last is not None
+        return mismatch(body, self.last)
+
+
 def _running_loop() -> asyncio.AbstractEventLoop | None:
     try:
         return asyncio.get_running_loop()
