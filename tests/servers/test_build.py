@@ -18,7 +18,7 @@ import psutil
 import pytest
 
 from rpcmeter.errors import SuiteError
-from rpcmeter.events import RunListener
+from rpcmeter.events import RunEvents, RunListener
 from rpcmeter.execute import RunOptions, run_suite
 from rpcmeter.servers.build import BuildError, BuildRequest, make
 from rpcmeter.suite import build_suite
@@ -86,7 +86,7 @@ def suite(variants: dict[str, Any]) -> Any:
 
 def run(variants: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
     notes = Notes()
-    result = run_suite(suite(variants), RunOptions(events=notes))
+    result = run_suite(suite(variants), RunOptions(events=RunEvents(notes)))
     return written(result), notes.lines
 
 
