@@ -189,3 +189,10 @@ def test_the_marker_records_the_build(project: Path) -> None:
     marker = json.loads((project / ".rpcmeter" / "builds" / f"{built.key}.json").read_text())
     assert marker["key"] == built.key and marker["seconds"] == built.built_s
     assert make(req, lambda _: None).cached is True
+
+
+def test_a_missing_directory_is_named_and_not_made(tmp_path: Path) -> None:
+    req = BuildRequest(("make",), tmp_path / "no-such-dir", (), (), 60.0)
+    with pytest.raises(BuildError, match=r"server\.cwd: no such directory .*no-such-dir$"):
+        make(req, lambda _: None)
+    assert not (tmp_path / "no-such-dir").exists()

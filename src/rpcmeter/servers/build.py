@@ -203,8 +203,6 @@ def _stop_group(proc: subprocess.Popen[bytes]) -> None:
 
 def run_build(req: BuildRequest, log: Path) -> float:
     """Run the build, its output to ``log``; its wall time, or :class:`BuildError`."""
-    if not req.cwd.is_dir():
-        raise BuildError(f"server.cwd: no such directory {req.cwd}")
     parent = os.getpid()
     start = time.monotonic()
     with log.open("wb") as out:
@@ -227,16 +225,12 @@ def run_build(req: BuildRequest, log: Path) -> float:
         try:
             code = proc.wait(req.timeout_s)
         except subprocess.TimeoutExpired:
-            _stop_group(proc)
             raise BuildError(
                 f"no result after {req.timeout_s:g} s (server.build_timeout_s)",
                 _tail(log.read_text(errors="replace")),
             ) from None
-        except BaseException:
+        finally:  # on every way out (Ctrl-C too): the build, and helpers it left in its session
             _stop_group(proc)
-            raise
-        finally:
-            _stop_group(proc)  # helpers it left in its session
             WATCHDOG.release(proc.pid)
     seconds = time.monotonic() - start
     if code != 0:
@@ -249,6 +243,8 @@ def run_build(req: BuildRequest, log: Path) -> float:
 def make(req: BuildRequest, note: Note) -> Build:
     """Build, or find the build made: see the module documentation."""
     start = time.monotonic()
+    if not req.cwd.is_dir():
+        raise BuildError(f"server.cwd: no such directory {req.cwd}")
     key, count = req.key()
     markers = req.cwd / MARKERS
     try:
