@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -84,4 +85,5 @@ def test_the_request_is_the_complex_proto_payload_and_replies_are_checked_field_
     other = bytes.fromhex(CANONICAL.replace("1003", "1004"))  # Kim the cat turned YELLOW
     assert check.problem(other) is not None
     payload = json.loads((EXAMPLE / "payload.json").read_text())["request"]
-    assert suite.target.options["expect"]["response"] == payload  # the reply: the request back
+    options: dict[str, Any] = dict(suite.target.options)
+    assert options["expect"]["response"] == payload  # the reply: the request back
