@@ -58,6 +58,7 @@ class H2Protocol(asyncio.Protocol):
         self.loop = asyncio.get_running_loop()
         self.ready: asyncio.Future[None] = self.loop.create_future()
         self.session: Session | None = None  # the owner that keeps a connection in service
+        self.served = False  # a stream ended on it before the connection was lost
         self.bytes_in = 0
         self.bytes_out = 0
 
@@ -114,7 +115,8 @@ class H2Protocol(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         conn = self.conn
         error: BaseException = exc or ConnectionResetError("connection closed by the server")
-        if self.session is not None and conn.streams and conn.served():
+        self.served = conn.served()
+        if self.session is not None and conn.streams and self.served:
             error = RequestLost(f"a request in flight when the connection was lost ({error})")
         conn.connection_lost(error)
 
@@ -124,8 +126,9 @@ class H2Protocol(asyncio.Protocol):
             self.session.retire(self, self.conn.take_waiting())
 
     def on_closed(self, error: BaseException) -> None:
-        if self.session is not None:
-            self.session.closed(self, self.conn.take_waiting())
+        conn = self.conn
+        if self.session is not None and (self.served or conn.goaway_id is not None):
+            self.session.closed(self, conn.take_waiting())  # else it was never of use
         if not self.ready.done():
             self.ready.set_exception(error)
             self.ready.exception()  # retrieved: an owner that gave up waiting is not warned
@@ -209,7 +212,7 @@ class Session(Slot[H2Protocol, tuple[Stream, Request]]):
         method). Returns the stream (a streaming call's, to send more on)."""
         proto = self.conn
         conn = proto.conn
-        if conn.accepting and not self.queue:
+        if conn.accepting:  # (streams queue here only while the connection takes none)
             stream = conn.request(req, on_end, user)
             if not proto.receiving:
                 proto.flush()
