@@ -37,12 +37,12 @@ from versus import cpus
 
 from rpcmeter.drivers.base import DriverContext
 from rpcmeter.drivers.grpc import GrpcDriver, GrpcUnavailable, error_for
-from rpcmeter.drivers.grpc_h2 import GrpcH2Client, frame_message
+from rpcmeter.drivers.grpc_h2 import GrpcH2Client
 from rpcmeter.endpoints import Endpoint
-from rpcmeter.h2.transport import H2Protocol, Session
+from rpcmeter.protocols.grpc import frame, method_path
+from rpcmeter.protocols.h2.transport import H2Protocol, Session
 from rpcmeter.runners.event_loop import NO_DEADLINE, Phase, closed_loop
 from rpcmeter.runners.recording import Recorder, ThreadStats
-from rpcmeter.servers.grpc_server import method_path
 from rpcmeter.servers.process import ServerProcess, new_endpoint
 from rpcmeter.workloads import NoopParams
 
@@ -138,7 +138,7 @@ async def replay_rpcmeter(endpoint: Endpoint, cap: Capture, streams: int) -> tup
         raise ConnectionError("no new connection in a replay")
 
     client.sessions.append(Session(proto, opener))
-    client.prepared = proto.conn.prepare(client.headers, frame_message(Call.request))
+    client.prepared = proto.conn.prepare(client.headers, frame(Call.request))
     stats = ThreadStats()
     start_loops(client, streams, stats)
     cpu = replay(proto.data_received, reads[before:])

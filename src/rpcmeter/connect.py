@@ -1,6 +1,6 @@
 """Opening a client connection on the event loop, timed, for every protocol over stream sockets
 (HTTP/1.1 and raw frames in :mod:`rpcmeter.drivers.stream`, HTTP/2 and gRPC in
-:mod:`rpcmeter.h2.transport`): one mechanism, so their connect and handshake times mean the same.
+:mod:`rpcmeter.protocols.h2.transport`): one mechanism, so their connect and handshake times mean the same.
 
 :func:`open_stream` connects a non-blocking socket (:func:`connect_socket`), then, given an
 ``ssl.SSLContext``, runs the TLS handshake on the loop (:func:`rpcmeter.tls.open_tls`); the
@@ -11,7 +11,7 @@ as ``handshake_resumed``), the parts of :class:`~rpcmeter.metrics.connections.Co
 
 A :class:`Slot` keeps one connection in service for every protocol that keeps connections
 alive (HTTP/1.1 and raw frames: :class:`rpcmeter.drivers.stream.StreamSlot`; HTTP/2 and gRPC:
-:class:`rpcmeter.h2.transport.Session`): when the server ends a connection (HTTP/2's GOAWAY,
+:class:`rpcmeter.protocols.h2.transport.Session`): when the server ends a connection (HTTP/2's GOAWAY,
 HTTP/1.1's ``Connection: close``, or a close after a complete reply) it opens the replacement at
 once, moves the requests the server will not process to it, and lets the old connection finish
 the ones it has in flight.

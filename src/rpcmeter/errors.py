@@ -17,7 +17,7 @@ line and exits with its ``exit_code``. Anything else escaping the library is a b
 
 Two exceptions are no user's error but a reply's, counted per kind while the load goes on:
 :class:`ReplyMismatch` and :class:`ReplyError` (raised by drivers and by the reply checks of
-:mod:`rpcmeter.servers.bodies`; see :mod:`rpcmeter.drivers.base`).
+:mod:`rpcmeter.protocols.bodies`; see :mod:`rpcmeter.drivers.base`).
 """
 
 from __future__ import annotations

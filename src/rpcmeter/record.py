@@ -225,6 +225,10 @@ class CaseRecord:
     def breakdown(self, breakdown: model.Breakdown) -> None:
         self.fields["breakdown"] = breakdown
 
+    def network_rtt(self, stats: model.Stats) -> None:
+        """The network's round trip to the server (TCP handshakes, before and after)."""
+        self.fields["network_rtt_us"] = stats
+
     def command(self, argv: list[str], python: str, warmup_runs: int, params: model.Json) -> None:
         """A command's case (a whole command's or a command client's): what runs (before
         :meth:`runs` or :meth:`client_runs`)."""

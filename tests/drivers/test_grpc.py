@@ -22,8 +22,8 @@ from rpcmeter.drivers.grpc import GrpcDriver, GrpcError, GrpcUnavailable
 from rpcmeter.endpoints import Endpoint
 from rpcmeter.errors import RequestLost, SuiteError
 from rpcmeter.execute import run_suite
+from rpcmeter.protocols.bodies import raw_bytes
 from rpcmeter.runners.recording import is_fatal
-from rpcmeter.servers.bodies import raw_bytes
 from rpcmeter.servers.process import ServerProcess, new_endpoint
 from rpcmeter.suite import build_suite
 from rpcmeter.workloads import parse_params

@@ -19,8 +19,8 @@ from rpcmeter.drivers.http import (
 from rpcmeter.endpoints import Endpoint
 from rpcmeter.errors import SuiteError
 from rpcmeter.execute import run_suite
+from rpcmeter.protocols.timing import ServerTime, parse_server_timing
 from rpcmeter.servers.process import ServerProcess, new_endpoint
-from rpcmeter.servers.timing import ServerTime, parse_server_timing
 from rpcmeter.suite import build_suite
 from rpcmeter.workloads import factorial_digits, lift_int_digit_limit
 from tests.drivers.streams import assert_clean, run_cases

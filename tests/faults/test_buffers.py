@@ -13,7 +13,7 @@ import pytest
 from rpcmeter.drivers.http import HttpConnection
 from rpcmeter.drivers.raw import RawConnection
 from rpcmeter.drivers.stream import StreamConnection
-from rpcmeter.servers.raw_server import reply_frame
+from rpcmeter.protocols.raw import reply_frame
 from tests.support.marks import timing_sensitive
 
 SIZE = 16 << 20  # a 16 MiB body

@@ -23,7 +23,7 @@ from typing import cast
 
 import hpack
 
-from rpcmeter.h2.connection import (
+from rpcmeter.protocols.h2.connection import (
     CONTINUATION,
     DATA,
     END_HEADERS,

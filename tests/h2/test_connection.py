@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rpcmeter.h2.connection import (
+from rpcmeter.protocols.h2.connection import (
     ACK,
     CONTINUATION,
     DATA,
@@ -169,7 +169,7 @@ def test_a_graceful_goaway_moves_unprocessed_streams_back_to_waiting() -> None:
     client = connected(peer)
     moved: list[tuple[Stream, Any]] = []
 
-    class Owner:  # what rpcmeter.h2.transport.Session does when told
+    class Owner:  # what rpcmeter.protocols.h2.transport.Session does when told
         def on_goaway(self, last_stream_id: int, code: int, debug: bytes) -> None:
             moved.extend(client.take_waiting())
 

@@ -12,7 +12,7 @@ latency; the driver never aggregates anything.
   for a malformed or surplus reply, ``timeout``, ...). Any other exception is counted by its
   type name and the loop goes on.
 - A driver whose server reports its own times sets ``reports_server_time``; its callers then
-  return them as a :data:`~rpcmeter.servers.timing.ServerTime` ``(compute_ns, queue_ns)``
+  return them as a :data:`~rpcmeter.protocols.timing.ServerTime` ``(compute_ns, queue_ns)``
   (``queue_ns`` None when the reply carried no queue time), or ``None`` when a reply carried none.
 - ``counters()`` returns totals the driver kept itself (``bytes_out``, ``bytes_in``), read once at
   the end of the case.
@@ -68,7 +68,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
 from rpcmeter.endpoints import Endpoint
 from rpcmeter.errors import ReplyError as ReplyError  # drivers raise these; defined below them
 from rpcmeter.errors import ReplyMismatch as ReplyMismatch
-from rpcmeter.servers.timing import ServerTime
+from rpcmeter.protocols.timing import ServerTime
 from rpcmeter.workloads import WorkloadParams
 
 if TYPE_CHECKING:
@@ -104,7 +104,7 @@ Moved = Callable[[Callable[[], object]], None]  # an owning loop's new way to se
 
 # options of the built-in servers that stall at a known moment (rpcmeter.servers.common.Stall)
 STALL_OPTIONS = frozenset({"stall_ms", "stall_after_s", "stall_every_s"})
-# a raw request body and the reply expected for it (rpcmeter.servers.bodies.raw_bytes)
+# a raw request body and the reply expected for it (rpcmeter.protocols.bodies.raw_bytes)
 RAW_BODY_OPTIONS = frozenset(
     f"{which}_{form}"
     for which in ("request", "expect")

@@ -6,7 +6,7 @@ Two clients: rpcmeter's own HTTP/2 client on the event loop (the default; see
 
 By default it calls rpcmeter's built-in service (``rpcmeter.Bench``, see
 :mod:`rpcmeter.servers.grpc_server`) with the workload's request body
-(:mod:`rpcmeter.servers.bodies`). With the ``method`` option it calls any unary method of any
+(:mod:`rpcmeter.protocols.bodies`). With the ``method`` option it calls any unary method of any
 server by its full path, sending a raw request body, so a server written in any language can be
 driven without its generated code (the body is the serialized protobuf message; an empty body is a
 message with every field at its default).
@@ -49,7 +49,7 @@ connect and handshake times; rpcmeter's own client (the default) reports them.
 Bytes out/in count message bodies (not gRPC framing nor HTTP/2 headers).
 
 Server time: read from trailing metadata ``rpcmeter-server-ns`` (compute) and
-``rpcmeter-queue-ns`` (time waited after arrival; :mod:`rpcmeter.servers.timing`), which any
+``rpcmeter-queue-ns`` (time waited after arrival; :mod:`rpcmeter.protocols.timing`), which any
 server may send; replies without them report none (unknown). A failed call counts as
 ``grpc:CODE``; ``UNAVAILABLE`` means the server is gone and stops the loop.
 """
@@ -72,7 +72,7 @@ from rpcmeter.drivers.grpc_stream import (
 )
 from rpcmeter.errors import SuiteError
 from rpcmeter.metrics.connections import ConnectionCosts
-from rpcmeter.servers.bodies import (
+from rpcmeter.protocols.bodies import (
     KINDS,
     bodies_from_options,
     check,
@@ -80,8 +80,8 @@ from rpcmeter.servers.bodies import (
     check_variant_options,
     stream_metadata,
 )
-from rpcmeter.servers.grpc_server import method_path, stream_method_path, target
-from rpcmeter.servers.timing import ServerTime, trailer_times
+from rpcmeter.protocols.grpc import method_path, stream_method_path, target
+from rpcmeter.protocols.timing import ServerTime, trailer_times
 from rpcmeter.tls import probe_handshake
 from rpcmeter.workloads import StreamParams
 

@@ -41,12 +41,13 @@ from typing import Any
 import grpc
 
 from rpcmeter.drivers.base import Caller, Channel, Done, ReplyError
-from rpcmeter.drivers.grpc_h2 import GrpcH2Client, frame_message
+from rpcmeter.drivers.grpc_h2 import GrpcH2Client
 from rpcmeter.drivers.stream import mismatch
-from rpcmeter.h2.connection import Request
-from rpcmeter.h2.connection import Stream as H2Stream
-from rpcmeter.h2.transport import Session
 from rpcmeter.metrics.histogram import Histogram
+from rpcmeter.protocols.grpc import DEADLINE_EXCEEDED, frame
+from rpcmeter.protocols.h2.connection import Request
+from rpcmeter.protocols.h2.connection import Stream as H2Stream
+from rpcmeter.protocols.h2.transport import Session
 from rpcmeter.workloads import StreamParams
 
 PREFIX = "stream"
@@ -128,7 +129,7 @@ class GrpcStreamH2(GrpcH2Client):
         self.ping_pong = params.mode == "bidi" and params.pattern == "ping-pong"
         # the first reply is a message sample too (ping-pong: a round trip; client: the reply)
         self.sample_first = params.mode == "client" or self.ping_pong
-        self.framed = frame_message(self.request_message)
+        self.framed = frame(self.request_message)
 
     async def open(self, connect_timeout_s: float = 10.0) -> None:
         await super().open(connect_timeout_s)
@@ -227,7 +228,10 @@ class GrpcStreamH2(GrpcH2Client):
         call.timer = None
         self.fail(
             call,
-            self.errors(4, f"no end of the stream within {self.timeout_s} s ({call.got} replies)"),
+            self.errors(
+                DEADLINE_EXCEEDED,
+                f"no end of the stream within {self.timeout_s} s ({call.got} replies)",
+            ),
         )
 
     def on_end(self, stream: H2Stream) -> None:

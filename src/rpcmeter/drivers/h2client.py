@@ -1,5 +1,5 @@
 """What the event drivers over HTTP/2 share (gRPC's own client, HTTP with ``http = "2"``): one
-:class:`~rpcmeter.h2.transport.Session` per connection, closed loop ``i`` on session
+:class:`~rpcmeter.protocols.h2.transport.Session` per connection, closed loop ``i`` on session
 ``i % connections``, its calls multiplexed there as streams; requests prepared once per loop.
 
 A subclass gives the ``view`` of header blocks it needs and ``on_end``, which turns a finished
@@ -9,7 +9,7 @@ protocol on top (:meth:`H2Client.stream_error`): a reset stream counts as ``rst_
 (:class:`~rpcmeter.errors.RequestLost`, ``connection_closed``: the session goes on over a new
 connection); a GOAWAY with an error above the stream's id and a connection that cannot be
 (re)opened stop the loop. A graceful GOAWAY or a server closing a connection costs nothing but
-the new connection (:class:`~rpcmeter.h2.transport.Session`), counted in ``costs``.
+the new connection (:class:`~rpcmeter.protocols.h2.transport.Session`), counted in ``costs``.
 
 TLS: with the case's ``tls`` (:mod:`rpcmeter.tls`) every connection runs over TLS, offering ALPN
 ``h2`` (``:scheme`` https). Each connection's connect and handshake times go into ``costs``.
@@ -31,7 +31,8 @@ from typing import Any
 
 from rpcmeter.drivers.base import DriverContext, ReplyError
 from rpcmeter.errors import RequestLost
-from rpcmeter.h2.connection import (
+from rpcmeter.metrics.connections import ConnectionCosts
+from rpcmeter.protocols.h2.connection import (
     CANCEL,
     H2Connection,
     H2ConnectionError,
@@ -40,9 +41,8 @@ from rpcmeter.h2.connection import (
     StreamReset,
     new_stream,
 )
-from rpcmeter.h2.connection import Stream as H2Stream
-from rpcmeter.h2.transport import H2Protocol, Session, open_connection
-from rpcmeter.metrics.connections import ConnectionCosts
+from rpcmeter.protocols.h2.connection import Stream as H2Stream
+from rpcmeter.protocols.h2.transport import H2Protocol, Session, open_connection
 from rpcmeter.tls import TlsError, client_context, server_name, tls_error
 
 

@@ -11,7 +11,7 @@ options say otherwise. Options (target or variant ``options``):
 - ``method`` (default ``GET`` for ``noop``, ``POST`` otherwise), ``path`` (path and query
   string; default ``/noop``, ``/echo``, ``/payload?reply_bytes=N``, ``/sleep``, ``/factorial``),
   ``headers`` (table of extra request headers), ``body`` (text sent instead of the workload's
-  body, :mod:`rpcmeter.servers.bodies`), ``host`` (the ``Host`` header; default the endpoint's
+  body, :mod:`rpcmeter.protocols.bodies`), ``host`` (the ``Host`` header; default the endpoint's
   address).
 - ``event_loop``: ``uvloop`` (default) or ``asyncio``.
 - ``http``: ``"1.1"`` (default) or ``"2"``: HTTP/2, the loops' requests multiplexed as streams
@@ -33,7 +33,7 @@ stream.
 
 A status other than 2xx counts as an error of kind ``http_STATUS``. The server's times are read
 from a ``Server-Timing`` header: metrics ``app`` (compute) and ``queue`` (time waited after
-arrival), ``dur`` in milliseconds (:mod:`rpcmeter.servers.timing`; without ``app``, the first
+arrival), ``dur`` in milliseconds (:mod:`rpcmeter.protocols.timing`; without ``app``, the first
 ``dur`` is the compute time); replies without it report none. With ``validate``, every reply
 body is compared with the expected one (echo: the request body; payload: ``reply_bytes`` bytes;
 factorial: ``math.factorial``).
@@ -50,8 +50,8 @@ from rpcmeter.drivers.base import STALL_OPTIONS, Channel, DriverContext, ReplyEr
 from rpcmeter.drivers.stream import StreamConnection, StreamDriver
 from rpcmeter.errors import ProtocolError, SuiteError
 from rpcmeter.metrics.connections import ConnectionCosts
-from rpcmeter.servers.bodies import check_variant_options, expected_reply
-from rpcmeter.servers.timing import ServerTime, parse_server_timing
+from rpcmeter.protocols.bodies import check_variant_options, expected_reply
+from rpcmeter.protocols.timing import ServerTime, parse_server_timing
 from rpcmeter.workloads import PayloadParams, WorkloadParams
 
 MAX_HEAD = 1 << 20  # a reply head longer than this is malformed

@@ -15,7 +15,7 @@ HTTP/1.1 requires a server to answer pipelined requests in the order they came (
 section 9.3.2), and a raw frame carries no request id, so order is the only thing that can pair a
 reply with its request there. Multiplexed HTTP/2 never comes here: ``http = "2"`` and gRPC run on
 :mod:`rpcmeter.drivers.h2client`, whose streams pair each reply with its request by stream id
-(:class:`rpcmeter.h2.connection.H2Connection`), in whatever order they finish.
+(:class:`rpcmeter.protocols.h2.connection.H2Connection`), in whatever order they finish.
 
 A connection that serves one closed loop alone, without validation, can be *owned* by it
 (:meth:`SendChannel.own`): every reply goes straight to the loop's ``done`` (the connection's
@@ -64,8 +64,8 @@ from rpcmeter.connect import Slot, open_stream
 from rpcmeter.drivers.base import Channel, Done, EventDriver, Moved, Ownership, ReplyMismatch
 from rpcmeter.errors import ConnectionClosed, ProtocolError, RequestLost
 from rpcmeter.metrics.connections import ConnectionCosts
-from rpcmeter.servers.bodies import KINDS, check, expected_reply, request_body
-from rpcmeter.servers.timing import ServerTime
+from rpcmeter.protocols.bodies import KINDS, check, expected_reply, request_body
+from rpcmeter.protocols.timing import ServerTime
 from rpcmeter.tls import (
     HANDSHAKE_TIMEOUT_S,
     ResumingContext,

@@ -29,6 +29,7 @@ from typing import Any
 
 from rpcmeter.drivers.base import Channel, Done, EventDriver, Ownership
 from rpcmeter.errors import error_kind
+from rpcmeter.protocols.timing import ServerTime
 from rpcmeter.runners.open_loop import EventLoad, EventPacer, client_schedule
 from rpcmeter.runners.recording import (
     BUFFER,
@@ -41,7 +42,6 @@ from rpcmeter.runners.recording import (
 )
 from rpcmeter.runners.spec import LoadSpec
 from rpcmeter.runners.spin import Spin, waking
-from rpcmeter.servers.timing import ServerTime
 
 TICK_S = 0.02
 NO_DEADLINE = 1 << 62

@@ -25,7 +25,7 @@ from rpcmeter.errors import ReplyError, ReplyMismatch, RequestLost, error_kind
 from rpcmeter.metrics.connections import ConnectionCosts
 from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.metrics.resources import peak_rss_of
-from rpcmeter.servers.timing import ServerTime
+from rpcmeter.protocols.timing import ServerTime
 
 if TYPE_CHECKING:  # the client processes do without pydantic
     from rpcmeter import model

@@ -29,7 +29,7 @@ What the connection does on its own:
   sent as far as the windows allow and resumed on WINDOW_UPDATE; received DATA is consumed at
   once (handed to the stream), and WINDOW_UPDATEs are sent when half a window was consumed.
 - GOAWAY: no new stream starts (:attr:`H2Connection.accepting` turns False; the owner replaces
-  the connection: :class:`rpcmeter.h2.transport.Session`). After a graceful one (``NO_ERROR``,
+  the connection: :class:`rpcmeter.protocols.h2.transport.Session`). After a graceful one (``NO_ERROR``,
   the server having processed streams here), the streams above its last stream id, which the
   server never processed (RFC 9113, 6.8), go back to waiting, for the owner to
   :meth:`~H2Connection.take_waiting` to the new connection: only a stream that received nothing

@@ -1,5 +1,5 @@
 """HTTP/2 connections on asyncio transports: :class:`H2Protocol` runs one
-:class:`~rpcmeter.h2.connection.H2Connection` over a TCP, Unix or TLS stream, and a
+:class:`~rpcmeter.protocols.h2.connection.H2Connection` over a TCP, Unix or TLS stream, and a
 :class:`Session` keeps one such connection in service (a :class:`~rpcmeter.connect.Slot`),
 replacing it when it stops taking new streams (a GOAWAY, stream ids used up, the server closed
 it): the streams a graceful GOAWAY left unprocessed, and those that had not started, go to the
@@ -35,7 +35,7 @@ from typing import Any, cast
 from rpcmeter.connect import Slot, open_stream
 from rpcmeter.endpoints import Endpoint
 from rpcmeter.errors import RequestLost
-from rpcmeter.h2.connection import (
+from rpcmeter.protocols.h2.connection import (
     CANCEL,
     H2Connection,
     H2ConnectionError,
