@@ -54,6 +54,7 @@ What the connection does on its own:
 
 from __future__ import annotations
 
+import re
 import struct
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
@@ -108,6 +109,17 @@ def error_name(code: int) -> str:
     return ERROR_CODES[code] if 0 <= code < len(ERROR_CODES) else f"0x{code:x}"
 
 
+MEMORY_REPR = re.compile(r"\s*(?:from\s*)?<memory at 0x[0-9a-fA-F]+>:?")
+
+
+def bad_block(block: bytes, exc: BaseException) -> str:
+    """Why a header block could not be decoded, its first bytes shown (hpack's messages name
+    the buffer as ``<memory at 0x...>``: left out)."""
+    why = MEMORY_REPR.sub("", str(exc)).strip() or type(exc).__name__
+    head = block[:16].hex(" ") + (" ..." if len(block) > 16 else "")
+    return f"bad header block of {len(block)} bytes ({head}): {why}"
+
+
 def frame(kind: int, flags: int, stream_id: int, payload: bytes = b"") -> bytes:
     """One whole frame."""
     n = len(payload)
@@ -124,6 +136,7 @@ class H2ConnectionError(H2Error):
 
     def __init__(self, reason: str, message: str, code: int = PROTOCOL_ERROR) -> None:
         super().__init__(f"{reason}: {message}")
+        self.detail = message
         self.reason = reason
         self.kind = reason
         self.code = code
@@ -306,6 +319,7 @@ class H2Connection:
         "encoder",
         "first_id",
         "goaway_id",
+        "goaway_why",
         "last_id",
         "listener",
         "local_frame",
@@ -350,6 +364,7 @@ class H2Connection:
         self.started = False  # the peer's first SETTINGS arrived
         self.closed: BaseException | None = None
         self.goaway_id: int | None = None
+        self.goaway_why = ""  # "GOAWAY (CODE: debug text)" once one arrived
         self.accepting = True  # new streams may start here
         self.next_id = self.first_id = first_stream_id
         self.last_id = 0
@@ -893,7 +908,7 @@ class H2Connection:
             self._too_large(len(block))
             return None
         except (hpack.HPACKError, IndexError, ValueError) as exc:
-            self._fail("compression_error", f"bad header block: {exc}", COMPRESSION_ERROR)
+            self._fail("compression_error", bad_block(block, exc), COMPRESSION_ERROR)
             return None
         status = headers[0] if headers else (b"", b"")
         code = status[1]
@@ -1049,7 +1064,7 @@ class H2Connection:
         self.accepting = False
         self.goaway_id = last if self.goaway_id is None else min(last, self.goaway_id)
         text = debug.decode("utf-8", "replace")[:100]
-        why = f"GOAWAY ({error_name(code)}{': ' + text if text else ''})"
+        why = self.goaway_why = f"GOAWAY ({error_name(code)}{': ' + text if text else ''})"
         graceful = code == 0 and last >= self.first_id
         again: list[tuple[Stream, Request]] = []
         for sid in sorted(s for s in self.streams if s > last):

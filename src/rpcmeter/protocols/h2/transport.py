@@ -39,11 +39,12 @@ from rpcmeter.protocols.h2.connection import (
     CANCEL,
     H2Connection,
     H2ConnectionError,
+    H2Unavailable,
     Request,
     Stream,
     new_stream,
 )
-from rpcmeter.tls import ResumingContext
+from rpcmeter.tls import HANDSHAKE_TIMEOUT_S, ResumingContext
 
 
 class H2Protocol(asyncio.Protocol):
@@ -152,11 +153,14 @@ async def open_connection(
     ssl_context: ssl.SSLContext | None = None,
     server_hostname: str | None = None,
     timeout_s: float = 10.0,
+    handshake_timeout_s: float = HANDSHAKE_TIMEOUT_S,
     record: Callable[[str, int], None] | None = None,
 ) -> H2Protocol:
-    """Connect, send the preface and wait for the server's SETTINGS (``timeout_s`` in all);
-    ``record``: see the module doc."""
+    """Connect (``timeout_s``), run the TLS handshake (``handshake_timeout_s``: a handshake that
+    takes longer fails with :class:`~rpcmeter.tls.TlsError` saying so), send the preface and wait
+    for the server's SETTINGS (``timeout_s``); ``record``: see the module doc."""
     loop = asyncio.get_running_loop()
+    where = endpoint.describe()
 
     def factory() -> H2Protocol:
         return H2Protocol(make())
@@ -177,22 +181,30 @@ async def open_connection(
             factory,
             ssl_context=ssl_context,
             server_hostname=server_hostname or endpoint.host,
-            handshake_timeout_s=timeout_s,
+            handshake_timeout_s=handshake_timeout_s,
             record=record,
         )
-        await proto.ready
-        if isinstance(ssl_context, ResumingContext) and proto.transport is not None:
-            # TLS 1.3's tickets came before the server's SETTINGS: later connections resume
-            ssl_context.remember(proto.transport.get_extra_info("ssl_object"))
         return proto
 
-    try:
-        return await asyncio.wait_for(connect(), timeout_s)
+    handshake_s = handshake_timeout_s if ssl_context is not None else 0.0
+    try:  # the handshake's own deadline comes first: its error names it
+        proto = await asyncio.wait_for(connect(), timeout_s + handshake_s)
     except TimeoutError:
+        raise ConnectionError(f"no connection to {where} within {timeout_s:g} s") from None
+    try:
+        await asyncio.wait_for(proto.ready, timeout_s)
+    except TimeoutError:
+        proto.close()
         raise ConnectionError(
-            f"no HTTP/2 connection to {endpoint.describe()} within {timeout_s:g} s "
-            "(no SETTINGS from the server)"
+            f"no HTTP/2 connection to {where} within {timeout_s:g} s (no SETTINGS from the server)"
         ) from None
+    except BaseException:
+        proto.close()
+        raise
+    if isinstance(ssl_context, ResumingContext) and proto.transport is not None:
+        # TLS 1.3's tickets came before the server's SETTINGS: later connections resume
+        ssl_context.remember(proto.transport.get_extra_info("ssl_object"))
+    return proto
 
 
 class Session(Slot[H2Protocol, tuple[Stream, Request]]):
@@ -237,6 +249,10 @@ class Session(Slot[H2Protocol, tuple[Stream, Request]]):
 
     def submitted(self, conn: H2Protocol) -> None:
         conn.flush()
+
+    def refusal(self, conn: H2Protocol) -> BaseException:
+        why = conn.conn.goaway_why or "its stream ids ran out"
+        return H2Unavailable(f"the server ended a new connection ({why}) before any stream")
 
     def fail(self, request: tuple[Stream, Request], error: BaseException) -> None:
         stream = request[0]
