@@ -33,7 +33,7 @@ from rpcmeter.drivers.base import DriverContext, ReplyError
 from rpcmeter.errors import RequestLost
 from rpcmeter.metrics.connections import ConnectionCosts
 from rpcmeter.protocols.h2.connection import (
-    CANCEL,
+    ErrorCode,
     H2Connection,
     H2ConnectionError,
     H2Unavailable,
@@ -173,7 +173,7 @@ class H2Client(ABC):
     def cancel(self, session: Session, stream: H2Stream) -> None:
         """Reset ``stream`` (CANCEL) where it is open, or drop it where it waits to start (a
         queued call past its deadline is never sent); its ``on_end`` is not called."""
-        session.cancel(stream, CANCEL)
+        session.cancel(stream, ErrorCode.CANCEL)
 
     def traffic(self) -> tuple[int, int]:
         """Bytes written and read on every connection (frames, headers and bodies)."""

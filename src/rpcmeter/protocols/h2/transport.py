@@ -36,7 +36,7 @@ from rpcmeter.connect import Slot, open_stream
 from rpcmeter.endpoints import Endpoint
 from rpcmeter.errors import RequestLost
 from rpcmeter.protocols.h2.connection import (
-    CANCEL,
+    ErrorCode,
     H2Connection,
     H2ConnectionError,
     H2Unavailable,
@@ -273,7 +273,7 @@ class Session(Slot[H2Protocol, tuple[Stream, Request]]):
                 return proto
         return None
 
-    def cancel(self, stream: Stream, code: int = CANCEL) -> None:
+    def cancel(self, stream: Stream, code: ErrorCode = ErrorCode.CANCEL) -> None:
         """Reset ``stream`` where it is open, or drop it where it waits to start (never sent);
         its ``on_end`` is not called."""
         proto = self.holder(stream)
