@@ -302,7 +302,9 @@ def load_worker(spec: LoadSpec, names: dict[str, str], timeout_s: float) -> Clie
         while first is None:
             with contextlib.suppress(queue_mod.Empty):
                 first = child.messages.get(timeout=PUBLISH_S)
-            if first is not None and first[0] == "connected":
+            if first is not None and first[0] == "started":
+                first = None  # the task's deadline counts the process's start too
+            elif first is not None and first[0] == "connected":
                 phase, first = WARMING_UP, None
                 posts.put(["connected", c])
             if first is None and stop_ev.is_set():
