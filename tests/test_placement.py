@@ -21,6 +21,7 @@ from rpcmeter.placement import (
     join_cgroup,
     resolve,
 )
+from rpcmeter.record import with_cgroups
 from rpcmeter.suite import Placement, build_suite
 from tests.support.synthetic import written
 
@@ -60,7 +61,7 @@ def test_format_cpus() -> None:
 def test_quota_disabled_is_recorded() -> None:
     quotas = apply_quotas(Cpus([0], [1], 1.0, None), enabled=False)
     assert quotas.server is None
-    assert quotas.recorded(model.Placement()).cgroup_notes == [
+    assert with_cgroups(model.Placement(), quotas).cgroup_notes == [
         "server CPU quota not applied: resources.cgroup is false"
     ]
     assert apply_quotas(Cpus([0], [1])).notes == []  # lists ask for no quota

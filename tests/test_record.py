@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from rpcmeter import model, placement
+from rpcmeter.derived import case_warnings
 from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.plan import expand
 from rpcmeter.record import CaseRecord
@@ -55,7 +56,7 @@ def test_an_open_loop_adds_the_uncorrected_figures_and_the_schedule() -> None:
     assert case.open_loop is not None and case.open_loop.dropped == 2
     assert case.throughput_rps == 8.0  # achieved_rps x ok / sent
     assert case.histogram_uncorrected is load.uhist
-    assert case.warnings() and "target rate not reached" in case.warnings()[0]
+    assert case_warnings(case) and "target rate not reached" in case_warnings(case)[0]
 
 
 def test_a_failure_and_placement_notes_are_kept() -> None:

@@ -37,7 +37,7 @@ from rpcmeter.servers.process import (
     stop_all,
 )
 from rpcmeter.suite import ServerSpec, Suite
-from rpcmeter.tls import ClientTls, RunCertificates, ServerTls, describe, for_case
+from rpcmeter.tls import ClientTls, RunCertificates, ServerTls, for_case
 
 
 @dataclass
@@ -96,10 +96,11 @@ def placement_doc(
     """The run's placement as applied: the first variant's, and ``by_variant`` (each variant's,
     with its ``target`` kind) when the variants' target kinds place them differently."""
     by_variant = {
-        v: applied_cpus(suite, v, cpus).applied(target=placed_as(suite, v)) for v in suite.variants
+        v: record.placement_of(applied_cpus(suite, v, cpus), target=placed_as(suite, v))
+        for v in suite.variants
     }
     first = next(iter(by_variant.values()))
-    doc = quotas.recorded(first) if quotas else first
+    doc = record.with_cgroups(first, quotas) if quotas else first
     placed = [p.model_copy(update={"target": None}) for p in by_variant.values()]
     if any(p != placed[0] for p in placed):  # a command client is placed as a server case
         doc = doc.model_copy(update={"by_variant": by_variant})
@@ -204,7 +205,7 @@ def run_certificates(suite: Suite, run: RunRecord) -> RunCertificates | None:
     tls = {v: suite.tls_of(v) for v in suite.variants}
     managed = {v: suite.address_of(v) is None for v in suite.variants}
     certs = RunCertificates() if any(tls[v] and managed[v] for v in tls) else None
-    described = {v: describe(t, certs, managed[v]) for v, t in tls.items() if t is not None}
+    described = {v: record.tls_of(t, certs, managed[v]) for v, t in tls.items() if t is not None}
     if described:
         run.environment(model.Environment(tls=described))
     return certs

@@ -1,5 +1,7 @@
 """The one writer of results: a case's (:class:`CaseRecord`) and a run's (:class:`RunRecord`,
-started from :func:`new_result`: the suite as run and the environment).
+started from :func:`new_result`: the suite as run and the environment), and every conversion of
+what was measured into parts of the result model (:mod:`rpcmeter.model`): placements, TLS,
+connection costs, streaming figures, CPU and memory.
 
 A case runner (:mod:`rpcmeter.execute`: a server or remote target; a whole command) tells its
 :class:`CaseRecord` what it measured as the case goes (:meth:`~CaseRecord.load`,
@@ -13,15 +15,25 @@ from __future__ import annotations
 
 import math
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rpcmeter import model
 from rpcmeter import placement as placement_mod
 from rpcmeter.metrics import environment, streams
+from rpcmeter.metrics.connections import ConnectionCosts
 from rpcmeter.metrics.histogram import Histogram
-from rpcmeter.metrics.resources import CpuTimes, TreeMonitor, case_figures
+from rpcmeter.metrics.resources import (
+    CpuTimes,
+    TreeMonitor,
+    client_total,
+    per_request_us,
+    percent_of_core,
+    util_pct,
+)
 from rpcmeter.result import now_iso
+from rpcmeter.tls import RunCertificates, TlsSettings, file_fingerprint
 
 if TYPE_CHECKING:
     from rpcmeter.plan import Case
@@ -48,7 +60,7 @@ class CaseRecord:
             "reason": None,
             "started_at": now_iso(),
             "endpoint": None,
-            "placement": cpus.applied(),
+            "placement": placement_of(cpus),
             "requests": 0,
             "ok": 0,
             "errors": {},
@@ -109,11 +121,11 @@ class CaseRecord:
             )
         counters, stream = streams.split(outcome.counters)
         if stream:
-            f["stream"] = streams.section(stream, outcome.ok, outcome.wall_s)
+            f["stream"] = stream_section(stream, outcome.ok, outcome.wall_s)
         if counters:
             f["counters"] = counters
         if outcome.connections is not None and outcome.connections.connections:
-            f["connections"] = outcome.connections.document()
+            f["connections"] = connections_of(outcome.connections)
         f["clients"] = outcome.clients
         # on a cluster, per-worker figures too; CPU totals come from them (resources), so that
         # a lost worker makes the total unknown rather than short
@@ -331,7 +343,7 @@ class CaseRecord:
         if self.notes:
             f["placement"] = f["placement"].model_copy(update={"notes": list(self.notes)})
         if f.get("stream") is not None:
-            f["stream"] = streams.with_cpu(f["stream"], f["cpu"])
+            f["stream"] = stream_with_cpu(f["stream"], f["cpu"])
         return model.Case(**f)
 
 
@@ -351,6 +363,12 @@ def given(cpus: placement_mod.Cpus, quotas: placement_mod.CpuQuotas) -> tuple[fl
     )
 
 
+def _git(suite_path: str | None) -> model.Git | None:
+    """The revision of the suite file's directory (None outside git)."""
+    found = environment.git_revision(Path(suite_path).parent) if suite_path else None
+    return model.Git.model_validate(found) if found is not None else None
+
+
 def describe_suite(suite: Suite) -> model.SuiteInfo:
     """The suite as it was run: its file (text, hash, revision), targets, variants, workloads,
     matrix and load."""
@@ -359,7 +377,7 @@ def describe_suite(suite: Suite) -> model.SuiteInfo:
         description=suite.description,
         path=suite.path,
         sha256=suite.source_hash,
-        git=environment.git_revision(Path(suite.path).parent) if suite.path else None,
+        git=_git(suite.path),
         text=suite.source_text,
         driver=suite.target.driver,
         drivers={name: suite.driver_of(name) for name in suite.variants},
@@ -389,8 +407,9 @@ def new_result(
     packages the drivers use, ``placement`` as applied)."""
     from rpcmeter import __version__
 
-    env = environment.capture(packages, __version__).model_copy(update={"placement": placement})
-    env = env.updated(environment.capture_suite(suite, drivers))
+    machine = model.Environment.model_validate(environment.capture(packages, __version__))
+    env = machine.model_copy(update={"placement": placement})
+    env = env.updated(model.Environment.model_validate(environment.capture_suite(suite, drivers)))
     return model.Result(
         schema_version=model.SCHEMA_VERSION,
         rpcmeter_version=__version__,
@@ -443,3 +462,154 @@ class RunRecord:
     def add_case(self, case: model.Case) -> None:
         self.cases.append(case)
         self._result = None
+
+
+# ---- what was measured, as parts of the result --------------------------------------------------
+
+
+def placement_of(cpus: placement_mod.Cpus, **more: Any) -> model.Placement:
+    """A placement as the result records it (``more``: its other fields, ``target``)."""
+    return model.Placement(
+        **more,
+        server_cpus=cpus.server,
+        client_cpus=cpus.client,
+        server_quota_cpus=cpus.server_quota,
+        client_quota_cpus=cpus.client_quota,
+    )
+
+
+def cgroup_of(group: placement_mod.Cgroup) -> model.Cgroup:
+    return model.Cgroup(path=str(group.path), version=group.version, cpus=group.cpus)
+
+
+def with_cgroups(placement: model.Placement, quotas: placement_mod.CpuQuotas) -> model.Placement:
+    """``placement`` with the run's cgroups and their notes."""
+    return placement.model_copy(
+        update={
+            "server_cgroup": cgroup_of(quotas.server) if quotas.server else None,
+            "client_cgroup": cgroup_of(quotas.client) if quotas.client else None,
+            "cgroup_notes": list(quotas.notes),
+        }
+    )
+
+
+def tls_of(settings: TlsSettings, run: RunCertificates | None, managed: bool) -> model.Tls:
+    """What the result records of a variant's TLS: settings and fingerprints, never a key."""
+    out = model.Tls(
+        verify=settings.verify,
+        resume=settings.resume,
+        server_name=settings.server_name,
+        alpn=settings.alpn,
+        mutual=settings.cert_file is not None,
+    )
+    if settings.ca_file is not None:
+        out = out.updated(
+            model.Tls(ca_file=settings.ca_file, ca_sha256=file_fingerprint(settings.ca_file))
+        )
+    elif managed and run is not None:
+        out = out.updated(model.Tls(ca="made for the run", ca_sha256=run.ca_fingerprint))
+    if managed and run is not None:
+        out = out.updated(model.Tls(server_cert_sha256=run.cert_fingerprint))
+    if settings.cert_file is not None:
+        out = out.updated(model.Tls(client_cert_sha256=file_fingerprint(settings.cert_file)))
+    return out
+
+
+def connections_of(costs: ConnectionCosts) -> model.Connections:
+    """The case's ``connections``: connections opened, and per part recorded its summary (us)
+    and histogram."""
+    costs.fold()
+    parts = {part: model.Timing.of(h) for part, h in costs.hists.items() if h.count}
+    doc = model.Connections(per_request=costs.per_request, opened=costs.connections)
+    return doc.model_copy(update=parts)
+
+
+def stream_section(figures: dict[str, int], streams_ok: int, wall_s: float) -> model.Stream:
+    """The ``stream`` section (:mod:`rpcmeter.metrics.streams`) of ``streams_ok`` good streams
+    in ``wall_s``; its CPU per message unknown until :func:`stream_with_cpu`."""
+    prefix = streams.PREFIX
+    out_n = figures.get(f"{prefix}messages_out", 0)
+    in_n = figures.get(f"{prefix}messages_in", 0)
+    messages = max(out_n, in_n)
+    first = Histogram.from_counters(figures, f"{prefix}first_ns")
+    each = Histogram.from_counters(figures, f"{prefix}message_ns")
+    nan = math.nan
+    return model.Stream(
+        streams=streams_ok,
+        messages=messages,
+        messages_out=out_n,
+        messages_in=in_n,
+        streams_per_s=streams_ok / wall_s if wall_s > 0 else 0.0,
+        messages_per_s=messages / wall_s if wall_s > 0 else 0.0,
+        messages_per_stream=messages / streams_ok if streams_ok else nan,
+        bytes_out_per_message=figures.get(f"{prefix}bytes_out", 0) / out_n if out_n else nan,
+        bytes_in_per_message=figures.get(f"{prefix}bytes_in", 0) / in_n if in_n else nan,
+        first_message=model.Latency.of(first) if first.count else None,
+        first_message_histogram=first if first.count else None,
+        message=model.Latency.of(each) if each.count else None,
+        message_histogram=each if each.count else None,
+        cpu_us_per_message=model.StreamCpu(client=None, server=None),
+    )
+
+
+def stream_with_cpu(stream: model.Stream, cpu: model.Cpu) -> model.Stream:
+    """``stream`` with its CPU per message on both sides, from the case's ``cpu`` totals
+    (unchanged when it counted no messages)."""
+    if not stream.messages:
+        return stream
+    per: dict[str, float | None] = {}
+    for side, user, sys_ in (
+        ("client", cpu.client_user_s, cpu.client_sys_s),
+        ("server", cpu.server_user_s, cpu.server_sys_s),
+    ):
+        total = user + sys_ if user is not None and sys_ is not None else 0.0
+        ok = math.isfinite(total) and total > 0
+        per[side] = total * 1e6 / stream.messages if ok else None
+    return stream.model_copy(update={"cpu_us_per_message": model.StreamCpu(**per)})
+
+
+def case_figures(
+    *,
+    requests: int,
+    server: CpuTimes | None,
+    server_peak_rss: int | None,
+    server_idle: CpuTimes | None,
+    server_cpus: float,
+    clients: Sequence[model.Client] | None,
+    client_cpus: float | None,
+    interval_s: float,
+) -> tuple[model.Cpu, model.Memory]:
+    """The case's ``cpu`` and ``memory`` (:mod:`rpcmeter.metrics.resources`).
+
+    ``server`` is the server tree's CPU over the measured interval (None: unknown, e.g. a server
+    rpcmeter did not start); ``clients`` the load processes' figures (None: no clients ran; one
+    whose CPU is None, e.g. a lost worker, makes the total unknown); ``*_cpus`` how many CPUs
+    each side was given (None: unknown); ``interval_s`` the measured interval.
+    """
+    server_total = server.total_s if server else None
+    client_user = client_total(clients, lambda c: c.cpu_user_s)
+    client_sys = client_total(clients, lambda c: c.cpu_sys_s)
+    client_cpu = (
+        client_user + client_sys if client_user is not None and client_sys is not None else None
+    )
+    cpu = model.Cpu(
+        interval_s=interval_s,
+        server_user_s=server.user_s if server else None,
+        server_sys_s=server.sys_s if server else None,
+        client_user_s=client_user,
+        client_sys_s=client_sys,
+        server_us_per_request=per_request_us(server_total, requests),
+        client_us_per_request=per_request_us(client_cpu, requests),
+        server_util_pct=util_pct(server_total, interval_s, server_cpus),
+        client_util_pct=util_pct(client_cpu, interval_s, client_cpus or 0.0),
+        server_cpus_given=server_cpus if server else None,
+        client_cpus_given=client_cpus if clients else None,
+        server_idle_pct=percent_of_core(server_idle) if server_idle else None,
+        server_idle_window_s=server_idle.at if server_idle else None,
+        server_source=server.source if server else None,
+    )
+    memory = model.Memory(
+        server_peak_rss_bytes=server_peak_rss,
+        client_peak_rss_bytes=client_total(clients, lambda c: c.max_rss_bytes),
+    )
+    return cpu, memory

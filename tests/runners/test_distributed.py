@@ -26,6 +26,7 @@ from rpcmeter.execute import Bench, RunOptions
 from rpcmeter.metrics import streams
 from rpcmeter.metrics.histogram import SUB_BITS, Histogram
 from rpcmeter.plan import expand
+from rpcmeter.record import stream_section
 from rpcmeter.reporters import terminal
 from rpcmeter.runners.distributed import (
     ClientProcess,
@@ -306,7 +307,7 @@ def test_stream_figures_merge_exactly_across_workers(cluster: LoadCluster) -> No
         )
     assert out.failure is None and out.ok == 2 * 2 * 10
     _, figures = streams.split(out.counters)
-    section = streams.section(figures, out.ok, out.wall_s)
+    section = stream_section(figures, out.ok, out.wall_s)
     assert section.messages_in == 5 * out.ok
     first, each = section.first_message_histogram, section.message_histogram
     assert first is not None and first.count == out.ok

@@ -8,7 +8,7 @@ from typing import Any
 
 import numpy as np
 
-from rpcmeter import analysis, model
+from rpcmeter import analysis, derived, model
 from rpcmeter.metrics.histogram import Histogram
 
 # (workload, point, variant) -> per-repetition mean latency in microseconds
@@ -135,23 +135,28 @@ def parsed(doc: dict[str, Any]) -> model.Result:
     comparison document, read through :class:`rpcmeter.analysis.Comparison`) keeps them as though
     derived."""
     result = model.Result.from_json(doc)
-    # the cached properties' values
-    if doc.get("comparisons") is not None:
-        result.__dict__["comparisons"] = analysis.Comparison.model_validate(doc["comparisons"])
-    if "warnings" in doc:
-        result.__dict__["warnings"] = doc["warnings"]
+    comparisons, warnings = doc.get("comparisons"), doc.get("warnings")
+    if comparisons is None and warnings is None:
+        return result
+    found = derived.derive(result)
+    derived._DERIVED[id(result)] = derived.Derived(  # as though derived from the cases
+        found.comparisons
+        if comparisons is None
+        else analysis.Comparison.model_validate(comparisons),
+        found.warnings if warnings is None else tuple(warnings),
+    )
     return result
 
 
 def document(result: model.Result) -> dict[str, Any]:
     """The JSON document of ``result`` without its derived parts, for a test to edit and read
     back through :func:`parsed`."""
-    return result.to_json(derived=False)
+    return result.to_json()
 
 
 def written(result: model.Result) -> dict[str, Any]:
     """The JSON document rpcmeter writes for ``result`` (with its comparisons and warnings)."""
-    return result.to_json()
+    return derived.document(result)
 
 
 def completed(doc: dict[str, Any]) -> model.Result:

@@ -55,7 +55,7 @@ MAX_HEAD = 1 << 20  # a reply head longer than this is malformed
 
 if TYPE_CHECKING:
     from rpcmeter.drivers.http2 import Http2Client
-    from rpcmeter.suite import Suite
+    from rpcmeter.suite_model import Suite
 
 
 def check_options(opts: Mapping[str, Any]) -> None:

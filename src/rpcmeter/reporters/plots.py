@@ -35,6 +35,7 @@ from typing import Any, Literal, TypeVar
 
 from rpcmeter import analysis
 from rpcmeter.aggregate import Cell, PointKey, baseline, cells, variant_names
+from rpcmeter.derived import derive
 from rpcmeter.model import Result
 from rpcmeter.rates import rate_series, uncorrected_hist
 
@@ -385,7 +386,7 @@ def ratio_plot(
         triples: list[Spread] = []
         for p in points:
             b, c = grid[p].get(base), grid[p].get(v)
-            comp = comparison(result.comparisons, workload, p, v, metric)
+            comp = comparison(derive(result).comparisons, workload, p, v, metric)
             if comp is not None:
                 triples.append((comp.ratio, comp.ci_low, comp.ci_high))
                 any_ci = any_ci or math.isfinite(comp.ci_low)

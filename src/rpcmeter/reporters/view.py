@@ -19,6 +19,7 @@ from functools import cached_property
 from rpcmeter import analysis, checks
 from rpcmeter.aggregate import Cell, PointKey, baseline, cells, variant_names
 from rpcmeter.breakdown import overhead_cell
+from rpcmeter.derived import derive, document
 from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.model import (
     Case,
@@ -31,7 +32,6 @@ from rpcmeter.model import (
     Placement,
     Result,
 )
-from rpcmeter.placement import describe as describe_placement
 from rpcmeter.profile import summary_lines as profile_summary
 from rpcmeter.rates import Series, rate_series
 from rpcmeter.reporters.format import (
@@ -185,7 +185,7 @@ class View:
     @cached_property
     def document(self) -> Json:
         """The result document with its comparisons and warnings, as JSON writes it."""
-        return self.result.to_json()
+        return document(self.result)
 
     @property
     def failed(self) -> list[Problem]:
@@ -247,7 +247,8 @@ def build(result: Result) -> View:
     names = variant_names(result)
     base = baseline(result)
     keys = list(suite.matrix_keys)
-    comparisons = result.comparisons
+    derived = derive(result)
+    comparisons = derived.comparisons
     verdicts = analysis.has_verdicts(comparisons)
     summary = summary_grid(comparisons) if verdicts else None
     run = Run(
@@ -284,7 +285,7 @@ def build(result: Result) -> View:
         rates=tuple(rate_series(result)),
         max_rate=tuple(result.max_rate or []),
         problems=tuple(_problems(result)),
-        warnings=tuple(result.warnings),
+        warnings=derived.warnings,
         tls_lines=tuple(tls_lines(result)),
         wait_lines=tuple(wait_lines(result, grid_all)),
         spread_lines=tuple(spread_lines(result)),
@@ -363,6 +364,21 @@ def environment_line(result: Result) -> str:
 def _given(part: Part, field: str) -> object:
     """A field as the document gave it (``?`` when it did not)."""
     return getattr(part, field) if field in part.model_fields_set else "?"
+
+
+def describe_placement(placement: Placement) -> str:
+    """One phrase for a placement as :func:`rpcmeter.placement.applied` gives it (with its
+    ``target``)."""
+
+    def cpus(value: list[int] | None) -> str:
+        return str(value) if value else "any"
+
+    target = placement.target or "server"
+    pinned = placement.server_cpus
+    if target == "command":
+        return "commands " + (f"on CPUs {pinned}" if pinned else "unpinned")
+    server = "remote server" if target == "remote" else f"server CPUs {cpus(pinned)}"
+    return f"{server}, client CPUs {cpus(placement.client_cpus)}"
 
 
 def placement_phrase(placement: Placement) -> str:
