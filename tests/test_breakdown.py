@@ -9,12 +9,13 @@ from typing import Any
 import numpy as np
 import pytest
 
-from rpcmeter.breakdown import breakdown, floor, warnings_for
+from rpcmeter.breakdown import breakdown, warnings_for
 from rpcmeter.execute import run_suite
 from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.model import Breakdown
 from rpcmeter.reporters.terminal import render
 from rpcmeter.runners.recording import LoadOutcome
+from rpcmeter.runners.round_trip import floor
 from rpcmeter.suite import build_suite
 from tests.drivers.streams import run_cases
 from tests.support.marks import timing_sensitive

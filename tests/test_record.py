@@ -14,6 +14,7 @@ from rpcmeter.plan import expand
 from rpcmeter.record import CaseRecord
 from rpcmeter.runners.command import Outcome
 from rpcmeter.runners.recording import ClientReport, LoadOutcome, ThreadStats
+from rpcmeter.runners.tree import TreeUsage
 from rpcmeter.suite import build_suite
 
 
@@ -82,8 +83,8 @@ def test_a_client_report_crosses_a_pipe_as_typed_objects() -> None:
 
 def command_outcome(*exit_codes: int) -> Outcome:
     runs = [
-        model.Run(wall_s=0.5, user_s=0.2, sys_s=0.1, cpu_s=0.3, max_rss_bytes=10 << 20,
-                  exit_code=code, processes=1)
+        TreeUsage(wall_s=0.5, user_s=0.2, sys_s=0.1, max_rss_bytes=10 << 20, exit_code=code,
+                  processes=1)
         for code in exit_codes
     ]  # fmt: skip
     return Outcome(runs=runs, elapsed_s=0.5 * len(runs) + 0.1)

@@ -559,7 +559,7 @@ def cmd_tag(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from rpcmeter import __version__
+    from rpcmeter.version import __version__
 
     parser = argparse.ArgumentParser(
         prog="rpcmeter",

@@ -492,9 +492,7 @@ _BOOT = (
 
 def host_paths() -> list[str]:
     """Where this rpcmeter and its dependencies are imported from."""
-    import rpcmeter
-
-    own = str(Path(rpcmeter.__file__).resolve().parent.parent)
+    own = str(Path(__file__).resolve().parent.parent)  # the directory holding the package
     site = [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
     return list(dict.fromkeys([own, *site]))
 

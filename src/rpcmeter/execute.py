@@ -14,20 +14,20 @@ from pathlib import Path
 
 from rpcmeter import model, record
 from rpcmeter import placement as placement_mod
-from rpcmeter.breakdown import RoundTrip
-from rpcmeter.drivers import driver_class
 from rpcmeter.endpoints import Endpoint, remote_endpoint
 from rpcmeter.envs import Env, in_env, prepare_variants
 from rpcmeter.errors import EnvError, RpcmeterError, ServerError
 from rpcmeter.events import JsonWriter, RunEvents, RunListener
 from rpcmeter.metrics import resources
-from rpcmeter.plan import Case, expand
+from rpcmeter.plan import Case, VariantPlan, expand, plan_variants
 from rpcmeter.profile import CaseProfiler, profile_dir
 from rpcmeter.record import CaseRecord, RunRecord
 from rpcmeter.result import now_iso
 from rpcmeter.runners.closed_loop import preload_drivers, run_closed_loop
+from rpcmeter.runners.command import command_line, run_command
 from rpcmeter.runners.distributed import LoadCluster, open_cluster, run_distributed
 from rpcmeter.runners.recording import LoadOutcome
+from rpcmeter.runners.round_trip import RoundTrip
 from rpcmeter.runners.spec import LoadHooks, LoadSpec
 from rpcmeter.servers.process import (
     ServerProcess,
@@ -52,72 +52,6 @@ class RunOptions:
     profile_dir: Path | None = None  # where a [profile] suite's profiles go (set by run_suite)
 
 
-def target_kind(suite: Suite, variant: str) -> str:
-    """``command`` (a whole command: its driver runs whole commands), ``client`` (a command
-    client: a whole command run against the server rpcmeter starts for it, placed as the
-    clients are; :meth:`~rpcmeter.suite_model.Suite.command_client`), ``remote`` (a server
-    rpcmeter does not start) or ``server``."""
-    if suite.command_client(variant):
-        return "client"
-    if driver_class(suite.driver_of(variant)).whole_command:
-        return "command"
-    return "remote" if suite.address_of(variant) is not None else "server"
-
-
-def variant_cpus(suite: Suite, variant: str, cpus: placement_mod.Cpus) -> placement_mod.Cpus:
-    """``cpus`` (the suite's placement), or the variant's own ``placement``."""
-    own = suite.variants[variant].placement
-    if own is None:
-        return cpus
-    resolved = placement_mod.resolve(own, where=f"{suite.path or '<suite>'}: variants.{variant}")
-    return placement_mod.Cpus(resolved.server, resolved.client)
-
-
-def placed_as(suite: Suite, variant: str) -> str:
-    """The target kind ``variant`` is placed (and its placement recorded) as: its
-    :func:`target_kind`, but ``remote`` for a command client of a server at an ``address`` (only
-    the client side is placed)."""
-    kind = target_kind(suite, variant)
-    return "remote" if kind == "client" and suite.address_of(variant) is not None else kind
-
-
-def applied_cpus(suite: Suite, variant: str, cpus: placement_mod.Cpus) -> placement_mod.Cpus:
-    """The placement the cases of ``variant`` really get (:func:`rpcmeter.placement.applied`)."""
-    own = suite.variants[variant].placement
-    explicit = (own or suite.placement).server_cpus != "auto"
-    return placement_mod.applied(
-        variant_cpus(suite, variant, cpus), placed_as(suite, variant), explicit
-    )
-
-
-def placement_doc(
-    suite: Suite, cpus: placement_mod.Cpus, quotas: placement_mod.CpuQuotas | None
-) -> model.Placement:
-    """The run's placement as applied: the first variant's, and ``by_variant`` (each variant's,
-    with its ``target`` kind) when the variants' target kinds place them differently."""
-    by_variant = {
-        v: record.placement_of(applied_cpus(suite, v, cpus), target=placed_as(suite, v))
-        for v in suite.variants
-    }
-    first = next(iter(by_variant.values()))
-    doc = record.with_cgroups(first, quotas) if quotas else first
-    placed = [p.model_copy(update={"target": None}) for p in by_variant.values()]
-    if any(p != placed[0] for p in placed):  # a command client is placed as a server case
-        doc = doc.model_copy(update={"by_variant": by_variant})
-    return doc
-
-
-def new_result(
-    suite: Suite,
-    cpus: placement_mod.Cpus,
-    packages: tuple[str, ...],
-    quotas: placement_mod.CpuQuotas | None = None,
-) -> model.Result:
-    """The run's result before its first case (rpcmeter.record.new_result)."""
-    drivers = {name: driver_class(suite.driver_of(name)).packages for name in suite.variants}
-    return record.new_result(suite, packages, placement_doc(suite, cpus, quotas), drivers)
-
-
 CaseRunner = Callable[[Case], model.Case]  # runs one case and records it in the result
 Driving = Callable[[RunRecord, CaseRunner], None]
 
@@ -137,40 +71,56 @@ def run_suite(
     options = options or RunOptions()
     drivers = list(dict.fromkeys(suite.driver_of(v) for v in suite.variants))
     preload_drivers(drivers)
-    packages = tuple(dict.fromkeys(p for d in drivers for p in driver_class(d).packages))
     cpus = placement_mod.resolve(suite.placement, where=suite.path)
     quotas = placement_mod.apply_quotas(cpus, suite.resources.cgroup)
-    run = RunRecord(new_result(suite, cpus, packages, quotas))
+    cluster: LoadCluster | None = None
+    try:
+        cluster = open_cluster(options.cluster) if options.cluster else None
+        if cluster is not None and cluster.local is None:
+            # the workers are elsewhere: local client CPUs do not apply
+            cpus = placement_mod.Cpus(cpus.server, None)
+        plans = plan_variants(suite, cpus)
+        packages = tuple(dict.fromkeys(p for d in plans.values() for p in d.driver.packages))
+        run = RunRecord(
+            record.new_result(
+                suite,
+                packages,
+                record.placement_doc(plans, quotas),
+                {v: plan.driver.packages for v, plan in plans.items()},
+            )
+        )
+    except BaseException:
+        if cluster is not None:
+            cluster.close()
+        quotas.close()
+        raise
     if suite.profile is not None and options.profile_dir is None:
         options = replace(options, profile_dir=profile_dir(options.output, run.header.run_id))
     cases = expand(suite) if drive is None else []
     total = len(cases) if drive is None else (planned or 0)
     run.set(planned_cases=total)
-    cluster = open_cluster(options.cluster) if options.cluster else None
     if cluster is not None:
         run.environment(model.Environment(cluster=cluster.describe()))
-        if cluster.local is None:  # the workers are elsewhere: local client CPUs do not apply
-            cpus = placement_mod.Cpus(cpus.server, None)
-            run.environment(model.Environment(placement=placement_doc(suite, cpus, quotas)))
 
-    environments: dict[str, Env | EnvError] = {}
     certs = run_certificates(suite, run)
 
     # the JSON file first: a run it cannot record is failed before the others record it
     events = RunEvents(*([JsonWriter(options.output)] if options.output else []), options.events)
 
-    def run_one(case: Case) -> model.Case:
-        events.case_started(case, total)
-        recorded = bench.run_case(case)
-        run.add_case(recorded)
-        events.case_finished(run.result, recorded)
-        return recorded
-
-    bench = Bench(suite, options, cpus, quotas, cluster, environments, total, certs, events)
     events.run_started(run.result)
     unrecorded: RpcmeterError | None = None
     try:
-        environments.update(prepare_environments(suite, run, events))
+        environments = prepare_environments(suite, run, events)
+        plans = {v: replace(plan, env=environments.get(v)) for v, plan in plans.items()}
+        bench = Bench(suite, options, plans, quotas, cluster, total, certs, events)
+
+        def run_one(case: Case) -> model.Case:
+            events.case_started(case, total)
+            recorded = bench.run_case(case)
+            run.add_case(recorded)
+            events.case_finished(run.result, recorded)
+            return recorded
+
         if drive is None:
             for case in cases:
                 run_one(case)
@@ -243,16 +193,18 @@ def prepare_environments(
 def server_command(
     suite: Suite,
     case: Case,
+    plan: VariantPlan,
     spec: ServerSpec,
     endpoint: Endpoint,
-    env: Env | None = None,
     certs: RunCertificates | None = None,
     tls: ServerTls | None = None,
 ) -> list[str]:
-    """The server's command line; with a variant environment, run by its interpreter
-    (``{python}`` in a server command; ``{suite_dir}``: the suite file's directory). A command
-    gets the run's certificates as ``{ca_file}``, ``{cert_file}``, ``{key_file}``; a built-in
-    server gets ``tls`` as its ``tls`` option."""
+    """The server's command line; with the variant's environment (``plan.env``), run by its
+    interpreter (``{python}`` in a server command; ``{suite_dir}``: the suite file's
+    directory). A command gets the run's certificates as ``{ca_file}``, ``{cert_file}``,
+    ``{key_file}``; a built-in server (its driver's: ``plan.server_driver``) gets ``tls`` as its
+    ``tls`` option."""
+    env = plan.env if isinstance(plan.env, Env) else None
     import sys
 
     if spec.command is not None:
@@ -269,33 +221,29 @@ def server_command(
         "workload": {"kind": case.kind, **case.params.model_dump()},
         **({"tls": tls.option()} if tls else {}),
     }
-    command = driver_class(suite.server_driver_of(case.variant)).server_command(endpoint, opts)
+    command = plan.server_driver.server_command(endpoint, opts)
     return in_env(command, env) if env is not None else command
 
 
 @dataclass(frozen=True)
 class Bench:
-    """What every case of one run shares: the suite and the run's options, the CPUs the server and
-    the clients were given (and their quotas), the cluster the load comes from (None: local
-    client processes), the variants' prepared environments and the number of cases planned."""
+    """What every case of one run shares: the suite and the run's options, each variant's plan
+    (its driver, target kind, CPUs, TLS and environment: :class:`rpcmeter.plan.VariantPlan`),
+    the run's CPU quotas, the cluster the load comes from (None: local client processes), the
+    number of cases planned, the run's certificates and where its progress goes."""
 
     suite: Suite
     options: RunOptions
-    cpus: placement_mod.Cpus
+    plans: Mapping[str, VariantPlan]
     quotas: placement_mod.CpuQuotas = field(default_factory=placement_mod.CpuQuotas)
     cluster: LoadCluster | None = None
-    environments: Mapping[str, Env | EnvError] = field(default_factory=dict)
     total: int = 1
     certs: RunCertificates | None = None  # made for the run when a variant uses TLS
     events: RunListener = field(default_factory=RunListener)  # the run's progress goes here
 
     def run_case(self, case: Case) -> model.Case:
         """Run ``case`` with the runner of its variant's target kind (:data:`RUNNERS`)."""
-        bench = self
-        if self.suite.variants[case.variant].placement is not None:  # its own CPUs, no quotas
-            cpus = variant_cpus(self.suite, case.variant, self.cpus)
-            bench = replace(self, cpus=cpus, quotas=placement_mod.CpuQuotas())
-        return RUNNERS[target_kind(self.suite, case.variant)](bench, case).run()
+        return RUNNERS[self.plans[case.variant].target](self, case).run()
 
     def progress(self, case: Case) -> Callable[[int, float], None]:
         """``progress(done, seconds)`` for ``case``: the run's progress event."""
@@ -321,7 +269,11 @@ class TargetRunner:
         self.bench = bench
         self.suite = bench.suite
         self.case = case
-        self.record = CaseRecord(case, applied_cpus(self.suite, case.variant, bench.cpus))
+        self.plan = plan = bench.plans[case.variant]
+        self.cpus = plan.cpus
+        # a variant placed on its own CPUs is given no quotas
+        self.quotas = placement_mod.CpuQuotas() if plan.own_cpus else bench.quotas
+        self.record = CaseRecord(case, plan.applied)
 
     def run(self) -> model.Case:
         try:
@@ -335,7 +287,7 @@ class TargetRunner:
 
     def prepare_environment(self) -> Env | None:
         """The variant's prepared environment (rpcmeter.envs), if it has one."""
-        prepared = self.bench.environments.get(self.case.variant)
+        prepared = self.plan.env
         if isinstance(prepared, EnvError):
             raise CaseFailed(f"environment: {prepared}")
         return prepared
@@ -346,16 +298,12 @@ class CommandCase(TargetRunner):
     (:mod:`rpcmeter.runners.command`)."""
 
     def steps(self, env: Env | None) -> None:
-        from rpcmeter.runners.command import run_command_case
-
-        run_command_case(
-            self.suite,
-            self.case,
-            self.record,
-            applied_cpus(self.suite, self.case.variant, self.bench.cpus).server,
-            env,
-            self.bench.progress(self.case),
-        )
+        suite, server_cpus = self.suite, self.plan.applied.server
+        line = command_line(suite, self.case, env)
+        self.record.command(line.argv, line.python, suite.runs.warmup, line.params)
+        self.record.command_cpus(list(server_cpus) if server_cpus else None)
+        outcome = run_command(line, suite.runs, server_cpus, self.bench.progress(self.case))
+        self.record.runs(outcome)
 
 
 class ServerCase(TargetRunner):
@@ -366,11 +314,11 @@ class ServerCase(TargetRunner):
         self.server: ServerProcess | None = None  # None: a remote server rpcmeter does not start
         self.monitor: resources.TreeMonitor | None = None  # watches the server rpcmeter started
         # TLS: the client's (rpcmeter.tls), and the built-in server's ``tls`` option
-        settings = self.suite.tls_of(case.variant)
-        managed = self.suite.address_of(case.variant) is None
+        settings = self.plan.tls
         self.tls_client: ClientTls | None = None
         self.tls_server: ServerTls | None = None
         if settings is not None:
+            managed = self.plan.address is None
             self.tls_client, self.tls_server = for_case(settings, bench.certs, managed)
 
     def steps(self, env: Env | None) -> None:
@@ -386,9 +334,7 @@ class ServerCase(TargetRunner):
 
     def measure(self, endpoint: Endpoint, env: Env | None, idle: resources.CpuTimes | None) -> None:
         """The case's load against the server at ``endpoint``, recorded with its resources."""
-        load = LoadSpec.of_case(
-            self.suite, self.case, endpoint, self.bench.cpus.client, self.tls_client
-        )
+        load = LoadSpec.of_case(self.suite, self.case, endpoint, self.cpus.client, self.tls_client)
         rtt = self.round_trip(load)
         outcome = self.drive_load(load)
         self.record.load(outcome)
@@ -396,8 +342,8 @@ class ServerCase(TargetRunner):
             outcome,
             self.monitor,
             idle,
-            self.bench.cpus,
-            self.bench.quotas,
+            self.cpus,
+            self.quotas,
             remote_load=self.bench.cluster is not None and self.bench.cluster.local is None,
         )
         self.finish(outcome, rtt)
@@ -406,7 +352,7 @@ class ServerCase(TargetRunner):
         """Where the server listens: the variant's remote address, or a fresh port or socket."""
         variant, target = self.suite.variants[self.case.variant], self.suite.target
         transport = variant.transport or target.transport
-        address = self.suite.address_of(self.case.variant)
+        address = self.plan.address
         endpoint = (
             remote_endpoint(address, transport)
             if address is not None
@@ -419,7 +365,7 @@ class ServerCase(TargetRunner):
         """Start the case's server and watch its process tree from its start (CPU, memory); a
         remote server is only probed (its resources are unknown)."""
         suite, case = self.suite, self.case
-        address = suite.address_of(case.variant)
+        address = self.plan.address
         self.record.server_managed(address is None)
         if address is not None:
             if not probe(endpoint, timeout=5.0):
@@ -427,15 +373,17 @@ class ServerCase(TargetRunner):
             return
         spec = suite.server_of(case.variant)
         self.server = ServerProcess(
-            server_command(suite, case, spec, endpoint, env, self.bench.certs, self.tls_server),
+            server_command(
+                suite, case, self.plan, spec, endpoint, self.bench.certs, self.tls_server
+            ),
             endpoint,
             env={**(env.activation() if env else {}), **suite.env_of(case.variant)},
             cwd=spec.cwd,
-            cpus=self.bench.cpus.server,
+            cpus=self.cpus.server,
             ready_timeout_s=spec.ready_timeout_s,
             stop_timeout_s=spec.stop_timeout_s,
             ready_probe=False,
-            quota=self.bench.quotas.server,
+            quota=self.quotas.server,
         )
         self.monitor = resources.TreeMonitor(
             self.server.tree, suite.resources.sample_interval_s, self.server.cpu_times
@@ -451,7 +399,7 @@ class ServerCase(TargetRunner):
     def record_idle(self) -> None:
         """An ``idle`` case: the server's CPU over the case's window is its idle cost."""
         window = self.case.load.duration_s or self.suite.resources.idle_s or 1.0
-        self.record.idle(window, self.monitor, self.bench.cpus, self.bench.quotas)
+        self.record.idle(window, self.monitor, self.cpus, self.quotas)
 
     def idle_window(self) -> resources.CpuTimes | None:
         """The server's CPU over a quiet window before the load (``resources.idle_s``)."""
@@ -494,7 +442,7 @@ class ServerCase(TargetRunner):
         )
 
         def placed(pids: list[int]) -> None:
-            self.record.note_placement(placement_mod.join_cgroup(self.bench.quotas.client, pids))
+            self.record.note_placement(placement_mod.join_cgroup(self.quotas.client, pids))
             profiler.clients(pids)
 
         def go() -> None:  # the measured interval runs from go to end
@@ -532,7 +480,7 @@ class ServerCase(TargetRunner):
         server = self.server
         if rtt is not None and not outcome.failure:
             rtt.measure("after")  # a failure here leaves the round trip measured before only
-            self.record.breakdown(rtt.breakdown(outcome))
+            self.record.breakdown(rtt, outcome)
         if outcome.failure:
             tail = server.output_tail() if server is not None and not server.alive() else ""
             self.record.fail(outcome.failure, tail)
@@ -549,8 +497,6 @@ class CommandClientCase(ServerCase):
     quota), counted in requests (:meth:`rpcmeter.record.CaseRecord.client_runs`)."""
 
     def measure(self, endpoint: Endpoint, env: Env | None, idle: resources.CpuTimes | None) -> None:
-        from rpcmeter.runners.command import command_line, run_command
-
         suite, case, monitor = self.suite, self.case, self.monitor
         per_run = suite.variants[case.variant].requests_per_run
         assert per_run is not None, "checked when the suite was loaded"
@@ -560,25 +506,26 @@ class CommandClientCase(ServerCase):
             if monitor is not None:
                 monitor.mark(name)
 
-        line = command_line(suite, case, env, endpoint, self.tls_client)
+        scheme = self.plan.server_driver.url_scheme
+        line = command_line(suite, case, env, endpoint, self.tls_client, scheme)
         self.record.command(line.argv, line.python, suite.runs.warmup, line.params)
         outcome = run_command(
             line,
             suite.runs,
-            self.bench.cpus.client,
+            self.cpus.client,
             on_run=lambda runs, seconds: progress(runs * per_run, seconds),  # in requests
             on_go=lambda: mark("go"),
-            cgroup=self.bench.quotas.client,
+            cgroup=self.quotas.client,
         )
         mark("end")
         self.record.note_placement(outcome.placement_note)
-        self.record.client_runs(outcome, per_run, monitor, idle, self.bench.cpus, self.bench.quotas)
+        self.record.client_runs(outcome, per_run, monitor, idle, self.cpus, self.quotas)
         server = self.server
         if outcome.failure and server is not None and not server.alive():
             self.record.fail(outcome.failure, server.output_tail())
 
 
-#: The case runner of each target kind (:func:`target_kind`).
+#: The case runner of each target kind (:func:`rpcmeter.plan.target_kind`).
 RUNNERS: dict[str, type[TargetRunner]] = {
     "server": ServerCase,
     "remote": ServerCase,

@@ -14,13 +14,15 @@ JSON only when the document is written.
 from __future__ import annotations
 
 import math
+import statistics
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rpcmeter import model
 from rpcmeter import placement as placement_mod
+from rpcmeter.breakdown import breakdown as breakdown_of
 from rpcmeter.metrics import environment, streams
 from rpcmeter.metrics.connections import ConnectionCosts
 from rpcmeter.metrics.histogram import Histogram
@@ -36,9 +38,11 @@ from rpcmeter.result import now_iso
 from rpcmeter.tls import RunCertificates, TlsSettings, file_fingerprint
 
 if TYPE_CHECKING:
-    from rpcmeter.plan import Case
+    from rpcmeter.plan import Case, VariantPlan
     from rpcmeter.runners.command import Outcome
     from rpcmeter.runners.recording import LoadOutcome
+    from rpcmeter.runners.round_trip import RoundTrip
+    from rpcmeter.runners.tree import TreeUsage
     from rpcmeter.suite import Suite
 
 
@@ -130,8 +134,6 @@ class CaseRecord:
         # on a cluster, per-worker figures too; CPU totals come from them (resources), so that
         # a lost worker makes the total unknown rather than short
         if outcome.workers:
-            from rpcmeter.runners.distributed import load_spread
-
             f["workers"] = list(outcome.workers)
             f["spread"] = load_spread(outcome.workers)
 
@@ -234,8 +236,12 @@ class CaseRecord:
         )
         self.fields["cpu"], self.fields["memory"] = cpu, memory
 
-    def breakdown(self, breakdown: model.Breakdown) -> None:
-        self.fields["breakdown"] = breakdown
+    def breakdown(self, rtt: RoundTrip, outcome: LoadOutcome) -> None:
+        """The case's ``breakdown`` (rpcmeter.breakdown): its round trip before and after, and
+        its load's server-reported times."""
+        self.fields["breakdown"] = breakdown_of(
+            rtt.before, rtt.after, outcome.server_hist, outcome.net_hist, outcome.queue_hist
+        )
 
     def command(self, argv: list[str], python: str, warmup_runs: int, params: model.Json) -> None:
         """A command's case (a whole command's or a command client's): what runs (before
@@ -252,7 +258,7 @@ class CaseRecord:
         """A whole command's measured runs: runs count as requests, their wall times as
         latency; the command's CPU and memory are the server side (rpcmeter.runners.command)."""
         ok = self._runs(outcome)
-        runs = outcome.runs
+        runs = self.fields["runs"]
         f = self.fields
         f["requests"] = len(runs)
         f["ok"] = len(ok)
@@ -311,13 +317,12 @@ class CaseRecord:
     def _runs(self, outcome: Outcome) -> list[model.Run]:
         """A command's runs, their means (``command``), and why it stopped if it did; the
         successful runs."""
-        from rpcmeter.runners.command import summarize
-
-        ok = [r for r in outcome.runs if r.exit_code == 0]
+        runs = [command_run(usage) for usage in outcome.runs]
+        ok = [r for r in runs if r.exit_code == 0]
         f = self.fields
         f["wall_s"] = outcome.elapsed_s
-        f["runs"] = list(outcome.runs)
-        f["command"] = f.get("command", model.Command()).updated(summarize(ok))
+        f["runs"] = runs
+        f["command"] = f.get("command", model.Command()).updated(command_summary(ok))
         if outcome.failure:
             self.fail(outcome.failure)
             if outcome.output_tail:
@@ -345,6 +350,61 @@ class CaseRecord:
         if f.get("stream") is not None:
             f["stream"] = stream_with_cpu(f["stream"], f["cpu"])
         return model.Case(**f)
+
+
+def load_spread(workers: list[model.Worker]) -> model.Spread:
+    """Whether the load was spread evenly: per-worker throughput, lowest over highest (None with
+    fewer than two workers carrying load)."""
+    rates = [w.throughput_rps or 0.0 for w in workers if w.status == "ok"]
+    lo, hi = (min(rates), max(rates)) if rates else (0.0, 0.0)
+    return model.Spread(
+        workers=len(workers),
+        lost=sum(1 for w in workers if w.status != "ok"),
+        min_rps=lo,
+        max_rps=hi,
+        min_max_ratio=lo / hi if hi > 0 and len(rates) > 1 else None,
+    )
+
+
+def command_run(usage: TreeUsage) -> model.Run:
+    """A command's measured run as the case records it (``outlived`` only when processes
+    outlived it)."""
+    run = model.Run(
+        wall_s=usage.wall_s,
+        user_s=usage.user_s,
+        sys_s=usage.sys_s,
+        cpu_s=usage.user_s + usage.sys_s,
+        max_rss_bytes=usage.max_rss_bytes,
+        exit_code=usage.exit_code,
+        processes=usage.processes,
+    )
+    return run.model_copy(update={"outlived": usage.outlived}) if usage.outlived else run
+
+
+def _mean(values: list[float]) -> float:
+    return statistics.fmean(values) if values else float("nan")
+
+
+def _stdev(values: list[float]) -> float:
+    return statistics.stdev(values) if len(values) > 1 else float("nan")
+
+
+def command_summary(runs: list[model.Run]) -> model.Command:
+    """Means over runs: the figures of a case's ``command`` block."""
+    wall = [r.wall_s for r in runs]
+    cpu = [r.user_s + r.sys_s for r in runs]
+    mean_wall, mean_cpu = _mean(wall), _mean(cpu)
+    return model.Command(
+        runs=len(runs),
+        wall_s=mean_wall,
+        wall_stdev_s=_stdev(wall),
+        user_s=_mean([r.user_s for r in runs]),
+        sys_s=_mean([r.sys_s for r in runs]),
+        cpu_s=mean_cpu,
+        cpu_stdev_s=_stdev(cpu),
+        cores=mean_cpu / mean_wall if runs and mean_wall > 0 else float("nan"),
+        max_rss_bytes=max((r.max_rss_bytes for r in runs), default=0),
+    )
 
 
 def load_processes(outcome: LoadOutcome) -> list[model.Client]:
@@ -405,7 +465,7 @@ def new_result(
 ) -> model.Result:
     """A run's result before its first case: the suite and the environment (the machine, the
     packages the drivers use, ``placement`` as applied)."""
-    from rpcmeter import __version__
+    from rpcmeter.version import __version__
 
     machine = model.Environment.model_validate(environment.capture(packages, __version__))
     env = machine.model_copy(update={"placement": placement})
@@ -480,6 +540,20 @@ def placement_of(cpus: placement_mod.Cpus, **more: Any) -> model.Placement:
 
 def cgroup_of(group: placement_mod.Cgroup) -> model.Cgroup:
     return model.Cgroup(path=str(group.path), version=group.version, cpus=group.cpus)
+
+
+def placement_doc(
+    plans: Mapping[str, VariantPlan], quotas: placement_mod.CpuQuotas | None
+) -> model.Placement:
+    """The run's placement as applied: the first variant's, and ``by_variant`` (each variant's,
+    with its ``target`` kind) when the variants' target kinds place them differently."""
+    by_variant = {v: placement_of(p.applied, target=p.placed_as) for v, p in plans.items()}
+    first = next(iter(by_variant.values()))
+    doc = with_cgroups(first, quotas) if quotas else first
+    placed = [p.model_copy(update={"target": None}) for p in by_variant.values()]
+    if any(p != placed[0] for p in placed):  # a command client is placed as a server case
+        doc = doc.model_copy(update={"by_variant": by_variant})
+    return doc
 
 
 def with_cgroups(placement: model.Placement, quotas: placement_mod.CpuQuotas) -> model.Placement:

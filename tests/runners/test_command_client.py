@@ -17,9 +17,10 @@ from rpcmeter.cli import main
 from rpcmeter.drivers import driver_class
 from rpcmeter.endpoints import Endpoint
 from rpcmeter.errors import SuiteError
-from rpcmeter.execute import placement_doc, target_kind
 from rpcmeter.model import Result
 from rpcmeter.placement import Cgroup, resolve
+from rpcmeter.plan import plan_variants
+from rpcmeter.record import placement_doc
 from rpcmeter.reporters import markdown
 from rpcmeter.reporters.plots import all_plots
 from rpcmeter.reporters.terminal import render
@@ -200,8 +201,8 @@ def test_a_command_client_takes_the_workloads_of_the_target(tmp_path: Path) -> N
     assert suite.workloads["noop"].kind == "echo"
     assert suite.command_client("python client") and not suite.command_client("rpcmeter")
     assert suite.server_driver_of("python client") == "zmq"
-    assert target_kind(suite, "python client") == "client"
-    assert target_kind(suite, "rpcmeter") == "server"
+    plans = plan_variants(suite, resolve(suite.placement))
+    assert plans["python client"].target == "client" and plans["rpcmeter"].target == "server"
 
 
 # ---- HTTP targets: placement, TLS placeholders, a server at an address -------------------------
@@ -385,7 +386,7 @@ def test_ca_file_for_a_server_at_an_address_is_the_suites_own(tmp_path: Path) ->
         "certificate"
     )
     cleartext = load_suite(http_suite(tmp_path, 'address = "127.0.0.1:9"', CLEARTEXT))
-    placement = placement_doc(cleartext, resolve(cleartext.placement), None)
+    placement = placement_doc(plan_variants(cleartext, resolve(cleartext.placement)), None)
     assert placement.target == "remote" and placement.server_cpus is None
 
 

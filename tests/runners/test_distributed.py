@@ -25,7 +25,7 @@ from rpcmeter.errors import ClusterError
 from rpcmeter.execute import Bench, RunOptions
 from rpcmeter.metrics import streams
 from rpcmeter.metrics.histogram import SUB_BITS, Histogram
-from rpcmeter.plan import expand
+from rpcmeter.plan import expand, plan_variants
 from rpcmeter.record import stream_section
 from rpcmeter.reporters import terminal
 from rpcmeter.runners.distributed import (
@@ -145,9 +145,8 @@ def test_execute_dispatches_to_the_cluster(cluster: LoadCluster, server: Endpoin
         }
     )
     case = expand(suite)[0]
-    recorded = Bench(suite, RunOptions(), placement.Cpus(None, None), cluster=cluster).run_case(
-        case
-    )
+    plans = plan_variants(suite, placement.Cpus(None, None))
+    recorded = Bench(suite, RunOptions(), plans, cluster=cluster).run_case(case)
     assert recorded.status == "ok", recorded.reason
     assert recorded.requests == 300 and recorded.server_managed is False
     workers = recorded.workers or []

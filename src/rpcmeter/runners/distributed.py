@@ -606,17 +606,3 @@ def _client_sum(
     if len(done) < len(mine):
         return None
     return client_total([by_client[c] for c in done], figure)
-
-
-def load_spread(workers: list[model.Worker]) -> model.Spread:
-    """Whether the load was spread evenly: per-worker throughput, lowest over highest (None with
-    fewer than two workers carrying load)."""
-    rates = [w.throughput_rps or 0.0 for w in workers if w.status == "ok"]
-    lo, hi = (min(rates), max(rates)) if rates else (0.0, 0.0)
-    return model.Spread(
-        workers=len(workers),
-        lost=sum(1 for w in workers if w.status != "ok"),
-        min_rps=lo,
-        max_rps=hi,
-        min_max_ratio=lo / hi if hi > 0 and len(rates) > 1 else None,
-    )
