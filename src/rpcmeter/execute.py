@@ -69,8 +69,6 @@ def run_suite(
     cases whose rates depend on earlier results; ``run`` is the run's record); ``planned`` is
     then its case budget."""
     options = options or RunOptions()
-    drivers = list(dict.fromkeys(suite.driver_of(v) for v in suite.variants))
-    preload_drivers(drivers)
     cpus = placement_mod.resolve(suite.placement, where=suite.path)
     quotas = placement_mod.apply_quotas(cpus, suite.resources.cgroup)
     cluster: LoadCluster | None = None
@@ -80,6 +78,7 @@ def run_suite(
             # the workers are elsewhere: local client CPUs do not apply
             cpus = placement_mod.Cpus(cpus.server, None)
         plans = plan_variants(suite, cpus)
+        preload_drivers(dict.fromkeys(p.driver for p in plans.values()))
         packages = tuple(dict.fromkeys(p for d in plans.values() for p in d.driver.packages))
         run = RunRecord(
             record.new_result(

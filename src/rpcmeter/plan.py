@@ -8,11 +8,11 @@ import itertools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from rpcmeter.drivers import driver_class
-from rpcmeter.drivers.base import Driver
+from rpcmeter.drivers.base import TargetSpec
 from rpcmeter.errors import EnvError
 from rpcmeter.placement import Cpus, applied, resolve
 from rpcmeter.suite_model import Load, Suite
+from rpcmeter.targets import target_class
 from rpcmeter.tls import TlsSettings
 from rpcmeter.workloads import WorkloadParams, parse_params
 
@@ -105,8 +105,8 @@ class VariantPlan:
     cases are given and those they really get, its TLS, and (once prepared) its environment."""
 
     name: str
-    driver: type[Driver]
-    server_driver: type[Driver]
+    driver: type[TargetSpec]
+    server_driver: type[TargetSpec]
     target: TargetKind  # see :func:`target_kind`
     placed_as: TargetKind  # the target kind its placement is recorded as
     cpus: Cpus  # the suite's placement, or the variant's own
@@ -117,7 +117,7 @@ class VariantPlan:
     env: Env | EnvError | None = None  # its prepared environment (rpcmeter.envs)
 
 
-def target_kind(suite: Suite, variant: str, driver: type[Driver]) -> TargetKind:
+def target_kind(suite: Suite, variant: str, driver: type[TargetSpec]) -> TargetKind:
     """``command`` (a whole command: its driver runs whole commands), ``client`` (a command
     client: a whole command run against the server rpcmeter starts for it, placed as the
     clients are; :meth:`~rpcmeter.suite_model.Suite.command_client`), ``remote`` (a server
@@ -131,8 +131,9 @@ def target_kind(suite: Suite, variant: str, driver: type[Driver]) -> TargetKind:
 
 def plan_variant(suite: Suite, variant: str, cpus: Cpus) -> VariantPlan:
     """The plan of ``variant`` on the suite's placement ``cpus``."""
-    driver = driver_class(suite.driver_of(variant))
-    server_driver = driver_class(suite.server_driver_of(variant))
+    options = {**suite.target.options, **suite.variants[variant].options}
+    driver = target_class(suite.driver_of(variant), options)  # the client path they pick
+    server_driver = target_class(suite.server_driver_of(variant))
     kind = target_kind(suite, variant, driver)
     address = suite.address_of(variant)
     # a command client of a server at an address: only the client side is placed

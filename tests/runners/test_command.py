@@ -11,9 +11,9 @@ import pytest
 
 from rpcmeter.aggregate import cells
 from rpcmeter.cli import main
-from rpcmeter.drivers.command import fill, placeholders
 from rpcmeter.errors import SuiteError
 from rpcmeter.suite import load_suite
+from rpcmeter.targets import fill, placeholders
 from tests.support.synthetic import parsed
 
 

@@ -1,8 +1,10 @@
 """gRPC driver: unary calls with raw ``bytes`` bodies, no generated stubs.
 
-Two clients: rpcmeter's own HTTP/2 client on the event loop (the default; see
-:mod:`rpcmeter.drivers.grpc_h2`), and grpcio's blocking stubs on threads
-(``options.client = "grpcio"``). Both send the same messages and read the same statuses.
+Two client paths, one class each, picked by the registry from ``options.client``
+(:data:`rpcmeter.drivers.CLIENT_PATHS`): rpcmeter's own HTTP/2 client on the event loop
+(:class:`GrpcDriver`, the default; see :mod:`rpcmeter.drivers.grpc_h2`), and grpcio's blocking
+stubs on threads (``options.client = "grpcio"``: :class:`rpcmeter.drivers.grpcio.GrpcioDriver`).
+Both send the same messages and read the same statuses (:class:`GrpcCommon`).
 
 By default it calls rpcmeter's built-in service (``rpcmeter.Bench``, see
 :mod:`rpcmeter.servers.grpc_server`) with the workload's request body
@@ -57,32 +59,26 @@ server may send; replies without them report none (unknown). A failed call count
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import grpc
 
-from rpcmeter.drivers.base import RAW_BODY_OPTIONS, Caller, Channel, DriverContext, EventDriver
+from rpcmeter.drivers.base import RAW_BODY_OPTIONS, Channel, Driver, DriverContext, EventDriver
 from rpcmeter.drivers.grpc_h2 import GrpcH2Client
 from rpcmeter.drivers.grpc_stream import (
     MAX_MESSAGE_BYTES,
     GrpcStreamH2,
-    StreamFigures,
-    grpcio_stream_caller,
 )
 from rpcmeter.errors import SuiteError
 from rpcmeter.metrics.connections import ConnectionCosts
 from rpcmeter.protocols.bodies import (
     KINDS,
     bodies_from_options,
-    check,
     check_raw_options,
     check_variant_options,
     stream_metadata,
 )
-from rpcmeter.protocols.grpc import method_path, stream_method_path, target
-from rpcmeter.protocols.timing import ServerTime, trailer_times
-from rpcmeter.tls import probe_handshake
+from rpcmeter.protocols.grpc import method_path, stream_method_path
 from rpcmeter.workloads import StreamParams
 
 if TYPE_CHECKING:
@@ -146,7 +142,13 @@ def check_options(opts: Mapping[str, Any]) -> None:
     check_raw_options(opts)
 
 
-class GrpcDriver(EventDriver):
+class GrpcCommon(Driver):
+    """The gRPC driver as a suite sees it (transports, options, server, TLS), and what its two
+    client paths share: the method, the request and the reply expected, the metadata and the
+    deadline. The registry picks the path by ``options.client``
+    (:data:`rpcmeter.drivers.CLIENT_PATHS`): :class:`GrpcDriver` (rpcmeter's own HTTP/2 client)
+    or :class:`rpcmeter.drivers.grpcio.GrpcioDriver`."""
+
     name: ClassVar[str] = "grpc"
     transports: ClassVar[tuple[str, ...]] = ("tcp", "unix")
     workloads: ClassVar[frozenset[str]] = frozenset({*KINDS, "stream"})
@@ -181,30 +183,6 @@ class GrpcDriver(EventDriver):
                     "skip verification: give the server's CA as ca_file"
                 )
 
-    @classmethod
-    def spin_problem(cls, options: Mapping[str, Any]) -> str | None:
-        if options.get("client", "h2") == "grpcio":
-            return 'its grpcio client (options.client = "grpcio") waits in grpc\'s own threads'
-        return None
-
-    def credentials(self) -> tuple[grpc.ChannelCredentials | None, list[tuple[str, Any]]]:
-        """The channel credentials and options of ``ctx.tls`` (None: cleartext)."""
-        tls = self.ctx.tls
-        if tls is None:
-            return None, []
-        s = tls.settings
-
-        def read(path: str | None) -> bytes | None:
-            return Path(path).read_bytes() if path else None
-
-        creds = grpc.ssl_channel_credentials(
-            root_certificates=read(tls.ca_file),
-            private_key=read(s.key_file),
-            certificate_chain=read(s.cert_file),
-        )
-        name = tls.server_name
-        return creds, [("grpc.ssl_target_name_override", name)] if name else []
-
     def __init__(self, ctx: DriverContext) -> None:
         super().__init__(ctx)
         opts = ctx.options
@@ -217,17 +195,20 @@ class GrpcDriver(EventDriver):
         self.metadata = tuple((str(k), str(v)) for k, v in (opts.get("metadata") or {}).items())
         if self.stream is not None and not opts.get("method"):
             self.metadata += stream_metadata(self.stream)
-        self.figures = StreamFigures()
         self.max_message = int(opts.get("max_message_bytes", MAX_MESSAGE_BYTES))
         timeout = opts.get("call_timeout_s")
         self.timeout = float(timeout) if timeout is not None else None
-        self.channels: list[grpc.Channel] = []
+        self.connect_timeout_s = float(opts.get("connect_timeout_s", 10.0))
+
+
+class GrpcDriver(GrpcCommon, EventDriver):
+    """Unary and streaming calls over rpcmeter's own HTTP/2 client on the event loop (the
+    default path; see the module doc)."""
+
+    def __init__(self, ctx: DriverContext) -> None:
+        super().__init__(ctx)
         self.h2: GrpcH2Client | None = None
 
-    def uses_event_loop(self) -> bool:
-        return bool(self.ctx.options.get("client", "h2") != "grpcio")
-
-    # the h2 client ----------------------------------------------------------------------------
     async def open(self) -> None:
         args = (
             self.ctx,
@@ -243,100 +224,21 @@ class GrpcDriver(EventDriver):
             self.h2 = GrpcStreamH2(*args, params=self.stream, max_message_bytes=self.max_message)
         else:
             self.h2 = GrpcH2Client(*args)
-        await self.h2.open(float(self.ctx.options.get("connect_timeout_s", 10.0)))
+        await self.h2.open(self.connect_timeout_s)
 
     def channel(self, index: int) -> Channel:
         assert self.h2 is not None, "open() first"
         return self.h2.channel(index)
 
-    # the grpcio client ------------------------------------------------------------------------
-    def connect(self) -> None:
-        if self.uses_event_loop():
-            return  # the h2 client connects in open()
-        addr = target(self.ctx.endpoint)
-        creds, tls_options = self.credentials()
-        self.channels = []
-        for i in range(max(1, self.ctx.connections)):
-            channel_options = [
-                ("grpc.max_receive_message_length", self.max_message),
-                ("grpc.use_local_subchannel_pool", 1),
-                ("rpcmeter.client", self.ctx.client_index),
-                ("rpcmeter.channel", i),
-                *tls_options,
-            ]
-            self.channels.append(
-                grpc.insecure_channel(addr, options=channel_options)
-                if creds is None
-                else grpc.secure_channel(addr, creds, options=channel_options)
-            )
-        wait_s = float(self.ctx.options.get("connect_timeout_s", 10.0))
-        for ch in self.channels:
-            try:
-                grpc.channel_ready_future(ch).result(timeout=wait_s)
-            except grpc.FutureTimeoutError:
-                self.close()
-                ep = self.ctx.endpoint
-                if self.ctx.tls is not None and ep.port is not None:  # name the TLS failure
-                    why = probe_handshake(self.ctx.tls, ep.host, ep.port, ("h2",))
-                    if why is not None:
-                        raise why from None
-                raise ConnectionError(f"no gRPC connection to {addr} within {wait_s:g} s") from None
-        self.stubs = [ch.unary_unary(self.path) for ch in self.channels]
-        self.bytes_out = [0] * self.ctx.threads
-        self.bytes_in = [0] * self.ctx.threads
-
     def close(self) -> None:
         if self.h2 is not None:
             self.h2.close()
-        for ch in self.channels:
-            ch.close()
 
     def connection_costs(self) -> ConnectionCosts | None:
         return self.h2.costs if self.h2 is not None else None
 
     def counters(self) -> dict[str, int]:
-        if self.h2 is not None:
-            return self.h2.counters()
-        if self.stream is not None:
-            return self.figures.counters()
-        return {"bytes_out": sum(self.bytes_out), "bytes_in": sum(self.bytes_in)}
-
-    def caller(self, thread_index: int) -> Caller:
-        if self.stream is not None:
-            return grpcio_stream_caller(
-                self.channels[thread_index % len(self.channels)],
-                self.path,
-                self.stream,
-                self.request,
-                self.expected,
-                self.metadata,
-                self.timeout,
-                self.figures,
-                status_error,
-            )
-        stub = self.stubs[thread_index % len(self.stubs)]
-        request = self.request
-        n_out = len(request)
-        expected = self.expected
-        kind = self.ctx.workload.kind
-        metadata = self.metadata or None
-        timeout = self.timeout
-        out = self.bytes_out
-        inp = self.bytes_in
-        t = thread_index
-
-        def call() -> ServerTime | None:
-            try:
-                reply, rpc = stub.with_call(request, timeout=timeout, metadata=metadata)
-            except grpc.RpcError as exc:
-                raise status_error(exc) from None
-            out[t] += n_out
-            inp[t] += len(reply)
-            if expected is not None and reply != expected:
-                check(reply, expected, kind)
-            return trailer_times(rpc.trailing_metadata())
-
-        return call
+        return self.h2.counters() if self.h2 is not None else {}
 
 
-__all__ = ["GrpcDriver", "GrpcError", "status_error", "target"]
+__all__ = ["GrpcCommon", "GrpcDriver", "GrpcError", "status_error"]

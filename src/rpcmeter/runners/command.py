@@ -60,12 +60,12 @@ from typing import Any
 import psutil
 
 from rpcmeter import placement
-from rpcmeter.drivers.command import command_of, fill
 from rpcmeter.endpoints import Endpoint
 from rpcmeter.envs import Env
 from rpcmeter.plan import Case
 from rpcmeter.runners import tree
 from rpcmeter.suite import Runs, Suite
+from rpcmeter.targets import command_of, fill
 from rpcmeter.tls import ClientTls
 from rpcmeter.tls import server_name as tls_server_name
 from rpcmeter.watchdog import WATCHDOG
