@@ -92,7 +92,7 @@ def test_cgroup_quota_limits_a_spinning_process() -> None:
 
 def test_the_placement_shown_is_the_one_applied_for_each_target_kind() -> None:
     from rpcmeter.placement import resolve
-    from rpcmeter.reporters.terminal import placement_phrase
+    from rpcmeter.reporters.build import placement_phrase
 
     def placed(raw: dict[str, Any]) -> dict[str, Any]:
         suite = build_suite(raw)
@@ -140,7 +140,7 @@ def test_the_placement_shown_is_the_one_applied_for_each_target_kind() -> None:
 def test_a_variant_may_have_its_own_placement() -> None:
     from rpcmeter.execute import run_suite
     from rpcmeter.placement import resolve
-    from rpcmeter.reporters.terminal import placement_phrase
+    from rpcmeter.reporters.build import placement_phrase
 
     suite = build_suite(
         {

@@ -70,11 +70,11 @@ def case_warnings(case: Case) -> list[str]:
     ]
 
 
-def document(result: Result) -> Json:
+def document(result: Result, derived: Derived | None = None) -> Json:
     """The result's JSON document with its derived ``warnings`` and ``comparisons`` (for readers
-    outside rpcmeter)."""
+    outside rpcmeter; ``derived``: :func:`derive`'s, when not given)."""
     doc = result.to_json()
-    found = derive(result)
+    found = derived or derive(result)
     doc["warnings"] = list(found.warnings)
     doc["comparisons"] = found.comparisons.to_json()
     return doc

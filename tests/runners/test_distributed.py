@@ -27,7 +27,7 @@ from rpcmeter.metrics import streams
 from rpcmeter.metrics.histogram import SUB_BITS, Histogram
 from rpcmeter.plan import expand, plan_variants
 from rpcmeter.record import stream_section
-from rpcmeter.reporters import terminal
+from rpcmeter.reporters.build import spread_lines
 from rpcmeter.runners.distributed import (
     ClientProcess,
     LoadCluster,
@@ -157,7 +157,7 @@ def test_execute_dispatches_to_the_cluster(cluster: LoadCluster, server: Endpoin
     assert spread.min_max_ratio is not None and 0 < spread.min_max_ratio <= 1
     assert (recorded.cpu.client_user_s or 0) > 0
     doc: dict[str, Any] = recorded.dump()
-    lines = terminal.spread_lines(
+    lines = spread_lines(
         completed(
             {
                 "environment": {"cluster": cluster.describe().dump()},

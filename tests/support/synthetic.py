@@ -10,6 +10,8 @@ import numpy as np
 
 from rpcmeter import analysis, derived, model
 from rpcmeter.metrics.histogram import Histogram
+from rpcmeter.reporters.build import build
+from rpcmeter.reporters.view import View
 
 # (workload, point, variant) -> per-repetition mean latency in microseconds
 CellSpec = dict[tuple[str, tuple[tuple[str, Any], ...], str], Sequence[float]]
@@ -130,22 +132,28 @@ def with_case(result: model.Result, index: int, **changes: Any) -> model.Result:
 
 
 def parsed(doc: dict[str, Any]) -> model.Result:
-    """The result of a test's JSON document. The comparisons and warnings a document stores are
-    not read back (the model derives them); a test that gives its own (comparisons: a whole
-    comparison document, read through :class:`rpcmeter.analysis.Comparison`) keeps them as though
-    derived."""
-    result = model.Result.from_json(doc)
-    comparisons, warnings = doc.get("comparisons"), doc.get("warnings")
-    if comparisons is None and warnings is None:
-        return result
+    """The result of a test's JSON document (the comparisons and warnings a document stores are
+    not read back: :func:`view_of` takes a test's own)."""
+    return model.Result.from_json(doc)
+
+
+def view_of(value: dict[str, Any] | model.Result) -> View:
+    """The view reports draw (:func:`rpcmeter.reporters.build.build`) of a result, or of a test's
+    JSON document: a document that gives its own comparisons (a whole comparison document, read
+    through :class:`rpcmeter.analysis.Comparison`) or warnings has them in place of the derived
+    ones."""
+    if isinstance(value, model.Result):
+        return build(value)
+    result = parsed(value)
+    comparisons, warnings = value.get("comparisons"), value.get("warnings")
     found = derived.derive(result)
-    derived._DERIVED[id(result)] = derived.Derived(  # as though derived from the cases
+    given = derived.Derived(
         found.comparisons
         if comparisons is None
         else analysis.Comparison.model_validate(comparisons),
         found.warnings if warnings is None else tuple(warnings),
     )
-    return result
+    return build(result, given)
 
 
 def document(result: model.Result) -> dict[str, Any]:
