@@ -44,7 +44,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rpcmeter import model
 from rpcmeter.errors import EnvError
 from rpcmeter.suite import GitSource, Suite, Variant
 
@@ -134,19 +133,20 @@ class Env:
         env.pop("PYTHONHOME", None)
         return {**env, **self.activation(env)}
 
-    def describe(self) -> model.VariantEnv:
-        """What the result records of this environment (``environment.variant_envs``)."""
-        return model.VariantEnv(
-            source=self.source,
-            python=self.python,
-            python_version=self.python_version,
-            virtualenv=str(self.root) if self.root else None,
-            key=self.key,
-            git_sha=self.git_sha,
-            created=self.created,
-            prepare_s=round(self.seconds, 3),
-            packages=dict(self.packages),
-        )
+    def describe(self) -> dict[str, Any]:
+        """What the result records of this environment, as JSON values
+        (``environment.variant_envs``; :meth:`rpcmeter.record.RunRecord.variant_envs`)."""
+        return {
+            "source": self.source,
+            "python": self.python,
+            "python_version": self.python_version,
+            "virtualenv": str(self.root) if self.root else None,
+            "key": self.key,
+            "git_sha": self.git_sha,
+            "created": self.created,
+            "prepare_s": round(self.seconds, 3),
+            "packages": dict(self.packages),
+        }
 
 
 # ---- helpers ------------------------------------------------------------------------------------

@@ -99,7 +99,7 @@ def run_suite(
     total = len(cases) if drive is None else (planned or 0)
     run.set(planned_cases=total)
     if cluster is not None:
-        run.environment(model.Environment(cluster=cluster.describe()))
+        run.cluster(cluster.describe())
 
     certs = run_certificates(suite, run)
 
@@ -154,9 +154,7 @@ def run_certificates(suite: Suite, run: RunRecord) -> RunCertificates | None:
     tls = {v: suite.tls_of(v) for v in suite.variants}
     managed = {v: suite.address_of(v) is None for v in suite.variants}
     certs = RunCertificates() if any(tls[v] and managed[v] for v in tls) else None
-    described = {v: record.tls_of(t, certs, managed[v]) for v, t in tls.items() if t is not None}
-    if described:
-        run.environment(model.Environment(tls=described))
+    run.tls({v: record.tls_of(t, certs, managed[v]) for v, t in tls.items() if t is not None})
     return certs
 
 
@@ -170,22 +168,7 @@ def prepare_environments(
 
     environments = prepare_variants(suite, note)
     if environments:
-        # versions as installed in the variant's own environment
-        packages = dict(run.result.environment.variant_packages or {})
-        packages.update(
-            {name: dict(env.packages) for name, env in environments.items() if isinstance(env, Env)}
-        )
-        described = model.Environment(
-            variant_envs={
-                name: model.VariantEnv(error=str(env))
-                if isinstance(env, EnvError)
-                else env.describe()
-                for name, env in environments.items()
-            }
-        )
-        if packages:
-            described = described.model_copy(update={"variant_packages": packages})
-        run.environment(described)
+        run.variant_envs(environments)  # and the versions as installed there
     return environments
 
 

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from rpcmeter import model
 from rpcmeter import placement as placement_mod
 from rpcmeter.breakdown import breakdown as breakdown_of
+from rpcmeter.errors import EnvError
 from rpcmeter.metrics import environment, streams
 from rpcmeter.metrics.connections import ConnectionCosts
 from rpcmeter.metrics.histogram import Histogram
@@ -38,6 +39,7 @@ from rpcmeter.result import now_iso
 from rpcmeter.tls import RunCertificates, TlsSettings, file_fingerprint
 
 if TYPE_CHECKING:
+    from rpcmeter.envs import Env
     from rpcmeter.plan import Case, VariantPlan
     from rpcmeter.runners.command import Outcome
     from rpcmeter.runners.recording import LoadOutcome
@@ -510,6 +512,38 @@ class RunRecord:
         """Add (or replace) parts of the environment: those ``parts`` was given (the cluster,
         the placement, TLS, the variants' environments and packages)."""
         self.set(environment=self.result.environment.updated(parts))
+
+    def cluster(self, described: Mapping[str, Any]) -> None:
+        """The cluster the load comes from (rpcmeter.runners.distributed.LoadCluster.describe)."""
+        self.environment(model.Environment(cluster=model.Cluster.model_validate(described)))
+
+    def tls(self, described: Mapping[str, model.Tls]) -> None:
+        """Each TLS variant's settings and fingerprints (:func:`tls_of`)."""
+        if described:
+            self.environment(model.Environment(tls=dict(described)))
+
+    def variant_envs(self, environments: Mapping[str, Env | EnvError]) -> None:
+        """The variants' prepared environments (rpcmeter.envs), or why each has none, and the
+        versions of the packages installed in them."""
+        packages = dict(self.result.environment.variant_packages or {})
+        packages.update(
+            {
+                name: dict(env.packages)
+                for name, env in environments.items()
+                if not isinstance(env, EnvError)
+            }
+        )
+        described = model.Environment(
+            variant_envs={
+                name: model.VariantEnv(error=str(env))
+                if isinstance(env, EnvError)
+                else model.VariantEnv.model_validate(env.describe())
+                for name, env in environments.items()
+            }
+        )
+        if packages:
+            described = described.model_copy(update={"variant_packages": packages})
+        self.environment(described)
 
     def matrix_key(self, key: str) -> None:
         """A matrix key the run adds (the rate of a rate search)."""

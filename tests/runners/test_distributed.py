@@ -160,7 +160,7 @@ def test_execute_dispatches_to_the_cluster(cluster: LoadCluster, server: Endpoin
     lines = spread_lines(
         completed(
             {
-                "environment": {"cluster": cluster.describe().dump()},
+                "environment": {"cluster": cluster.describe()},
                 "cases": [doc, {**doc, "spread": None}],
             }
         )

@@ -93,16 +93,17 @@ class LoadCluster:
         workers: dict[str, dict[str, Any]] = identity["workers"]
         return {address: str(info.get("host", "?")) for address, info in workers.items()}
 
-    def describe(self) -> model.Cluster:
-        """The cluster as the result records it (``environment.cluster``)."""
+    def describe(self) -> dict[str, Any]:
+        """The cluster as the result records it, as JSON values (``environment.cluster``;
+        :meth:`rpcmeter.record.RunRecord.cluster`)."""
         workers = self.workers()
-        return model.Cluster(
-            spec=self.spec,
-            scheduler=self.client.scheduler.address,
-            workers=len(workers),
-            hosts=sorted(set(workers.values())),
-            dask=_distributed().__version__,
-        )
+        return {
+            "spec": self.spec,
+            "scheduler": self.client.scheduler.address,
+            "workers": len(workers),
+            "hosts": sorted(set(workers.values())),
+            "dask": _distributed().__version__,
+        }
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
