@@ -4,7 +4,7 @@
 //
 // Streaming: rpcmeter's built-in streaming methods (rpcmeter.Bench/StreamServer, StreamClient,
 // StreamBidi; workload "stream"), raw bytes: the call's metadata rpcmeter-messages and
-// rpcmeter-reply-bytes say how many replies and how large (rpcmeter.servers.bodies).
+// rpcmeter-reply-bytes say how many replies and how large (rpcmeter.protocols.bodies).
 //
 // gRPC: helloworld.Greeter/SayHello (HelloRequest{name} -> HelloReply{message: "Hello " + name}),
 // with the two messages read and written by hand (one string field each), so no generated code

@@ -90,6 +90,14 @@ class ConnectionClosed(ConnectionResetError):
     """The peer closed the connection (or it broke) while requests were outstanding."""
 
 
+class RequestLost(ConnectionClosed):
+    """A request was in flight on a connection that had served requests before, when the
+    server closed it (or it broke): counted as ``connection_closed``, but not fatal: the loop
+    goes on over a new connection (a connection that cannot be opened is fatal)."""
+
+    kind = "connection_closed"
+
+
 class ProtocolError(ConnectionError):
     """The peer sent bytes that break the protocol (a malformed frame or head, a reply that
     answers no request): the connection cannot be trusted any longer and is dropped."""

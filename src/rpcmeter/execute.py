@@ -19,6 +19,7 @@ from rpcmeter.envs import Env, in_env, prepare_variants
 from rpcmeter.errors import EnvError, RpcmeterError, ServerError
 from rpcmeter.events import JsonWriter, RunEvents, RunListener
 from rpcmeter.metrics import resources
+from rpcmeter.metrics.network_rtt import NetworkRtt, measurable
 from rpcmeter.plan import Case, VariantPlan, expand, plan_variants
 from rpcmeter.profile import CaseProfiler, profile_dir
 from rpcmeter.record import CaseRecord, RunRecord
@@ -317,7 +318,8 @@ class ServerCase(TargetRunner):
     def measure(self, endpoint: Endpoint, env: Env | None, idle: resources.CpuTimes | None) -> None:
         """The case's load against the server at ``endpoint``, recorded with its resources."""
         load = LoadSpec.of_case(self.suite, self.case, endpoint, self.cpus.client, self.tls_client)
-        rtt = self.round_trip(load)
+        network = self.network_rtt(endpoint)
+        rtt = self.round_trip(load) if self.server is not None else None
         outcome = self.drive_load(load)
         self.record.load(outcome)
         self.record.resources(
@@ -328,7 +330,7 @@ class ServerCase(TargetRunner):
             self.quotas,
             remote_load=self.bench.cluster is not None and self.bench.cluster.local is None,
         )
-        self.finish(outcome, rtt)
+        self.finish(outcome, rtt, network)
 
     def endpoint(self) -> Endpoint:
         """Where the server listens: the variant's remote address, or a fresh port or socket."""
@@ -400,9 +402,23 @@ class ServerCase(TargetRunner):
             else run_distributed(cluster, load, hooks)
         )
 
+    def network_rtt(self, endpoint: Endpoint) -> NetworkRtt | None:
+        """With ``breakdown`` or a remote target: the network's round trip to the server (TCP
+        handshakes, :mod:`rpcmeter.metrics.network_rtt`), measured now and again after the
+        case; None for a Unix socket (or when no handshake could be made: a note says why)."""
+        if not measurable(endpoint) or (self.suite.breakdown is None and self.server is not None):
+            return None
+        network = NetworkRtt(endpoint)
+        problem = network.measure("before")
+        if problem:
+            self.record.note_placement(problem)
+            return None
+        return network
+
     def round_trip(self, load: LoadSpec) -> RoundTrip | None:
         """With ``breakdown``: the round trip (noop requests, one loop) on the same server,
-        measured now and again after the case (:mod:`rpcmeter.breakdown`)."""
+        measured now and again after the case (:mod:`rpcmeter.runners.round_trip`). A remote target's
+        breakdown takes the network's round trip instead (:meth:`network_rtt`)."""
         if self.suite.breakdown is None:
             return None
         rtt = RoundTrip(
@@ -457,12 +473,21 @@ class ServerCase(TargetRunner):
         if self.server is not None:
             self.server.close()
 
-    def finish(self, outcome: LoadOutcome, rtt: RoundTrip | None) -> None:
-        """The breakdown, and why the case failed or is incomplete."""
+    def finish(
+        self, outcome: LoadOutcome, rtt: RoundTrip | None, network: NetworkRtt | None = None
+    ) -> None:
+        """The network's round trip, the breakdown, and why the case failed or is incomplete.
+        A remote target's breakdown takes the network's round trip as its round trip: latency =
+        network round trip + queue + server compute + overhead."""
         server = self.server
+        if network is not None and not outcome.failure:
+            network.measure("after")  # a failure leaves the handshakes taken before only
+            self.record.network_rtt(network.before, network.after)
+            if self.suite.breakdown is not None and server is None:
+                self.record.breakdown(network.before, network.after, outcome, basis="network")
         if rtt is not None and not outcome.failure:
             rtt.measure("after")  # a failure here leaves the round trip measured before only
-            self.record.breakdown(rtt, outcome)
+            self.record.breakdown(rtt.before, rtt.after, outcome)
         if outcome.failure:
             tail = server.output_tail() if server is not None and not server.alive() else ""
             self.record.fail(outcome.failure, tail)

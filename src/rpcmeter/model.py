@@ -159,6 +159,9 @@ class Breakdown(Part):
     overhead_us: Stats | None = None
     rtt_requests: int | None = None
     rtt_loops: int | None = None
+    # what rtt_us is: "noop" (no-op requests; None in older documents) or "network" (TCP
+    # handshakes: a remote target's, rpcmeter.metrics.network_rtt)
+    rtt_basis: str | None = None
 
 
 class Cpu(Part):
@@ -400,6 +403,7 @@ class Case(Part):
     server_time: ServerTime | None = None
     bytes: Bytes | None = None
     breakdown: Breakdown | None = None
+    network_rtt_us: Stats | None = None  # TCP handshakes before and after (metrics.network_rtt)
     counters: dict[str, int] | None = None
     stream: Stream | None = None
     connections: Connections | None = None

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from rpcmeter import model
 from rpcmeter import placement as placement_mod
+from rpcmeter.breakdown import around
 from rpcmeter.breakdown import breakdown as breakdown_of
 from rpcmeter.errors import EnvError
 from rpcmeter.metrics import environment, streams
@@ -43,7 +44,6 @@ if TYPE_CHECKING:
     from rpcmeter.plan import Case, VariantPlan
     from rpcmeter.runners.command import Outcome
     from rpcmeter.runners.recording import LoadOutcome
-    from rpcmeter.runners.round_trip import RoundTrip
     from rpcmeter.runners.tree import TreeUsage
     from rpcmeter.suite import Suite
 
@@ -238,12 +238,25 @@ class CaseRecord:
         )
         self.fields["cpu"], self.fields["memory"] = cpu, memory
 
-    def breakdown(self, rtt: RoundTrip, outcome: LoadOutcome) -> None:
-        """The case's ``breakdown`` (rpcmeter.breakdown): its round trip before and after, and
+    def breakdown(
+        self, before: Histogram, after: Histogram, outcome: LoadOutcome, basis: str = "noop"
+    ) -> None:
+        """The case's ``breakdown`` (rpcmeter.breakdown): its round trip before and after (no-op
+        requests, rpcmeter.runners.round_trip; or TCP handshakes, ``basis`` ``"network"``) and
         its load's server-reported times."""
         self.fields["breakdown"] = breakdown_of(
-            rtt.before, rtt.after, outcome.server_hist, outcome.net_hist, outcome.queue_hist
+            before,
+            after,
+            outcome.server_hist,
+            outcome.net_hist,
+            outcome.queue_hist,
+            basis=basis,
         )
+
+    def network_rtt(self, before: Histogram, after: Histogram) -> None:
+        """The network's round trip: TCP handshakes before and after the case
+        (rpcmeter.metrics.network_rtt)."""
+        self.fields["network_rtt_us"] = around(before, after)
 
     def command(self, argv: list[str], python: str, warmup_runs: int, params: model.Json) -> None:
         """A command's case (a whole command's or a command client's): what runs (before

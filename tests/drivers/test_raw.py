@@ -84,7 +84,7 @@ def test_blocking_loops_sharing_a_connection_take_turns() -> None:
 def collect(conn: RawConnection, n: int) -> list[tuple[ServerTime | None, BaseException | None]]:
     got: list[tuple[ServerTime | None, BaseException | None]] = []
     for expect in [b"abc", None, b"xyz"][:n]:
-        conn.pending.append((lambda s, e: got.append((s, e)), expect))
+        conn.pending.append((b"", lambda s, e: got.append((s, e)), expect))
     return got
 
 

@@ -36,7 +36,7 @@ def feed(
 
         conn = loop.run_until_complete(new())
         got: list[tuple[object, BaseException | None]] = []
-        conn.pending.append((lambda ns, err: got.append((ns, err)), expect))
+        conn.pending.append((b"", lambda ns, err: got.append((ns, err)), expect))
         t0 = time.perf_counter()
         for at in range(0, len(reply), PIECE):
             conn.data_received(reply[at : at + PIECE])

@@ -38,13 +38,14 @@ client process; the runner (:mod:`rpcmeter.runners.event_loop`) runs every loop 
   request before the previous one completed: requests on one connection are pipelined and their
   ``done`` callbacks run in the order the requests were sent.
 - ``close()`` closes the connections (called outside the event loop, after it stopped).
-- Optionally, a channel whose connection serves one closed loop alone has an ``own(done)``
-  method: it returns a callable that writes the next request, takes no argument and is best
-  implemented in C (the transport's ``write`` with the request bound), and every reply on that
-  connection is passed straight to ``done`` from then on, with no queue (see
+- Optionally, a channel whose connection serves one closed loop alone has an
+  ``own(done, moved)`` method: it returns a callable that writes the next request, takes no
+  argument and is best implemented in C (the transport's ``write`` with the request bound), and
+  every reply on that connection is passed straight to ``done`` from then on, with no queue (see
   :class:`Ownership`). The closed loop then spends one Python call per request fewer; it calls the
-  ownership's ``release()`` when it ends. ``own`` returns ``None`` when it cannot (a shared
-  connection, replies to validate).
+  ownership's ``release()`` when it ends. When the server ends the connection, the driver calls
+  ``moved(send)`` with the callable the loop sends with from then on (the new connection's).
+  ``own`` returns ``None`` when it cannot (a shared connection, replies to validate).
 
 The closed-loop runner reads the clock, calls ``channel(done)``, and in ``done`` reads the clock
 again, stores the latency into the same :class:`~rpcmeter.runners.recording.Recorder` buffers as the
@@ -98,6 +99,7 @@ class DriverContext:
 Caller = Callable[[], object]
 Done = Callable[[ServerTime | None, BaseException | None], None]  # (server times, error)
 Channel = Callable[[Done], object]  # what it returns is ignored
+Moved = Callable[[Callable[[], object]], None]  # an owning loop's new way to send
 
 
 # options of the built-in servers that stall at a known moment (rpcmeter.servers.common.Stall)

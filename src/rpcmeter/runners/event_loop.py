@@ -152,9 +152,16 @@ def closed_loop(
         send()
 
     on_reply = waking(spin, done)
+    send: Callable[[], object] = partial(channel, on_reply)
+
+    def moved(new_send: Callable[[], object]) -> None:  # the owned connection was replaced
+        nonlocal send
+        send = new_send
+
     own = getattr(channel, "own", None)
-    owned: Ownership | None = own(on_reply) if own is not None else None
-    send: Callable[[], object] = owned.send if owned else partial(channel, on_reply)
+    owned: Ownership | None = own(on_reply, moved) if own is not None else None
+    if owned:
+        send = owned.send
 
     def end() -> None:
         if owned:
