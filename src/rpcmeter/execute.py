@@ -11,9 +11,11 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from rpcmeter import model, record
 from rpcmeter import placement as placement_mod
+from rpcmeter.drivers.base import TargetSpec
 from rpcmeter.endpoints import Endpoint, remote_endpoint
 from rpcmeter.envs import Env, in_env, prepare_variants
 from rpcmeter.errors import EnvError, RpcmeterError, ServerError
@@ -24,12 +26,14 @@ from rpcmeter.plan import Case, VariantPlan, expand, plan_variants
 from rpcmeter.profile import CaseProfiler, profile_dir
 from rpcmeter.record import CaseRecord, RunRecord
 from rpcmeter.result import now_iso
+from rpcmeter.runners.client_reports import PARSERS
 from rpcmeter.runners.closed_loop import preload_drivers, run_closed_loop
 from rpcmeter.runners.command import command_line, run_command
 from rpcmeter.runners.distributed import LoadCluster, open_cluster, run_distributed
 from rpcmeter.runners.recording import LoadOutcome
 from rpcmeter.runners.round_trip import RoundTrip
 from rpcmeter.runners.spec import LoadHooks, LoadSpec
+from rpcmeter.servers.build import Build, prepare_builds, server_cwd
 from rpcmeter.servers.process import (
     ServerProcess,
     expand_command,
@@ -71,7 +75,7 @@ def run_suite(
     then its case budget."""
     options = options or RunOptions()
     cpus = placement_mod.resolve(suite.placement, where=suite.path)
-    quotas = placement_mod.apply_quotas(cpus, suite.resources.cgroup)
+    quotas = placement_mod.apply_quotas(cpus, suite.resources.cgroup, suite.placement.server_memory)
     cluster: LoadCluster | None = None
     try:
         cluster = open_cluster(options.cluster) if options.cluster else None
@@ -112,7 +116,9 @@ def run_suite(
     try:
         environments = prepare_environments(suite, run, events)
         plans = {v: replace(plan, env=environments.get(v)) for v, plan in plans.items()}
-        bench = Bench(suite, options, plans, quotas, cluster, total, certs, events)
+        builds = prepare_server_builds(suite, run, events, plans)
+        bench = Bench(suite, options, plans, quotas, cluster, total, certs, events, builds)
+        prepare_calls(bench, run)
 
         def run_one(case: Case) -> model.Case:
             events.case_started(case, total)
@@ -173,6 +179,70 @@ def prepare_environments(
     return environments
 
 
+def prepare_server_builds(
+    suite: Suite, run: RunRecord, events: RunListener, plans: Mapping[str, VariantPlan]
+) -> dict[str, Build]:
+    """Build (or find built) the servers of the variants that name a ``server.build``
+    (rpcmeter.servers.build), before any case runs; the result records every build."""
+
+    def managed(variant: str) -> bool:  # rpcmeter starts its server
+        plan = plans[variant]
+        return plan.target in ("server", "client") and plan.address is None
+
+    environments = {v: p.env for v, p in plans.items() if p.env is not None}
+    builds = prepare_builds(
+        suite, environments, managed, lambda v, message: events.note(f"{v}: {message}")
+    )
+    if builds:
+        run.builds({v: b.describe() for v, b in builds.items()})
+    return builds
+
+
+def prepare_calls(bench: Bench, run: RunRecord | None = None) -> None:
+    """What each variant's clients are handed (``DriverContext.prepared``, in
+    ``bench.prepared``): what its driver prepared when the suite was loaded, or for a driver
+    that asks the server (gRPC's reflection; :meth:`~rpcmeter.drivers.base.Driver.ask_server`)
+    its answer, asked once now, before the cases: of the remote server, or of the variant's
+    server started for the question (as its first case starts it) and stopped. The result's
+    environment records what the drivers describe of it (``schemas``)."""
+    suite = bench.suite
+    bench.prepared.update(suite.prepared)
+    first: dict[str, Case] = {}
+    for case in expand(suite):
+        first.setdefault(case.variant, case)
+    for vname, case in first.items():
+        plan = bench.plans[vname]
+        options = suite.options_of(vname)
+        if plan.target in ("server", "remote") and plan.driver.asks_server(options):
+            bench.events.note(f"{vname}: asking its server ({plan.driver.name} reflection)")
+            bench.prepared[vname] = ServerCase(bench, case).ask(plan.driver)
+    schemas = {}
+    for vname, plan in bench.plans.items():
+        described = plan.driver.describe_prepared(bench.prepared.get(vname, {}))
+        if described is not None:
+            schemas[vname] = model.Schema.model_validate(described)
+    if schemas and run is not None:
+        run.environment(model.Environment(schemas=schemas))
+
+
+def suite_calls(suite: Suite, events: RunListener | None = None) -> dict[str, Mapping[str, Any]]:
+    """What each variant's clients would be handed (:func:`prepare_calls`) without running a
+    case (``rpcmeter describe``): a server is started only to be asked (gRPC reflection), with
+    rpcmeter's own Python (no variant environment is prepared)."""
+    tls = {v: suite.tls_of(v) for v in suite.variants}
+    managed = any(tls[v] is not None and suite.address_of(v) is None for v in tls)
+    certs = RunCertificates() if managed else None
+    plans = plan_variants(suite, placement_mod.resolve(suite.placement, where=suite.path))
+    bench = Bench(suite, RunOptions(), plans, certs=certs, events=events or RunListener())
+    try:
+        prepare_calls(bench)
+    finally:
+        stop_all()
+        if certs is not None:
+            certs.close()
+    return bench.prepared
+
+
 def server_command(
     suite: Suite,
     case: Case,
@@ -223,6 +293,9 @@ class Bench:
     total: int = 1
     certs: RunCertificates | None = None  # made for the run when a variant uses TLS
     events: RunListener = field(default_factory=RunListener)  # the run's progress goes here
+    builds: Mapping[str, Build] = field(default_factory=dict)  # the variants' server builds
+    # variant -> what its clients are handed (DriverContext.prepared; see prepare_calls)
+    prepared: dict[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def run_case(self, case: Case) -> model.Case:
         """Run ``case`` with the runner of its variant's target kind (:data:`RUNNERS`)."""
@@ -295,6 +368,7 @@ class ServerCase(TargetRunner):
     def __init__(self, bench: Bench, case: Case) -> None:
         super().__init__(bench, case)
         self.server: ServerProcess | None = None  # None: a remote server rpcmeter does not start
+        self.oom_kills: int | None = None  # OOM kills at the server's memory limit, at its start
         self.monitor: resources.TreeMonitor | None = None  # watches the server rpcmeter started
         # TLS: the client's (rpcmeter.tls), and the built-in server's ``tls`` option
         settings = self.plan.tls
@@ -317,7 +391,15 @@ class ServerCase(TargetRunner):
 
     def measure(self, endpoint: Endpoint, env: Env | None, idle: resources.CpuTimes | None) -> None:
         """The case's load against the server at ``endpoint``, recorded with its resources."""
-        load = LoadSpec.of_case(self.suite, self.case, endpoint, self.cpus.client, self.tls_client)
+        load = LoadSpec.of_case(
+            self.suite,
+            self.case,
+            endpoint,
+            self.cpus.client,
+            self.tls_client,
+            self.bench.prepared.get(self.case.variant),
+            self.plan.driver.client_env,
+        )
         network = self.network_rtt(endpoint)
         rtt = self.round_trip(load) if self.server is not None else None
         outcome = self.drive_load(load)
@@ -331,6 +413,24 @@ class ServerCase(TargetRunner):
             remote_load=self.bench.cluster is not None and self.bench.cluster.local is None,
         )
         self.finish(outcome, rtt, network)
+
+    def ask(self, driver: type[TargetSpec]) -> dict[str, Any]:
+        """What ``driver`` asks the variant's server before the cases
+        (:meth:`~rpcmeter.drivers.base.TargetSpec.ask_server`): the server started as this case
+        would start it (a remote one probed), asked, and stopped."""
+        try:
+            env = self.prepare_environment()
+            endpoint = self.endpoint()
+            try:
+                self.start_server(endpoint, env)
+                return driver.ask_server(self.suite, self.case.variant, endpoint, self.tls_client)
+            finally:
+                self.stop()
+        except CaseFailed as exc:
+            raise ServerError(
+                f"variant {self.case.variant!r}: its server, asked before the cases: {exc.reason}",
+                exc.output_tail,
+            ) from None
 
     def endpoint(self) -> Endpoint:
         """Where the server listens: the variant's remote address, or a fresh port or socket."""
@@ -356,29 +456,50 @@ class ServerCase(TargetRunner):
                 raise CaseFailed(f"no server answers at {endpoint.describe()} ({address})")
             return
         spec = suite.server_of(case.variant)
+        build = self.bench.builds.get(case.variant)
+        if build is not None and build.error is not None:
+            raise CaseFailed(f"build failed: {build.error}", build.output_tail)
         self.server = ServerProcess(
             server_command(
                 suite, case, self.plan, spec, endpoint, self.bench.certs, self.tls_server
             ),
             endpoint,
             env={**(env.activation() if env else {}), **suite.env_of(case.variant)},
-            cwd=spec.cwd,
+            cwd=server_cwd(suite, spec),
             cpus=self.cpus.server,
             ready_timeout_s=spec.ready_timeout_s,
             stop_timeout_s=spec.stop_timeout_s,
             ready_probe=False,
             quota=self.quotas.server,
+            memory=self.quotas.server_memory,
         )
         self.monitor = resources.TreeMonitor(
             self.server.tree, suite.resources.sample_interval_s, self.server.cpu_times
         )
+        self.oom_kills = self.quotas.oom_kills()
         try:
             self.server.start()
             self.record.note_placement(self.server.cgroup_note)
             self.server.wait_ready()
         except ServerError as exc:
-            raise CaseFailed(str(exc), exc.output_tail) from None
+            oom = self.oom_reason()
+            reason = f"{oom} before it was ready" if oom else str(exc)
+            raise CaseFailed(reason, exc.output_tail) from None
         self.monitor.start()
+
+    def oom_reason(self) -> str | None:
+        """Why the case fails when the OOM killer killed any of the server's processes since it
+        started (at its memory limit, ``placement.server_memory``); None when it did not."""
+        quotas = self.quotas
+        before, now = self.oom_kills, quotas.oom_kills()
+        if before is None or now is None or now <= before or quotas.memory_limit is None:
+            return None
+        n = now - before
+        return (
+            f"server killed by the OOM killer ({n} process{'es' if n > 1 else ''}) at its "
+            f"memory limit of {placement_mod.format_memory(quotas.memory_limit)} "
+            "(placement.server_memory)"
+        )
 
     def record_idle(self) -> None:
         """An ``idle`` case: the server's CPU over the case's window is its idle cost."""
@@ -392,7 +513,12 @@ class ServerCase(TargetRunner):
 
     def server_problem(self) -> str | None:
         code = None if self.server is None else self.server.exit_code()
-        return None if code is None else f"server exited with status {code} during the case"
+        if code is None:
+            return None
+        oom = self.oom_reason()
+        return (
+            f"{oom} during the case" if oom else f"server exited with status {code} during the case"
+        )
 
     def run_load(self, load: LoadSpec, hooks: LoadHooks) -> LoadOutcome:
         cluster = self.bench.cluster
@@ -423,7 +549,8 @@ class ServerCase(TargetRunner):
             return None
         rtt = RoundTrip(
             lambda spec: self.run_load(spec, LoadHooks(server_problem=self.server_problem)),
-            load.round_trip(self.suite.breakdown.rtt_requests),
+            load,
+            self.suite.breakdown.rtt_requests,
         )
         problem = rtt.measure("before")
         if problem:
@@ -487,10 +614,12 @@ class ServerCase(TargetRunner):
                 self.record.breakdown(network.before, network.after, outcome, basis="network")
         if rtt is not None and not outcome.failure:
             rtt.measure("after")  # a failure here leaves the round trip measured before only
-            self.record.breakdown(rtt.before, rtt.after, outcome)
+            self.record.breakdown(rtt.before, rtt.after, outcome, loops=rtt.loops, wait=rtt.wait)
         if outcome.failure:
             tail = server.output_tail() if server is not None and not server.alive() else ""
             self.record.fail(outcome.failure, tail)
+        elif oom := self.oom_reason():  # a process of the server's, not the server itself
+            self.record.fail(oom, server.output_tail() if server is not None else "")
         elif reason := model.mostly_failed(outcome.errors, outcome.requests):
             self.record.fail(reason)
         elif outcome.incomplete:
@@ -505,8 +634,8 @@ class CommandClientCase(ServerCase):
 
     def measure(self, endpoint: Endpoint, env: Env | None, idle: resources.CpuTimes | None) -> None:
         suite, case, monitor = self.suite, self.case, self.monitor
-        per_run = suite.variants[case.variant].requests_per_run
-        assert per_run is not None, "checked when the suite was loaded"
+        variant = suite.variants[case.variant]
+        per_run, report = variant.requests_per_run, variant.client_report
         progress = self.bench.progress(case)
 
         def mark(name: str) -> None:
@@ -520,15 +649,19 @@ class CommandClientCase(ServerCase):
             line,
             suite.runs,
             self.cpus.client,
-            on_run=lambda runs, seconds: progress(runs * per_run, seconds),  # in requests
+            on_run=lambda runs, seconds: progress(runs * (per_run or 1), seconds),  # requests
             on_go=lambda: mark("go"),
             cgroup=self.quotas.client,
+            report=PARSERS[report] if report is not None else None,
         )
         mark("end")
         self.record.note_placement(outcome.placement_note)
-        self.record.client_runs(outcome, per_run, monitor, idle, self.cpus, self.quotas)
+        self.record.client_runs(outcome, per_run, monitor, idle, self.cpus, self.quotas, report)
         server = self.server
-        if outcome.failure and server is not None and not server.alive():
+        oom = self.oom_reason()
+        if oom is not None:
+            self.record.fail(oom, server.output_tail() if server is not None else "")
+        elif outcome.failure and server is not None and not server.alive():
             self.record.fail(outcome.failure, server.output_tail())
 
 

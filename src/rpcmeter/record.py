@@ -204,6 +204,7 @@ class CaseRecord:
             server=server,
             server_peak_rss=monitor.peak_rss_bytes() if monitor is not None else None,
             server_idle=idle,
+            server_mean_rss=monitor.mean_rss_bytes("go", "end") if monitor is not None else None,
             server_cpus=server_cpus,
             clients=clients,
             client_cpus=None if remote_load else client_cpus,
@@ -239,11 +240,17 @@ class CaseRecord:
         self.fields["cpu"], self.fields["memory"] = cpu, memory
 
     def breakdown(
-        self, before: Histogram, after: Histogram, outcome: LoadOutcome, basis: str = "noop"
+        self,
+        before: Histogram,
+        after: Histogram,
+        outcome: LoadOutcome,
+        basis: str = "noop",
+        loops: int | None = None,
+        wait: str | None = None,
     ) -> None:
         """The case's ``breakdown`` (rpcmeter.breakdown): its round trip before and after (no-op
-        requests, rpcmeter.runners.round_trip; or TCP handshakes, ``basis`` ``"network"``) and
-        its load's server-reported times."""
+        requests, rpcmeter.runners.round_trip; or TCP handshakes, ``basis`` ``"network"``), its
+        load's server-reported times, and its ``loops`` per client and ``wait`` as it ran."""
         self.fields["breakdown"] = breakdown_of(
             before,
             after,
@@ -251,6 +258,8 @@ class CaseRecord:
             outcome.net_hist,
             outcome.queue_hist,
             basis=basis,
+            loops=loops,
+            wait=wait,
         )
 
     def network_rtt(self, before: Histogram, after: Histogram) -> None:
@@ -295,11 +304,12 @@ class CaseRecord:
     def client_runs(
         self,
         outcome: Outcome,
-        requests_per_run: int,
+        requests_per_run: int | None,
         monitor: TreeMonitor | None,
         idle: CpuTimes | None,
         cpus: placement_mod.Cpus,
         quotas: placement_mod.CpuQuotas,
+        report: str | None = None,
     ) -> None:
         """A command client's measured runs (rpcmeter.suite_model.Suite.command_client), counted
         in requests: ``requests``/``ok`` are runs times ``requests_per_run`` (a failed run's
@@ -307,27 +317,52 @@ class CaseRecord:
         successful runs' wall time (the command's start included), ``command.per_request_us``
         that wall time per request. The command is the one client process (its CPU over its
         successful runs); the server's CPU is ``monitor``'s over the measured runs. No latency
-        and no histogram: a run's wall time is no request's latency."""
+        and no histogram: a run's wall time is no request's latency.
+
+        With ``report`` (the kind of report its runs printed, read into ``outcome.reports``:
+        rpcmeter.runners.client_reports), the requests, statuses, requests/s and latencies are
+        the command's own, as it reported them (``command.client_report``)."""
         ok = self._runs(outcome)
         wall = sum(r.wall_s for r in ok)
         failed = len(outcome.runs) - len(ok)
         f = self.fields
-        f["requests"] = len(outcome.runs) * requests_per_run
-        f["ok"] = len(ok) * requests_per_run
-        f["errors"] = {"exit_status": failed * requests_per_run} if failed else {}
-        f["throughput_rps"] = f["ok"] / wall if wall > 0 else 0.0
-        f["command"] = f["command"].updated(
-            model.Command(
-                requests_per_run=requests_per_run,
-                per_request_us=wall / f["ok"] * 1e6 if f["ok"] else math.nan,
+        if report is not None:
+            self._client_report(report, outcome)
+        else:
+            assert requests_per_run is not None, "checked when the suite was loaded"
+            f["requests"] = len(outcome.runs) * requests_per_run
+            f["ok"] = len(ok) * requests_per_run
+            f["errors"] = {"exit_status": failed * requests_per_run} if failed else {}
+            f["throughput_rps"] = f["ok"] / wall if wall > 0 else 0.0
+            f["command"] = f["command"].updated(
+                model.Command(
+                    requests_per_run=requests_per_run,
+                    per_request_us=wall / f["ok"] * 1e6 if f["ok"] else math.nan,
+                )
             )
-        )
         command = model.Client(  # the one client process
             cpu_user_s=sum(r.user_s for r in ok),
             cpu_sys_s=sum(r.sys_s for r in ok),
             max_rss_bytes=max((r.max_rss_bytes for r in ok), default=0),
         )
         self._resources(f["ok"], [command], outcome.elapsed_s, monitor, idle, cpus, quotas)
+
+    def _client_report(self, kind: str, outcome: Outcome) -> None:
+        """A command client's requests as its runs' reports gave them (combined)."""
+        from rpcmeter.runners.client_reports import combined
+
+        report = combined(outcome.reports)
+        f = self.fields
+        f["requests"], f["ok"], f["errors"] = report.requests, report.ok, dict(report.errors)
+        if report.error_sample:
+            f["error_samples"] = {next(iter(report.errors), "error"): report.error_sample}
+        f["throughput_rps"] = report.ok / report.elapsed_s if report.elapsed_s > 0 else 0.0
+        if report.hist.count:
+            f["latency"] = model.Latency.of(report.hist)
+            f["histogram"] = report.hist
+        f["command"] = f["command"].updated(model.Command(client_report=kind))
+        if (reason := model.mostly_failed(report.errors, report.requests)) and not outcome.failure:
+            self.fail(reason)  # as for rpcmeter's own clients: the figures are not the system's
 
     def _runs(self, outcome: Outcome) -> list[model.Run]:
         """A command's runs, their means (``command``), and why it stopped if it did; the
@@ -458,7 +493,10 @@ def describe_suite(suite: Suite) -> model.SuiteInfo:
         drivers={name: suite.driver_of(name) for name in suite.variants},
         transport=suite.target.transport,
         baseline=suite.baseline_variant,
-        variants={name: v.model_dump(exclude_defaults=True) for name, v in suite.variants.items()},
+        variants={
+            name: v.model_dump(mode="json", exclude_defaults=True)
+            for name, v in suite.variants.items()
+        },
         workloads={
             name: {"kind": w.kind, **suite.workload_params(name).model_dump()}
             for name, w in suite.workloads.items()
@@ -530,6 +568,11 @@ class RunRecord:
         """The cluster the load comes from (rpcmeter.runners.distributed.LoadCluster.describe)."""
         self.environment(model.Environment(cluster=model.Cluster.model_validate(described)))
 
+    def builds(self, described: Mapping[str, Mapping[str, Any]]) -> None:
+        """The variants' server builds (rpcmeter.servers.build.Build.describe)."""
+        builds = {v: model.VariantBuild.model_validate(b) for v, b in described.items()}
+        self.environment(model.Environment(variant_builds=builds))
+
     def tls(self, described: Mapping[str, model.Tls]) -> None:
         """Each TLS variant's settings and fingerprints (:func:`tls_of`)."""
         if described:
@@ -586,7 +629,9 @@ def placement_of(cpus: placement_mod.Cpus, **more: Any) -> model.Placement:
 
 
 def cgroup_of(group: placement_mod.Cgroup) -> model.Cgroup:
-    return model.Cgroup(path=str(group.path), version=group.version, cpus=group.cpus)
+    return model.Cgroup(
+        path=str(group.path), version=group.version, cpus=group.cpus, memory_bytes=group.memory
+    )
 
 
 def placement_doc(
@@ -604,12 +649,16 @@ def placement_doc(
 
 
 def with_cgroups(placement: model.Placement, quotas: placement_mod.CpuQuotas) -> model.Placement:
-    """``placement`` with the run's cgroups and their notes."""
+    """``placement`` with the run's cgroups, the server's memory limit and their notes."""
+    memory = quotas.server_memory
+    separate = memory is not None and memory is not quotas.server
     return placement.model_copy(
         update={
             "server_cgroup": cgroup_of(quotas.server) if quotas.server else None,
             "client_cgroup": cgroup_of(quotas.client) if quotas.client else None,
             "cgroup_notes": list(quotas.notes),
+            "server_memory_bytes": quotas.memory_limit,
+            **({"server_memory_cgroup": cgroup_of(memory)} if separate and memory else {}),
         }
     )
 
@@ -695,6 +744,7 @@ def case_figures(
     server: CpuTimes | None,
     server_peak_rss: int | None,
     server_idle: CpuTimes | None,
+    server_mean_rss: int | None = None,
     server_cpus: float,
     clients: Sequence[model.Client] | None,
     client_cpus: float | None,
@@ -732,5 +782,6 @@ def case_figures(
     memory = model.Memory(
         server_peak_rss_bytes=server_peak_rss,
         client_peak_rss_bytes=client_total(clients, lambda c: c.max_rss_bytes),
+        **({"server_mean_rss_bytes": server_mean_rss} if server_mean_rss is not None else {}),
     )
     return cpu, memory

@@ -17,43 +17,16 @@ says how many requests one run makes.
 
 from __future__ import annotations
 
-import re
-import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
 from rpcmeter.drivers import REGISTRY, driver_class
 from rpcmeter.drivers.base import TargetSpec
 from rpcmeter.errors import SuiteError
+from rpcmeter.placeholders import fill, placeholders
 from rpcmeter.suite_model import Suite
 
 COMMAND = "command"  # the driver name of a whole command
-
-_PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
-def placeholders(command: str | Sequence[str]) -> list[str]:
-    """Names of the ``{name}`` placeholders in a command line."""
-    parts = [command] if isinstance(command, str) else list(command)
-    return [m.group(1) for p in parts for m in _PLACEHOLDER.finditer(p) if m.group(1)]
-
-
-def fill(command: str | Sequence[str], values: Mapping[str, Any]) -> list[str]:
-    """Split ``command`` (shell-like, without a shell) and fill its placeholders."""
-    parts = shlex.split(command) if isinstance(command, str) else list(command)
-
-    def sub(m: re.Match[str]) -> str:
-        if m.group(0) in ("{{", "}}"):
-            return m.group(0)[0]
-        return _text(values[m.group(1)])
-
-    return [_PLACEHOLDER.sub(sub, p) for p in parts]
 
 
 def command_of(suite: Suite, variant: str, workload: str) -> tuple[str | list[str] | None, str]:
@@ -68,8 +41,18 @@ def command_of(suite: Suite, variant: str, workload: str) -> tuple[str | list[st
 
 
 # what a command client's command line may hold besides the workload's parameters: where the
-# server listens, and how many requests one run makes
-CLIENT_PLACEHOLDERS = ("host", "port", "socket", "requests_per_run")
+# server listens, how many requests one run makes, and the case's load shape (connections,
+# concurrent loops, duration in seconds, requests per loop)
+CLIENT_PLACEHOLDERS = (
+    "host",
+    "port",
+    "socket",
+    "requests_per_run",
+    "connections",
+    "concurrency",
+    "duration_s",
+    "requests",
+)
 # and with TLS (the variant's ``tls``): the CA file to trust and the name to send and check
 TLS_PLACEHOLDERS = ("ca_file", "server_name")
 
@@ -79,6 +62,8 @@ def client_placeholders(suite: Suite, variant: str) -> set[str]:
     parameters: :data:`CLIENT_PLACEHOLDERS`, with TLS :data:`TLS_PLACEHOLDERS`, and ``scheme``
     where the server's driver has URLs (``url_scheme``)."""
     names = set(CLIENT_PLACEHOLDERS)
+    if suite.variants[variant].requests_per_run is None:  # its report counts the requests
+        names.discard("requests_per_run")
     if suite.tls_of(variant) is not None:
         names.update(TLS_PLACEHOLDERS)
     if driver_class(suite.server_driver_of(variant)).url_scheme:
@@ -95,6 +80,15 @@ def _check_ca_file(suite: Suite, variant: str, names: list[str], key: str, where
             f"{where}: {key}: {{ca_file}}: rpcmeter makes no CA for the server at {address} "
             "(not started by it): set tls.ca_file to the CA that issued its certificate"
         )
+
+
+def _duration(suite: Suite, workload: str) -> float | None:
+    """The load duration of a workload's cases (None: they run a count of requests)."""
+    over = suite.workloads[workload].load_overrides()
+    if "duration_s" in over or "requests" in over:
+        duration = over.get("duration_s")
+        return float(duration) if duration is not None else None
+    return suite.load.duration_s
 
 
 def check_suite(suite: Suite, where: str) -> None:
@@ -127,6 +121,11 @@ def check_suite(suite: Suite, where: str) -> None:
                 )
             if client:
                 _check_ca_file(suite, vname, names, key, where)
+                if "duration_s" in names and _duration(suite, wname) is None:
+                    raise SuiteError(
+                        f"{where}: {key}: {{duration_s}}: workload {wname!r} runs a count of "
+                        "requests (set load.duration_s)"
+                    )
 
 
 class CommandTarget(TargetSpec):

@@ -1,4 +1,5 @@
-"""gRPC driver: unary calls with raw ``bytes`` bodies, no generated stubs.
+"""gRPC driver: unary and streaming calls, named from a protobuf schema or sent as raw bytes; no
+generated stubs.
 
 Two client paths, one class each, picked by the registry from ``options.client``
 (:data:`rpcmeter.drivers.CLIENT_PATHS`): rpcmeter's own HTTP/2 client on the event loop
@@ -11,7 +12,10 @@ By default it calls rpcmeter's built-in service (``rpcmeter.Bench``, see
 (:mod:`rpcmeter.protocols.bodies`). With the ``method`` option it calls any unary method of any
 server by its full path, sending a raw request body, so a server written in any language can be
 driven without its generated code (the body is the serialized protobuf message; an empty body is a
-message with every field at its default).
+message with every field at its default). With a schema (``proto``, ``protoset`` or
+``reflection = true``) it calls a method named by ``call``, the request written as JSON
+(``data``) and the replies checked field by field (``expect``): see
+:mod:`rpcmeter.drivers.grpc_calls`.
 
 Options:
 
@@ -21,7 +25,10 @@ Options:
 - ``expect_hex`` / ``expect_base64`` / ``expect_text`` / ``expect_file``: the reply body every
   call must return when the suite validates (without one, the built-in expectation of the
   workload is used when the request is the built-in body).
-- ``metadata``: a table of request metadata (``{ authorization = "..." }``).
+- ``proto`` (+ ``import_paths``) / ``protoset`` / ``reflection``, ``call``, ``data`` /
+  ``data_file``, ``expect``: a call named from a schema (:mod:`rpcmeter.drivers.grpc_calls`).
+- ``metadata``: a table of request metadata (``{ authorization = "..." }``), sent with every
+  call (and with the reflection calls).
 - ``call_timeout_s``: deadline of every call (default: none).
 - ``connect_timeout_s``: how long each channel may take to connect (default 10).
 - ``client``: ``"h2"`` (default) or ``"grpcio"``.
@@ -59,16 +66,24 @@ server may send; replies without them report none (unknown). A failed call count
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import grpc
 
-from rpcmeter.drivers.base import RAW_BODY_OPTIONS, Channel, Driver, DriverContext, EventDriver
-from rpcmeter.drivers.grpc_h2 import GrpcH2Client
-from rpcmeter.drivers.grpc_stream import (
-    MAX_MESSAGE_BYTES,
-    GrpcStreamH2,
+from rpcmeter.drivers import grpc_calls
+from rpcmeter.drivers.base import (
+    RAW_BODY_OPTIONS,
+    Channel,
+    Driver,
+    DriverContext,
+    EventDriver,
+    ReplyCheck,
 )
+from rpcmeter.drivers.grpc_calls import SCHEMA_OPTIONS
+from rpcmeter.drivers.grpc_h2 import GrpcH2Client
+from rpcmeter.drivers.grpc_stream import MAX_MESSAGE_BYTES, GrpcStreamH2
+from rpcmeter.drivers.stream import ExactReply
 from rpcmeter.errors import SuiteError
 from rpcmeter.metrics.connections import ConnectionCosts
 from rpcmeter.protocols.bodies import (
@@ -79,9 +94,12 @@ from rpcmeter.protocols.bodies import (
     stream_metadata,
 )
 from rpcmeter.protocols.grpc import method_path, stream_method_path
+from rpcmeter.protocols.grpc_schema import PreparedCall
+from rpcmeter.tls import ClientTls
 from rpcmeter.workloads import StreamParams
 
 if TYPE_CHECKING:
+    from rpcmeter.endpoints import Endpoint
     from rpcmeter.suite_model import Suite
 
 
@@ -143,9 +161,9 @@ def check_options(opts: Mapping[str, Any]) -> None:
 
 
 class GrpcCommon(Driver):
-    """The gRPC driver as a suite sees it (transports, options, server, TLS), and what its two
-    client paths share: the method, the request and the reply expected, the metadata and the
-    deadline. The registry picks the path by ``options.client``
+    """The gRPC driver as a suite sees it (transports, options, server, TLS, schemas), and what
+    its two client paths share: the method, the request and the check of replies, the metadata
+    and the deadline. The registry picks the path by ``options.client``
     (:data:`rpcmeter.drivers.CLIENT_PATHS`): :class:`GrpcDriver` (rpcmeter's own HTTP/2 client)
     or :class:`rpcmeter.drivers.grpcio.GrpcioDriver`."""
 
@@ -154,27 +172,35 @@ class GrpcCommon(Driver):
     workloads: ClassVar[frozenset[str]] = frozenset({*KINDS, "stream"})
     builtin_server: ClassVar[str | None] = "rpcmeter.servers.grpc_server"
     reports_server_time: ClassVar[bool] = True
-    packages: ClassVar[tuple[str, ...]] = ("grpcio", "hpack", "uvloop")
-    option_keys: ClassVar[frozenset[str] | None] = RAW_BODY_OPTIONS | {
-        "method",
-        "metadata",
-        "call_timeout_s",
-        "connect_timeout_s",
-        "client",
-        "event_loop",
-        "server_mode",  # client and server
-        "server_workers",
-        "queue_time",  # server (server_mode = "h2")
-        "max_message_bytes",
-    }
+    packages: ClassVar[tuple[str, ...]] = ("grpcio", "hpack", "uvloop", "protobuf")
+    option_keys: ClassVar[frozenset[str] | None] = (
+        RAW_BODY_OPTIONS
+        | SCHEMA_OPTIONS
+        | {
+            "method",
+            "metadata",
+            "call_timeout_s",
+            "connect_timeout_s",
+            "client",
+            "event_loop",
+            "server_mode",  # client and server
+            "server_workers",
+            "queue_time",  # server (server_mode = "h2")
+            "max_message_bytes",
+        }
+    )
     fork_safe: ClassVar[bool] = False  # grpc's core must start after the fork
     tls: ClassVar[bool] = True
     url_scheme: ClassVar[str | None] = "http"
     fatal_errors: ClassVar[tuple[type[BaseException], ...]] = (OSError, EOFError, GrpcUnavailable)
+    # grpcio's own log lines (a failed handshake, every retry) would go to the terminal: a
+    # connection that fails is named in the case's reason instead
+    client_env: ClassVar[Mapping[str, str]] = {"GRPC_VERBOSITY": "NONE"}
 
     @classmethod
     def check_suite(cls, suite: Suite, where: str) -> None:
         check_variant_options(suite, where, cls.name, check_options)
+        grpc_calls.prepare_suite(suite, where, cls.name)
         for vname in suite.variants:
             tls = suite.tls_of(vname)
             if suite.driver_of(vname) == cls.name and tls is not None and not tls.verify:
@@ -183,22 +209,58 @@ class GrpcCommon(Driver):
                     "skip verification: give the server's CA as ca_file"
                 )
 
+    @classmethod
+    def asks_server(cls, options: Mapping[str, Any]) -> bool:
+        return options.get("reflection") is True
+
+    @classmethod
+    def ask_server(
+        cls, suite: Suite, variant: str, endpoint: Endpoint, tls: ClientTls | None
+    ) -> dict[str, Any]:
+        return grpc_calls.ask_server(suite, variant, endpoint, tls)
+
+    @classmethod
+    def describe_prepared(cls, prepared: Mapping[str, Any]) -> dict[str, Any] | None:
+        return grpc_calls.describe_prepared(prepared)
+
     def __init__(self, ctx: DriverContext) -> None:
         super().__init__(ctx)
         opts = ctx.options
         w = ctx.workload
-        self.request, expect = bodies_from_options(opts, w)
-        self.expected = expect if ctx.validate else None
         self.stream = w if isinstance(w, StreamParams) else None
-        builtin = stream_method_path(w.mode) if isinstance(w, StreamParams) else method_path(w.kind)
-        self.path = str(opts.get("method") or builtin)
         self.metadata = tuple((str(k), str(v)) for k, v in (opts.get("metadata") or {}).items())
-        if self.stream is not None and not opts.get("method"):
-            self.metadata += stream_metadata(self.stream)
+        call = self.schema_call()
+        self.check: ReplyCheck | None
+        if call is not None:  # a call named from a schema: its request and its expect
+            self.request, self.path, self.check = call.request, call.path, call.reply_check()
+        else:
+            self.request, expect = bodies_from_options(opts, w)
+            self.check = ExactReply(expect) if expect is not None and ctx.validate else None
+            stream = self.stream
+            builtin = stream_method_path(stream.mode) if stream is not None else method_path(w.kind)
+            self.path = str(opts.get("method") or builtin)
+            if self.stream is not None and not opts.get("method"):
+                self.metadata += stream_metadata(self.stream)
         self.max_message = int(opts.get("max_message_bytes", MAX_MESSAGE_BYTES))
         timeout = opts.get("call_timeout_s")
         self.timeout = float(timeout) if timeout is not None else None
         self.connect_timeout_s = float(opts.get("connect_timeout_s", 10.0))
+
+    def schema_call(self) -> PreparedCall | None:
+        """The call the run prepared (a schema's), or one compiled here from the options of a
+        context made by hand (``proto`` or ``protoset``, relative to the working directory)."""
+        prepared = self.ctx.prepared.get(grpc_calls.CALL_KEY)
+        if isinstance(prepared, PreparedCall):
+            return prepared
+        opts = self.ctx.options
+        source = grpc_calls.source_of(opts)
+        if source is None:
+            return None
+        if source == "reflection":
+            raise SuiteError("options.reflection: the run asks the server before the cases")
+        grpc_calls.check_call_options(opts)
+        schema = grpc_calls.load_file_schema(opts, Path.cwd())
+        return grpc_calls.prepare_call(opts, schema, Path.cwd())
 
 
 class GrpcDriver(GrpcCommon, EventDriver):
@@ -214,7 +276,7 @@ class GrpcDriver(GrpcCommon, EventDriver):
             self.ctx,
             self.path,
             self.request,
-            self.expected,
+            self.check,
             self.metadata,
             self.timeout,
             error_for,

@@ -40,9 +40,8 @@ from typing import Any
 
 import grpc
 
-from rpcmeter.drivers.base import Caller, Channel, Done, ReplyError
+from rpcmeter.drivers.base import Caller, Channel, Done, ReplyCheck, ReplyError
 from rpcmeter.drivers.grpc_h2 import GrpcH2Client
-from rpcmeter.drivers.stream import mismatch
 from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.protocols.grpc import DEADLINE_EXCEEDED, frame
 from rpcmeter.protocols.h2.connection import Request
@@ -96,7 +95,20 @@ def count_error(got: int, expected: int) -> ReplyError | None:
 class Call:
     """One stream in flight (the HTTP/2 stream's ``user``)."""
 
-    __slots__ = ("buf", "done", "failed", "got", "last", "sent", "session", "stream", "t0", "timer")
+    __slots__ = (
+        "done",
+        "failed",
+        "got",
+        "have",
+        "last",
+        "need",
+        "parts",
+        "sent",
+        "session",
+        "stream",
+        "t0",
+        "timer",
+    )
 
     def __init__(self, done: Done, session: Session, t0: int) -> None:
         self.done = done
@@ -105,7 +117,11 @@ class Call:
         self.last = t0  # the time the current sample is measured from
         self.got = 0
         self.sent = 0
-        self.buf = b""
+        # the bytes of a reply message not complete yet: its DATA payloads, how many bytes
+        # they hold, and how many the message (or its 5-byte prefix) needs before it is parsed
+        self.parts: list[bytes] = []
+        self.have = 0
+        self.need = 0
         self.failed = False
         self.stream: H2Stream | None = None
         self.timer: asyncio.TimerHandle | None = None
@@ -161,14 +177,19 @@ class GrpcStreamH2(GrpcH2Client):
         call: Call = stream.user
         if call.failed:
             return
-        if call.buf:
-            data = call.buf + data
-            call.buf = b""
+        parts = call.parts
+        if parts:  # a message in pieces: joined once, when it is whole (linear in its size)
+            parts.append(data)
+            call.have += len(data)
+            if call.have < call.need:
+                return
+            data = b"".join(parts)
+            parts.clear()
         n = len(data)
         pos = 0
         clock = time.perf_counter_ns
         figures = self.figures
-        expected = self.expected
+        check = self.check
         while n - pos >= 5:
             size = int.from_bytes(data[pos + 1 : pos + 5])
             if data[pos] or size > self.max_message:
@@ -185,9 +206,11 @@ class GrpcStreamH2(GrpcH2Client):
             if end > n:
                 break
             t = clock()
-            if expected is not None and (wrong := mismatch(data[pos + 5 : end], expected)):
-                self.fail(call, wrong)
-                return
+            if check is not None:
+                body = data[pos + 5 : end]
+                if body != check.last and (wrong := check(body)) is not None:
+                    self.fail(call, wrong)
+                    return
             figures.counts["bytes_in"] += size
             if call.got == 0:
                 figures.first.append(t - call.t0)
@@ -208,7 +231,10 @@ class GrpcStreamH2(GrpcH2Client):
                     figures.counts["bytes_out"] += len(self.request_message)
                     call.last = clock()
         if pos < n:
-            call.buf = data[pos:]
+            rest = data[pos:]
+            parts.append(rest)
+            call.have = len(rest)
+            call.need = 5 + int.from_bytes(rest[1:5]) if len(rest) >= 5 else 5
         if len(figures.message) > FOLD:
             figures.fold()
 
@@ -243,8 +269,8 @@ class GrpcStreamH2(GrpcH2Client):
             call.timer.cancel()
         self.figures.counts["messages_in"] += call.got
         error = self.status_error(stream)
-        if error is None and call.buf:
-            error = ReplyError("grpc_malformed", f"{len(call.buf)} bytes of a partial message")
+        if error is None and call.parts:
+            error = ReplyError("grpc_malformed", f"{call.have} bytes of a partial message")
         if error is None:
             error = count_error(call.got, self.replies)
         call.done(None, error)
@@ -258,7 +284,7 @@ def grpcio_stream_caller(
     path: str,
     params: StreamParams,
     request: bytes,
-    expected: bytes | None,
+    check: ReplyCheck | None,
     metadata: tuple[tuple[str, str], ...],
     timeout: float | None,
     figures: StreamFigures,
@@ -291,10 +317,8 @@ def grpcio_stream_caller(
         last = t0
         for reply in it:
             t = clock()
-            if expected is not None and reply != expected:
-                err = mismatch(reply, expected)
-                if err is not None:
-                    raise err
+            if check is not None and reply != check.last and (err := check(reply)) is not None:
+                raise err
             counts["bytes_in"] += len(reply)
             if got == 0:
                 first(t - t0)

@@ -12,19 +12,22 @@ diagnosed with one handshake from Python's ssl module, so the failure names its 
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any, ClassVar
 
 import grpc
 
 from rpcmeter.drivers.base import Caller, DriverContext
 from rpcmeter.drivers.grpc import GrpcCommon, status_error
+from rpcmeter.drivers.grpc_calls import channel_credentials
 from rpcmeter.drivers.grpc_stream import StreamFigures, grpcio_stream_caller
-from rpcmeter.protocols.bodies import check
 from rpcmeter.protocols.grpc import target
 from rpcmeter.protocols.timing import ServerTime, trailer_times
 from rpcmeter.tls import probe_handshake
+
+PROBE_EVERY_S = 0.1  # how often a connecting channel is looked at
 
 
 class GrpcioDriver(GrpcCommon):
@@ -36,28 +39,14 @@ class GrpcioDriver(GrpcCommon):
     def spin_problem(cls, options: Mapping[str, Any]) -> str | None:
         return 'its grpcio client (options.client = "grpcio") waits in grpc\'s own threads'
 
+    def credentials(self) -> tuple[grpc.ChannelCredentials | None, list[tuple[str, Any]]]:
+        """The channel credentials and options of ``ctx.tls`` (None: cleartext)."""
+        return channel_credentials(self.ctx.tls)
+
     def __init__(self, ctx: DriverContext) -> None:
         super().__init__(ctx)
         self.figures = StreamFigures()
         self.channels: list[grpc.Channel] = []
-
-    def credentials(self) -> tuple[grpc.ChannelCredentials | None, list[tuple[str, Any]]]:
-        """The channel credentials and options of ``ctx.tls`` (None: cleartext)."""
-        tls = self.ctx.tls
-        if tls is None:
-            return None, []
-        s = tls.settings
-
-        def read(path: str | None) -> bytes | None:
-            return Path(path).read_bytes() if path else None
-
-        creds = grpc.ssl_channel_credentials(
-            root_certificates=read(tls.ca_file),
-            private_key=read(s.key_file),
-            certificate_chain=read(s.cert_file),
-        )
-        name = tls.server_name
-        return creds, [("grpc.ssl_target_name_override", name)] if name else []
 
     def connect(self) -> None:
         addr = target(self.ctx.endpoint)
@@ -79,18 +68,51 @@ class GrpcioDriver(GrpcCommon):
         wait_s = self.connect_timeout_s
         for ch in self.channels:
             try:
-                grpc.channel_ready_future(ch).result(timeout=wait_s)
-            except grpc.FutureTimeoutError:
+                self.wait_ready(ch, wait_s)
+            except (grpc.FutureTimeoutError, OSError) as exc:
                 self.close()
-                ep = self.ctx.endpoint
-                if self.ctx.tls is not None and ep.port is not None:  # name the TLS failure
-                    why = probe_handshake(self.ctx.tls, ep.host, ep.port, ("h2",))
-                    if why is not None:
-                        raise why from None
+                if isinstance(exc, OSError):
+                    raise
                 raise ConnectionError(f"no gRPC connection to {addr} within {wait_s:g} s") from None
         self.stubs = [ch.unary_unary(self.path) for ch in self.channels]
         self.bytes_out = [0] * self.ctx.threads
         self.bytes_in = [0] * self.ctx.threads
+
+    def wait_ready(self, channel: grpc.Channel, wait_s: float) -> None:
+        """Wait until ``channel`` is connected (``grpc.FutureTimeoutError`` after ``wait_s``).
+        grpcio retries a failed connection quietly until the deadline: the first time it fails
+        over TLS, one handshake with Python's ssl module names why (a TlsError at once:
+        ``certificate verify failed: certificate has expired``)."""
+        failed = threading.Event()
+
+        def watch(state: grpc.ChannelConnectivity) -> None:
+            if state is grpc.ChannelConnectivity.TRANSIENT_FAILURE:
+                failed.set()
+
+        ready = grpc.channel_ready_future(channel)
+        tls, ep = self.ctx.tls, self.ctx.endpoint
+        probe = tls is not None and ep.port is not None
+        deadline = time.monotonic() + wait_s
+        channel.subscribe(watch)
+        try:
+            while True:
+                left = deadline - time.monotonic()
+                try:
+                    ready.result(timeout=max(0.0, min(left, PROBE_EVERY_S)))
+                    return
+                except grpc.FutureTimeoutError:
+                    if left > PROBE_EVERY_S and not failed.is_set():
+                        continue
+                if probe and tls is not None and ep.port is not None:
+                    why = probe_handshake(tls, ep.host, ep.port, ("h2",))
+                    if why is not None:
+                        raise why
+                    probe = False  # the handshake is not what fails
+                if left <= PROBE_EVERY_S:
+                    raise grpc.FutureTimeoutError()
+        finally:
+            ready.cancel()
+            channel.unsubscribe(watch)
 
     def close(self) -> None:
         for ch in self.channels:
@@ -108,7 +130,7 @@ class GrpcioDriver(GrpcCommon):
                 self.path,
                 self.stream,
                 self.request,
-                self.expected,
+                self.check,
                 self.metadata,
                 self.timeout,
                 self.figures,
@@ -117,8 +139,7 @@ class GrpcioDriver(GrpcCommon):
         stub = self.stubs[thread_index % len(self.stubs)]
         request = self.request
         n_out = len(request)
-        expected = self.expected
-        kind = self.ctx.workload.kind
+        check = self.check
         metadata = self.metadata or None
         timeout = self.timeout
         out = self.bytes_out
@@ -132,8 +153,8 @@ class GrpcioDriver(GrpcCommon):
                 raise status_error(exc) from None
             out[t] += n_out
             inp[t] += len(reply)
-            if expected is not None and reply != expected:
-                check(reply, expected, kind)
+            if check is not None and reply != check.last and (wrong := check(reply)) is not None:
+                raise wrong
             return trailer_times(rpc.trailing_metadata())
 
         return call

@@ -22,13 +22,18 @@ def floor(outcome: LoadOutcome) -> Histogram:
 
 
 class RoundTrip:
-    """The round trip of one case: ``spec`` (noop requests from one loop on one connection) run
-    by ``run`` before and after the case (:meth:`measure`), its latencies in :attr:`before` and
-    :attr:`after`."""
+    """The round trip of one case (whose load is ``case``): ``requests`` noop requests from one
+    loop on one connection, run by ``run`` before and after the case (:meth:`measure`), its
+    latencies in :attr:`before` and :attr:`after`; the case's loops per client and ``wait``
+    beside them (the breakdown records them)."""
 
-    def __init__(self, run: Callable[[LoadSpec], LoadOutcome], spec: LoadSpec) -> None:
+    def __init__(
+        self, run: Callable[[LoadSpec], LoadOutcome], case: LoadSpec, requests: int
+    ) -> None:
         self.run = run
-        self.spec = spec
+        self.spec = case.round_trip(requests)
+        self.loops = case.ctx.threads
+        self.wait = case.ctx.wait
         self.before = Histogram()
         self.after = Histogram()
 
