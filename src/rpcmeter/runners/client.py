@@ -230,7 +230,7 @@ def client_main(spec: LoadSpec, go: Any, stop: Any, progress: Any, conn: Any) ->
     ctx = spec.ctx
     os.environ.update(ctx.env)  # before the driver imports its library (RPYC_BIND_THREADS, ...)
     try:
-        driver = driver_class(spec.driver)(ctx)
+        driver = driver_class(spec.driver, ctx.options)(ctx)  # the options' client path
         driver.connect()
     except Exception as exc:
         conn.send(

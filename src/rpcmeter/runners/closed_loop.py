@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from typing import Any
 
 from rpcmeter import model
-from rpcmeter.drivers import driver_class
+from rpcmeter.drivers.base import Driver, TargetSpec
 from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.runners.client import client_process
 from rpcmeter.runners.recording import ClientReport, LoadOutcome
@@ -38,12 +38,12 @@ _CTX: Any = None
 _PRELOAD = ["rpcmeter.runners.client"]
 
 
-def preload_drivers(names: Iterable[str]) -> None:
+def preload_drivers(targets: Iterable[type[TargetSpec]]) -> None:
     """Have client processes start with these drivers' modules already imported (effective
-    before the first client starts; drivers that are not fork-safe are left out)."""
-    for name in names:
-        cls = driver_class(name)
-        if cls.fork_safe and cls.__module__ not in _PRELOAD:
+    before the first client starts; drivers that are not fork-safe, and targets that are no
+    drivers, are left out)."""
+    for cls in targets:
+        if issubclass(cls, Driver) and cls.fork_safe and cls.__module__ not in _PRELOAD:
             _PRELOAD.append(cls.__module__)
 
 
