@@ -30,7 +30,7 @@ from rpcmeter.runners.client_reports import PARSERS
 from rpcmeter.runners.closed_loop import preload_drivers, run_closed_loop
 from rpcmeter.runners.command import command_line, run_command
 from rpcmeter.runners.distributed import LoadCluster, open_cluster, run_distributed
-from rpcmeter.runners.recording import LoadOutcome
+from rpcmeter.runners.recording import LoadInterrupted, LoadOutcome
 from rpcmeter.runners.round_trip import RoundTrip
 from rpcmeter.runners.spec import LoadHooks, LoadSpec
 from rpcmeter.servers.build import Build, prepare_builds, server_cwd
@@ -122,7 +122,12 @@ def run_suite(
 
         def run_one(case: Case) -> model.Case:
             events.case_started(case, total)
-            recorded = bench.run_case(case)
+            try:
+                recorded = bench.run_case(case)
+            except CaseInterrupted as exc:  # kept as it is, and the run ends
+                run.add_case(exc.case)
+                events.case_finished(run.result, exc.case)
+                raise
             run.add_case(recorded)
             events.case_finished(run.result, recorded)
             return recorded
@@ -315,6 +320,14 @@ class CaseFailed(Exception):
         self.output_tail = output_tail
 
 
+class CaseInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a case's load: ``case`` is what it measured by then (incomplete)."""
+
+    def __init__(self, case: model.Case) -> None:
+        super().__init__()
+        self.case = case
+
+
 class TargetRunner:
     """Runs one case of a target kind, step by step (:meth:`steps`), telling its
     :class:`~rpcmeter.record.CaseRecord` (the one writer of the case's result) what it measured;
@@ -402,8 +415,15 @@ class ServerCase(TargetRunner):
         )
         network = self.network_rtt(endpoint)
         rtt = self.round_trip(load) if self.server is not None else None
-        outcome = self.drive_load(load)
-        self.record.load(outcome)
+        try:
+            outcome = self.drive_load(load)
+        except LoadInterrupted as exc:  # Ctrl-C: a staged case keeps its finished stages
+            series = exc.outcome.series
+            if not load.stages or series is None or not series.finished:
+                raise KeyboardInterrupt from None  # nothing whole: the case is lost
+            self.record.interrupted(exc.outcome, load.stages)
+            raise CaseInterrupted(self.record.build()) from None
+        self.record.load(outcome, load.stages)
         self.record.resources(
             outcome,
             self.monitor,

@@ -15,9 +15,9 @@ from rpcmeter.derived import Derived, derive, document
 from rpcmeter.model import Case, CaseProfile, Part, Placement, Result
 from rpcmeter.profile import summary_lines as profile_summary
 from rpcmeter.rates import rate_series
-from rpcmeter.reporters.format import fmt_num, fmt_ratio
+from rpcmeter.reporters.format import fmt_ms, fmt_num, fmt_rate, fmt_ratio, fmt_s
 from rpcmeter.reporters.plots import Cells
-from rpcmeter.reporters.tables import comparison_grids, summary_grid
+from rpcmeter.reporters.tables import Grid, GridCell, Mark, comparison_grids, summary_grid
 from rpcmeter.reporters.view import (
     CaseFigures,
     ComparisonView,
@@ -150,6 +150,7 @@ def _workload(
             else None
         ),
         clients=client_command_grid(workload, grid, keys),
+        stages=tuple(stage_grid(c) for c in result.cases if c.workload == workload and c.stages),
         profile_lines=tuple(profile_lines(result, workload)),
         profiles=tuple(
             Profile(c.id, c.variant, tuple(c.point.items()), role, p)
@@ -158,6 +159,56 @@ def _workload(
             for role, p in _profiles(c).items()
         ),
     )
+
+
+def stage_grid(case: Case) -> Grid:
+    """A staged case's stages, one row each: the load it asked for, when, its requests,
+    requests/s, errors and latency (corrected, with the uncorrected p99 beside it for an open
+    loop), and the clients' CPU per request."""
+    stages = case.stages or []
+    opened = any(s.rate is not None for s in stages)
+    columns = ["stage", "load", "from s", "requests", "req/s", "errors"]
+    columns += ["p50 ms", "p99 ms", "p99.9 ms", "max ms"]
+    columns += ["p99 ms uncorr.", "late"] if opened else []
+    columns += ["client us/req"]
+    rows: list[list[GridCell]] = []
+    for s in stages:
+        lat = s.latency
+        figures = [fmt_ms(_us(getattr(lat, k, None))) for k in ("p50_us", "p99_us", "p999_us")]
+        errors = sum(s.errors.values())
+        row: list[GridCell] = [
+            s.label() if s.complete else Mark(f"{s.label()} (cut short)", "warn"),
+            s.load(),
+            fmt_s(s.start_s),
+            f"{s.requests:,}",
+            fmt_rate(s.throughput_rps if s.throughput_rps is not None else math.nan),
+            Mark(f"{errors:,}", "bad") if errors else "0",
+            *figures,
+            fmt_ms(_us(getattr(lat, "max_us", None))),
+        ]
+        if opened:
+            row += [fmt_ms(_us(getattr(s.latency_uncorrected, "p99_us", None))), f"{s.late or 0:,}"]
+        cpu = s.client_cpu_s
+        row.append(fmt_num(cpu / s.requests * 1e6) if cpu is not None and s.requests else "-")
+        rows.append(row)
+    title = f"{case.workload} · {case.variant} · stages"
+    point = " ".join(f"{k}={v}" for k, v in case.point.items())
+    note = ", ".join(x for x in (point, f"rep {case.repetition}" if case.repetition else "") if x)
+    if case.status != "ok":
+        note = ", ".join(x for x in (note, case.status) if x)
+    latency = "from the intended send time" if opened else "closed loop"
+    return Grid(
+        title=title,
+        columns=columns,
+        rows=rows,
+        left=2,
+        note=", ".join(x for x in (note, f"latency {latency}") if x),
+        no_wrap=frozenset({1}),
+    )
+
+
+def _us(value: float | None) -> float:
+    return math.nan if value is None else value
 
 
 # ---- the header ------------------------------------------------------------------------------

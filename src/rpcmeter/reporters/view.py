@@ -113,6 +113,7 @@ class WorkloadView:
     clients: Grid | None  # command clients' runs, per request (Suite.command_client)
     profile_lines: tuple[str, ...]
     profiles: tuple[Profile, ...]
+    stages: tuple[Grid, ...] = ()  # a table per staged case: each stage's figures
 
     @property
     def tables(self) -> list[Grid]:
@@ -126,6 +127,7 @@ class WorkloadView:
                 self.streams,
                 self.resources,
                 self.connections,
+                *self.stages,
             )
             if g is not None
         ]
