@@ -254,3 +254,10 @@ def test_without_uv_venv_and_pip_are_used(
     assert env.created and env.packages["busy-polling"] == "1.1.0"
     assert env.root is not None
     assert "uv =" not in (env.root / "pyvenv.cfg").read_text()  # made by python -m venv
+    # uv is found again, but the variant asks for pip: another environment, made the same way
+    monkeypatch.undo()
+    notes.clear()
+    chosen = prepare(EnvRequest(install=(str(wheel),), installer="pip"), notes.append)
+    assert notes[0].startswith("creating virtualenv (venv + pip)") and chosen.key != env.key
+    assert chosen.packages["busy-polling"] == "1.1.0"
+    assert chosen.root is not None and "uv =" not in (chosen.root / "pyvenv.cfg").read_text()

@@ -151,7 +151,7 @@ def placement(result: Result) -> list[str]:
     env = result.environment
     place = env.placement or Placement()
     server, client = place.server_cpus, place.client_cpus
-    if not result.cases:
+    if not result.cases or place.target == "command":  # whole commands: no clients to keep apart
         return []
     if server is None or client is None:
         sides = " and ".join(

@@ -354,6 +354,7 @@ class CommandCase(TargetRunner):
             applied_cpus(self.suite, self.case.variant, self.bench.cpus).server,
             env,
             self.bench.progress(self.case),
+            self.bench.quotas.server,
         )
 
 
@@ -559,7 +560,7 @@ class CommandClientCase(ServerCase):
             if monitor is not None:
                 monitor.mark(name)
 
-        line = command_line(suite, case, env, endpoint, self.tls_client)
+        line = command_line(suite, case, env, endpoint, self.tls_client, self.bench.cpus.client)
         self.record.command(line.argv, line.python, suite.runs.warmup, line.params)
         outcome = run_command(
             line,

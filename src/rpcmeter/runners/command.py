@@ -294,8 +294,10 @@ def command_line(
     env: Env | None,
     server: Endpoint | None = None,
     tls: ClientTls | None = None,
+    cpus: Sequence[int] | None = None,
 ) -> CommandLine:
-    """The command line of ``case``, its placeholders filled; with ``server``, a command
+    """The command line of ``case``, its placeholders filled (``{cpus}``: how many CPUs it runs
+    on, ``cpus`` where it is pinned, else every CPU this process may use); with ``server``, a command
     client's (:meth:`~rpcmeter.suite_model.Suite.command_client`), which also gets where that
     server listens (``{host}``, ``{port}``, ``{socket}``), ``{requests_per_run}``, the scheme
     of the server's URLs (``{scheme}``: ``https`` with ``tls``) and with ``tls`` the CA file to
@@ -303,7 +305,7 @@ def command_line(
     params = case.params
     python = env.python if env is not None else sys.executable
     given = params.placeholders() if isinstance(params, CommandParams) else params.model_dump()
-    values = {**given, "python": python}
+    values = {**given, "python": python, "cpus": len(cpus or placement.available_cpus())}
     if server is not None:
         per_run = suite.variants[case.variant].requests_per_run
         assert per_run is not None, "checked when the suite was loaded"
@@ -348,12 +350,16 @@ def run_command_case(
     server_cpus: Sequence[int] | None,
     env: Env | None,
     on_run: Callable[[int, float], None] | None = None,
+    cgroup: placement.Cgroup | None = None,
 ) -> None:
-    """Run one whole-command case and tell ``record`` what it measured."""
-    line = command_line(suite, case, env)
+    """Run one whole-command case, on ``server_cpus`` and in ``cgroup`` (the server's CPU quota,
+    when ``placement.server_cpus`` is a count), and tell ``record`` what it measured."""
+    line = command_line(suite, case, env, cpus=server_cpus)
     record.command(line.argv, line.python, suite.runs.warmup, line.params)
     record.command_cpus(list(server_cpus) if server_cpus else None)
-    record.runs(run_command(line, suite.runs, server_cpus, on_run))
+    outcome = run_command(line, suite.runs, server_cpus, on_run, cgroup=cgroup)
+    record.note_placement(outcome.placement_note)
+    record.runs(outcome)
 
 
 def run_command(
