@@ -37,6 +37,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -51,6 +52,8 @@ from rpcmeter.errors import EnvError
 from rpcmeter.suite import GitSource, Suite, Variant
 
 ENV_FORMAT = 1
+STEP_TIMEOUT_S = 7200.0  # one preparation step: a project built from source (Rust, C++) on a
+# small machine can take the best part of an hour
 MARKER = "rpcmeter-env.json"
 Note = Callable[[str], None]
 
@@ -201,28 +204,40 @@ def _last_error_line(text: str) -> str:
 
 
 def _run(cmd: Sequence[str], what: str, log: Path | None = None, cwd: Path | None = None) -> str:
-    """Run a preparation step; its output goes to ``log``; EnvError naming ``what`` on failure."""
+    """Run a preparation step; its output goes to ``log``; EnvError naming ``what`` on failure.
+
+    The step runs in a session of its own, and whatever ends it early (its time limit,
+    :data:`STEP_TIMEOUT_S`; Ctrl-C; an error) kills all it started: a build's compilers too, not
+    only the installer that started them."""
     try:
-        proc = subprocess.run(
+        proc = subprocess.Popen(
             list(cmd),
             cwd=cwd,
             stdin=subprocess.DEVNULL,
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
-            timeout=1800,
             env={**os.environ, "GIT_TERMINAL_PROMPT": "0"},
+            start_new_session=True,
         )
     except FileNotFoundError:
         raise EnvError(f"{what}: {cmd[0]} not found") from None
+    try:
+        out, err = proc.communicate(timeout=STEP_TIMEOUT_S)
     except subprocess.TimeoutExpired:
-        raise EnvError(f"{what}: no result after 30 minutes") from None
+        raise EnvError(f"{what}: no result after {STEP_TIMEOUT_S:g} s") from None
+    finally:
+        if proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
     if log is not None:
         with log.open("a", encoding="utf-8") as f:
-            f.write(f"$ {' '.join(cmd)}\n{proc.stdout}{proc.stderr}\n")
+            f.write(f"$ {' '.join(cmd)}\n{out}{err}\n")
     if proc.returncode != 0:
         where = f" (log: {log})" if log is not None else ""
-        raise EnvError(f"{what}: {_last_error_line(proc.stderr or proc.stdout)}{where}")
-    return proc.stdout
+        raise EnvError(f"{what}: {_last_error_line(err or out)}{where}")
+    return out
 
 
 @contextlib.contextmanager
@@ -395,7 +410,7 @@ def _create(
     def install_cmd(args: list[str]) -> list[str]:
         return [*pip, *args]
 
-    with tempfile.TemporaryDirectory(prefix="rpcmeter-src-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="rpcmeter-src-", ignore_cleanup_errors=True) as tmp:
         targets, shown = list(install), list(install)
         if git is not None:
             source, sha, mirror = git
