@@ -104,6 +104,10 @@ def test_the_suite_gate_judges_only_the_cases_it_selects() -> None:
     doc = rows_of(sys_row("faster"), wall_row("same"), sys_row("same", 1.0, **fast_input))
     assert gate.check(doc, STUDY).status == gate.PASSED
     assert gate.check(doc, Gate(better=["sys_cpu"])).status == gate.REGRESSED
+    other = rows_of(sys_row("faster"), sys_row("same", variant="0.21"))
+    assert gate.check(other, Gate(better=["sys_cpu"], variants=["fix"])).status == gate.PASSED
+    v = gate.check(other, Gate(better=["sys_cpu"], variants=["0.22"]))
+    assert v.status == gate.UNDECIDED and "no case of 0.22 was measured" in v.lines[0]
 
 
 def test_the_suite_gate_cannot_tell_with_too_few_runs_or_nothing_compared() -> None:

@@ -116,7 +116,11 @@ def check(doc: analysis.Comparison, rules: Gate) -> Verdict:
     none of ``rules.not_worse`` significantly worse. REGRESSED when a case breaks a rule, listing
     which; UNDECIDED when none does but a case cannot be settled (too few repetitions for the
     test), or no case was measured on both sides; else PASSED."""
-    rows = [r for r in doc.rows if _selected(r, rules.where)]
+    rows = [
+        r
+        for r in doc.rows
+        if _selected(r, rules.where) and (not rules.variants or r.variant in rules.variants)
+    ]
     wanted = [(n, True) for n in rules.better] + [(n, False) for n in rules.not_worse]
     failed: list[str] = []
     unsettled: list[str] = []
@@ -137,7 +141,8 @@ def check(doc: analysis.Comparison, rules: Gate) -> Verdict:
         + [f"{analysis.metric(n).short} not worse" for n in rules.not_worse]
     )
     where = " ".join(f"{k}={v}" for k, v in rules.where.items()) or "every case"
-    head = f"gate ({rule}; {where})"
+    who = f"{', '.join(rules.variants)} against the baseline; " if rules.variants else ""
+    head = f"gate ({rule}; {who}{where})"
     if failed:
         return Verdict(
             REGRESSED,
@@ -145,6 +150,7 @@ def check(doc: analysis.Comparison, rules: Gate) -> Verdict:
         )
     if not judged:
         which = f"no case with {where}" if rules.where else "no case"
+        which += f" of {', '.join(rules.variants)}" if rules.variants else ""
         return Verdict(
             UNDECIDED,
             [

@@ -234,6 +234,13 @@ def build_suite(
         suite = Suite.model_validate(raw)
     except ValidationError as exc:
         raise SuiteError(_validation_message(where, exc)) from None
+    if suite.gate is not None:
+        unknown = [v for v in suite.gate.variants if v not in suite.variants]
+        if unknown:
+            raise SuiteError(
+                f"{where}: gate.variants: no variant named {unknown[0]!r} "
+                f"(have: {', '.join(suite.variants)})"
+            )
     if only_variants:
         _keep_variants(suite, only_variants, where)
     _check_semantics(suite, where)

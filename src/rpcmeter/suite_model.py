@@ -340,9 +340,11 @@ class Profile(_Model):
 class Gate(_Model):
     """The suite's own criterion (``[gate]``), judged after every run against the baseline variant
     (:func:`rpcmeter.gate.check`): in the cases ``where`` selects (matrix values, and
-    ``workload``), each metric in ``better`` must be significantly better than the baseline's, and
-    none in ``not_worse`` significantly worse (metric names as ``--metric`` takes them)."""
+    ``workload``) of the ``variants`` named (default: every one but the baseline), each metric in
+    ``better`` must be significantly better than the baseline's, and none in ``not_worse``
+    significantly worse (metric names as ``--metric`` takes them)."""
 
+    variants: list[str] = Field(default_factory=list)
     where: dict[str, Any] = Field(default_factory=dict)
     better: list[str] = Field(default_factory=list)
     not_worse: list[str] = Field(default_factory=list)

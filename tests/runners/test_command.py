@@ -254,6 +254,7 @@ def test_only_the_variants_asked_for_run(tmp_path: Path) -> None:
     [
         ('better = ["wall"]', r"gate\.better: unknown metric 'wall' \(expected one of: mean, "),
         ("where = { slow = true }", r"gate\.where\.slow: not a matrix key \(known: workload, t\)"),
+        ('variants = ["b"]', r"gate\.variants: no variant named 'b' \(have: default\)"),
     ],
 )
 def test_gate_errors_name_the_key(tmp_path: Path, gate: str, error: str) -> None:
