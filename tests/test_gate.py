@@ -77,7 +77,10 @@ def wall_row(verdict: str, ratio: float = 1.0, **more: object) -> dict[str, obje
 def test_the_suite_gate_passes_when_system_time_is_down_and_wall_time_not_worse() -> None:
     v = gate.check(rows_of(sys_row("faster"), wall_row("same")), STUDY)
     assert v.status == gate.PASSED
-    assert v.lines == ["gate (sys s better, mean not worse; long_input=True): passed in 1 case(s)"]
+    assert v.lines == [
+        "gate (system CPU per run better; wall time per run not worse; long_input=True): "
+        "passed in 1 case(s)"
+    ]
 
 
 def test_the_suite_gate_fails_when_system_time_is_not_down() -> None:
@@ -85,11 +88,11 @@ def test_the_suite_gate_fails_when_system_time_is_not_down() -> None:
     assert v.status == gate.REGRESSED
     assert v.lines[1] == (
         "  w · long_input=True · fix: system CPU per run 0.97x [0.87-1.07] same of spin "
-        "(5 and 5 runs, p=0.008): not significantly better"
+        "(5 and 5 repetitions, p=0.008): not significantly better"
     )
     v = gate.check(rows_of(sys_row("slower", 9.0), wall_row("faster", 0.9)), STUDY)
     assert v.status == gate.REGRESSED and v.lines[1].endswith(
-        "more of spin (5 and 5 runs, p=0.008): worse"
+        "more of spin (5 and 5 repetitions, p=0.008): worse"
     )
 
 
@@ -114,7 +117,9 @@ def test_the_suite_gate_cannot_tell_with_too_few_runs_or_nothing_compared() -> N
     few = {"n": 3, "n_baseline": 3}
     v = gate.check(rows_of(sys_row("unknown", **few), wall_row("unknown", **few)), STUDY)
     assert v.status == gate.UNDECIDED and "cannot tell for 2 comparison(s)" in v.lines[0]
-    assert v.lines[-1] == "  a gate needs at least 4 runs per side"
+    assert (
+        v.lines[-1] == "  a gate needs at least 4 repetitions per side (for a whole command, runs)"
+    )
     v = gate.check(rows_of(), STUDY)
     assert v.status == gate.UNDECIDED and "nothing to judge" in v.lines[0]
 

@@ -107,7 +107,8 @@ def _line(doc: analysis.Comparison, r: analysis.ComparisonRow, label: str, why: 
         else "unknown"
     )
     p = f", p={r.p_value:.3g}" if r.p_value is not None else ""
-    return f"{analysis.row_label(r)}: {label} {ratio} of {base} ({r.n} and {r.n_baseline} runs{p}): {why}"
+    reps = f"{r.n} and {r.n_baseline} repetitions{p}"
+    return f"{analysis.row_label(r)}: {label} {ratio} of {base} ({reps}): {why}"
 
 
 def check(doc: analysis.Comparison, rules: Gate) -> Verdict:
@@ -131,14 +132,14 @@ def check(doc: analysis.Comparison, rules: Gate) -> Verdict:
         for r in (r for r in rows if r.metric == m.name):
             judged.add(analysis.row_label(r))
             if r.verdict == "unknown":
-                unsettled.append(_line(doc, r, label, "too few runs to tell"))
+                unsettled.append(_line(doc, r, label, "too few repetitions to tell"))
             elif r.verdict == "slower":
                 failed.append(_line(doc, r, label, "worse"))
             elif must_improve and r.verdict != "faster":
                 failed.append(_line(doc, r, label, "not significantly better"))
-    rule = ", ".join(
-        [f"{analysis.metric(n).short} better" for n in rules.better]
-        + [f"{analysis.metric(n).short} not worse" for n in rules.not_worse]
+    rule = "; ".join(
+        [f"{_label(analysis.metric(n), rows)} better" for n in rules.better]
+        + [f"{_label(analysis.metric(n), rows)} not worse" for n in rules.not_worse]
     )
     where = " ".join(f"{k}={v}" for k, v in rules.where.items()) or "every case"
     who = f"{', '.join(rules.variants)} against the baseline; " if rules.variants else ""
@@ -165,7 +166,8 @@ def check(doc: analysis.Comparison, rules: Gate) -> Verdict:
                 f"{head}: cannot tell for {len(unsettled)} comparison(s) (exit status "
                 f"{UNDECIDED}):",
                 *(f"  {x}" for x in unsettled),
-                f"  a gate needs at least {analysis.GATE_MIN_REPEAT} runs per side",
+                f"  a gate needs at least {analysis.GATE_MIN_REPEAT} repetitions per side "
+                "(for a whole command, runs)",
             ],
         )
     return Verdict(PASSED, [f"{head}: passed in {len(judged)} case(s)"])
