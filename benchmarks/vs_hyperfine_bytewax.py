@@ -15,16 +15,21 @@ user + system). A row whose runs last over 1 s is judged: the wall ratio within 
 CPU ratio within 10 %; exit status 1 when a judged row is not.
 
     python benchmarks/vs_hyperfine_bytewax.py [--variant 0.21.1 ...] [--workload partitioned ...]
-        [--items 8] [--rounds 5] [--set KEY=VALUE ...]
+        [--items 8] [--rounds 5] [--processes N] [--set KEY=VALUE ...]
 
 ``--items`` is the items per partition (the study: 20; 8 makes a slow input's run about 2 s and
-a fast input's with the heavy map over 1 s on two CPUs).
+a fast input's with the heavy map over 1 s on two CPUs). ``--processes`` sets ``-p`` (default:
+``{cpus}``, every CPU). With two or more processes a run's wall time jumps by a second between
+runs of the same command, under either tool: at start a worker connects to the workers before it
+and, when one does not listen yet, retries a second later (timely's networking). One process
+starts the same way every time.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import shlex
 import shutil
 import statistics
@@ -100,9 +105,11 @@ def value(sample: Sample, key: str) -> float:
 
 
 def ratio(row: Row, key: str) -> float:
-    """The median over the rounds of each round's rpcmeter / hyperfine ratio of ``key``."""
+    """The median over the rounds of each round's rpcmeter / hyperfine ratio of ``key`` (NaN
+    when hyperfine read 0 in every round: its system time of a one-process run can be 0.0)."""
     pairs = zip(row.rpcmeter, row.hyperfine, strict=True)
-    return statistics.median(value(a, key) / value(b, key) for a, b in pairs)
+    ratios = [value(a, key) / value(b, key) for a, b in pairs if value(b, key) > 0]
+    return statistics.median(ratios) if ratios else math.nan
 
 
 def median(samples: list[Sample], key: str) -> float:
@@ -147,6 +154,12 @@ def main() -> int:
     parser.add_argument("--workload", "-w", action="append", help="workloads (default: all)")
     parser.add_argument("--items", type=int, default=8, help="items per partition (default 8)")
     parser.add_argument("--rounds", type=int, default=5, help="runs of each tool (default 5)")
+    parser.add_argument(
+        "--processes",
+        "-p",
+        type=int,
+        help="bytewax processes, {cpus} in the commands (default: every CPU; nothing is pinned)",
+    )
     parser.add_argument("--set", dest="overrides", action="append", default=[])
     args = parser.parse_args()
     if shutil.which("hyperfine") is None:
@@ -166,7 +179,8 @@ def main() -> int:
         if isinstance(env, EnvError):
             print(f"{case.variant}: skipped: {env}", file=sys.stderr)
             continue
-        cases.append((case, command_line(suite, case, env)))
+        cpus = list(range(args.processes)) if args.processes else None  # fills {cpus} only
+        cases.append((case, command_line(suite, case, env, cpus=cpus)))
     rows = [Row(case.label()) for case, _ in cases]
     with tempfile.TemporaryDirectory(prefix="vs-hyperfine-") as tmp:
         for r in range(1, args.rounds + 1):
