@@ -29,20 +29,21 @@ import time
 from collections.abc import Callable
 from functools import reduce
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from greeter_server import METHOD, REPLY, REQUEST
 from h2bench import FLOOR_PROTOCOL, greeter
 from versus import cpus
 
-from rpcmeter.drivers.base import DriverContext
+from rpcmeter.drivers.base import DriverContext, ReplyCheck
 from rpcmeter.drivers.grpc import GrpcDriver, GrpcUnavailable, error_for
-from rpcmeter.drivers.grpc_h2 import GrpcH2Client, frame_message
+from rpcmeter.drivers.grpc_h2 import GrpcH2Client
+from rpcmeter.drivers.stream import ExactReply
 from rpcmeter.endpoints import Endpoint
-from rpcmeter.h2.transport import H2Protocol, Session
+from rpcmeter.protocols.grpc import frame, method_path
+from rpcmeter.protocols.h2.transport import H2Protocol, Session
 from rpcmeter.runners.event_loop import NO_DEADLINE, Phase, closed_loop
 from rpcmeter.runners.recording import Recorder, ThreadStats
-from rpcmeter.servers.grpc_server import method_path
 from rpcmeter.servers.process import ServerProcess, new_endpoint
 from rpcmeter.workloads import NoopParams
 
@@ -56,10 +57,14 @@ class Call:
     method, request, reply, server_time = METHOD, REQUEST, REPLY, False
 
 
-def make_client(endpoint: Endpoint, streams: int) -> GrpcH2Client:
+Check = ReplyCheck | None | Literal["bytes"]  # "bytes": each reply compared with Call.reply
+
+
+def make_client(endpoint: Endpoint, streams: int, check: Check = "bytes") -> GrpcH2Client:
     ctx = DriverContext(endpoint, NoopParams(), {}, validate=True, threads=streams)
+    checks = ExactReply(Call.reply) if check == "bytes" else check
     return GrpcH2Client(
-        ctx, Call.method, Call.request, Call.reply, (), None, error_for, GrpcUnavailable
+        ctx, Call.method, Call.request, checks, (), None, error_for, GrpcUnavailable
     )
 
 
@@ -125,10 +130,13 @@ class CountingTransport:
         pass
 
 
-async def replay_rpcmeter(endpoint: Endpoint, cap: Capture, streams: int) -> tuple[int, float]:
-    """(calls, CPU seconds) of the per-call path over the captured reads."""
+async def replay_rpcmeter(
+    endpoint: Endpoint, cap: Capture, streams: int, check: Check = "bytes"
+) -> tuple[int, float]:
+    """(calls, CPU seconds) of the per-call path over the captured reads, each reply checked
+    by ``check``."""
     before, reads = cap
-    client = make_client(endpoint, streams)
+    client = make_client(endpoint, streams, check)
     proto = H2Protocol(client.new_connection())
     proto.connection_made(CountingTransport())  # type: ignore[arg-type]
     for data in reads[:before]:
@@ -138,7 +146,7 @@ async def replay_rpcmeter(endpoint: Endpoint, cap: Capture, streams: int) -> tup
         raise ConnectionError("no new connection in a replay")
 
     client.sessions.append(Session(proto, opener))
-    client.prepared = proto.conn.prepare(client.headers, frame_message(Call.request))
+    client.prepared = proto.conn.prepare(client.headers, frame(Call.request))
     stats = ThreadStats()
     start_loops(client, streams, stats)
     cpu = replay(proto.data_received, reads[before:])

@@ -24,7 +24,7 @@ import grpc
 
 from rpcmeter.drivers.grpc import GrpcDriver
 from rpcmeter.placement import available_cpus
-from rpcmeter.servers.grpc_server import method_path, target
+from rpcmeter.protocols.grpc import method_path, target
 from rpcmeter.servers.process import ServerProcess, new_endpoint
 
 REQUEST = b"x" * 100

@@ -189,10 +189,11 @@ def against_greeter(
     peer: str,
     targets: tuple[float, float],
     certs: RunCertificates | None = None,
+    alike: tuple[str, ...] = (),
 ) -> int:
     """Start the greeter (``flag``; described as ``server``), run ``clients(endpoint,
     client_cpu)`` for ``n_rounds`` rounds (``what``), print the summary of rpcmeter against
-    ``peer``; the exit status."""
+    ``peer`` (and of each of ``alike`` against rpcmeter); the exit status."""
     server_cpu, client_cpu = cpus()
     try:
         with greeter(server_cpu, flag, certs) as endpoint:
@@ -201,5 +202,5 @@ def against_greeter(
     except BuildError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    summary(runs, "rpcmeter", peer, "floor", targets)
+    summary(runs, "rpcmeter", peer, "floor", targets, alike)
     return 0

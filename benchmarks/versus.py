@@ -133,6 +133,7 @@ def summary(
     peer: str,
     floor: str,
     targets: tuple[float, float],
+    alike: tuple[str, ...] = (),
 ) -> None:
     """Medians, ratios (of the medians, and the median of each round's ratio), the floor."""
     med = {
@@ -152,3 +153,10 @@ def summary(
         f"CPU {statistics.median(a[1] / b[1] for a, b in pairs):.2f}"
     )
     print(f"{ours} - floor CPU per call: {(o[1] - f[1]) * 1e6:.2f} us  (target <= 1.5)")
+    for name in alike:  # clients of ours that should cost what ours does
+        pairs = list(zip(runs[name], runs[ours], strict=True))
+        print(
+            f"{name} / {ours}, per round, median: calls/s "
+            f"{statistics.median(a[0] / b[0] for a, b in pairs):.3f}, CPU per call "
+            f"{statistics.median(a[1] / b[1] for a, b in pairs):.3f}  (target: within 3 %)"
+        )

@@ -12,6 +12,8 @@ from rpcmeter.drivers import driver_class
 from rpcmeter.endpoints import Endpoint, remote_endpoint
 from rpcmeter.errors import SuiteError
 from rpcmeter.execute import run_suite
+from rpcmeter.metrics.network_rtt import HANDSHAKES, NetworkRtt, measurable
+from rpcmeter.reporters.terminal import render
 from rpcmeter.servers.process import ServerProcess, free_port, new_endpoint
 from rpcmeter.suite import build_suite
 from tests.support.synthetic import written
@@ -84,3 +86,41 @@ def test_no_server_at_the_address_fails_the_case() -> None:
     (case,) = result["cases"]
     assert case["status"] == "failed"
     assert "no server answers at tcp://127.0.0.1:" in case["reason"]
+
+
+def test_network_round_trip_and_breakdown_of_a_remote_target() -> None:
+    """A remote TCP target: the network's round trip from TCP handshakes before and after the
+    case, and a breakdown whose round trip is that one (no no-op requests are sent)."""
+    ep = new_endpoint("tcp")
+    with ServerProcess(driver_class("http").server_command(ep, {}), ep):
+        s = build_suite(
+            {
+                "target": {"driver": "http", "address": f"{ep.host}:{ep.port}"},
+                "workloads": {"small": {"kind": "factorial", "n": 5}},
+                "load": {"requests": 200, "warmup": 2},
+                "breakdown": {},
+            }
+        )
+        result = run_suite(s)
+    (case,) = written(result)["cases"]
+    assert case["status"] == "ok", case["reason"]
+    net = case["network_rtt_us"]
+    assert net["count"] == 2 * HANDSHAKES and 0 < net["p50"] < case["latency"]["p50_us"]
+    assert net["before"] > 0 and net["after"] > 0
+    b = case["breakdown"]
+    assert b["rtt_basis"] == "network" and b["rtt_requests"] == 0
+    assert b["rtt_us"]["p50"] == net["p50"]
+    assert b["server_us"]["count"] == b["overhead_us"]["count"] == 200
+    # latency = network round trip + queue + server compute + overhead, in means
+    parts = net["p50"] + b["queue_us"]["mean"] + b["server_us"]["mean"] + b["overhead_us"]["mean"]
+    assert parts == pytest.approx(case["latency"]["mean_us"], rel=0.02)
+    text = render(result, width=200)
+    assert "network RTT" in text and "latency -" in text
+
+
+def test_handshakes_with_a_closed_port_give_a_reason() -> None:
+    network = NetworkRtt(Endpoint("tcp", "127.0.0.1", free_port()), count=3)
+    reason = network.measure("before")
+    assert reason is not None and reason.startswith("network round trip (before the case) to ")
+    assert network.before.count == 0
+    assert not measurable(Endpoint("unix", path="/tmp/x.sock"))

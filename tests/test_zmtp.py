@@ -1,12 +1,12 @@
-"""The sans-I/O ZMTP 3.x core (rpcmeter.zmtp) alone: greeting and handshake bytes, frames short
+"""The sans-I/O ZMTP 3.x core (rpcmeter.protocols.zmtp) alone: greeting and handshake bytes, frames short
 and long, split reads, PING/PONG and the peers it refuses."""
 
 from __future__ import annotations
 
 import pytest
 
-from rpcmeter import zmtp
-from rpcmeter.zmtp import COMMAND, LONG, MORE, Connection
+from rpcmeter.protocols import zmtp
+from rpcmeter.protocols.zmtp import COMMAND, LONG, MORE, Connection
 
 # a REQ peer's greeting (ZMTP 3.1, NULL) and READY, spelled out byte by byte
 PEER_GREETING = (

@@ -10,7 +10,7 @@ case::
     latency = round trip + queue + server compute + overhead
 
 where ``latency`` is what the client measured, ``queue`` and ``server compute`` what the server
-reported for that very request (:mod:`rpcmeter.servers.timing`: how long it waited after it had
+reported for that very request (:mod:`rpcmeter.protocols.timing`: how long it waited after it had
 fully arrived, and how long it was handled), and ``round trip`` the median of the round-trip
 requests before and after (the floor: a busy machine's stalls move a mean of a few hundred
 requests far more than the case's), each less the times the server reported for it: a no-op
@@ -20,6 +20,11 @@ request, so the overhead's spread and percentiles are those of the per-request d
 the one round-trip median), not a guess from separate spreads. In means:
 ``latency = round trip p50 + queue + compute + overhead``. A server that reports no queue time leaves
 ``queue_us`` null (unknown, not zero) and the overhead then includes any queueing.
+
+For a remote target (a server rpcmeter did not start) the round trip is the network's instead,
+from TCP handshakes before and after the case (:mod:`rpcmeter.metrics.network_rtt`; ``basis``
+``"network"``): ``latency = network round trip + queue + server compute + overhead``, and no
+no-op requests are sent.
 
 The overhead's mean comes with a 95 % confidence interval: 1.96 standard errors of the case's
 mean (requests taken as independent), plus half a distribution-free 95 % interval of the round
@@ -35,7 +40,9 @@ The case document holds ``breakdown`` (microseconds; schema version 2)::
      "server_us": {"mean", "stdev", "p50", "p99", "count"} | null,
      "overhead_us": {"mean", "stdev", "p50", "p99", "count", "ci95": [low, high],
                      "within_noise": bool} | null,
-     "rtt_requests": int, "rtt_loops": 1}
+     "rtt_requests": int, "rtt_loops": 1, "rtt_basis": "noop" | "network"}
+
+(``rtt_requests`` and ``rtt_loops`` are 0 with a network round trip.)
 
 ``server_us`` and ``overhead_us`` are null when the replies carried no server time (a server that
 does not report it, e.g. nginx). Documents of schema version 1 have ``rtt_us``, ``server_us`` and
@@ -88,20 +95,34 @@ def median_half_width(h: Histogram) -> float:
     return (high - low) / 2
 
 
+def around(before: Histogram, after: Histogram) -> Stats:
+    """Round trips taken before and after a case: their stats (us), with the medians before
+    and after."""
+    rtt = Histogram.merged([before, after])
+    stats = stats_us(rtt) or Stats(mean=math.nan, stdev=math.nan, p50=math.nan, count=0)
+    return stats.model_copy(
+        update={
+            "before": before.percentile(50) / 1e3 if before.count else math.nan,
+            "after": after.percentile(50) / 1e3 if after.count else math.nan,
+        }
+    )
+
+
 def breakdown(
     rtt_before: Histogram,
     rtt_after: Histogram,
     server: Histogram,
     net: Histogram,
     queue: Histogram,
+    basis: str = "noop",
 ) -> Breakdown:
-    """The case's ``breakdown``: the round trip's latencies before and after the case, and the
-    case's server-reported compute times, ``latency - compute - queue`` per request (``net``)
-    and queue times (all ns)."""
+    """The case's ``breakdown``: the round trip's latencies before and after the case (no-op
+    requests, or for a remote target TCP handshakes: ``basis`` ``"network"``), and the case's
+    server-reported compute times, ``latency - compute - queue`` per request (``net``) and
+    queue times (all ns)."""
     rtt = Histogram.merged([rtt_before, rtt_after])
-    before = rtt_before.percentile(50) / 1e3 if rtt_before.count else math.nan
-    after = rtt_after.percentile(50) / 1e3 if rtt_after.count else math.nan
-    rtt_stats = stats_us(rtt) or Stats(mean=math.nan, stdev=math.nan, p50=math.nan, count=0)
+    rtt_stats = around(rtt_before, rtt_after)
+    before, after = _or_nan(rtt_stats.before), _or_nan(rtt_stats.after)
     server_us = overhead_us = None
     if server.count and net.count and rtt.count:
         overhead = stats_us(net, rtt.percentile(50))
@@ -114,12 +135,13 @@ def breakdown(
         )
         server_us = stats_us(server)
     return Breakdown(
-        rtt_us=rtt_stats.model_copy(update={"before": before, "after": after}),
+        rtt_us=rtt_stats,
         queue_us=stats_us(queue) if server.count else None,
         server_us=server_us,
         overhead_us=overhead_us,
-        rtt_requests=rtt.count,
-        rtt_loops=1,
+        rtt_requests=rtt.count if basis == "noop" else 0,
+        rtt_loops=1 if basis == "noop" else 0,
+        rtt_basis=basis,
     )
 
 

@@ -17,7 +17,7 @@ line and exits with its ``exit_code``. Anything else escaping the library is a b
 
 Two exceptions are no user's error but a reply's, counted per kind while the load goes on:
 :class:`ReplyMismatch` and :class:`ReplyError` (raised by drivers and by the reply checks of
-:mod:`rpcmeter.servers.bodies`; see :mod:`rpcmeter.drivers.base`).
+:mod:`rpcmeter.protocols.bodies`; see :mod:`rpcmeter.drivers.base`).
 """
 
 from __future__ import annotations
@@ -88,6 +88,14 @@ class ReplyError(Exception):
 
 class ConnectionClosed(ConnectionResetError):
     """The peer closed the connection (or it broke) while requests were outstanding."""
+
+
+class RequestLost(ConnectionClosed):
+    """A request was in flight on a connection that had served requests before, when the
+    server closed it (or it broke): counted as ``connection_closed``, but not fatal: the loop
+    goes on over a new connection (a connection that cannot be opened is fatal)."""
+
+    kind = "connection_closed"
 
 
 class ProtocolError(ConnectionError):

@@ -11,16 +11,19 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from rpcmeter import model, record
 from rpcmeter import placement as placement_mod
-from rpcmeter.breakdown import RoundTrip
+from rpcmeter.breakdown import RoundTrip, around, breakdown
 from rpcmeter.drivers import driver_class
+from rpcmeter.drivers.base import Driver
 from rpcmeter.endpoints import Endpoint, remote_endpoint
 from rpcmeter.envs import Env, in_env, prepare_variants
 from rpcmeter.errors import EnvError, RpcmeterError, ServerError
 from rpcmeter.events import JsonWriter, RunEvents, RunListener
 from rpcmeter.metrics import resources
+from rpcmeter.metrics.network_rtt import NetworkRtt, measurable
 from rpcmeter.plan import Case, expand
 from rpcmeter.profile import CaseProfiler, profile_dir
 from rpcmeter.record import CaseRecord, RunRecord
@@ -170,6 +173,7 @@ def run_suite(
     unrecorded: RpcmeterError | None = None
     try:
         environments.update(prepare_environments(suite, run, events))
+        prepare_calls(bench, run)
         if drive is None:
             for case in cases:
                 run_one(case)
@@ -239,6 +243,53 @@ def prepare_environments(
     return environments
 
 
+def prepare_calls(bench: Bench, run: RunRecord | None = None) -> None:
+    """What each variant's clients are handed (``DriverContext.prepared``, in
+    ``bench.prepared``): what its driver prepared when the suite was loaded, or for a driver
+    that asks the server (gRPC's reflection; :meth:`~rpcmeter.drivers.base.Driver.ask_server`)
+    its answer, asked once now, before the cases: of the remote server, or of the variant's
+    server started for the question (as its first case starts it) and stopped. The result's
+    environment records what the drivers describe of it (``schemas``)."""
+    suite = bench.suite
+    bench.prepared.update(suite.prepared)
+    first: dict[str, Case] = {}
+    for case in expand(suite):
+        first.setdefault(case.variant, case)
+    for vname, case in first.items():
+        driver = driver_class(suite.driver_of(vname))
+        options = {**suite.target.options, **suite.variants[vname].options}
+        if target_kind(suite, vname) in ("server", "remote") and driver.asks_server(options):
+            bench.events.note(f"{vname}: asking its server ({driver.name} reflection)")
+            bench.prepared[vname] = ServerCase(bench, case).ask(driver)
+    schemas = {}
+    for vname in suite.variants:
+        described = driver_class(suite.driver_of(vname)).describe_prepared(
+            bench.prepared.get(vname, {})
+        )
+        if described is not None:
+            schemas[vname] = model.Schema.model_validate(described)
+    if schemas and run is not None:
+        run.environment(model.Environment(schemas=schemas))
+
+
+def suite_calls(suite: Suite, events: RunListener | None = None) -> dict[str, Mapping[str, Any]]:
+    """What each variant's clients would be handed (:func:`prepare_calls`) without running a
+    case (``rpcmeter describe``): a server is started only to be asked (gRPC reflection), with
+    rpcmeter's own Python (no variant environment is prepared)."""
+    tls = {v: suite.tls_of(v) for v in suite.variants}
+    managed = any(tls[v] is not None and suite.address_of(v) is None for v in tls)
+    certs = RunCertificates() if managed else None
+    cpus = placement_mod.resolve(suite.placement, where=suite.path)
+    bench = Bench(suite, RunOptions(), cpus, certs=certs, events=events or RunListener())
+    try:
+        prepare_calls(bench)
+    finally:
+        stop_all()
+        if certs is not None:
+            certs.close()
+    return bench.prepared
+
+
 def server_command(
     suite: Suite,
     case: Case,
@@ -287,6 +338,8 @@ class Bench:
     total: int = 1
     certs: RunCertificates | None = None  # made for the run when a variant uses TLS
     events: RunListener = field(default_factory=RunListener)  # the run's progress goes here
+    # variant -> what its clients are handed (DriverContext.prepared; see prepare_calls)
+    prepared: dict[str, Mapping[str, Any]] = field(default_factory=dict)
 
     def run_case(self, case: Case) -> model.Case:
         """Run ``case`` with the runner of its variant's target kind (:data:`RUNNERS`)."""
@@ -387,9 +440,15 @@ class ServerCase(TargetRunner):
     def measure(self, endpoint: Endpoint, env: Env | None, idle: resources.CpuTimes | None) -> None:
         """The case's load against the server at ``endpoint``, recorded with its resources."""
         load = LoadSpec.of_case(
-            self.suite, self.case, endpoint, self.bench.cpus.client, self.tls_client
+            self.suite,
+            self.case,
+            endpoint,
+            self.bench.cpus.client,
+            self.tls_client,
+            self.bench.prepared.get(self.case.variant),
         )
-        rtt = self.round_trip(load)
+        network = self.network_rtt(endpoint)
+        rtt = self.round_trip(load) if self.server is not None else None
         outcome = self.drive_load(load)
         self.record.load(outcome)
         self.record.resources(
@@ -400,7 +459,25 @@ class ServerCase(TargetRunner):
             self.bench.quotas,
             remote_load=self.bench.cluster is not None and self.bench.cluster.local is None,
         )
-        self.finish(outcome, rtt)
+        self.finish(outcome, rtt, network)
+
+    def ask(self, driver: type[Driver]) -> dict[str, Any]:
+        """What ``driver`` asks the variant's server before the cases
+        (:meth:`~rpcmeter.drivers.base.Driver.ask_server`): the server started as this case
+        would start it (a remote one probed), asked, and stopped."""
+        try:
+            env = self.prepare_environment()
+            endpoint = self.endpoint()
+            try:
+                self.start_server(endpoint, env)
+                return driver.ask_server(self.suite, self.case.variant, endpoint, self.tls_client)
+            finally:
+                self.stop()
+        except CaseFailed as exc:
+            raise ServerError(
+                f"variant {self.case.variant!r}: its server, asked before the cases: {exc.reason}",
+                exc.output_tail,
+            ) from None
 
     def endpoint(self) -> Endpoint:
         """Where the server listens: the variant's remote address, or a fresh port or socket."""
@@ -470,9 +547,23 @@ class ServerCase(TargetRunner):
             else run_distributed(cluster, load, hooks)
         )
 
+    def network_rtt(self, endpoint: Endpoint) -> NetworkRtt | None:
+        """With ``breakdown`` or a remote target: the network's round trip to the server (TCP
+        handshakes, :mod:`rpcmeter.metrics.network_rtt`), measured now and again after the
+        case; None for a Unix socket (or when no handshake could be made: a note says why)."""
+        if not measurable(endpoint) or (self.suite.breakdown is None and self.server is not None):
+            return None
+        network = NetworkRtt(endpoint)
+        problem = network.measure("before")
+        if problem:
+            self.record.note_placement(problem)
+            return None
+        return network
+
     def round_trip(self, load: LoadSpec) -> RoundTrip | None:
         """With ``breakdown``: the round trip (noop requests, one loop) on the same server,
-        measured now and again after the case (:mod:`rpcmeter.breakdown`)."""
+        measured now and again after the case (:mod:`rpcmeter.breakdown`). A remote target's
+        breakdown takes the network's round trip instead (:meth:`network_rtt`)."""
         if self.suite.breakdown is None:
             return None
         rtt = RoundTrip(
@@ -527,9 +618,27 @@ class ServerCase(TargetRunner):
         if self.server is not None:
             self.server.close()
 
-    def finish(self, outcome: LoadOutcome, rtt: RoundTrip | None) -> None:
-        """The breakdown, and why the case failed or is incomplete."""
+    def finish(
+        self, outcome: LoadOutcome, rtt: RoundTrip | None, network: NetworkRtt | None = None
+    ) -> None:
+        """The network's round trip, the breakdown, and why the case failed or is incomplete.
+        A remote target's breakdown takes the network's round trip as its round trip: latency =
+        network round trip + queue + server compute + overhead."""
         server = self.server
+        if network is not None and not outcome.failure:
+            network.measure("after")  # a failure leaves the handshakes taken before only
+            self.record.network_rtt(around(network.before, network.after))
+            if self.suite.breakdown is not None and server is None:
+                self.record.breakdown(
+                    breakdown(
+                        network.before,
+                        network.after,
+                        outcome.server_hist,
+                        outcome.net_hist,
+                        outcome.queue_hist,
+                        basis="network",
+                    )
+                )
         if rtt is not None and not outcome.failure:
             rtt.measure("after")  # a failure here leaves the round trip measured before only
             self.record.breakdown(rtt.breakdown(outcome))

@@ -163,6 +163,9 @@ class Breakdown(Part):
     overhead_us: Stats | None = None
     rtt_requests: int | None = None
     rtt_loops: int | None = None
+    # what rtt_us is: "noop" (no-op requests; None in older documents) or "network" (TCP
+    # handshakes: a remote target's, rpcmeter.metrics.network_rtt)
+    rtt_basis: str | None = None
 
 
 class Cpu(Part):
@@ -404,6 +407,7 @@ class Case(Part):
     server_time: ServerTime | None = None
     bytes: Bytes | None = None
     breakdown: Breakdown | None = None
+    network_rtt_us: Stats | None = None  # TCP handshakes before and after (metrics.network_rtt)
     counters: dict[str, int] | None = None
     stream: Stream | None = None
     connections: Connections | None = None
@@ -540,6 +544,19 @@ class Tls(Part):
     client_cert_sha256: str | None = None
 
 
+class Schema(Part):
+    """Where a variant's protobuf schema came from (a gRPC call named from it): ``source``
+    (``proto``, ``protoset`` or ``reflection``), ``origin`` (the file as the suite names it, or
+    the reflection service's version), the SHA-256 of its descriptors in canonical form, its
+    files and the method called."""
+
+    source: str | None = None
+    origin: str | None = None
+    sha256: str | None = None
+    files: list[str] | None = None
+    call: str | None = None
+
+
 class VariantEnv(Part):
     """A variant's prepared environment (rpcmeter.envs.Env.describe), or why there is none."""
 
@@ -583,6 +600,7 @@ class Environment(Part):
     cluster: Cluster | None = None
     tls: dict[str, Tls] | None = None  # variant -> its TLS
     variant_envs: dict[str, VariantEnv] | None = None
+    schemas: dict[str, Schema] | None = None  # variant -> its gRPC schema
 
 
 class Objective(Part):

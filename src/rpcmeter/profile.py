@@ -23,8 +23,9 @@ SVG. The case document links them::
 
 ``top`` lists the frames with the most samples of their own (self time); ``sampler_cpu_s`` is the
 CPU time the samplers used (on top of the case's; py-spy also pauses a process while it reads its
-stack, see the README for the measured slowdown). When ptrace is not permitted (a container
-without ``CAP_SYS_PTRACE``, ``kernel.yama.ptrace_scope``), the profile holds the one-line error.
+stack, see docs/concepts/where-the-time-goes.md for the measured slowdown). When ptrace is not
+permitted (a container without ``CAP_SYS_PTRACE``, ``kernel.yama.ptrace_scope``), the profile
+holds the one-line error.
 """
 
 from __future__ import annotations

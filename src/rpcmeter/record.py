@@ -225,6 +225,10 @@ class CaseRecord:
     def breakdown(self, breakdown: model.Breakdown) -> None:
         self.fields["breakdown"] = breakdown
 
+    def network_rtt(self, stats: model.Stats) -> None:
+        """The network's round trip to the server (TCP handshakes, before and after)."""
+        self.fields["network_rtt_us"] = stats
+
     def command(self, argv: list[str], python: str, warmup_runs: int, params: model.Json) -> None:
         """A command's case (a whole command's or a command client's): what runs (before
         :meth:`runs` or :meth:`client_runs`)."""
@@ -365,7 +369,10 @@ def describe_suite(suite: Suite) -> model.SuiteInfo:
         drivers={name: suite.driver_of(name) for name in suite.variants},
         transport=suite.target.transport,
         baseline=suite.baseline_variant,
-        variants={name: v.model_dump(exclude_defaults=True) for name, v in suite.variants.items()},
+        variants={
+            name: v.model_dump(mode="json", exclude_defaults=True)
+            for name, v in suite.variants.items()
+        },
         workloads={
             name: {"kind": w.kind, **suite.workload_params(name).model_dump()}
             for name, w in suite.workloads.items()

@@ -13,7 +13,15 @@ import shlex
 import socket
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    field_validator,
+    model_validator,
+)
 
 from rpcmeter.tls import TlsSettings, parse_tls
 from rpcmeter.workloads import KINDS, WorkloadParams, parse_params
@@ -376,6 +384,13 @@ class Suite(_Model):
     path: str | None = Field(None, exclude=True)
     source_hash: str = Field("", exclude=True)
     source_text: str = Field("", exclude=True)
+    # what the drivers derived from the suite when it was loaded, per variant (a compiled gRPC
+    # call): handed to the variant's clients as DriverContext.prepared
+    _prepared: dict[str, dict[str, Any]] = PrivateAttr(default_factory=dict)
+
+    @property
+    def prepared(self) -> dict[str, dict[str, Any]]:
+        return self._prepared
 
     @field_validator("variants")
     @classmethod

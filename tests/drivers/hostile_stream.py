@@ -19,7 +19,14 @@ import asyncio
 import struct
 import sys
 
-from rpcmeter.h2.connection import DATA, END_HEADERS, END_STREAM, HEADERS, RST_STREAM, frame
+from rpcmeter.protocols.h2.connection import (
+    DATA,
+    END_HEADERS,
+    END_STREAM,
+    HEADERS,
+    RST_STREAM,
+    frame,
+)
 from tests.h2.hostile import Hostile
 
 MESSAGE = b"\0" + (3).to_bytes(4, "big") + b"abc"

@@ -20,9 +20,10 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc  # type: ignore[i
 from rpcmeter.drivers.base import ReplyMismatch
 from rpcmeter.drivers.grpc import GrpcDriver, GrpcError, GrpcUnavailable
 from rpcmeter.endpoints import Endpoint
-from rpcmeter.errors import SuiteError
+from rpcmeter.errors import RequestLost, SuiteError
 from rpcmeter.execute import run_suite
-from rpcmeter.servers.bodies import raw_bytes
+from rpcmeter.protocols.bodies import raw_bytes
+from rpcmeter.runners.recording import is_fatal
 from rpcmeter.servers.process import ServerProcess, new_endpoint
 from rpcmeter.suite import build_suite
 from rpcmeter.workloads import parse_params
@@ -162,9 +163,14 @@ def test_server_gone_is_fatal(client: str) -> None:
         call = d.caller(0)
         call()
     try:
+        # the h2 client may first learn that its connection broke under the call (a request
+        # lost in flight: counted, not fatal); then it cannot open the next one
         with pytest.raises(GrpcUnavailable) as info:
-            call()
-        assert isinstance(info.value, GrpcDriver.fatal_errors)
+            try:
+                call()
+            except RequestLost:
+                call()
+        assert is_fatal(info.value, GrpcDriver.fatal_errors)
     finally:
         d.close()
 

@@ -19,8 +19,8 @@ from rpcmeter.drivers.http import (
 from rpcmeter.endpoints import Endpoint
 from rpcmeter.errors import SuiteError
 from rpcmeter.execute import run_suite
+from rpcmeter.protocols.timing import ServerTime, parse_server_timing
 from rpcmeter.servers.process import ServerProcess, new_endpoint
-from rpcmeter.servers.timing import ServerTime, parse_server_timing
 from rpcmeter.suite import build_suite
 from rpcmeter.workloads import factorial_digits, lift_int_digit_limit
 from tests.drivers.streams import assert_clean, run_cases
@@ -196,7 +196,7 @@ def _replies(
     conn = HttpConnection()
     got: list[tuple[ServerTime | None, BaseException | None]] = []
     for expect in expects:
-        conn.pending.append((lambda s, e: got.append((s, e)), expect))
+        conn.pending.append((b"", lambda s, e: got.append((s, e)), expect))
     for i in range(0, len(stream), step):
         conn.data_received(stream[i : i + step])
     assert conn.bytes_in == len(stream)
@@ -242,7 +242,7 @@ def test_announced_close_detected() -> None:
         ) -> None:
             got.append(error)
 
-        conn.pending.extend([(done, None), (done, None)])
+        conn.pending.extend([(b"", done, None), (b"", done, None)])
         conn.data_received(head)
         conn.connection_lost(None)
         assert got[0] is None and isinstance(got[1], ConnectionResetError)

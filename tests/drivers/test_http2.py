@@ -12,8 +12,8 @@ import h2.events
 import pytest
 
 from rpcmeter.errors import SuiteError
+from rpcmeter.protocols.timing import parse_server_timing
 from rpcmeter.servers.process import ServerProcess, new_endpoint
-from rpcmeter.servers.timing import parse_server_timing
 from rpcmeter.suite import build_suite
 from tests.drivers.streams import assert_clean, run_cases
 

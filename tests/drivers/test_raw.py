@@ -10,9 +10,9 @@ import pytest
 
 from rpcmeter.drivers.base import ReplyError, ReplyMismatch
 from rpcmeter.drivers.raw import RawConnection
+from rpcmeter.protocols.raw import reply_frame, request_frame
+from rpcmeter.protocols.timing import ServerTime, read_frame_times
 from rpcmeter.servers.process import ServerProcess, new_endpoint
-from rpcmeter.servers.raw_server import reply_frame, request_frame
-from rpcmeter.servers.timing import ServerTime, read_frame_times
 from tests.drivers.streams import assert_clean, run_cases
 
 pytestmark = pytest.mark.timeout(120)
@@ -84,7 +84,7 @@ def test_blocking_loops_sharing_a_connection_take_turns() -> None:
 def collect(conn: RawConnection, n: int) -> list[tuple[ServerTime | None, BaseException | None]]:
     got: list[tuple[ServerTime | None, BaseException | None]] = []
     for expect in [b"abc", None, b"xyz"][:n]:
-        conn.pending.append((lambda s, e: got.append((s, e)), expect))
+        conn.pending.append((b"", lambda s, e: got.append((s, e)), expect))
     return got
 
 

@@ -13,7 +13,7 @@ import pytest
 from rpcmeter.drivers.http import HttpConnection
 from rpcmeter.drivers.raw import RawConnection
 from rpcmeter.drivers.stream import StreamConnection
-from rpcmeter.servers.raw_server import reply_frame
+from rpcmeter.protocols.raw import reply_frame
 from tests.support.marks import timing_sensitive
 
 SIZE = 16 << 20  # a 16 MiB body
@@ -36,7 +36,7 @@ def feed(
 
         conn = loop.run_until_complete(new())
         got: list[tuple[object, BaseException | None]] = []
-        conn.pending.append((lambda ns, err: got.append((ns, err)), expect))
+        conn.pending.append((b"", lambda ns, err: got.append((ns, err)), expect))
         t0 = time.perf_counter()
         for at in range(0, len(reply), PIECE):
             conn.data_received(reply[at : at + PIECE])

@@ -128,7 +128,12 @@ def test_stream_servers(runs: dict[str, Run], driver: str) -> None:
     check_common(cases, took)
     for name, case in cases.items():
         mode = name.partition(".")[0]
-        if mode == "close":  # lost after the warmup: counted and named, the case says so
+        if name == "close":  # each connection closed after 10 replies: the loop reconnects;
+            # the request sent before the close was seen is lost, counted (about 1 in 11)
+            assert case["status"] == "ok", case
+            assert set(case["errors"]) == {"connection_closed"} and case["ok"] >= 30, case
+            assert case["ok"] + case["errors"]["connection_closed"] == 40, case
+        elif mode == "close":  # the blocking client: lost after the warmup, the case says so
             failed_with(case, "connection closed")
             assert case["errors"] == {"connection_closed": 1} and case["ok"] == 0, case
         if mode in ("twice", "negative", "garbage"):  # the warmup stops at the first, named

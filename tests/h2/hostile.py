@@ -10,8 +10,8 @@ It reads the client's frames by hand; each request (a stream that ended) is answ
 - ``malformed``: answers the first request with a DATA frame on stream 0;
 - ``big_headers``: answers the first request with a header block of 100 kB (CONTINUATIONs);
 - ``settings_flood``: sends 5000 SETTINGS frames after its preface;
-- ``goaway``: after 20 requests on a connection, sends GOAWAY naming the 20th and answers no
-  more on it.
+- ``goaway``: after 20 requests on a connection, sends GOAWAY (``NO_ERROR``) naming the 20th
+  and answers no more on it (a graceful end: the client sends the others on a new connection).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import cast
 
 import hpack
 
-from rpcmeter.h2.connection import (
+from rpcmeter.protocols.h2.connection import (
     CONTINUATION,
     DATA,
     END_HEADERS,

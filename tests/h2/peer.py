@@ -11,7 +11,7 @@ import h2.connection
 import h2.events
 import h2.settings
 
-from rpcmeter.h2.connection import H2Connection, Stream
+from rpcmeter.protocols.h2.connection import H2Connection, Stream
 
 Handler = Callable[["Peer", int, list[tuple[bytes, bytes]], bytes], None]
 

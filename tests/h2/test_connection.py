@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rpcmeter.h2.connection import (
+from rpcmeter.protocols.h2.connection import (
     ACK,
     CONTINUATION,
     DATA,
@@ -159,24 +159,84 @@ def test_ping_is_answered_and_settings_acknowledged() -> None:
     assert client.peer_frame == 20_000
 
 
-def test_goaway_fails_streams_above_the_last_id_as_unavailable() -> None:
+def test_a_graceful_goaway_moves_unprocessed_streams_back_to_waiting() -> None:
+    """RFC 9113, 6.8: the streams above a GOAWAY's last stream id were never processed. After
+    a graceful one they wait, in order, for the owner to send them on a new connection (the
+    real server answers them there); the streams below it finish on the old connection, and
+    its close fails none of the moved ones."""
     held: list[int] = []
     peer = Peer(lambda p, sid, headers, body: held.append(sid))
     client = connected(peer)
+    moved: list[tuple[Stream, Any]] = []
+
+    class Owner:  # what rpcmeter.protocols.h2.transport.Session does when told
+        def on_goaway(self, last_stream_id: int, code: int, debug: bytes) -> None:
+            moved.extend(client.take_waiting())
+
+        def on_closed(self, error: BaseException) -> None:
+            moved.extend(client.take_waiting())
+
+    client.listener = Owner()
+    done, on_end = ended()
+    post = client.prepare(POST, b"x" * 100)
+    streams = [client.request(post, on_end, user=i) for i in range(3)]
+    pump(client, peer)
+    assert held == [1, 3, 5]
+    client.receive(frame(GOAWAY, 0, 0, struct.pack(">LL", 1, 0) + b"restarting"))
+    assert done == [] and not client.accepting and client.goaway_id == 1
+    assert [s.user for s, _ in moved] == [1, 2]
+    later = client.request(post, on_end, user=3)  # waits: the connection takes no new stream
+    assert later.id == 0
+    client.receive(frame(HEADERS, END_HEADERS | END_STREAM, 1, b"\x88"))  # :status 200
+    assert done == [streams[0]] and streams[0].error is None  # below the last id: completes
+    client.connection_lost(ConnectionResetError("closed"))  # the server closes, as nginx does
+    assert done == [streams[0]]  # no stream failed: the others never reached the server
+    assert [s.user for s, _ in moved] == [1, 2, 3]  # in the order they were sent
+    fresh = Peer()
+    again = connected(fresh)
+    for stream, req in moved:
+        again.submit(stream, req)
+    pump(again, fresh)
+    assert [s.user for s in done] == [0, 1, 2, 3] and all(s.error is None for s in done)
+    assert [s.id for s in done[1:]] == [1, 3, 5]  # the new connection's stream ids
+    assert all(s.body() == b"x" * 100 for s in done[1:])  # the echo of the request sent again
+
+
+@pytest.mark.parametrize(
+    ("last", "code"),
+    [(1, 2), (0, 0)],  # an error (INTERNAL_ERROR); nothing processed on the connection at all
+)
+def test_other_goaways_fail_the_streams_above_the_last_id(last: int, code: int) -> None:
+    peer = Peer(lambda p, sid, headers, body: None)
+    client = connected(peer)
     done, on_end = ended()
     req = client.prepare(GET, None)
-    streams = [client.request(req, on_end) for _ in range(3)]
+    for _ in range(3):
+        client.request(req, on_end)
     pump(client, peer)
-    client.receive(frame(GOAWAY, 0, 0, struct.pack(">LL", 1, 0) + b"restarting"))
-    assert [s.id for s in done] == [3, 5]
+    client.receive(frame(GOAWAY, 0, 0, struct.pack(">LL", last, code) + b"restarting"))
+    failed = [s.id for s in done]
+    assert failed == [3, 5] if last else [1, 3, 5]
     assert all(isinstance(s.error, H2Unavailable) for s in done)
-    assert str(done[0].error).startswith("unavailable: stream 3 above the last stream id 1")
-    assert "GOAWAY (NO_ERROR: restarting)" in str(done[0].error)
-    assert not client.accepting
-    later = client.request(req, on_end)  # waits for the owner to move it
-    assert later.id == 0 and client.take_waiting()[0][0] is later
-    client.receive(frame(HEADERS, END_HEADERS | END_STREAM, 1, b"\x88"))  # :status 200
-    assert streams[0].error is None and streams[0] in done  # below the last id: completes
+    assert str(done[0].error).startswith(f"unavailable: stream {failed[0]} above the last")
+    assert "restarting)" in str(done[0].error) and client.take_waiting() == []
+
+
+def test_a_stream_that_sent_or_received_more_is_not_sent_again() -> None:
+    peer = Peer(lambda p, sid, headers, body: None)
+    client = connected(peer)
+    done, on_end = ended()
+    req = client.prepare(POST, b"a")
+    first = client.request(req, on_end)  # processed (the last id)
+    streaming = client.open_stream(req, on_end)
+    client.send_data(streaming, b"more", end_stream=True)  # more than its request: not again
+    answered = client.request(req, on_end)
+    pump(client, peer)
+    client.receive(frame(HEADERS, END_HEADERS, answered.id, b"\x88"))  # a reply began
+    plain = client.request(req, on_end)
+    client.receive(frame(GOAWAY, 0, 0, struct.pack(">LL", first.id, 0)))
+    assert [s for s, _ in client.take_waiting()] == [plain]
+    assert done == [streaming, answered] and all(isinstance(s.error, H2Unavailable) for s in done)
 
 
 def test_reset_streams_are_counted_by_code() -> None:

@@ -15,8 +15,8 @@ import pytest
 import trustme
 
 from rpcmeter.endpoints import Endpoint
-from rpcmeter.h2.connection import H2Connection, H2ConnectionError, Stream
-from rpcmeter.h2.transport import H2Protocol, Session, open_connection
+from rpcmeter.protocols.h2.connection import H2Connection, H2ConnectionError, Stream
+from rpcmeter.protocols.h2.transport import H2Protocol, Session, open_connection
 from rpcmeter.servers.process import ServerProcess, new_endpoint
 from rpcmeter.tls import ClientTls, TlsSettings, TlsTransport, client_context
 

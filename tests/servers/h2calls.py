@@ -10,7 +10,7 @@ import h2.config
 import h2.connection
 import h2.events
 
-from rpcmeter.servers.timing import ServerTime, trailer_times
+from rpcmeter.protocols.timing import ServerTime, trailer_times
 
 
 @dataclass

@@ -13,7 +13,7 @@ import pytest
 
 from rpcmeter.drivers.grpc import GrpcDriver, GrpcError
 from rpcmeter.execute import run_suite
-from rpcmeter.servers.grpc_h2_server import frame
+from rpcmeter.protocols.grpc import frame
 from rpcmeter.servers.process import ServerProcess, new_endpoint
 from rpcmeter.suite import build_suite
 from rpcmeter.workloads import parse_params

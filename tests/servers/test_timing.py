@@ -1,4 +1,4 @@
-"""Server timing (rpcmeter.servers.timing): the wire fields, and the queue time the built-in
+"""Server timing (rpcmeter.protocols.timing): the wire fields, and the queue time the built-in
 event-loop servers report from the kernel's receive time."""
 
 from __future__ import annotations
@@ -10,11 +10,10 @@ from collections.abc import Callable
 
 import pytest
 
-from rpcmeter import zmtp
-from rpcmeter.servers.grpc_h2_server import frame
-from rpcmeter.servers.process import ServerProcess, new_endpoint
-from rpcmeter.servers.raw_server import request_frame
-from rpcmeter.servers.timing import (
+from rpcmeter.protocols import zmtp
+from rpcmeter.protocols.grpc import frame
+from rpcmeter.protocols.raw import request_frame
+from rpcmeter.protocols.timing import (
     QUEUE_FOLLOWS,
     ServerTime,
     frame_times,
@@ -23,6 +22,7 @@ from rpcmeter.servers.timing import (
     server_timing_header,
     trailer_times,
 )
+from rpcmeter.servers.process import ServerProcess, new_endpoint
 from tests.servers.h2calls import RawGrpc
 from tests.support.marks import timing_sensitive
 

@@ -16,12 +16,12 @@ import pytest
 import zmq
 from zmq.utils.monitor import recv_monitor_message
 
-from rpcmeter import zmtp
 from rpcmeter.drivers.zmq import ZmqDriver
 from rpcmeter.execute import run_suite
+from rpcmeter.protocols import zmtp
+from rpcmeter.protocols.timing import read_frame_times
+from rpcmeter.protocols.zmq import address
 from rpcmeter.servers.process import ServerProcess, new_endpoint
-from rpcmeter.servers.timing import read_frame_times
-from rpcmeter.servers.zmq_server import address
 from rpcmeter.suite import build_suite
 from rpcmeter.workloads import lift_int_digit_limit
 from tests.support.synthetic import written

@@ -6,8 +6,8 @@ import asyncio
 from typing import Any
 
 from rpcmeter.drivers.base import Caller, EventDriver
+from rpcmeter.protocols.timing import ServerTime
 from rpcmeter.runners.event_loop import new_event_loop
-from rpcmeter.servers.timing import ServerTime
 
 
 class BlockingCalls:

@@ -12,7 +12,7 @@ latency; the driver never aggregates anything.
   for a malformed or surplus reply, ``timeout``, ...). Any other exception is counted by its
   type name and the loop goes on.
 - A driver whose server reports its own times sets ``reports_server_time``; its callers then
-  return them as a :data:`~rpcmeter.servers.timing.ServerTime` ``(compute_ns, queue_ns)``
+  return them as a :data:`~rpcmeter.protocols.timing.ServerTime` ``(compute_ns, queue_ns)``
   (``queue_ns`` None when the reply carried no queue time), or ``None`` when a reply carried none.
 - ``counters()`` returns totals the driver kept itself (``bytes_out``, ``bytes_in``), read once at
   the end of the case.
@@ -38,13 +38,14 @@ client process; the runner (:mod:`rpcmeter.runners.event_loop`) runs every loop 
   request before the previous one completed: requests on one connection are pipelined and their
   ``done`` callbacks run in the order the requests were sent.
 - ``close()`` closes the connections (called outside the event loop, after it stopped).
-- Optionally, a channel whose connection serves one closed loop alone has an ``own(done)``
-  method: it returns a callable that writes the next request, takes no argument and is best
-  implemented in C (the transport's ``write`` with the request bound), and every reply on that
-  connection is passed straight to ``done`` from then on, with no queue (see
+- Optionally, a channel whose connection serves one closed loop alone has an
+  ``own(done, moved)`` method: it returns a callable that writes the next request, takes no
+  argument and is best implemented in C (the transport's ``write`` with the request bound), and
+  every reply on that connection is passed straight to ``done`` from then on, with no queue (see
   :class:`Ownership`). The closed loop then spends one Python call per request fewer; it calls the
-  ownership's ``release()`` when it ends. ``own`` returns ``None`` when it cannot (a shared
-  connection, replies to validate).
+  ownership's ``release()`` when it ends. When the server ends the connection, the driver calls
+  ``moved(send)`` with the callable the loop sends with from then on (the new connection's).
+  ``own`` returns ``None`` when it cannot (a shared connection, replies to validate).
 
 The closed-loop runner reads the clock, calls ``channel(done)``, and in ``done`` reads the clock
 again, stores the latency into the same :class:`~rpcmeter.runners.recording.Recorder` buffers as the
@@ -62,12 +63,12 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol
 
 from rpcmeter.endpoints import Endpoint
 from rpcmeter.errors import ReplyError as ReplyError  # drivers raise these; defined below them
 from rpcmeter.errors import ReplyMismatch as ReplyMismatch
-from rpcmeter.servers.timing import ServerTime
+from rpcmeter.protocols.timing import ServerTime
 from rpcmeter.workloads import WorkloadParams
 
 if TYPE_CHECKING:
@@ -93,16 +94,33 @@ class DriverContext:
     spin_us: float | None = None  # wait = "spin": poll this long, then sleep (None: unbounded)
     env: Mapping[str, str] = field(default_factory=dict)  # set in the client before connecting
     tls: ClientTls | None = None  # TLS to the server (rpcmeter.tls); None: cleartext
+    # what the driver prepared for the variant before its cases (a compiled gRPC call: the
+    # suite's load, or Driver.ask_server); empty when there is nothing
+    prepared: Mapping[str, Any] = field(default_factory=dict)
 
 
 Caller = Callable[[], object]
+
+
+class ReplyCheck(Protocol):
+    """A check of reply bodies: ``check(body)`` is None when ``body`` passes, else the
+    mismatch to count. ``last`` is a body known to pass (None: none yet): a caller compares a
+    reply with it first and calls the check only when they differ, so a reply that repeats
+    costs one bytes comparison."""
+
+    last: bytes | None
+
+    def __call__(self, body: bytes) -> ReplyMismatch | None: ...
+
+
 Done = Callable[[ServerTime | None, BaseException | None], None]  # (server times, error)
 Channel = Callable[[Done], object]  # what it returns is ignored
+Moved = Callable[[Callable[[], object]], None]  # an owning loop's new way to send
 
 
 # options of the built-in servers that stall at a known moment (rpcmeter.servers.common.Stall)
 STALL_OPTIONS = frozenset({"stall_ms", "stall_after_s", "stall_every_s"})
-# a raw request body and the reply expected for it (rpcmeter.servers.bodies.raw_bytes)
+# a raw request body and the reply expected for it (rpcmeter.protocols.bodies.raw_bytes)
 RAW_BODY_OPTIONS = frozenset(
     f"{which}_{form}"
     for which in ("request", "expect")
@@ -165,6 +183,28 @@ class Driver(ABC):
     @classmethod  # noqa: B027 - optional hook
     def check_suite(cls, suite: Suite, where: str) -> None:
         """Checks of a suite this driver needs beyond the model's (raise SuiteError)."""
+
+    @classmethod
+    def asks_server(cls, options: Mapping[str, Any]) -> bool:
+        """Whether a variant with target options ``options`` needs something only its running
+        server can tell (gRPC's server reflection): :meth:`ask_server` asks, once per run,
+        before the cases."""
+        return False
+
+    @classmethod
+    def ask_server(
+        cls, suite: Suite, variant: str, endpoint: Endpoint, tls: ClientTls | None
+    ) -> dict[str, Any]:
+        """What ``variant``'s clients are to be handed (``DriverContext.prepared``), asked of
+        its server at ``endpoint`` (over ``tls``); raise an RpcmeterError (a SuiteError for
+        what the suite asks wrongly) when the server cannot tell."""
+        raise NotImplementedError(f"driver {cls.name!r} asks its server nothing")
+
+    @classmethod
+    def describe_prepared(cls, prepared: Mapping[str, Any]) -> dict[str, Any] | None:
+        """What the result's environment records of a variant's prepared mapping (its gRPC
+        schema, ``environment.schemas``); None: nothing."""
+        return None
 
     @classmethod
     def spin_problem(cls, options: Mapping[str, Any]) -> str | None:

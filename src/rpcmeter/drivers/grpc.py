@@ -1,4 +1,5 @@
-"""gRPC driver: unary calls with raw ``bytes`` bodies, no generated stubs.
+"""gRPC driver: unary and streaming calls, named from a protobuf schema or sent as raw bytes; no
+generated stubs.
 
 Two clients: rpcmeter's own HTTP/2 client on the event loop (the default; see
 :mod:`rpcmeter.drivers.grpc_h2`), and grpcio's blocking stubs on threads
@@ -6,10 +7,13 @@ Two clients: rpcmeter's own HTTP/2 client on the event loop (the default; see
 
 By default it calls rpcmeter's built-in service (``rpcmeter.Bench``, see
 :mod:`rpcmeter.servers.grpc_server`) with the workload's request body
-(:mod:`rpcmeter.servers.bodies`). With the ``method`` option it calls any unary method of any
+(:mod:`rpcmeter.protocols.bodies`). With the ``method`` option it calls any unary method of any
 server by its full path, sending a raw request body, so a server written in any language can be
 driven without its generated code (the body is the serialized protobuf message; an empty body is a
-message with every field at its default).
+message with every field at its default). With a schema (``proto``, ``protoset`` or
+``reflection = true``) it calls a method named by ``call``, the request written as JSON
+(``data``) and the replies checked field by field (``expect``): see
+:mod:`rpcmeter.drivers.grpc_calls`.
 
 Options:
 
@@ -19,7 +23,10 @@ Options:
 - ``expect_hex`` / ``expect_base64`` / ``expect_text`` / ``expect_file``: the reply body every
   call must return when the suite validates (without one, the built-in expectation of the
   workload is used when the request is the built-in body).
-- ``metadata``: a table of request metadata (``{ authorization = "..." }``).
+- ``proto`` (+ ``import_paths``) / ``protoset`` / ``reflection``, ``call``, ``data`` /
+  ``data_file``, ``expect``: a call named from a schema (:mod:`rpcmeter.drivers.grpc_calls`).
+- ``metadata``: a table of request metadata (``{ authorization = "..." }``), sent with every
+  call (and with the reflection calls).
 - ``call_timeout_s``: deadline of every call (default: none).
 - ``connect_timeout_s``: how long each channel may take to connect (default 10).
 - ``client``: ``"h2"`` (default) or ``"grpcio"``.
@@ -49,7 +56,7 @@ connect and handshake times; rpcmeter's own client (the default) reports them.
 Bytes out/in count message bodies (not gRPC framing nor HTTP/2 headers).
 
 Server time: read from trailing metadata ``rpcmeter-server-ns`` (compute) and
-``rpcmeter-queue-ns`` (time waited after arrival; :mod:`rpcmeter.servers.timing`), which any
+``rpcmeter-queue-ns`` (time waited after arrival; :mod:`rpcmeter.protocols.timing`), which any
 server may send; replies without them report none (unknown). A failed call counts as
 ``grpc:CODE``; ``UNAVAILABLE`` means the server is gone and stops the loop.
 """
@@ -62,7 +69,16 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import grpc
 
-from rpcmeter.drivers.base import RAW_BODY_OPTIONS, Caller, Channel, DriverContext, EventDriver
+from rpcmeter.drivers import grpc_calls
+from rpcmeter.drivers.base import (
+    RAW_BODY_OPTIONS,
+    Caller,
+    Channel,
+    DriverContext,
+    EventDriver,
+    ReplyCheck,
+)
+from rpcmeter.drivers.grpc_calls import SCHEMA_OPTIONS, channel_credentials
 from rpcmeter.drivers.grpc_h2 import GrpcH2Client
 from rpcmeter.drivers.grpc_stream import (
     MAX_MESSAGE_BYTES,
@@ -70,22 +86,24 @@ from rpcmeter.drivers.grpc_stream import (
     StreamFigures,
     grpcio_stream_caller,
 )
+from rpcmeter.drivers.stream import ExactReply
 from rpcmeter.errors import SuiteError
 from rpcmeter.metrics.connections import ConnectionCosts
-from rpcmeter.servers.bodies import (
+from rpcmeter.protocols.bodies import (
     KINDS,
     bodies_from_options,
-    check,
     check_raw_options,
     check_variant_options,
     stream_metadata,
 )
-from rpcmeter.servers.grpc_server import method_path, stream_method_path, target
-from rpcmeter.servers.timing import ServerTime, trailer_times
-from rpcmeter.tls import probe_handshake
+from rpcmeter.protocols.grpc import method_path, stream_method_path, target
+from rpcmeter.protocols.grpc_schema import PreparedCall
+from rpcmeter.protocols.timing import ServerTime, trailer_times
+from rpcmeter.tls import ClientTls, probe_handshake
 from rpcmeter.workloads import StreamParams
 
 if TYPE_CHECKING:
+    from rpcmeter.endpoints import Endpoint
     from rpcmeter.suite_model import Suite
 
 
@@ -152,19 +170,23 @@ class GrpcDriver(EventDriver):
     workloads: ClassVar[frozenset[str]] = frozenset({*KINDS, "stream"})
     builtin_server: ClassVar[str | None] = "rpcmeter.servers.grpc_server"
     reports_server_time: ClassVar[bool] = True
-    packages: ClassVar[tuple[str, ...]] = ("grpcio", "hpack", "uvloop")
-    option_keys: ClassVar[frozenset[str] | None] = RAW_BODY_OPTIONS | {
-        "method",
-        "metadata",
-        "call_timeout_s",
-        "connect_timeout_s",
-        "client",
-        "event_loop",
-        "server_mode",  # client and server
-        "server_workers",
-        "queue_time",  # server (server_mode = "h2")
-        "max_message_bytes",
-    }
+    packages: ClassVar[tuple[str, ...]] = ("grpcio", "hpack", "uvloop", "protobuf")
+    option_keys: ClassVar[frozenset[str] | None] = (
+        RAW_BODY_OPTIONS
+        | SCHEMA_OPTIONS
+        | {
+            "method",
+            "metadata",
+            "call_timeout_s",
+            "connect_timeout_s",
+            "client",
+            "event_loop",
+            "server_mode",  # client and server
+            "server_workers",
+            "queue_time",  # server (server_mode = "h2")
+            "max_message_bytes",
+        }
+    )
     fork_safe: ClassVar[bool] = False  # grpc's core must start after the fork
     tls: ClassVar[bool] = True
     url_scheme: ClassVar[str | None] = "http"
@@ -173,6 +195,7 @@ class GrpcDriver(EventDriver):
     @classmethod
     def check_suite(cls, suite: Suite, where: str) -> None:
         check_variant_options(suite, where, cls.name, check_options)
+        grpc_calls.prepare_suite(suite, where, cls.name)
         for vname in suite.variants:
             tls = suite.tls_of(vname)
             if suite.driver_of(vname) == cls.name and tls is not None and not tls.verify:
@@ -187,42 +210,64 @@ class GrpcDriver(EventDriver):
             return 'its grpcio client (options.client = "grpcio") waits in grpc\'s own threads'
         return None
 
+    @classmethod
+    def asks_server(cls, options: Mapping[str, Any]) -> bool:
+        return options.get("reflection") is True
+
+    @classmethod
+    def ask_server(
+        cls, suite: Suite, variant: str, endpoint: Endpoint, tls: ClientTls | None
+    ) -> dict[str, Any]:
+        return grpc_calls.ask_server(suite, variant, endpoint, tls)
+
+    @classmethod
+    def describe_prepared(cls, prepared: Mapping[str, Any]) -> dict[str, Any] | None:
+        return grpc_calls.describe_prepared(prepared)
+
     def credentials(self) -> tuple[grpc.ChannelCredentials | None, list[tuple[str, Any]]]:
         """The channel credentials and options of ``ctx.tls`` (None: cleartext)."""
-        tls = self.ctx.tls
-        if tls is None:
-            return None, []
-        s = tls.settings
-
-        def read(path: str | None) -> bytes | None:
-            return Path(path).read_bytes() if path else None
-
-        creds = grpc.ssl_channel_credentials(
-            root_certificates=read(tls.ca_file),
-            private_key=read(s.key_file),
-            certificate_chain=read(s.cert_file),
-        )
-        name = tls.server_name
-        return creds, [("grpc.ssl_target_name_override", name)] if name else []
+        return channel_credentials(self.ctx.tls)
 
     def __init__(self, ctx: DriverContext) -> None:
         super().__init__(ctx)
         opts = ctx.options
         w = ctx.workload
-        self.request, expect = bodies_from_options(opts, w)
-        self.expected = expect if ctx.validate else None
         self.stream = w if isinstance(w, StreamParams) else None
-        builtin = stream_method_path(w.mode) if isinstance(w, StreamParams) else method_path(w.kind)
-        self.path = str(opts.get("method") or builtin)
         self.metadata = tuple((str(k), str(v)) for k, v in (opts.get("metadata") or {}).items())
-        if self.stream is not None and not opts.get("method"):
-            self.metadata += stream_metadata(self.stream)
+        call = self.schema_call()
+        self.check: ReplyCheck | None
+        if call is not None:  # a call named from a schema: its request and its expect
+            self.request, self.path, self.check = call.request, call.path, call.reply_check()
+        else:
+            self.request, expect = bodies_from_options(opts, w)
+            self.check = ExactReply(expect) if expect is not None and ctx.validate else None
+            stream = self.stream
+            builtin = stream_method_path(stream.mode) if stream is not None else method_path(w.kind)
+            self.path = str(opts.get("method") or builtin)
+            if self.stream is not None and not opts.get("method"):
+                self.metadata += stream_metadata(self.stream)
         self.figures = StreamFigures()
         self.max_message = int(opts.get("max_message_bytes", MAX_MESSAGE_BYTES))
         timeout = opts.get("call_timeout_s")
         self.timeout = float(timeout) if timeout is not None else None
         self.channels: list[grpc.Channel] = []
         self.h2: GrpcH2Client | None = None
+
+    def schema_call(self) -> PreparedCall | None:
+        """The call the run prepared (a schema's), or one compiled here from the options of a
+        context made by hand (``proto`` or ``protoset``, relative to the working directory)."""
+        prepared = self.ctx.prepared.get(grpc_calls.CALL_KEY)
+        if isinstance(prepared, PreparedCall):
+            return prepared
+        opts = self.ctx.options
+        source = grpc_calls.source_of(opts)
+        if source is None:
+            return None
+        if source == "reflection":
+            raise SuiteError("options.reflection: the run asks the server before the cases")
+        grpc_calls.check_call_options(opts)
+        schema = grpc_calls.load_file_schema(opts, Path.cwd())
+        return grpc_calls.prepare_call(opts, schema, Path.cwd())
 
     def uses_event_loop(self) -> bool:
         return bool(self.ctx.options.get("client", "h2") != "grpcio")
@@ -233,7 +278,7 @@ class GrpcDriver(EventDriver):
             self.ctx,
             self.path,
             self.request,
-            self.expected,
+            self.check,
             self.metadata,
             self.timeout,
             error_for,
@@ -308,7 +353,7 @@ class GrpcDriver(EventDriver):
                 self.path,
                 self.stream,
                 self.request,
-                self.expected,
+                self.check,
                 self.metadata,
                 self.timeout,
                 self.figures,
@@ -317,8 +362,7 @@ class GrpcDriver(EventDriver):
         stub = self.stubs[thread_index % len(self.stubs)]
         request = self.request
         n_out = len(request)
-        expected = self.expected
-        kind = self.ctx.workload.kind
+        check = self.check
         metadata = self.metadata or None
         timeout = self.timeout
         out = self.bytes_out
@@ -332,8 +376,8 @@ class GrpcDriver(EventDriver):
                 raise status_error(exc) from None
             out[t] += n_out
             inp[t] += len(reply)
-            if expected is not None and reply != expected:
-                check(reply, expected, kind)
+            if check is not None and reply != check.last and (wrong := check(reply)) is not None:
+                raise wrong
             return trailer_times(rpc.trailing_metadata())
 
         return call

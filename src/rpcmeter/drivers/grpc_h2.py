@@ -1,5 +1,5 @@
 """The gRPC driver's own client: unary calls over rpcmeter's HTTP/2 connection
-(:mod:`rpcmeter.h2`) on the event loop, ``load.concurrency`` streams multiplexed over
+(:mod:`rpcmeter.protocols.h2`) on the event loop, ``load.concurrency`` streams multiplexed over
 ``load.connections`` connections.
 
 Each call is one stream: a HEADERS frame prepared once (method path, ``content-type:
@@ -8,15 +8,17 @@ as headers) and one DATA frame holding the message with its 5-byte gRPC prefix (
 A reply is HEADERS (``:status`` 200), DATA (the message) and trailers (``grpc-status``,
 ``grpc-message``, and from rpcmeter's servers ``rpcmeter-server-ns``), or a trailers-only reply
 carrying the status in its one header block. Each distinct header block is read once
-(:meth:`~rpcmeter.h2.connection.H2Connection` caches what :func:`grpc_view` made of it), and a
+(:meth:`~rpcmeter.protocols.h2.connection.H2Connection` caches what :func:`grpc_view` made of it), and a
 reply the connection replayed from a recorded one (``stream.replay``) is checked once per
 recording: later replays of it count as the same good reply.
 
 Errors: a non-OK status counts as ``grpc:CODE`` (``UNAVAILABLE`` stops the loop, as a lost
 connection does); a reset stream as ``rst_stream:CODE``; an HTTP status other than 200 as
 ``http_STATUS``; a compressed reply (we ask for none) as ``grpc_compressed``; a reply that is
-not one whole gRPC message as ``grpc_malformed``; a call with no reply within
-``call_timeout_s`` as ``grpc:DEADLINE_EXCEEDED`` (its stream cancelled), whatever the server does.
+not one whole gRPC message as ``grpc_malformed``; a reply its check refuses (``expect_*``, or
+a schema call's ``expect``; :class:`~rpcmeter.drivers.base.ReplyCheck`) as ``mismatch``; a
+call with no reply within ``call_timeout_s`` as ``grpc:DEADLINE_EXCEEDED`` (its stream
+cancelled), whatever the server does.
 """
 
 from __future__ import annotations
@@ -27,16 +29,14 @@ from functools import partial
 from typing import NamedTuple
 from urllib.parse import unquote
 
-from rpcmeter.drivers.base import Channel, Done, DriverContext, ReplyError
+from rpcmeter.drivers.base import Channel, Done, DriverContext, ReplyCheck, ReplyError
 from rpcmeter.drivers.h2client import H2Client
-from rpcmeter.drivers.stream import mismatch
-from rpcmeter.h2.connection import Replay
-from rpcmeter.h2.connection import Stream as H2Stream
-from rpcmeter.h2.transport import Session
-from rpcmeter.servers.timing import QUEUE_TIME_KEY, SERVER_TIME_KEY, ServerTime
+from rpcmeter.protocols.grpc import DEADLINE_EXCEEDED, QUEUE_TIME, SERVER_TIME, frame, grpc_timeout
+from rpcmeter.protocols.h2.connection import Replay
+from rpcmeter.protocols.h2.connection import Stream as H2Stream
+from rpcmeter.protocols.h2.transport import Session
+from rpcmeter.protocols.timing import ServerTime
 
-SERVER_TIME = SERVER_TIME_KEY.encode()
-QUEUE_TIME = QUEUE_TIME_KEY.encode()
 GOOD_REPLAYS = 64  # verdicts on recorded replies kept (a connection records a few at most)
 
 
@@ -95,20 +95,6 @@ class TimedCall:
         self.timer: asyncio.TimerHandle | None = None
 
 
-def grpc_timeout(seconds: float) -> bytes:
-    """The ``grpc-timeout`` header value (at most 8 digits and a unit)."""
-    for unit, scale in (("u", 1e6), ("m", 1e3), ("S", 1.0), ("M", 1 / 60), ("H", 1 / 3600)):
-        value = max(1, round(seconds * scale))
-        if value < 10**8:
-            return f"{value}{unit}".encode()
-    return b"99999999H"
-
-
-def frame_message(message: bytes) -> bytes:
-    """A gRPC length-prefixed message (uncompressed)."""
-    return b"\0" + len(message).to_bytes(4, "big") + message
-
-
 class GrpcH2Client(H2Client):
     """This client process's sessions and the per-call handling (see the module doc)."""
 
@@ -119,7 +105,7 @@ class GrpcH2Client(H2Client):
         ctx: DriverContext,
         path: str,
         request: bytes,
-        expected: bytes | None,
+        check: ReplyCheck | None,
         metadata: tuple[tuple[str, str], ...],
         timeout_s: float | None,
         errors: Callable[[int, str], BaseException],
@@ -128,7 +114,7 @@ class GrpcH2Client(H2Client):
         super().__init__(ctx)
         self.path = path
         self.request_message = request
-        self.expected = expected
+        self.check = check
         self.errors = errors
         self.unavailable = unavailable
         self.timeout_s = timeout_s
@@ -145,7 +131,7 @@ class GrpcH2Client(H2Client):
         headers += [(k.lower().encode(), v.encode()) for k, v in metadata]
         self.headers = headers
         self.counts = [0, 0]  # calls answered with a message, message bytes in (but `good`'s)
-        # the recorded replies (rpcmeter.h2.connection.Replay) whose reply passed every check:
+        # the recorded replies (rpcmeter.protocols.h2.connection.Replay) whose reply passed every check:
         # a stream that ends as one of them passes them again (the same header views, payloads)
         self.good: dict[Replay, Verdict] = {}
 
@@ -154,7 +140,7 @@ class GrpcH2Client(H2Client):
 
     async def open(self, connect_timeout_s: float = 10.0) -> None:
         await super().open(connect_timeout_s)
-        body = frame_message(self.request_message)
+        body = frame(self.request_message)
         self.prepared = self.sessions[0].proto.conn.prepare(self.headers, body)
         self.loop = asyncio.get_running_loop()
 
@@ -187,7 +173,12 @@ class GrpcH2Client(H2Client):
         call.done = call.timer = None
         if call.stream is not None:
             self.cancel(session, call.stream)
-        done(None, self.errors(4, f"no reply within call_timeout_s ({self.timeout_s:g} s)"))
+        done(
+            None,
+            self.errors(
+                DEADLINE_EXCEEDED, f"no reply within call_timeout_s ({self.timeout_s:g} s)"
+            ),
+        )
 
     def on_end(self, stream: H2Stream) -> None:
         verdict = self.good.get(stream.replay)  # type: ignore[arg-type]
@@ -240,11 +231,11 @@ class GrpcH2Client(H2Client):
         counts = self.counts
         counts[0] += 1
         counts[1] += n - 5
-        expected = self.expected
-        if expected is not None:
+        check = self.check
+        if check is not None:
             body = b"".join(chunks)[5:]
-            if body != expected:
-                done(None, mismatch(body, expected))
+            if body != check.last and (wrong := check(body)) is not None:
+                done(None, wrong)
                 return
         replay = stream.replay
         if replay is not None:  # remember the verdict on this recorded reply

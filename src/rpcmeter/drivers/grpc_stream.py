@@ -40,13 +40,13 @@ from typing import Any
 
 import grpc
 
-from rpcmeter.drivers.base import Caller, Channel, Done, ReplyError
-from rpcmeter.drivers.grpc_h2 import GrpcH2Client, frame_message
-from rpcmeter.drivers.stream import mismatch
-from rpcmeter.h2.connection import Request
-from rpcmeter.h2.connection import Stream as H2Stream
-from rpcmeter.h2.transport import Session
+from rpcmeter.drivers.base import Caller, Channel, Done, ReplyCheck, ReplyError
+from rpcmeter.drivers.grpc_h2 import GrpcH2Client
 from rpcmeter.metrics.histogram import Histogram
+from rpcmeter.protocols.grpc import DEADLINE_EXCEEDED, frame
+from rpcmeter.protocols.h2.connection import Request
+from rpcmeter.protocols.h2.connection import Stream as H2Stream
+from rpcmeter.protocols.h2.transport import Session
 from rpcmeter.workloads import StreamParams
 
 PREFIX = "stream"
@@ -128,7 +128,7 @@ class GrpcStreamH2(GrpcH2Client):
         self.ping_pong = params.mode == "bidi" and params.pattern == "ping-pong"
         # the first reply is a message sample too (ping-pong: a round trip; client: the reply)
         self.sample_first = params.mode == "client" or self.ping_pong
-        self.framed = frame_message(self.request_message)
+        self.framed = frame(self.request_message)
 
     async def open(self, connect_timeout_s: float = 10.0) -> None:
         await super().open(connect_timeout_s)
@@ -167,7 +167,7 @@ class GrpcStreamH2(GrpcH2Client):
         pos = 0
         clock = time.perf_counter_ns
         figures = self.figures
-        expected = self.expected
+        check = self.check
         while n - pos >= 5:
             size = int.from_bytes(data[pos + 1 : pos + 5])
             if data[pos] or size > self.max_message:
@@ -184,9 +184,11 @@ class GrpcStreamH2(GrpcH2Client):
             if end > n:
                 break
             t = clock()
-            if expected is not None and (wrong := mismatch(data[pos + 5 : end], expected)):
-                self.fail(call, wrong)
-                return
+            if check is not None:
+                body = data[pos + 5 : end]
+                if body != check.last and (wrong := check(body)) is not None:
+                    self.fail(call, wrong)
+                    return
             figures.counts["bytes_in"] += size
             if call.got == 0:
                 figures.first.append(t - call.t0)
@@ -227,7 +229,10 @@ class GrpcStreamH2(GrpcH2Client):
         call.timer = None
         self.fail(
             call,
-            self.errors(4, f"no end of the stream within {self.timeout_s} s ({call.got} replies)"),
+            self.errors(
+                DEADLINE_EXCEEDED,
+                f"no end of the stream within {self.timeout_s} s ({call.got} replies)",
+            ),
         )
 
     def on_end(self, stream: H2Stream) -> None:
@@ -254,7 +259,7 @@ def grpcio_stream_caller(
     path: str,
     params: StreamParams,
     request: bytes,
-    expected: bytes | None,
+    check: ReplyCheck | None,
     metadata: tuple[tuple[str, str], ...],
     timeout: float | None,
     figures: StreamFigures,
@@ -287,10 +292,8 @@ def grpcio_stream_caller(
         last = t0
         for reply in it:
             t = clock()
-            if expected is not None and reply != expected:
-                err = mismatch(reply, expected)
-                if err is not None:
-                    raise err
+            if check is not None and reply != check.last and (err := check(reply)) is not None:
+                raise err
             counts["bytes_in"] += len(reply)
             if got == 0:
                 first(t - t0)

@@ -1,11 +1,15 @@
 """What the event drivers over HTTP/2 share (gRPC's own client, HTTP with ``http = "2"``): one
-:class:`~rpcmeter.h2.transport.Session` per connection, closed loop ``i`` on session
+:class:`~rpcmeter.protocols.h2.transport.Session` per connection, closed loop ``i`` on session
 ``i % connections``, its calls multiplexed there as streams; requests prepared once per loop.
 
 A subclass gives the ``view`` of header blocks it needs and ``on_end``, which turns a finished
 stream into ``done(server_ns, error)``. Errors of the stream itself map the same for every
 protocol on top (:meth:`H2Client.stream_error`): a reset stream counts as ``rst_stream:CODE``
-(the loop goes on); a GOAWAY above the stream's id and a lost connection stop the loop.
+(the loop goes on), and so does a request lost in flight on a connection that had served others
+(:class:`~rpcmeter.errors.RequestLost`, ``connection_closed``: the session goes on over a new
+connection); a GOAWAY with an error above the stream's id and a connection that cannot be
+(re)opened stop the loop. A graceful GOAWAY or a server closing a connection costs nothing but
+the new connection (:class:`~rpcmeter.protocols.h2.transport.Session`), counted in ``costs``.
 
 TLS: with the case's ``tls`` (:mod:`rpcmeter.tls`) every connection runs over TLS, offering ALPN
 ``h2`` (``:scheme`` https). Each connection's connect and handshake times go into ``costs``.
@@ -26,7 +30,9 @@ from collections.abc import Callable
 from typing import Any
 
 from rpcmeter.drivers.base import DriverContext, ReplyError
-from rpcmeter.h2.connection import (
+from rpcmeter.errors import RequestLost
+from rpcmeter.metrics.connections import ConnectionCosts
+from rpcmeter.protocols.h2.connection import (
     CANCEL,
     H2Connection,
     H2ConnectionError,
@@ -35,9 +41,8 @@ from rpcmeter.h2.connection import (
     StreamReset,
     new_stream,
 )
-from rpcmeter.h2.connection import Stream as H2Stream
-from rpcmeter.h2.transport import H2Protocol, Session, open_connection
-from rpcmeter.metrics.connections import ConnectionCosts
+from rpcmeter.protocols.h2.connection import Stream as H2Stream
+from rpcmeter.protocols.h2.transport import H2Protocol, Session, open_connection
 from rpcmeter.tls import TlsError, client_context, server_name, tls_error
 
 
@@ -152,7 +157,7 @@ class H2Client(ABC):
         """The error a loop sees for a stream that ended with ``err``."""
         if isinstance(err, StreamReset):
             return ReplyError(err.kind, str(err))
-        if unavailable is None:
+        if unavailable is None or isinstance(err, RequestLost):
             return err
         if isinstance(err, H2Unavailable):
             return unavailable(str(err))
@@ -165,17 +170,15 @@ class H2Client(ABC):
     def cancel(self, session: Session, stream: H2Stream) -> None:
         """Reset ``stream`` (CANCEL) where it is open, or drop it where it waits to start (a
         queued call past its deadline is never sent); its ``on_end`` is not called."""
-        proto = session.holder(stream)
-        if proto is not None:
-            proto.conn.reset(stream, CANCEL)
-            proto.flush()
+        session.cancel(stream, CANCEL)
 
     def traffic(self) -> tuple[int, int]:
         """Bytes written and read on every connection (frames, headers and bodies)."""
-        protos = [p for s in self.sessions for p in (*s.old, s.proto)] + list(self.one_shots)
+        moved = [s.bytes_moved() for s in self.sessions]
+        protos = list(self.one_shots)
         return (
-            self.closed_traffic[0] + sum(p.bytes_out for p in protos),
-            self.closed_traffic[1] + sum(p.bytes_in for p in protos),
+            self.closed_traffic[0] + sum(m[0] for m in moved) + sum(p.bytes_out for p in protos),
+            self.closed_traffic[1] + sum(m[1] for m in moved) + sum(p.bytes_in for p in protos),
         )
 
     def close(self) -> None:

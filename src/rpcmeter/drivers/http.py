@@ -11,16 +11,19 @@ options say otherwise. Options (target or variant ``options``):
 - ``method`` (default ``GET`` for ``noop``, ``POST`` otherwise), ``path`` (path and query
   string; default ``/noop``, ``/echo``, ``/payload?reply_bytes=N``, ``/sleep``, ``/factorial``),
   ``headers`` (table of extra request headers), ``body`` (text sent instead of the workload's
-  body, :mod:`rpcmeter.servers.bodies`), ``host`` (the ``Host`` header; default the endpoint's
+  body, :mod:`rpcmeter.protocols.bodies`), ``host`` (the ``Host`` header; default the endpoint's
   address).
 - ``event_loop``: ``uvloop`` (default) or ``asyncio``.
 - ``http``: ``"1.1"`` (default) or ``"2"``: HTTP/2, the loops' requests multiplexed as streams
   over the connections (:mod:`rpcmeter.drivers.http2`); cleartext with prior knowledge (h2c), or
   over TLS negotiated by ALPN ``h2``.
 
-Connections are kept alive. A server that closes them after each reply (HTTP/1.0 without
-keep-alive, ``Connection: close``) fails the case with :class:`KeepAliveRequired`, unless the
-suite sets ``load.reuse = false``: then every request opens its own connection
+Connections are kept alive. A server that ends one after a number of requests (``Connection:
+close`` on its last reply, as nginx and Apache httpd do) gets a new one, and the requests
+pipelined after that reply are sent again there (:mod:`rpcmeter.drivers.stream`). A server that
+closes them after each reply (HTTP/1.0 without keep-alive, ``Connection: close`` on the first
+reply) fails the case with :class:`KeepAliveRequired`, unless the suite sets ``load.reuse =
+false``: then every request opens its own connection
 (:class:`~rpcmeter.drivers.stream.StreamDriver`), counted as ``connects``.
 
 HTTPS: the target's or variant's ``tls`` (:mod:`rpcmeter.tls`) runs every connection over TLS
@@ -30,7 +33,7 @@ stream.
 
 A status other than 2xx counts as an error of kind ``http_STATUS``. The server's times are read
 from a ``Server-Timing`` header: metrics ``app`` (compute) and ``queue`` (time waited after
-arrival), ``dur`` in milliseconds (:mod:`rpcmeter.servers.timing`; without ``app``, the first
+arrival), ``dur`` in milliseconds (:mod:`rpcmeter.protocols.timing`; without ``app``, the first
 ``dur`` is the compute time); replies without it report none. With ``validate``, every reply
 body is compared with the expected one (echo: the request body; payload: ``reply_bytes`` bytes;
 factorial: ``math.factorial``).
@@ -47,8 +50,8 @@ from rpcmeter.drivers.base import STALL_OPTIONS, Channel, DriverContext, ReplyEr
 from rpcmeter.drivers.stream import StreamConnection, StreamDriver
 from rpcmeter.errors import ProtocolError, SuiteError
 from rpcmeter.metrics.connections import ConnectionCosts
-from rpcmeter.servers.bodies import check_variant_options, expected_reply
-from rpcmeter.servers.timing import ServerTime, parse_server_timing
+from rpcmeter.protocols.bodies import check_variant_options, expected_reply
+from rpcmeter.protocols.timing import ServerTime, parse_server_timing
 from rpcmeter.workloads import PayloadParams, WorkloadParams
 
 MAX_HEAD = 1 << 20  # a reply head longer than this is malformed
@@ -85,6 +88,11 @@ def announces_close(head: bytes) -> bool:
     if head.startswith(b"http/1.0"):
         return b"\nconnection: keep-alive" not in head
     return b"\nconnection: close" in head
+
+
+def says_close(value: bytes) -> bool:
+    """True when a ``Connection`` header's value holds ``close``."""
+    return b"close" in value.lower()
 
 
 def default_path(w: WorkloadParams) -> str:
@@ -200,8 +208,12 @@ class HttpConnection(StreamConnection):
             server_ns = None
             if at >= 0:
                 server_ns = parse_server_timing(data[at + 15 : data.find(b"\r", at, end + 1)])
+            closing = False
             if self.closes is None:
                 self.closes = announces_close(data[pos:end])
+            else:  # a later reply saying the server ends the connection now (nginx, httpd)
+                at = data.find(b"onnection:", pos, end)
+                closing = at >= 0 and says_close(data[at + 10 : data.find(b"\r", at, end + 1)])
             start, pos = pos, stop
             replies += 1
             if replies > outstanding:
@@ -212,10 +224,14 @@ class HttpConnection(StreamConnection):
                 if 200 <= status < 300
                 else ReplyError(f"http_{status}", f"HTTP status {status}")
             )
+            body = data[end + 4 : stop] if self.wants_body() else None
+            if closing:
+                self.last_reply(server_ns, body, status_error)
+                return
             if start == 0 and stop == n and not buffered:  # the read held this reply alone
                 self.same, self.same_server_ns = data, server_ns
                 self.same_status, self.same_body_at = status_error, end + 4
-            self.reply(server_ns, data[end + 4 : stop] if self.wants_body() else None, status_error)
+            self.reply(server_ns, body, status_error)
             if self.lost is not None:
                 return
         if pos < n:
@@ -251,13 +267,19 @@ class HttpConnection(StreamConnection):
     def on_message_complete(self) -> None:
         assert self.parser is not None
         status = self.parser.get_status_code()
+        closing = False
         if self.closes is None:
             self.closes = not self.parser.should_keep_alive()
-        body = b"".join(self.body) if self.body is not None else None
-        if 200 <= status < 300:
-            self.reply(self.server_ns, body, None)
         else:
-            self.reply(self.server_ns, body, ReplyError(f"http_{status}", f"HTTP status {status}"))
+            closing = not self.parser.should_keep_alive()
+        body = b"".join(self.body) if self.body is not None else None
+        error = None
+        if not 200 <= status < 300:
+            error = ReplyError(f"http_{status}", f"HTTP status {status}")
+        if closing:
+            self.last_reply(self.server_ns, body, error)
+        else:
+            self.reply(self.server_ns, body, error)
 
 
 class HttpDriver(StreamDriver):

@@ -1,6 +1,6 @@
 """The HTTP driver over HTTP/2 (``options.http = "2"``): cleartext HTTP/2 with prior knowledge
 (h2c), or HTTP/2 over TLS negotiated by ALPN ``h2`` when the case has ``tls``; ``load.concurrency`` streams multiplexed over ``load.connections`` connections, on
-rpcmeter's HTTP/2 connection (:mod:`rpcmeter.h2`).
+rpcmeter's HTTP/2 connection (:mod:`rpcmeter.protocols.h2`).
 
 Requests are the HTTP/1.1 driver's (method, path, ``headers``, body; ``host`` becomes
 ``:authority``), header names in lower case as HTTP/2 wants them. A status other than 2xx counts
@@ -17,9 +17,9 @@ from typing import Any, NamedTuple
 from rpcmeter.drivers.base import Channel, Done, DriverContext, ReplyError
 from rpcmeter.drivers.h2client import H2Client
 from rpcmeter.drivers.stream import mismatch
-from rpcmeter.h2.connection import Request
-from rpcmeter.h2.connection import Stream as H2Stream
-from rpcmeter.servers.timing import ServerTime, parse_server_timing
+from rpcmeter.protocols.h2.connection import Request
+from rpcmeter.protocols.h2.connection import Stream as H2Stream
+from rpcmeter.protocols.timing import ServerTime, parse_server_timing
 
 # not allowed in HTTP/2 (RFC 9113, 8.2.2); ``host`` becomes ``:authority``
 CONNECTION_HEADERS = frozenset(

@@ -1,6 +1,6 @@
 """Raw stream sockets driver: length-prefixed frames over TCP or a Unix socket, no framework.
 
-The frame protocol is documented in :mod:`rpcmeter.servers.raw_server` (a 4-byte length, a
+The frame protocol is documented in :mod:`rpcmeter.protocols.raw` (a 4-byte length, a
 workload code, the body; replies carry a status byte and the server's compute time in
 nanoseconds). This is the floor: a framework's latency minus this driver's, on the same transport
 and connection shape, is what the framework costs.
@@ -36,9 +36,9 @@ from rpcmeter.drivers.base import Caller, ReplyError
 from rpcmeter.drivers.stream import StreamConnection, StreamDriver, mismatch
 from rpcmeter.errors import ConnectionClosed, ProtocolError
 from rpcmeter.metrics.connections import ConnectionCosts
-from rpcmeter.servers.bodies import CODES, expected_reply
-from rpcmeter.servers.raw_server import MAX_FRAME, REPLY_HEAD, request_frame
-from rpcmeter.servers.timing import QUEUE_FOLLOWS, ServerTime, read_frame_times
+from rpcmeter.protocols.bodies import CODES, expected_reply
+from rpcmeter.protocols.raw import MAX_FRAME, REPLY_HEAD, request_frame
+from rpcmeter.protocols.timing import QUEUE_FOLLOWS, ServerTime, read_frame_times
 from rpcmeter.tls import client_context, server_name, timed_handshake
 
 HEAD = REPLY_HEAD.size  # 13: length, status, server_ns (21 when queue_ns follows)

@@ -26,8 +26,8 @@ from rpyc.core.stream import SocketStream
 from rpyc.utils.factory import connect_stream
 
 from rpcmeter.drivers.base import STALL_OPTIONS, Caller, Driver, ReplyMismatch
-from rpcmeter.servers.rpyc_server import protocol_config
-from rpcmeter.servers.timing import ServerTime
+from rpcmeter.protocols.rpyc import protocol_config
+from rpcmeter.protocols.timing import ServerTime
 from rpcmeter.workloads import (
     CallbackParams,
     RandomWaitParams,

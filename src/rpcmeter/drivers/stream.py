@@ -15,18 +15,29 @@ HTTP/1.1 requires a server to answer pipelined requests in the order they came (
 section 9.3.2), and a raw frame carries no request id, so order is the only thing that can pair a
 reply with its request there. Multiplexed HTTP/2 never comes here: ``http = "2"`` and gRPC run on
 :mod:`rpcmeter.drivers.h2client`, whose streams pair each reply with its request by stream id
-(:class:`rpcmeter.h2.connection.H2Connection`), in whatever order they finish.
+(:class:`rpcmeter.protocols.h2.connection.H2Connection`), in whatever order they finish.
 
 A connection that serves one closed loop alone, without validation, can be *owned* by it
 (:meth:`SendChannel.own`): every reply goes straight to the loop's ``done`` (the connection's
 ``owner``) and the loop writes the next request through the transport's C ``write`` with the
 request bound, so no queue entry, tuple or Python frame of ours sits between two requests.
 
-A :class:`StreamDriver` opens ``ctx.connections`` such connections and gives closed loop ``i``
-connection ``i % connections``; requests are prebuilt bytes (a few variants cycled, so validation
-is not fooled by a server replaying one reply). With ``ctx.reuse`` false (``load.reuse = false``)
-every request opens a connection of its own instead, closed after its reply; the latency then
-includes the connect (and the handshake), and the counter ``connects`` counts them.
+A :class:`StreamDriver` keeps ``ctx.connections`` such connections in service, each in a
+:class:`StreamSlot` (:class:`rpcmeter.connect.Slot`), and gives closed loop ``i`` slot
+``i % connections``; requests are prebuilt bytes (a few variants cycled, so validation is not
+fooled by a server replaying one reply). With ``ctx.reuse`` false (``load.reuse = false``) every
+request opens a connection of its own instead, closed after its reply; the latency then includes
+the connect (and the handshake), and the counter ``connects`` counts them.
+
+Servers end keep-alive connections (nginx after 1000 requests, Apache httpd after 100): a reply
+that says the server closes the connection after it (:meth:`StreamConnection.last_reply`: HTTP's
+``Connection: close`` on a reply other than the connection's first) retires the connection: the
+requests pipelined after that reply, which the server will not process, and those sent from
+then on go to the slot's next connection, opened at once (a loop that owned the old one owns
+the new one). A server closing a connection after a complete reply, with nothing in flight, is
+the same. A request in flight when the server closed a connection that had answered before is
+lost: it counts as ``connection_closed`` (:class:`~rpcmeter.errors.RequestLost`) and its loop
+goes on over the next connection; on a connection that never answered, the loss ends the loop.
 
 Every connection is opened in two timed steps: the TCP (or Unix) connect, then, with TLS
 (``ctx.tls``, :mod:`rpcmeter.tls`), the handshake; both go into the client's
@@ -49,12 +60,12 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any, ClassVar, cast
 
-from rpcmeter.connect import open_stream
-from rpcmeter.drivers.base import Channel, Done, EventDriver, Ownership, ReplyMismatch
-from rpcmeter.errors import ConnectionClosed, ProtocolError
+from rpcmeter.connect import Slot, open_stream
+from rpcmeter.drivers.base import Channel, Done, EventDriver, Moved, Ownership, ReplyMismatch
+from rpcmeter.errors import ConnectionClosed, ProtocolError, RequestLost
 from rpcmeter.metrics.connections import ConnectionCosts
-from rpcmeter.servers.bodies import KINDS, check, expected_reply, request_body
-from rpcmeter.servers.timing import ServerTime
+from rpcmeter.protocols.bodies import KINDS, check, expected_reply, request_body
+from rpcmeter.protocols.timing import ServerTime
 from rpcmeter.tls import (
     HANDSHAKE_TIMEOUT_S,
     ResumingContext,
@@ -79,11 +90,30 @@ def mismatch(body: bytes, expect: bytes) -> ReplyMismatch | None:
     return None
 
 
+class ExactReply:
+    """The :class:`~rpcmeter.drivers.base.ReplyCheck` of one expected body: every reply must be
+    those bytes."""
+
+    __slots__ = ("last",)
+
+    def __init__(self, expect: bytes) -> None:
+        self.last: bytes | None = expect
+
+    def __call__(self, body: bytes) -> ReplyMismatch | None:
+        assert self.last is not None
+        return mismatch(body, self.last)
+
+
 def _running_loop() -> asyncio.AbstractEventLoop | None:
     try:
         return asyncio.get_running_loop()
     except RuntimeError:
         return None
+
+
+# a request as a slot queues it: its bytes, its done, the reply expected (or None), and for a
+# loop that owned its connection, how to give that loop its new connection (else None)
+Queued = tuple[bytes, Done, bytes | None, Moved | None]
 
 
 class StreamConnection(asyncio.Protocol):
@@ -93,7 +123,8 @@ class StreamConnection(asyncio.Protocol):
         # the loop that completes requests: made inside it (create_connection); a connection
         # made outside any loop (a parser fed by hand) takes it when connected
         self.loop: asyncio.AbstractEventLoop | None = _running_loop()
-        self.pending: deque[tuple[Done, bytes | None]] = deque()
+        # requests sent, not answered yet: their bytes, done, the reply expected (or None)
+        self.pending: deque[tuple[bytes, Done, bytes | None]] = deque()
         self.transport: asyncio.Transport | None = None
         self.write: Callable[[bytes], object] = self._not_connected
         self.lost: BaseException | None = None
@@ -101,6 +132,9 @@ class StreamConnection(asyncio.Protocol):
         self.bytes_in = 0
         self.owner: Done | None = None  # the closed loop that owns the connection
         self.owner_bytes = 0  # the size of its request (counted out as each reply comes in)
+        self.owner_request = b""
+        self.moved: Moved | None = None  # how to give the owner another connection
+        self.slot: StreamSlot | None = None  # what keeps a connection in service, if anything
         self.refused: str | None = None  # TLS: what a close before the first reply means
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -115,11 +149,19 @@ class StreamConnection(asyncio.Protocol):
         """Write one request; ``done`` is called when its reply has been read (never before
         this method returned)."""
         if self.lost is not None:  # also before the loop runs again (a loop's first request)
+            if self.slot is not None:  # to the connection that replaces this one
+                self.slot.send((data, done, expect, None))
+                return
             (self.loop or asyncio.get_running_loop()).call_soon(done, None, self.lost)
             return
-        self.pending.append((done, expect))
+        self.pending.append((data, done, expect))
         self.bytes_out += len(data)
         self.write(data)
+
+    def take_owner(self, done: Done, request: bytes, moved: Moved | None) -> None:
+        """Let one closed loop own the connection (see :meth:`SendChannel.own`)."""
+        self.owner, self.owner_bytes, self.owner_request = done, len(request), request
+        self.moved = moved
 
     def reply(
         self, server_ns: ServerTime | None, body: bytes | None, error: BaseException | None
@@ -133,14 +175,52 @@ class StreamConnection(asyncio.Protocol):
         if not self.pending:
             self.fail(ProtocolError("a reply that answers no request"))
             return
-        done, expect = self.pending.popleft()
+        _, done, expect = self.pending.popleft()
         if error is None and expect is not None:
             error = mismatch(body or b"", expect)
         done(server_ns, error)
 
+    def last_reply(
+        self, server_ns: ServerTime | None, body: bytes | None, error: BaseException | None
+    ) -> None:
+        """The next reply is complete, and the server closes the connection after it (it said
+        so): with a slot, the requests sent after it (the server will not process them) and
+        those sent from now on go to the slot's next connection (see the module doc); then the
+        reply completes its request."""
+        slot = self.slot
+        if slot is None:
+            self.reply(server_ns, body, error)
+            return
+        owner = self.owner
+        unprocessed: list[Queued] = []
+        if owner is not None:
+            self.bytes_out += self.owner_bytes
+            self._unown(slot)
+            done, expect = owner, None
+        elif not self.pending:
+            self.fail(ProtocolError("a reply that answers no request"))
+            return
+        else:
+            _, done, expect = self.pending.popleft()
+            unprocessed = [(data, d, e, None) for data, d, e in self.pending]
+            self.pending.clear()
+        self.lost = ConnectionClosed("the server ended the connection after a reply")
+        slot.retire(self, unprocessed)
+        if error is None and expect is not None:
+            error = mismatch(body or b"", expect)
+        done(server_ns, error)
+
+    def _unown(self, slot: StreamSlot) -> None:
+        """The owning loop sends through ``slot`` from now on (until it owns the next
+        connection)."""
+        owner, moved = self.owner, self.moved
+        self.owner = self.moved = None
+        if owner is not None and moved is not None:
+            moved(partial(slot.send, (self.owner_request, owner, None, moved)))
+
     def wants_body(self) -> bool:
         """True when the oldest pending request validates its reply body."""
-        return bool(self.pending) and self.pending[0][1] is not None
+        return bool(self.pending) and self.pending[0][2] is not None
 
     def fail(self, exc: BaseException) -> None:
         """Fail every pending request and refuse new ones (the connection is unusable)."""
@@ -158,11 +238,13 @@ class StreamConnection(asyncio.Protocol):
         assert self.lost is not None
         owner = self.owner
         if owner is not None:  # its one request in flight is lost
+            if self.slot is not None and isinstance(self.lost, RequestLost):
+                self._unown(self.slot)  # the loop goes on, on the next connection
             self.owner = None
             self.bytes_out += self.owner_bytes
             owner(None, self.lost)
         while self.pending:
-            done, _ = self.pending.popleft()
+            _, done, _ = self.pending.popleft()
             done(None, self.lost)
 
     def closed_by_server(self) -> BaseException:
@@ -182,24 +264,71 @@ class StreamConnection(asyncio.Protocol):
                 self.lost = ConnectionClosed(f"connection lost: {exc}")
             else:  # a clean close, or one the server announced (KeepAliveRequired)
                 self.lost = closed
+            slot = self.slot
+            if slot is not None and type(self.lost) is ConnectionClosed:
+                if self.bytes_in and (self.pending or self.owner is not None):
+                    self.lost = RequestLost(f"a request in flight: {self.lost}")
+                slot.closed(self)  # the next connection, at once
         self._fail_pending()
 
 
 class SendChannel(partial[None]):
     """Loop ``index``'s channel: ``channel(done)`` is ``conn.send(request, done)`` (a partial: no
-    Python frame of its own). ``own(done)`` hands the connection to a closed loop when the loop
-    is its only user (``exclusive``) and replies are not validated."""
+    Python frame of its own; once ``conn`` was replaced, its ``send`` hands the request to the
+    slot). ``own(done, moved)`` hands the slot's connection to a closed loop when the loop is
+    its only user (``exclusive``) and replies are not validated; ``moved(send)`` gives the loop
+    the way it sends from then on when the connection is replaced."""
 
     conn: StreamConnection
     exclusive: bool
+    slot: StreamSlot | None = None
 
-    def own(self, done: Done) -> Ownership | None:
-        conn = self.conn
+    def own(self, done: Done, moved: Moved | None = None) -> Ownership | None:
+        slot = self.slot
+        conn = self.conn if slot is None else slot.conn
         if not self.exclusive or conn.lost is not None or conn.pending:
             return None
+        if slot is not None and (moved is None or slot.queue):
+            return None
         request: bytes = self.args[0]
-        conn.owner, conn.owner_bytes = done, len(request)
-        return Ownership(partial(conn.write, request), conn.release)
+        conn.take_owner(done, request, moved)
+        release = conn.release if slot is None else partial(slot.release, done)
+        return Ownership(partial(conn.write, request), release)
+
+
+class StreamSlot(Slot[StreamConnection, Queued]):
+    """One connection of a :class:`StreamDriver` kept in service (see the module doc)."""
+
+    def attach(self, conn: StreamConnection) -> None:
+        conn.slot = self
+
+    def usable(self, conn: StreamConnection) -> bool:
+        return conn.lost is None
+
+    def submit(self, conn: StreamConnection, request: Queued) -> None:
+        data, done, expect, moved = request
+        if moved is not None and conn.owner is None and not conn.pending:
+            conn.take_owner(done, data, moved)  # the loop owns the new connection
+            moved(partial(conn.write, data))
+            conn.write(data)
+        else:
+            conn.send(data, done, expect)
+
+    def fail(self, request: Queued, error: BaseException) -> None:
+        request[1](None, error)
+
+    def busy(self, conn: StreamConnection) -> bool:
+        return bool(conn.pending) or conn.owner is not None
+
+    def shut(self, conn: StreamConnection) -> None:
+        if conn.transport is not None:
+            conn.transport.close()
+
+    def release(self, done: Done) -> None:
+        """The loop ``done`` that owned a connection of this slot ended."""
+        for conn in (self.conn, *self.old):
+            if conn.owner is done:
+                conn.release()
 
 
 def in_turn(
@@ -242,7 +371,8 @@ class StreamDriver(EventDriver):
         loop = asyncio.get_running_loop()
         ep = self.ctx.endpoint
         self.loop = loop
-        self.conns = []
+        self.conns = []  # load.reuse = false: the connections of requests in flight
+        self.slots: list[StreamSlot] = []
         self.connects = 0
         self.tasks: set[asyncio.Task[None]] = set()  # connections being opened (reuse false)
         self.closed_traffic = [0, 0]  # bytes out and in of the connections already closed
@@ -255,7 +385,7 @@ class StreamDriver(EventDriver):
         if not self.ctx.reuse:
             return
         for _ in range(self.ctx.connections):
-            self.conns.append(await self.connect_one())
+            self.slots.append(StreamSlot(await self.connect_one(), self.connect_one, loop))
 
     async def connect_one(self) -> StreamConnection:
         """A new connection: the connect, then the TLS handshake, each timed into ``costs``."""
@@ -342,26 +472,30 @@ class StreamDriver(EventDriver):
         pairs = list(zip(requests, expects, strict=True))
         if not self.ctx.reuse:
             return in_turn(self.one_shot, pairs)
-        conn = self.conns[index % len(self.conns)]
+        slot = self.slots[index % len(self.slots)]
+        conn = slot.conn
         if not self.ctx.validate:
             channel = SendChannel(conn.send, requests[0])
-            channel.conn = conn
-            channel.exclusive = self.ctx.threads <= len(self.conns)
+            channel.conn, channel.slot = conn, slot
+            channel.exclusive = self.ctx.threads <= len(self.slots)
             return channel
         return in_turn(conn.send, pairs)
 
     def counters(self) -> dict[str, int]:
         conns = getattr(self, "conns", [])
         closed = getattr(self, "closed_traffic", [0, 0])
+        moved = [s.bytes_moved() for s in getattr(self, "slots", [])]
         counters = {
-            "bytes_out": closed[0] + sum(c.bytes_out for c in conns),
-            "bytes_in": closed[1] + sum(c.bytes_in for c in conns),
+            "bytes_out": closed[0] + sum(c.bytes_out for c in conns) + sum(m[0] for m in moved),
+            "bytes_in": closed[1] + sum(c.bytes_in for c in conns) + sum(m[1] for m in moved),
         }
         if not self.ctx.reuse:
             counters["connects"] = getattr(self, "connects", 0)
         return counters
 
     def close(self) -> None:
+        for slot in getattr(self, "slots", []):
+            slot.close()
         for c in getattr(self, "conns", []):
             if c.transport is not None:
                 c.transport.close()

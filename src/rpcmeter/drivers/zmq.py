@@ -2,8 +2,8 @@
 
 Every closed loop owns one REQ socket, i.e. one connection (``load.connections`` does not apply:
 the loops are the connections). Requests and replies use the frames of
-:mod:`rpcmeter.servers.zmq_server`: a one-byte workload code and the body of
-:mod:`rpcmeter.servers.bodies` out, an 8-byte server time (ns) and the reply body back.
+:mod:`rpcmeter.protocols.zmq`: a one-byte workload code and the body of
+:mod:`rpcmeter.protocols.bodies` out, an 8-byte server time (ns) and the reply body back.
 
 Options:
 
@@ -41,7 +41,7 @@ import zmq
 
 from rpcmeter.drivers.base import RAW_BODY_OPTIONS, Caller, Driver
 from rpcmeter.errors import ProtocolError, SuiteError
-from rpcmeter.servers.bodies import (
+from rpcmeter.protocols.bodies import (
     CODES,
     KINDS,
     bodies_from_options,
@@ -49,8 +49,8 @@ from rpcmeter.servers.bodies import (
     check_raw_options,
     check_variant_options,
 )
-from rpcmeter.servers.timing import ServerTime, read_frame_times
-from rpcmeter.servers.zmq_server import address, server_mode
+from rpcmeter.protocols.timing import ServerTime, read_frame_times
+from rpcmeter.protocols.zmq import address, server_mode
 
 if TYPE_CHECKING:
     from rpcmeter.suite_model import Suite

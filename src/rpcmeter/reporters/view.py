@@ -663,8 +663,13 @@ def _mean_sd(cell: Cell, key: str) -> str:
     return "-" if not math.isfinite(mean) else f"{fmt_ms(mean)} ± {fmt_ms(sd)}"
 
 
-def _round_trip(cell: Cell) -> str:
-    """The round trip's median (p99) in a version-2 document, mean ± sd in a version-1 one."""
+def _round_trip(cell: Cell) -> GridCell:
+    """The round trip's median (p99) in a version-2 document, mean ± sd in a version-1 one;
+    ``network RTT`` for a remote target's breakdown, whose round trip is the network's."""
+    if cell.ok_cases and all(
+        c.breakdown is not None and c.breakdown.rtt_basis == "network" for c in cell.ok_cases
+    ):
+        return Mark("network RTT", "dim")
     p50 = cell.mean("breakdown.rtt_us.p50")
     if not math.isfinite(p50):
         return _mean_sd(cell, "breakdown.rtt_us")
@@ -704,15 +709,21 @@ def breakdown_grid(workload: str, grid: Cells, keys: list[str], several: bool) -
     all_cells = [c for row in grid.values() for c in row.values()]
     with_breakdown = any(c.values("breakdown.rtt_us.mean") for c in all_cells)
     with_bytes = any(c.values("bytes.out_per_request") for c in all_cells)
-    if not (with_breakdown or with_bytes):
+    with_network = any(c.values("network_rtt_us.p50") for c in all_cells)
+    if not (with_breakdown or with_bytes or with_network):
         return None
     title, note = (
-        ("where the time goes", "ms: mean ± sd; round trip: median; overhead: mean ± 95 % interval")
-        if with_breakdown
+        (
+            "where the time goes",
+            "ms: mean ± sd; round trips: median; overhead: mean ± 95 % interval",
+        )
+        if with_breakdown or with_network
         else ("bytes per request", "ms: mean ± sd")
     )
     out = _point_grid(f"{workload} · {title}", keys, note, variant=several)
     out.columns += ["req/s", "latency"]
+    if with_network:
+        out.columns += ["network RTT", "latency -\nnetwork RTT"]
     if with_breakdown:
         out.columns += ["round trip", "queue", "server compute", "overhead"]
     if with_bytes:
@@ -728,6 +739,9 @@ def breakdown_grid(workload: str, grid: Cells, keys: list[str], several: bool) -
                 continue
             cols.append(fmt_rate(cell.mean("throughput_rps")))
             cols.append(f"{fmt_ms(cell.latency_us('mean'))} ± {fmt_ms(cell.latency_us('stdev'))}")
+            if with_network:
+                network = cell.mean("network_rtt_us.p50")
+                cols += [fmt_ms(network), fmt_ms(cell.latency_us("mean") - network)]
             if with_breakdown:
                 cols += [
                     _round_trip(cell),

@@ -29,6 +29,7 @@ from typing import Any
 
 from rpcmeter.drivers.base import Channel, Done, EventDriver, Ownership
 from rpcmeter.errors import error_kind
+from rpcmeter.protocols.timing import ServerTime
 from rpcmeter.runners.open_loop import EventLoad, EventPacer, client_schedule
 from rpcmeter.runners.recording import (
     BUFFER,
@@ -41,7 +42,6 @@ from rpcmeter.runners.recording import (
 )
 from rpcmeter.runners.spec import LoadSpec
 from rpcmeter.runners.spin import Spin, waking
-from rpcmeter.servers.timing import ServerTime
 
 TICK_S = 0.02
 NO_DEADLINE = 1 << 62
@@ -152,9 +152,16 @@ def closed_loop(
         send()
 
     on_reply = waking(spin, done)
+    send: Callable[[], object] = partial(channel, on_reply)
+
+    def moved(new_send: Callable[[], object]) -> None:  # the owned connection was replaced
+        nonlocal send
+        send = new_send
+
     own = getattr(channel, "own", None)
-    owned: Ownership | None = own(on_reply) if own is not None else None
-    send: Callable[[], object] = owned.send if owned else partial(channel, on_reply)
+    owned: Ownership | None = own(on_reply, moved) if own is not None else None
+    if owned:
+        send = owned.send
 
     def end() -> None:
         if owned:

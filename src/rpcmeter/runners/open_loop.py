@@ -41,10 +41,10 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from rpcmeter.drivers.base import Caller, Channel, Done
+from rpcmeter.protocols.timing import ServerTime
 from rpcmeter.runners.recording import BUFFER, CHUNK_TARGET_NS, MAX_CHUNK, Recorder, ThreadStats
 from rpcmeter.runners.spec import LoadSpec, Pacing
 from rpcmeter.runners.spin import Spin, waking
-from rpcmeter.servers.timing import ServerTime
 
 SPIN_NS = 30_000  # wake up this long before a slot, then yield until its time
 LEAD_NS = 2_000_000  # the first slot is this long after the gate opens (loops are awake by then)

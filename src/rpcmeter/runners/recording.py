@@ -21,11 +21,11 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from rpcmeter.drivers.base import Caller, Driver
-from rpcmeter.errors import ReplyError, ReplyMismatch, error_kind
+from rpcmeter.errors import ReplyError, ReplyMismatch, RequestLost, error_kind
 from rpcmeter.metrics.connections import ConnectionCosts
 from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.metrics.resources import peak_rss_of
-from rpcmeter.servers.timing import ServerTime
+from rpcmeter.protocols.timing import ServerTime
 
 if TYPE_CHECKING:  # the client processes do without pydantic
     from rpcmeter import model
@@ -120,7 +120,7 @@ class Recorder:
     def error(self, exc: BaseException, fatal_types: tuple[type[BaseException], ...]) -> bool:
         """Count an error; True when it is fatal for this loop's connection."""
         kind = error_kind(exc)
-        fatal = isinstance(exc, fatal_types) and not isinstance(exc, ReplyMismatch | ReplyError)
+        fatal = is_fatal(exc, fatal_types)
         if fatal and not isinstance(exc, OSError | EOFError) and not getattr(exc, "kind", None):
             kind = "connection_closed"  # a driver's own fatal type that names no kind
         self.stats.errors[kind] = self.stats.errors.get(kind, 0) + 1
@@ -131,8 +131,9 @@ class Recorder:
 
 
 def is_fatal(exc: BaseException, fatal: tuple[type[BaseException], ...]) -> bool:
-    """True when ``exc`` means the connection is gone (not a wrong or failed reply)."""
-    return isinstance(exc, fatal) and not isinstance(exc, ReplyMismatch | ReplyError)
+    """True when ``exc`` means the connection is gone (not a wrong or failed reply, nor a
+    request lost on a connection that the driver replaces)."""
+    return isinstance(exc, fatal) and not isinstance(exc, ReplyMismatch | ReplyError | RequestLost)
 
 
 def warm_up(

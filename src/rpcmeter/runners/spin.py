@@ -8,7 +8,7 @@ import asyncio
 import time
 
 from rpcmeter.drivers.base import Done
-from rpcmeter.servers.timing import ServerTime
+from rpcmeter.protocols.timing import ServerTime
 
 
 class Spin:

@@ -1,6 +1,6 @@
 """Shared pieces of the event-loop reference servers (HTTP/1.1, raw frames).
 
-- :func:`timed` does the server side of a workload (:func:`rpcmeter.servers.bodies.compute`;
+- :func:`timed` does the server side of a workload (:func:`rpcmeter.protocols.bodies.compute`;
   ``sleep`` is scheduled by the protocol, never blocking the loop) and measures its compute time.
 - :class:`OrderedReplies` keeps replies of pipelined requests in request order when some of them
   (``sleep``) complete later.
@@ -8,7 +8,7 @@
 - :func:`serve` runs a protocol factory on uvloop over TCP or a Unix socket until SIGTERM. Over
   TCP, connections are read by :class:`StampedTransport`, which keeps the kernel's receive time
   of the last bytes read (``arrived_ns``): how long a request waited in the server before its
-  handling began (its queue time, :mod:`rpcmeter.servers.timing`) is then known even when it
+  handling began (its queue time, :mod:`rpcmeter.protocols.timing`) is then known even when it
   arrived while the event loop was busy computing another request. Reading in Python costs the
   server a few microseconds of CPU per request more than uvloop's own transports; server option
   ``queue_time = false`` uses those instead (and reports no queue time).
@@ -30,9 +30,9 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from rpcmeter.servers.bodies import compute
+from rpcmeter.protocols.bodies import compute
+from rpcmeter.protocols.timing import SO_TIMESTAMPNS, STAMP_SPACE, kernel_stamp_ns
 from rpcmeter.servers.common import ServerArgs, announce_ready, exit_on_sigterm, stop_requested
-from rpcmeter.servers.timing import SO_TIMESTAMPNS, STAMP_SPACE, kernel_stamp_ns
 from rpcmeter.tls import server_context
 from rpcmeter.workloads import lift_int_digit_limit, payload_bytes
 

@@ -30,53 +30,30 @@ from urllib.parse import quote
 
 from hpack import NeverIndexedHeaderTuple
 
+from rpcmeter.protocols.bodies import KINDS, compute, sleep_seconds, stream_reply
+from rpcmeter.protocols.grpc import (
+    INTERNAL,
+    INVALID_ARGUMENT,
+    QUEUE_TIME,
+    SERVER_TIME,
+    STREAM_MODES,
+    UNIMPLEMENTED,
+    BadMessage,
+    frame,
+    messages,
+    method_path,
+    stream_method_path,
+    unframe,
+)
 from rpcmeter.servers.aio import call_later_precisely, queue_ns, serve
-from rpcmeter.servers.bodies import KINDS, compute, sleep_seconds, stream_reply
 from rpcmeter.servers.common import ServerArgs
-from rpcmeter.servers.grpc_server import STREAM_MODES, method_path, stream_method_path
 from rpcmeter.servers.h2server import H2Server, Headers
-from rpcmeter.servers.timing import QUEUE_TIME_KEY, SERVER_TIME_KEY
 
 UNARY = {method_path(kind).encode(): kind for kind in KINDS}
 STREAMS = {stream_method_path(mode).encode(): mode for mode in STREAM_MODES}
-OK, INVALID_ARGUMENT, UNIMPLEMENTED, INTERNAL = 0, 3, 12, 13
 REPLY_HEADERS: Headers = [(b":status", b"200"), (b"content-type", b"application/grpc")]
 STATUS_OK: Headers = [(b"grpc-status", b"0")]
-SERVER_TIME = SERVER_TIME_KEY.encode()
-QUEUE_TIME = QUEUE_TIME_KEY.encode()
 BATCH_BYTES = 1 << 16  # a server stream's replies are framed this many bytes at a time
-
-
-class BadMessage(Exception):
-    """A request body that is not gRPC messages as this server reads them (INTERNAL)."""
-
-
-def frame(message: bytes) -> bytes:
-    """A gRPC length-prefixed message (uncompressed)."""
-    return b"\0" + len(message).to_bytes(4, "big") + message
-
-
-def messages(buffer: bytearray) -> list[bytes]:
-    """The whole messages at the start of ``buffer``, taken out of it (a partial one stays)."""
-    out = []
-    while len(buffer) >= 5:
-        if buffer[0]:
-            raise BadMessage("compressed messages are not supported")
-        end = 5 + int.from_bytes(buffer[1:5], "big")
-        if len(buffer) < end:
-            break
-        out.append(bytes(buffer[5:end]))
-        del buffer[:end]
-    return out
-
-
-def unframe(body: bytes) -> bytes:
-    """The one message of a unary request's body."""
-    if len(body) < 5 or body[0] or int.from_bytes(body[1:5], "big") != len(body) - 5:
-        if len(body) >= 5 and body[0]:
-            raise BadMessage("compressed messages are not supported")
-        raise BadMessage(f"a request of {len(body)} bytes is not one message")
-    return body[5:]
 
 
 def status_only(code: int, message: str) -> Headers:

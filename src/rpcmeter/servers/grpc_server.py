@@ -2,8 +2,8 @@
 
 No generated code: one generic handler with raw ``bytes`` requests and replies, one unary method
 per workload (``/rpcmeter.Bench/Noop``, ``Echo``, ``Payload``, ``Sleep``, ``Factorial``). The
-bodies are those of :mod:`rpcmeter.servers.bodies`; every reply carries the handler's own compute
-time in nanoseconds as trailing metadata ``rpcmeter-server-ns`` (:mod:`rpcmeter.servers.timing`).
+bodies are those of :mod:`rpcmeter.protocols.bodies`; every reply carries the handler's own compute
+time in nanoseconds as trailing metadata ``rpcmeter-server-ns`` (:mod:`rpcmeter.protocols.timing`).
 On grpcio (``server_mode`` ``aio`` and ``sync``) it sends no ``rpcmeter-queue-ns`` (the queue time
 is unknown, not zero): gRPC's core reads the connection on its own threads and tells Python of a
 call only when a thread holding the GIL polls its completion queue. The moments Python can observe
@@ -18,7 +18,7 @@ request's last bytes.
 
 Streaming (workload ``stream``): one method per mode, raw bytes too: ``StreamServer`` answers
 its one request with as many replies as the call's metadata asks (see
-:mod:`rpcmeter.servers.bodies`), ``StreamClient`` reads every request and answers once,
+:mod:`rpcmeter.protocols.bodies`), ``StreamClient`` reads every request and answers once,
 ``StreamBidi`` answers each request as it arrives.
 
 Transports: ``tcp`` (``--host``/``--port``) and ``unix`` (``--socket``, gRPC target ``unix:PATH``).
@@ -41,9 +41,10 @@ from typing import Any
 
 import grpc
 
-from rpcmeter.endpoints import Endpoint
+from rpcmeter.protocols.bodies import KINDS, compute, sleep_seconds, stream_reply
+from rpcmeter.protocols.grpc import SERVICE, method_name, target
+from rpcmeter.protocols.timing import SERVER_TIME_KEY
 from rpcmeter.servers.aio import sleep_precisely
-from rpcmeter.servers.bodies import KINDS, compute, sleep_seconds, stream_reply
 from rpcmeter.servers.common import (
     ServerArgs,
     announce_ready,
@@ -51,28 +52,7 @@ from rpcmeter.servers.common import (
     parse_server_args,
     precise_sleep,
 )
-from rpcmeter.servers.timing import SERVER_TIME_KEY
 from rpcmeter.workloads import lift_int_digit_limit
-
-SERVICE = "rpcmeter.Bench"
-
-
-def method_name(kind: str) -> str:
-    """``echo`` -> ``Echo`` (the method of workload ``kind`` in service ``rpcmeter.Bench``)."""
-    return kind.title().replace("_", "")
-
-
-def method_path(kind: str) -> str:
-    """Full method path of workload ``kind``: ``/rpcmeter.Bench/Echo``."""
-    return f"/{SERVICE}/{method_name(kind)}"
-
-
-STREAM_MODES = ("server", "client", "bidi")
-
-
-def stream_method_path(mode: str) -> str:
-    """Full method path of streaming ``mode``: ``/rpcmeter.Bench/StreamBidi``."""
-    return f"/{SERVICE}/Stream{mode.title()}"
 
 
 def _sync_stream_handlers() -> dict[str, grpc.RpcMethodHandler]:
@@ -156,13 +136,6 @@ def generic_handler(aio: bool) -> grpc.GenericRpcHandler:
     handlers = {method_name(k): grpc.unary_unary_rpc_method_handler(make(k)) for k in KINDS}
     handlers.update(_aio_stream_handlers() if aio else _sync_stream_handlers())
     return grpc.method_handlers_generic_handler(SERVICE, handlers)
-
-
-def target(endpoint: Endpoint) -> str:
-    """gRPC address of an endpoint: ``host:port`` or ``unix:PATH``."""
-    if endpoint.path is not None:
-        return f"unix:{endpoint.path}"
-    return endpoint.describe().removeprefix(f"{endpoint.transport}://")
 
 
 def address(args: ServerArgs) -> str:

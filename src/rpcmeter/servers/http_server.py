@@ -15,12 +15,12 @@ URL scheme (any method; keep-alive and pipelining supported; bodies need ``Conte
 =====================================  ===================================================
 
 Without the query string, ``payload``, ``sleep`` and ``factorial`` read their argument from the
-body as :mod:`rpcmeter.servers.bodies` encodes it (so its request bodies work here unchanged).
+body as :mod:`rpcmeter.protocols.bodies` encodes it (so its request bodies work here unchanged).
 
 Every reply carries ``Server-Timing: queue;dur=MS, app;dur=MS`` (milliseconds, 6 decimals): how
 long the request waited after it had fully arrived (over TCP, from the kernel's receive time;
 over a Unix socket, which has none, ``queue`` is left out: unknown) and the server's own compute
-time for it (:mod:`rpcmeter.servers.timing`). Unknown paths get 404, bad arguments 400.
+time for it (:mod:`rpcmeter.protocols.timing`). Unknown paths get 404, bad arguments 400.
 
 Options (JSON): ``corrupt_every``, ``queue_time`` (see :mod:`rpcmeter.servers.aio`); ``stall_ms``,
 ``stall_after_s``, ``stall_every_s``: the whole server (its event loop) stalls at a known moment
@@ -39,6 +39,8 @@ from urllib.parse import parse_qsl
 
 import httptools
 
+from rpcmeter.protocols.bodies import KINDS, sleep_seconds
+from rpcmeter.protocols.timing import server_timing_header, server_timing_value
 from rpcmeter.servers.aio import (
     Corrupter,
     OrderedReplies,
@@ -47,10 +49,8 @@ from rpcmeter.servers.aio import (
     serve,
     timed,
 )
-from rpcmeter.servers.bodies import KINDS, sleep_seconds
 from rpcmeter.servers.common import Stall, parse_server_args
 from rpcmeter.servers.h2server import H2Server, Headers
-from rpcmeter.servers.timing import server_timing_header, server_timing_value
 
 H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 REASONS = {200: b"OK", 400: b"Bad Request", 404: b"Not Found"}

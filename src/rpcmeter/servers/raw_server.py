@@ -1,19 +1,11 @@
-"""Built-in raw-socket reference server: length-prefixed frames over TCP or a Unix socket.
+"""Built-in raw-socket reference server: length-prefixed frames (:mod:`rpcmeter.protocols.raw`)
+over TCP or a Unix socket.
 
-The frame protocol (all integers big-endian; the floor against which frameworks are read)::
-
-    request  = length:u32  code:u8  body             length = 1 + len(body)
-    reply    = length:u32  status:u8  server_ns:u64  [queue_ns:u64]  body
-               length = 9 + len(body), or 17 + len(body) with queue_ns
-
-``code`` names the workload (:data:`rpcmeter.servers.bodies.OPS`: ``n`` noop, ``e`` echo,
-``p`` payload, ``s`` sleep, ``f`` factorial) and ``body`` is its request body as
-:mod:`rpcmeter.servers.bodies` encodes it. ``status`` is 0 for a served request and 1 for a
-request the server could not serve (the body then says why). ``server_ns`` is the server's own
-compute time for the request in nanoseconds; when its top bit is set (the rest being the compute
-time), ``queue_ns`` follows: how long the request waited after it had fully arrived (over TCP,
-from the kernel's receive time; over a Unix socket it is left out: unknown). See
-:mod:`rpcmeter.servers.timing`. Requests may be pipelined; replies come back in order.
+``status`` is 0 for a served request and 1 for a request the server could not serve (the body
+then says why); ``server_ns`` is the server's own compute time, and over TCP ``queue_ns`` follows
+it: how long the request waited after it had fully arrived, from the kernel's receive time (over
+a Unix socket it is left out: unknown). See :mod:`rpcmeter.protocols.timing`. Requests may be
+pipelined; replies come back in order.
 
 Options (JSON): ``corrupt_every``, ``queue_time`` (see :mod:`rpcmeter.servers.aio`); ``tls``: frames
 over TLS (:func:`rpcmeter.tls.server_context`; no queue time then).
@@ -26,6 +18,8 @@ import struct
 import time
 from typing import Any, cast
 
+from rpcmeter.protocols.bodies import OPS, sleep_seconds
+from rpcmeter.protocols.raw import FAILED, MAX_FRAME, OK, reply_frame
 from rpcmeter.servers.aio import (
     Corrupter,
     OrderedReplies,
@@ -34,24 +28,7 @@ from rpcmeter.servers.aio import (
     serve,
     timed,
 )
-from rpcmeter.servers.bodies import OPS, sleep_seconds
 from rpcmeter.servers.common import parse_server_args
-from rpcmeter.servers.timing import frame_times
-
-REQUEST_HEAD = struct.Struct(">IB")  # length, code
-REPLY_HEAD = struct.Struct(">IBQ")  # length, status, server_ns
-REPLY_PREFIX = struct.Struct(">IB")  # length, status
-MAX_FRAME = 1 << 30
-OK, FAILED = 0, 1
-
-
-def reply_frame(body: bytes, server_ns: int, status: int = OK, queued: int | None = None) -> bytes:
-    times = frame_times(server_ns, queued)
-    return REPLY_PREFIX.pack(1 + len(times) + len(body), status) + times + body
-
-
-def request_frame(code: bytes, body: bytes) -> bytes:
-    return REQUEST_HEAD.pack(1 + len(body), code[0]) + body
 
 
 class RawServerProtocol(asyncio.Protocol):

@@ -53,6 +53,8 @@ from rpyc.core.stream import SocketStream
 from rpyc.utils.factory import connect_stream
 from rpyc.utils.server import ThreadedServer
 
+from rpcmeter.protocols.rpyc import protocol_config
+from rpcmeter.protocols.timing import SO_TIMESTAMPNS, STAMP_SPACE, kernel_stamp_ns
 from rpcmeter.servers.common import (
     Stall,
     announce_ready,
@@ -60,7 +62,6 @@ from rpcmeter.servers.common import (
     parse_server_args,
     stop_requested,
 )
-from rpcmeter.servers.timing import SO_TIMESTAMPNS, STAMP_SPACE, kernel_stamp_ns
 from rpcmeter.workloads import RandomWaitParams, random_wait_level, random_wait_seeds
 
 _arrival = threading.local()  # .ns: kernel receive time of the last bytes this thread read
@@ -115,10 +116,6 @@ def queued_ns() -> int | None:
     arrived (None: read from a socket without timestamps)."""
     arrived = getattr(_arrival, "ns", 0)
     return max(0, time.time_ns() - arrived) if arrived else None
-
-
-def protocol_config(options: dict[str, Any]) -> dict[str, Any]:
-    return {"bind_threads": bool(options.get("bind_threads", False)), "sync_request_timeout": 300}
 
 
 def serve_forever(conn: Any) -> None:

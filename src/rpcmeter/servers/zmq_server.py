@@ -1,10 +1,10 @@
 """Built-in ZeroMQ reference server: the shared workload set over REQ/REP framing.
 
-A request is one frame: a one-byte workload code (:data:`rpcmeter.servers.bodies.OPS`) followed by the body of
-:mod:`rpcmeter.servers.bodies`. The reply is one frame: the server's compute time for the request
+A request is one frame: a one-byte workload code (:data:`rpcmeter.protocols.bodies.OPS`) followed by the body of
+:mod:`rpcmeter.protocols.bodies`. The reply is one frame: the server's compute time for the request
 in nanoseconds as an 8-byte big-endian unsigned integer, followed by the reply body. A server that
 knows how long the request waited after it arrived sets the top bit of that integer and puts the
-wait (``queue_ns``, 8 bytes) after it (:mod:`rpcmeter.servers.timing`); this one cannot know it
+wait (``queue_ns``, 8 bytes) after it (:mod:`rpcmeter.protocols.timing`); this one cannot know it
 and leaves it out: unknown, not zero. libzmq's I/O thread reads the sockets (so there is no
 kernel receive timestamp to ask for) and queues whole messages without a time of arrival;
 ``recv`` returning is the start of the handling itself, and a Python thread stamping messages as
@@ -19,7 +19,7 @@ requests to N worker threads over ``inproc://`` (useful for ``sleep`` with sever
 Server option ``server_mode`` picks how the server speaks ZeroMQ:
 
 - ``"libzmq"`` (default): the pyzmq ROUTER socket above; no queue time.
-- ``"zmtp"``: rpcmeter's own ZMTP 3.1 (:mod:`rpcmeter.zmtp`: greeting, ``NULL`` mechanism,
+- ``"zmtp"``: rpcmeter's own ZMTP 3.1 (:mod:`rpcmeter.protocols.zmtp`: greeting, ``NULL`` mechanism,
   ``READY`` as a ROUTER socket that REQ and DEALER peers talk to, ``PING``/``PONG``) on the event
   loop of the other built-in servers, whose TCP connections are read with the kernel's receive
   time (:class:`rpcmeter.servers.aio.StampedTransport`). It knows when each request's last bytes
@@ -48,10 +48,11 @@ from typing import Any, cast
 
 import zmq
 
-from rpcmeter import zmtp
-from rpcmeter.endpoints import Endpoint
+from rpcmeter.protocols import zmtp
+from rpcmeter.protocols.bodies import OPS, compute, sleep_seconds
+from rpcmeter.protocols.timing import frame_times
+from rpcmeter.protocols.zmq import address, server_mode
 from rpcmeter.servers import aio
-from rpcmeter.servers.bodies import OPS, compute, sleep_seconds
 from rpcmeter.servers.common import (
     ServerArgs,
     announce_ready,
@@ -59,7 +60,6 @@ from rpcmeter.servers.common import (
     parse_server_args,
     precise_sleep,
 )
-from rpcmeter.servers.timing import frame_times
 from rpcmeter.workloads import lift_int_digit_limit
 
 
@@ -78,11 +78,6 @@ def handle(message: bytes, queued: int | None = None) -> bytes:
     except (ValueError, struct.error) as exc:  # a malformed body: the client sees a mismatch
         return frame_times(0, None) + f"error: {kind}: {exc}".encode()
     return frame_times(time.perf_counter_ns() - t0, queued) + reply
-
-
-def address(endpoint: Endpoint) -> str:
-    """ZeroMQ address of an endpoint: ``tcp://HOST:PORT`` or ``ipc://PATH``."""
-    return endpoint.describe()
 
 
 def _worker(context: zmq.Context[zmq.Socket[bytes]], backend: str) -> None:
@@ -134,28 +129,8 @@ def serve(args: ServerArgs) -> None:
                 os.unlink(args.socket)
 
 
-SERVER_MODES = ("libzmq", "zmtp")
-
-
-def server_mode(options: Mapping[str, Any]) -> str:
-    """The server mode the options ask for. Raises ``ValueError`` naming the option when they
-    make no sense."""
-    mode = options.get("server_mode", "libzmq")
-    if mode not in SERVER_MODES:
-        raise ValueError(f"server_mode: expected one of {', '.join(SERVER_MODES)} (got {mode!r})")
-    workers = options.get("server_workers", 1)
-    if not isinstance(workers, int) or workers < 1:
-        raise ValueError(f"server_workers: expected an integer >= 1 (got {workers!r})")
-    if mode == "zmtp" and workers > 1:
-        raise ValueError(f"server_workers: the zmtp server mode serves on one loop (got {workers})")
-    limit = options.get("max_message_bytes", zmtp.DEFAULT_MAX_MESSAGE_BYTES)
-    if not isinstance(limit, int) or limit < 1:
-        raise ValueError(f"max_message_bytes: expected an integer >= 1 (got {limit!r})")
-    return str(mode)
-
-
 class ZmtpProtocol(asyncio.Protocol):
-    """One peer's connection in the ``zmtp`` mode: a :class:`rpcmeter.zmtp.Connection` fed by the
+    """One peer's connection in the ``zmtp`` mode: a :class:`rpcmeter.protocols.zmtp.Connection` fed by the
     transport; every message it completes is answered before the next is read."""
 
     def __init__(self, max_message_bytes: int) -> None:

@@ -28,9 +28,14 @@ What the connection does on its own:
 - Flow control both ways: request bodies larger than the connection's or the stream's window are
   sent as far as the windows allow and resumed on WINDOW_UPDATE; received DATA is consumed at
   once (handed to the stream), and WINDOW_UPDATEs are sent when half a window was consumed.
-- GOAWAY: streams above its last stream id fail with ``unavailable``; no new stream starts
-  (:attr:`H2Connection.accepting` turns False; the owner replaces the connection). Stream ids
-  advance by 2 and, when they run out, ``accepting`` turns False too.
+- GOAWAY: no new stream starts (:attr:`H2Connection.accepting` turns False; the owner replaces
+  the connection: :class:`rpcmeter.protocols.h2.transport.Session`). After a graceful one (``NO_ERROR``,
+  the server having processed streams here), the streams above its last stream id, which the
+  server never processed (RFC 9113, 6.8), go back to waiting, for the owner to
+  :meth:`~H2Connection.take_waiting` to the new connection: only a stream that received nothing
+  and sent nothing but its request is moved; the others, and every stream above the last id of
+  a GOAWAY with an error, fail with ``unavailable``. Stream ids advance by 2 and, when they run
+  out, ``accepting`` turns False too.
 - Header blocks are decoded by the ``hpack`` library. A block byte-identical to an earlier one is
   not decoded again when decoding it cannot change the dynamic table: the cache holds only blocks
   whose decoding left the table as it was, and is emptied whenever a block changed the table (a
@@ -169,6 +174,7 @@ class Stream:
     send_window = 0  # kept while we may still send DATA
     consumed = 0  # DATA bytes received since our last WINDOW_UPDATE for the stream
     replay: Replay | None = None  # the recorded reply this stream's reply was (see _record)
+    request: Request | None = None  # what it sent, while it may be sent again (see _goaway)
     chunks: Sequence[bytes] = ()
     on_end: Callable[[Stream], object]
 
@@ -298,6 +304,7 @@ class H2Connection:
         "continuing",
         "decoder",
         "encoder",
+        "first_id",
         "goaway_id",
         "last_id",
         "listener",
@@ -344,7 +351,7 @@ class H2Connection:
         self.closed: BaseException | None = None
         self.goaway_id: int | None = None
         self.accepting = True  # new streams may start here
-        self.next_id = first_stream_id
+        self.next_id = self.first_id = first_stream_id
         self.last_id = 0
         self.streams: dict[int, Stream] = {}
         self.waiting: deque[tuple[Stream, Request]] = deque()  # over MAX_CONCURRENT_STREAMS
@@ -431,6 +438,7 @@ class H2Connection:
                 self.accepting = False
             self.send_window -= n
             stream.id = sid
+            stream.request = req
             self.streams[sid] = stream
             self.out.append(sid.to_bytes(4).join(req.parts))
             return stream
@@ -463,6 +471,7 @@ class H2Connection:
             self.accepting = False
         self.last_id = sid
         stream.id = sid
+        stream.request = req
         self.streams[sid] = stream
         if req.frame_size != self.peer_frame:
             req.build(self.peer_frame)
@@ -497,6 +506,7 @@ class H2Connection:
         """Send ``data`` on an open stream, as the windows allow (the rest when they open)."""
         if stream.local_closed:
             raise ValueError(f"stream {stream.id} is closed for sending")
+        stream.request = None  # it sent more than its request: it cannot be sent again
         stream.unsent = (stream.unsent or b"") + data
         stream.local_closed = end_stream
         if stream.id and stream not in self.blocked:
@@ -1033,14 +1043,28 @@ class H2Connection:
         self._next_waiting()
 
     def _goaway(self, last: int, code: int, debug: bytes) -> None:
+        """The server processes no stream above ``last``: a graceful GOAWAY (``NO_ERROR``, after
+        streams were processed here) moves them back to waiting, to be sent again; any other
+        fails them."""
         self.accepting = False
         self.goaway_id = last if self.goaway_id is None else min(last, self.goaway_id)
         text = debug.decode("utf-8", "replace")[:100]
         why = f"GOAWAY ({error_name(code)}{': ' + text if text else ''})"
-        for sid in [s for s in self.streams if s > last]:
+        graceful = code == 0 and last >= self.first_id
+        again: list[tuple[Stream, Request]] = []
+        for sid in sorted(s for s in self.streams if s > last):
             stream = self.streams[sid]
+            req = stream.request
+            if graceful and req is not None and stream.headers is None and not stream.received:
+                del self.streams[sid]
+                if stream in self.blocked:
+                    self.blocked.remove(stream)
+                stream.unsent = None
+                again.append((stream, req))
+                continue
             stream.error = H2Unavailable(f"stream {sid} above the last stream id {last} of {why}")
             self._end(stream)
+        self.waiting.extendleft(reversed(again))
         if self.listener is not None:
             self.listener.on_goaway(last, code, debug)
 
@@ -1076,16 +1100,27 @@ class H2Connection:
         self.connection_lost(H2ConnectionError(reason, message, code))
 
     def connection_lost(self, error: BaseException) -> None:
-        """The connection is gone: every stream (started or waiting) ends with ``error``."""
+        """The connection is gone: every stream started ends with ``error``; then the listener
+        hears of it (``on_closed``: an owner may :meth:`take_waiting` the streams that never
+        started, to send them elsewhere), and those it left end with ``error`` too."""
         if self.closed is not None:
             return
         self.closed = error
         self.accepting = False
-        streams = list(self.streams.values()) + [s for s, _ in self.waiting]
+        streams = list(self.streams.values())
         self.streams.clear()
-        self.waiting.clear()
         for stream in streams:
             stream.error = error
             stream.on_end(stream)
         if self.listener is not None:
             self.listener.on_closed(error)
+        waiting = [s for s, _ in self.waiting]
+        self.waiting.clear()
+        for stream in waiting:
+            stream.error = error
+            stream.on_end(stream)
+
+    def served(self) -> bool:
+        """Whether a stream ended here (more streams started than are open)."""
+        started = (self.last_id - self.first_id) // 2 + 1 if self.last_id else 0
+        return started > len(self.streams)

@@ -1,7 +1,12 @@
 """HTTP/2 connections on asyncio transports: :class:`H2Protocol` runs one
-:class:`~rpcmeter.h2.connection.H2Connection` over a TCP, Unix or TLS stream, and a
-:class:`Session` keeps one such connection in service, replacing it when it stops taking new
-streams (a GOAWAY, stream ids used up).
+:class:`~rpcmeter.protocols.h2.connection.H2Connection` over a TCP, Unix or TLS stream, and a
+:class:`Session` keeps one such connection in service (a :class:`~rpcmeter.connect.Slot`),
+replacing it when it stops taking new streams (a GOAWAY, stream ids used up, the server closed
+it): the streams a graceful GOAWAY left unprocessed, and those that had not started, go to the
+new connection, opened at once; the old one finishes the streams it has in flight, and is closed
+when they ended. A stream in flight on a connection that is lost fails with
+:class:`~rpcmeter.errors.RequestLost` when the connection had served streams before (the loop
+goes on, on the next connection), with the plain error otherwise.
 
 Writes are coalesced: bytes queued while a read is processed (the requests that replies'
 callbacks send, WINDOW_UPDATEs, ACKs) go out in one write at the end of that read; a request
@@ -27,9 +32,17 @@ import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
-from rpcmeter.connect import open_stream
+from rpcmeter.connect import Slot, open_stream
 from rpcmeter.endpoints import Endpoint
-from rpcmeter.h2.connection import H2Connection, H2ConnectionError, Request, Stream, new_stream
+from rpcmeter.errors import RequestLost
+from rpcmeter.protocols.h2.connection import (
+    CANCEL,
+    H2Connection,
+    H2ConnectionError,
+    Request,
+    Stream,
+    new_stream,
+)
 from rpcmeter.tls import ResumingContext
 
 
@@ -42,8 +55,9 @@ class H2Protocol(asyncio.Protocol):
         conn.listener = self
         self.transport: asyncio.Transport | None = None
         self.receiving = False
-        self.ready: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self.on_replace: Callable[[], object] | None = None  # the owner's: stop using me
+        self.loop = asyncio.get_running_loop()
+        self.ready: asyncio.Future[None] = self.loop.create_future()
+        self.session: Session | None = None  # the owner that keeps a connection in service
         self.bytes_in = 0
         self.bytes_out = 0
 
@@ -76,8 +90,12 @@ class H2Protocol(asyncio.Protocol):
             out.clear()
         if conn.started and not self.ready.done():
             self.ready.set_result(None)
-        if conn.closed is not None and self.transport is not None:
-            self.transport.close()
+        if not conn.accepting:
+            if conn.closed is not None:
+                if self.transport is not None:
+                    self.transport.close()
+            elif not conn.streams and self.session is not None and self.session.conn is not self:
+                self.session.let_go(self)  # replaced, and its last stream ended
 
     def flush(self) -> None:
         """Write what the connection queued (requests made outside a read)."""
@@ -94,14 +112,20 @@ class H2Protocol(asyncio.Protocol):
         self.flush()
 
     def connection_lost(self, exc: Exception | None) -> None:
-        self.conn.connection_lost(exc or ConnectionResetError("connection closed by the server"))
+        conn = self.conn
+        error: BaseException = exc or ConnectionResetError("connection closed by the server")
+        if self.session is not None and conn.streams and conn.served():
+            error = RequestLost(f"a request in flight when the connection was lost ({error})")
+        conn.connection_lost(error)
 
     # listener of the connection
     def on_goaway(self, last_stream_id: int, code: int, debug: bytes) -> None:
-        if self.on_replace is not None:
-            self.on_replace()
+        if self.session is not None:
+            self.session.retire(self, self.conn.take_waiting())
 
     def on_closed(self, error: BaseException) -> None:
+        if self.session is not None:
+            self.session.closed(self, self.conn.take_waiting())
         if not self.ready.done():
             self.ready.set_exception(error)
             self.ready.exception()  # retrieved: an owner that gave up waiting is not warned
@@ -168,72 +192,77 @@ async def open_connection(
         ) from None
 
 
-class Session:
-    """One connection slot: requests go to the current connection; when it stops taking new
-    streams (GOAWAY, ids used up) a new one is opened and the streams that had not started
-    move to it. When the new one cannot be opened, they end with that error."""
+class Session(Slot[H2Protocol, tuple[Stream, Request]]):
+    """One connection kept in service (see the module doc and :class:`~rpcmeter.connect.Slot`):
+    :meth:`start` sends on the current connection, or queues the stream for the next one."""
 
     def __init__(self, proto: H2Protocol, opener: Callable[[], Awaitable[H2Protocol]]) -> None:
-        self.opener = opener
-        self.proto = proto
-        self.replacing: asyncio.Task[None] | None = None
-        self.old: list[H2Protocol] = []
-        proto.on_replace = self.replace
+        super().__init__(proto, opener, proto.loop)
+
+    @property
+    def proto(self) -> H2Protocol:
+        """The current connection."""
+        return self.conn
 
     def start(self, req: Request, on_end: Callable[[Stream], object], user: Any = None) -> Stream:
-        """Send ``req`` on a new stream; ``on_end(stream)`` when it ends. Returns the stream (a
-        streaming call's, to send more on)."""
-        proto = self.proto
+        """Send ``req`` on a new stream; ``on_end(stream)`` when it ends (never from inside this
+        method). Returns the stream (a streaming call's, to send more on)."""
+        proto = self.conn
         conn = proto.conn
-        if conn.closed is not None:  # fail it from the loop, never from inside request()
-            stream = new_stream(on_end, user)
-            stream.error = conn.closed
-            asyncio.get_running_loop().call_soon(on_end, stream)
+        if conn.accepting and not self.queue:
+            stream = conn.request(req, on_end, user)
+            if not proto.receiving:
+                proto.flush()
+            if not conn.accepting:  # it took the last stream id
+                self.retire(proto, conn.take_waiting())
             return stream
-        stream = conn.request(req, on_end, user)
-        if not proto.receiving:
-            proto.flush()
-        if not conn.accepting:
-            self.replace()
+        stream = new_stream(on_end, user)
+        self.send((stream, req))
         return stream
 
     request = start
 
+    # the Slot's part
+    def attach(self, conn: H2Protocol) -> None:
+        conn.session = self
+
+    def usable(self, conn: H2Protocol) -> bool:
+        return conn.conn.accepting
+
+    def submit(self, conn: H2Protocol, request: tuple[Stream, Request]) -> None:
+        conn.conn.submit(*request)
+
+    def submitted(self, conn: H2Protocol) -> None:
+        conn.flush()
+
+    def fail(self, request: tuple[Stream, Request], error: BaseException) -> None:
+        stream = request[0]
+        stream.error = error
+        stream.on_end(stream)
+
+    def busy(self, conn: H2Protocol) -> bool:
+        return conn.conn.closed is None and bool(conn.conn.streams)
+
+    def shut(self, conn: H2Protocol) -> None:
+        conn.close()
+
     def holder(self, stream: Stream) -> H2Protocol | None:
-        """The connection ``stream`` is open on or waiting to start on (None: it ended)."""
-        for proto in (self.proto, *self.old):
+        """The connection ``stream`` is open on or waiting to start on (None: it ended, or it
+        waits for the next connection)."""
+        for proto in (self.conn, *self.old):
             if proto.conn.holds(stream):
                 return proto
         return None
 
-    def replace(self) -> None:
-        if self.replacing is None:
-            self.replacing = asyncio.get_running_loop().create_task(self._replace())
-
-    async def _replace(self) -> None:
-        old = self.proto
-        try:
-            new = await self.opener()
-        except Exception as exc:
-            old.conn.connection_lost(
-                exc if isinstance(exc, ConnectionError) else ConnectionError(str(exc))
-            )
+    def cancel(self, stream: Stream, code: int = CANCEL) -> None:
+        """Reset ``stream`` where it is open, or drop it where it waits to start (never sent);
+        its ``on_end`` is not called."""
+        proto = self.holder(stream)
+        if proto is not None:
+            proto.conn.reset(stream, code)
+            proto.flush()
             return
-        finally:
-            self.replacing = None
-        new.on_replace = self.replace
-        self.proto = new
-        for stream, req in old.conn.take_waiting():
-            new.conn.submit(stream, req)
-        new.flush()
-        old.on_replace = None
-        if old.conn.streams:
-            self.old.append(old)  # it finishes what it started
-        else:
-            old.close()
-
-    def close(self) -> None:
-        if self.replacing is not None:
-            self.replacing.cancel()
-        for proto in [*self.old, self.proto]:
-            proto.close()
+        for i, (queued, _) in enumerate(self.queue):
+            if queued is stream:
+                del self.queue[i]
+                return

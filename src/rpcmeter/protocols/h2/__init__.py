@@ -1,7 +1,7 @@
-"""HTTP/2: a sans-I/O client connection (:mod:`rpcmeter.h2.connection`) and its asyncio
-transport (:mod:`rpcmeter.h2.transport`)."""
+"""HTTP/2: a sans-I/O client connection (:mod:`rpcmeter.protocols.h2.connection`) and its asyncio
+transport (:mod:`rpcmeter.protocols.h2.transport`)."""
 
-from rpcmeter.h2.connection import (
+from rpcmeter.protocols.h2.connection import (
     H2Connection,
     H2ConnectionError,
     H2Error,

@@ -27,9 +27,10 @@ bytes of the request (``SO_TIMESTAMPNS`` on TCP: see :class:`rpcmeter.servers.ai
 (the rpyc server: :class:`rpcmeter.servers.rpyc_server.StampedSocket`), so a request that arrived
 while the server was busy computing is charged the wait. The servers whose requests are read by a
 library's own threads (gRPC's core, libzmq's I/O thread) cannot see when a request arrived; they
-send no queue field (the README's table says which server reports what). The ZeroMQ server's
-``zmtp`` mode speaks ZMTP itself (:mod:`rpcmeter.zmtp`) on the stamped transport, and does; so
-does the gRPC server's ``server_mode = "h2"`` (:mod:`rpcmeter.servers.grpc_h2_server`).
+send no queue field (the table in docs/concepts/where-the-time-goes.md says which server reports
+what). The ZeroMQ server's ``zmtp`` mode speaks ZMTP itself (:mod:`rpcmeter.protocols.zmtp`) on the
+stamped transport, and does; so does the gRPC server's ``server_mode = "h2"``
+(:mod:`rpcmeter.servers.grpc_h2_server`).
 """
 
 from __future__ import annotations

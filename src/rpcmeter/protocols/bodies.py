@@ -26,7 +26,7 @@ bidirectional streaming answers each request with one reply.
 How the workload is named travels beside the body: gRPC uses one method per workload
 (``/rpcmeter.Bench/Echo``, ...), ZeroMQ and raw frames a one-byte code (:data:`OPS`). Every reply carries
 the server's compute time for the request in nanoseconds, and where the server knows it the time
-the request waited (:mod:`rpcmeter.servers.timing`).
+the request waited (:mod:`rpcmeter.protocols.timing`).
 """
 
 from __future__ import annotations
