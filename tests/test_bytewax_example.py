@@ -23,6 +23,7 @@ from tests.support import registry
 
 SUITE = Path(__file__).resolve().parent.parent / "examples" / "bytewax" / "suite.toml"
 VERSION = "0.21.1"  # a wheel for every CPython the project supports
+PROCESSES = min(2, len(os.sched_getaffinity(0)))  # --quick: 2 CPUs, where there are 2
 pytestmark = pytest.mark.registry
 MARKER = "RPCMETER_TEST_MARKER"
 
@@ -94,7 +95,7 @@ def test_the_smallest_dataflow_runs_on_a_released_bytewax(cache: Path, tmp_path:
         *("python", "-m", "bytewax.testing"),
         "flow_v019:get_flow('partitioned', long_input='false', heavy_map='false', items=4, "
         "interval=0.25, partitions=16)",
-        *("-p", "2", "-w", "1"),
+        *("-p", str(PROCESSES), "-w", "1"),
     ]
     runs = new["runs"]
     assert len(runs) == 2 and all(r["exit_code"] == 0 for r in runs)
@@ -107,8 +108,8 @@ def test_the_smallest_dataflow_runs_on_a_released_bytewax(cache: Path, tmp_path:
 
 @pytest.mark.timeout(300)
 def test_ctrl_c_leaves_no_bytewax_process(cache: Path, tmp_path: Path) -> None:
-    """Ctrl-C while the slow input's 2 worker processes wait for items: rpcmeter stops, keeps
-    what it had, and no process of the dataflow is left."""
+    """Ctrl-C while the slow input's worker processes wait for items: rpcmeter stops, keeps what
+    it had, and no process of the dataflow is left."""
     marker = uuid.uuid4().hex
     out = tmp_path / "result.json"
     proc = rpcmeter(
@@ -121,10 +122,10 @@ def test_ctrl_c_leaves_no_bytewax_process(cache: Path, tmp_path: Path) -> None:
     )
     try:
         deadline = time.monotonic() + 240  # the environment first (made once per session)
-        while len(workers(marker)) < 2 and time.monotonic() < deadline:
+        while len(workers(marker)) < PROCESSES and time.monotonic() < deadline:
             assert proc.poll() is None, proc.communicate()
             time.sleep(0.2)
-        assert len(workers(marker)) == 2, "the dataflow's 2 worker processes run"
+        assert len(workers(marker)) == PROCESSES, "the dataflow's worker processes run"
         running = bytewax_processes(marker)
         os.killpg(proc.pid, signal.SIGINT)  # what a terminal does on Ctrl-C
         _, stderr = proc.communicate(timeout=30)
