@@ -158,7 +158,7 @@ def test_a_command_client_that_cannot_reach_the_server_fails_its_case(tmp_path: 
         ),
         (
             ("tcp://{host}:{port}", "tcp://{hots}:{port}"),
-            r"unknown placeholder \{hots\} \(known: host, port, python, requests_per_run, socket\)",
+            r"unknown placeholder \{hots\} \(known: cpus, host, port, python, requests_per_run, socket\)",
         ),
         (
             ('transport = "ipc"\n', 'transport = "udp"\n'),
@@ -166,11 +166,11 @@ def test_a_command_client_that_cannot_reach_the_server_fails_its_case(tmp_path: 
         ),
         (  # the ZeroMQ server has no URLs, and no TLS
             ("tcp://{host}:{port}", "{scheme}://{host}:{port}"),
-            r"unknown placeholder \{scheme\} \(known: host, port, python, requests_per_run, socket\)",
+            r"unknown placeholder \{scheme\} \(known: cpus, host, port, python, requests_per_run, socket\)",
         ),
         (
             ("tcp://{host}:{port}", "tcp://{host}:{port}{ca_file}"),
-            r"variants\.python client\.command: unknown placeholder \{ca_file\} \(known: host, "
+            r"variants\.python client\.command: unknown placeholder \{ca_file\} \(known: cpus, host, "
             r"port, python, requests_per_run, socket; \{ca_file\} and \{server_name\} need tls\)",
         ),
         (
