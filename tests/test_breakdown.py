@@ -9,16 +9,17 @@ from typing import Any
 import numpy as np
 import pytest
 
-from rpcmeter.breakdown import breakdown, floor, warnings_for
+from rpcmeter.breakdown import breakdown, warnings_for
 from rpcmeter.execute import run_suite
 from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.model import Breakdown
 from rpcmeter.reporters.terminal import render
 from rpcmeter.runners.recording import LoadOutcome
+from rpcmeter.runners.round_trip import floor
 from rpcmeter.suite import build_suite
 from tests.drivers.streams import run_cases
 from tests.support.marks import timing_sensitive
-from tests.support.synthetic import completed, written
+from tests.support.synthetic import completed, view_of, written
 
 
 def hist(values_us: list[float]) -> Histogram:
@@ -131,12 +132,14 @@ def test_version_1_documents_still_render() -> None:
         "breakdown": old,
     }
     text = render(
-        completed(
-            {
-                "suite": {"name": "t", "variants": {"default": {}}, "matrix_keys": []},
-                "cases": [case],
-                "status": "complete",
-            }
+        view_of(
+            completed(
+                {
+                    "suite": {"name": "t", "variants": {"default": {}}, "matrix_keys": []},
+                    "cases": [case],
+                    "status": "complete",
+                }
+            )
         )
     )
     assert "where the time goes" in text and "-0.003 ± 0.002" in text
@@ -155,6 +158,7 @@ def test_breakdown_with_queue_times_from_the_raw_server() -> None:
         assert case["status"] == "ok"
         b = case["breakdown"]
         assert b["rtt_requests"] == 100 and b["rtt_loops"] == 1  # 50 before, 50 after, one loop
+        assert b["loops"] == 2 and b["wait"] == "block"  # the case's own, per client
         assert b["rtt_us"]["mean"] > 0 and b["queue_us"] is not None
         # mean identity: latency = round trip (median) + queue + server + overhead
         parts = ("queue_us", "server_us", "overhead_us")
@@ -168,12 +172,14 @@ def test_breakdown_with_queue_times_from_the_raw_server() -> None:
     assert sleep["server_us"]["mean"] > sleep["overhead_us"]["mean"]
     assert sleep["queue_us"]["mean"] < 50_000  # sleeps wait on a timer, not behind each other
     text = render(
-        completed(
-            {
-                "suite": {"name": "t", "variants": {"default": {}}, "matrix_keys": []},
-                "cases": list(cases.values()),
-                "status": "complete",
-            }
+        view_of(
+            completed(
+                {
+                    "suite": {"name": "t", "variants": {"default": {}}, "matrix_keys": []},
+                    "cases": list(cases.values()),
+                    "status": "complete",
+                }
+            )
         )
     )
     assert "where the time goes" in text and "round trip" in text and "queue" in text

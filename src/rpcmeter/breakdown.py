@@ -2,7 +2,7 @@
 overhead.
 
 For a suite with a ``[breakdown]`` table, rpcmeter measures the *round trip* of every case on
-the same server and transport, before and after the case: ``rtt_requests`` requests of the
+the same server and transport, before and after the case (:mod:`rpcmeter.runners.round_trip`): ``rtt_requests`` requests of the
 ``noop`` workload (a request that does nothing) from one loop on one connection, so that it is the
 unloaded floor of the transport and carries no queueing of its own. Then, per request of the
 case::
@@ -15,7 +15,8 @@ fully arrived, and how long it was handled), and ``round trip`` the median of th
 requests before and after (the floor: a busy machine's stalls move a mean of a few hundred
 requests far more than the case's), each less the times the server reported for it: a no-op
 request waits too after it arrives (the server wakes up and reads it), and that wait is counted
-in the case's queue, so it must not be counted in the round trip as well (:func:`floor`). The runner keeps ``latency - compute - queue`` of every
+in the case's queue, so it must not be counted in the round trip as well
+(:func:`rpcmeter.runners.round_trip.floor`). The runner keeps ``latency - compute - queue`` of every
 request, so the overhead's spread and percentiles are those of the per-request differences (less
 the one round-trip median), not a guess from separate spreads. In means:
 ``latency = round trip p50 + queue + compute + overhead``. A server that reports no queue time leaves
@@ -33,6 +34,15 @@ case (a drift the interval cannot rule out). When the
 interval includes 0 the overhead is within the noise, and the report says so rather than print a
 signed figure; a negative overhead beyond the noise gives a warning (:func:`warnings_for`).
 
+A negative overhead is not always noise. The round trip's no-ops go one at a time, so every one
+of their replies wakes a client that sleeps waiting for it (on a virtual machine, a third to a
+half of a no-op's round trip: the docs' "Where the time goes" page); the replies of a case whose
+clients run several loops often reach a client awake with the others' replies, and do not pay
+that wakeup. The server's reported times hold no work outside the request (its queue starts at
+the kernel's receive time of the request's last bytes, its compute brackets the handling), so the
+warning names the client's wakeup for such a case (``loops`` > 1, ``wait = "block"``), and the
+server's timer only for a case that ran as the round trip did.
+
 The case document holds ``breakdown`` (microseconds; schema version 2)::
 
     {"rtt_us": {"mean", "stdev", "p50", "p99", "count", "before", "after" (medians)},
@@ -40,7 +50,8 @@ The case document holds ``breakdown`` (microseconds; schema version 2)::
      "server_us": {"mean", "stdev", "p50", "p99", "count"} | null,
      "overhead_us": {"mean", "stdev", "p50", "p99", "count", "ci95": [low, high],
                      "within_noise": bool} | null,
-     "rtt_requests": int, "rtt_loops": 1, "rtt_basis": "noop" | "network"}
+     "rtt_requests": int, "rtt_loops": 1, "rtt_basis": "noop" | "network",
+     "loops": int, "wait": "block" | "spin"}  (the case's loops per client process, load.wait)
 
 (``rtt_requests`` and ``rtt_loops`` are 0 with a network round trip.)
 
@@ -52,15 +63,9 @@ does not report it, e.g. nginx). Documents of schema version 1 have ``rtt_us``, 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.model import Breakdown, Result, Stats
-
-if TYPE_CHECKING:
-    from rpcmeter.runners.recording import LoadOutcome
-    from rpcmeter.runners.spec import LoadSpec
 
 Z95 = 1.959964
 
@@ -115,11 +120,14 @@ def breakdown(
     net: Histogram,
     queue: Histogram,
     basis: str = "noop",
+    loops: int | None = None,
+    wait: str | None = None,
 ) -> Breakdown:
     """The case's ``breakdown``: the round trip's latencies before and after the case (no-op
     requests, or for a remote target TCP handshakes: ``basis`` ``"network"``), and the case's
     server-reported compute times, ``latency - compute - queue`` per request (``net``) and
-    queue times (all ns)."""
+    queue times (all ns); ``loops`` per client process and ``wait`` (``load.wait``) as the
+    case ran."""
     rtt = Histogram.merged([rtt_before, rtt_after])
     rtt_stats = around(rtt_before, rtt_after)
     before, after = _or_nan(rtt_stats.before), _or_nan(rtt_stats.after)
@@ -142,41 +150,9 @@ def breakdown(
         rtt_requests=rtt.count if basis == "noop" else 0,
         rtt_loops=1 if basis == "noop" else 0,
         rtt_basis=basis,
+        loops=loops,
+        wait=wait,
     )
-
-
-def floor(outcome: LoadOutcome) -> Histogram:
-    """The round trip of no-op requests: their latencies less the times the server reported
-    for each (its wait after the request arrived, its wakeup and reading among them, and its
-    handling), which the case's queue and compute columns count; their latencies as they are
-    when the server reported no times for some of them."""
-    net = outcome.net_hist
-    return net if net.count and net.count == outcome.hist.count else outcome.hist
-
-
-class RoundTrip:
-    """The round trip of one case: ``spec`` (noop requests from one loop on one connection) run
-    by ``run`` before and after the case (:meth:`measure`)."""
-
-    def __init__(self, run: Callable[[LoadSpec], LoadOutcome], spec: LoadSpec) -> None:
-        self.run = run
-        self.spec = spec
-        self.before = Histogram()
-        self.after = Histogram()
-
-    def measure(self, when: str) -> str | None:
-        """Measure the round trip ``when`` (``before`` or ``after``); a reason when it failed."""
-        outcome = self.run(self.spec)
-        if outcome.failure or not outcome.hist.count:
-            return f"round trip (noop, {when} the case) failed: {outcome.failure or 'no replies'}"
-        (self.before if when == "before" else self.after).merge(floor(outcome))
-        return None
-
-    def breakdown(self, outcome: LoadOutcome) -> Breakdown:
-        """The case's ``breakdown`` from its load outcome."""
-        return breakdown(
-            self.before, self.after, outcome.server_hist, outcome.net_hist, outcome.queue_hist
-        )
 
 
 def overhead_cell(b: Breakdown | None) -> tuple[str, float, float] | None:
@@ -221,6 +197,13 @@ def warnings_for(result: Result) -> list[str]:
             cause = (
                 f"the round trip moved from {before:,.1f} us before the case to {after:,.1f} us "
                 "after it: the machine's load or CPU frequency changed during the case"
+            )
+        elif (b.loops or 1) > 1 and b.wait != "spin":
+            cause = (
+                "the round trip, one request at a time, counts a wakeup of the idle client for "
+                f"every reply, which the {b.loops} loops of each client of this case often did "
+                "not need (their client was awake with other replies): the client's wakeup, not "
+                'the server\'s timer; load.wait = "spin" takes it out of both'
             )
         else:
             cause = (

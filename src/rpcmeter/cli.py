@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import signal
 import sys
 import time
@@ -16,8 +17,9 @@ from rpcmeter.events import RunEvents, RunListener
 from rpcmeter.execute import RunOptions, run_suite
 from rpcmeter.plan import Case
 from rpcmeter.reporters import registry, tables, terminal
-from rpcmeter.reporters.view import View, comparison_view
-from rpcmeter.reporters.view import build as build_view
+from rpcmeter.reporters.build import build as build_view
+from rpcmeter.reporters.build import comparison_view
+from rpcmeter.reporters.view import View
 from rpcmeter.result import Result, check_output
 from rpcmeter.store import DEFAULT_PATH as DEFAULT_STORE
 from rpcmeter.store import STORE_ENV, RunRef, Store, resolve_run
@@ -234,8 +236,24 @@ def _add_report(sub: Any) -> None:
         "run", metavar="RUN", help="the run: id, last, last~N, a tag or a result JSON file"
     )
     p.add_argument("--width", type=int, default=None, help="table width (default: terminal width)")
+    p.add_argument(
+        "--format", "-f", choices=registry.COLUMN_FORMATS, default="text", help="default: text"
+    )
+    _add_columns_option(p)
     _add_report_outputs(p)
     _add_store_option(p)
+
+
+def _add_columns_option(p: Any) -> None:
+    from rpcmeter.reporters.columns import COLUMN_SETS
+
+    p.add_argument(
+        "--columns",
+        choices=sorted(COLUMN_SETS),
+        metavar="SET",
+        help="the run's figures laid out as another tool's table: grpc-bench (grpc_bench's "
+        "results table, and each server under rpcmeter's client and a peer tool side by side)",
+    )
 
 
 def load_run(spec: str, store: Path | None = DEFAULT_STORE) -> Result:
@@ -262,10 +280,22 @@ def render_report(view: View, fmt: str, args: argparse.Namespace, out: TextIO) -
     return render(view, options)
 
 
+def render_columns(view: View, args: argparse.Namespace, out: TextIO) -> str:
+    """A run as the column set ``--columns`` names, in ``--format`` (text or Markdown)."""
+    if args.format not in registry.COLUMN_FORMATS:
+        raise UsageError(
+            f"--columns {args.columns}: only with --format text or markdown (got {args.format})"
+        )
+    options = registry.Options(width=int(getattr(args, "width", None) or 120), color=out.isatty())
+    return registry.render_columns(view, args.columns, args.format, options)
+
+
 def cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     view = build_view(load_run(args.run, args.store))
-    if not args.html and not args.plots:
-        out.write(render_report(view, "text", args, out))
+    if args.columns:
+        out.write(render_columns(view, args, out))
+    elif not args.html and not args.plots:
+        out.write(render_report(view, args.format, args, out))
     write_reports(view, args, out, ("html", "plots"))
     return 0
 
@@ -331,6 +361,7 @@ def _add_history_commands(sub: Any) -> None:
     p.add_argument("run", nargs="?", default="last", help="the run (default: last)")
     p.add_argument("--format", "-f", choices=FORMATS, default="text")
     p.add_argument("--width", type=int, default=None, help="table width (default: terminal width)")
+    _add_columns_option(p)
     _add_store_option(p)
 
     p = sub.add_parser("compare", help="compare run B against run A (the baseline), case by case")
@@ -408,9 +439,11 @@ def cmd_trend(args: argparse.Namespace, out: TextIO) -> int:
     metrics = list(dict.fromkeys(trend.trend_metric(n) for n in names))
     if args.last is not None and args.last < 2:
         raise UsageError("--last: at least 2 runs")
-    if args.threshold < 1:
-        raise UsageError("--threshold: a factor of at least 1, e.g. 1.05 for 5 % worse")
-    with Store(args.store, create=False) as store:
+    if not (1 <= args.threshold < math.inf):  # nan: no step is ever worse than it
+        raise UsageError(
+            f"--threshold {args.threshold}: a finite factor of at least 1, e.g. 1.05 for 5 % worse"
+        )
+    with Store(args.store, read_only=True) as store:
         infos = store.runs(args.last, suite=args.suite)[::-1]
         trends = trend.collect(
             ((info, store.load(info.id)) for info in infos),
@@ -508,7 +541,7 @@ def _after_run(
 
 
 def cmd_history(args: argparse.Namespace, out: TextIO) -> int:
-    with Store(args.store, create=False) as store:
+    with Store(args.store, read_only=True) as store:
         runs = store.runs(args.limit)
     if not runs:
         out.write(f"no runs in {args.store}\n")
@@ -542,7 +575,10 @@ def cmd_history(args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
     view = build_view(resolve_run(args.run, args.store).result)
-    out.write(render_report(view, args.format, args, out))
+    if args.columns:
+        out.write(render_columns(view, args, out))
+    else:
+        out.write(render_report(view, args.format, args, out))
     return 0
 
 
@@ -571,7 +607,7 @@ def cmd_tag(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from rpcmeter import __version__
+    from rpcmeter.version import __version__
 
     parser = argparse.ArgumentParser(
         prog="rpcmeter",

@@ -47,8 +47,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rpcmeter import model
 from rpcmeter.errors import EnvError
+from rpcmeter.profile import find_tool
 from rpcmeter.suite import GitSource, Suite, Variant
 
 ENV_FORMAT = 1
@@ -142,19 +142,20 @@ class Env:
         env.pop("PYTHONHOME", None)
         return {**env, **self.activation(env)}
 
-    def describe(self) -> model.VariantEnv:
-        """What the result records of this environment (``environment.variant_envs``)."""
-        return model.VariantEnv(
-            source=self.source,
-            python=self.python,
-            python_version=self.python_version,
-            virtualenv=str(self.root) if self.root else None,
-            key=self.key,
-            git_sha=self.git_sha,
-            created=self.created,
-            prepare_s=round(self.seconds, 3),
-            packages=dict(self.packages),
-        )
+    def describe(self) -> dict[str, Any]:
+        """What the result records of this environment, as JSON values
+        (``environment.variant_envs``; :meth:`rpcmeter.record.RunRecord.variant_envs`)."""
+        return {
+            "source": self.source,
+            "python": self.python,
+            "python_version": self.python_version,
+            "virtualenv": str(self.root) if self.root else None,
+            "key": self.key,
+            "git_sha": self.git_sha,
+            "created": self.created,
+            "prepare_s": round(self.seconds, 3),
+            "packages": dict(self.packages),
+        }
 
 
 # ---- helpers ------------------------------------------------------------------------------------
@@ -162,12 +163,9 @@ class Env:
 
 def find_uv() -> str | None:
     """The ``uv`` executable: on PATH, next to this interpreter, or from the ``uv`` package."""
-    found = shutil.which("uv")
+    found = find_tool("uv")
     if found:
         return found
-    sibling = Path(sys.executable).parent / "uv"
-    if sibling.is_file() and os.access(sibling, os.X_OK):
-        return str(sibling)
     try:
         import uv  # type: ignore[import-not-found,unused-ignore]
 
@@ -187,7 +185,7 @@ def _pip_takes_python() -> bool:
     return (major, minor) >= (22, 3)
 
 
-def _last_error_line(text: str) -> str:
+def last_error_line(text: str) -> str:
     """The installer's last error line, with the first ``cause:`` under it (uv says there why:
     ``error: No solution found ...`` then ``cause: Because pkg==1.0 has no wheels with a matching
     Python ABI tag ...``)."""
@@ -236,12 +234,12 @@ def _run(cmd: Sequence[str], what: str, log: Path | None = None, cwd: Path | Non
             f.write(f"$ {' '.join(cmd)}\n{out}{err}\n")
     if proc.returncode != 0:
         where = f" (log: {log})" if log is not None else ""
-        raise EnvError(f"{what}: {_last_error_line(err or out)}{where}")
+        raise EnvError(f"{what}: {last_error_line(err or out)}{where}")
     return out
 
 
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def locked(path: Path) -> Iterator[None]:
     """An exclusive lock (another rpcmeter preparing the same thing waits)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w") as f:
@@ -350,7 +348,7 @@ def resolve_git(git: GitSource, base_dir: Path, cache: Path, note: Note) -> tupl
         raise EnvError("git: the git command is not installed")
     url = _repo_url(git, base_dir)
     mirror = cache / "git" / hashlib.sha256(url.encode()).hexdigest()[:16]
-    with _locked(mirror.with_suffix(".lock")):
+    with locked(mirror.with_suffix(".lock")):
         if not (mirror / "HEAD").exists():
             note(f"cloning {url}")
             shutil.rmtree(mirror, ignore_errors=True)
@@ -462,7 +460,7 @@ def prepare(req: EnvRequest, note: Note, cache: Path | None = None) -> Env:
     root = envs / key
     log = envs / f"{key}.log"
     created = False
-    with _locked(envs / f"{key}.lock"):
+    with locked(envs / f"{key}.lock"):
         if not (root / MARKER).exists():
             shutil.rmtree(root, ignore_errors=True)
             log.write_text("")
@@ -521,9 +519,7 @@ _BOOT = (
 
 def host_paths() -> list[str]:
     """Where this rpcmeter and its dependencies are imported from."""
-    import rpcmeter
-
-    own = str(Path(rpcmeter.__file__).resolve().parent.parent)
+    own = str(Path(__file__).resolve().parent.parent)  # the directory holding the package
     site = [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
     return list(dict.fromkeys([own, *site]))
 

@@ -24,8 +24,7 @@ from typing import Any
 from pydantic import ValidationError
 
 from rpcmeter.analysis import METRIC_BY_NAME
-from rpcmeter.drivers import driver_class
-from rpcmeter.drivers.base import Driver
+from rpcmeter.drivers.base import TargetSpec
 from rpcmeter.endpoints import remote_endpoint
 from rpcmeter.errors import SuiteError
 from rpcmeter.suite_model import (
@@ -44,6 +43,7 @@ from rpcmeter.suite_model import (
     Workload,
     round_rate,
 )
+from rpcmeter.targets import target_class
 from rpcmeter.tls import TlsSettings, check_files
 from rpcmeter.workloads import KINDS, parse_params
 
@@ -74,14 +74,26 @@ __all__ = [
 _LOAD_KEYS = set(Load.model_fields)
 
 
+_KEY_PART = re.compile(r'"([^"]*)"|\'([^\']*)\'|([^.\'"]+)')
+
+
 def split_key(key: str) -> list[str]:
-    """Split a dotted key; parts may be quoted with " or '."""
+    """Split a dotted key; parts may be quoted with " or '. Every part is non-empty and parts
+    are separated by exactly one dot (``load..requests`` is no key)."""
     parts: list[str] = []
-    for m in re.finditer(r'"([^"]*)"|\'([^\']*)\'|([^.]+)', key):
-        parts.append(next(g for g in m.groups() if g is not None))
-    if not parts or any(p == "" for p in parts):
-        raise SuiteError(f"--set {key}: not a valid dotted key")
-    return parts
+    pos = 0
+    while True:
+        m = _KEY_PART.match(key, pos)
+        part = next((g for g in m.groups() if g is not None), "") if m else ""
+        if m is None or part == "":
+            raise SuiteError(f"--set {key}: not a valid dotted key")
+        parts.append(part)
+        pos = m.end()
+        if pos == len(key):
+            return parts
+        if key[pos] != ".":
+            raise SuiteError(f"--set {key}: not a valid dotted key")
+        pos += 1
 
 
 def parse_value(text: str) -> Any:
@@ -119,6 +131,18 @@ def apply_set(raw: dict[str, Any], assignment: str) -> None:
     if "=" not in assignment:
         raise SuiteError(f"--set {assignment}: expected KEY=VALUE")
     key, _, value = assignment.partition("=")
+    parts = split_key(key.strip())
+    variants = raw.get("variants")
+    names = list(variants) if isinstance(variants, dict) else ["default"]
+    if len(parts) > 2 and parts[0] == "variants" and parts[1] not in names:
+        # a misspelt variant would be a new one, measured beside the others: a new variant is
+        # given whole (--set 'variants.twin={}')
+        close = difflib.get_close_matches(parts[1], names, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise SuiteError(
+            f"--set {key.strip()}: no variant named {parts[1]!r} ({hint}the suite's variants: "
+            f"{', '.join(names)}; add one whole: --set 'variants.{parts[1]}={{...}}')"
+        )
     set_key(raw, key, parse_value(value.strip()))
 
 
@@ -314,7 +338,7 @@ def _open_loop_rates(suite: Suite, where: str) -> None:
         )
 
 
-def _check_option_keys(suite: Suite, vname: str, driver: type[Driver], where: str) -> None:
+def _check_option_keys(suite: Suite, vname: str, driver: type[TargetSpec], where: str) -> None:
     """Every option of a variant (the target's and its own) is one its driver declares."""
     known = driver.option_keys
     if known is None:
@@ -348,7 +372,7 @@ def _open_loop_key(suite: Suite) -> str | None:
     return None
 
 
-def no_open_loop(drivers: Iterable[type[Driver]]) -> str | None:
+def no_open_loop(drivers: Iterable[type[TargetSpec]]) -> str | None:
     """Why these drivers cannot run an open loop (None: they can)."""
     for driver in drivers:
         if not driver.open_loop:
@@ -360,14 +384,14 @@ def _check_semantics(suite: Suite, where: str) -> None:
 
     _open_loop_rates(suite, where)
 
-    drivers: dict[str, type[Driver]] = {}
+    drivers: dict[str, type[TargetSpec]] = {}
     for key, name in [("target.driver", suite.target.driver)] + [
         (f"variants.{_format_loc((n,))}.driver", v.driver)
         for n, v in suite.variants.items()
         if v.driver
     ]:
         try:
-            drivers[name] = driver_class(name)
+            drivers[name] = target_class(name)
         except KeyError as exc:
             raise SuiteError(f"{where}: {key}: {exc.args[0]}") from None
     if suite.baseline is not None and suite.baseline not in suite.variants:
@@ -387,6 +411,12 @@ def _check_semantics(suite: Suite, where: str) -> None:
     _check_addresses(suite, where)
     _check_gate(suite, where)
     _check_command_clients(suite, where)
+    for vname, v in suite.variants.items():
+        if v.placement is not None and v.placement.server_memory is not None:
+            raise SuiteError(
+                f"{where}: variants.{_format_loc((vname,))}.placement.server_memory: a memory "
+                "limit is set for the whole run, in the suite's [placement]"
+            )
     for vname in suite.variants:  # a command client's options go to the target's server
         _check_option_keys(suite, vname, drivers[suite.server_driver_of(vname)], where)
     _check_tls(suite, drivers, where)
@@ -462,7 +492,7 @@ def _check_semantics(suite: Suite, where: str) -> None:
         driver.check_suite(suite, where)
 
 
-def _check_tls(suite: Suite, drivers: dict[str, type[Driver]], where: str) -> None:
+def _check_tls(suite: Suite, drivers: dict[str, type[TargetSpec]], where: str) -> None:
     """TLS only for drivers that speak it, with readable files; ``load.reuse = false`` only
     for drivers that can open a connection per request."""
     base = Path(where).parent if Path(where).is_file() else None
@@ -493,7 +523,7 @@ def _check_tls(suite: Suite, drivers: dict[str, type[Driver]], where: str) -> No
             )
 
 
-def _check_wait(suite: Suite, drivers: dict[str, type[Driver]], where: str) -> None:
+def _check_wait(suite: Suite, drivers: dict[str, type[TargetSpec]], where: str) -> None:
     """``load.wait = "spin"`` only for drivers whose clients can poll without sleeping."""
     waits = {
         suite.load.wait,
@@ -503,9 +533,10 @@ def _check_wait(suite: Suite, drivers: dict[str, type[Driver]], where: str) -> N
     _check_spin_us(suite, where)
     if "spin" not in waits:
         return
-    for vname, v in suite.variants.items():
-        driver = drivers[suite.driver_of(vname)]
-        problem = driver.spin_problem({**suite.target.options, **v.options})
+    for vname in suite.variants:
+        options = suite.options_of(vname)
+        driver = target_class(suite.driver_of(vname), options)  # the options' client path
+        problem = driver.spin_problem(options)
         if problem is not None:
             raise SuiteError(
                 f"{where}: load.wait: driver {driver.name!r} cannot poll without sleeping (wait = "
@@ -536,13 +567,19 @@ def _check_spin_us(suite: Suite, where: str) -> None:
 
 
 def _check_command_clients(suite: Suite, where: str) -> None:
-    """``requests_per_run`` is given for every command client, and only for them."""
+    """``requests_per_run`` is given for every command client whose report does not count its
+    requests (``client_report``), and only for command clients; so is ``client_report``."""
     for vname, v in suite.variants.items():
         key = f"{where}: variants.{_format_loc((vname,))}.requests_per_run"
-        if suite.command_client(vname) and v.requests_per_run is None:
+        if v.client_report is not None and not suite.command_client(vname):
+            raise SuiteError(
+                f"{where}: variants.{_format_loc((vname,))}.client_report: only for a variant "
+                'with driver = "command" in a suite whose target driver starts a server'
+            )
+        if suite.command_client(vname) and v.requests_per_run is None and not v.client_report:
             raise SuiteError(
                 f"{key}: a command run against the {suite.target.driver!r} server needs the "
-                "number of requests one run of it makes"
+                "number of requests one run of it makes (or a client_report that counts them)"
             )
         if v.requests_per_run is not None and not suite.command_client(vname):
             raise SuiteError(
@@ -578,7 +615,7 @@ def _check_addresses(suite: Suite, where: str) -> None:
             endpoint = remote_endpoint(address, v.transport or suite.target.transport)
         except ValueError as exc:
             raise SuiteError(f"{where}: {key}: {exc}") from None
-        driver = driver_class(suite.server_driver_of(vname))
+        driver = target_class(suite.server_driver_of(vname))
         if endpoint.transport not in driver.transports:
             raise SuiteError(
                 f"{where}: {key}: driver {driver.name!r} has no transport "

@@ -14,9 +14,12 @@ from collections.abc import Mapping
 from functools import partial
 from typing import Any, NamedTuple
 
-from rpcmeter.drivers.base import Channel, Done, DriverContext, ReplyError
+from rpcmeter.drivers.base import Channel, Done, DriverContext, EventDriver, ReplyError
 from rpcmeter.drivers.h2client import H2Client
-from rpcmeter.drivers.stream import mismatch
+from rpcmeter.drivers.http import HttpCommon
+from rpcmeter.drivers.stream import loop_bodies, mismatch
+from rpcmeter.metrics.connections import ConnectionCosts
+from rpcmeter.protocols.bodies import expected_reply
 from rpcmeter.protocols.h2.connection import Request
 from rpcmeter.protocols.h2.connection import Stream as H2Stream
 from rpcmeter.protocols.timing import ServerTime, parse_server_timing
@@ -41,6 +44,13 @@ def http_view(headers: list[tuple[bytes, bytes]]) -> HttpView:
         elif name == b"server-timing" and server_ns is None:
             server_ns = parse_server_timing(value)
     return HttpView(status, server_ns)
+
+
+def status_error(status: int) -> ReplyError:
+    """The error of a reply whose status is not 2xx (0: it had no valid ``:status``)."""
+    if not status:
+        return ReplyError("http2_malformed", "a reply without a valid :status")
+    return ReplyError(f"http_{status}", f"HTTP status {status}")
 
 
 def request_headers(
@@ -69,7 +79,8 @@ def request_headers(
 
 
 class Http2Client(H2Client):
-    """The HTTP/2 path of :class:`~rpcmeter.drivers.http.HttpDriver`."""
+    """This client process's HTTP/2 sessions and the per-request handling of
+    :class:`Http2Driver`."""
 
     def __init__(
         self,
@@ -121,7 +132,7 @@ class Http2Client(H2Client):
         elif 200 <= view.status < 300:
             done(view.server_ns, None)
         else:
-            done(view.server_ns, ReplyError(f"http_{view.status}", f"HTTP status {view.status}"))
+            done(view.server_ns, status_error(view.status))
 
     def on_end_checked(self, stream: H2Stream) -> None:
         done, expect = stream.user
@@ -129,7 +140,7 @@ class Http2Client(H2Client):
         if stream.error is not None or view is None:
             done(None, self.failure(stream))
         elif not 200 <= view.status < 300:
-            done(view.server_ns, ReplyError(f"http_{view.status}", f"HTTP status {view.status}"))
+            done(view.server_ns, status_error(view.status))
         else:
             done(view.server_ns, mismatch(stream.body(), expect))
 
@@ -144,3 +155,35 @@ class Http2Client(H2Client):
         if not self.ctx.reuse:
             counters["connects"] = self.connects
         return counters
+
+
+class Http2Driver(HttpCommon, EventDriver):
+    """The HTTP driver's HTTP/2 path (``options.http = "2"``; see the module doc)."""
+
+    def __init__(self, ctx: DriverContext) -> None:
+        super().__init__(ctx)
+        self.client: Http2Client | None = None
+
+    async def open(self) -> None:
+        self.client = Http2Client(self.ctx, self.method(), self.path(), self.host(), self.headers())
+        await self.client.open()
+
+    def channel(self, index: int) -> Channel:
+        assert self.client is not None, "open() first"
+        bodies = loop_bodies(self.ctx, index, self.request_body)
+        expects = None
+        if self.ctx.validate:
+            expects = [expected_reply(self.ctx.workload, b) for b in bodies]
+        else:
+            bodies = bodies[:1]
+        return self.client.channel(index, bodies, expects)
+
+    def counters(self) -> dict[str, int]:
+        return self.client.counters() if self.client is not None else {}
+
+    def connection_costs(self) -> ConnectionCosts | None:
+        return self.client.costs if self.client is not None else None
+
+    def close(self) -> None:
+        if self.client is not None:
+            self.client.close()

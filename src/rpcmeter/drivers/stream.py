@@ -61,7 +61,15 @@ from functools import partial
 from typing import Any, ClassVar, cast
 
 from rpcmeter.connect import Slot, open_stream
-from rpcmeter.drivers.base import Channel, Done, EventDriver, Moved, Ownership, ReplyMismatch
+from rpcmeter.drivers.base import (
+    Channel,
+    Done,
+    DriverContext,
+    EventDriver,
+    Moved,
+    Ownership,
+    ReplyMismatch,
+)
 from rpcmeter.errors import ConnectionClosed, ProtocolError, RequestLost
 from rpcmeter.metrics.connections import ConnectionCosts
 from rpcmeter.protocols.bodies import KINDS, check, expected_reply, request_body
@@ -77,6 +85,21 @@ from rpcmeter.tls import (
 from rpcmeter.workloads import EchoParams, lift_int_digit_limit
 
 VARIANTS = 8  # distinct request bodies per loop when validating echo
+
+
+def workload_body(ctx: DriverContext, variant: int) -> bytes:
+    """The request body of the workload (for echo, random bytes: variant ``variant``)."""
+    w = ctx.workload
+    if isinstance(w, EchoParams):
+        return random.Random(ctx.seed * 7919 + variant).randbytes(w.request_bytes)
+    return request_body(w)
+
+
+def loop_bodies(ctx: DriverContext, index: int, body: Callable[[int], bytes]) -> list[bytes]:
+    """The request bodies loop ``index`` sends in turn, each ``body(variant)`` (several for
+    echo: see the module doc)."""
+    n = VARIANTS if isinstance(ctx.workload, EchoParams) else 1
+    return [body(index * VARIANTS + v) for v in range(n)]
 
 
 def mismatch(body: bytes, expect: bytes) -> ReplyMismatch | None:
@@ -265,8 +288,8 @@ class StreamConnection(asyncio.Protocol):
             else:  # a clean close, or one the server announced (KeepAliveRequired)
                 self.lost = closed
             slot = self.slot
-            if slot is not None and type(self.lost) is ConnectionClosed:
-                if self.bytes_in and (self.pending or self.owner is not None):
+            if slot is not None and type(self.lost) is ConnectionClosed and self.bytes_in:
+                if self.pending or self.owner is not None:
                     self.lost = RequestLost(f"a request in flight: {self.lost}")
                 slot.closed(self)  # the next connection, at once
         self._fail_pending()
@@ -404,6 +427,7 @@ class StreamDriver(EventDriver):
         )
         if tls is None:
             return proto
+        self.check_alpn(proto)
         # TLS 1.3: a server refuses a client certificate after the client's handshake ended
         proto.refused = (
             "the server closed the connection after the handshake, before any reply "
@@ -415,6 +439,23 @@ class StreamDriver(EventDriver):
         )
         return proto
 
+    def check_alpn(self, conn: StreamConnection) -> None:
+        """A connection whose server chose by ALPN a protocol this driver does not speak is
+        closed, with a TlsError that says so (``tls.alpn = ["h2"]`` on the HTTP/1.1 driver: the
+        server would close the connection at the first request)."""
+        if not self.alpn or conn.transport is None:
+            return
+        ssl_object = conn.transport.get_extra_info("ssl_object")
+        chosen = ssl_object.selected_alpn_protocol() if ssl_object is not None else None
+        if chosen is None or chosen in self.alpn:
+            return
+        conn.transport.close()
+        offered = self.ctx.tls.settings.alpn if self.ctx.tls is not None else None
+        raise TlsError(
+            f"the server chose {chosen} by ALPN, which the {self.name} driver does not speak "
+            f"here ({', '.join(self.alpn)}; tls.alpn offered {', '.join(offered or [])})"
+        )
+
     def remember_session(self, conn: StreamConnection) -> None:
         """Resumption (``tls.resume``): later connections offer this connection's session."""
         if isinstance(self.ssl, ResumingContext) and conn.transport is not None:
@@ -425,15 +466,11 @@ class StreamDriver(EventDriver):
 
     def request_body(self, variant: int) -> bytes:
         """The request body of the workload (for echo, random bytes: variant ``variant``)."""
-        w = self.ctx.workload
-        if isinstance(w, EchoParams):
-            return random.Random(self.ctx.seed * 7919 + variant).randbytes(w.request_bytes)
-        return request_body(w)
+        return workload_body(self.ctx, variant)
 
     def loop_bodies(self, index: int) -> list[bytes]:
         """The request bodies loop ``index`` sends in turn (several for echo: see the doc)."""
-        n = VARIANTS if isinstance(self.ctx.workload, EchoParams) else 1
-        return [self.request_body(index * VARIANTS + v) for v in range(n)]
+        return loop_bodies(self.ctx, index, self.request_body)
 
     def one_shot(self, data: bytes, done: Done, expect: bytes | None) -> None:
         """Send ``data`` on a connection of its own, closed once its reply is read."""

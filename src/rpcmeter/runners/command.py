@@ -48,7 +48,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -56,18 +55,19 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import psutil
 
-from rpcmeter import model, placement
-from rpcmeter.drivers import driver_class
-from rpcmeter.drivers.command import command_of, fill
+from rpcmeter import placement
 from rpcmeter.endpoints import Endpoint
 from rpcmeter.envs import Env
+from rpcmeter.placeholders import fill
 from rpcmeter.plan import Case
-from rpcmeter.record import CaseRecord
 from rpcmeter.runners import tree
+from rpcmeter.runners.client_reports import ClientReport, ReportError
 from rpcmeter.suite import Runs, Suite
+from rpcmeter.targets import command_of
 from rpcmeter.tls import ClientTls
 from rpcmeter.tls import server_name as tls_server_name
 from rpcmeter.watchdog import WATCHDOG
@@ -78,13 +78,15 @@ from rpcmeter.workloads import CommandParams
 
 @dataclass
 class Outcome:
-    """The measured runs of one case, and why it stopped early if it did."""
+    """The measured runs of one case (what each used; :func:`rpcmeter.record.command_run` is
+    one as the case records it), and why it stopped early if it did."""
 
-    runs: list[model.Run] = field(default_factory=list)
+    runs: list[tree.TreeUsage] = field(default_factory=list)
     elapsed_s: float = 0.0
     failure: str | None = None
     output_tail: str = ""
     placement_note: str | None = None  # why the command is not in its cgroup, if it is not
+    reports: list[ClientReport] = field(default_factory=list)  # a measured run's each, if read
 
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:
@@ -185,9 +187,12 @@ def measure(
     on_run: Callable[[int, float], None] | None = None,
     on_go: Callable[[], None] | None = None,
     cgroup: placement.Cgroup | None = None,
+    report: Callable[[str], ClientReport] | None = None,
 ) -> Outcome:
     """Warmup runs, then the measured runs (see the module documentation), each on ``cpus`` and
-    in ``cgroup``; ``on_go`` is called between them."""
+    in ``cgroup``; ``on_go`` is called between them. With ``report``, every successful measured
+    run's output is read by it (:mod:`rpcmeter.runners.client_reports`); output it cannot read
+    ends the case as failed."""
     outcome = Outcome()
     with tempfile.NamedTemporaryFile(prefix="rpcmeter-command-", suffix=".log") as logf:
         log = Path(logf.name)
@@ -224,7 +229,9 @@ def measure(
                 break
             usage = once(f"run {n + 1}")
             if usage is not None:
-                outcome.runs.append(measured_run(usage))
+                outcome.runs.append(usage)
+                if report is not None and not outcome.failure:
+                    _read_report(report, log, n + 1, outcome)
             outcome.elapsed_s = time.monotonic() - start
             if on_run:
                 on_run(len(outcome.runs), outcome.elapsed_s)
@@ -233,47 +240,20 @@ def measure(
     return outcome
 
 
+def _read_report(
+    report: Callable[[str], ClientReport], log: Path, run: int, outcome: Outcome
+) -> None:
+    """Read run ``run``'s report from its output into ``outcome`` (its failure, when there is
+    none to read)."""
+    text = log.read_text(errors="replace")
+    try:
+        outcome.reports.append(report(text))
+    except ReportError as exc:
+        outcome.output_tail = _tail(log)
+        outcome.failure = f"run {run}: {exc}"
+
+
 # ---- the case ---------------------------------------------------------------------------------
-
-
-def _mean(values: list[float]) -> float:
-    return statistics.fmean(values) if values else float("nan")
-
-
-def _stdev(values: list[float]) -> float:
-    return statistics.stdev(values) if len(values) > 1 else float("nan")
-
-
-def measured_run(usage: tree.TreeUsage) -> model.Run:
-    """A measured run as the case records it (``outlived`` only when processes outlived it)."""
-    run = model.Run(
-        wall_s=usage.wall_s,
-        user_s=usage.user_s,
-        sys_s=usage.sys_s,
-        cpu_s=usage.user_s + usage.sys_s,
-        max_rss_bytes=usage.max_rss_bytes,
-        exit_code=usage.exit_code,
-        processes=usage.processes,
-    )
-    return run.model_copy(update={"outlived": usage.outlived}) if usage.outlived else run
-
-
-def summarize(runs: list[model.Run]) -> model.Command:
-    """Means over runs: the figures of a case's ``command`` block."""
-    wall = [r.wall_s for r in runs]
-    cpu = [r.user_s + r.sys_s for r in runs]
-    mean_wall, mean_cpu = _mean(wall), _mean(cpu)
-    return model.Command(
-        runs=len(runs),
-        wall_s=mean_wall,
-        wall_stdev_s=_stdev(wall),
-        user_s=_mean([r.user_s for r in runs]),
-        sys_s=_mean([r.sys_s for r in runs]),
-        cpu_s=mean_cpu,
-        cpu_stdev_s=_stdev(cpu),
-        cores=mean_cpu / mean_wall if runs and mean_wall > 0 else float("nan"),
-        max_rss_bytes=max((r.max_rss_bytes for r in runs), default=0),
-    )
 
 
 @dataclass
@@ -285,7 +265,7 @@ class CommandLine:
     environ: dict[str, str]
     cwd: str | None
     python: str
-    params: model.Json
+    params: dict[str, Any]
 
 
 def command_line(
@@ -294,29 +274,35 @@ def command_line(
     env: Env | None,
     server: Endpoint | None = None,
     tls: ClientTls | None = None,
+    scheme: str | None = None,
     cpus: Sequence[int] | None = None,
 ) -> CommandLine:
     """The command line of ``case``, its placeholders filled (``{cpus}``: how many CPUs it runs
-    on, ``cpus`` where it is pinned, else every CPU this process may use); with ``server``, a command
-    client's (:meth:`~rpcmeter.suite_model.Suite.command_client`), which also gets where that
-    server listens (``{host}``, ``{port}``, ``{socket}``), ``{requests_per_run}``, the scheme
-    of the server's URLs (``{scheme}``: ``https`` with ``tls``) and with ``tls`` the CA file to
-    trust and the name to send and check (``{ca_file}``, ``{server_name}``)."""
+    on, ``cpus`` where it is pinned, else every CPU this process may use); with ``server``, a
+    command client's (:meth:`~rpcmeter.suite_model.Suite.command_client`), which also gets where that
+    server listens (``{host}``, ``{port}``, ``{socket}``), ``{requests_per_run}``, the case's
+    load shape (``{connections}``, ``{concurrency}``, ``{duration_s}``, ``{requests}`` per
+    loop), the ``scheme`` of the server's URLs when it has them (``{scheme}``: ``https`` with
+    ``tls``) and with ``tls`` the CA file to trust and the name to send and check (``{ca_file}``,
+    ``{server_name}``)."""
     params = case.params
     python = env.python if env is not None else sys.executable
     given = params.placeholders() if isinstance(params, CommandParams) else params.model_dump()
     values = {**given, "python": python, "cpus": len(cpus or placement.available_cpus())}
     if server is not None:
         per_run = suite.variants[case.variant].requests_per_run
-        assert per_run is not None, "checked when the suite was loaded"
-        given["requests_per_run"] = per_run
+        if per_run is not None:  # else the command's own report counts its requests
+            given["requests_per_run"] = values["requests_per_run"] = per_run
+        load = case.load
         values.update(
             host=server.host,
             port="" if server.port is None else server.port,
             socket=server.path or "",
-            requests_per_run=per_run,
+            connections=load.connections,
+            concurrency=load.concurrency or load.threads,
+            duration_s="" if load.duration_s is None else f"{load.duration_s:g}",
+            requests=load.requests,
         )
-        scheme = driver_class(suite.server_driver_of(case.variant)).url_scheme
         if scheme:
             values["scheme"] = scheme + "s" if tls is not None else scheme
         if tls is not None:
@@ -343,25 +329,6 @@ def command_line(
     )
 
 
-def run_command_case(
-    suite: Suite,
-    case: Case,
-    record: CaseRecord,
-    server_cpus: Sequence[int] | None,
-    env: Env | None,
-    on_run: Callable[[int, float], None] | None = None,
-    cgroup: placement.Cgroup | None = None,
-) -> None:
-    """Run one whole-command case, on ``server_cpus`` and in ``cgroup`` (the server's CPU quota,
-    when ``placement.server_cpus`` is a count), and tell ``record`` what it measured."""
-    line = command_line(suite, case, env, cpus=server_cpus)
-    record.command(line.argv, line.python, suite.runs.warmup, line.params)
-    record.command_cpus(list(server_cpus) if server_cpus else None)
-    outcome = run_command(line, suite.runs, server_cpus, on_run, cgroup=cgroup)
-    record.note_placement(outcome.placement_note)
-    record.runs(outcome)
-
-
 def run_command(
     line: CommandLine,
     runs: Runs,
@@ -369,6 +336,7 @@ def run_command(
     on_run: Callable[[int, float], None] | None = None,
     on_go: Callable[[], None] | None = None,
     cgroup: placement.Cgroup | None = None,
+    report: Callable[[str], ClientReport] | None = None,
 ) -> Outcome:
     """The runs of ``line`` (:func:`measure`), on ``cpus`` and in ``cgroup``."""
     return measure(
@@ -380,4 +348,5 @@ def run_command(
         on_run=on_run,
         on_go=on_go,
         cgroup=cgroup,
+        report=report,
     )

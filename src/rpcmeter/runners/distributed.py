@@ -50,7 +50,7 @@ from rpcmeter.errors import ClusterError
 from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.metrics.resources import N, client_total
 from rpcmeter.runners import client_process
-from rpcmeter.runners.closed_loop import merge_results
+from rpcmeter.runners.closed_loop import WARMING_UP, merge_results, timed_out
 from rpcmeter.runners.recording import ClientReport, LoadOutcome
 from rpcmeter.runners.spec import LoadHooks, LoadSpec
 
@@ -93,16 +93,17 @@ class LoadCluster:
         workers: dict[str, dict[str, Any]] = identity["workers"]
         return {address: str(info.get("host", "?")) for address, info in workers.items()}
 
-    def describe(self) -> model.Cluster:
-        """The cluster as the result records it (``environment.cluster``)."""
+    def describe(self) -> dict[str, Any]:
+        """The cluster as the result records it, as JSON values (``environment.cluster``;
+        :meth:`rpcmeter.record.RunRecord.cluster`)."""
         workers = self.workers()
-        return model.Cluster(
-            spec=self.spec,
-            scheduler=self.client.scheduler.address,
-            workers=len(workers),
-            hosts=sorted(set(workers.values())),
-            dask=_distributed().__version__,
-        )
+        return {
+            "spec": self.spec,
+            "scheduler": self.client.scheduler.address,
+            "workers": len(workers),
+            "hosts": sorted(set(workers.values())),
+            "dask": _distributed().__version__,
+        }
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -298,13 +299,19 @@ def load_worker(spec: LoadSpec, names: dict[str, str], timeout_s: float) -> Clie
         go_ev, stop_ev = dist.Event(names["go"]), dist.Event(names["stop"])
         # 1. connected and warmed up?
         first: tuple[Any, ...] | None = None
+        phase = "connecting"
         while first is None:
             with contextlib.suppress(queue_mod.Empty):
                 first = child.messages.get(timeout=PUBLISH_S)
+            if first is not None and first[0] == "started":
+                first = None  # the task's deadline counts the process's start too
+            elif first is not None and first[0] == "connected":
+                phase, first = WARMING_UP, None
+                posts.put(["connected", c])
             if first is None and stop_ev.is_set():
                 first = ("error", f"client {c}: no connection before the case was stopped")
             elif first is None and time.monotonic() > deadline:
-                first = ("error", f"client {c}: timed out while connecting (load.timeout_s)")
+                first = ("error", f"client {c}: {timed_out(phase)}")
         if first[0] == "eof":
             first = ("error", child.died())
         if first[0] != "ready":
@@ -413,6 +420,7 @@ def run_distributed(
     results: dict[int, ClientReport] = {}
     lost: dict[int, str] = {}
     ready: dict[int, int] = {}  # client -> the pid of its client process
+    connected: set[int] = set()  # clients warming up
     progress: dict[int, int] = {}
     pending = set(range(clients))
     deadline = time.monotonic() + timeout_s
@@ -424,7 +432,9 @@ def run_distributed(
         while pending:
             for item in posts.get(batch=True):
                 kind, c = item[0], int(item[1])
-                if kind == "ready":
+                if kind == "connected":
+                    connected.add(c)
+                elif kind == "ready":
                     ready[c] = int(item[2])
                 elif kind == "progress":
                     progress[c] = int(item[2])
@@ -455,8 +465,9 @@ def run_distributed(
             if not stopping:
                 problem = server_problem() if server_problem is not None else None
                 if problem is None and now > deadline:
-                    problem = (
-                        f"timed out while {'running' if t_go else 'connecting'} (load.timeout_s)"
+                    warming = len(connected | set(ready)) == clients
+                    problem = timed_out(
+                        "running" if t_go else WARMING_UP if warming else "connecting"
                     )
                 if problem is not None:
                     outcome.failure = outcome.failure or problem
@@ -606,17 +617,3 @@ def _client_sum(
     if len(done) < len(mine):
         return None
     return client_total([by_client[c] for c in done], figure)
-
-
-def load_spread(workers: list[model.Worker]) -> model.Spread:
-    """Whether the load was spread evenly: per-worker throughput, lowest over highest (None with
-    fewer than two workers carrying load)."""
-    rates = [w.throughput_rps or 0.0 for w in workers if w.status == "ok"]
-    lo, hi = (min(rates), max(rates)) if rates else (0.0, 0.0)
-    return model.Spread(
-        workers=len(workers),
-        lost=sum(1 for w in workers if w.status != "ok"),
-        min_rps=lo,
-        max_rps=hi,
-        min_max_ratio=lo / hi if hi > 0 and len(rates) > 1 else None,
-    )
