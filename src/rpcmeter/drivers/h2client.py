@@ -86,12 +86,14 @@ class H2Client(ABC):
 
     async def connect(self) -> H2Protocol:
         """A new connection (its connect and handshake times go into ``costs``)."""
+        tls = self.ctx.tls
         return await open_connection(
             self.ctx.endpoint,
             self.new_connection,
             ssl_context=self.ssl_context,
             server_hostname=self.server_hostname,
             timeout_s=self.connect_timeout_s,
+            handshake_timeout_s=tls.handshake_timeout_s if tls is not None else None,
             record=self.costs.record,
         )
 

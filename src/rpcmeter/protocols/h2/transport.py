@@ -149,14 +149,20 @@ async def open_connection(
     ssl_context: ssl.SSLContext | None = None,
     server_hostname: str | None = None,
     timeout_s: float = 10.0,
+    handshake_timeout_s: float | None = None,
     record: Callable[[str, int], None] | None = None,
 ) -> H2Protocol:
-    """Connect, send the preface and wait for the server's SETTINGS (``timeout_s`` in all);
+    """Connect, send the preface and wait for the server's SETTINGS (``timeout_s`` in all, and
+    over TLS the handshake's own ``handshake_timeout_s`` on top: a handshake that hangs fails as
+    :class:`~rpcmeter.tls.TlsError` after that, as HTTP/1.1's does; None: ``timeout_s``);
     ``record``: see the module doc."""
     loop = asyncio.get_running_loop()
 
     def factory() -> H2Protocol:
         return H2Protocol(make())
+
+    handshake = timeout_s if handshake_timeout_s is None else handshake_timeout_s
+    limit = timeout_s + handshake if ssl_context is not None else timeout_s
 
     async def connect() -> H2Protocol:
         address: Any
@@ -174,7 +180,7 @@ async def open_connection(
             factory,
             ssl_context=ssl_context,
             server_hostname=server_hostname or endpoint.host,
-            handshake_timeout_s=timeout_s,
+            handshake_timeout_s=handshake,
             record=record,
         )
         await proto.ready
@@ -184,10 +190,10 @@ async def open_connection(
         return proto
 
     try:
-        return await asyncio.wait_for(connect(), timeout_s)
+        return await asyncio.wait_for(connect(), limit)
     except TimeoutError:
         raise ConnectionError(
-            f"no HTTP/2 connection to {endpoint.describe()} within {timeout_s:g} s "
+            f"no HTTP/2 connection to {endpoint.describe()} within {limit:g} s "
             "(no SETTINGS from the server)"
         ) from None
 
