@@ -339,6 +339,8 @@ class HeaderBlocks:
             self.decoder.apply(effects)
             self._changed()
             self._ran(effects, size)
+        if effects is self.steady:  # it changes nothing now: a view like the others
+            self._remember(block, view)
         return view
 
     def _ran(self, effects: Effects, size: int) -> None:
@@ -347,11 +349,19 @@ class HeaderBlocks:
         if effects is self.run:
             self.run_size += size
         else:
-            self.run, self.run_size = effects, size
+            self.run, self.run_size, self.steady = effects, size, None
         if size >= 0 and self.run_size >= self.decoder.maxsize:
             # the table holds only entries of this run, the newest that fit: inserting the
             # same entries again evicts as many of the same, oldest first (RFC 7541, 4.4)
             self.steady = effects
+
+    def _remember(self, block: bytes, view: Any) -> None:
+        """Keep ``view`` in :attr:`views` (the block changes nothing in the table as it is)."""
+        views = self.views
+        if len(views) >= self.cache_blocks:
+            self._changed()
+        if self.cache_blocks:
+            views[block] = view
 
     def decode(self, block: bytes) -> Any:
         """Decode ``block`` (not looked up), remember its view where it may be reused."""
@@ -365,11 +375,7 @@ class HeaderBlocks:
         view = self.view(headers)
         effects = decoder.effects
         if effects is None:
-            views = self.views
-            if len(views) >= self.cache_blocks:
-                self._changed()
-            if self.cache_blocks:
-                views[block] = view
+            self._remember(block, view)
             return view
         self._changed()
         self.steady = None
