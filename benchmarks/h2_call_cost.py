@@ -8,10 +8,14 @@ As ``grpc_call_cost.py`` does for gRPC: the capture runs ``--streams`` closed lo
 connection and keeps every read's bytes; the replay feeds the same reads to a connection whose
 transport only counts what is written, so the same requests go out and every reply's status is
 read as in a real run. It prints the CPU time per request of both, best of ``--repeat``, and their
-difference; ``--profile`` writes a py-spy flame graph input (collapsed stacks) of the replays.
+difference. Under valgrind (``--replay-only`` with a ``--capture-file``), instructions per request
+are exact and steady::
+
+    valgrind --tool=callgrind --toggle-collect=functools_reduce --callgrind-out-file=/dev/null \
+        python benchmarks/h2_call_cost.py --capture-file cap.pkl --replay-only rpcmeter
 
     python benchmarks/h2_call_cost.py [--server nginx|go] [--calls 20000] [--streams 10]
-        [--repeat 5] [--path /] [--capture-file FILE]
+        [--repeat 5] [--path /] [--capture-file FILE] [--replay-only rpcmeter|floor]
 """
 
 from __future__ import annotations
@@ -118,6 +122,7 @@ def main() -> int:
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument("--path", default="/")
     parser.add_argument("--capture-file", type=Path, help="keep the capture here (or read it)")
+    parser.add_argument("--replay-only", choices=("rpcmeter", "floor"), help="one replay, once")
     args = parser.parse_args()
     endpoint = Endpoint("tcp", "127.0.0.1", 1)
     if args.capture_file is not None and args.capture_file.exists():
@@ -133,9 +138,17 @@ def main() -> int:
         f"capture ({args.server}): {len(reads)} reads, {sum(map(len, reads)):,} bytes, "
         f"{args.streams} streams"
     )
+    run: Any = partial(replay_rpcmeter, endpoint, cap, args.streams, args.path)
+    if args.replay_only == "floor":
+        replies, cpu = replay_floor(cap, args.streams)
+        print(f"floor: {replies} replies, {cpu:.3f} s")
+        return 0
+    if args.replay_only == "rpcmeter":
+        calls, cpu = asyncio.run(run())
+        print(f"rpcmeter: {calls} requests, {cpu:.3f} s")
+        return 0
     best: dict[str, float] = {}
     counts: dict[str, int] = {}
-    run: Any = partial(replay_rpcmeter, endpoint, cap, args.streams, args.path)
     for _ in range(args.repeat):
         calls, cpu = asyncio.run(run())
         best["rpcmeter"] = min(best.get("rpcmeter", 1.0), cpu / calls)
