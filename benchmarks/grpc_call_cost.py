@@ -39,6 +39,7 @@ from rpcmeter.drivers.base import DriverContext
 from rpcmeter.drivers.grpc import GrpcDriver, GrpcUnavailable, error_for
 from rpcmeter.drivers.grpc_h2 import GrpcH2Client
 from rpcmeter.endpoints import Endpoint
+from rpcmeter.protocols.h2.header_blocks import huffman_table
 from rpcmeter.protocols.grpc import frame, method_path
 from rpcmeter.protocols.h2.transport import H2Protocol, Session
 from rpcmeter.runners.event_loop import NO_DEADLINE, Phase, closed_loop
@@ -141,6 +142,7 @@ async def replay_rpcmeter(endpoint: Endpoint, cap: Capture, streams: int) -> tup
     client.prepared = proto.conn.prepare(client.headers, frame(Call.request))
     stats = ThreadStats()
     start_loops(client, streams, stats)
+    huffman_table()  # built once per process (in a real run, during the warmup)
     cpu = replay(proto.data_received, reads[before:])
     calls = client.calls()
     if stats.errors or calls == 0:

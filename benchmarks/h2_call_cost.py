@@ -34,6 +34,7 @@ from versus import layout, serve
 from rpcmeter.drivers.base import DriverContext
 from rpcmeter.drivers.http2 import Http2Client
 from rpcmeter.endpoints import Endpoint
+from rpcmeter.protocols.h2.header_blocks import huffman_table
 from rpcmeter.protocols.h2.transport import H2Protocol, Session
 from rpcmeter.runners.event_loop import NO_DEADLINE, Phase, closed_loop
 from rpcmeter.runners.recording import Recorder, ThreadStats
@@ -106,6 +107,7 @@ async def replay_rpcmeter(
     client.sessions.append(Session(proto, opener))
     stats = ThreadStats()
     _, rec = start_loops(client, streams, stats)
+    huffman_table()  # built once per process (in a real run, during the warmup)
     cpu = replay(proto.data_received, reads[before:])
     client.close()
     done = answered(stats, rec)
