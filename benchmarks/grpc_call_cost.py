@@ -39,8 +39,8 @@ from rpcmeter.drivers.base import DriverContext
 from rpcmeter.drivers.grpc import GrpcDriver, GrpcUnavailable, error_for
 from rpcmeter.drivers.grpc_h2 import GrpcH2Client
 from rpcmeter.endpoints import Endpoint
-from rpcmeter.protocols.h2.header_blocks import huffman_table
 from rpcmeter.protocols.grpc import frame, method_path
+from rpcmeter.protocols.h2.header_blocks import huffman_table
 from rpcmeter.protocols.h2.transport import H2Protocol, Session
 from rpcmeter.runners.event_loop import NO_DEADLINE, Phase, closed_loop
 from rpcmeter.runners.recording import Recorder, ThreadStats
