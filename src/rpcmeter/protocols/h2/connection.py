@@ -36,15 +36,12 @@ What the connection does on its own:
   and sent nothing but its request is moved; the others, and every stream above the last id of
   a GOAWAY with an error, fail with ``unavailable``. Stream ids advance by 2 and, when they run
   out, ``accepting`` turns False too.
-- Header blocks are decoded by :mod:`rpcmeter.protocols.h2.header_blocks` (the ``hpack``
-  library's results and errors, faster). A block byte-identical to an earlier one is not decoded
-  again: ``cache`` holds the blocks whose decoding leaves the dynamic table as it is, and is
-  emptied whenever a block changed the table (a block that refers to dynamic entries decodes the
-  same only while the table is the same); blocks that add to the table without referring to it
-  (nginx's) have their insertions applied without decoding, and join ``cache`` once the table
-  holds nothing but their own entries (adding them again changes nothing). ``view`` maps each
-  decoded block (a list of ``(name, value)`` byte pairs) to what the owner keeps, once per
-  distinct block.
+- Header blocks are decoded by the ``hpack`` library. A block byte-identical to an earlier one is
+  not decoded again when decoding it cannot change the dynamic table: the cache holds only blocks
+  whose decoding left the table as it was, and is emptied whenever a block changed the table (a
+  block that refers to dynamic entries decodes the same only while the table is the same).
+  ``view`` maps each decoded block (a list of ``(name, value)`` byte pairs) to what the owner
+  keeps, once per distinct block.
 - Requests are encoded once (:meth:`prepare`): every header as a literal that neither side's
   dynamic table stores (static-table entries as indexes), so the block means the same in any
   state of the peer's table and can be replayed; each request costs one ``join`` of the prepared
@@ -63,8 +60,6 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
 
 import hpack
-
-from rpcmeter.protocols.h2.header_blocks import HeaderBlocks
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 HEAD = struct.Struct(">HBBBL")  # length (24 bits: 16 + 8), type, flags, stream id
@@ -301,12 +296,13 @@ class H2Connection:
     __slots__ = (
         "accepting",
         "blocked",
-        "blocks",
         "buf",
         "cache",
         "cache_blocks",
+        "cache_gen",
         "closed",
         "continuing",
+        "decoder",
         "encoder",
         "first_id",
         "goaway_id",
@@ -375,12 +371,10 @@ class H2Connection:
         self.settings_unacked = 0
         self.replies_owed = 0  # flood guard
         self.resets: dict[str, int] = {}  # RST_STREAM received, by error name
+        self.decoder = hpack.Decoder(max_header_list_size=max_header_block)
         self.encoder = hpack.Encoder()
-        # header blocks decoded (as the hpack library would, faster) and their views cached:
-        # ``cache`` holds the views of blocks that change nothing; ``blocks.gen`` counts the
-        # times it was emptied (see header_blocks)
-        self.blocks = HeaderBlocks(self._view, max_header_block, cache_blocks)
-        self.cache: dict[bytes, Any] = self.blocks.views
+        self.cache: dict[bytes, Any] = {}
+        self.cache_gen = 0  # counts the times the cache was emptied
         self.replay: Replay | None = None  # see _record
         self.record_wait = 1 if replay else 1 << 62
         self.continuing: tuple[int, int, list[bytes]] | None = None  # stream id, flags, pieces
@@ -655,7 +649,7 @@ class H2Connection:
             elif kind == HEADERS:
                 replay = self.replay
                 if replay is not None and length == replay.first_len:
-                    if replay.gen == self.blocks.gen:
+                    if replay.gen == self.cache_gen:
                         stop = self._replays(data, pos, replay)
                         if stop != pos:  # replies that are the recorded one: see _record
                             if self.closed is not None:
@@ -665,7 +659,7 @@ class H2Connection:
                             pos = stop
                             continue
                     replay.misses += 1
-                    if replay.misses > REPLAY_MISSES or replay.gen != self.blocks.gen:
+                    if replay.misses > REPLAY_MISSES or replay.gen != self.cache_gen:
                         self.replay = None
                 if flags & (PADDED | PRIORITY_FLAG):
                     payload = self._unpad(data, pos, end)
@@ -774,7 +768,7 @@ class H2Connection:
         without padding, and HEADERS or the last DATA ending the stream (or one HEADERS:
         trailers-only), its header blocks in the cache. A later reply whose bytes are the same but for the stream id then
         ends its stream in one comparison: the same header blocks mean the same while the cache
-        stands (``blocks.gen``), and the same DATA frames the same payloads and window use."""
+        stands (``cache_gen``), and the same DATA frames the same payloads and window use."""
         self.record_wait = RECORD_EVERY  # the next try, if this one fails (or is outgrown)
         frames: list[tuple[int, int, int, int]] = []  # start, length, type, flags
         pos = 0
@@ -816,7 +810,7 @@ class H2Connection:
         parts.append(data[prev:end])
         flow = sum(len(c) for c in chunks)
         self.replay = Replay(
-            parts, end - first[0], first[1], head, trail, tuple(chunks), flow, self.blocks.gen
+            parts, end - first[0], first[1], head, trail, tuple(chunks), flow, self.cache_gen
         )
 
     def _check_preface(self, data: bytes) -> bool:
@@ -888,24 +882,40 @@ class H2Connection:
             self._end(stream)
 
     def _decode(self, block: bytes) -> Any:
-        """The view of ``block`` (decoded, or from the caches: see header_blocks); None when it
-        failed the connection."""
+        """Decode with hpack; cache the view when the dynamic table did not change."""
+        table = self.decoder.header_table
+        entries = table.dynamic_entries
+        first = entries[0] if entries else None
+        count, size = len(entries), table.maxsize
         try:
-            return self.blocks.view_of(block)
+            headers: list[tuple[bytes, bytes]] = list(self.decoder.decode(block, raw=True))
         except hpack.OversizedHeaderListError:
             self._too_large(len(block))
+            return None
         except (hpack.HPACKError, IndexError, ValueError) as exc:
             self._fail("compression_error", f"bad header block: {exc}", COMPRESSION_ERROR)
-        return None
-
-    def _view(self, headers: list[tuple[bytes, bytes]]) -> Any:
-        """What the owner's ``view`` makes of a decoded block; an informational (1xx) one is
-        skipped."""
+            return None
         status = headers[0] if headers else (b"", b"")
         code = status[1]
         if status[0] == b":status" and len(code) == 3 and code[:1] == b"1" and code != b"101":
-            return INFORMATIONAL
-        return self.view(headers)
+            view: Any = INFORMATIONAL
+        else:
+            view = self.view(headers)
+        cache = self.cache
+        if (
+            len(entries) == count
+            and table.maxsize == size
+            and ((entries[0] if entries else None) is first)
+        ):
+            if len(cache) >= self.cache_blocks:
+                cache.clear()
+                self.cache_gen += 1
+            if self.cache_blocks:
+                cache[block] = view
+        elif cache:
+            cache.clear()  # blocks that refer to the dynamic table may now mean something else
+            self.cache_gen += 1
+        return view
 
     def _control(self, kind: int, flags: int, sid: int, payload: bytes) -> None:
         n = len(payload)
