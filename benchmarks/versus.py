@@ -41,7 +41,7 @@ from greeter_server import BuildError, build
 
 from rpcmeter.drivers.base import DriverContext
 from rpcmeter.endpoints import Endpoint
-from rpcmeter.metrics.resources import process_cpu
+from rpcmeter.metrics.resources import CpuTicks, machine_cpu, process_cpu
 from rpcmeter.placement import available_cpus, format_cpus
 from rpcmeter.runners.closed_loop import run_closed_loop
 from rpcmeter.runners.spec import LoadSpec
@@ -158,6 +158,7 @@ class Served:
     process: ServerProcess
     usable: int
     description: str
+    cpus: list[int]
 
 
 def greeter_command(flag: str, endpoint: Endpoint, certs: RunCertificates | None) -> list[str]:
@@ -215,13 +216,13 @@ def serve(
             command = expand_command(command, endpoint)
             with ServerProcess(command, endpoint, cpus=lay.server_cpus) as process:
                 what = f"nginx ({n} worker{'s' if n > 1 else ''}, CPUs {where})"
-                yield Served(endpoint, process, n, what)
+                yield Served(endpoint, process, n, what, lay.server_cpus)
         return
     env = {"GOMAXPROCS": str(n)}
     command = greeter_command(GREETER_FLAGS[mode], endpoint, certs)
     with ServerProcess(command, endpoint, cpus=lay.server_cpus, env=env) as process:
         what = f"Go greeter (GOMAXPROCS {n}, CPUs {where})"
-        yield Served(endpoint, process, n, what)
+        yield Served(endpoint, process, n, what, lay.server_cpus)
 
 
 def server_cpu_s(process: ServerProcess) -> float:
@@ -237,20 +238,26 @@ def server_cpu_s(process: ServerProcess) -> float:
 
 
 class ServerLoad:
-    """How busy the server was while a client ran: its CPU sampled every ``every`` seconds in a
-    thread; :attr:`busy` is its CPU use over the intervals it was working (at least a quarter as
-    busy as in its busiest one: a client's start-up and connection set-up are left out), as a
-    share of the CPUs it can use."""
+    """How busy the server was while a client ran: its CPU (and its CPUs' use by anything, from
+    ``/proc/stat``) sampled every ``every`` seconds in a thread. :attr:`busy` is its own CPU use
+    over the intervals it was working (at least a quarter as busy as in its busiest one: a
+    client's start-up and connection set-up are left out), as a share of the CPUs it can use;
+    :attr:`cpus_busy` how busy its CPUs were with anything over the same intervals (on a shared
+    machine other work takes CPU time the server would have used)."""
 
     def __init__(self, served: Served, every: float = 0.2) -> None:
         self.served = served
         self.every = every
-        self.samples: list[tuple[float, float]] = []
+        self.samples: list[tuple[float, float, CpuTicks]] = []
         self.stopping = threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
 
+    def _sample(self) -> None:
+        now = time.monotonic()
+        self.samples.append((now, server_cpu_s(self.served.process), machine_cpu()))
+
     def __enter__(self) -> ServerLoad:
-        self.samples.append((time.monotonic(), server_cpu_s(self.served.process)))
+        self._sample()
         self.thread.start()
         return self
 
@@ -260,20 +267,36 @@ class ServerLoad:
 
     def _run(self) -> None:
         while not self.stopping.wait(self.every):
-            self.samples.append((time.monotonic(), server_cpu_s(self.served.process)))
-        self.samples.append((time.monotonic(), server_cpu_s(self.served.process)))
+            self._sample()
+        self._sample()
+
+    def _active(self) -> list[tuple[int, float, float]]:
+        """(index, seconds, server CPU seconds) of the intervals the server worked in."""
+        spans = [
+            (i, b[0] - a[0], b[1] - a[1])
+            for i, (a, b) in enumerate(zip(self.samples, self.samples[1:], strict=False))
+            if b[0] > a[0]
+        ]
+        peak = max((cpu / wall for _, wall, cpu in spans), default=0.0)
+        return [span for span in spans if peak > 0 and span[2] / span[1] >= peak / 4]
 
     @property
     def busy(self) -> float | None:
-        spans = [
-            (t1 - t0, c1 - c0)
-            for (t0, c0), (t1, c1) in zip(self.samples, self.samples[1:], strict=False)
-            if t1 > t0
-        ]
-        peak = max((cpu / wall for wall, cpu in spans), default=0.0)
-        active = [(wall, cpu) for wall, cpu in spans if peak > 0 and cpu / wall >= peak / 4]
-        wall = sum(w for w, _ in active)
-        return sum(c for _, c in active) / (wall * self.served.usable) if wall > 0 else None
+        active = self._active()
+        wall = sum(w for _, w, _ in active)
+        return sum(c for _, _, c in active) / (wall * self.served.usable) if wall > 0 else None
+
+    @property
+    def cpus_busy(self) -> float | None:
+        cpus = self.served.cpus
+        busy = total = 0.0
+        for i, _, _ in self._active():
+            start, end = self.samples[i][2], self.samples[i + 1][2]
+            for c in cpus:
+                if c < len(start) and c < len(end):
+                    busy += end[c][0] - start[c][0]
+                    total += end[c][1] - start[c][1]
+        return busy / total if total > 0 else None
 
 
 # ---- the clients --------------------------------------------------------------------------------
@@ -352,23 +375,29 @@ def run_rpcmeter(
 
 @dataclass
 class Runs:
-    """Every run of every client: calls/s, client CPU seconds per call, server busy share."""
+    """Every run of every client: calls/s, client CPU seconds per call, the server's busy share
+    and its CPUs' (with anything)."""
 
-    by_client: dict[str, list[tuple[float, float, float | None]]] = field(default_factory=dict)
+    by_client: dict[str, list[tuple[float, float, float | None, float | None]]] = field(
+        default_factory=dict
+    )
 
-    def median(self, name: str) -> tuple[float, float, float | None]:
+    def median(self, name: str) -> tuple[float, float, float | None, float | None]:
         runs = self.by_client[name]
-        busy = [b for _, _, b in runs if b is not None]
+        busy = [b for _, _, b, _ in runs if b is not None]
+        cpus = [b for _, _, _, b in runs if b is not None]
         return (
-            statistics.median(r for r, _, _ in runs),
-            statistics.median(c for _, c, _ in runs),
+            statistics.median(r for r, _, _, _ in runs),
+            statistics.median(c for _, c, _, _ in runs),
             statistics.median(busy) if busy else None,
+            statistics.median(cpus) if cpus else None,
         )
+
+    def busiest(self, names: Sequence[str], which: int) -> float:
+        return max((run[which] or 0.0 for n in names for run in self.by_client[n]), default=0.0)
 
     def server_bound(self, *names: str) -> bool:
-        return any(
-            b is not None and b > SERVER_BOUND for n in names for _, _, b in self.by_client[n]
-        )
+        return self.busiest(names, 2) > SERVER_BOUND
 
 
 def pct(busy: float | None) -> str:
@@ -379,20 +408,24 @@ def rounds(clients: list[tuple[str, Run]], n: int, served: Served | None = None)
     """Run every client once per round, in turn, printing each run (and how busy the server
     was: ``served``)."""
     runs = Runs({name: [] for name, _ in clients})
-    print(f"{'round':>5}  {'client':<16} {'calls/s':>10} {'CPU us/call':>12} {'server busy':>12}")
+    print(
+        f"{'round':>5}  {'client':<16} {'calls/s':>10} {'CPU us/call':>12} {'server busy':>12}"
+        f" {'its CPUs busy':>14}"
+    )
     for r in range(1, n + 1):
         for name, run in clients:
-            busy: float | None = None
+            busy = cpus = None
             if served is not None:
                 with ServerLoad(served) as load:
                     rate, cpu = run()
-                busy = load.busy
+                busy, cpus = load.busy, load.cpus_busy
             else:
                 rate, cpu = run()
-            runs.by_client[name].append((rate, cpu, busy))
+            runs.by_client[name].append((rate, cpu, busy, cpus))
             mark = "  server-bound" if busy is not None and busy > SERVER_BOUND else ""
             print(
-                f"{r:>5}  {name:<16} {rate:>10,.0f} {cpu * 1e6:>12.2f} {pct(busy):>12}{mark}",
+                f"{r:>5}  {name:<16} {rate:>10,.0f} {cpu * 1e6:>12.2f} {pct(busy):>12}"
+                f" {pct(cpus):>14}{mark}",
                 flush=True,
             )
     return runs
@@ -412,19 +445,26 @@ def summary(
     print("\nmedians:")
     out: dict[str, Any] = {**(info or {}), "clients": {}}
     for name in runs.by_client:
-        rate, cpu, busy = runs.median(name)
+        rate, cpu, busy, cpus = runs.median(name)
         out["clients"][name] = {"calls_s": round(rate), "cpu_us": round(cpu * 1e6, 3)}
         out["clients"][name]["server_busy"] = None if busy is None else round(busy, 3)
+        out["clients"][name]["server_cpus_busy"] = None if cpus is None else round(cpus, 3)
         print(
             f"  {name:<16} {rate:>10,.0f} calls/s {cpu * 1e6:>7.2f} us CPU/call"
-            f"   server {pct(busy)} busy"
+            f"   server {pct(busy)} busy, its CPUs {pct(cpus)}"
         )
     o, p, f = runs.median(ours), runs.median(peer), runs.median(floor)
     out["server_bound"] = bound = runs.server_bound(ours, peer)
     if bound:
-        busiest = max(b or 0.0 for n in (ours, peer) for _, _, b in runs.by_client[n])
+        busiest = runs.busiest((ours, peer), 2)
         print(f"server-bound: ratio not meaningful (the server was {busiest:.0%} busy in a run)")
     else:
+        crowded = runs.busiest((ours, peer), 3)
+        if crowded > SERVER_BOUND:
+            print(
+                f"note: the server's CPUs were up to {crowded:.0%} busy with other work too: the "
+                "server may have set the pace; compare on a quiet machine"
+            )
         pairs = list(zip(runs.by_client[ours], runs.by_client[peer], strict=True))
         ratios = {
             "calls_s": o[0] / p[0],
