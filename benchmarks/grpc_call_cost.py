@@ -29,15 +29,16 @@ import time
 from collections.abc import Callable
 from functools import reduce
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from greeter_server import METHOD, REPLY, REQUEST
 from h2bench import FLOOR_PROTOCOL, greeter
 from versus import cpus
 
-from rpcmeter.drivers.base import DriverContext
+from rpcmeter.drivers.base import DriverContext, ReplyCheck
 from rpcmeter.drivers.grpc import GrpcDriver, GrpcUnavailable, error_for
 from rpcmeter.drivers.grpc_h2 import GrpcH2Client
+from rpcmeter.drivers.stream import ExactReply
 from rpcmeter.endpoints import Endpoint
 from rpcmeter.protocols.grpc import frame, method_path
 from rpcmeter.protocols.h2.header_blocks import huffman_table
@@ -57,10 +58,14 @@ class Call:
     method, request, reply, server_time = METHOD, REQUEST, REPLY, False
 
 
-def make_client(endpoint: Endpoint, streams: int) -> GrpcH2Client:
+Check = ReplyCheck | None | Literal["bytes"]  # "bytes": each reply compared with Call.reply
+
+
+def make_client(endpoint: Endpoint, streams: int, check: Check = "bytes") -> GrpcH2Client:
     ctx = DriverContext(endpoint, NoopParams(), {}, validate=True, threads=streams)
+    checks = ExactReply(Call.reply) if check == "bytes" else check
     return GrpcH2Client(
-        ctx, Call.method, Call.request, Call.reply, (), None, error_for, GrpcUnavailable
+        ctx, Call.method, Call.request, checks, (), None, error_for, GrpcUnavailable
     )
 
 
@@ -126,10 +131,13 @@ class CountingTransport:
         pass
 
 
-async def replay_rpcmeter(endpoint: Endpoint, cap: Capture, streams: int) -> tuple[int, float]:
-    """(calls, CPU seconds) of the per-call path over the captured reads."""
+async def replay_rpcmeter(
+    endpoint: Endpoint, cap: Capture, streams: int, check: Check = "bytes"
+) -> tuple[int, float]:
+    """(calls, CPU seconds) of the per-call path over the captured reads, each reply checked
+    by ``check``."""
     before, reads = cap
-    client = make_client(endpoint, streams)
+    client = make_client(endpoint, streams, check)
     proto = H2Protocol(client.new_connection())
     proto.connection_made(CountingTransport())  # type: ignore[arg-type]
     for data in reads[:before]:

@@ -438,10 +438,12 @@ def summary(
     floor: str,
     targets: tuple[float, float],
     info: dict[str, Any] | None = None,
+    alike: tuple[str, ...] = (),
 ) -> dict[str, Any]:
     """Print the medians, the ratios (of the medians, and the median of each round's ratio) and
     the distance from the floor; none of them where the server was busier than 85 % in a run
-    of rpcmeter or the peer. Ends with the ``SUMMARY`` line; returns what it holds."""
+    of rpcmeter or the peer. ``alike``: clients of ours that should cost what ours does (their
+    ratio to ours per round). Ends with the ``SUMMARY`` line; returns what it holds."""
     print("\nmedians:")
     out: dict[str, Any] = {**(info or {}), "clients": {}}
     for name in runs.by_client:
@@ -485,6 +487,15 @@ def summary(
     above = (o[1] - f[1]) * 1e6
     out["above_floor_us"] = round(above, 3)
     print(f"{ours} - floor CPU per call: {above:.2f} us")
+    for name in alike:  # clients of ours that should cost what ours does
+        pairs = list(zip(runs.by_client[name], runs.by_client[ours], strict=True))
+        rate = statistics.median(a[0] / b[0] for a, b in pairs)
+        cpu = statistics.median(a[1] / b[1] for a, b in pairs)
+        out.setdefault("alike", {})[name] = {"calls_s": round(rate, 3), "cpu": round(cpu, 3)}
+        print(
+            f"{name} / {ours}, per round, median: calls/s {rate:.3f}, CPU per call {cpu:.3f}"
+            "  (target: within 3 %)"
+        )
     load = psutil.getloadavg()
     out["load_average"] = [round(x, 2) for x in load]
     print(f"load average: {load[0]:.2f} {load[1]:.2f} {load[2]:.2f}")
@@ -502,10 +513,12 @@ def against(
     peer: str,
     targets: tuple[float, float],
     certs: RunCertificates | None = None,
+    alike: tuple[str, ...] = (),
 ) -> int:
     """Start the server (``kind`` serving ``mode``), run ``clients(endpoint, client_cpu)`` for
     ``n_rounds`` rounds (``what``: connections, duration...), print the summary of rpcmeter
-    against ``peer`` and the floor; the exit status."""
+    against ``peer`` and the floor (and of each of ``alike`` against rpcmeter); the exit
+    status."""
     try:
         with serve(kind, mode, lay, certs) as served:
             print(f"{served.description}, clients on CPU {lay.client_cpu}; {what}")
@@ -521,7 +534,7 @@ def against(
         "peer": peer,
         "what": what,
     }
-    summary(runs, "rpcmeter", peer, "floor", targets, info)
+    summary(runs, "rpcmeter", peer, "floor", targets, info, alike)
     return 0
 
 

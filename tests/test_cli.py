@@ -100,7 +100,7 @@ def test_demo_with_output_document(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("example", sorted(p.name for p in (ROOT / "examples").glob("*.toml")))
 def test_every_example_runs_quick(example: str, tmp_path: Path) -> None:
-    if example == "grpc-fast-server.toml" and shutil.which("go") is None:
+    if example in ("grpc-fast-server.toml", "grpc-routeguide.toml") and shutil.which("go") is None:
         pytest.skip("its server is built with Go")
     proc = rpcmeter(
         "run",

@@ -10,6 +10,11 @@
 // with the two messages read and written by hand (one string field each), so no generated code
 // is needed. HTTP: /noop answers 200 with an empty body, any other path 200 "Hello".
 //
+// RouteGuide (routeguide.RouteGuide, the service of gRPC's examples; route_guide.go): its
+// messages are dynamic protobuf messages of the descriptors in route_guide.protoset (compiled
+// from route_guide.proto), its features those of route_guide_db.json; both files are embedded.
+// The server's reflection service (grpc.reflection.v1 and v1alpha) describes RouteGuide.
+//
 //	go build -o greeter . && ./greeter -grpc 127.0.0.1:50051 -http 127.0.0.1:8080 \
 //	    -https 127.0.0.1:8443 -cert server.pem -key server.key
 package main
@@ -31,26 +36,33 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/encoding"
 	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/reflection"
+	"google.golang.org/protobuf/proto"
 )
 
 // rawCodec passes message bytes through: the handlers below read and write protobuf by hand.
+// Protobuf messages (RouteGuide's, reflection's) go through protobuf itself.
 type rawCodec struct{}
 
 func (rawCodec) Marshal(v any) ([]byte, error) {
-	b, ok := v.(*[]byte)
-	if !ok {
-		return nil, fmt.Errorf("rawCodec: cannot marshal %T", v)
+	switch m := v.(type) {
+	case *[]byte:
+		return *m, nil
+	case proto.Message:
+		return proto.Marshal(m)
 	}
-	return *b, nil
+	return nil, fmt.Errorf("rawCodec: cannot marshal %T", v)
 }
 
 func (rawCodec) Unmarshal(data []byte, v any) error {
-	b, ok := v.(*[]byte)
-	if !ok {
-		return fmt.Errorf("rawCodec: cannot unmarshal into %T", v)
+	switch m := v.(type) {
+	case *[]byte:
+		*m = append((*m)[:0], data...)
+		return nil
+	case proto.Message:
+		return proto.Unmarshal(data, m)
 	}
-	*b = append((*b)[:0], data...)
-	return nil
+	return fmt.Errorf("rawCodec: cannot unmarshal into %T", v)
 }
 
 func (rawCodec) Name() string { return "proto" }
@@ -198,9 +210,15 @@ func main() {
 		if err != nil {
 			log.Fatal(err)
 		}
+		guide, err := newRouteGuide()
+		if err != nil {
+			log.Fatal(err)
+		}
 		srv := grpc.NewServer()
 		srv.RegisterService(&greeter, struct{}{})
 		srv.RegisterService(&bench, struct{}{})
+		srv.RegisterService(guide.serviceDesc(), struct{}{})
+		reflection.Register(srv)
 		go func() { log.Fatal(srv.Serve(lis)) }()
 		fmt.Printf("grpc %s\n", lis.Addr())
 	}

@@ -409,7 +409,9 @@ def _help(parser: argparse.ArgumentParser, action: argparse.Action) -> str:
     return str(action.help) % params
 
 
-def _command_doc(parser: argparse.ArgumentParser, level: int) -> list[str]:
+def _command_doc(parser: argparse.ArgumentParser, level: int, nested: bool = True) -> list[str]:
+    """A command's usage, description and argument tables; with ``nested``, its subcommands too
+    (``COMMAND`` in its table, then ``rpcmeter grpc list`` under a heading one level down)."""
     usage = argparse.HelpFormatter(parser.prog, width=USAGE_WIDTH)  # not the terminal's width
     usage.add_usage(parser.usage, parser._actions, parser._mutually_exclusive_groups)
     out = ["```text", usage.format_help().strip(), "```", ""]
@@ -419,7 +421,8 @@ def _command_doc(parser: argparse.ArgumentParser, level: int) -> list[str]:
         actions = [
             a
             for a in group._group_actions
-            if not isinstance(a, argparse._SubParsersAction | argparse._HelpAction)
+            if not isinstance(a, argparse._HelpAction)
+            and (nested or not isinstance(a, argparse._SubParsersAction))
         ]
         if not actions:
             continue
@@ -435,6 +438,11 @@ def _command_doc(parser: argparse.ArgumentParser, level: int) -> list[str]:
             shown = f"`{default}`" if default != "" else ""
             out.append(f"| {cell(_option_name(a))} | {cell(shown)} | {cell(_help(parser, a))} |")
         out.append("")
+    for _name, help_text, sub in _subcommands(parser) if nested else []:
+        out += [f"{'#' * (level + 1)} `{sub.prog}`", ""]
+        if help_text:
+            out += [help_text[0].upper() + help_text[1:] + ".", ""]
+        out += _command_doc(sub, level + 1)
     return out
 
 
@@ -458,7 +466,7 @@ def cli_reference() -> str:
         out.append(f"| [`rpcmeter {name}`](#{slug('rpcmeter ' + name)}) | {cell(help_text)} |")
     out.append("")
     out += ["## `rpcmeter`", ""]
-    out += _command_doc(parser, 2)
+    out += _command_doc(parser, 2, nested=False)
     for name, help_text, sub in commands:
         out += [f"## `rpcmeter {name}`", ""]
         if help_text:

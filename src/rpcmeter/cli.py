@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import signal
 import sys
 import time
@@ -11,7 +12,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from rpcmeter import analysis, gate, model
-from rpcmeter.errors import RpcmeterError, UsageError
+from rpcmeter.errors import RpcmeterError, SuiteError, UsageError
 from rpcmeter.events import RunEvents, RunListener
 from rpcmeter.execute import RunOptions, run_suite
 from rpcmeter.plan import Case
@@ -126,9 +127,7 @@ class Began(RunListener):
         self.began = True
 
 
-def _add_run(sub: Any) -> None:
-    p = sub.add_parser("run", help="run a suite (the built-in demo when no suite is given)")
-    p.add_argument("suite", nargs="?", help="suite file (TOML); default: the built-in demo")
+def _add_set_option(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--set",
         dest="overrides",
@@ -137,6 +136,12 @@ def _add_run(sub: Any) -> None:
         metavar="KEY=VALUE",
         help="override a suite value (dotted key; value parsed as TOML), repeatable",
     )
+
+
+def _add_run(sub: Any) -> None:
+    p = sub.add_parser("run", help="run a suite (the built-in demo when no suite is given)")
+    p.add_argument("suite", nargs="?", help="suite file (TOML); default: the built-in demo")
+    _add_set_option(p)
     p.add_argument(
         "--quick",
         action="store_true",
@@ -222,8 +227,24 @@ def _add_report(sub: Any) -> None:
         "run", metavar="RUN", help="the run: id, last, last~N, a tag or a result JSON file"
     )
     p.add_argument("--width", type=int, default=None, help="table width (default: terminal width)")
+    p.add_argument(
+        "--format", "-f", choices=registry.COLUMN_FORMATS, default="text", help="default: text"
+    )
+    _add_columns_option(p)
     _add_report_outputs(p)
     _add_store_option(p)
+
+
+def _add_columns_option(p: Any) -> None:
+    from rpcmeter.reporters.columns import COLUMN_SETS
+
+    p.add_argument(
+        "--columns",
+        choices=sorted(COLUMN_SETS),
+        metavar="SET",
+        help="the run's figures laid out as another tool's table: grpc-bench (grpc_bench's "
+        "results table, and each server under rpcmeter's client and a peer tool side by side)",
+    )
 
 
 def load_run(spec: str, store: Path | None = DEFAULT_STORE) -> Result:
@@ -250,10 +271,22 @@ def render_report(view: View, fmt: str, args: argparse.Namespace, out: TextIO) -
     return render(view, options)
 
 
+def render_columns(view: View, args: argparse.Namespace, out: TextIO) -> str:
+    """A run as the column set ``--columns`` names, in ``--format`` (text or Markdown)."""
+    if args.format not in registry.COLUMN_FORMATS:
+        raise UsageError(
+            f"--columns {args.columns}: only with --format text or markdown (got {args.format})"
+        )
+    options = registry.Options(width=int(getattr(args, "width", None) or 120), color=out.isatty())
+    return registry.render_columns(view, args.columns, args.format, options)
+
+
 def cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     view = build_view(load_run(args.run, args.store))
-    if not args.html and not args.plots:
-        out.write(render_report(view, "text", args, out))
+    if args.columns:
+        out.write(render_columns(view, args, out))
+    elif not args.html and not args.plots:
+        out.write(render_report(view, args.format, args, out))
     write_reports(view, args, out, ("html", "plots"))
     return 0
 
@@ -319,6 +352,7 @@ def _add_history_commands(sub: Any) -> None:
     p.add_argument("run", nargs="?", default="last", help="the run (default: last)")
     p.add_argument("--format", "-f", choices=FORMATS, default="text")
     p.add_argument("--width", type=int, default=None, help="table width (default: terminal width)")
+    _add_columns_option(p)
     _add_store_option(p)
 
     p = sub.add_parser("compare", help="compare run B against run A (the baseline), case by case")
@@ -396,9 +430,11 @@ def cmd_trend(args: argparse.Namespace, out: TextIO) -> int:
     metrics = list(dict.fromkeys(trend.trend_metric(n) for n in names))
     if args.last is not None and args.last < 2:
         raise UsageError("--last: at least 2 runs")
-    if args.threshold < 1:
-        raise UsageError("--threshold: a factor of at least 1, e.g. 1.05 for 5 % worse")
-    with Store(args.store, create=False) as store:
+    if not (1 <= args.threshold < math.inf):  # nan: no step is ever worse than it
+        raise UsageError(
+            f"--threshold {args.threshold}: a finite factor of at least 1, e.g. 1.05 for 5 % worse"
+        )
+    with Store(args.store, read_only=True) as store:
         infos = store.runs(args.last, suite=args.suite)[::-1]
         trends = trend.collect(
             ((info, store.load(info.id)) for info in infos),
@@ -496,7 +532,7 @@ def _after_run(
 
 
 def cmd_history(args: argparse.Namespace, out: TextIO) -> int:
-    with Store(args.store, create=False) as store:
+    with Store(args.store, read_only=True) as store:
         runs = store.runs(args.limit)
     if not runs:
         out.write(f"no runs in {args.store}\n")
@@ -530,7 +566,10 @@ def cmd_history(args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
     view = build_view(resolve_run(args.run, args.store).result)
-    out.write(render_report(view, args.format, args, out))
+    if args.columns:
+        out.write(render_columns(view, args, out))
+    else:
+        out.write(render_report(view, args.format, args, out))
     return 0
 
 
@@ -571,7 +610,97 @@ def build_parser() -> argparse.ArgumentParser:
     _add_report(sub)
     _add_history_commands(sub)
     _add_trend(sub)
+    _add_describe(sub)
     return parser
+
+
+def _add_describe(sub: Any) -> None:
+    p = sub.add_parser(
+        "describe",
+        help="the gRPC services and methods a suite's schemas offer, each method's input as JSON",
+    )
+    p.add_argument("suite", help="suite file (TOML)")
+    _add_set_option(p)
+    g = sub.add_parser("grpc", help="gRPC tools: list a server's services by reflection")
+    gsub = g.add_subparsers(dest="grpc_command", metavar="COMMAND", required=True)
+    p = gsub.add_parser(
+        "list", help="the services and methods a server's reflection service offers"
+    )
+    p.add_argument("address", help="host:port or a Unix socket path")
+    p.add_argument(
+        "--tls", action="store_true", help="over TLS (the system's CAs unless --ca-file)"
+    )
+    p.add_argument("--ca-file", help="TLS: the CA to trust (implies --tls)")
+    p.add_argument("--server-name", help="TLS: the name to check the certificate against")
+    p.add_argument("--cert-file", help="TLS: a client certificate (with --key-file)")
+    p.add_argument("--key-file", help="TLS: the client certificate's key")
+    p.add_argument(
+        "--metadata",
+        "-H",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="request metadata sent with the reflection calls, repeatable",
+    )
+    p.add_argument("--timeout", type=float, default=10.0, help="seconds per call (default 10)")
+
+
+def cmd_describe(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from rpcmeter.drivers.grpc_calls import describe_calls
+    from rpcmeter.execute import suite_calls
+
+    suite = load_suite(Path(args.suite), args.overrides)
+    lines = describe_calls(suite_calls(suite, Progress(err)))
+    if not lines:
+        out.write(
+            f"{args.suite}: no variant names a gRPC call from a schema "
+            "(options proto, protoset or reflection = true, with call)\n"
+        )
+        return 0
+    out.write("\n".join(printable(line) for line in lines) + "\n")
+    return 0
+
+
+def cmd_grpc(args: argparse.Namespace, out: TextIO) -> int:
+    from rpcmeter.drivers.grpc_calls import reflect
+    from rpcmeter.endpoints import remote_endpoint
+    from rpcmeter.protocols.grpc_schema import SchemaError, listing
+    from rpcmeter.tls import ClientTls, TlsSettings
+
+    try:
+        endpoint = remote_endpoint(args.address)
+    except ValueError as exc:
+        raise UsageError(f"grpc list: {exc}") from None
+    metadata = []
+    for item in args.metadata:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UsageError(f"grpc list --metadata {item}: expected KEY=VALUE")
+        metadata.append((key.strip().lower(), value.strip()))
+    tls = None
+    if args.tls or args.ca_file or args.cert_file or args.key_file or args.server_name:
+        if bool(args.cert_file) != bool(args.key_file):
+            raise UsageError("grpc list: --cert-file and --key-file go together")
+        for name in ("ca_file", "cert_file", "key_file"):
+            path = getattr(args, name)
+            if path and not Path(path).is_file():
+                raise UsageError(f"grpc list --{name.replace('_', '-')}: no such file {path}")
+        settings = TlsSettings(
+            ca_file=args.ca_file,
+            server_name=args.server_name,
+            cert_file=args.cert_file,
+            key_file=args.key_file,
+        )
+        tls = ClientTls(settings, args.ca_file, args.server_name)
+    try:
+        schema = reflect(endpoint, tls, tuple(metadata), args.timeout)
+    except SchemaError as exc:
+        raise UsageError(f"grpc list {args.address}: {exc}") from None
+    out.write(f"{args.address}: {schema.origin}, sha256 {schema.sha256[:12]}\n")
+    out.write("\n".join(printable(line) for line in listing(schema)) + "\n")
+    if schema.undescribed:
+        out.write(f"listed without descriptors: {', '.join(schema.undescribed)}\n")
+    return 0
 
 
 # What the built-in demo's output ends with.
@@ -604,7 +733,9 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     try:
         result = _run_or_search(args, suite, options)
     except RpcmeterError as exc:
-        if began.began:  # the run began: its document and store entry say "failed"
+        # the run began: its document and store entry say "failed"; what the suite asks wrongly
+        # and only the run can find (a server without reflection) stays a suite error
+        if began.began and not isinstance(exc, SuiteError):
             exc.exit_code = 1
         raise
     finally:
@@ -673,6 +804,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return cmd_run(args, sys.stdout, sys.stderr)
         if args.command == "report":
             return cmd_report(args, sys.stdout, sys.stderr)
+        if args.command == "describe":
+            return cmd_describe(args, sys.stdout, sys.stderr)
+        if args.command == "grpc":
+            return cmd_grpc(args, sys.stdout)
         history_commands = {
             "history": cmd_history,
             "show": cmd_show,

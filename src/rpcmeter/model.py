@@ -166,6 +166,8 @@ class Breakdown(Part):
     # what rtt_us is: "noop" (no-op requests; None in older documents) or "network" (TCP
     # handshakes: a remote target's, rpcmeter.metrics.network_rtt)
     rtt_basis: str | None = None
+    loops: int | None = None  # the case's concurrent loops per client process
+    wait: str | None = None  # how the case's clients (and the round trip's) waited: load.wait
 
 
 class Cpu(Part):
@@ -194,6 +196,8 @@ class Cpu(Part):
 class Memory(Part):
     server_peak_rss_bytes: int | None = None
     client_peak_rss_bytes: int | None = None
+    # the mean of the server tree's resident set over the samples of the measured interval
+    server_mean_rss_bytes: int | None = None
 
 
 class OpenLoop(Part):
@@ -292,11 +296,13 @@ class Spread(Part):
 
 
 class Cgroup(Part):
-    """A cgroup a side of the run was placed in (its CPU quota; None: it only tracks processes)."""
+    """A cgroup a side of the run was placed in (its CPU quota, its memory limit in bytes; None:
+    no such limit)."""
 
     path: str | None = None
     version: int | None = None
     cpus: float | None = None
+    memory_bytes: int | None = None
 
 
 class Placement(Part):
@@ -308,9 +314,11 @@ class Placement(Part):
     client_cpus: list[int] | None = None
     server_quota_cpus: float | None = None
     client_quota_cpus: float | None = None
+    server_memory_bytes: int | None = None  # the server's memory limit, as asked for
     notes: list[str] | None = None
     server_cgroup: Cgroup | None = None
     client_cgroup: Cgroup | None = None
+    server_memory_cgroup: Cgroup | None = None  # the memory limit's, where not server_cgroup
     cgroup_notes: list[str] | None = None
     by_variant: dict[str, Placement] | None = None
 
@@ -347,6 +355,8 @@ class Command(Part):
     # makes, and the successful runs' wall time per request
     requests_per_run: int | None = None
     per_request_us: float | None = None
+    # a command client whose own report gave its requests and latencies (``"ghz"``)
+    client_report: str | None = None
 
 
 class TopFrame(Part):
@@ -544,6 +554,19 @@ class Tls(Part):
     client_cert_sha256: str | None = None
 
 
+class Schema(Part):
+    """Where a variant's protobuf schema came from (a gRPC call named from it): ``source``
+    (``proto``, ``protoset`` or ``reflection``), ``origin`` (the file as the suite names it, or
+    the reflection service's version), the SHA-256 of its descriptors in canonical form, its
+    files and the method called."""
+
+    source: str | None = None
+    origin: str | None = None
+    sha256: str | None = None
+    files: list[str] | None = None
+    call: str | None = None
+
+
 class VariantEnv(Part):
     """A variant's prepared environment (rpcmeter.envs.Env.describe), or why there is none."""
 
@@ -556,6 +579,23 @@ class VariantEnv(Part):
     created: bool | None = None
     prepare_s: float | None = None
     packages: dict[str, str] | None = None
+    error: str | None = None
+
+
+class VariantBuild(Part):
+    """A variant's server build (rpcmeter.servers.build): its command and directory, its cache
+    key and input files, whether an earlier build was reused, this run's time for it and the
+    build's own, the tail of its output, or why it failed."""
+
+    command: str | None = None
+    cwd: str | None = None
+    key: str | None = None
+    inputs: int | None = None
+    cached: bool | None = None
+    seconds: float | None = None
+    built_s: float | None = None
+    output_tail: str | None = None
+    log: str | None = None
     error: str | None = None
 
 
@@ -587,6 +627,8 @@ class Environment(Part):
     cluster: Cluster | None = None
     tls: dict[str, Tls] | None = None  # variant -> its TLS
     variant_envs: dict[str, VariantEnv] | None = None
+    variant_builds: dict[str, VariantBuild] | None = None
+    schemas: dict[str, Schema] | None = None  # variant -> its gRPC schema
 
 
 class Objective(Part):

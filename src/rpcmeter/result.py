@@ -114,7 +114,9 @@ A command client's case (a ``command`` variant in a suite whose target starts a 
 
 and the result's ``environment`` has ``"variant_envs": {variant: {"source", "python",
 "python_version", "virtualenv", "key", "git_sha", "created", "prepare_s", "packages"} | {"error"}}``
-for variants with their own environment (:mod:`rpcmeter.envs`).
+for variants with their own environment (:mod:`rpcmeter.envs`), and ``"schemas": {variant:
+{"source", "origin", "sha256", "files", "call"}}`` for gRPC variants whose call is named from a
+protobuf schema (:mod:`rpcmeter.drivers.grpc_calls`).
 """
 
 from __future__ import annotations

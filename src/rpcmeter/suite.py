@@ -71,14 +71,26 @@ __all__ = [
 _LOAD_KEYS = set(Load.model_fields)
 
 
+_KEY_PART = re.compile(r'"([^"]*)"|\'([^\']*)\'|([^.\'"]+)')
+
+
 def split_key(key: str) -> list[str]:
-    """Split a dotted key; parts may be quoted with " or '."""
+    """Split a dotted key; parts may be quoted with " or '. Every part is non-empty and parts
+    are separated by exactly one dot (``load..requests`` is no key)."""
     parts: list[str] = []
-    for m in re.finditer(r'"([^"]*)"|\'([^\']*)\'|([^.]+)', key):
-        parts.append(next(g for g in m.groups() if g is not None))
-    if not parts or any(p == "" for p in parts):
-        raise SuiteError(f"--set {key}: not a valid dotted key")
-    return parts
+    pos = 0
+    while True:
+        m = _KEY_PART.match(key, pos)
+        part = next((g for g in m.groups() if g is not None), "") if m else ""
+        if m is None or part == "":
+            raise SuiteError(f"--set {key}: not a valid dotted key")
+        parts.append(part)
+        pos = m.end()
+        if pos == len(key):
+            return parts
+        if key[pos] != ".":
+            raise SuiteError(f"--set {key}: not a valid dotted key")
+        pos += 1
 
 
 def parse_value(text: str) -> Any:
@@ -116,6 +128,18 @@ def apply_set(raw: dict[str, Any], assignment: str) -> None:
     if "=" not in assignment:
         raise SuiteError(f"--set {assignment}: expected KEY=VALUE")
     key, _, value = assignment.partition("=")
+    parts = split_key(key.strip())
+    variants = raw.get("variants")
+    names = list(variants) if isinstance(variants, dict) else ["default"]
+    if len(parts) > 2 and parts[0] == "variants" and parts[1] not in names:
+        # a misspelt variant would be a new one, measured beside the others: a new variant is
+        # given whole (--set 'variants.twin={}')
+        close = difflib.get_close_matches(parts[1], names, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise SuiteError(
+            f"--set {key.strip()}: no variant named {parts[1]!r} ({hint}the suite's variants: "
+            f"{', '.join(names)}; add one whole: --set 'variants.{parts[1]}={{...}}')"
+        )
     set_key(raw, key, parse_value(value.strip()))
 
 
@@ -341,6 +365,12 @@ def _check_semantics(suite: Suite, where: str) -> None:
             )
     _check_addresses(suite, where)
     _check_command_clients(suite, where)
+    for vname, v in suite.variants.items():
+        if v.placement is not None and v.placement.server_memory is not None:
+            raise SuiteError(
+                f"{where}: variants.{_format_loc((vname,))}.placement.server_memory: a memory "
+                "limit is set for the whole run, in the suite's [placement]"
+            )
     for vname in suite.variants:  # a command client's options go to the target's server
         _check_option_keys(suite, vname, drivers[suite.server_driver_of(vname)], where)
     _check_tls(suite, drivers, where)
@@ -457,9 +487,9 @@ def _check_wait(suite: Suite, drivers: dict[str, type[Driver]], where: str) -> N
     _check_spin_us(suite, where)
     if "spin" not in waits:
         return
-    for vname, v in suite.variants.items():
+    for vname in suite.variants:
         driver = drivers[suite.driver_of(vname)]
-        problem = driver.spin_problem({**suite.target.options, **v.options})
+        problem = driver.spin_problem(suite.options_of(vname))
         if problem is not None:
             raise SuiteError(
                 f"{where}: load.wait: driver {driver.name!r} cannot poll without sleeping (wait = "
@@ -490,13 +520,19 @@ def _check_spin_us(suite: Suite, where: str) -> None:
 
 
 def _check_command_clients(suite: Suite, where: str) -> None:
-    """``requests_per_run`` is given for every command client, and only for them."""
+    """``requests_per_run`` is given for every command client whose report does not count its
+    requests (``client_report``), and only for command clients; so is ``client_report``."""
     for vname, v in suite.variants.items():
         key = f"{where}: variants.{_format_loc((vname,))}.requests_per_run"
-        if suite.command_client(vname) and v.requests_per_run is None:
+        if v.client_report is not None and not suite.command_client(vname):
+            raise SuiteError(
+                f"{where}: variants.{_format_loc((vname,))}.client_report: only for a variant "
+                'with driver = "command" in a suite whose target driver starts a server'
+            )
+        if suite.command_client(vname) and v.requests_per_run is None and not v.client_report:
             raise SuiteError(
                 f"{key}: a command run against the {suite.target.driver!r} server needs the "
-                "number of requests one run of it makes"
+                "number of requests one run of it makes (or a client_report that counts them)"
             )
         if v.requests_per_run is not None and not suite.command_client(vname):
             raise SuiteError(

@@ -9,13 +9,25 @@ the workloads, so drivers and servers can name a :class:`Suite`.
 
 from __future__ import annotations
 
+import re
 import shlex
 import socket
 from typing import Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    PrivateAttr,
+    StrictBool,
+    field_validator,
+    model_validator,
+    with_config,
+)
+from typing_extensions import TypedDict
 
-from rpcmeter.tls import TlsSettings, parse_tls
+from rpcmeter.tls import MAX_WAIT_S, TlsSettings, parse_tls
 from rpcmeter.workloads import KINDS, WorkloadParams, parse_params
 
 MIN_RATE = 1e-3  # requests/s: the lowest offered rate (one request every 1000 s)
@@ -54,11 +66,49 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # numbers are finite
 
 
+# the types of the options several drivers and built-in servers read (strict: ``"no"`` or ``0``
+# is no boolean, ``"10"`` no number)
+Flag = StrictBool
+Timeout = Annotated[float, Field(gt=0, le=MAX_WAIT_S, strict=True)]
+Count = Annotated[int, Field(ge=0, strict=True)]
+Positive = Annotated[int, Field(ge=1, strict=True)]
+Amount = Annotated[float, Field(ge=0, strict=True)]
+
+
+@with_config(ConfigDict(extra="allow", allow_inf_nan=False))
+class Options(TypedDict, total=False):
+    """A target's or variant's ``options``: each driver reads its own (``Driver.option_keys``
+    names them); those with the same name in several drivers or built-in servers mean the same
+    and are typed here once, so a wrong value is a suite error at load, naming the key."""
+
+    call_timeout_s: Timeout  # grpc, zmq: the deadline of a call
+    connect_timeout_s: Timeout  # grpc: how long a connection may take
+    max_message_bytes: Positive  # grpc, zmq: the largest message accepted
+    server_workers: Positive  # grpc, zmq servers
+    queue_time: Flag  # built-in servers: report the queue time
+    nodelay: Flag  # rpyc
+    server_time: Flag  # rpyc
+    bind_threads: Flag  # rpyc
+    background: Count  # rpyc server
+    corrupt_every: Count  # built-in servers: corrupt every Nth reply (0: none)
+    stall_ms: Amount  # built-in servers (rpcmeter.servers.common.Stall)
+    stall_after_s: Amount
+    stall_every_s: Annotated[float, Field(gt=0, strict=True)]
+    spin_us: Amount  # rpyc server
+    sleep_us: Amount  # zmq client (recv = "poll")
+
+
 class ServerSpec(_Model):
     """How a server starts. Without ``command``, the driver's built-in reference server runs.
 
     ``command`` takes the placeholders ``{host}``, ``{port}`` and ``{socket}``; rpcmeter picks a
-    free port or a fresh socket path for every server, so two runs never collide.
+    free port or a fresh socket path for every server, so two runs never collide. ``cwd`` is
+    taken from the suite file's directory.
+
+    ``build``: a command line run in ``cwd`` before the variant's first case (once per run for
+    every variant that names the same build), skipped when an earlier build of the same command
+    saw the same ``build_inputs`` (glob patterns, from ``cwd``; ``**`` crosses directories): see
+    :mod:`rpcmeter.servers.build`.
     """
 
     command: CommandLine = None
@@ -66,6 +116,17 @@ class ServerSpec(_Model):
     env: dict[str, str] = Field(default_factory=dict)
     ready_timeout_s: float = Field(20.0, gt=0)
     stop_timeout_s: float = Field(5.0, gt=0)
+    build: CommandLine = None  # run in cwd before the variant's first case
+    build_inputs: list[str] = Field(default_factory=list)  # globs: the files the build's key hashes
+    build_timeout_s: float = Field(1800.0, gt=0)
+
+    @model_validator(mode="after")
+    def _build_inputs(self) -> ServerSpec:
+        if self.build_inputs and self.build is None:
+            raise ValueError("build_inputs: only with build (the command that uses them)")
+        if any(not p.strip() for p in self.build_inputs):
+            raise ValueError("build_inputs: an empty pattern")
+        return self
 
 
 class Target(_Model):
@@ -77,7 +138,7 @@ class Target(_Model):
     host: Host = "127.0.0.1"
     address: str | None = None
     server: ServerSpec = Field(default_factory=lambda: ServerSpec())
-    options: dict[str, Any] = Field(default_factory=dict)
+    options: Options = Field(default_factory=lambda: Options())
     # driver "command": the command line measured as a whole (``{param}`` placeholders), its
     # working directory (relative to the suite file) and extra environment variables
     command: CommandLine = None
@@ -120,7 +181,7 @@ class Variant(_Model):
     """Overrides of the target for one compared variant (any may be left out)."""
 
     driver: str | None = None
-    options: dict[str, Any] = Field(default_factory=dict)
+    options: Options = Field(default_factory=lambda: Options())
     env: dict[str, str] = Field(default_factory=dict)
     transport: str | None = None
     host: Host | None = None
@@ -137,6 +198,9 @@ class Variant(_Model):
     # a command variant in a suite whose target is a server (Suite.command_client): how many
     # requests one run of its command makes, so that its figures are per request like the others'
     requests_per_run: int | None = Field(None, ge=1, le=1_000_000_000)
+    # a command client that prints a report of its own (``"ghz"``: ghz's JSON, ``-O json``): its
+    # requests, statuses and latencies are read from it (rpcmeter.runners.client_reports)
+    client_report: Literal["ghz"] | None = None  # a command client's own report: ghz -O json
     tls: TlsSettings | Literal[False] | None = None  # false: cleartext for this variant
 
     @field_validator("tls", mode="before")
@@ -245,7 +309,7 @@ class Load(_Model):
     sweep: Sweep | None = None
     late_ms: float = Field(1.0, ge=0)
     max_lag_ms: float | None = Field(None, gt=0)
-    reuse: bool = True  # false: a new connection (connect, handshake) for every request
+    reuse: Flag = True  # false: a new connection (connect, handshake) for every request
     wait: Literal["block", "spin"] = "block"  # how a client waits for replies
     spin_us: float | None = Field(None, ge=0, le=60_000_000)  # wait = "spin": polling budget
 
@@ -278,15 +342,47 @@ class Load(_Model):
         return list(self.rates) if self.rates is not None else None
 
 
+_MEMORY_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+_MEMORY = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?\s*", re.IGNORECASE)
+MIN_MEMORY = 1 << 20  # a limit below 1 MiB would stop any server from starting
+
+
+def parse_memory(value: Any) -> int:
+    """Bytes from a memory size: a whole number of bytes, or a number with a binary unit
+    (``"512M"``, ``"512m"``, ``"1.5G"``, ``"512MiB"``); at least 1 MiB."""
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ValueError('expected bytes or a size such as "512M"')
+    if isinstance(value, int):
+        size = value
+    else:
+        m = _MEMORY.fullmatch(value)
+        if m is None:
+            raise ValueError('expected a size such as "512M", "1G" or "512MiB"')
+        size = int(float(m.group(1)) * _MEMORY_UNITS[m.group(2).upper()])
+    if size < MIN_MEMORY:
+        raise ValueError("a memory limit must be at least 1M")
+    return size
+
+
 class Placement(_Model):
     """CPUs for server and clients: a count or an explicit list; ``"auto"`` keeps them apart when
     the machine has two or more CPUs; ``"none"`` leaves placement to the OS.
 
     A count (``1``, or a fraction such as ``0.5``) pins to that many CPUs (rounded up) and, where
-    the machine allows it, also sets a cgroup CPU quota of exactly that many CPUs."""
+    the machine allows it, also sets a cgroup CPU quota of exactly that many CPUs.
+    ``server_memory`` limits the server's memory through its cgroup (``memory.max``, v1
+    ``memory.limit_in_bytes``), where the machine allows it."""
 
     server_cpus: int | float | list[int] | Literal["auto", "none"] = "auto"
     client_cpus: int | float | list[int] | Literal["auto", "none"] = "auto"
+    # the server's memory limit in bytes (given as bytes or "512M", "1G", "512MiB": binary
+    # multiples, as docker --memory and cgroup files read them), set through its cgroup
+    server_memory: int | None = None  # bytes, or "512M", "1G", "512MiB"
+
+    @field_validator("server_memory", mode="before")
+    @classmethod
+    def _memory(cls, v: Any) -> int | None:
+        return None if v is None else parse_memory(v)
 
     @field_validator("server_cpus", "client_cpus")
     @classmethod
@@ -314,7 +410,7 @@ class Resources(_Model):
 
     idle_s: float = Field(default_factory=lambda: DEFAULT_IDLE_S, ge=0, le=3600)
     sample_interval_s: float = Field(0.25, gt=0, le=60)
-    cgroup: bool = True
+    cgroup: Flag = True
 
 
 class Breakdown(_Model):
@@ -328,8 +424,8 @@ class Profile(_Model):
     """Profiles per case (:mod:`rpcmeter.profile`): the server process and/or rpcmeter's client
     processes sampled ``rate`` times a second over the measured interval."""
 
-    server: bool = False
-    client: bool = False
+    server: Flag = False
+    client: Flag = False
     rate: int = Field(100, ge=1, le=1000)
 
 
@@ -344,7 +440,7 @@ class Suite(_Model):
     matrix: dict[str, list[Any]] = Field(default_factory=dict)
     repeat: int = Field(1, ge=1, le=1000)  # unset with 2+ variants: COMPARE_REPEAT
     seed: int = 0
-    validate_replies: bool = Field(False, alias="validate")
+    validate_replies: Flag = Field(False, alias="validate")
     placement: Placement = Field(default_factory=lambda: Placement())
     runs: Runs = Field(default_factory=lambda: Runs())
     resources: Resources = Field(default_factory=lambda: Resources())
@@ -358,6 +454,13 @@ class Suite(_Model):
     path: str | None = Field(None, exclude=True)
     source_hash: str = Field("", exclude=True)
     source_text: str = Field("", exclude=True)
+    # what the drivers derived from the suite when it was loaded, per variant (a compiled gRPC
+    # call): handed to the variant's clients as DriverContext.prepared
+    _prepared: dict[str, dict[str, Any]] = PrivateAttr(default_factory=dict)
+
+    @property
+    def prepared(self) -> dict[str, dict[str, Any]]:
+        return self._prepared
 
     @field_validator("variants")
     @classmethod
@@ -399,6 +502,10 @@ class Suite(_Model):
         """The driver whose server a variant's cases start: its own, or for a command client the
         target's."""
         return self.target.driver if self.command_client(variant) else self.driver_of(variant)
+
+    def options_of(self, variant: str) -> dict[str, Any]:
+        """A variant's options: the target's, its own over them."""
+        return {**self.target.options, **self.variants[variant].options}
 
     def server_of(self, variant: str) -> ServerSpec:
         return self.variants[variant].server or self.target.server

@@ -63,7 +63,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple
+from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol
 
 from rpcmeter.endpoints import Endpoint
 from rpcmeter.errors import ReplyError as ReplyError  # drivers raise these; defined below them
@@ -94,9 +94,25 @@ class DriverContext:
     spin_us: float | None = None  # wait = "spin": poll this long, then sleep (None: unbounded)
     env: Mapping[str, str] = field(default_factory=dict)  # set in the client before connecting
     tls: ClientTls | None = None  # TLS to the server (rpcmeter.tls); None: cleartext
+    # what the driver prepared for the variant before its cases (a compiled gRPC call: the
+    # suite's load, or Driver.ask_server); empty when there is nothing
+    prepared: Mapping[str, Any] = field(default_factory=dict)
 
 
 Caller = Callable[[], object]
+
+
+class ReplyCheck(Protocol):
+    """A check of reply bodies: ``check(body)`` is None when ``body`` passes, else the
+    mismatch to count. ``last`` is a body known to pass (None: none yet): a caller compares a
+    reply with it first and calls the check only when they differ, so a reply that repeats
+    costs one bytes comparison."""
+
+    last: bytes | None
+
+    def __call__(self, body: bytes) -> ReplyMismatch | None: ...
+
+
 Done = Callable[[ServerTime | None, BaseException | None], None]  # (server times, error)
 Channel = Callable[[Done], object]  # what it returns is ignored
 Moved = Callable[[Callable[[], object]], None]  # an owning loop's new way to send
@@ -140,6 +156,9 @@ class Driver(ABC):
     # the scheme of its servers' URLs (``https`` with TLS): a command client's ``{scheme}``
     url_scheme: ClassVar[str | None] = None
     connection_per_request: ClassVar[bool] = False  # load.reuse = false
+    # environment variables of its client processes, set before its module is imported there
+    # (the variant's ``env`` wins): the settings of the library it drives
+    client_env: ClassVar[Mapping[str, str]] = {}
     spins: ClassVar[bool] = False  # load.wait = "spin" (see also :meth:`spin_problem`)
 
     def __init__(self, ctx: DriverContext) -> None:
@@ -167,6 +186,28 @@ class Driver(ABC):
     @classmethod  # noqa: B027 - optional hook
     def check_suite(cls, suite: Suite, where: str) -> None:
         """Checks of a suite this driver needs beyond the model's (raise SuiteError)."""
+
+    @classmethod
+    def asks_server(cls, options: Mapping[str, Any]) -> bool:
+        """Whether a variant with target options ``options`` needs something only its running
+        server can tell (gRPC's server reflection): :meth:`ask_server` asks, once per run,
+        before the cases."""
+        return False
+
+    @classmethod
+    def ask_server(
+        cls, suite: Suite, variant: str, endpoint: Endpoint, tls: ClientTls | None
+    ) -> dict[str, Any]:
+        """What ``variant``'s clients are to be handed (``DriverContext.prepared``), asked of
+        its server at ``endpoint`` (over ``tls``); raise an RpcmeterError (a SuiteError for
+        what the suite asks wrongly) when the server cannot tell."""
+        raise NotImplementedError(f"driver {cls.name!r} asks its server nothing")
+
+    @classmethod
+    def describe_prepared(cls, prepared: Mapping[str, Any]) -> dict[str, Any] | None:
+        """What the result's environment records of a variant's prepared mapping (its gRPC
+        schema, ``environment.schemas``); None: nothing."""
+        return None
 
     @classmethod
     def spin_problem(cls, options: Mapping[str, Any]) -> str | None:

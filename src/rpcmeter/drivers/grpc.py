@@ -1,4 +1,5 @@
-"""gRPC driver: unary calls with raw ``bytes`` bodies, no generated stubs.
+"""gRPC driver: unary and streaming calls, named from a protobuf schema or sent as raw bytes; no
+generated stubs.
 
 Two clients: rpcmeter's own HTTP/2 client on the event loop (the default; see
 :mod:`rpcmeter.drivers.grpc_h2`), and grpcio's blocking stubs on threads
@@ -9,7 +10,10 @@ By default it calls rpcmeter's built-in service (``rpcmeter.Bench``, see
 (:mod:`rpcmeter.protocols.bodies`). With the ``method`` option it calls any unary method of any
 server by its full path, sending a raw request body, so a server written in any language can be
 driven without its generated code (the body is the serialized protobuf message; an empty body is a
-message with every field at its default).
+message with every field at its default). With a schema (``proto``, ``protoset`` or
+``reflection = true``) it calls a method named by ``call``, the request written as JSON
+(``data``) and the replies checked field by field (``expect``): see
+:mod:`rpcmeter.drivers.grpc_calls`.
 
 Options:
 
@@ -19,7 +23,10 @@ Options:
 - ``expect_hex`` / ``expect_base64`` / ``expect_text`` / ``expect_file``: the reply body every
   call must return when the suite validates (without one, the built-in expectation of the
   workload is used when the request is the built-in body).
-- ``metadata``: a table of request metadata (``{ authorization = "..." }``).
+- ``proto`` (+ ``import_paths``) / ``protoset`` / ``reflection``, ``call``, ``data`` /
+  ``data_file``, ``expect``: a call named from a schema (:mod:`rpcmeter.drivers.grpc_calls`).
+- ``metadata``: a table of request metadata (``{ authorization = "..." }``), sent with every
+  call (and with the reflection calls).
 - ``call_timeout_s``: deadline of every call (default: none).
 - ``connect_timeout_s``: how long each channel may take to connect (default 10).
 - ``client``: ``"h2"`` (default) or ``"grpcio"``.
@@ -56,13 +63,24 @@ server may send; replies without them report none (unknown). A failed call count
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import grpc
 
-from rpcmeter.drivers.base import RAW_BODY_OPTIONS, Caller, Channel, DriverContext, EventDriver
+from rpcmeter.drivers import grpc_calls
+from rpcmeter.drivers.base import (
+    RAW_BODY_OPTIONS,
+    Caller,
+    Channel,
+    DriverContext,
+    EventDriver,
+    ReplyCheck,
+)
+from rpcmeter.drivers.grpc_calls import SCHEMA_OPTIONS, channel_credentials
 from rpcmeter.drivers.grpc_h2 import GrpcH2Client
 from rpcmeter.drivers.grpc_stream import (
     MAX_MESSAGE_BYTES,
@@ -70,22 +88,24 @@ from rpcmeter.drivers.grpc_stream import (
     StreamFigures,
     grpcio_stream_caller,
 )
+from rpcmeter.drivers.stream import ExactReply
 from rpcmeter.errors import SuiteError
 from rpcmeter.metrics.connections import ConnectionCosts
 from rpcmeter.protocols.bodies import (
     KINDS,
     bodies_from_options,
-    check,
     check_raw_options,
     check_variant_options,
     stream_metadata,
 )
 from rpcmeter.protocols.grpc import method_path, stream_method_path, target
+from rpcmeter.protocols.grpc_schema import PreparedCall
 from rpcmeter.protocols.timing import ServerTime, trailer_times
-from rpcmeter.tls import probe_handshake
+from rpcmeter.tls import ClientTls, probe_handshake
 from rpcmeter.workloads import StreamParams
 
 if TYPE_CHECKING:
+    from rpcmeter.endpoints import Endpoint
     from rpcmeter.suite_model import Suite
 
 
@@ -117,6 +137,7 @@ def status_error(exc: grpc.RpcError) -> GrpcError:
 
 
 CLIENTS = ("h2", "grpcio")
+PROBE_EVERY_S = 0.1  # grpcio client: how often a connecting channel is looked at
 SERVER_MODES = ("aio", "sync", "h2")  # the built-in server's (rpcmeter.servers.grpc_server)
 
 
@@ -152,27 +173,35 @@ class GrpcDriver(EventDriver):
     workloads: ClassVar[frozenset[str]] = frozenset({*KINDS, "stream"})
     builtin_server: ClassVar[str | None] = "rpcmeter.servers.grpc_server"
     reports_server_time: ClassVar[bool] = True
-    packages: ClassVar[tuple[str, ...]] = ("grpcio", "hpack", "uvloop")
-    option_keys: ClassVar[frozenset[str] | None] = RAW_BODY_OPTIONS | {
-        "method",
-        "metadata",
-        "call_timeout_s",
-        "connect_timeout_s",
-        "client",
-        "event_loop",
-        "server_mode",  # client and server
-        "server_workers",
-        "queue_time",  # server (server_mode = "h2")
-        "max_message_bytes",
-    }
+    packages: ClassVar[tuple[str, ...]] = ("grpcio", "hpack", "uvloop", "protobuf")
+    option_keys: ClassVar[frozenset[str] | None] = (
+        RAW_BODY_OPTIONS
+        | SCHEMA_OPTIONS
+        | {
+            "method",
+            "metadata",
+            "call_timeout_s",
+            "connect_timeout_s",
+            "client",
+            "event_loop",
+            "server_mode",  # client and server
+            "server_workers",
+            "queue_time",  # server (server_mode = "h2")
+            "max_message_bytes",
+        }
+    )
     fork_safe: ClassVar[bool] = False  # grpc's core must start after the fork
     tls: ClassVar[bool] = True
     url_scheme: ClassVar[str | None] = "http"
     fatal_errors: ClassVar[tuple[type[BaseException], ...]] = (OSError, EOFError, GrpcUnavailable)
+    # grpcio's own log lines (a failed handshake, every retry) would go to the terminal: a
+    # connection that fails is named in the case's reason instead
+    client_env: ClassVar[Mapping[str, str]] = {"GRPC_VERBOSITY": "NONE"}
 
     @classmethod
     def check_suite(cls, suite: Suite, where: str) -> None:
         check_variant_options(suite, where, cls.name, check_options)
+        grpc_calls.prepare_suite(suite, where, cls.name)
         for vname in suite.variants:
             tls = suite.tls_of(vname)
             if suite.driver_of(vname) == cls.name and tls is not None and not tls.verify:
@@ -187,42 +216,64 @@ class GrpcDriver(EventDriver):
             return 'its grpcio client (options.client = "grpcio") waits in grpc\'s own threads'
         return None
 
+    @classmethod
+    def asks_server(cls, options: Mapping[str, Any]) -> bool:
+        return options.get("reflection") is True
+
+    @classmethod
+    def ask_server(
+        cls, suite: Suite, variant: str, endpoint: Endpoint, tls: ClientTls | None
+    ) -> dict[str, Any]:
+        return grpc_calls.ask_server(suite, variant, endpoint, tls)
+
+    @classmethod
+    def describe_prepared(cls, prepared: Mapping[str, Any]) -> dict[str, Any] | None:
+        return grpc_calls.describe_prepared(prepared)
+
     def credentials(self) -> tuple[grpc.ChannelCredentials | None, list[tuple[str, Any]]]:
         """The channel credentials and options of ``ctx.tls`` (None: cleartext)."""
-        tls = self.ctx.tls
-        if tls is None:
-            return None, []
-        s = tls.settings
-
-        def read(path: str | None) -> bytes | None:
-            return Path(path).read_bytes() if path else None
-
-        creds = grpc.ssl_channel_credentials(
-            root_certificates=read(tls.ca_file),
-            private_key=read(s.key_file),
-            certificate_chain=read(s.cert_file),
-        )
-        name = tls.server_name
-        return creds, [("grpc.ssl_target_name_override", name)] if name else []
+        return channel_credentials(self.ctx.tls)
 
     def __init__(self, ctx: DriverContext) -> None:
         super().__init__(ctx)
         opts = ctx.options
         w = ctx.workload
-        self.request, expect = bodies_from_options(opts, w)
-        self.expected = expect if ctx.validate else None
         self.stream = w if isinstance(w, StreamParams) else None
-        builtin = stream_method_path(w.mode) if isinstance(w, StreamParams) else method_path(w.kind)
-        self.path = str(opts.get("method") or builtin)
         self.metadata = tuple((str(k), str(v)) for k, v in (opts.get("metadata") or {}).items())
-        if self.stream is not None and not opts.get("method"):
-            self.metadata += stream_metadata(self.stream)
+        call = self.schema_call()
+        self.check: ReplyCheck | None
+        if call is not None:  # a call named from a schema: its request and its expect
+            self.request, self.path, self.check = call.request, call.path, call.reply_check()
+        else:
+            self.request, expect = bodies_from_options(opts, w)
+            self.check = ExactReply(expect) if expect is not None and ctx.validate else None
+            stream = self.stream
+            builtin = stream_method_path(stream.mode) if stream is not None else method_path(w.kind)
+            self.path = str(opts.get("method") or builtin)
+            if self.stream is not None and not opts.get("method"):
+                self.metadata += stream_metadata(self.stream)
         self.figures = StreamFigures()
         self.max_message = int(opts.get("max_message_bytes", MAX_MESSAGE_BYTES))
         timeout = opts.get("call_timeout_s")
         self.timeout = float(timeout) if timeout is not None else None
         self.channels: list[grpc.Channel] = []
         self.h2: GrpcH2Client | None = None
+
+    def schema_call(self) -> PreparedCall | None:
+        """The call the run prepared (a schema's), or one compiled here from the options of a
+        context made by hand (``proto`` or ``protoset``, relative to the working directory)."""
+        prepared = self.ctx.prepared.get(grpc_calls.CALL_KEY)
+        if isinstance(prepared, PreparedCall):
+            return prepared
+        opts = self.ctx.options
+        source = grpc_calls.source_of(opts)
+        if source is None:
+            return None
+        if source == "reflection":
+            raise SuiteError("options.reflection: the run asks the server before the cases")
+        grpc_calls.check_call_options(opts)
+        schema = grpc_calls.load_file_schema(opts, Path.cwd())
+        return grpc_calls.prepare_call(opts, schema, Path.cwd())
 
     def uses_event_loop(self) -> bool:
         return bool(self.ctx.options.get("client", "h2") != "grpcio")
@@ -233,7 +284,7 @@ class GrpcDriver(EventDriver):
             self.ctx,
             self.path,
             self.request,
-            self.expected,
+            self.check,
             self.metadata,
             self.timeout,
             error_for,
@@ -272,18 +323,51 @@ class GrpcDriver(EventDriver):
         wait_s = float(self.ctx.options.get("connect_timeout_s", 10.0))
         for ch in self.channels:
             try:
-                grpc.channel_ready_future(ch).result(timeout=wait_s)
-            except grpc.FutureTimeoutError:
+                self.wait_ready(ch, wait_s)
+            except (grpc.FutureTimeoutError, OSError) as exc:
                 self.close()
-                ep = self.ctx.endpoint
-                if self.ctx.tls is not None and ep.port is not None:  # name the TLS failure
-                    why = probe_handshake(self.ctx.tls, ep.host, ep.port, ("h2",))
-                    if why is not None:
-                        raise why from None
+                if isinstance(exc, OSError):
+                    raise
                 raise ConnectionError(f"no gRPC connection to {addr} within {wait_s:g} s") from None
         self.stubs = [ch.unary_unary(self.path) for ch in self.channels]
         self.bytes_out = [0] * self.ctx.threads
         self.bytes_in = [0] * self.ctx.threads
+
+    def wait_ready(self, channel: grpc.Channel, wait_s: float) -> None:
+        """Wait until ``channel`` is connected (``grpc.FutureTimeoutError`` after ``wait_s``).
+        grpcio retries a failed connection quietly until the deadline: the first time it fails
+        over TLS, one handshake with Python's ssl module names why (a TlsError at once:
+        ``certificate verify failed: certificate has expired``)."""
+        failed = threading.Event()
+
+        def watch(state: grpc.ChannelConnectivity) -> None:
+            if state is grpc.ChannelConnectivity.TRANSIENT_FAILURE:
+                failed.set()
+
+        ready = grpc.channel_ready_future(channel)
+        tls, ep = self.ctx.tls, self.ctx.endpoint
+        probe = tls is not None and ep.port is not None
+        deadline = time.monotonic() + wait_s
+        channel.subscribe(watch)
+        try:
+            while True:
+                left = deadline - time.monotonic()
+                try:
+                    ready.result(timeout=max(0.0, min(left, PROBE_EVERY_S)))
+                    return
+                except grpc.FutureTimeoutError:
+                    if left > PROBE_EVERY_S and not failed.is_set():
+                        continue
+                if probe and tls is not None and ep.port is not None:
+                    why = probe_handshake(tls, ep.host, ep.port, ("h2",))
+                    if why is not None:
+                        raise why
+                    probe = False  # the handshake is not what fails
+                if left <= PROBE_EVERY_S:
+                    raise grpc.FutureTimeoutError()
+        finally:
+            ready.cancel()
+            channel.unsubscribe(watch)
 
     def close(self) -> None:
         if self.h2 is not None:
@@ -308,7 +392,7 @@ class GrpcDriver(EventDriver):
                 self.path,
                 self.stream,
                 self.request,
-                self.expected,
+                self.check,
                 self.metadata,
                 self.timeout,
                 self.figures,
@@ -317,8 +401,7 @@ class GrpcDriver(EventDriver):
         stub = self.stubs[thread_index % len(self.stubs)]
         request = self.request
         n_out = len(request)
-        expected = self.expected
-        kind = self.ctx.workload.kind
+        check = self.check
         metadata = self.metadata or None
         timeout = self.timeout
         out = self.bytes_out
@@ -332,8 +415,8 @@ class GrpcDriver(EventDriver):
                 raise status_error(exc) from None
             out[t] += n_out
             inp[t] += len(reply)
-            if expected is not None and reply != expected:
-                check(reply, expected, kind)
+            if check is not None and reply != check.last and (wrong := check(reply)) is not None:
+                raise wrong
             return trailer_times(rpc.trailing_metadata())
 
         return call

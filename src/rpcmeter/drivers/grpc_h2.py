@@ -15,8 +15,10 @@ recording: later replays of it count as the same good reply.
 Errors: a non-OK status counts as ``grpc:CODE`` (``UNAVAILABLE`` stops the loop, as a lost
 connection does); a reset stream as ``rst_stream:CODE``; an HTTP status other than 200 as
 ``http_STATUS``; a compressed reply (we ask for none) as ``grpc_compressed``; a reply that is
-not one whole gRPC message as ``grpc_malformed``; a call with no reply within
-``call_timeout_s`` as ``grpc:DEADLINE_EXCEEDED`` (its stream cancelled), whatever the server does.
+not one whole gRPC message as ``grpc_malformed``; a reply its check refuses (``expect_*``, or
+a schema call's ``expect``; :class:`~rpcmeter.drivers.base.ReplyCheck`) as ``mismatch``; a
+call with no reply within ``call_timeout_s`` as ``grpc:DEADLINE_EXCEEDED`` (its stream
+cancelled), whatever the server does.
 """
 
 from __future__ import annotations
@@ -27,9 +29,8 @@ from functools import partial
 from typing import NamedTuple
 from urllib.parse import unquote
 
-from rpcmeter.drivers.base import Channel, Done, DriverContext, ReplyError
+from rpcmeter.drivers.base import Channel, Done, DriverContext, ReplyCheck, ReplyError
 from rpcmeter.drivers.h2client import H2Client
-from rpcmeter.drivers.stream import mismatch
 from rpcmeter.protocols.grpc import DEADLINE_EXCEEDED, QUEUE_TIME, SERVER_TIME, frame, grpc_timeout
 from rpcmeter.protocols.h2.connection import Replay
 from rpcmeter.protocols.h2.connection import Stream as H2Stream
@@ -104,7 +105,7 @@ class GrpcH2Client(H2Client):
         ctx: DriverContext,
         path: str,
         request: bytes,
-        expected: bytes | None,
+        check: ReplyCheck | None,
         metadata: tuple[tuple[str, str], ...],
         timeout_s: float | None,
         errors: Callable[[int, str], BaseException],
@@ -113,7 +114,7 @@ class GrpcH2Client(H2Client):
         super().__init__(ctx)
         self.path = path
         self.request_message = request
-        self.expected = expected
+        self.check = check
         self.errors = errors
         self.unavailable = unavailable
         self.timeout_s = timeout_s
@@ -230,11 +231,11 @@ class GrpcH2Client(H2Client):
         counts = self.counts
         counts[0] += 1
         counts[1] += n - 5
-        expected = self.expected
-        if expected is not None:
+        check = self.check
+        if check is not None:
             body = b"".join(chunks)[5:]
-            if body != expected:
-                done(None, mismatch(body, expected))
+            if body != check.last and (wrong := check(body)) is not None:
+                done(None, wrong)
                 return
         replay = stream.replay
         if replay is not None:  # remember the verdict on this recorded reply

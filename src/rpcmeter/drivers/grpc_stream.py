@@ -40,9 +40,8 @@ from typing import Any
 
 import grpc
 
-from rpcmeter.drivers.base import Caller, Channel, Done, ReplyError
+from rpcmeter.drivers.base import Caller, Channel, Done, ReplyCheck, ReplyError
 from rpcmeter.drivers.grpc_h2 import GrpcH2Client
-from rpcmeter.drivers.stream import mismatch
 from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.protocols.grpc import DEADLINE_EXCEEDED, frame
 from rpcmeter.protocols.h2.connection import Request
@@ -168,7 +167,7 @@ class GrpcStreamH2(GrpcH2Client):
         pos = 0
         clock = time.perf_counter_ns
         figures = self.figures
-        expected = self.expected
+        check = self.check
         while n - pos >= 5:
             size = int.from_bytes(data[pos + 1 : pos + 5])
             if data[pos] or size > self.max_message:
@@ -185,9 +184,11 @@ class GrpcStreamH2(GrpcH2Client):
             if end > n:
                 break
             t = clock()
-            if expected is not None and (wrong := mismatch(data[pos + 5 : end], expected)):
-                self.fail(call, wrong)
-                return
+            if check is not None:
+                body = data[pos + 5 : end]
+                if body != check.last and (wrong := check(body)) is not None:
+                    self.fail(call, wrong)
+                    return
             figures.counts["bytes_in"] += size
             if call.got == 0:
                 figures.first.append(t - call.t0)
@@ -258,7 +259,7 @@ def grpcio_stream_caller(
     path: str,
     params: StreamParams,
     request: bytes,
-    expected: bytes | None,
+    check: ReplyCheck | None,
     metadata: tuple[tuple[str, str], ...],
     timeout: float | None,
     figures: StreamFigures,
@@ -291,10 +292,8 @@ def grpcio_stream_caller(
         last = t0
         for reply in it:
             t = clock()
-            if expected is not None and reply != expected:
-                err = mismatch(reply, expected)
-                if err is not None:
-                    raise err
+            if check is not None and reply != check.last and (err := check(reply)) is not None:
+                raise err
             counts["bytes_in"] += len(reply)
             if got == 0:
                 first(t - t0)

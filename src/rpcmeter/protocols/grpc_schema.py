@@ -1,0 +1,864 @@
+"""Protobuf schemas for gRPC calls: where the descriptors come from, which method a call names,
+requests written as JSON, replies checked field by field. No sockets here: the server
+reflection protocol is a sans-I/O session (:class:`ReflectionSession`) that a driver feeds.
+
+A schema is a set of file descriptors (a ``FileDescriptorSet``) from one of three sources:
+
+- a ``.proto`` file, compiled by protoc (``grpcio-tools``; :func:`compile_proto`), with the
+  import paths given and the well-known types that come with grpcio-tools;
+- a protoset, the ``FileDescriptorSet`` that ``protoc --descriptor_set_out --include_imports``
+  writes (:func:`read_protoset`);
+- a server's reflection service (:class:`ReflectionSession`).
+
+:func:`load_schema` turns the descriptors into a :class:`Schema`: a protobuf descriptor pool, and
+the descriptors in a canonical form (dependencies first, then by name, serialized
+deterministically) whose SHA-256 identifies the schema in the result. A dependency on one of
+protobuf's well-known types that a protoset or a server leaves out is taken from the protobuf
+library.
+
+A call is compiled once (:func:`compile_call`) into a :class:`PreparedCall`: the method's path,
+its request pre-encoded from JSON with protobuf's own JSON mapping
+(``google.protobuf.json_format``; the hot path sends these bytes as it sends raw bytes), and the
+reply check of ``expect`` (:class:`FieldExpect`). Data that does not fit the message is an error
+naming the field path (``data.location.latitude: expected int32, got "abc"``). Encoding goes
+through :class:`RequestEncoder`, the one place that turns JSON into message bytes, so that a
+request built per call (a template filled in) can use the same encoder and errors later.
+"""
+
+from __future__ import annotations
+
+import base64
+import datetime
+import difflib
+import functools
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from google.protobuf import (
+    descriptor_pb2,
+    descriptor_pool,
+    json_format,
+    message_factory,
+    unknown_fields,
+)
+from google.protobuf.descriptor import (
+    Descriptor,
+    FieldDescriptor,
+    FileDescriptor,
+    MethodDescriptor,
+    OneofDescriptor,
+)
+from google.protobuf.message import DecodeError, Message
+
+from rpcmeter.errors import ReplyMismatch
+
+SOURCES = ("proto", "protoset", "reflection")
+WELL_KNOWN_PREFIX = "google.protobuf."
+PROTOC_TIMEOUT_S = 120.0
+_NEEDS = "needs {} to {}: pip install 'rpcmeter[grpc]'"
+
+
+class SchemaError(ValueError):
+    """A schema, a call or its data that cannot be used; the text is one line naming the place
+    at fault (``data.location.latitude: expected int32, got "abc"``)."""
+
+
+# ---- where the descriptors come from ------------------------------------------------------------
+
+
+def well_known_include() -> Path:
+    """The directory of the well-known ``.proto`` files that come with grpcio-tools."""
+    try:
+        import grpc_tools
+    except ImportError:
+        raise SchemaError(_NEEDS.format("grpcio-tools", "compile a .proto")) from None
+    return Path(grpc_tools.__file__).parent / "_proto"
+
+
+def compile_proto(path: Path, import_paths: Iterable[Path] = ()) -> bytes:
+    """The ``FileDescriptorSet`` (with every import) of the ``.proto`` file at ``path``, compiled
+    by grpcio-tools' protoc. SchemaError with protoc's first error line when it does not
+    compile."""
+    if not path.is_file():
+        raise SchemaError(f"no such file {path}")
+    imports = [p.resolve() for p in import_paths]
+    for inc in imports:
+        if not inc.is_dir():
+            raise SchemaError(f"import path {inc} is not a directory")
+    includes = [*map(str, imports), "."]  # "." is the file's directory (protoc runs there)
+    with tempfile.TemporaryDirectory(prefix="rpcmeter-protoc-") as tmp:
+        out = Path(tmp) / "set.pb"
+        command = [
+            sys.executable,
+            "-m",
+            "grpc_tools.protoc",
+            *[f"--proto_path={inc}" for inc in includes],
+            f"--proto_path={well_known_include()}",
+            f"--descriptor_set_out={out}",
+            "--include_imports",
+            path.name,  # its errors then name it as the suite does, without its directory
+        ]
+        try:
+            done = subprocess.run(
+                command,
+                cwd=path.resolve().parent,
+                capture_output=True,
+                text=True,
+                timeout=PROTOC_TIMEOUT_S,
+                check=False,
+                env={**os.environ, "PYTHONWARNINGS": "ignore"},
+            )
+        except subprocess.TimeoutExpired:
+            raise SchemaError(f"protoc did not finish within {PROTOC_TIMEOUT_S:g} s") from None
+        if done.returncode != 0 or not out.is_file():
+            lines = [ln.strip() for ln in done.stderr.splitlines() if ln.strip()]
+            errors = [ln for ln in lines if not ln.lower().startswith("warning")]
+            first = (errors or lines or [f"protoc exited with status {done.returncode}"])[0]
+            raise SchemaError(f"does not compile: {first}")
+        return out.read_bytes()
+
+
+def read_protoset(path: Path) -> bytes:
+    """The bytes of the protoset at ``path`` (checked to be a ``FileDescriptorSet`` when it is
+    loaded, :func:`load_schema`)."""
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        raise SchemaError(f"no such file {path}") from None
+    except OSError as exc:
+        raise SchemaError(f"cannot read {path}: {exc.strerror or exc}") from None
+
+
+def _well_known_file(name: str) -> descriptor_pb2.FileDescriptorProto | None:
+    """The descriptor of one of protobuf's own ``google/protobuf/*.proto`` files, from the
+    protobuf library (None: not one of them)."""
+    if not name.startswith("google/protobuf/"):
+        return None
+    module = "google.protobuf." + name.removeprefix("google/protobuf/").removesuffix(".proto")
+    try:
+        __import__(module.replace("/", ".") + "_pb2")
+        found: FileDescriptor = descriptor_pool.Default().FindFileByName(name)
+    except (ImportError, KeyError):
+        return None
+    proto = descriptor_pb2.FileDescriptorProto()
+    found.CopyToProto(proto)
+    return proto
+
+
+def _ordered(files: Mapping[str, descriptor_pb2.FileDescriptorProto]) -> list[str]:
+    """The names of ``files``, every file after its dependencies, otherwise by name."""
+    order: list[str] = []
+    state: dict[str, int] = {}
+
+    def visit(name: str) -> None:
+        if state.get(name) == 2:
+            return
+        if state.get(name) == 1:
+            raise SchemaError(f"{name} depends on itself (an import cycle)")
+        state[name] = 1
+        for dep in sorted(files[name].dependency):
+            if dep in files:
+                visit(dep)
+        state[name] = 2
+        order.append(name)
+
+    for name in sorted(files):
+        visit(name)
+    return order
+
+
+@dataclass(frozen=True)
+class Schema:
+    """A loaded schema: its descriptors in canonical form (``files``, a serialized
+    ``FileDescriptorSet``), where they came from and their SHA-256."""
+
+    files: bytes
+    source: str  # proto, protoset or reflection
+    origin: str  # the file, or the server's address
+    sha256: str
+    undescribed: tuple[str, ...] = ()  # services a server lists but gives no descriptors of
+
+    @functools.cached_property
+    def pool(self) -> descriptor_pool.DescriptorPool:
+        pool = descriptor_pool.DescriptorPool()
+        for proto in descriptor_pb2.FileDescriptorSet.FromString(self.files).file:
+            pool.Add(proto)
+        return pool
+
+    def file_names(self) -> list[str]:
+        return [f.name for f in descriptor_pb2.FileDescriptorSet.FromString(self.files).file]
+
+    def services(self) -> list[Any]:
+        """Every service of the schema (ServiceDescriptor), by full name; reflection's own
+        service left out."""
+        found: dict[str, Any] = {}
+        for name in self.file_names():
+            for service in self.pool.FindFileByName(name).services_by_name.values():
+                if not service.full_name.startswith("grpc.reflection."):
+                    found[service.full_name] = service
+        return [found[k] for k in sorted(found)]
+
+    def methods(self) -> list[MethodDescriptor]:
+        return [m for s in self.services() for m in s.methods]
+
+    def describe(self) -> dict[str, Any]:
+        """What the result records of it."""
+        return {
+            "source": self.source,
+            "origin": self.origin,
+            "sha256": self.sha256,
+            "files": self.file_names(),
+        }
+
+
+def load_schema(data: bytes, source: str, origin: str, undescribed: Iterable[str] = ()) -> Schema:
+    """A :class:`Schema` of a serialized ``FileDescriptorSet``; SchemaError when ``data`` is not
+    one, or when a file's dependency is missing."""
+    what = "a FileDescriptorSet (as protoc --descriptor_set_out --include_imports writes it)"
+    try:
+        parsed = descriptor_pb2.FileDescriptorSet.FromString(data)
+    except (DecodeError, RuntimeError, ValueError):
+        raise SchemaError(f"not {what}: its {len(data)} bytes do not parse as one") from None
+    files = {f.name: f for f in parsed.file}
+    if not files or not all(files) or len(unknown_fields.UnknownFieldSet(parsed)):
+        raise SchemaError(f"not {what}: no file descriptors in its {len(data)} bytes")
+    for proto in list(files.values()):
+        for dep in proto.dependency:
+            if dep not in files:
+                known = _well_known_file(dep)
+                if known is None:
+                    raise SchemaError(
+                        f"{proto.name} imports {dep}, which the descriptors do not hold "
+                        "(a protoset needs --include_imports)"
+                    )
+                files[dep] = known
+    canonical = descriptor_pb2.FileDescriptorSet()
+    for name in _ordered(files):
+        canonical.file.append(files[name])
+    blob = canonical.SerializeToString(deterministic=True)
+    schema = Schema(blob, source, origin, hashlib.sha256(blob).hexdigest(), tuple(undescribed))
+    try:
+        schema.pool  # noqa: B018 - builds the pool: each file must resolve
+    except (TypeError, ValueError, KeyError) as exc:
+        raise SchemaError(f"not {what}: {exc}") from None
+    return schema
+
+
+# ---- which method --------------------------------------------------------------------------------
+
+
+def method_names(schema: Schema) -> list[str]:
+    """Every method as ``package.Service/Method``."""
+    return [f"{m.containing_service.full_name}/{m.name}" for m in schema.methods()]
+
+
+def find_method(schema: Schema, call: str) -> MethodDescriptor:
+    """The method ``call`` names: ``package.Service/Method``, ghz's ``package.Service.Method``
+    or a path ``/package.Service/Method``. SchemaError listing the closest names when the
+    schema has none such."""
+    text = call.strip().removeprefix("/")
+    service, sep, method = text.rpartition("/")
+    if not sep:
+        service, _, method = text.rpartition(".")
+    for svc in schema.services():
+        if svc.full_name == service:
+            found = svc.methods_by_name.get(method)
+            if found is not None:
+                return found
+    names = method_names(schema)
+    close = difflib.get_close_matches(f"{service}/{method}", names, n=3, cutoff=0.4)
+    unknown = (
+        f"; the server lists {', '.join(schema.undescribed)} without describing them"
+        if schema.undescribed
+        else ""
+    )
+    if not names:
+        raise SchemaError(f"no method {call!r}: the schema has no service{unknown}")
+    hint = f"closest: {', '.join(close)}" if close else f"methods: {', '.join(names[:8])}"
+    more = "" if close or len(names) <= 8 else f", ... ({len(names)} in all)"
+    raise SchemaError(f"no method {call!r} in the schema ({hint}{more}){unknown}")
+
+
+def streaming(method: MethodDescriptor) -> str:
+    """``unary``, or the stream workload's mode: ``server``, ``client`` or ``bidi``."""
+    client, server = method.client_streaming, method.server_streaming
+    if client and server:
+        return "bidi"
+    return "client" if client else "server" if server else "unary"
+
+
+def signature(method: MethodDescriptor) -> str:
+    """``GetFeature(routeguide.Point) returns (routeguide.Feature)``, with ``stream``s."""
+    arg = ("stream " if method.client_streaming else "") + method.input_type.full_name
+    ret = ("stream " if method.server_streaming else "") + method.output_type.full_name
+    return f"{method.name}({arg}) returns ({ret})"
+
+
+def listing(schema: Schema, called: Mapping[str, list[str]] | None = None) -> list[str]:
+    """Every service and method of ``schema``, each method with its input message as a JSON
+    skeleton (:func:`skeleton`, what ``data`` takes) and, from ``called`` (``package.Service/
+    Method`` -> names), who calls it."""
+    lines: list[str] = []
+    for service in schema.services():
+        lines.append(service.full_name)
+        for method in service.methods:
+            by = (called or {}).get(f"{service.full_name}/{method.name}")
+            lines.append(f"  {signature(method)}" + (f"  <- {', '.join(by)}" if by else ""))
+            lines.append(f"    {json.dumps(skeleton(method.input_type), ensure_ascii=False)}")
+    return lines
+
+
+# ---- JSON <-> messages ---------------------------------------------------------------------------
+
+
+def message_class(desc: Descriptor) -> Callable[[], Message]:
+    return message_factory.GetMessageClass(desc)  # type: ignore[no-any-return]
+
+
+def plain(value: Any) -> Any:
+    """A TOML value as JSON: dates and times as RFC 3339 text, tables and arrays copied."""
+    if isinstance(value, datetime.datetime):
+        text = value.isoformat()
+        return text.removesuffix("+00:00") + "Z" if text.endswith("+00:00") else text
+    if isinstance(value, datetime.date | datetime.time):
+        return value.isoformat()
+    if isinstance(value, Mapping):
+        return {str(k): plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [plain(v) for v in value]
+    return value
+
+
+def _repeated(f: FieldDescriptor) -> bool:
+    flag = getattr(f, "is_repeated", None)
+    if flag is not None:
+        return bool(flag)
+    return bool(f.label == FieldDescriptor.LABEL_REPEATED)  # protobuf before 6
+
+
+def _is_map(f: FieldDescriptor) -> bool:
+    return bool(f.message_type is not None and f.message_type.GetOptions().map_entry)
+
+
+def _is_table(f: FieldDescriptor) -> bool:
+    """A message field written as a JSON object of its fields (not a well-known type, whose
+    JSON form is its own: text for a Timestamp, a number for a wrapper...)."""
+    return f.message_type is not None and not f.message_type.full_name.startswith(WELL_KNOWN_PREFIX)
+
+
+def _real_oneof(f: FieldDescriptor) -> OneofDescriptor | None:
+    """The oneof ``f`` belongs to, if it is not proto3's synthetic one of an ``optional``."""
+    oneof = f.containing_oneof
+    if oneof is None or (len(oneof.fields) == 1 and oneof.name == f"_{f.name}"):
+        return None
+    return oneof
+
+
+_SCALARS = {
+    getattr(FieldDescriptor, f"TYPE_{name.upper()}"): name
+    for name in (
+        "double",
+        "float",
+        "int64",
+        "uint64",
+        "int32",
+        "fixed64",
+        "fixed32",
+        "bool",
+        "string",
+        "bytes",
+        "uint32",
+        "sfixed32",
+        "sfixed64",
+        "sint32",
+        "sint64",
+    )
+}
+
+
+def type_name(f: FieldDescriptor) -> str:
+    """What a field holds, for messages: ``int32``, ``bytes (base64)``, ``enum pkg.Kind (A, B)``,
+    ``google.protobuf.Timestamp (RFC 3339 text)``, ``routeguide.Point``."""
+    if f.type == FieldDescriptor.TYPE_ENUM:
+        names = [v.name for v in f.enum_type.values]
+        shown = ", ".join(names[:6]) + (", ..." if len(names) > 6 else "")
+        return f"enum {f.enum_type.full_name} ({shown})"
+    if f.message_type is not None:
+        name = f.message_type.full_name
+        form = {
+            "google.protobuf.Timestamp": ' (RFC 3339 text, "2024-01-31T12:00:00Z")',
+            "google.protobuf.Duration": ' (seconds as text, "1.5s")',
+            "google.protobuf.FieldMask": ' (paths as text, "a,b.c")',
+        }.get(name, "")
+        return f"{name}{form}"
+    name = _SCALARS.get(f.type, "value")
+    return "bytes (base64)" if name == "bytes" else name
+
+
+def show(value: Any) -> str:
+    """A JSON value as it reads in a message: ``"abc"``, ``7``, ``{"a": 1}``."""
+    try:
+        text = json.dumps(value, ensure_ascii=False, sort_keys=False)
+    except (TypeError, ValueError):
+        text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _parse_error(exc: Exception) -> str:
+    return str(exc).splitlines()[0].rstrip(".") if str(exc) else type(exc).__name__
+
+
+def _fits(desc: Descriptor, name: str, value: Any) -> bool:
+    """Whether field ``name`` of ``desc`` takes ``value`` (protobuf's JSON mapping decides)."""
+    try:
+        json_format.ParseDict({name: value}, message_class(desc)())
+    except (json_format.ParseError, ValueError, TypeError, AttributeError, KeyError):
+        return False
+    return True
+
+
+def locate(desc: Descriptor, data: Any, path: str) -> str | None:
+    """The first place where ``data`` does not fit message ``desc``, as ``path.field: why``
+    (None: none found). Protobuf's JSON mapping decides what fits; this names where."""
+    if not isinstance(data, Mapping):
+        return f"{path}: expected a table of {desc.full_name} fields, got {show(data)}"
+    by_name = {f.name: f for f in desc.fields}
+    by_name.update({f.json_name: f for f in desc.fields if f.json_name not in by_name})
+    oneofs: dict[str, str] = {}
+    for key, value in data.items():
+        f = by_name.get(key)
+        where = f"{path}.{key}"
+        if f is None:
+            close = difflib.get_close_matches(key, [x.name for x in desc.fields], n=1)
+            hint = f"did you mean {close[0]!r}? " if close else ""
+            names = ", ".join(x.name for x in desc.fields) or "none"
+            return f"{where}: {desc.full_name} has no field {key!r} ({hint}its fields: {names})"
+        oneof = _real_oneof(f)
+        if oneof is not None and value is not None:
+            other = oneofs.setdefault(oneof.name, f.name)
+            if other != f.name:
+                return f"{where}: {other} and {f.name} are both of oneof {oneof.name} (give one)"
+        if value is None:
+            continue  # null: the field's default
+        problem = _locate_field(desc, f, value, where)
+        if problem is not None:
+            return problem
+    return None
+
+
+def _locate_field(desc: Descriptor, f: FieldDescriptor, value: Any, where: str) -> str | None:
+    if _is_map(f):
+        if not isinstance(value, Mapping):
+            return f"{where}: expected a table (a map), got {show(value)}"
+        value_field = f.message_type.fields_by_name["value"]
+        for k, v in value.items():
+            item = f"{where}[{show(k)}]"
+            if _is_table(value_field):
+                if (problem := locate(value_field.message_type, v, item)) is not None:
+                    return problem
+            elif not _fits(desc, f.name, {k: v}):
+                key_type = type_name(f.message_type.fields_by_name["key"])
+                return (
+                    f"{item}: expected {type_name(value_field)} (keys: {key_type}), got {show(v)}"
+                )
+        return None
+    if _repeated(f):
+        if not isinstance(value, list):
+            return f"{where}: expected an array of {type_name(f)}, got {show(value)}"
+        for i, item in enumerate(value):
+            at = f"{where}[{i}]"
+            if _is_table(f):
+                if (problem := locate(f.message_type, item, at)) is not None:
+                    return problem
+            elif not _fits(desc, f.name, [item]):
+                return f"{at}: expected {type_name(f)}, got {show(item)}"
+        return None
+    if _is_table(f):
+        return locate(f.message_type, value, where)
+    if not _fits(desc, f.name, value):
+        out_of_range = (
+            isinstance(value, int)
+            and not isinstance(value, bool)
+            and _SCALARS.get(f.type, "") not in ("string", "bytes", "bool")
+            and f.enum_type is None
+        )
+        note = " (out of range)" if out_of_range else ""
+        return f"{where}: expected {type_name(f)}, got {show(value)}{note}"
+    return None
+
+
+class RequestEncoder:
+    """Turns JSON data into the bytes of message ``desc`` (protobuf's JSON mapping), naming the
+    field path at fault when the data does not fit."""
+
+    def __init__(self, desc: Descriptor) -> None:
+        self.desc = desc
+        self.cls = message_class(desc)
+
+    def message(self, data: Any, where: str = "data") -> Message:
+        data = plain(data)
+        if not isinstance(data, Mapping):
+            raise SchemaError(
+                f"{where}: expected a table of {self.desc.full_name} fields, got {show(data)}"
+            )
+        msg = self.cls()
+        try:
+            json_format.ParseDict(data, msg)
+        except (json_format.ParseError, ValueError, TypeError, AttributeError, KeyError) as exc:
+            problem = locate(self.desc, data, where)
+            raise SchemaError(problem or f"{where}: {_parse_error(exc)}") from None
+        return msg
+
+    def encode(self, data: Any, where: str = "data") -> bytes:
+        return bytes(self.message(data, where).SerializeToString(deterministic=True))
+
+
+def skeleton(desc: Descriptor, depth: int = 0) -> dict[str, Any]:
+    """Message ``desc`` as JSON with every field at a default value (the first member of each
+    oneof only; a message inside itself as ``{}``): a template of ``data``."""
+    out: dict[str, Any] = {}
+    oneofs: set[str] = set()
+    for f in desc.fields:
+        oneof = _real_oneof(f)
+        if oneof is not None:
+            if oneof.name in oneofs:
+                continue
+            oneofs.add(oneof.name)
+        if _is_map(f):
+            value_field = f.message_type.fields_by_name["value"]
+            key = "key" if f.message_type.fields_by_name["key"].type == f.TYPE_STRING else "0"
+            out[f.name] = {key: _default(value_field, depth)}
+        elif _repeated(f):
+            out[f.name] = [_default(f, depth)]
+        else:
+            out[f.name] = _default(f, depth)
+    return out
+
+
+def _default(f: FieldDescriptor, depth: int) -> Any:
+    if f.type == FieldDescriptor.TYPE_ENUM:
+        return f.enum_type.values[0].name
+    if f.message_type is None:
+        kind = _SCALARS.get(f.type, "")
+        if kind in ("string", "bytes"):
+            return ""
+        if kind == "bool":
+            return False
+        return 0.0 if kind in ("double", "float") else 0
+    if not _is_table(f):
+        try:
+            return json_format.MessageToDict(message_class(f.message_type)())
+        except (TypeError, ValueError, json_format.SerializeToJsonError):
+            return {}
+    if depth >= 8:
+        return {}
+    return skeleton(f.message_type, depth + 1)
+
+
+# ---- checking replies ----------------------------------------------------------------------------
+
+
+@dataclass
+class _Node:
+    """One field ``expect`` names: compared whole (``children`` None), or its named fields
+    (``children``), or per element / per key (``items``)."""
+
+    field: FieldDescriptor
+    children: list[_Node] | None = None  # a message given as a table: its named fields
+    items: list[list[_Node] | None] | None = None  # a repeated field given as an array
+    keys: dict[Any, list[_Node] | None] | None = None  # a map given as a table
+
+
+def _nodes(desc: Descriptor, given: Mapping[str, Any], parsed: Message) -> list[_Node]:
+    by_name = {f.name: f for f in desc.fields}
+    by_name.update({f.json_name: f for f in desc.fields if f.json_name not in by_name})
+    out: list[_Node] = []
+    for key, value in given.items():
+        f = by_name[key]
+        if _is_map(f):
+            value_field = f.message_type.fields_by_name["value"]
+            got = getattr(parsed, f.name)
+            keys: dict[Any, list[_Node] | None] = {}
+            for k, v in got.items():
+                sub = _find_key(value, k)
+                keys[k] = (
+                    _nodes(value_field.message_type, sub, v)
+                    if _is_table(value_field) and isinstance(sub, Mapping)
+                    else None
+                )
+            out.append(_Node(f, keys=keys))
+        elif _repeated(f):
+            elems = getattr(parsed, f.name)
+            items = [
+                _nodes(f.message_type, v, elems[i])
+                if _is_table(f) and isinstance(v, Mapping)
+                else None
+                for i, v in enumerate(value or [])
+            ]
+            out.append(_Node(f, items=items))
+        elif _is_table(f) and isinstance(value, Mapping):
+            out.append(_Node(f, children=_nodes(f.message_type, value, getattr(parsed, f.name))))
+        else:
+            out.append(_Node(f))
+    return out
+
+
+def _find_key(given: Mapping[str, Any], key: Any) -> Any:
+    for k, v in given.items():
+        if str(k) == str(key) or (isinstance(key, bool) and str(k).lower() == str(key).lower()):
+            return v
+    return None
+
+
+def _shown(f: FieldDescriptor, value: Any) -> str:
+    """A field's value as JSON text, for a mismatch."""
+    if isinstance(value, Message):
+        return show(json_format.MessageToDict(value, preserving_proto_field_name=True))
+    if f.type == FieldDescriptor.TYPE_ENUM:
+        found = f.enum_type.values_by_number.get(value)
+        return show(found.name if found is not None else value)
+    if isinstance(value, bytes):
+        return show(base64.b64encode(value).decode("ascii"))
+    if hasattr(value, "__len__") and not isinstance(value, str):  # a repeated or a map
+        return show([json_format.MessageToDict(v) if isinstance(v, Message) else v for v in value])
+    return show(value)
+
+
+def _compare(nodes: list[_Node], got: Message, want: Message, path: str) -> str | None:
+    """Where ``got`` differs from ``want`` in the fields ``nodes`` name (None: nowhere)."""
+    for node in nodes:
+        f = node.field
+        name = f.name
+        where = f"{path}.{name}" if path else name
+        oneof = _real_oneof(f)
+        if oneof is not None:
+            chosen = got.WhichOneof(oneof.name)
+            if chosen != name:
+                instead = f"{chosen} set instead" if chosen else "no field of it set"
+                return f"{where}: expected {_shown(f, getattr(want, name))}, got {instead}"
+        g, w = getattr(got, name), getattr(want, name)
+        if node.keys is not None:
+            for k, sub in node.keys.items():
+                at = f"{where}[{show(k)}]"
+                if k not in g:
+                    return f"{at}: expected {_shown(f, [w[k]])[1:-1]}, got no such key"
+                if sub is None:
+                    if g[k] != w[k]:
+                        vf = f.message_type.fields_by_name["value"]
+                        return f"{at}: expected {_shown(vf, w[k])}, got {_shown(vf, g[k])}"
+                elif (problem := _compare(sub, g[k], w[k], at)) is not None:
+                    return problem
+        elif node.items is not None:
+            if len(g) != len(node.items):
+                return f"{where}: expected {len(node.items)} elements, got {len(g)}"
+            for i, sub in enumerate(node.items):
+                if sub is None:
+                    if g[i] != w[i]:
+                        return f"{where}[{i}]: expected {_shown(f, w[i])}, got {_shown(f, g[i])}"
+                elif (problem := _compare(sub, g[i], w[i], f"{where}[{i}]")) is not None:
+                    return problem
+        elif node.children is not None:
+            if not got.HasField(name):
+                return f"{where}: expected {_shown(f, w)}, got no {name}"
+            if (problem := _compare(node.children, g, w, where)) is not None:
+                return problem
+        elif g != w:
+            return f"{where}: expected {_shown(f, w)}, got {_shown(f, g)}"
+    return None
+
+
+class FieldExpect:
+    """The reply check of ``expect``: a subset of the reply message's fields, compared after
+    decoding. ``last`` holds the last reply that matched; a reply of the same bytes is not
+    decoded again (callers compare with ``last`` first, so repeating replies cost one bytes
+    comparison), nor is one that repeats the last reply that did not match."""
+
+    def __init__(self, desc: Descriptor, expect: Mapping[str, Any]) -> None:
+        self.desc = desc
+        self.cls = message_class(desc)
+        self.want = RequestEncoder(desc).message(expect, "expect")
+        self.nodes = _nodes(desc, plain(expect), self.want)
+        self.last: bytes | None = None
+        self.wrong: tuple[bytes, str] | None = None  # the last reply that did not match, and why
+
+    def problem(self, body: bytes) -> str | None:
+        """Where ``body`` differs from what ``expect`` names (None: it matches)."""
+        try:
+            got = self.cls.FromString(body)  # type: ignore[attr-defined]
+        except (DecodeError, RuntimeError, ValueError) as exc:
+            return f"a reply that is not a {self.desc.full_name} ({_parse_error(exc)})"
+        return _compare(self.nodes, got, self.want, "")
+
+    def __call__(self, body: bytes) -> ReplyMismatch | None:
+        wrong = self.wrong
+        if wrong is not None and body == wrong[0]:  # a wrong reply that repeats: not decoded
+            return ReplyMismatch(wrong[1])
+        problem = self.problem(body)
+        if problem is None:
+            self.last = bytes(body)
+            return None
+        self.wrong = (bytes(body), problem)
+        return ReplyMismatch(problem)
+
+
+# ---- a prepared call ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PreparedCall:
+    """A call compiled once (picklable: it travels to client processes): the method's
+    ``path``, its ``kind`` (``unary``, or a stream mode), the pre-encoded ``request``, the
+    ``expect`` to check replies with (JSON; None: none), the schema's descriptors (the reply's
+    type is looked up there) and what the result records of the schema."""
+
+    path: str
+    kind: str
+    request: bytes
+    reply_type: str
+    files: bytes = field(repr=False)
+    schema: Mapping[str, Any] = field(default_factory=dict)
+    expect: Mapping[str, Any] | None = None
+
+    def reply_check(self) -> FieldExpect | None:
+        """The check of ``expect`` (None without one); made in the process that checks."""
+        if self.expect is None:
+            return None
+        return FieldExpect(_pool(self.files).FindMessageTypeByName(self.reply_type), self.expect)
+
+    def describe(self) -> dict[str, Any]:
+        """What the result records: the schema's source, origin and SHA-256, the call."""
+        return {**self.schema, "call": self.path.removeprefix("/")}
+
+    def loaded_schema(self) -> Schema:
+        """The schema the call was compiled from."""
+        return load_schema(self.files, str(self.schema["source"]), str(self.schema["origin"]))
+
+
+@functools.lru_cache(maxsize=8)
+def _pool(files: bytes) -> descriptor_pool.DescriptorPool:
+    pool = descriptor_pool.DescriptorPool()
+    for proto in descriptor_pb2.FileDescriptorSet.FromString(files).file:
+        pool.Add(proto)
+    return pool
+
+
+def compile_call(
+    schema: Schema,
+    call: str,
+    data: Any = None,
+    expect: Any = None,
+    where: tuple[str, str, str] = ("call", "data", "expect"),
+) -> PreparedCall:
+    """Compile ``call`` of ``schema`` with its request ``data`` (JSON; None: the empty message)
+    and ``expect``; SchemaError naming the option at fault (``where``: the names to give the
+    call, data and expect in errors)."""
+    try:
+        method = find_method(schema, call)
+    except SchemaError as exc:
+        raise SchemaError(f"{where[0]}: {exc}") from None
+    request = RequestEncoder(method.input_type).encode(data or {}, where[1])
+    if expect is not None:
+        expect = plain(expect)
+        if not isinstance(expect, Mapping):
+            raise SchemaError(
+                f"{where[2]}: expected a table of {method.output_type.full_name} fields, "
+                f"got {show(expect)}"
+            )
+        RequestEncoder(method.output_type).message(expect, where[2])
+    return PreparedCall(
+        path=f"/{method.containing_service.full_name}/{method.name}",
+        kind=streaming(method),
+        request=request,
+        reply_type=method.output_type.full_name,
+        files=schema.files,
+        schema=schema.describe() | {"sha256": schema.sha256},
+        expect=expect,
+    )
+
+
+# ---- server reflection (sans-I/O) ---------------------------------------------------------------
+
+# the reflection service's method, newest first; its two versions' messages are the same
+REFLECTION_PATHS = (
+    "/grpc.reflection.v1.ServerReflection/ServerReflectionInfo",
+    "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+)
+
+
+class ReflectionSession:
+    """Asks a server's reflection service for every service's files: feed it each reply to
+    the request it gave (:meth:`next_request`), until it gives none; then :meth:`file_set`."""
+
+    def __init__(self, host: str = "") -> None:
+        try:
+            from grpc_reflection.v1alpha import reflection_pb2
+        except ImportError:
+            raise SchemaError(_NEEDS.format("grpcio-reflection", "ask a server")) from None
+
+        self.pb = reflection_pb2
+        self.host = host
+        self.files: dict[str, descriptor_pb2.FileDescriptorProto] = {}
+        self.asked: set[tuple[str, str]] = set()
+        self.queue: list[Any] = []
+        self.services: list[str] = []
+        self.undescribed: list[str] = []  # services listed whose files the server does not give
+        self.ask("list_services", "*")
+
+    def ask(self, kind: str, value: str) -> None:
+        if (kind, value) in self.asked:
+            return
+        self.asked.add((kind, value))
+        self.queue.append(self.pb.ServerReflectionRequest(host=self.host, **{kind: value}))
+
+    def next_request(self) -> bytes | None:
+        """The next request to send (None: done)."""
+        return self.queue.pop(0).SerializeToString() if self.queue else None
+
+    def feed(self, data: bytes) -> None:
+        """One reply of the server's."""
+        reply = self.pb.ServerReflectionResponse.FromString(data)
+        which = reply.WhichOneof("message_response")
+        if which == "error_response":
+            asked = reply.original_request
+            if asked.file_by_filename:
+                return  # load_schema takes a well-known one from protobuf, or names it
+            if asked.file_containing_symbol in self.services:
+                self.undescribed.append(asked.file_containing_symbol)
+                return  # listed, not described (a service without descriptors of its own)
+            err = reply.error_response
+            raise SchemaError(
+                "reflection: the server cannot give the list of its services: "
+                f"{err.error_message or err.error_code}"
+            )
+        if which == "list_services_response":
+            self.services = [s.name for s in reply.list_services_response.service]
+            for name in self.services:
+                if not name.startswith("grpc.reflection."):
+                    self.ask("file_containing_symbol", name)
+        elif which == "file_descriptor_response":
+            for blob in reply.file_descriptor_response.file_descriptor_proto:
+                proto = descriptor_pb2.FileDescriptorProto.FromString(blob)
+                self.files.setdefault(proto.name, proto)
+            for proto in list(self.files.values()):
+                for dep in proto.dependency:
+                    if dep not in self.files:
+                        self.ask("file_by_filename", dep)
+
+    def file_set(self) -> bytes:
+        """The files it was given, as a serialized ``FileDescriptorSet``."""
+        if not self.files:
+            listed = ", ".join(self.services) or "none"
+            raise SchemaError(
+                f"reflection: the server describes none of the services it lists ({listed})"
+            )
+        out = descriptor_pb2.FileDescriptorSet()
+        out.file.extend(self.files[n] for n in sorted(self.files))
+        return bytes(out.SerializeToString())
