@@ -28,14 +28,14 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from grpc_call_cost import CountingTransport, replay, replay_floor
+from grpc_call_cost import replay, replay_floor, replayed_session
 from versus import layout, serve
 
 from rpcmeter.drivers.base import DriverContext
 from rpcmeter.drivers.http2 import Http2Client
 from rpcmeter.endpoints import Endpoint
 from rpcmeter.protocols.h2.header_blocks import huffman_table
-from rpcmeter.protocols.h2.transport import H2Protocol, Session
+from rpcmeter.protocols.h2.transport import H2Protocol
 from rpcmeter.runners.event_loop import NO_DEADLINE, Phase, closed_loop
 from rpcmeter.runners.recording import Recorder, ThreadStats
 from rpcmeter.workloads import NoopParams
@@ -96,15 +96,7 @@ async def replay_rpcmeter(
     """(requests, CPU seconds) of the per-request path over the captured reads."""
     before, reads = cap
     client = make_client(endpoint, streams, path)
-    proto = H2Protocol(client.new_connection())
-    proto.connection_made(CountingTransport())  # type: ignore[arg-type]
-    for data in reads[:before]:
-        proto.data_received(data)
-
-    async def opener() -> H2Protocol:
-        raise ConnectionError("no new connection in a replay")
-
-    client.sessions.append(Session(proto, opener))
+    proto = replayed_session(client, reads[:before])
     stats = ThreadStats()
     _, rec = start_loops(client, streams, stats)
     huffman_table()  # built once per process (in a real run, during the warmup)

@@ -25,8 +25,9 @@ import ssl
 import subprocess
 import sys
 from collections.abc import Callable
+from typing import Any
 
-from versus import layout, serve
+from versus import FLOOR_TLS_HANDSHAKE, layout, serve
 
 from rpcmeter.connect import open_stream
 from rpcmeter.tls import ClientTls, RunCertificates, TlsSettings, client_context
@@ -93,19 +94,9 @@ def floor_connection(
 ) -> None:
     """The floor: a blocking handshake, then one ``recv``, one decrypted record, one encrypted
     request and one ``send`` per reply, in one closure."""
-    sock = socket.create_connection(("127.0.0.1", port))
-    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
-    tls = ctx.wrap_bio(incoming, outgoing, server_hostname="127.0.0.1")
-    while True:
-        try:
-            tls.do_handshake()
-            break
-        except ssl.SSLWantReadError:
-            sock.sendall(outgoing.read())
-            incoming.write(sock.recv(65536))
-    sock.sendall(outgoing.read())
-    sock.setblocking(False)
+    names: dict[str, Any] = {"socket": socket, "ssl": ssl}
+    exec(FLOOR_TLS_HANDSHAKE, names)  # the handshake of the other benchmarks' floors
+    sock, tls, incoming, outgoing = names["handshake"](ctx, "127.0.0.1", port)
     c_tls = getattr(tls, "_sslobj", tls)
     recv, send, feed, read = sock.recv, sock.send, incoming.write, c_tls.read
     encrypt, encrypted, fd = c_tls.write, outgoing.read, sock.fileno()

@@ -4,6 +4,7 @@ Go's, python-hyper ``h2``'s), on corrupted and truncated blocks, and through its
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import hpack
@@ -52,32 +53,29 @@ def reference(blocks: list[bytes], table_size: int | None = None) -> list[Any]:
     return out
 
 
-def ours(blocks: list[bytes]) -> list[Any]:
-    dec = Decoder(max_header_list_size=4096)
+def through(decode: Callable[[bytes], Headers], table: Decoder, blocks: list[bytes]) -> list[Any]:
+    """What ``decode`` makes of each block in turn, with ``table`` after it (or the class of
+    the error that stopped it)."""
     out: list[Any] = []
     for b in blocks:
         try:
-            headers = dec.decode(b)
+            headers = decode(b)
         except hpack.HPACKError as exc:
             out.append(type(exc))
             break
-        out.append((headers, list(dec.entries), dec.header_table_size))
+        out.append((headers, list(table.entries), table.header_table_size))
     return out
+
+
+def ours(blocks: list[bytes]) -> list[Any]:
+    dec = Decoder(max_header_list_size=4096)
+    return through(dec.decode, dec, blocks)
 
 
 def cached(blocks: list[bytes], cache_blocks: int = 256) -> list[Any]:
     """Through :class:`HeaderBlocks` (the view is the header list itself)."""
     hb = HeaderBlocks(list, max_header_list_size=4096, cache_blocks=cache_blocks)
-    out: list[Any] = []
-    for b in blocks:
-        try:
-            headers = hb.view_of(b)
-        except hpack.HPACKError as exc:
-            out.append(type(exc))
-            break
-        dec = hb.decoder
-        out.append((headers, list(dec.entries), dec.header_table_size))
-    return out
+    return through(hb.view_of, hb.decoder, blocks)
 
 
 def agree(blocks: list[bytes]) -> list[Any]:
