@@ -7,6 +7,7 @@ download: its build backend (uv_build) is built into uv.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -215,23 +216,25 @@ def test_existing_interpreter_is_used_as_is(cache: Path) -> None:
 
 def test_server_commands_take_the_variant_interpreter(cache: Path, tmp_path: Path) -> None:
     from rpcmeter.execute import server_command
-    from rpcmeter.plan import expand
+    from rpcmeter.placement import Cpus
+    from rpcmeter.plan import expand, plan_variant
     from rpcmeter.servers.process import new_endpoint
     from rpcmeter.suite import ServerSpec, build_suite
 
     suite = build_suite({"workloads": {"simple": {}}})
     (case,) = expand(suite)
     env = prepare(EnvRequest(install=(str(PKG),)), lambda _: None)
+    plan = dataclasses.replace(plan_variant(suite, case.variant, Cpus(None, None)), env=env)
     endpoint = new_endpoint("tcp")
     own = ServerSpec(command="{python} -m myserver --port {port}")
-    assert server_command(suite, case, own, endpoint, env) == [
+    assert server_command(suite, case, plan, own, endpoint) == [
         env.python,
         "-m",
         "myserver",
         "--port",
         str(endpoint.port),
     ]
-    builtin = server_command(suite, case, suite.target.server, endpoint, env)
+    builtin = server_command(suite, case, plan, suite.target.server, endpoint)
     assert builtin[:3] == [env.python, "-c", builtin[2]] and "rpcmeter.servers" in builtin[3]
 
 

@@ -2,8 +2,8 @@
 
 ``warnings_for(result)`` runs every rule in :data:`RULES` and returns their sentences, each one
 saying what was seen and what to do about it. A rule is a function ``(result) -> list[str]``; to
-add one, write it here and append it to ``RULES``. The run stores the sentences in the result's
-``warnings`` list; the terminal prints them under the tables.
+add one, write it here and append it to ``RULES``. The result's ``warnings``
+(:mod:`rpcmeter.derived`) hold the sentences; the terminal prints them under the tables.
 
 Rules and their thresholds:
 
@@ -22,9 +22,11 @@ Rules and their thresholds:
 - too few requests for the percentiles shown: a percentile ``p`` needs at least
   :data:`MIN_TAIL_SAMPLES` samples above it, i.e. ``MIN_TAIL_SAMPLES / (1 - p/100)`` requests in
   the cell (p99: 1,000; p99.9: 10,000) (:func:`min_requests`);
-- the server used more than :data:`IDLE_BURN_PCT` % of a core while idle;
-- verdicts of the comparisons (``result.comparisons``, see :mod:`rpcmeter.analysis`) that rest
-  on fewer than 5 repetitions or on repetitions spread by more than 10 %.
+- the server used more than :data:`IDLE_BURN_PCT` % of a core while idle.
+
+The comparisons' own warnings (verdicts that rest on fewer than 5 repetitions or on repetitions
+spread by more than 10 %) and each case's (:func:`rpcmeter.derived.case_warnings`) join these
+in :func:`rpcmeter.derived.derive`.
 """
 
 from __future__ import annotations
@@ -264,11 +266,6 @@ def idle_burn(result: Result) -> list[str]:
     ]
 
 
-def verdicts(result: Result) -> list[str]:
-    doc = result.comparisons
-    return [f"comparisons against {doc.baseline}: {w}" for w in doc.warnings]
-
-
 RULES: list[Rule] = [
     breakdown_mod.warnings_for,
     client_saturation,
@@ -278,7 +275,6 @@ RULES: list[Rule] = [
     spread,
     too_few_requests,
     idle_burn,
-    verdicts,
 ]
 
 

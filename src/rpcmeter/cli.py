@@ -17,8 +17,9 @@ from rpcmeter.events import RunEvents, RunListener
 from rpcmeter.execute import RunOptions, run_suite
 from rpcmeter.plan import Case
 from rpcmeter.reporters import registry, tables, terminal
-from rpcmeter.reporters.view import View, comparison_view
-from rpcmeter.reporters.view import build as build_view
+from rpcmeter.reporters.build import build as build_view
+from rpcmeter.reporters.build import comparison_view
+from rpcmeter.reporters.view import View
 from rpcmeter.result import Result, check_output
 from rpcmeter.store import DEFAULT_PATH as DEFAULT_STORE
 from rpcmeter.store import STORE_ENV, RunRef, Store, resolve_run
@@ -598,7 +599,7 @@ def cmd_tag(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from rpcmeter import __version__
+    from rpcmeter.version import __version__
 
     parser = argparse.ArgumentParser(
         prog="rpcmeter",

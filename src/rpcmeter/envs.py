@@ -44,7 +44,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rpcmeter import model
 from rpcmeter.errors import EnvError
 from rpcmeter.profile import find_tool
 from rpcmeter.suite import GitSource, Suite, Variant
@@ -135,19 +134,20 @@ class Env:
         env.pop("PYTHONHOME", None)
         return {**env, **self.activation(env)}
 
-    def describe(self) -> model.VariantEnv:
-        """What the result records of this environment (``environment.variant_envs``)."""
-        return model.VariantEnv(
-            source=self.source,
-            python=self.python,
-            python_version=self.python_version,
-            virtualenv=str(self.root) if self.root else None,
-            key=self.key,
-            git_sha=self.git_sha,
-            created=self.created,
-            prepare_s=round(self.seconds, 3),
-            packages=dict(self.packages),
-        )
+    def describe(self) -> dict[str, Any]:
+        """What the result records of this environment, as JSON values
+        (``environment.variant_envs``; :meth:`rpcmeter.record.RunRecord.variant_envs`)."""
+        return {
+            "source": self.source,
+            "python": self.python,
+            "python_version": self.python_version,
+            "virtualenv": str(self.root) if self.root else None,
+            "key": self.key,
+            "git_sha": self.git_sha,
+            "created": self.created,
+            "prepare_s": round(self.seconds, 3),
+            "packages": dict(self.packages),
+        }
 
 
 # ---- helpers ------------------------------------------------------------------------------------
@@ -490,9 +490,7 @@ _BOOT = (
 
 def host_paths() -> list[str]:
     """Where this rpcmeter and its dependencies are imported from."""
-    import rpcmeter
-
-    own = str(Path(rpcmeter.__file__).resolve().parent.parent)
+    own = str(Path(__file__).resolve().parent.parent)  # the directory holding the package
     site = [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
     return list(dict.fromkeys([own, *site]))
 

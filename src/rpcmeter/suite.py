@@ -23,8 +23,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from rpcmeter.drivers import driver_class
-from rpcmeter.drivers.base import Driver
+from rpcmeter.drivers.base import TargetSpec
 from rpcmeter.endpoints import remote_endpoint
 from rpcmeter.errors import SuiteError
 from rpcmeter.suite_model import (
@@ -42,6 +41,7 @@ from rpcmeter.suite_model import (
     Workload,
     round_rate,
 )
+from rpcmeter.targets import target_class
 from rpcmeter.tls import TlsSettings, check_files
 from rpcmeter.workloads import KINDS, parse_params
 
@@ -293,7 +293,7 @@ def _open_loop_rates(suite: Suite, where: str) -> None:
         )
 
 
-def _check_option_keys(suite: Suite, vname: str, driver: type[Driver], where: str) -> None:
+def _check_option_keys(suite: Suite, vname: str, driver: type[TargetSpec], where: str) -> None:
     """Every option of a variant (the target's and its own) is one its driver declares."""
     known = driver.option_keys
     if known is None:
@@ -327,7 +327,7 @@ def _open_loop_key(suite: Suite) -> str | None:
     return None
 
 
-def no_open_loop(drivers: Iterable[type[Driver]]) -> str | None:
+def no_open_loop(drivers: Iterable[type[TargetSpec]]) -> str | None:
     """Why these drivers cannot run an open loop (None: they can)."""
     for driver in drivers:
         if not driver.open_loop:
@@ -339,14 +339,14 @@ def _check_semantics(suite: Suite, where: str) -> None:
 
     _open_loop_rates(suite, where)
 
-    drivers: dict[str, type[Driver]] = {}
+    drivers: dict[str, type[TargetSpec]] = {}
     for key, name in [("target.driver", suite.target.driver)] + [
         (f"variants.{_format_loc((n,))}.driver", v.driver)
         for n, v in suite.variants.items()
         if v.driver
     ]:
         try:
-            drivers[name] = driver_class(name)
+            drivers[name] = target_class(name)
         except KeyError as exc:
             raise SuiteError(f"{where}: {key}: {exc.args[0]}") from None
     if suite.baseline is not None and suite.baseline not in suite.variants:
@@ -446,7 +446,7 @@ def _check_semantics(suite: Suite, where: str) -> None:
         driver.check_suite(suite, where)
 
 
-def _check_tls(suite: Suite, drivers: dict[str, type[Driver]], where: str) -> None:
+def _check_tls(suite: Suite, drivers: dict[str, type[TargetSpec]], where: str) -> None:
     """TLS only for drivers that speak it, with readable files; ``load.reuse = false`` only
     for drivers that can open a connection per request."""
     base = Path(where).parent if Path(where).is_file() else None
@@ -477,7 +477,7 @@ def _check_tls(suite: Suite, drivers: dict[str, type[Driver]], where: str) -> No
             )
 
 
-def _check_wait(suite: Suite, drivers: dict[str, type[Driver]], where: str) -> None:
+def _check_wait(suite: Suite, drivers: dict[str, type[TargetSpec]], where: str) -> None:
     """``load.wait = "spin"`` only for drivers whose clients can poll without sleeping."""
     waits = {
         suite.load.wait,
@@ -488,8 +488,9 @@ def _check_wait(suite: Suite, drivers: dict[str, type[Driver]], where: str) -> N
     if "spin" not in waits:
         return
     for vname in suite.variants:
-        driver = drivers[suite.driver_of(vname)]
-        problem = driver.spin_problem(suite.options_of(vname))
+        options = suite.options_of(vname)
+        driver = target_class(suite.driver_of(vname), options)  # the options' client path
+        problem = driver.spin_problem(options)
         if problem is not None:
             raise SuiteError(
                 f"{where}: load.wait: driver {driver.name!r} cannot poll without sleeping (wait = "
@@ -568,7 +569,7 @@ def _check_addresses(suite: Suite, where: str) -> None:
             endpoint = remote_endpoint(address, v.transport or suite.target.transport)
         except ValueError as exc:
             raise SuiteError(f"{where}: {key}: {exc}") from None
-        driver = driver_class(suite.server_driver_of(vname))
+        driver = target_class(suite.server_driver_of(vname))
         if endpoint.transport not in driver.transports:
             raise SuiteError(
                 f"{where}: {key}: driver {driver.name!r} has no transport "

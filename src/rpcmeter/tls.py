@@ -36,12 +36,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, field_validator
-
-if TYPE_CHECKING:
-    from rpcmeter import model
 
 HANDSHAKE_TIMEOUT_S = 10.0
 # the longest wait a setting may ask for (a socket timeout overflows past about 9e9 s)
@@ -370,30 +367,6 @@ def for_case(
     cas = (run.ca_file, *([settings.client_ca_file] if settings.client_ca_file else []))
     mutual = settings.cert_file is not None
     return client, ServerTls(run.cert_file, run.key_file, cas if mutual else ())
-
-
-def describe(settings: TlsSettings, run: RunCertificates | None, managed: bool) -> model.Tls:
-    """What the result records of a variant's TLS: settings and fingerprints, never a key."""
-    from rpcmeter import model  # the parent's: a client process does without the model
-
-    out = model.Tls(
-        verify=settings.verify,
-        resume=settings.resume,
-        server_name=settings.server_name,
-        alpn=settings.alpn,
-        mutual=settings.cert_file is not None,
-    )
-    if settings.ca_file is not None:
-        out = out.updated(
-            model.Tls(ca_file=settings.ca_file, ca_sha256=file_fingerprint(settings.ca_file))
-        )
-    elif managed and run is not None:
-        out = out.updated(model.Tls(ca="made for the run", ca_sha256=run.ca_fingerprint))
-    if managed and run is not None:
-        out = out.updated(model.Tls(server_cert_sha256=run.cert_fingerprint))
-    if settings.cert_file is not None:
-        out = out.updated(model.Tls(client_cert_sha256=file_fingerprint(settings.cert_file)))
-    return out
 
 
 def probe_handshake(

@@ -19,7 +19,7 @@ from rpcmeter.execute import run_suite
 from rpcmeter.reporters.terminal import render
 from rpcmeter.suite import build_suite
 from tests.support.marks import timing_sensitive
-from tests.support.synthetic import parsed, written
+from tests.support.synthetic import view_of, written
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -132,14 +132,14 @@ def test_http_and_raw_over_tls_with_resumption_and_a_connection_per_request() ->
     assert tls["https"]["verify"] is True and len(tls["https"]["server_cert_sha256"]) == 64
     assert "PRIVATE KEY" not in json.dumps(result)
     # the terminal shows every part, and says when verification is off
-    text = render(parsed(result), width=160)
+    text = render(view_of(result), width=160)
     assert "noop" not in text and "echo · connections" in text
     for column in ("connect", "TLS handshake", "resumed handshake", "request"):
         assert column in text
     assert "verification OFF" not in text
     tls["resumed"]["verify"] = False
     assert "TLS certificate verification OFF (tls.verify = false): resumed" in render(
-        parsed(result)
+        view_of(result)
     )
 
 

@@ -11,8 +11,8 @@ import pytest
 
 from rpcmeter.aggregate import cells
 from rpcmeter.cli import main
-from rpcmeter.drivers.command import fill, placeholders
 from rpcmeter.errors import SuiteError
+from rpcmeter.placeholders import fill, placeholders
 from rpcmeter.suite import load_suite
 from tests.support.synthetic import parsed
 

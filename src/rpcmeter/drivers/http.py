@@ -15,8 +15,8 @@ options say otherwise. Options (target or variant ``options``):
   address).
 - ``event_loop``: ``uvloop`` (default) or ``asyncio``.
 - ``http``: ``"1.1"`` (default) or ``"2"``: HTTP/2, the loops' requests multiplexed as streams
-  over the connections (:mod:`rpcmeter.drivers.http2`); cleartext with prior knowledge (h2c), or
-  over TLS negotiated by ALPN ``h2``.
+  over the connections (:class:`rpcmeter.drivers.http2.Http2Driver`, the path the registry picks
+  for it); cleartext with prior knowledge (h2c), or over TLS negotiated by ALPN ``h2``.
 
 Connections are kept alive. A server that ends one after a number of requests (``Connection:
 close`` on its last reply, as nginx and Apache httpd do) gets a new one, and the requests
@@ -46,11 +46,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import httptools
 
-from rpcmeter.drivers.base import STALL_OPTIONS, Channel, DriverContext, ReplyError
-from rpcmeter.drivers.stream import StreamConnection, StreamDriver
+from rpcmeter.drivers.base import STALL_OPTIONS, Driver, ReplyError
+from rpcmeter.drivers.stream import StreamConnection, StreamDriver, workload_body
 from rpcmeter.errors import ProtocolError, SuiteError
-from rpcmeter.metrics.connections import ConnectionCosts
-from rpcmeter.protocols.bodies import check_variant_options, expected_reply
+from rpcmeter.protocols.bodies import KINDS, check_variant_options
 from rpcmeter.protocols.timing import ServerTime, parse_server_timing
 from rpcmeter.workloads import PayloadParams, WorkloadParams
 
@@ -60,8 +59,7 @@ MAX_HEAD = 1 << 20  # a reply head longer than this is malformed
 CLOSE = b"onnection: close"
 
 if TYPE_CHECKING:
-    from rpcmeter.drivers.http2 import Http2Client
-    from rpcmeter.suite import Suite
+    from rpcmeter.suite_model import Suite
 
 
 def check_options(opts: Mapping[str, Any]) -> None:
@@ -280,13 +278,20 @@ class HttpConnection(StreamConnection):
             self.reply(self.server_ns, body, error)
 
 
-class HttpDriver(StreamDriver):
+class HttpCommon(Driver):
+    """The HTTP driver as a suite sees it (transports, options, server, TLS), and what its two
+    client paths share: the request's method, path, ``Host`` and body. The registry picks the
+    path by ``options.http`` (:data:`rpcmeter.drivers.CLIENT_PATHS`): :class:`HttpDriver`
+    (HTTP/1.1) or :class:`rpcmeter.drivers.http2.Http2Driver` (HTTP/2)."""
+
     name: ClassVar[str] = "http"
+    transports: ClassVar[tuple[str, ...]] = ("tcp", "unix")
+    workloads: ClassVar[frozenset[str]] = frozenset(KINDS)
+    reports_server_time: ClassVar[bool] = True
     connection_per_request: ClassVar[bool] = True
     builtin_server: ClassVar[str | None] = "rpcmeter.servers.http_server"
     packages: ClassVar[tuple[str, ...]] = ("httptools", "uvloop")
     tls: ClassVar[bool] = True
-    alpn: ClassVar[tuple[str, ...]] = ("http/1.1",)
     url_scheme: ClassVar[str | None] = "http"
     option_keys: ClassVar[frozenset[str] | None] = STALL_OPTIONS | {
         "method",
@@ -304,71 +309,38 @@ class HttpDriver(StreamDriver):
     def check_suite(cls, suite: Suite, where: str) -> None:
         check_variant_options(suite, where, cls.name, check_options)
 
-    def __init__(self, ctx: DriverContext) -> None:
-        super().__init__(ctx)
-        self.h2: Http2Client | None = None
-
-    def uses_http2(self) -> bool:
-        return str(self.ctx.options.get("http", "1.1")) == "2"
-
-    async def open(self) -> None:
-        if not self.uses_http2():
-            await super().open()
-            return
-        opts = self.ctx.options
-        method = self.method()
-        path = str(opts.get("path") or default_path(self.ctx.workload))
-        from rpcmeter.drivers.http2 import Http2Client  # its module imports this one
-
-        self.h2 = Http2Client(self.ctx, method, path, self.host(), dict(opts.get("headers") or {}))
-        await self.h2.open()
-
-    def channel(self, index: int) -> Channel:
-        if self.h2 is None:
-            return super().channel(index)
-        bodies = self.loop_bodies(index)
-        expects = None
-        if self.ctx.validate:
-            expects = [expected_reply(self.ctx.workload, b) for b in bodies]
-        else:
-            bodies = bodies[:1]
-        return self.h2.channel(index, bodies, expects)
-
-    def counters(self) -> dict[str, int]:
-        return self.h2.counters() if self.h2 is not None else super().counters()
-
-    def connection_costs(self) -> ConnectionCosts | None:
-        return self.h2.costs if self.h2 is not None else super().connection_costs()
-
-    def close(self) -> None:
-        if self.h2 is not None:
-            self.h2.close()
-        super().close()
-
     def host(self) -> str:
         ep = self.ctx.endpoint
         host = self.ctx.options.get("host")
         return str(host or ("localhost" if ep.path else ep.describe().split("//")[1]))
 
-    def new_connection(self) -> StreamConnection:
-        return HttpConnection(head_only=self.method() == "HEAD")
-
     def method(self) -> str:
         default = "GET" if self.ctx.workload.kind == "noop" else "POST"
         return str(self.ctx.options.get("method") or default).upper()
+
+    def path(self) -> str:
+        return str(self.ctx.options.get("path") or default_path(self.ctx.workload))
+
+    def headers(self) -> dict[str, Any]:
+        return dict(self.ctx.options.get("headers") or {})
 
     def request_body(self, variant: int) -> bytes:
         body = self.ctx.options.get("body")
         if body is not None:
             return str(body).encode("utf-8")
-        return super().request_body(variant)
+        return workload_body(self.ctx, variant)
+
+
+class HttpDriver(HttpCommon, StreamDriver):
+    """HTTP/1.1 (see the module doc)."""
+
+    alpn: ClassVar[tuple[str, ...]] = ("http/1.1",)
+
+    def new_connection(self) -> StreamConnection:
+        return HttpConnection(head_only=self.method() == "HEAD")
 
     def encode(self, body: bytes) -> bytes:
-        opts = self.ctx.options
-        w = self.ctx.workload
-        method = self.method()
-        path = str(opts.get("path") or default_path(w))
-        headers = dict(opts.get("headers") or {})
+        headers = self.headers()
         if not self.ctx.reuse:  # one request per connection (load.reuse = false)
             headers.setdefault("Connection", "close")
-        return build_request(method, path, self.host(), headers, body)
+        return build_request(self.method(), self.path(), self.host(), headers, body)

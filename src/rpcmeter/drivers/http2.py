@@ -14,9 +14,12 @@ from collections.abc import Mapping
 from functools import partial
 from typing import Any, NamedTuple
 
-from rpcmeter.drivers.base import Channel, Done, DriverContext, ReplyError
+from rpcmeter.drivers.base import Channel, Done, DriverContext, EventDriver, ReplyError
 from rpcmeter.drivers.h2client import H2Client
-from rpcmeter.drivers.stream import mismatch
+from rpcmeter.drivers.http import HttpCommon
+from rpcmeter.drivers.stream import loop_bodies, mismatch
+from rpcmeter.metrics.connections import ConnectionCosts
+from rpcmeter.protocols.bodies import expected_reply
 from rpcmeter.protocols.h2.connection import Request
 from rpcmeter.protocols.h2.connection import Stream as H2Stream
 from rpcmeter.protocols.timing import ServerTime, parse_server_timing
@@ -76,7 +79,8 @@ def request_headers(
 
 
 class Http2Client(H2Client):
-    """The HTTP/2 path of :class:`~rpcmeter.drivers.http.HttpDriver`."""
+    """This client process's HTTP/2 sessions and the per-request handling of
+    :class:`Http2Driver`."""
 
     def __init__(
         self,
@@ -151,3 +155,35 @@ class Http2Client(H2Client):
         if not self.ctx.reuse:
             counters["connects"] = self.connects
         return counters
+
+
+class Http2Driver(HttpCommon, EventDriver):
+    """The HTTP driver's HTTP/2 path (``options.http = "2"``; see the module doc)."""
+
+    def __init__(self, ctx: DriverContext) -> None:
+        super().__init__(ctx)
+        self.client: Http2Client | None = None
+
+    async def open(self) -> None:
+        self.client = Http2Client(self.ctx, self.method(), self.path(), self.host(), self.headers())
+        await self.client.open()
+
+    def channel(self, index: int) -> Channel:
+        assert self.client is not None, "open() first"
+        bodies = loop_bodies(self.ctx, index, self.request_body)
+        expects = None
+        if self.ctx.validate:
+            expects = [expected_reply(self.ctx.workload, b) for b in bodies]
+        else:
+            bodies = bodies[:1]
+        return self.client.channel(index, bodies, expects)
+
+    def counters(self) -> dict[str, int]:
+        return self.client.counters() if self.client is not None else {}
+
+    def connection_costs(self) -> ConnectionCosts | None:
+        return self.client.costs if self.client is not None else None
+
+    def close(self) -> None:
+        if self.client is not None:
+            self.client.close()
