@@ -152,13 +152,15 @@ def governor(result: Result) -> list[str]:
 def placement(result: Result) -> list[str]:
     """Server and clients unpinned or sharing CPUs, for each way the variants were placed; a
     server rpcmeter did not start (``target = "remote"``, at an ``address``) is none of its
-    business."""
+    business, nor are the clients of a whole command (``target = "command"``: it has none)."""
     if not result.cases:
         return []
     place = result.environment.placement or Placement()
     out: list[str] = []
     for each in (place.by_variant or {"": place}).values():
         target = each.target or place.target
+        if target == "command":
+            continue
         for line in _placement(result, each, remote=target == "remote"):
             if line not in out:
                 out.append(line)

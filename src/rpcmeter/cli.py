@@ -157,6 +157,14 @@ def _add_run(sub: Any) -> None:
         help="run only this workload (repeatable)",
     )
     p.add_argument(
+        "--variant",
+        "-V",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help="run only this variant (repeatable; a baseline left out gives way to the first kept)",
+    )
+    p.add_argument(
         "--output",
         "-o",
         type=Path,
@@ -715,7 +723,13 @@ next:
 
 def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     path = Path(args.suite) if args.suite else builtin_suite_path("demo")
-    suite = load_suite(path, args.overrides, quick=args.quick, only_workloads=args.workload)
+    suite = load_suite(
+        path,
+        args.overrides,
+        quick=args.quick,
+        only_workloads=args.workload,
+        only_variants=args.variant,
+    )
     json_out = out if args.output is not None and str(args.output) == "-" else None
     if json_out is not None:  # -o -: the document alone on stdout, the tables on stderr
         args.output, out = None, err
@@ -752,6 +766,10 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     write_reports(view, args, out, ("html", "plots"))
     stored = recorder.run if recorder is not None else None
     verdict = _after_run(result, view, args, stored, out)
+    if suite.gate is not None:
+        own = gate.check(view.comparisons, suite.gate)
+        out.write("\n" + "".join(f"{line}\n" for line in own.lines))
+        verdict = gate.worst(verdict, own.status)
     if not args.suite:
         out.write(DEMO_NEXT)
     failed = sum(1 for c in result.cases if c.status != "ok")

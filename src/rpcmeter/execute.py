@@ -368,10 +368,17 @@ class CommandCase(TargetRunner):
 
     def steps(self, env: Env | None) -> None:
         suite, server_cpus = self.suite, self.plan.applied.server
-        line = command_line(suite, self.case, env)
+        line = command_line(suite, self.case, env, cpus=server_cpus)
         self.record.command(line.argv, line.python, suite.runs.warmup, line.params)
         self.record.command_cpus(list(server_cpus) if server_cpus else None)
-        outcome = run_command(line, suite.runs, server_cpus, self.bench.progress(self.case))
+        outcome = run_command(
+            line,
+            suite.runs,
+            server_cpus,
+            self.bench.progress(self.case),
+            cgroup=self.quotas.server,  # a count: the server's quota holds the whole tree
+        )
+        self.record.note_placement(outcome.placement_note)
         self.record.runs(outcome)
 
 
@@ -663,7 +670,9 @@ class CommandClientCase(ServerCase):
                 monitor.mark(name)
 
         scheme = self.plan.server_driver.url_scheme
-        line = command_line(suite, case, env, endpoint, self.tls_client, scheme)
+        line = command_line(
+            suite, case, env, endpoint, self.tls_client, scheme, cpus=self.cpus.client
+        )
         self.record.command(line.argv, line.python, suite.runs.warmup, line.params)
         outcome = run_command(
             line,

@@ -23,11 +23,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from rpcmeter.analysis import METRIC_BY_NAME
 from rpcmeter.drivers.base import TargetSpec
 from rpcmeter.endpoints import remote_endpoint
 from rpcmeter.errors import SuiteError
 from rpcmeter.suite_model import (
     Breakdown,
+    Gate,
     GitSource,
     Load,
     Placement,
@@ -47,6 +49,7 @@ from rpcmeter.workloads import KINDS, parse_params
 
 __all__ = [
     "Breakdown",
+    "Gate",
     "GitSource",
     "Load",
     "Placement",
@@ -253,8 +256,10 @@ def build_suite(
     overrides: list[str] | tuple[str, ...] = (),
     quick: bool = False,
     only_workloads: list[str] | None = None,
+    only_variants: list[str] | None = None,
 ) -> Suite:
-    """Validate a raw mapping (as read from TOML) into a :class:`Suite`."""
+    """Validate a raw mapping (as read from TOML) into a :class:`Suite`; ``only_workloads`` and
+    ``only_variants`` keep those (a baseline variant left out gives way to the first kept)."""
     raw = _deep_copy(raw)
     for assignment in overrides:
         apply_set(raw, assignment)
@@ -266,6 +271,15 @@ def build_suite(
         suite = Suite.model_validate(raw)
     except ValidationError as exc:
         raise SuiteError(_validation_message(where, exc)) from None
+    if suite.gate is not None:
+        unknown = [v for v in suite.gate.variants if v not in suite.variants]
+        if unknown:
+            raise SuiteError(
+                f"{where}: gate.variants: no variant named {unknown[0]!r} "
+                f"(have: {', '.join(suite.variants)})"
+            )
+    if only_variants:
+        _keep_variants(suite, only_variants, where)
     _check_semantics(suite, where)
     measured_per_request = any(suite.driver_of(v) != "command" for v in suite.variants)
     if "repeat" not in suite.model_fields_set and len(suite.variants) >= 2 and measured_per_request:
@@ -280,6 +294,37 @@ def build_suite(
             )
         suite.workloads = {k: v for k, v in suite.workloads.items() if k in only_workloads}
     return suite
+
+
+def _keep_variants(suite: Suite, names: list[str], where: str) -> None:
+    unknown = [n for n in names if n not in suite.variants]
+    if unknown:
+        raise SuiteError(
+            f"{where}: variants: no variant named {unknown[0]!r} (have: {', '.join(suite.variants)})"
+        )
+    suite.variants = {k: v for k, v in suite.variants.items() if k in names}
+    if suite.baseline is not None and suite.baseline not in suite.variants:
+        suite.baseline = None
+
+
+def _check_gate(suite: Suite, where: str) -> None:
+    """``[gate]``: known metrics, and ``where`` naming matrix keys (or ``workload``). Its values
+    are not checked: a run whose matrix ``--set`` narrowed may have none of them (the gate then
+    has nothing to judge and says so)."""
+    gate = suite.gate
+    if gate is None:
+        return
+    for key in ("better", "not_worse"):
+        for name in getattr(gate, key):
+            if name not in METRIC_BY_NAME:
+                raise SuiteError(
+                    f"{where}: gate.{key}: unknown metric {name!r} "
+                    f"(expected one of: {', '.join(METRIC_BY_NAME)})"
+                )
+    for key in gate.where:
+        if key != "workload" and key not in suite.matrix:
+            known = ", ".join(["workload", *suite.matrix])
+            raise SuiteError(f"{where}: gate.where.{key}: not a matrix key (known: {known})")
 
 
 def _deep_copy(value: Any) -> Any:
@@ -409,6 +454,7 @@ def _check_semantics(suite: Suite, where: str) -> None:
                 f"(expected one of: {', '.join(driver.transports)})"
             )
     _check_addresses(suite, where)
+    _check_gate(suite, where)
     _check_command_clients(suite, where)
     _check_stages(suite, where)
     for vname, v in suite.variants.items():
@@ -628,6 +674,7 @@ def load_suite(
     overrides: list[str] | tuple[str, ...] = (),
     quick: bool = False,
     only_workloads: list[str] | None = None,
+    only_variants: list[str] | None = None,
 ) -> Suite:
     """Read, override and validate a suite file."""
     p = Path(path)
@@ -646,7 +693,7 @@ def load_suite(
         ) from None
     try:
         raw = tomllib.loads(text)
-        suite = build_suite(raw, str(p), overrides, quick, only_workloads)
+        suite = build_suite(raw, str(p), overrides, quick, only_workloads, only_variants)
     except tomllib.TOMLDecodeError as exc:
         raise SuiteError(f"{p}: invalid TOML: {exc}") from None
     except RecursionError:

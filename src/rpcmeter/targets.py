@@ -40,6 +40,10 @@ def command_of(suite: Suite, variant: str, workload: str) -> tuple[str | list[st
     return suite.target.command, "target.command"
 
 
+# what every command line may hold besides the workload's parameters and the matrix keys: the
+# variant's interpreter, and how many CPUs the command runs on (its pinned CPUs, else all this
+# process may use)
+BUILTIN_PLACEHOLDERS = ("python", "cpus")
 # what a command client's command line may hold besides the workload's parameters: where the
 # server listens, how many requests one run makes, and the case's load shape (connections,
 # concurrent loops, duration in seconds, requests per loop)
@@ -94,7 +98,7 @@ def _duration(suite: Suite, workload: str) -> float | None:
 def check_suite(suite: Suite, where: str) -> None:
     """Every command variant and workload has a command line whose placeholders are all known."""
     for wname, w in suite.workloads.items():
-        known = {"python", *suite.matrix, *(k for k in w.params() if k != "command")}
+        known = {*BUILTIN_PLACEHOLDERS, *suite.matrix, *(k for k in w.params() if k != "command")}
         for vname in suite.variants:
             if suite.driver_of(vname) != COMMAND:
                 continue

@@ -159,7 +159,7 @@ def test_a_command_client_that_cannot_reach_the_server_fails_its_case(tmp_path: 
         ),
         (
             ("tcp://{host}:{port}", "tcp://{hots}:{port}"),
-            r"unknown placeholder \{hots\} \(known: concurrency, connections, duration_s, host, port, python, requests, requests_per_run, socket\)",
+            r"unknown placeholder \{hots\} \(known: concurrency, connections, cpus, duration_s, host, port, python, requests, requests_per_run, socket\)",
         ),
         (
             ('transport = "ipc"\n', 'transport = "udp"\n'),
@@ -167,12 +167,12 @@ def test_a_command_client_that_cannot_reach_the_server_fails_its_case(tmp_path: 
         ),
         (  # the ZeroMQ server has no URLs, and no TLS
             ("tcp://{host}:{port}", "{scheme}://{host}:{port}"),
-            r"unknown placeholder \{scheme\} \(known: concurrency, connections, duration_s, host, port, python, requests, requests_per_run, socket\)",
+            r"unknown placeholder \{scheme\} \(known: concurrency, connections, cpus, duration_s, host, port, python, requests, requests_per_run, socket\)",
         ),
         (
             ("tcp://{host}:{port}", "tcp://{host}:{port}{ca_file}"),
             r"variants\.python client\.command: unknown placeholder \{ca_file\} \(known: "
-            r"concurrency, connections, duration_s, host, port, python, requests, requests_per_run, "
+            r"concurrency, connections, cpus, duration_s, host, port, python, requests, requests_per_run, "
             r"socket; \{ca_file\} and \{server_name\} need tls\)",
         ),
         (

@@ -275,9 +275,11 @@ def command_line(
     server: Endpoint | None = None,
     tls: ClientTls | None = None,
     scheme: str | None = None,
+    cpus: Sequence[int] | None = None,
 ) -> CommandLine:
-    """The command line of ``case``, its placeholders filled; with ``server``, a command
-    client's (:meth:`~rpcmeter.suite_model.Suite.command_client`), which also gets where that
+    """The command line of ``case``, its placeholders filled (``{cpus}``: how many CPUs it runs
+    on, ``cpus`` where it is pinned, else every CPU this process may use); with ``server``, a
+    command client's (:meth:`~rpcmeter.suite_model.Suite.command_client`), which also gets where that
     server listens (``{host}``, ``{port}``, ``{socket}``), ``{requests_per_run}``, the case's
     load shape (``{connections}``, ``{concurrency}``, ``{duration_s}``, ``{requests}`` per
     loop), the ``scheme`` of the server's URLs when it has them (``{scheme}``: ``https`` with
@@ -286,7 +288,7 @@ def command_line(
     params = case.params
     python = env.python if env is not None else sys.executable
     given = params.placeholders() if isinstance(params, CommandParams) else params.model_dump()
-    values = {**given, "python": python}
+    values = {**given, "python": python, "cpus": len(cpus or placement.available_cpus())}
     if server is not None:
         per_run = suite.variants[case.variant].requests_per_run
         if per_run is not None:  # else the command's own report counts its requests
