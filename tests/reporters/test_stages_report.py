@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import numpy as np
+import pytest
 
 from rpcmeter import model
 from rpcmeter.metrics.histogram import Histogram
-from rpcmeter.reporters import markdown, terminal
+from rpcmeter.reporters import figures, html, markdown, terminal
 from tests.support.synthetic import synthetic_result, view_of, with_case
 
 
@@ -88,3 +91,31 @@ def test_a_stage_cut_short_is_marked() -> None:
     text = terminal.render(view, width=160)
     assert "cool (cut short)" in text and "incomplete" in text
     assert "| cool (cut short) |" in markdown.render(view)
+
+
+def test_html_and_pngs_plot_the_case_over_time_with_its_stages(tmp_path: Path) -> None:
+    view = view_of(staged_result())
+    kinds = {p.id: p for p in view.all_plots}
+    latency, throughput = kinds["time-latency-echo-case-0"], kinds["time-throughput-echo-case-0"]
+    # the stage boundaries after the first, labelled with their load
+    assert latency.marks == throughput.marks == ((1.0, "2: 100->300/s"), (2.0, "cool: 50/s"))
+    assert [s.name for s in latency.series] == ["p50", "p99", "max"]
+    assert throughput.series[0].y == pytest.approx([100, 100, 300, 300, 50, 50], abs=1)
+    page = html.render(view)
+    assert 'data-kind="time-latency"' in page and 'data-kind="time-throughput"' in page
+    assert "cool: 50/s" in page  # the mark's label, drawn in the SVG
+    assert "echo · default · stages" in page  # and the stages' table
+    written = figures.write_pngs(view, tmp_path)
+    assert {p.name for p in written} >= {
+        "time-latency-echo-case-0.png",
+        "time-throughput-echo-case-0.png",
+    }
+
+
+def test_the_series_stays_small_for_long_cases() -> None:
+    # a kept interval is a few counts and a coarsened histogram: about a hundred bytes encoded
+    result = staged_result()
+    case = result.cases[0]
+    assert case.series is not None
+    sizes = [len(json.dumps(i.dump())) for i in case.series.intervals]
+    assert max(sizes) < 1200

@@ -15,6 +15,8 @@ from rpcmeter.events import RunEvents, RunListener
 from rpcmeter.execute import RunOptions, run_suite
 from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.plan import Case
+from rpcmeter.runners import windows
+from rpcmeter.runners.recording import Window
 from rpcmeter.runners.stages import LoadStage, RateProfile, WindowClock, active_spans, loops_in
 from rpcmeter.suite import build_suite
 
@@ -186,3 +188,25 @@ def test_ctrl_c_keeps_the_finished_stages(tmp_path: Any) -> None:
     assert all(not s.complete for s in case.stages[1:])
     assert case.requests == sum(s.requests for s in case.stages) > first.requests
     assert not math.isnan(case.latency.p99_us or math.nan)  # type: ignore[union-attr]
+
+
+def test_a_long_series_halves_its_resolution_and_keeps_every_request(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(windows, "MAX_WINDOWS", 16)
+    seen: list[windows.WindowEvent] = []
+    timeline = windows.Timeline(WindowClock(1_000_000_000), 1, seen.append)
+    rng = np.random.default_rng(2)
+    for i in range(100):
+        piece = Window()
+        piece.hist.record_array(rng.integers(100_000, 200_000, 10 + i))
+        piece.ok = 10 + i
+        timeline.add(0, {i: piece}, i + 1, (0.01 * i, 0.0))
+    timeline.finish(0, {}, (1.0, 0.0))
+    series = timeline.series()
+    kept = series.intervals
+    assert len(kept) <= 16 and len(seen) == 100  # the listeners saw every interval
+    assert [k.start_ns for k in kept[1:]] == [k.end_ns for k in kept[:-1]]  # contiguous
+    assert kept[0].start_ns == 0 and kept[-1].last == 99
+    assert sum(k.requests for k in kept) == sum(range(10, 110)) == series.total.tally.ok
+    assert sum(k.decoded().count for k in kept) == series.total.tally.hist.count

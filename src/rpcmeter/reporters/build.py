@@ -16,7 +16,7 @@ from rpcmeter.model import Case, CaseProfile, Part, Placement, Result
 from rpcmeter.profile import summary_lines as profile_summary
 from rpcmeter.rates import rate_series
 from rpcmeter.reporters.format import fmt_ms, fmt_num, fmt_rate, fmt_ratio, fmt_s
-from rpcmeter.reporters.plots import Cells
+from rpcmeter.reporters.plots import Cells, Timeline
 from rpcmeter.reporters.tables import Grid, GridCell, Mark, comparison_grids, summary_grid
 from rpcmeter.reporters.view import (
     CaseFigures,
@@ -116,6 +116,36 @@ def build(result: Result, derived: Derived | None = None) -> View:
             for c in result.cases
         ),
         document=document(result, derived),
+        timelines=tuple(timeline_of(c, keys) for c in result.cases if c.series is not None),
+    )
+
+
+def timeline_of(case: Case, keys: list[str]) -> Timeline:
+    """A case's series as its plots take it (:func:`rpcmeter.reporters.plots.time_plots`)."""
+    intervals = case.series.intervals if case.series is not None else []
+    point = " ".join(f"{k}={case.point[k]}" for k in keys if k in case.point)
+    rep = f"rep {case.repetition}" if case.repetition else ""
+    title = " · ".join(x for x in (case.workload, case.variant, point, rep) if x)
+
+    def us(value: float | None) -> float:
+        return math.nan if value is None else value
+
+    return Timeline(
+        workload=case.workload,
+        variant=case.variant,
+        case_id=case.id,
+        title=title,
+        x=tuple(i.start_s + i.seconds / 2 for i in intervals),
+        p50_us=tuple(us(i.p50_us) for i in intervals),
+        p99_us=tuple(us(i.p99_us) for i in intervals),
+        max_us=tuple(us(i.max_us) for i in intervals),
+        rps=tuple(i.throughput_rps for i in intervals),
+        errors_ps=tuple(
+            sum(i.errors.values()) / i.seconds if i.seconds > 0 else 0.0 for i in intervals
+        ),
+        stages=tuple(
+            (s.start_s, f"{s.label()}: {s.load()}") for s in case.stages or () if s.start_s >= 0
+        ),
     )
 
 
@@ -196,13 +226,13 @@ def stage_grid(case: Case) -> Grid:
     note = ", ".join(x for x in (point, f"rep {case.repetition}" if case.repetition else "") if x)
     if case.status != "ok":
         note = ", ".join(x for x in (note, case.status) if x)
-    latency = "from the intended send time" if opened else "closed loop"
+    latency = "latency from the intended send time" if opened else "closed loop"
     return Grid(
         title=title,
         columns=columns,
         rows=rows,
         left=2,
-        note=", ".join(x for x in (note, f"latency {latency}") if x),
+        note=", ".join(x for x in (note, latency) if x),
         no_wrap=frozenset({1}),
     )
 
