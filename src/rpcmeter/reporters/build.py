@@ -193,12 +193,12 @@ def _workload(
 
 def stage_grid(case: Case) -> Grid:
     """A staged case's stages, one row each: the load it asked for, when, its requests,
-    requests/s, errors and latency (corrected, with the uncorrected p99 beside it for an open
-    loop), and the clients' CPU per request."""
+    requests/s, errors and latency (corrected, with the uncorrected p99 and the late sends beside
+    it for an open loop), and the clients' CPU per request (the maximum is in the plots)."""
     stages = case.stages or []
     opened = any(s.rate is not None for s in stages)
     columns = ["stage", "load", "from s", "requests", "req/s", "errors"]
-    columns += ["p50 ms", "p99 ms", "p99.9 ms", "max ms"]
+    columns += ["p50 ms", "p99 ms", "p99.9 ms"]
     columns += ["p99 ms uncorr.", "late"] if opened else []
     columns += ["client us/req"]
     rows: list[list[GridCell]] = []
@@ -214,7 +214,6 @@ def stage_grid(case: Case) -> Grid:
             fmt_rate(s.throughput_rps if s.throughput_rps is not None else math.nan),
             Mark(f"{errors:,}", "bad") if errors else "0",
             *figures,
-            fmt_ms(_us(getattr(lat, "max_us", None))),
         ]
         if opened:
             row += [fmt_ms(_us(getattr(s.latency_uncorrected, "p99_us", None))), f"{s.late or 0:,}"]
