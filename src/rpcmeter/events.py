@@ -15,6 +15,7 @@ the first such error is raised once all have it (:meth:`RunEvents.finish`).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
@@ -28,6 +29,27 @@ if TYPE_CHECKING:
     from rpcmeter.plan import Case
 
 
+@dataclass(frozen=True)
+class IntervalFigures:
+    """One settled interval of a running case, as the live view shows it: ``index`` (from 0),
+    where it starts (seconds from the case's start) and how long it is, the stage it belongs to
+    (``stage``: its label and load, "" without stages), its replies ok, errors, and p50 and p99
+    latency (µs; NaN without replies)."""
+
+    index: int
+    start_s: float
+    seconds: float
+    stage: str
+    ok: int
+    errors: int
+    p50_us: float
+    p99_us: float
+
+    @property
+    def rps(self) -> float:
+        return self.ok / self.seconds if self.seconds > 0 else 0.0
+
+
 class RunListener:
     """Receives a run's events; every method does nothing unless overridden."""
 
@@ -39,6 +61,9 @@ class RunListener:
 
     def progress(self, case: Case, total: int, done: int, seconds: float) -> None:
         """``done`` requests of ``case`` in ``seconds`` of its measured interval."""
+
+    def interval(self, case: Case, total: int, figures: IntervalFigures) -> None:
+        """An interval of ``case``'s time series settled (about once a second while it runs)."""
 
     def note(self, message: str) -> None:
         """One line about the run's preparation (e.g. a variant's environment)."""
@@ -74,6 +99,10 @@ class RunEvents(RunListener):
     def progress(self, case: Case, total: int, done: int, seconds: float) -> None:
         for listener in self.listeners:
             listener.progress(case, total, done, seconds)
+
+    def interval(self, case: Case, total: int, figures: IntervalFigures) -> None:
+        for listener in self.listeners:
+            listener.interval(case, total, figures)
 
     def note(self, message: str) -> None:
         for listener in self.listeners:

@@ -8,7 +8,8 @@ failed with the reason and the tail of the server's output; the other cases stil
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from rpcmeter.drivers.base import TargetSpec
 from rpcmeter.endpoints import Endpoint, remote_endpoint
 from rpcmeter.envs import Env, in_env, prepare_variants
 from rpcmeter.errors import EnvError, RpcmeterError, ServerError
-from rpcmeter.events import JsonWriter, RunEvents, RunListener
+from rpcmeter.events import IntervalFigures, JsonWriter, RunEvents, RunListener
 from rpcmeter.metrics import resources
 from rpcmeter.metrics.network_rtt import NetworkRtt, measurable
 from rpcmeter.plan import Case, VariantPlan, expand, plan_variants
@@ -33,6 +34,8 @@ from rpcmeter.runners.distributed import LoadCluster, open_cluster, run_distribu
 from rpcmeter.runners.recording import LoadInterrupted, LoadOutcome
 from rpcmeter.runners.round_trip import RoundTrip
 from rpcmeter.runners.spec import LoadHooks, LoadSpec
+from rpcmeter.runners.stages import LoadStage
+from rpcmeter.runners.windows import WindowEvent
 from rpcmeter.servers.build import Build, prepare_builds, server_cwd
 from rpcmeter.servers.process import (
     ServerProcess,
@@ -309,6 +312,33 @@ class Bench:
     def progress(self, case: Case) -> Callable[[int, float], None]:
         """``progress(done, seconds)`` for ``case``: the run's progress event."""
         return lambda done, seconds: self.events.progress(case, self.total, done, seconds)
+
+    def intervals(self, case: Case, stages: Sequence[LoadStage]) -> Callable[[WindowEvent], None]:
+        """``on_window(event)`` for ``case`` (its ``stages``): the run's interval event, for
+        each interval as it settles (a late piece of one already shown is not shown again)."""
+
+        def on_window(event: WindowEvent) -> None:
+            if event.late:
+                return
+            tally, stage = event.tally, ""
+            if event.stage is not None and event.stage < len(stages):
+                s = stages[event.stage]
+                n, of = event.stage + 1, len(stages)
+                stage = f"stage {s.name} ({n} of {of})" if s.name else f"stage {n} of {of}"
+            hist = tally.hist
+            figures = IntervalFigures(
+                index=event.index,
+                start_s=event.start_s,
+                seconds=event.seconds,
+                stage=stage,
+                ok=tally.ok,
+                errors=tally.requests - tally.ok,
+                p50_us=hist.percentile(50) / 1e3 if hist.count else math.nan,
+                p99_us=hist.percentile(99) / 1e3 if hist.count else math.nan,
+            )
+            self.events.interval(case, self.total, figures)
+
+        return on_window
 
 
 class CaseFailed(Exception):
@@ -611,6 +641,7 @@ class ServerCase(TargetRunner):
             load,
             LoadHooks(
                 on_progress=self.bench.progress(case),
+                on_window=self.bench.intervals(case, load.stages),
                 server_problem=self.server_problem,
                 on_start=placed,
                 on_go=go,
