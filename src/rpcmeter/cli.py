@@ -15,6 +15,7 @@ from rpcmeter import analysis, gate, model
 from rpcmeter.errors import RpcmeterError, SuiteError, UsageError
 from rpcmeter.events import IntervalFigures, RunEvents, RunListener
 from rpcmeter.execute import RunOptions, run_suite
+from rpcmeter.exporter import PrometheusExporter, parse_address
 from rpcmeter.live import LiveView
 from rpcmeter.plan import Case
 from rpcmeter.reporters import registry, tables, terminal
@@ -353,6 +354,13 @@ def _add_gate_options(p: argparse.ArgumentParser) -> None:
 def _add_run_history_options(p: argparse.ArgumentParser) -> None:
     _add_store_option(p)
     p.add_argument("--no-store", action="store_true", help="do not record the run in the history")
+    p.add_argument(
+        "--prometheus",
+        metavar="[HOST]:PORT",
+        help="serve the running figures in the Prometheus text format at "
+        "http://HOST:PORT/metrics while the run goes on (e.g. :9464; counters of requests and "
+        "errors, a latency histogram and gauges of the last interval, labelled by case)",
+    )
     p.add_argument(
         "--no-live",
         action="store_true",
@@ -759,6 +767,9 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         check_output(args.output)
     progress = Progress(err, live=not args.no_live)
     events = RunEvents(progress)
+    exporter = None
+    if args.prometheus is not None:
+        exporter = events.subscribe(PrometheusExporter(*parse_address(args.prometheus)))
     options = RunOptions(output=args.output, events=events, cluster=args.cluster)
     if args.max_error_rate is not None and not 0 <= args.max_error_rate <= 1:
         raise UsageError("--max-error-rate: a fraction between 0 and 1, e.g. 0.01")
@@ -779,6 +790,8 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         progress.clear()
         if store is not None:
             store.close()
+        if exporter is not None:
+            exporter.close()
     view = build_view(result)
     if json_out is not None:
         json_out.write(render_report(view, "json", args, json_out))

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, TypeVar
 
 from rpcmeter.derived import document
 from rpcmeter.errors import RpcmeterError
+from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.model import Case as CaseResult
 from rpcmeter.model import Result
 from rpcmeter.result import write_json
@@ -31,10 +32,10 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class IntervalFigures:
-    """One settled interval of a running case, as the live view shows it: ``index`` (from 0),
-    where it starts (seconds from the case's start) and how long it is, the stage it belongs to
-    (``stage``: its label and load, "" without stages), its replies ok, errors, and p50 and p99
-    latency (µs; NaN without replies)."""
+    """One settled interval of a running case, as the live view and the exporter take it:
+    ``index`` (from 0), where it starts (seconds from the case's start) and how long it is, the
+    stage it belongs to (``stage``: which, in words; "" without stages), its replies ok, errors,
+    p50 and p99 latency (µs; NaN without replies) and its histogram."""
 
     index: int
     start_s: float
@@ -44,6 +45,9 @@ class IntervalFigures:
     errors: int
     p50_us: float
     p99_us: float
+    hist: Histogram | None = None  # its latencies (full precision; None: no replies)
+    late: bool = False  # a piece of an interval handed on before: add it, do not show it
+    stage_index: int | None = None  # the stage (from 0; None: no stages)
 
     @property
     def rps(self) -> float:

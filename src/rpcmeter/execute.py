@@ -315,11 +315,9 @@ class Bench:
 
     def intervals(self, case: Case, stages: Sequence[LoadStage]) -> Callable[[WindowEvent], None]:
         """``on_window(event)`` for ``case`` (its ``stages``): the run's interval event, for
-        each interval as it settles (a late piece of one already shown is not shown again)."""
+        each interval as it settles (and each late piece of one)."""
 
         def on_window(event: WindowEvent) -> None:
-            if event.late:
-                return
             tally, stage = event.tally, ""
             if event.stage is not None and event.stage < len(stages):
                 s = stages[event.stage]
@@ -335,6 +333,9 @@ class Bench:
                 errors=tally.requests - tally.ok,
                 p50_us=hist.percentile(50) / 1e3 if hist.count else math.nan,
                 p99_us=hist.percentile(99) / 1e3 if hist.count else math.nan,
+                hist=hist if hist.count else None,
+                late=event.late,
+                stage_index=event.stage,
             )
             self.events.interval(case, self.total, figures)
 

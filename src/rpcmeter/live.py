@@ -72,6 +72,8 @@ class LiveView:
         self._draw()
 
     def interval(self, figures: IntervalFigures) -> None:
+        if figures.late:  # counted where it is kept; the view shows intervals as they settle
+            return
         self.last = figures
         self.rps.append(figures.rps)
         self.p50.append(figures.p50_us)
