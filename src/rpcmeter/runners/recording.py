@@ -72,6 +72,12 @@ class Tally:
             self.errors[kind] = self.errors.get(kind, 0) + n
 
 
+#: An empty histogram that a window holds for what its loop does not record (and nothing ever
+#: merges into: its counts are read-only, so a write would fail, not spread).
+UNUSED = Histogram()
+UNUSED._counts.flags.writeable = False
+
+
 @dataclass
 class Window(Tally):
     """The tally of one interval of a case's time series (:mod:`rpcmeter.runners.windows`):
@@ -143,10 +149,21 @@ class Recorder:
         self.qbuf = array("q", bytes(size))
         self.spos = 0
         # without a window box, the loop's totals are its one window
-        self.window: Tally = Window() if windows is not None else stats
+        self.window: Tally = self.new_window() if windows is not None else stats
         self.index = 0
         self.windows = windows
         self._sent = self._late = 0
+
+    def new_window(self) -> Window:
+        """A window with histograms for what this loop records only (the others the shared
+        :data:`UNUSED`): a window a second per loop allocates no more than it fills."""
+        timed = len(self.sbuf) > 0
+        return Window(
+            server_hist=Histogram() if timed else UNUSED,
+            net_hist=Histogram() if timed else UNUSED,
+            queue_hist=Histogram() if timed else UNUSED,
+            uhist=Histogram() if len(self.ubuf) else UNUSED,
+        )
 
     def served(self, latency: int, server: ServerTime) -> None:
         """Keep the server's times of a reply whose latency was ``latency`` (ns)."""
@@ -189,7 +206,7 @@ class Recorder:
         stats.add(w)
         if self.windows is not None and (w.requests or w.sent):
             self.windows.put(closing, w)
-        self.window = Window()
+        self.window = self.new_window()
 
     def finish(self) -> None:
         """Fold what the buffers hold and close the last interval: ``stats`` has it all."""
