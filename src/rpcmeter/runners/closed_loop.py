@@ -145,13 +145,13 @@ def run_closed_loop(spec: LoadSpec, hooks: LoadHooks | None = None) -> LoadOutco
             return outcome
 
         # 2. open the gate, watch until every client has reported its result
+        if hooks.on_go:  # its marks before the load starts (the load does not share the CPUs)
+            hooks.on_go()
         start.value = time.time_ns() + START_LEAD_NS
         go.set()
         if hooks.on_stage is not None:
             stages = StageTimer(spec.clock(), start.value, hooks.on_stage)
         wait_until_epoch(start.value)
-        if hooks.on_go:
-            hooks.on_go()
         t_go = time.perf_counter()
         results: dict[int, ClientReport] = {}
         pending = set(range(clients))

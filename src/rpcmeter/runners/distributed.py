@@ -510,14 +510,14 @@ def run_distributed(
                     ):  # local pids mean nothing elsewhere
                         hooks.on_start(outcome.client_pids)
                     usage0 = _usage(dc, used)
+                    if hooks.on_go:  # its marks before the load starts
+                        hooks.on_go()
                     start = time.time_ns() + START_LEAD_NS
                     dist.Variable(names["start"], client=dc).set(start)
                     go.set()
                     if hooks.on_stage is not None:
                         stages = StageTimer(spec.clock(), start, hooks.on_stage)
                     wait_until_epoch(start)
-                    if hooks.on_go:
-                        hooks.on_go()
                     t_go = time.perf_counter()
             elif now > deadline:
                 for c in sorted(pending):

@@ -200,7 +200,7 @@ class LoadSpec:
 class LoadHooks:
     """What the parent does while a load runs. ``server_problem()`` returns a reason when the
     server is gone; ``on_start(pids)`` is called once the client processes exist, ``on_go()``
-    when the load starts (the gate opened, at the case's start time) and ``on_end()`` once the
+    right before the gate opens (the case starts a moment later) and ``on_end()`` once the
     last client has reported (resource sampling marks): the measured interval runs from
     ``on_go`` to ``on_end``. ``on_stage(i)`` is called at the start of stage ``i`` (from a
     thread of its own), ``on_window(event)`` with each interval of the case's time series as it
