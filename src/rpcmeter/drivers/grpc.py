@@ -80,6 +80,15 @@ from rpcmeter.drivers.base import (
 )
 from rpcmeter.drivers.grpc_calls import SCHEMA_OPTIONS, channel_credentials
 from rpcmeter.drivers.grpc_h2 import GrpcH2Client
+from rpcmeter.drivers.grpc_plan import (
+    GrpcEntry,
+    PlanCall,
+    fixed_headers,
+    grpc_plan,
+    grpcio_callers,
+    h2_channels,
+    plan_checks,
+)
 from rpcmeter.drivers.grpc_stream import (
     MAX_MESSAGE_BYTES,
     GrpcStreamH2,
@@ -87,6 +96,7 @@ from rpcmeter.drivers.grpc_stream import (
     grpcio_stream_caller,
 )
 from rpcmeter.drivers.stream import ExactReply
+from rpcmeter.drivers.varying import LoopState, MixChannel, Plan, loop_of
 from rpcmeter.errors import SuiteError
 from rpcmeter.metrics.connections import ConnectionCosts
 from rpcmeter.protocols.bodies import (
@@ -167,7 +177,7 @@ def check_options(opts: Mapping[str, Any]) -> None:
 class GrpcDriver(EventDriver):
     name: ClassVar[str] = "grpc"
     transports: ClassVar[tuple[str, ...]] = ("tcp", "unix")
-    workloads: ClassVar[frozenset[str]] = frozenset({*KINDS, "stream"})
+    workloads: ClassVar[frozenset[str]] = frozenset({*KINDS, "stream", "mix"})
     builtin_server: ClassVar[str | None] = "rpcmeter.servers.grpc_server"
     reports_server_time: ClassVar[bool] = True
     packages: ClassVar[tuple[str, ...]] = ("grpcio", "hpack", "uvloop", "protobuf")
@@ -252,6 +262,12 @@ class GrpcDriver(EventDriver):
         self.timeout = float(timeout) if timeout is not None else None
         self.channels: list[grpc.Channel] = []
         self.h2: GrpcH2Client | None = None
+        # the requests when they vary (templates, a data file, a mix; None: one fixed request)
+        self.plan: Plan[GrpcEntry] | None = None
+        if self.stream is None:
+            self.plan = grpc_plan(ctx, call, self.path, self.request, self.metadata)
+        self.plan_calls: list[PlanCall] = []
+        self.plan_counts: list[list[int]] = []  # grpcio: per loop, message bytes out and in
 
     def schema_call(self) -> PreparedCall | None:
         """The call the run prepared (a schema's), or one compiled here from the options of a
@@ -274,6 +290,9 @@ class GrpcDriver(EventDriver):
 
     # the h2 client ----------------------------------------------------------------------------
     async def open(self) -> None:
+        if self.plan is not None:
+            await self.open_plan(self.plan)
+            return
         args = (
             self.ctx,
             self.path,
@@ -290,8 +309,36 @@ class GrpcDriver(EventDriver):
             self.h2 = GrpcH2Client(*args)
         await self.h2.open(float(self.ctx.options.get("connect_timeout_s", 10.0)))
 
+    async def open_plan(self, plan: Plan[GrpcEntry]) -> None:
+        """A :class:`PlanCall` for each call of the plan, on the first one's connections."""
+        for k, call in enumerate(plan.calls):
+            entry = call.entries[0]
+            check, templated = plan_checks(entry, self.check)
+            client = PlanCall(
+                self.ctx,
+                entry.path,
+                b"",
+                check,
+                fixed_headers(entry.metadata),
+                self.timeout,
+                error_for,
+                GrpcUnavailable,
+                templated=templated,
+            )
+            if k == 0:
+                await client.open(float(self.ctx.options.get("connect_timeout_s", 10.0)))
+                self.h2 = client
+            else:
+                assert self.h2 is not None
+                client.share(self.h2)
+            self.plan_calls.append(client)
+
     def channel(self, index: int) -> Channel:
         assert self.h2 is not None, "open() first"
+        if self.plan is not None:
+            state = LoopState(loop_of(self.ctx, index))
+            channels = h2_channels(self.plan_calls, self.plan, index, state)
+            return MixChannel(channels, self.plan, state) if self.plan.mix else channels[0]
         return self.h2.channel(index)
 
     # the grpcio client ------------------------------------------------------------------------
@@ -340,6 +387,14 @@ class GrpcDriver(EventDriver):
         return self.h2.costs if self.h2 is not None else None
 
     def counters(self) -> dict[str, int]:
+        if self.plan_calls:
+            each = [c.counters() for c in self.plan_calls]
+            return {k: sum(c[k] for c in each) for k in ("bytes_out", "bytes_in")}
+        if self.plan_counts:
+            return {
+                "bytes_out": sum(c[0] for c in self.plan_counts),
+                "bytes_in": sum(c[1] for c in self.plan_counts),
+            }
         if self.h2 is not None:
             return self.h2.counters()
         if self.stream is not None:
@@ -357,6 +412,18 @@ class GrpcDriver(EventDriver):
                 self.metadata,
                 self.timeout,
                 self.figures,
+                status_error,
+            )
+        if self.plan is not None:
+            counts = [0, 0]
+            self.plan_counts.append(counts)
+            return grpcio_callers(
+                self.channels[thread_index % len(self.channels)],
+                self.plan,
+                LoopState(loop_of(self.ctx, thread_index)),
+                self.timeout,
+                self.check,
+                counts,
                 status_error,
             )
         stub = self.stubs[thread_index % len(self.stubs)]

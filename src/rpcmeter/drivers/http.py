@@ -41,18 +41,30 @@ factorial: ``math.factorial``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import httptools
 
-from rpcmeter.drivers.base import STALL_OPTIONS, Channel, DriverContext, ReplyError
+from rpcmeter.drivers import http_plan
+from rpcmeter.drivers.base import STALL_OPTIONS, Channel, Done, DriverContext, ReplyError
+from rpcmeter.drivers.http_plan import default_path
 from rpcmeter.drivers.stream import StreamConnection, StreamDriver
+from rpcmeter.drivers.varying import Fill, LoopState, MixChannel, Plan, loop_of, source
 from rpcmeter.errors import ProtocolError, SuiteError
 from rpcmeter.metrics.connections import ConnectionCosts
-from rpcmeter.protocols.bodies import check_variant_options, expected_reply
+from rpcmeter.protocols.bodies import KINDS, check_variant_options, expected_reply
+from rpcmeter.protocols.http_request import (
+    HttpRequest,
+    build_request,
+    expect_filler,
+    h1_filler,
+)
+from rpcmeter.protocols.templates import Template
 from rpcmeter.protocols.timing import ServerTime, parse_server_timing
-from rpcmeter.workloads import PayloadParams, WorkloadParams
+from rpcmeter.workloads import EchoParams, MixParams, WorkloadParams
 
 MAX_HEAD = 1 << 20  # a reply head longer than this is malformed
 
@@ -95,21 +107,80 @@ def says_close(value: bytes) -> bool:
     return b"close" in value.lower()
 
 
-def default_path(w: WorkloadParams) -> str:
-    if isinstance(w, PayloadParams):
-        return f"/payload?reply_bytes={w.reply_bytes}"
-    return f"/{w.kind}"
+H1Payload = bytes | tuple[bytes, bytes | None]  # a request, or a request and the reply due
 
 
-def build_request(
-    method: str, path: str, host: str, headers: Mapping[str, Any], body: bytes
-) -> bytes:
-    """The bytes of one HTTP/1.1 request (``Content-Length`` when there is a body or a POST)."""
-    lines = [f"{method} {path} HTTP/1.1", f"Host: {host}"]
-    lines += [f"{k}: {v}" for k, v in headers.items()]
-    if body or method not in ("GET", "HEAD", "DELETE", "OPTIONS"):
-        lines.append(f"Content-Length: {len(body)}")
-    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+def validated(
+    req: HttpRequest, w: WorkloadParams, validate: bool
+) -> tuple[HttpRequest, bytes | None]:
+    """``req`` with the reply a validating run expects of the built-in server (``expect`` of
+    the request's body for ``echo``; the workload's reply otherwise), unless the request has an
+    ``expect`` of its own: the request, and a fixed reply expected (None: none, or in ``expect``)."""
+    if not validate or req.expect is not None or isinstance(w, MixParams):
+        return req, None
+    body = req.body_bytes()
+    if body is None:
+        if isinstance(w, EchoParams) and isinstance(req.body, Template):
+            return replace(req, expect=req.body), None
+        return req, None
+    return req, expected_reply(w, body)
+
+
+def h1_payloads(
+    reqs: tuple[HttpRequest, ...], host: str, close: bool, w: WorkloadParams, validate: bool
+) -> tuple[list[H1Payload | Fill[H1Payload]], bool]:
+    """The HTTP/1.1 payloads of one call's entries, each its bytes or how to make them from a
+    request's values; when any entry checks its reply (``expect``, or a validating run), every
+    payload is a pair of the bytes and the reply due (None: that one is not checked), and the
+    second value is True."""
+    made: list[tuple[bytes | Fill[bytes], bytes | Fill[bytes] | None]] = []
+    for req in reqs:
+        req, due = validated(req, w, validate)
+        exprs = req.exprs
+        fill = h1_filler(req, host, exprs, close)
+        expect = expect_filler(req, exprs)
+        data: bytes | Fill[bytes] = Fill(exprs, fill) if exprs else fill(())
+        reply: bytes | Fill[bytes] | None = due
+        if expect is not None:
+            reply = Fill(exprs, expect) if exprs else expect(())
+        made.append((data, reply))
+    if all(reply is None for _, reply in made):
+        return [data for data, _ in made], False
+    return [_pair(data, reply) for data, reply in made], True
+
+
+def _pair(
+    data: bytes | Fill[bytes], reply: bytes | Fill[bytes] | None
+) -> H1Payload | Fill[H1Payload]:
+    if not isinstance(data, Fill):
+        assert not isinstance(reply, Fill)
+        return (data, reply)
+    fill = data.fill
+    if isinstance(reply, Fill):
+        check = reply.fill
+        return Fill(data.exprs, lambda values: (fill(values), check(values)))
+    return Fill(data.exprs, lambda values: (fill(values), reply))
+
+
+def payload_channel(
+    next_payload: Callable[[], Any],
+    send: Callable[[bytes, Done, bytes | None], None],
+    checked: bool,
+) -> Channel:
+    """A channel sending what ``next_payload`` gives through ``send(data, done, expect)``
+    (``checked``: it gives pairs of the bytes and the reply due)."""
+    if checked:
+
+        def pairs(done: Done) -> None:
+            data, expect = next_payload()
+            send(data, done, expect)
+
+        return pairs
+
+    def requests(done: Done) -> None:
+        send(next_payload(), done, None)
+
+    return requests
 
 
 class HttpConnection(StreamConnection):
@@ -290,25 +361,39 @@ class HttpDriver(StreamDriver):
     tls: ClassVar[bool] = True
     alpn: ClassVar[tuple[str, ...]] = ("http/1.1",)
     url_scheme: ClassVar[str | None] = "http"
-    option_keys: ClassVar[frozenset[str] | None] = STALL_OPTIONS | {
-        "method",
-        "path",
-        "headers",
-        "body",
-        "host",
-        "event_loop",
-        "http",
-        "corrupt_every",  # server
-        "queue_time",  # server
-    }
+    option_keys: ClassVar[frozenset[str] | None] = (
+        STALL_OPTIONS
+        | {
+            "method",
+            "path",
+            "headers",
+            "body",
+            "host",
+            "event_loop",
+            "http",
+            "corrupt_every",  # server
+            "queue_time",  # server
+            "kv_capacity",  # server
+            "kv_miss_us",  # server
+        }
+        | http_plan.OPTION_KEYS
+    )
+    workloads: ClassVar[frozenset[str]] = frozenset({*KINDS, "mix"})
 
     @classmethod
     def check_suite(cls, suite: Suite, where: str) -> None:
         check_variant_options(suite, where, cls.name, check_options)
+        http_plan.prepare_suite(suite, where, cls.name)
 
     def __init__(self, ctx: DriverContext) -> None:
         super().__init__(ctx)
         self.h2: Http2Client | None = None
+        # the requests when they vary (templates, a data file, a mix; None: one fixed request)
+        known = ctx.prepared.get(http_plan.DATA_KEY)
+        self.plan: Plan[HttpRequest] | None = http_plan.http_plan(
+            ctx.options, ctx.workload, http_plan.file_data(Path.cwd(), known)
+        )
+        self.payloads: list[tuple[list[H1Payload | Fill[H1Payload]], bool]] | None = None
 
     def uses_http2(self) -> bool:
         return str(self.ctx.options.get("http", "1.1")) == "2"
@@ -326,6 +411,8 @@ class HttpDriver(StreamDriver):
         await self.h2.open()
 
     def channel(self, index: int) -> Channel:
+        if self.plan is not None:
+            return self.plan_channel(index, self.plan)
         if self.h2 is None:
             return super().channel(index)
         bodies = self.loop_bodies(index)
@@ -335,6 +422,28 @@ class HttpDriver(StreamDriver):
         else:
             bodies = bodies[:1]
         return self.h2.channel(index, bodies, expects)
+
+    def plan_channel(self, index: int, plan: Plan[HttpRequest]) -> Channel:
+        """Loop ``index``'s channel when the requests vary (see :mod:`rpcmeter.drivers.varying`)."""
+        ctx = self.ctx
+        state = LoopState(loop_of(ctx, index))
+        if self.h2 is not None:
+            channels = self.h2.plan_channels(index, plan, state, ctx.workload, validated)
+        else:
+            if self.payloads is None:
+                host, close = self.host(), not ctx.reuse
+                self.payloads = [
+                    h1_payloads(call.entries, host, close, ctx.workload, ctx.validate)
+                    for call in plan.calls
+                ]
+            send = self.one_shot if not ctx.reuse else self.slots[index % len(self.slots)].conn.send
+            channels = [
+                payload_channel(source(payloads, state, not plan.mix), send, checked)
+                for payloads, checked in self.payloads
+            ]
+        if plan.mix:
+            return MixChannel(channels, plan, state)
+        return channels[0]
 
     def counters(self) -> dict[str, int]:
         return self.h2.counters() if self.h2 is not None else super().counters()
@@ -353,6 +462,9 @@ class HttpDriver(StreamDriver):
         return str(host or ("localhost" if ep.path else ep.describe().split("//")[1]))
 
     def new_connection(self) -> StreamConnection:
+        if self.plan is not None:  # every reply of a HEAD request is a head without its body
+            heads = [e.method == "HEAD" for call in self.plan.calls for e in call.entries]
+            return HttpConnection(head_only=all(heads))
         return HttpConnection(head_only=self.method() == "HEAD")
 
     def method(self) -> str:

@@ -86,6 +86,7 @@ class LoadSpec:
                 options={**target.options, **variant.options, "seed": suite.seed},
                 validate=suite.validate_replies,
                 seed=suite.seed,
+                clients=load.clients,
                 threads=load.concurrency or load.threads,
                 connections=load.connections,
                 reuse=load.reuse,
@@ -109,7 +110,14 @@ class LoadSpec:
         loop, unvalidated: the round trip of the breakdown (the transport's unloaded floor)."""
         return replace(
             self,
-            ctx=replace(self.ctx, workload=NoopParams(), validate=False, threads=1, connections=1),
+            ctx=replace(
+                self.ctx,
+                workload=NoopParams(),
+                validate=False,
+                clients=1,
+                threads=1,
+                connections=1,
+            ),
             clients=1,
             requests=requests,
             duration_s=None,
