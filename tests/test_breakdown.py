@@ -155,6 +155,7 @@ def test_breakdown_with_queue_times_from_the_raw_server() -> None:
         assert case["status"] == "ok"
         b = case["breakdown"]
         assert b["rtt_requests"] == 100 and b["rtt_loops"] == 1  # 50 before, 50 after, one loop
+        assert b["loops"] == 2 and b["wait"] == "block"  # the case's own, per client
         assert b["rtt_us"]["mean"] > 0 and b["queue_us"] is not None
         # mean identity: latency = round trip (median) + queue + server + overhead
         parts = ("queue_us", "server_us", "overhead_us")

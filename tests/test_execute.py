@@ -19,6 +19,7 @@ import pytest
 from rpcmeter.execute import run_suite
 from rpcmeter.result import read_json
 from rpcmeter.suite import build_suite
+from tests.support.interrupt import ctrl_c_default
 from tests.support.marks import timing_sensitive
 from tests.support.synthetic import written
 
@@ -132,6 +133,7 @@ def start_run(tmp_path: Path, marker: str) -> tuple[subprocess.Popen[bytes], Pat
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,
+        preexec_fn=ctrl_c_default,  # Ctrl-C reaches it even when this test's SIGINT is ignored
     )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:

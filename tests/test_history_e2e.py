@@ -59,7 +59,7 @@ def test_example_run_twice_then_compare_shows_verdicts(tmp_path: Path) -> None:
     # run 1: default, bind, their pinned copies and twin (an identical copy of default: an A/A
     # comparison)
     first = rpcmeter(
-        "run", demo, *SMALL, "--set", "repeat=4", "--set", "variants.twin.options={}",
+        "run", demo, *SMALL, "--set", "repeat=4", "--set", "variants.twin={}",
         "--baseline", "main", cwd=tmp_path,
     )  # fmt: skip
     assert "stored as run 1 in .rpcmeter/history.db" in first.stdout

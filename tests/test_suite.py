@@ -202,8 +202,14 @@ def test_workload_selection(tmp_path: Path) -> None:
 
 def test_apply_set_creates_tables() -> None:
     raw: dict[str, object] = {}
+    apply_set(raw, "variants.default.options.bind_threads=true")
+    assert raw == {"variants": {"default": {"options": {"bind_threads": True}}}}
+    apply_set(raw, "variants.bind={}")  # a new variant: given whole
     apply_set(raw, "variants.bind.options.bind_threads=true")
-    assert raw == {"variants": {"bind": {"options": {"bind_threads": True}}}}
+    assert raw["variants"] == {
+        "default": {"options": {"bind_threads": True}},
+        "bind": {"options": {"bind_threads": True}},
+    }
 
 
 def test_builtin_demo_and_examples_are_valid() -> None:

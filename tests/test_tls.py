@@ -62,7 +62,7 @@ def test_tls_true_a_table_and_false_per_variant() -> None:
         ({"target": {"driver": "http", "tls": {"verfy": False}}}, "target.tls: verfy: unknown key"),
         (
             {"target": {"driver": "http", "tls": {"verify": "maybe"}}},
-            "target.tls: verify: Input should be a valid boolean, unable to interpret input (got 'maybe')",
+            "target.tls: verify: Input should be a valid boolean (got 'maybe')",
         ),
         (
             {"target": {"driver": "http", "tls": {"cert_file": "c.pem"}}},

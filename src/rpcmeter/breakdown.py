@@ -33,6 +33,15 @@ case (a drift the interval cannot rule out). When the
 interval includes 0 the overhead is within the noise, and the report says so rather than print a
 signed figure; a negative overhead beyond the noise gives a warning (:func:`warnings_for`).
 
+A negative overhead is not always noise. The round trip's no-ops go one at a time, so every one
+of their replies wakes a client that sleeps waiting for it (on a virtual machine, a third to a
+half of a no-op's round trip: the docs' "Where the time goes" page); the replies of a case whose
+clients run several loops often reach a client awake with the others' replies, and do not pay
+that wakeup. The server's reported times hold no work outside the request (its queue starts at
+the kernel's receive time of the request's last bytes, its compute brackets the handling), so the
+warning names the client's wakeup for such a case (``loops`` > 1, ``wait = "block"``), and the
+server's timer only for a case that ran as the round trip did.
+
 The case document holds ``breakdown`` (microseconds; schema version 2)::
 
     {"rtt_us": {"mean", "stdev", "p50", "p99", "count", "before", "after" (medians)},
@@ -40,7 +49,8 @@ The case document holds ``breakdown`` (microseconds; schema version 2)::
      "server_us": {"mean", "stdev", "p50", "p99", "count"} | null,
      "overhead_us": {"mean", "stdev", "p50", "p99", "count", "ci95": [low, high],
                      "within_noise": bool} | null,
-     "rtt_requests": int, "rtt_loops": 1, "rtt_basis": "noop" | "network"}
+     "rtt_requests": int, "rtt_loops": 1, "rtt_basis": "noop" | "network",
+     "loops": int, "wait": "block" | "spin"}  (the case's loops per client process, load.wait)
 
 (``rtt_requests`` and ``rtt_loops`` are 0 with a network round trip.)
 
@@ -115,11 +125,14 @@ def breakdown(
     net: Histogram,
     queue: Histogram,
     basis: str = "noop",
+    loops: int | None = None,
+    wait: str | None = None,
 ) -> Breakdown:
     """The case's ``breakdown``: the round trip's latencies before and after the case (no-op
     requests, or for a remote target TCP handshakes: ``basis`` ``"network"``), and the case's
     server-reported compute times, ``latency - compute - queue`` per request (``net``) and
-    queue times (all ns)."""
+    queue times (all ns); ``loops`` per client process and ``wait`` (``load.wait``) as the
+    case ran."""
     rtt = Histogram.merged([rtt_before, rtt_after])
     rtt_stats = around(rtt_before, rtt_after)
     before, after = _or_nan(rtt_stats.before), _or_nan(rtt_stats.after)
@@ -142,6 +155,8 @@ def breakdown(
         rtt_requests=rtt.count if basis == "noop" else 0,
         rtt_loops=1 if basis == "noop" else 0,
         rtt_basis=basis,
+        loops=loops,
+        wait=wait,
     )
 
 
@@ -155,12 +170,16 @@ def floor(outcome: LoadOutcome) -> Histogram:
 
 
 class RoundTrip:
-    """The round trip of one case: ``spec`` (noop requests from one loop on one connection) run
-    by ``run`` before and after the case (:meth:`measure`)."""
+    """The round trip of one case (whose load is ``case``): ``requests`` noop requests from one
+    loop on one connection, run by ``run`` before and after the case (:meth:`measure`)."""
 
-    def __init__(self, run: Callable[[LoadSpec], LoadOutcome], spec: LoadSpec) -> None:
+    def __init__(
+        self, run: Callable[[LoadSpec], LoadOutcome], case: LoadSpec, requests: int
+    ) -> None:
         self.run = run
-        self.spec = spec
+        self.spec = case.round_trip(requests)
+        self.loops = case.ctx.threads
+        self.wait = case.ctx.wait
         self.before = Histogram()
         self.after = Histogram()
 
@@ -175,7 +194,13 @@ class RoundTrip:
     def breakdown(self, outcome: LoadOutcome) -> Breakdown:
         """The case's ``breakdown`` from its load outcome."""
         return breakdown(
-            self.before, self.after, outcome.server_hist, outcome.net_hist, outcome.queue_hist
+            self.before,
+            self.after,
+            outcome.server_hist,
+            outcome.net_hist,
+            outcome.queue_hist,
+            loops=self.loops,
+            wait=self.wait,
         )
 
 
@@ -221,6 +246,13 @@ def warnings_for(result: Result) -> list[str]:
             cause = (
                 f"the round trip moved from {before:,.1f} us before the case to {after:,.1f} us "
                 "after it: the machine's load or CPU frequency changed during the case"
+            )
+        elif (b.loops or 1) > 1 and b.wait != "spin":
+            cause = (
+                "the round trip, one request at a time, counts a wakeup of the idle client for "
+                f"every reply, which the {b.loops} loops of each client of this case often did "
+                "not need (their client was awake with other replies): the client's wakeup, not "
+                'the server\'s timer; load.wait = "spin" takes it out of both'
             )
         else:
             cause = (

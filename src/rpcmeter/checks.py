@@ -148,11 +148,31 @@ def governor(result: Result) -> list[str]:
 
 
 def placement(result: Result) -> list[str]:
-    env = result.environment
-    place = env.placement or Placement()
-    server, client = place.server_cpus, place.client_cpus
+    """Server and clients unpinned or sharing CPUs, for each way the variants were placed; a
+    server rpcmeter did not start (``target = "remote"``, at an ``address``) is none of its
+    business."""
     if not result.cases:
         return []
+    place = result.environment.placement or Placement()
+    out: list[str] = []
+    for each in (place.by_variant or {"": place}).values():
+        target = each.target or place.target
+        for line in _placement(result, each, remote=target == "remote"):
+            if line not in out:
+                out.append(line)
+    return out
+
+
+def _placement(result: Result, place: Placement, remote: bool) -> list[str]:
+    env = result.environment
+    server, client = place.server_cpus, place.client_cpus
+    if remote:
+        if client is not None:
+            return []
+        return [
+            "the clients ran without CPU pinning, so the OS may move them: set "
+            "placement.client_cpus."
+        ]
     if server is None or client is None:
         sides = " and ".join(
             side for side, cpus in (("the server", server), ("the clients", client)) if not cpus

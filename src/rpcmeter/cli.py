@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import signal
 import sys
 import time
@@ -400,9 +401,11 @@ def cmd_trend(args: argparse.Namespace, out: TextIO) -> int:
     metrics = list(dict.fromkeys(trend.trend_metric(n) for n in names))
     if args.last is not None and args.last < 2:
         raise UsageError("--last: at least 2 runs")
-    if args.threshold < 1:
-        raise UsageError("--threshold: a factor of at least 1, e.g. 1.05 for 5 % worse")
-    with Store(args.store, create=False) as store:
+    if not (1 <= args.threshold < math.inf):  # nan: no step is ever worse than it
+        raise UsageError(
+            f"--threshold {args.threshold}: a finite factor of at least 1, e.g. 1.05 for 5 % worse"
+        )
+    with Store(args.store, read_only=True) as store:
         infos = store.runs(args.last, suite=args.suite)[::-1]
         trends = trend.collect(
             ((info, store.load(info.id)) for info in infos),
@@ -500,7 +503,7 @@ def _after_run(
 
 
 def cmd_history(args: argparse.Namespace, out: TextIO) -> int:
-    with Store(args.store, create=False) as store:
+    with Store(args.store, read_only=True) as store:
         runs = store.runs(args.limit)
     if not runs:
         out.write(f"no runs in {args.store}\n")

@@ -46,6 +46,7 @@ from typing import Any
 
 from rpcmeter import model
 from rpcmeter.errors import EnvError
+from rpcmeter.profile import find_tool
 from rpcmeter.suite import GitSource, Suite, Variant
 
 ENV_FORMAT = 1
@@ -154,12 +155,9 @@ class Env:
 
 def find_uv() -> str | None:
     """The ``uv`` executable: on PATH, next to this interpreter, or from the ``uv`` package."""
-    found = shutil.which("uv")
+    found = find_tool("uv")
     if found:
         return found
-    sibling = Path(sys.executable).parent / "uv"
-    if sibling.is_file() and os.access(sibling, os.X_OK):
-        return str(sibling)
     try:
         import uv  # type: ignore[import-not-found,unused-ignore]
 

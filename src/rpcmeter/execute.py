@@ -257,7 +257,7 @@ def prepare_calls(bench: Bench, run: RunRecord | None = None) -> None:
         first.setdefault(case.variant, case)
     for vname, case in first.items():
         driver = driver_class(suite.driver_of(vname))
-        options = {**suite.target.options, **suite.variants[vname].options}
+        options = suite.options_of(vname)
         if target_kind(suite, vname) in ("server", "remote") and driver.asks_server(options):
             bench.events.note(f"{vname}: asking its server ({driver.name} reflection)")
             bench.prepared[vname] = ServerCase(bench, case).ask(driver)
@@ -438,6 +438,7 @@ class ServerCase(TargetRunner):
 
     def measure(self, endpoint: Endpoint, env: Env | None, idle: resources.CpuTimes | None) -> None:
         """The case's load against the server at ``endpoint``, recorded with its resources."""
+        driver = driver_class(self.suite.driver_of(self.case.variant))
         load = LoadSpec.of_case(
             self.suite,
             self.case,
@@ -445,6 +446,7 @@ class ServerCase(TargetRunner):
             self.bench.cpus.client,
             self.tls_client,
             self.bench.prepared.get(self.case.variant),
+            driver.client_env,
         )
         network = self.network_rtt(endpoint)
         rtt = self.round_trip(load) if self.server is not None else None
@@ -567,7 +569,8 @@ class ServerCase(TargetRunner):
             return None
         rtt = RoundTrip(
             lambda spec: self.run_load(spec, LoadHooks(server_problem=self.server_problem)),
-            load.round_trip(self.suite.breakdown.rtt_requests),
+            load,
+            self.suite.breakdown.rtt_requests,
         )
         problem = rtt.measure("before")
         if problem:

@@ -166,6 +166,8 @@ class Breakdown(Part):
     # what rtt_us is: "noop" (no-op requests; None in older documents) or "network" (TCP
     # handshakes: a remote target's, rpcmeter.metrics.network_rtt)
     rtt_basis: str | None = None
+    loops: int | None = None  # the case's concurrent loops per client process
+    wait: str | None = None  # how the case's clients (and the round trip's) waited: load.wait
 
 
 class Cpu(Part):

@@ -38,6 +38,7 @@ import re
 import shutil
 import signal
 import subprocess
+import sys
 import zlib
 from collections import Counter
 from collections.abc import Mapping
@@ -62,6 +63,13 @@ def is_python(pid: int) -> bool:
     except OSError:
         return False
     return exe.startswith("python") or exe.startswith("pypy")
+
+
+def find_tool(name: str) -> str | None:
+    """The program ``name`` on ``PATH``, else beside this interpreter: a tool installed with
+    rpcmeter (py-spy) is in the environment's ``bin`` directory, not on ``PATH`` when rpcmeter
+    runs as ``venv/bin/rpcmeter`` without activating the environment, or from pipx."""
+    return shutil.which(name) or shutil.which(name, path=os.path.dirname(sys.executable))
 
 
 def cpu_seconds(pid: int) -> float:
@@ -92,7 +100,7 @@ class Sampler:
         self.data = base.with_suffix(".perf.data" if self.tool == "perf" else ".pyspy.txt")
 
     def start(self) -> None:
-        exe = shutil.which(self.tool)
+        exe = find_tool(self.tool)
         if exe is None:
             if self.tool == "py-spy":
                 self.error = "py-spy is not installed (pip install py-spy)"
@@ -137,7 +145,7 @@ class Sampler:
         if self.tool == "py-spy":
             return read_collapsed(self.data.read_text(encoding="utf-8", errors="replace"))
         script = subprocess.run(
-            [shutil.which("perf") or "perf", "script", "-i", str(self.data)],
+            [find_tool("perf") or "perf", "script", "-i", str(self.data)],
             capture_output=True,
             text=True,
             errors="replace",

@@ -145,14 +145,23 @@ class Recorder(RunListener):
 
 
 class Store:
-    """The SQLite history at ``path`` (created with its directory when missing)."""
+    """The SQLite history at ``path`` (created with its directory when missing).
 
-    def __init__(self, path: str | Path = DEFAULT_PATH, create: bool = True) -> None:
+    ``read_only``: for the commands that only read (``history``, ``trend``, ``show``, ...): the
+    database must exist and is opened read-only, so a store the user may read but not write
+    works; one that must be written first (created, or migrated from an older schema) is opened
+    as usual."""
+
+    def __init__(
+        self, path: str | Path = DEFAULT_PATH, create: bool = True, read_only: bool = False
+    ) -> None:
         self.path = Path(path)
-        if not create and not self.path.exists():
+        if (read_only or not create) and not self.path.exists():
             raise StoreError(f"{self.path}: no history database (run a suite first)")
         if self.path.is_dir():
             raise StoreError(f"{self.path}: a directory, not a history database")
+        if read_only and self._open_read_only():
+            return
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except FileExistsError as exc:
@@ -168,16 +177,7 @@ class Store:
             # look before anything is written (the journal mode changes the file's header)
             version = self.db.execute("PRAGMA user_version").fetchone()[0]
             tables = self.db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0]
-            if version > SCHEMA_VERSION:
-                raise StoreError(
-                    f"{self.path}: history schema {version} is newer than this rpcmeter "
-                    f"understands ({SCHEMA_VERSION})"
-                )
-            if version == 0 and tables:
-                raise StoreError(
-                    f"{self.path}: not an rpcmeter history database (it holds tables of its "
-                    "own); name another with --store"
-                )
+            self._check_version(version, tables)
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")
             self.db.execute("PRAGMA foreign_keys=ON")
@@ -196,6 +196,51 @@ class Store:
                 f"{self.path}: cannot use the history database: {exc} (nothing was written to "
                 "it; move it away or name another with --store)"
             ) from None
+
+    def _open_read_only(self) -> bool:
+        """Open the database read-only when it holds the current schema (False: it must be
+        created or migrated first). SQLite reads a database in WAL mode through its ``-shm``
+        file, which it cannot create in a directory the user may not write: then, when no
+        ``-wal`` file holds changes not yet in the database, it is read as an immutable file."""
+        uri = self.path.resolve().as_uri()
+        wal = self.path.with_name(self.path.name + "-wal")
+        modes = ["mode=ro"]
+        if not (wal.exists() and wal.stat().st_size):
+            modes.append("mode=ro&immutable=1")
+        failure: sqlite3.Error | None = None
+        for mode in modes:
+            try:
+                self.db = sqlite3.connect(f"{uri}?{mode}", uri=True, timeout=30)
+                version = self.db.execute("PRAGMA user_version").fetchone()[0]
+                tables = self.db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0]
+            except sqlite3.Error as exc:
+                self.close()
+                failure = exc
+                continue
+            if version > SCHEMA_VERSION or (version == 0 and tables):
+                self.close()
+                self._check_version(version, tables)
+            if version == SCHEMA_VERSION:
+                return True
+            self.close()  # an empty file or an older schema: written first, as usual
+            return False
+        raise StoreError(
+            f"{self.path}: cannot read the history database: {failure} (nothing was written to it)"
+        )
+
+    def _check_version(self, version: int, tables: int) -> None:
+        """A StoreError for a database this rpcmeter cannot use (a newer schema, or another
+        program's)."""
+        if version > SCHEMA_VERSION:
+            raise StoreError(
+                f"{self.path}: history schema {version} is newer than this rpcmeter "
+                f"understands ({SCHEMA_VERSION})"
+            )
+        if version == 0 and tables:
+            raise StoreError(
+                f"{self.path}: not an rpcmeter history database (it holds tables of its "
+                "own); name another with --store"
+            )
 
     def _migrate(self, version: int) -> None:
         """Bring a database of schema ``version`` to :data:`SCHEMA_VERSION`, in one transaction
@@ -433,6 +478,6 @@ def resolve_run(name: str, store_path: str | Path | None = DEFAULT_PATH) -> RunR
         return RunRef(read_json(path), str(path))
     if store_path is None:
         raise StoreError(f"{name}: not a result file, and the history store is disabled")
-    with Store(store_path, create=False) as store:
+    with Store(store_path, read_only=True) as store:
         run = store.resolve(name)
         return RunRef(store.load(run), f"run {run}", run)

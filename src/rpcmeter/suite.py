@@ -71,14 +71,26 @@ __all__ = [
 _LOAD_KEYS = set(Load.model_fields)
 
 
+_KEY_PART = re.compile(r'"([^"]*)"|\'([^\']*)\'|([^.\'"]+)')
+
+
 def split_key(key: str) -> list[str]:
-    """Split a dotted key; parts may be quoted with " or '."""
+    """Split a dotted key; parts may be quoted with " or '. Every part is non-empty and parts
+    are separated by exactly one dot (``load..requests`` is no key)."""
     parts: list[str] = []
-    for m in re.finditer(r'"([^"]*)"|\'([^\']*)\'|([^.]+)', key):
-        parts.append(next(g for g in m.groups() if g is not None))
-    if not parts or any(p == "" for p in parts):
-        raise SuiteError(f"--set {key}: not a valid dotted key")
-    return parts
+    pos = 0
+    while True:
+        m = _KEY_PART.match(key, pos)
+        part = next((g for g in m.groups() if g is not None), "") if m else ""
+        if m is None or part == "":
+            raise SuiteError(f"--set {key}: not a valid dotted key")
+        parts.append(part)
+        pos = m.end()
+        if pos == len(key):
+            return parts
+        if key[pos] != ".":
+            raise SuiteError(f"--set {key}: not a valid dotted key")
+        pos += 1
 
 
 def parse_value(text: str) -> Any:
@@ -116,6 +128,18 @@ def apply_set(raw: dict[str, Any], assignment: str) -> None:
     if "=" not in assignment:
         raise SuiteError(f"--set {assignment}: expected KEY=VALUE")
     key, _, value = assignment.partition("=")
+    parts = split_key(key.strip())
+    variants = raw.get("variants")
+    names = list(variants) if isinstance(variants, dict) else ["default"]
+    if len(parts) > 2 and parts[0] == "variants" and parts[1] not in names:
+        # a misspelt variant would be a new one, measured beside the others: a new variant is
+        # given whole (--set 'variants.twin={}')
+        close = difflib.get_close_matches(parts[1], names, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        raise SuiteError(
+            f"--set {key.strip()}: no variant named {parts[1]!r} ({hint}the suite's variants: "
+            f"{', '.join(names)}; add one whole: --set 'variants.{parts[1]}={{...}}')"
+        )
     set_key(raw, key, parse_value(value.strip()))
 
 
@@ -459,9 +483,9 @@ def _check_wait(suite: Suite, drivers: dict[str, type[Driver]], where: str) -> N
     _check_spin_us(suite, where)
     if "spin" not in waits:
         return
-    for vname, v in suite.variants.items():
+    for vname in suite.variants:
         driver = drivers[suite.driver_of(vname)]
-        problem = driver.spin_problem({**suite.target.options, **v.options})
+        problem = driver.spin_problem(suite.options_of(vname))
         if problem is not None:
             raise SuiteError(
                 f"{where}: load.wait: driver {driver.name!r} cannot poll without sleeping (wait = "

@@ -19,11 +19,14 @@ from pydantic import (
     ConfigDict,
     Field,
     PrivateAttr,
+    StrictBool,
     field_validator,
     model_validator,
+    with_config,
 )
+from typing_extensions import TypedDict
 
-from rpcmeter.tls import TlsSettings, parse_tls
+from rpcmeter.tls import MAX_WAIT_S, TlsSettings, parse_tls
 from rpcmeter.workloads import KINDS, WorkloadParams, parse_params
 
 MIN_RATE = 1e-3  # requests/s: the lowest offered rate (one request every 1000 s)
@@ -62,6 +65,38 @@ class _Model(BaseModel):
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)  # numbers are finite
 
 
+# the types of the options several drivers and built-in servers read (strict: ``"no"`` or ``0``
+# is no boolean, ``"10"`` no number)
+Flag = StrictBool
+Timeout = Annotated[float, Field(gt=0, le=MAX_WAIT_S, strict=True)]
+Count = Annotated[int, Field(ge=0, strict=True)]
+Positive = Annotated[int, Field(ge=1, strict=True)]
+Amount = Annotated[float, Field(ge=0, strict=True)]
+
+
+@with_config(ConfigDict(extra="allow", allow_inf_nan=False))
+class Options(TypedDict, total=False):
+    """A target's or variant's ``options``: each driver reads its own (``Driver.option_keys``
+    names them); those with the same name in several drivers or built-in servers mean the same
+    and are typed here once, so a wrong value is a suite error at load, naming the key."""
+
+    call_timeout_s: Timeout  # grpc, zmq: the deadline of a call
+    connect_timeout_s: Timeout  # grpc: how long a connection may take
+    max_message_bytes: Positive  # grpc, zmq: the largest message accepted
+    server_workers: Positive  # grpc, zmq servers
+    queue_time: Flag  # built-in servers: report the queue time
+    nodelay: Flag  # rpyc
+    server_time: Flag  # rpyc
+    bind_threads: Flag  # rpyc
+    background: Count  # rpyc server
+    corrupt_every: Count  # built-in servers: corrupt every Nth reply (0: none)
+    stall_ms: Amount  # built-in servers (rpcmeter.servers.common.Stall)
+    stall_after_s: Amount
+    stall_every_s: Annotated[float, Field(gt=0, strict=True)]
+    spin_us: Amount  # rpyc server
+    sleep_us: Amount  # zmq client (recv = "poll")
+
+
 class ServerSpec(_Model):
     """How a server starts. Without ``command``, the driver's built-in reference server runs.
 
@@ -85,7 +120,7 @@ class Target(_Model):
     host: Host = "127.0.0.1"
     address: str | None = None
     server: ServerSpec = Field(default_factory=lambda: ServerSpec())
-    options: dict[str, Any] = Field(default_factory=dict)
+    options: Options = Field(default_factory=lambda: Options())
     # driver "command": the command line measured as a whole (``{param}`` placeholders), its
     # working directory (relative to the suite file) and extra environment variables
     command: CommandLine = None
@@ -128,7 +163,7 @@ class Variant(_Model):
     """Overrides of the target for one compared variant (any may be left out)."""
 
     driver: str | None = None
-    options: dict[str, Any] = Field(default_factory=dict)
+    options: Options = Field(default_factory=lambda: Options())
     env: dict[str, str] = Field(default_factory=dict)
     transport: str | None = None
     host: Host | None = None
@@ -253,7 +288,7 @@ class Load(_Model):
     sweep: Sweep | None = None
     late_ms: float = Field(1.0, ge=0)
     max_lag_ms: float | None = Field(None, gt=0)
-    reuse: bool = True  # false: a new connection (connect, handshake) for every request
+    reuse: Flag = True  # false: a new connection (connect, handshake) for every request
     wait: Literal["block", "spin"] = "block"  # how a client waits for replies
     spin_us: float | None = Field(None, ge=0, le=60_000_000)  # wait = "spin": polling budget
 
@@ -322,7 +357,7 @@ class Resources(_Model):
 
     idle_s: float = Field(default_factory=lambda: DEFAULT_IDLE_S, ge=0, le=3600)
     sample_interval_s: float = Field(0.25, gt=0, le=60)
-    cgroup: bool = True
+    cgroup: Flag = True
 
 
 class Breakdown(_Model):
@@ -336,8 +371,8 @@ class Profile(_Model):
     """Profiles per case (:mod:`rpcmeter.profile`): the server process and/or rpcmeter's client
     processes sampled ``rate`` times a second over the measured interval."""
 
-    server: bool = False
-    client: bool = False
+    server: Flag = False
+    client: Flag = False
     rate: int = Field(100, ge=1, le=1000)
 
 
@@ -352,7 +387,7 @@ class Suite(_Model):
     matrix: dict[str, list[Any]] = Field(default_factory=dict)
     repeat: int = Field(1, ge=1, le=1000)  # unset with 2+ variants: COMPARE_REPEAT
     seed: int = 0
-    validate_replies: bool = Field(False, alias="validate")
+    validate_replies: Flag = Field(False, alias="validate")
     placement: Placement = Field(default_factory=lambda: Placement())
     runs: Runs = Field(default_factory=lambda: Runs())
     resources: Resources = Field(default_factory=lambda: Resources())
@@ -414,6 +449,10 @@ class Suite(_Model):
         """The driver whose server a variant's cases start: its own, or for a command client the
         target's."""
         return self.target.driver if self.command_client(variant) else self.driver_of(variant)
+
+    def options_of(self, variant: str) -> dict[str, Any]:
+        """A variant's options: the target's, its own over them."""
+        return {**self.target.options, **self.variants[variant].options}
 
     def server_of(self, variant: str) -> ServerSpec:
         return self.variants[variant].server or self.target.server

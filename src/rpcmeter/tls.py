@@ -38,12 +38,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, field_validator
 
 if TYPE_CHECKING:
     from rpcmeter import model
 
 HANDSHAKE_TIMEOUT_S = 10.0
+# the longest wait a setting may ask for (a socket timeout overflows past about 9e9 s)
+MAX_WAIT_S = 86_400.0
 READ_SIZE = 65536  # one decrypted read (a TLS record holds 16 KiB at most)
 SOCKET_READ = 65536  # one recv of a TLS transport (a larger buffer is an mmap per read)
 P = TypeVar("P", bound=asyncio.Protocol)
@@ -52,17 +54,28 @@ P = TypeVar("P", bound=asyncio.Protocol)
 class TlsSettings(BaseModel):
     """The ``tls`` table of a target or variant (``true``: every key at its default)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    verify: bool = True
+    verify: StrictBool = True  # true or false: "no" and 0 are no booleans
     ca_file: str | None = None
     server_name: str | None = None
     cert_file: str | None = None
     key_file: str | None = None
     client_ca_file: str | None = None  # built-in servers: the CA that issued cert_file
     alpn: list[str] | None = None
-    resume: bool = False
-    handshake_timeout_s: float = Field(HANDSHAKE_TIMEOUT_S, gt=0)
+    resume: StrictBool = False
+    handshake_timeout_s: float = Field(HANDSHAKE_TIMEOUT_S, gt=0, le=MAX_WAIT_S)
+
+    @field_validator("alpn")
+    @classmethod
+    def _alpn(cls, names: list[str] | None) -> list[str] | None:
+        """Protocol names as TLS carries them: at most 255 bytes of ASCII each (RFC 7301)."""
+        for name in names or ():
+            if not name.isascii():
+                raise ValueError(f"the protocol name {name!r} is not ASCII")
+            if len(name) > 255:
+                raise ValueError(f"a protocol name is at most 255 bytes (one has {len(name)})")
+        return names
 
 
 def parse_tls(value: Any) -> TlsSettings | None:
@@ -82,7 +95,9 @@ def parse_tls(value: Any) -> TlsSettings | None:
         err = exc.errors()[0]
         key = ".".join(str(p) for p in err["loc"])
         msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
-        raise ValueError(f"{key}: {msg} (got {err.get('input')!r})") from None
+        msg = msg.removeprefix("Value error, ")
+        got = "" if err["type"] == "value_error" else f" (got {err.get('input')!r})"
+        raise ValueError(f"{key}: {msg}{got}") from None
     if (settings.cert_file is None) != (settings.key_file is None):
         raise ValueError("cert_file and key_file go together (mutual TLS)")
     if settings.alpn is not None and (not settings.alpn or not all(settings.alpn)):
@@ -94,7 +109,8 @@ def parse_tls(value: Any) -> TlsSettings | None:
 
 def check_files(settings: TlsSettings, base: Path | None) -> TlsSettings:
     """The settings with their file paths made absolute (relative to ``base``, the suite's
-    directory); ValueError naming the key of a file that cannot be read."""
+    directory), each file loaded as the clients and built-in servers load it (:func:`load_files`);
+    ValueError naming the key and the file that cannot be read or used."""
     updates: dict[str, str] = {}
     for key in ("ca_file", "cert_file", "key_file", "client_ca_file"):
         path = getattr(settings, key)
@@ -106,7 +122,54 @@ def check_files(settings: TlsSettings, base: Path | None) -> TlsSettings:
         if not p.is_file() or not os.access(p, os.R_OK):
             raise ValueError(f"{key}: no readable file {path!r}")
         updates[key] = str(p.resolve())
+    load_files(settings.model_copy(update=updates), given=settings)
     return settings.model_copy(update=updates)
+
+
+class _Encrypted(Exception):
+    """A private key that asks for a password (see :func:`load_files`)."""
+
+
+def _no_password() -> bytes:
+    raise _Encrypted
+
+
+def load_files(settings: TlsSettings, given: TlsSettings | None = None) -> None:
+    """Load the certificates and the key of ``settings`` with Python's ssl module, as a client
+    and a built-in server will: ValueError naming the key and the file (as ``given`` names it)
+    that holds no PEM certificate, no PEM private key, an encrypted key (a password rpcmeter
+    cannot ask for) or the key of another certificate."""
+    named = given or settings
+
+    def problem(key: str, what: str) -> ValueError:
+        return ValueError(f"{key}: {getattr(named, key)!r} {what}")
+
+    for key in ("ca_file", "client_ca_file", "cert_file"):
+        path = getattr(settings, key)
+        if path is None:
+            continue
+        try:  # a certificate chain holds certificates as a CA file does
+            ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_verify_locations(cafile=path)
+        except ssl.SSLError:
+            raise problem(key, "holds no PEM certificate") from None
+        except OSError as exc:
+            raise problem(key, f"cannot be read ({exc.strerror or exc})") from None
+    if settings.cert_file is None or settings.key_file is None:
+        return
+    try:
+        ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT).load_cert_chain(
+            settings.cert_file, settings.key_file, password=_no_password
+        )
+    except _Encrypted:
+        raise problem(
+            "key_file", "is encrypted (rpcmeter cannot ask for its password): decrypt it"
+        ) from None
+    except ssl.SSLError as exc:
+        if exc.reason == "KEY_VALUES_MISMATCH":
+            raise problem("key_file", f"is not the key of cert_file {named.cert_file!r}") from None
+        raise problem("key_file", "holds no PEM private key") from None
+    except OSError as exc:
+        raise problem("key_file", f"cannot be read ({exc.strerror or exc})") from None
 
 
 @dataclass(frozen=True)

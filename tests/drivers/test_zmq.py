@@ -185,7 +185,7 @@ def test_any_rep_server_with_raw_framing(transport: str) -> None:
     ("options", "message"),
     [
         ({"recv": "spin"}, "variants.v: options.recv: expected one of block, poll, sleep"),
-        ({"sleep_us": -1}, "variants.v: options.sleep_us: expected a number >= 0"),
+        ({"sleep_us": -1}, "variants.v.options.sleep_us: Input should be greater than or equal"),
         ({"framing": "json"}, "variants.v: options.framing: expected rpcmeter or raw"),
         ({"request_hex": "zz"}, "variants.v: options.request_hex: cannot read"),
         ({"server_mode": "fast"}, "variants.v: options.server_mode: expected one of libzmq, zmtp"),
@@ -193,7 +193,7 @@ def test_any_rep_server_with_raw_framing(transport: str) -> None:
             {"server_mode": "zmtp", "server_workers": 2},
             "variants.v: options.server_workers: the zmtp server mode serves on one loop",
         ),
-        ({"max_message_bytes": 0}, "variants.v: options.max_message_bytes: expected an integer"),
+        ({"max_message_bytes": 0}, "variants.v.options.max_message_bytes: Input should be greater"),
     ],
 )
 def test_bad_options_fail_when_the_suite_loads(options: dict[str, Any], message: str) -> None:

@@ -31,6 +31,11 @@ def with_server(text: str) -> str:
     return GOOD + "[target.server]\n" + text
 
 
+def grpc_with(table: str, text: str) -> str:
+    """The good suite for the grpc driver, ``text`` added to its ``[target.TABLE]``."""
+    return GOOD.replace('"http"', '"grpc"') + f"[target.{table}]\n{text}"
+
+
 # name -> (suite file bytes, what the error names)
 SUITES: dict[str, tuple[bytes, str]] = {
     "binary": (b"\xff\xfe\x00\x01\x80garbage\x00", "not UTF-8"),
@@ -63,6 +68,45 @@ SUITES: dict[str, tuple[bytes, str]] = {
         "load.rate",
     ),
     "quick_not_a_table": (GOOD.replace('name = "x"', 'name = "x"\nquick = 3').encode(), "quick"),
+    # option values that were accepted until a client used them
+    "call_timeout_word": (
+        grpc_with("options", 'call_timeout_s = "soon"\n').encode(),
+        "target.options.call_timeout_s: Input should be a valid number (got 'soon')",
+    ),
+    "connect_timeout_word": (
+        grpc_with("options", 'connect_timeout_s = "x"\n').encode(),
+        "target.options.connect_timeout_s",
+    ),
+    "max_message_bytes_word": (
+        grpc_with("options", 'max_message_bytes = "big"\n').encode(),
+        "target.options.max_message_bytes",
+    ),
+    "negative_call_timeout": (
+        grpc_with("options", "call_timeout_s = -1\n").encode(),
+        "target.options.call_timeout_s: Input should be greater than 0",
+    ),
+    "negative_max_message_bytes": (
+        grpc_with("options", "max_message_bytes = -1\n").encode(),
+        "target.options.max_message_bytes",
+    ),
+    "variant_option_type": (
+        (GOOD + '[variants.a.options]\nqueue_time = "no"\n').encode(),
+        "variants.a.options.queue_time: Input should be a valid boolean",
+    ),
+    "long_alpn": (
+        grpc_with("tls", f'alpn = ["{"h" * 256}"]\n').encode(),
+        "target.tls: alpn: a protocol name is at most 255 bytes (one has 256)",
+    ),
+    "infinite_handshake_timeout": (
+        grpc_with("tls", "handshake_timeout_s = inf\n").encode(),
+        "target.tls: handshake_timeout_s: Input should be a finite number",
+    ),
+    "verify_no": (grpc_with("tls", 'verify = "no"\n').encode(), "target.tls: verify"),
+    "verify_zero": (grpc_with("tls", "verify = 0\n").encode(), "target.tls: verify"),
+    "reuse_no": (
+        GOOD.replace("warmup = 2", 'warmup = 2\nreuse = "no"').encode(),
+        "load.reuse: Input should be a valid boolean (got 'no')",
+    ),
 }
 
 # name -> (run arguments after the suite, what the error names)
@@ -78,6 +122,13 @@ ARGUMENTS: dict[str, tuple[list[str], str]] = {
     "quick_with_table_load": (["--quick", "--set", "load=[1]"], "load"),
     "max_error_rate": (["--max-error-rate", "2"], "--max-error-rate"),
     "set_control_characters": (["--set", "\n\x1b[2J"], "--set \\n\\x1b[2J"),
+    "set_empty_key_part": (["--set", "load..requests=5"], "--set load..requests: not a valid"),
+    "set_trailing_dot": (["--set", "load.requests.=5"], "not a valid dotted key"),
+    "set_unknown_variant": (
+        ["--set", "variants.nosuch.options.http=2"],
+        "--set variants.nosuch.options.http: no variant named 'nosuch'",
+    ),
+    "set_verify_word": (["--set", "target.tls.verify=no"], "target.tls: verify"),
 }
 
 
@@ -114,6 +165,82 @@ def test_bad_arguments(name: str, suite_dir: Path, capsys: pytest.CaptureFixture
     path.write_text(GOOD)
     err = one_line_error(["run", str(path), "--no-store", *args], capsys)
     assert names in err, err
+
+
+@pytest.fixture(scope="module")
+def pem_files(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A CA, a certificate it issued and that certificate's key; another key; a file that is
+    no PEM at all, and the certificate in DER."""
+    import ssl
+
+    import trustme
+
+    where = tmp_path_factory.mktemp("pem")
+    ca = trustme.CA()
+    leaf, other = ca.issue_cert("localhost"), ca.issue_cert("elsewhere")
+    ca.cert_pem.write_to_path(str(where / "ca.pem"))
+    leaf.cert_chain_pems[0].write_to_path(str(where / "cert.pem"))
+    leaf.private_key_pem.write_to_path(str(where / "key.pem"))
+    other.private_key_pem.write_to_path(str(where / "other.key"))
+    (where / "junk.pem").write_text("not a certificate\n")
+    der = ssl.PEM_cert_to_DER_cert(leaf.cert_chain_pems[0].bytes().decode())
+    (where / "cert.der").write_bytes(der)
+    return where
+
+
+# name -> (the tls table's files, the key named, what the error says)
+TLS_FILES: dict[str, tuple[dict[str, str], str, str]] = {
+    "ca_not_pem": ({"ca_file": "junk.pem"}, "ca_file", "holds no PEM certificate"),
+    "ca_in_der": ({"ca_file": "cert.der"}, "ca_file", "holds no PEM certificate"),
+    "client_ca_not_pem": ({"client_ca_file": "junk.pem"}, "client_ca_file", "holds no PEM"),
+    "cert_not_pem": (
+        {"cert_file": "junk.pem", "key_file": "key.pem"},
+        "cert_file",
+        "holds no PEM certificate",
+    ),
+    "key_not_pem": (
+        {"cert_file": "cert.pem", "key_file": "junk.pem"},
+        "key_file",
+        "holds no PEM private key",
+    ),
+    "key_of_another_cert": (
+        {"cert_file": "cert.pem", "key_file": "other.key"},
+        "key_file",
+        "is not the key of cert_file 'cert.pem'",
+    ),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TLS_FILES))
+def test_tls_files_are_loaded_with_the_suite(
+    name: str, pem_files: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    files, key, says = TLS_FILES[name]
+    table = ", ".join(f'{k} = "{v}"' for k, v in files.items())
+    path = pem_files / f"{name}.toml"  # the files are named relative to the suite
+    path.write_text(GOOD.replace('transport = "tcp"', f'transport = "tcp"\ntls = {{ {table} }}'))
+    err = one_line_error(["run", str(path), "--no-store"], capsys)
+    assert f"{path}: target.tls.{key}: '{files[key]}' {says}" in err, err
+
+
+def test_good_tls_files_load(pem_files: Path) -> None:
+    from rpcmeter.suite import load_suite
+
+    path = pem_files / "good.toml"
+    table = 'ca_file = "ca.pem", cert_file = "cert.pem", key_file = "key.pem"'
+    path.write_text(GOOD.replace('transport = "tcp"', f'transport = "tcp"\ntls = {{ {table} }}'))
+    tls = load_suite(path).target.tls
+    assert tls is not None and tls.key_file == str(pem_files / "key.pem")
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "0.5"])
+def test_trend_threshold_that_no_step_can_pass(
+    value: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store_with_a_run(tmp_path / "h.db", GOLDEN)
+    argv = ["trend", "--store", str(tmp_path / "h.db"), "--fail-on-step", "--threshold", value]
+    err = one_line_error(argv, capsys)
+    assert f"--threshold {float(value)}: a finite factor of at least 1" in err, err
 
 
 def store_with_a_run(path: Path, result_file: Path) -> None:

@@ -7,7 +7,10 @@ from __future__ import annotations
 
 import asyncio
 import math
+import socket
+import threading
 import time
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -18,7 +21,7 @@ from rpcmeter.endpoints import Endpoint
 from rpcmeter.errors import ConnectionClosed, ProtocolError
 from rpcmeter.runners.closed_loop import GRACE_S, run_closed_loop
 from rpcmeter.runners.recording import LoadOutcome
-from rpcmeter.workloads import SimpleParams
+from rpcmeter.workloads import NoopParams, SimpleParams
 from tests.support.load import spec_and_hooks
 
 MOCK = "tests.support.mock_driver:MockDriver"
@@ -104,3 +107,47 @@ def test_a_reply_to_no_request_is_a_protocol_error() -> None:
 
 async def _make_connection() -> StreamConnection:
     return StreamConnection()
+
+
+@pytest.fixture
+def silent_server() -> Iterator[Endpoint]:
+    """A server that accepts every connection and reads what comes, but never answers."""
+    listener = socket.create_server(("127.0.0.1", 0))
+    listener.settimeout(0.1)
+    conns: list[socket.socket] = []
+    done = threading.Event()
+
+    def serve() -> None:
+        while not done.is_set():
+            try:
+                conn, _ = listener.accept()
+            except TimeoutError:
+                continue
+            conns.append(conn)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    yield Endpoint("tcp", "127.0.0.1", listener.getsockname()[1])
+    done.set()
+    thread.join()
+    for conn in [*conns, listener]:
+        conn.close()
+
+
+@pytest.mark.parametrize("io", ["blocking", "auto"])  # a thread loop, an event loop
+def test_a_server_that_takes_connections_and_answers_nothing_times_out_warming_up(
+    silent_server: Endpoint, io: str
+) -> None:
+    out = run_closed_loop(
+        *spec_and_hooks(
+            "raw",
+            DriverContext(silent_server, NoopParams(), {"io": io}),
+            requests=5,
+            duration_s=None,
+            warmup=2,
+            timeout_s=1.5,
+        )
+    )
+    assert out.failure is not None and out.failure.startswith(
+        "timed out while warming up (load.timeout_s): the clients connected"
+    ), out.failure

@@ -74,3 +74,32 @@ def test_stop_all_removes_temporary_files() -> None:
     stop_all()  # what Ctrl-C, SIGTERM and the end of a run do
     assert not server.alive()
     assert not log.exists() and not directory.exists()
+
+
+def ignored_signals(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("SigIgn:"):
+            return int(line.split()[1], 16)
+    raise AssertionError("no SigIgn")
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc")
+def test_ctrl_c_test_reaches_rpcmeter_when_pytest_ignores_sigint(tmp_path: Path) -> None:
+    # pytest as a background job of a non-interactive shell starts with SIGINT ignored, and its
+    # children inherit that: the Ctrl-C test's rpcmeter must not
+    from tests.test_execute import start_run
+
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        proc, _ = start_run(tmp_path, "ctrl-c-while-ignored")
+    finally:
+        signal.signal(signal.SIGINT, before)
+    try:
+        assert not ignored_signals(proc.pid) & (1 << (signal.SIGINT - 1))
+        os.killpg(proc.pid, signal.SIGINT)
+        _, err = proc.communicate(timeout=30)
+        assert proc.returncode == 130, err.decode(errors="replace")
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.communicate()

@@ -224,6 +224,7 @@ def spec(ep: Endpoint, **changes: Any) -> LoadSpec:
 def test_client_process_protocol_and_kill(server: Endpoint) -> None:
     child = ClientProcess(spec(server, duration_s=30.0))
     try:
+        assert child.messages.get(timeout=30) == ("connected",)
         assert child.messages.get(timeout=30) == ("ready",)
         # the same address-space layout as every other client process (no randomization)
         if os.path.exists(f"/proc/{child.pid}/personality"):

@@ -157,6 +157,9 @@ class Driver(ABC):
     # the scheme of its servers' URLs (``https`` with TLS): a command client's ``{scheme}``
     url_scheme: ClassVar[str | None] = None
     connection_per_request: ClassVar[bool] = False  # load.reuse = false
+    # environment variables of its client processes, set before its module is imported there
+    # (the variant's ``env`` wins): the settings of the library it drives
+    client_env: ClassVar[Mapping[str, str]] = {}
     spins: ClassVar[bool] = False  # load.wait = "spin" (see also :meth:`spin_problem`)
 
     def __init__(self, ctx: DriverContext) -> None:

@@ -63,6 +63,8 @@ server may send; replies without them report none (unknown). A failed call count
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -145,6 +147,7 @@ def status_error(exc: grpc.RpcError) -> GrpcError:
 
 
 CLIENTS = ("h2", "grpcio")
+PROBE_EVERY_S = 0.1  # grpcio client: how often a connecting channel is looked at
 SERVER_MODES = ("aio", "sync", "h2")  # the built-in server's (rpcmeter.servers.grpc_server)
 
 
@@ -201,6 +204,9 @@ class GrpcDriver(EventDriver):
     tls: ClassVar[bool] = True
     url_scheme: ClassVar[str | None] = "http"
     fatal_errors: ClassVar[tuple[type[BaseException], ...]] = (OSError, EOFError, GrpcUnavailable)
+    # grpcio's own log lines (a failed handshake, every retry) would go to the terminal: a
+    # connection that fails is named in the case's reason instead
+    client_env: ClassVar[Mapping[str, str]] = {"GRPC_VERBOSITY": "NONE"}
 
     @classmethod
     def check_suite(cls, suite: Suite, where: str) -> None:
@@ -364,18 +370,51 @@ class GrpcDriver(EventDriver):
         wait_s = float(self.ctx.options.get("connect_timeout_s", 10.0))
         for ch in self.channels:
             try:
-                grpc.channel_ready_future(ch).result(timeout=wait_s)
-            except grpc.FutureTimeoutError:
+                self.wait_ready(ch, wait_s)
+            except (grpc.FutureTimeoutError, OSError) as exc:
                 self.close()
-                ep = self.ctx.endpoint
-                if self.ctx.tls is not None and ep.port is not None:  # name the TLS failure
-                    why = probe_handshake(self.ctx.tls, ep.host, ep.port, ("h2",))
-                    if why is not None:
-                        raise why from None
+                if isinstance(exc, OSError):
+                    raise
                 raise ConnectionError(f"no gRPC connection to {addr} within {wait_s:g} s") from None
         self.stubs = [ch.unary_unary(self.path) for ch in self.channels]
         self.bytes_out = [0] * self.ctx.threads
         self.bytes_in = [0] * self.ctx.threads
+
+    def wait_ready(self, channel: grpc.Channel, wait_s: float) -> None:
+        """Wait until ``channel`` is connected (``grpc.FutureTimeoutError`` after ``wait_s``).
+        grpcio retries a failed connection quietly until the deadline: the first time it fails
+        over TLS, one handshake with Python's ssl module names why (a TlsError at once:
+        ``certificate verify failed: certificate has expired``)."""
+        failed = threading.Event()
+
+        def watch(state: grpc.ChannelConnectivity) -> None:
+            if state is grpc.ChannelConnectivity.TRANSIENT_FAILURE:
+                failed.set()
+
+        ready = grpc.channel_ready_future(channel)
+        tls, ep = self.ctx.tls, self.ctx.endpoint
+        probe = tls is not None and ep.port is not None
+        deadline = time.monotonic() + wait_s
+        channel.subscribe(watch)
+        try:
+            while True:
+                left = deadline - time.monotonic()
+                try:
+                    ready.result(timeout=max(0.0, min(left, PROBE_EVERY_S)))
+                    return
+                except grpc.FutureTimeoutError:
+                    if left > PROBE_EVERY_S and not failed.is_set():
+                        continue
+                if probe and tls is not None and ep.port is not None:
+                    why = probe_handshake(tls, ep.host, ep.port, ("h2",))
+                    if why is not None:
+                        raise why
+                    probe = False  # the handshake is not what fails
+                if left <= PROBE_EVERY_S:
+                    raise grpc.FutureTimeoutError()
+        finally:
+            ready.cancel()
+            channel.unsubscribe(watch)
 
     def close(self) -> None:
         if self.h2 is not None:

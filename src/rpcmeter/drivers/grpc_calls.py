@@ -322,10 +322,10 @@ def prepare_suite(suite: Suite, where: str, driver: str) -> None:
     ``proto`` or ``protoset`` (each file once): ``suite.prepared[variant]["grpc_call"]``."""
     base = suite_dir(suite, where)
     schemas: dict[tuple[Any, ...], Schema] = {}
-    for vname, variant in suite.variants.items():
+    for vname in suite.variants:
         if suite.driver_of(vname) != driver:
             continue
-        opts = {**suite.target.options, **variant.options}
+        opts = suite.options_of(vname)
         prefix = f"{where}: variants.{vname}"
         kinds = {w.kind for w in suite.workloads.values()} - {"idle"}
         try:
@@ -368,7 +368,7 @@ def ask_server(
 ) -> dict[str, Any]:
     """The call of a ``reflection = true`` variant, from its server's reflection service."""
     where = suite.path or "<suite>"
-    opts = {**suite.target.options, **suite.variants[variant].options}
+    opts = suite.options_of(variant)
     metadata = tuple((str(k), str(v)) for k, v in (opts.get("metadata") or {}).items())
     try:
         try:

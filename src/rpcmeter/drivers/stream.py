@@ -404,6 +404,7 @@ class StreamDriver(EventDriver):
         )
         if tls is None:
             return proto
+        self.check_alpn(proto)
         # TLS 1.3: a server refuses a client certificate after the client's handshake ended
         proto.refused = (
             "the server closed the connection after the handshake, before any reply "
@@ -414,6 +415,23 @@ class StreamDriver(EventDriver):
             )
         )
         return proto
+
+    def check_alpn(self, conn: StreamConnection) -> None:
+        """A connection whose server chose by ALPN a protocol this driver does not speak is
+        closed, with a TlsError that says so (``tls.alpn = ["h2"]`` on the HTTP/1.1 driver: the
+        server would close the connection at the first request)."""
+        if not self.alpn or conn.transport is None:
+            return
+        ssl_object = conn.transport.get_extra_info("ssl_object")
+        chosen = ssl_object.selected_alpn_protocol() if ssl_object is not None else None
+        if chosen is None or chosen in self.alpn:
+            return
+        conn.transport.close()
+        offered = self.ctx.tls.settings.alpn if self.ctx.tls is not None else None
+        raise TlsError(
+            f"the server chose {chosen} by ALPN, which the {self.name} driver does not speak "
+            f"here ({', '.join(self.alpn)}; tls.alpn offered {', '.join(offered or [])})"
+        )
 
     def remember_session(self, conn: StreamConnection) -> None:
         """Resumption (``tls.resume``): later connections offer this connection's session."""

@@ -141,6 +141,7 @@ def thread_load(driver: Driver, spec: LoadSpec, gate: Gate, stop: Any, progress:
     """One thread per loop, each calling the driver's caller (the synchronous drivers); closed
     loop, or open loop on the client's schedule when ``spec.pacing`` is set."""
     ctx = spec.ctx
+    gate.connected()
     callers = [driver.caller(t) for t in range(ctx.threads)]
     fatal = driver.fatal_errors
     stats = [ThreadStats() for _ in range(ctx.threads)]
@@ -218,8 +219,9 @@ def client_process(spec: LoadSpec, go: Any, stop: Any, progress: Any, conn: Any)
 
 def client_main(spec: LoadSpec, go: Any, stop: Any, progress: Any, conn: Any) -> None:
     """Entry point of a client process (of the local runner, or started by a cluster task).
-    Protocol on ``conn``: ("ready",) or ("error", msg) after connecting and warming up, then the
-    final ("result", dict). ``go``/``stop`` are events, ``progress`` maps slot -> requests done."""
+    Protocol on ``conn``: ("connected",) once connected, ("ready",) or ("error", msg) after
+    connecting and warming up, then the final ("result", dict). ``go``/``stop`` are events,
+    ``progress`` maps slot -> requests done."""
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops us
         die_with_parent(os.getppid())

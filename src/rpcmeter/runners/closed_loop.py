@@ -25,6 +25,9 @@ from rpcmeter.runners.recording import ClientReport, LoadOutcome, merge_calls
 from rpcmeter.runners.spec import AliveFn, LoadHooks, LoadSpec
 
 GRACE_S = 2.0  # after a failure, how long clients may take to report what they measured
+# the phase of a case whose clients are connected but not all warmed up: a server that takes the
+# connections and answers no request times out here, not "while connecting"
+WARMING_UP = "warming up"
 _CTX: Any = None
 _PRELOAD = ["rpcmeter.runners.client"]
 
@@ -90,10 +93,10 @@ def run_closed_loop(spec: LoadSpec, hooks: LoadHooks | None = None) -> LoadOutco
 
         # 1. wait until every client is connected and warmed up
         pending = set(range(clients))
+        connected: set[int] = set()
         while pending and outcome.failure is None:
-            outcome.failure = _problem(
-                server_problem, procs, pipes, pending, deadline, "connecting"
-            )
+            phase = WARMING_UP if pending <= connected else "connecting"
+            outcome.failure = _problem(server_problem, procs, pipes, pending, deadline, phase)
             ready = multiprocessing.connection.wait([pipes[i] for i in pending], timeout=0.1)
             for r in ready:
                 i = pipes.index(r)
@@ -107,6 +110,9 @@ def run_closed_loop(spec: LoadSpec, hooks: LoadHooks | None = None) -> LoadOutco
                 if msg[0] == "error":
                     outcome.failure = msg[1]
                     break
+                if msg[0] == "connected":
+                    connected.add(i)
+                    continue
                 pending.discard(i)
         if outcome.failure is not None:
             stop.set()
@@ -216,8 +222,18 @@ def _problem(
         if not procs[i].is_alive() and not pipes[i].poll():
             return f"client {i} exited with status {procs[i].exitcode} while {phase}"
     if time.monotonic() > deadline:
-        return f"timed out while {phase} (load.timeout_s)"
+        return timed_out(phase)
     return None
+
+
+def timed_out(phase: str) -> str:
+    """The reason of a case that ran out of ``load.timeout_s`` in ``phase``."""
+    if phase == WARMING_UP:
+        return (
+            "timed out while warming up (load.timeout_s): the clients connected, but the "
+            "server did not answer their warmup requests"
+        )
+    return f"timed out while {phase} (load.timeout_s)"
 
 
 def merge_results(outcome: LoadOutcome, results: dict[int, ClientReport]) -> dict[int, Histogram]:

@@ -50,7 +50,7 @@ from rpcmeter.errors import ClusterError
 from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.metrics.resources import N, client_total
 from rpcmeter.runners import client_process
-from rpcmeter.runners.closed_loop import merge_results
+from rpcmeter.runners.closed_loop import WARMING_UP, merge_results, timed_out
 from rpcmeter.runners.recording import ClientReport, LoadOutcome
 from rpcmeter.runners.spec import LoadHooks, LoadSpec
 
@@ -298,13 +298,17 @@ def load_worker(spec: LoadSpec, names: dict[str, str], timeout_s: float) -> Clie
         go_ev, stop_ev = dist.Event(names["go"]), dist.Event(names["stop"])
         # 1. connected and warmed up?
         first: tuple[Any, ...] | None = None
+        phase = "connecting"
         while first is None:
             with contextlib.suppress(queue_mod.Empty):
                 first = child.messages.get(timeout=PUBLISH_S)
+            if first is not None and first[0] == "connected":
+                phase, first = WARMING_UP, None
+                posts.put(["connected", c])
             if first is None and stop_ev.is_set():
                 first = ("error", f"client {c}: no connection before the case was stopped")
             elif first is None and time.monotonic() > deadline:
-                first = ("error", f"client {c}: timed out while connecting (load.timeout_s)")
+                first = ("error", f"client {c}: {timed_out(phase)}")
         if first[0] == "eof":
             first = ("error", child.died())
         if first[0] != "ready":
@@ -413,6 +417,7 @@ def run_distributed(
     results: dict[int, ClientReport] = {}
     lost: dict[int, str] = {}
     ready: dict[int, int] = {}  # client -> the pid of its client process
+    connected: set[int] = set()  # clients warming up
     progress: dict[int, int] = {}
     pending = set(range(clients))
     deadline = time.monotonic() + timeout_s
@@ -424,7 +429,9 @@ def run_distributed(
         while pending:
             for item in posts.get(batch=True):
                 kind, c = item[0], int(item[1])
-                if kind == "ready":
+                if kind == "connected":
+                    connected.add(c)
+                elif kind == "ready":
                     ready[c] = int(item[2])
                 elif kind == "progress":
                     progress[c] = int(item[2])
@@ -455,8 +462,9 @@ def run_distributed(
             if not stopping:
                 problem = server_problem() if server_problem is not None else None
                 if problem is None and now > deadline:
-                    problem = (
-                        f"timed out while {'running' if t_go else 'connecting'} (load.timeout_s)"
+                    warming = len(connected | set(ready)) == clients
+                    problem = timed_out(
+                        "running" if t_go else WARMING_UP if warming else "connecting"
                     )
                 if problem is not None:
                     outcome.failure = outcome.failure or problem

@@ -228,6 +228,7 @@ def event_load(
         except Exception as exc:
             gate.ready(f"cannot connect: {type(exc).__name__}: {exc}")
             return [stats], None
+        gate.connected()
         if ctx.wait == "spin":
             spin = polling = Spin(loop, ctx.spin_us)
             gate.count(lambda: {"polls": polling.polls})

@@ -280,6 +280,11 @@ class Gate:
             out.update(source())
         return out
 
+    def connected(self) -> None:
+        """Tell the parent the client is connected: what it waits for now is the warmup (a
+        timeout then names the warmup, not the connection)."""
+        self.conn.send(("connected",))
+
     def ready(self, failure: str | None) -> None:
         self.counters0 = self._totals()  # warmup traffic is not the case's
         costs = self.driver.connection_costs()

@@ -73,10 +73,12 @@ class LoadSpec:
         client_cpus: list[int] | None,
         tls: ClientTls | None = None,
         prepared: Mapping[str, Any] | None = None,
+        client_env: Mapping[str, str] | None = None,
     ) -> LoadSpec:
         """The load of ``case`` against the server at ``endpoint`` (over ``tls``); its clients
         get ``prepared`` (what the driver prepared for the variant; by default what it did when
-        the suite was loaded)."""
+        the suite was loaded) and ``client_env`` (the driver's
+        :attr:`~rpcmeter.drivers.base.Driver.client_env`) under the variant's environment."""
         variant, target, load = suite.variants[case.variant], suite.target, case.load
         return cls(
             driver=suite.driver_of(case.variant),
@@ -92,7 +94,7 @@ class LoadSpec:
                 reuse=load.reuse,
                 wait=load.wait,
                 spin_us=load.spin_us,
-                env=suite.env_of(case.variant),
+                env={**(client_env or {}), **suite.env_of(case.variant)},
                 tls=tls,
                 prepared=suite.prepared.get(case.variant, {}) if prepared is None else prepared,
             ),
