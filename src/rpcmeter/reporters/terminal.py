@@ -166,6 +166,7 @@ def render(value: View | Result, width: int = 120, color: bool = False) -> str:
         if requests:
             table(w.ranking)
         table(w.clients)
+        table(w.calls)
         table(w.breakdown)
         if w.profile_lines:
             console.print()

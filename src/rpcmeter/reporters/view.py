@@ -34,6 +34,7 @@ from rpcmeter.model import (
 from rpcmeter.placement import describe as describe_placement
 from rpcmeter.profile import summary_lines as profile_summary
 from rpcmeter.rates import Series, rate_series
+from rpcmeter.reporters.calls import calls_grid
 from rpcmeter.reporters.format import (
     fmt_bytes,
     fmt_mb,
@@ -145,6 +146,7 @@ class WorkloadView:
     clients: Grid | None  # command clients' runs, per request (Suite.command_client)
     profile_lines: tuple[str, ...]
     profiles: tuple[Profile, ...]
+    calls: Grid | None = None  # a mix's calls apart (rpcmeter.reporters.calls)
 
     @property
     def tables(self) -> list[Grid]:
@@ -154,6 +156,7 @@ class WorkloadView:
             for g in (
                 self.command,
                 self.clients,
+                self.calls,
                 self.breakdown,
                 self.streams,
                 self.resources,
@@ -335,6 +338,7 @@ def _workload(
             else None
         ),
         clients=client_command_grid(workload, grid, keys),
+        calls=calls_grid(workload, grid, keys),
         profile_lines=tuple(profile_lines(result, workload)),
         profiles=tuple(
             Profile(c.id, c.variant, tuple(c.point.items()), role, p)
