@@ -456,7 +456,13 @@ def compare_pairs(
                     **compare_values(base_vals, vals, m, seed).model_dump(),
                 )
             )
-        calls = [c for c in pair.base.call_names() if c in pair.other.call_names()]
+        calls = [  # the calls both sides have replies of
+            c
+            for c in pair.base.call_names()
+            if pair.base.call_values(c, "ok")
+            and pair.other.call_values(c, "ok")
+            and min(pair.base.call_values(c, "ok") + pair.other.call_values(c, "ok")) > 0
+        ]
         for call in calls:
             for m in CALL_METRICS:
                 base_vals = pair.base.call_values(call, m.path)

@@ -127,12 +127,14 @@ class LoadSpec:
         )
 
     def for_client(self, index: int) -> LoadSpec:
-        """Client ``index``'s part: its index in the context, its share of the rate."""
+        """Client ``index``'s part: its index in the context (and the number of clients: request
+        numbers are distinct across them), its share of the rate."""
         return replace(
             self,
             ctx=replace(
                 self.ctx,
                 client_index=index,
+                clients=self.clients,
                 options=dict(self.ctx.options),
                 env=dict(self.ctx.env),
             ),
