@@ -112,7 +112,7 @@ from rpcmeter.protocols.grpc import method_path, stream_method_path, target
 from rpcmeter.protocols.grpc_schema import PreparedCall
 from rpcmeter.protocols.timing import ServerTime, trailer_times
 from rpcmeter.tls import ClientTls, probe_handshake
-from rpcmeter.workloads import StreamParams
+from rpcmeter.workloads import MixParams, StreamParams
 
 if TYPE_CHECKING:
     from rpcmeter.endpoints import Endpoint
@@ -254,6 +254,8 @@ class GrpcDriver(EventDriver):
         self.check: ReplyCheck | None
         if call is not None:  # a call named from a schema: its request and its expect
             self.request, self.path, self.check = call.request, call.path, call.reply_check()
+        elif isinstance(w, MixParams):  # its calls' own (grpc_plan)
+            self.request, self.path, self.check = b"", "", None
         else:
             self.request, expect = bodies_from_options(opts, w)
             self.check = ExactReply(expect) if expect is not None and ctx.validate else None
@@ -283,7 +285,7 @@ class GrpcDriver(EventDriver):
             return prepared
         opts = self.ctx.options
         source = grpc_calls.source_of(opts)
-        if source is None:
+        if source is None or opts.get("call") is None:  # none, or a mix's (its calls' own)
             return None
         if source == "reflection":
             raise SuiteError("options.reflection: the run asks the server before the cases")

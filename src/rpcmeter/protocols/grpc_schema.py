@@ -721,8 +721,6 @@ def _leaf_kind(f: FieldDescriptor, template: templates.Template, where: str) -> 
             lo, hi = limits
             if bounds[0] < lo or bounds[1] > hi:
                 raise SchemaError(f"{where}: {single} goes beyond the {kind} range ({lo} to {hi})")
-        if limits is not None and limits[0] == 0 and bounds is not None and bounds[0] < 0:
-            raise SchemaError(f"{where}: {single} can be negative, and a {kind} cannot")
         return "int" if kind in _INTEGERS else "float"
     raise SchemaError(f"{where}: a field of type {type_name(f)} cannot take a placeholder")
 
