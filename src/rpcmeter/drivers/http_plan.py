@@ -71,11 +71,9 @@ def varies(opts: Mapping[str, Any], w: WorkloadParams) -> bool:
     if opts.get("expect") is not None:
         return True
     headers = opts.get("headers") or {}
-    texts = [
-        opts.get("path"),
-        opts.get("body"),
-        *(headers.values() if isinstance(headers, dict) else ()),
-    ]
+    texts = [opts.get("method"), opts.get("path"), opts.get("body")]
+    if isinstance(headers, dict):  # a placeholder in a name too: the plan names the fault
+        texts += [*headers, *headers.values()]
     return any(is_template(t) for t in texts)
 
 
