@@ -227,8 +227,24 @@ def _add_report(sub: Any) -> None:
         "run", metavar="RUN", help="the run: id, last, last~N, a tag or a result JSON file"
     )
     p.add_argument("--width", type=int, default=None, help="table width (default: terminal width)")
+    p.add_argument(
+        "--format", "-f", choices=registry.COLUMN_FORMATS, default="text", help="default: text"
+    )
+    _add_columns_option(p)
     _add_report_outputs(p)
     _add_store_option(p)
+
+
+def _add_columns_option(p: Any) -> None:
+    from rpcmeter.reporters.columns import COLUMN_SETS
+
+    p.add_argument(
+        "--columns",
+        choices=sorted(COLUMN_SETS),
+        metavar="SET",
+        help="the run's figures laid out as another tool's table: grpc-bench (grpc_bench's "
+        "results table, and each server under rpcmeter's client and a peer tool side by side)",
+    )
 
 
 def load_run(spec: str, store: Path | None = DEFAULT_STORE) -> Result:
@@ -255,10 +271,22 @@ def render_report(view: View, fmt: str, args: argparse.Namespace, out: TextIO) -
     return render(view, options)
 
 
+def render_columns(view: View, args: argparse.Namespace, out: TextIO) -> str:
+    """A run as the column set ``--columns`` names, in ``--format`` (text or Markdown)."""
+    if args.format not in registry.COLUMN_FORMATS:
+        raise UsageError(
+            f"--columns {args.columns}: only with --format text or markdown (got {args.format})"
+        )
+    options = registry.Options(width=int(getattr(args, "width", None) or 120), color=out.isatty())
+    return registry.render_columns(view, args.columns, args.format, options)
+
+
 def cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     view = build_view(load_run(args.run, args.store))
-    if not args.html and not args.plots:
-        out.write(render_report(view, "text", args, out))
+    if args.columns:
+        out.write(render_columns(view, args, out))
+    elif not args.html and not args.plots:
+        out.write(render_report(view, args.format, args, out))
     write_reports(view, args, out, ("html", "plots"))
     return 0
 
@@ -324,6 +352,7 @@ def _add_history_commands(sub: Any) -> None:
     p.add_argument("run", nargs="?", default="last", help="the run (default: last)")
     p.add_argument("--format", "-f", choices=FORMATS, default="text")
     p.add_argument("--width", type=int, default=None, help="table width (default: terminal width)")
+    _add_columns_option(p)
     _add_store_option(p)
 
     p = sub.add_parser("compare", help="compare run B against run A (the baseline), case by case")
@@ -537,7 +566,10 @@ def cmd_history(args: argparse.Namespace, out: TextIO) -> int:
 
 def cmd_show(args: argparse.Namespace, out: TextIO) -> int:
     view = build_view(resolve_run(args.run, args.store).result)
-    out.write(render_report(view, args.format, args, out))
+    if args.columns:
+        out.write(render_columns(view, args, out))
+    else:
+        out.write(render_report(view, args.format, args, out))
     return 0
 
 

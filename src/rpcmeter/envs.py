@@ -177,7 +177,7 @@ def _pip_takes_python() -> bool:
     return (major, minor) >= (22, 3)
 
 
-def _last_error_line(text: str) -> str:
+def last_error_line(text: str) -> str:
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
     for line in reversed(lines):
         low = line.lower()
@@ -207,12 +207,12 @@ def _run(cmd: Sequence[str], what: str, log: Path | None = None, cwd: Path | Non
             f.write(f"$ {' '.join(cmd)}\n{proc.stdout}{proc.stderr}\n")
     if proc.returncode != 0:
         where = f" (log: {log})" if log is not None else ""
-        raise EnvError(f"{what}: {_last_error_line(proc.stderr or proc.stdout)}{where}")
+        raise EnvError(f"{what}: {last_error_line(proc.stderr or proc.stdout)}{where}")
     return proc.stdout
 
 
 @contextlib.contextmanager
-def _locked(path: Path) -> Iterator[None]:
+def locked(path: Path) -> Iterator[None]:
     """An exclusive lock (another rpcmeter preparing the same thing waits)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("w") as f:
@@ -321,7 +321,7 @@ def resolve_git(git: GitSource, base_dir: Path, cache: Path, note: Note) -> tupl
         raise EnvError("git: the git command is not installed")
     url = _repo_url(git, base_dir)
     mirror = cache / "git" / hashlib.sha256(url.encode()).hexdigest()[:16]
-    with _locked(mirror.with_suffix(".lock")):
+    with locked(mirror.with_suffix(".lock")):
         if not (mirror / "HEAD").exists():
             note(f"cloning {url}")
             shutil.rmtree(mirror, ignore_errors=True)
@@ -431,7 +431,7 @@ def prepare(req: EnvRequest, note: Note, cache: Path | None = None) -> Env:
     root = envs / key
     log = envs / f"{key}.log"
     created = False
-    with _locked(envs / f"{key}.lock"):
+    with locked(envs / f"{key}.lock"):
         if not (root / MARKER).exists():
             shutil.rmtree(root, ignore_errors=True)
             log.write_text("")

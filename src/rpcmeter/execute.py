@@ -32,6 +32,7 @@ from rpcmeter.runners.closed_loop import preload_drivers, run_closed_loop
 from rpcmeter.runners.distributed import LoadCluster, open_cluster, run_distributed
 from rpcmeter.runners.recording import LoadOutcome
 from rpcmeter.runners.spec import LoadHooks, LoadSpec
+from rpcmeter.servers.build import Build, prepare_builds, server_cwd
 from rpcmeter.servers.process import (
     ServerProcess,
     expand_command,
@@ -141,7 +142,7 @@ def run_suite(
     preload_drivers(drivers)
     packages = tuple(dict.fromkeys(p for d in drivers for p in driver_class(d).packages))
     cpus = placement_mod.resolve(suite.placement, where=suite.path)
-    quotas = placement_mod.apply_quotas(cpus, suite.resources.cgroup)
+    quotas = placement_mod.apply_quotas(cpus, suite.resources.cgroup, suite.placement.server_memory)
     run = RunRecord(new_result(suite, cpus, packages, quotas))
     if suite.profile is not None and options.profile_dir is None:
         options = replace(options, profile_dir=profile_dir(options.output, run.header.run_id))
@@ -156,6 +157,7 @@ def run_suite(
             run.environment(model.Environment(placement=placement_doc(suite, cpus, quotas)))
 
     environments: dict[str, Env | EnvError] = {}
+    builds: dict[str, Build] = {}
     certs = run_certificates(suite, run)
 
     # the JSON file first: a run it cannot record is failed before the others record it
@@ -168,11 +170,14 @@ def run_suite(
         events.case_finished(run.result, recorded)
         return recorded
 
-    bench = Bench(suite, options, cpus, quotas, cluster, environments, total, certs, events)
+    bench = Bench(
+        suite, options, cpus, quotas, cluster, environments, total, certs, events, builds=builds
+    )
     events.run_started(run.result)
     unrecorded: RpcmeterError | None = None
     try:
         environments.update(prepare_environments(suite, run, events))
+        builds.update(prepare_server_builds(suite, run, events, environments))
         prepare_calls(bench, run)
         if drive is None:
             for case in cases:
@@ -241,6 +246,27 @@ def prepare_environments(
             described = described.model_copy(update={"variant_packages": packages})
         run.environment(described)
     return environments
+
+
+def prepare_server_builds(
+    suite: Suite, run: RunRecord, events: RunListener, environments: Mapping[str, Env | EnvError]
+) -> dict[str, Build]:
+    """Build (or find built) the servers of the variants that name a ``server.build``
+    (rpcmeter.servers.build), before any case runs; the result records every build."""
+
+    def managed(variant: str) -> bool:  # rpcmeter starts its server
+        return target_kind(suite, variant) in ("server", "client") and (
+            suite.address_of(variant) is None
+        )
+
+    builds = prepare_builds(
+        suite, environments, managed, lambda v, message: events.note(f"{v}: {message}")
+    )
+    if builds:
+        run.environment(
+            model.Environment(variant_builds={v: b.describe() for v, b in builds.items()})
+        )
+    return builds
 
 
 def prepare_calls(bench: Bench, run: RunRecord | None = None) -> None:
@@ -338,6 +364,7 @@ class Bench:
     total: int = 1
     certs: RunCertificates | None = None  # made for the run when a variant uses TLS
     events: RunListener = field(default_factory=RunListener)  # the run's progress goes here
+    builds: Mapping[str, Build] = field(default_factory=dict)  # the variants' server builds
     # variant -> what its clients are handed (DriverContext.prepared; see prepare_calls)
     prepared: dict[str, Mapping[str, Any]] = field(default_factory=dict)
 
@@ -416,6 +443,7 @@ class ServerCase(TargetRunner):
     def __init__(self, bench: Bench, case: Case) -> None:
         super().__init__(bench, case)
         self.server: ServerProcess | None = None  # None: a remote server rpcmeter does not start
+        self.oom_kills: int | None = None  # OOM kills at the server's memory limit, at its start
         self.monitor: resources.TreeMonitor | None = None  # watches the server rpcmeter started
         # TLS: the client's (rpcmeter.tls), and the built-in server's ``tls`` option
         settings = self.suite.tls_of(case.variant)
@@ -504,27 +532,48 @@ class ServerCase(TargetRunner):
                 raise CaseFailed(f"no server answers at {endpoint.describe()} ({address})")
             return
         spec = suite.server_of(case.variant)
+        build = self.bench.builds.get(case.variant)
+        if build is not None and build.error is not None:
+            raise CaseFailed(f"build failed: {build.error}", build.output_tail)
         self.server = ServerProcess(
             server_command(suite, case, spec, endpoint, env, self.bench.certs, self.tls_server),
             endpoint,
             env={**(env.activation() if env else {}), **suite.env_of(case.variant)},
-            cwd=spec.cwd,
+            cwd=server_cwd(suite, spec),
             cpus=self.bench.cpus.server,
             ready_timeout_s=spec.ready_timeout_s,
             stop_timeout_s=spec.stop_timeout_s,
             ready_probe=False,
             quota=self.bench.quotas.server,
+            memory=self.bench.quotas.server_memory,
         )
         self.monitor = resources.TreeMonitor(
             self.server.tree, suite.resources.sample_interval_s, self.server.cpu_times
         )
+        self.oom_kills = self.bench.quotas.oom_kills()
         try:
             self.server.start()
             self.record.note_placement(self.server.cgroup_note)
             self.server.wait_ready()
         except ServerError as exc:
-            raise CaseFailed(str(exc), exc.output_tail) from None
+            oom = self.oom_reason()
+            reason = f"{oom} before it was ready" if oom else str(exc)
+            raise CaseFailed(reason, exc.output_tail) from None
         self.monitor.start()
+
+    def oom_reason(self) -> str | None:
+        """Why the case fails when the OOM killer killed any of the server's processes since it
+        started (at its memory limit, ``placement.server_memory``); None when it did not."""
+        quotas = self.bench.quotas
+        before, now = self.oom_kills, quotas.oom_kills()
+        if before is None or now is None or now <= before or quotas.memory_limit is None:
+            return None
+        n = now - before
+        return (
+            f"server killed by the OOM killer ({n} process{'es' if n > 1 else ''}) at its "
+            f"memory limit of {placement_mod.format_memory(quotas.memory_limit)} "
+            "(placement.server_memory)"
+        )
 
     def record_idle(self) -> None:
         """An ``idle`` case: the server's CPU over the case's window is its idle cost."""
@@ -538,7 +587,12 @@ class ServerCase(TargetRunner):
 
     def server_problem(self) -> str | None:
         code = None if self.server is None else self.server.exit_code()
-        return None if code is None else f"server exited with status {code} during the case"
+        if code is None:
+            return None
+        oom = self.oom_reason()
+        return (
+            f"{oom} during the case" if oom else f"server exited with status {code} during the case"
+        )
 
     def run_load(self, load: LoadSpec, hooks: LoadHooks) -> LoadOutcome:
         cluster = self.bench.cluster
@@ -647,6 +701,8 @@ class ServerCase(TargetRunner):
         if outcome.failure:
             tail = server.output_tail() if server is not None and not server.alive() else ""
             self.record.fail(outcome.failure, tail)
+        elif oom := self.oom_reason():  # a process of the server's, not the server itself
+            self.record.fail(oom, server.output_tail() if server is not None else "")
         elif reason := model.mostly_failed(outcome.errors, outcome.requests):
             self.record.fail(reason)
         elif outcome.incomplete:
@@ -660,11 +716,12 @@ class CommandClientCase(ServerCase):
     quota), counted in requests (:meth:`rpcmeter.record.CaseRecord.client_runs`)."""
 
     def measure(self, endpoint: Endpoint, env: Env | None, idle: resources.CpuTimes | None) -> None:
+        from rpcmeter.runners.client_reports import PARSERS
         from rpcmeter.runners.command import command_line, run_command
 
         suite, case, monitor = self.suite, self.case, self.monitor
-        per_run = suite.variants[case.variant].requests_per_run
-        assert per_run is not None, "checked when the suite was loaded"
+        variant = suite.variants[case.variant]
+        per_run, report = variant.requests_per_run, variant.client_report
         progress = self.bench.progress(case)
 
         def mark(name: str) -> None:
@@ -677,15 +734,21 @@ class CommandClientCase(ServerCase):
             line,
             suite.runs,
             self.bench.cpus.client,
-            on_run=lambda runs, seconds: progress(runs * per_run, seconds),  # in requests
+            on_run=lambda runs, seconds: progress(runs * (per_run or 1), seconds),  # requests
             on_go=lambda: mark("go"),
             cgroup=self.bench.quotas.client,
+            report=PARSERS[report] if report is not None else None,
         )
         mark("end")
         self.record.note_placement(outcome.placement_note)
-        self.record.client_runs(outcome, per_run, monitor, idle, self.bench.cpus, self.bench.quotas)
+        self.record.client_runs(
+            outcome, per_run, monitor, idle, self.bench.cpus, self.bench.quotas, report
+        )
         server = self.server
-        if outcome.failure and server is not None and not server.alive():
+        oom = self.oom_reason()
+        if oom is not None:
+            self.record.fail(oom, server.output_tail() if server is not None else "")
+        elif outcome.failure and server is not None and not server.alive():
             self.record.fail(outcome.failure, server.output_tail())
 
 

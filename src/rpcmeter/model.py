@@ -196,6 +196,8 @@ class Cpu(Part):
 class Memory(Part):
     server_peak_rss_bytes: int | None = None
     client_peak_rss_bytes: int | None = None
+    # the mean of the server tree's resident set over the samples of the measured interval
+    server_mean_rss_bytes: int | None = None
 
 
 class OpenLoop(Part):
@@ -312,11 +314,13 @@ class Spread(Part):
 
 
 class Cgroup(Part):
-    """A cgroup a side of the run was placed in (its CPU quota; None: it only tracks processes)."""
+    """A cgroup a side of the run was placed in (its CPU quota, its memory limit in bytes; None:
+    no such limit)."""
 
     path: str | None = None
     version: int | None = None
     cpus: float | None = None
+    memory_bytes: int | None = None
 
 
 class Placement(Part):
@@ -328,9 +332,11 @@ class Placement(Part):
     client_cpus: list[int] | None = None
     server_quota_cpus: float | None = None
     client_quota_cpus: float | None = None
+    server_memory_bytes: int | None = None  # the server's memory limit, as asked for
     notes: list[str] | None = None
     server_cgroup: Cgroup | None = None
     client_cgroup: Cgroup | None = None
+    server_memory_cgroup: Cgroup | None = None  # the memory limit's, where not server_cgroup
     cgroup_notes: list[str] | None = None
     by_variant: dict[str, Placement] | None = None
 
@@ -367,6 +373,8 @@ class Command(Part):
     # makes, and the successful runs' wall time per request
     requests_per_run: int | None = None
     per_request_us: float | None = None
+    # a command client whose own report gave its requests and latencies (``"ghz"``)
+    client_report: str | None = None
 
 
 class TopFrame(Part):
@@ -593,6 +601,23 @@ class VariantEnv(Part):
     error: str | None = None
 
 
+class VariantBuild(Part):
+    """A variant's server build (rpcmeter.servers.build): its command and directory, its cache
+    key and input files, whether an earlier build was reused, this run's time for it and the
+    build's own, the tail of its output, or why it failed."""
+
+    command: str | None = None
+    cwd: str | None = None
+    key: str | None = None
+    inputs: int | None = None
+    cached: bool | None = None
+    seconds: float | None = None
+    built_s: float | None = None
+    output_tail: str | None = None
+    log: str | None = None
+    error: str | None = None
+
+
 class Environment(Part):
     """The machine and software a run measured on (rpcmeter.metrics.environment), the suite's
     host names as resolved, the cluster the load came from, the variants' TLS and prepared
@@ -621,6 +646,7 @@ class Environment(Part):
     cluster: Cluster | None = None
     tls: dict[str, Tls] | None = None  # variant -> its TLS
     variant_envs: dict[str, VariantEnv] | None = None
+    variant_builds: dict[str, VariantBuild] | None = None
     schemas: dict[str, Schema] | None = None  # variant -> its gRPC schema
 
 

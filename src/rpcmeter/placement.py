@@ -1,13 +1,19 @@
 """Where server and clients run: CPU lists resolved from the suite's placement, and CPU quotas.
 
-Placement is applied two ways:
+Placement is applied three ways:
 
 - affinity: the server and every client process are pinned to their CPU list;
 - a cgroup CPU quota, for a side whose placement is a count (``1``, ``2``, ``0.5``): the side's
   processes are moved into a cgroup of their own allowed exactly that many CPUs of run time per
   period. cgroup v2 (``cpu.max``) and v1 (``cpu.cfs_quota_us``) are supported; where neither can
   be written (no permission, no cpu controller, a container) the quota is skipped and the reason
-  recorded (:attr:`CpuQuotas.notes`).
+  recorded (:attr:`CpuQuotas.notes`);
+- a memory limit for the server (``placement.server_memory``): a cgroup of the run whose
+  processes may use that much memory at most (v2 ``memory.max``, in the server's CPU quota cgroup
+  when it has one; v1 ``memory.limit_in_bytes`` in the memory hierarchy), which the server joins
+  as it starts (:func:`create_memory_cgroup`); the OOM kills in it tell a case whose server was
+  killed at the limit (:meth:`Cgroup.oom_kills`). Where it cannot be made, the reason is
+  recorded likewise.
 
 The same cgroups also track a server's whole process tree (:func:`tracking_cgroup`): each server
 is started in a cgroup of its own, without limits (nested in the server's quota cgroup when there
@@ -190,11 +196,12 @@ def _mounts() -> list[tuple[str, str, str]]:
 @dataclass
 class Cgroup:
     """One cgroup: a directory whose ``procs`` file takes process ids (``cpus``: its CPU quota,
-    None for a cgroup that only tracks processes)."""
+    ``memory``: its memory limit in bytes; None for a cgroup that only tracks processes)."""
 
     path: Path
     version: int
     cpus: float | None
+    memory: int | None = None
 
     @property
     def procs(self) -> Path:
@@ -223,7 +230,22 @@ class Cgroup:
     def describe(self) -> model.Cgroup:
         from rpcmeter import model
 
-        return model.Cgroup(path=str(self.path), version=self.version, cpus=self.cpus)
+        return model.Cgroup(
+            path=str(self.path), version=self.version, cpus=self.cpus, memory_bytes=self.memory
+        )
+
+    def oom_kills(self) -> int | None:
+        """How many processes of the cgroup (and the cgroups below it) the OOM killer has killed
+        since it was made (v2 ``memory.events``, v1 ``memory.oom_control``), or None where that
+        cannot be read (no memory controller)."""
+        name = "memory.events" if self.version == 2 else "memory.oom_control"
+        try:
+            fields = dict(
+                line.split(None, 1) for line in (self.path / name).read_text().splitlines()
+            )
+            return int(fields["oom_kill"])
+        except (OSError, ValueError, KeyError):
+            return None
 
     def cpu_times(self) -> tuple[float, float] | None:
         """User and system CPU seconds of every process that ran in the cgroup since it was made
@@ -275,47 +297,104 @@ def parse_cpuacct_stat(text: str) -> tuple[float, float]:
 def create_cgroup(name: str, cpus: float) -> tuple[Cgroup | None, str]:
     """A new cgroup limited to ``cpus`` CPUs of run time, or None and the reason it failed."""
     quota = max(1000, round(cpus * PERIOD_US))
+    return _limited_cgroup(
+        name,
+        "cpu",
+        {"cpu.max": f"{quota} {PERIOD_US}"},
+        {"cpu.cfs_period_us": str(PERIOD_US), "cpu.cfs_quota_us": str(quota)},
+        cpus=cpus,
+    )
+
+
+def create_memory_cgroup(name: str, limit: int, same: Cgroup | None) -> tuple[Cgroup | None, str]:
+    """A cgroup whose processes may use at most ``limit`` bytes of memory (the OOM killer stops
+    one that needs more), or None and the reason it failed: ``same`` itself (a cgroup v2 quota
+    cgroup: the limit is added to it) where it can, else a new one (v2 ``memory.max``, v1
+    ``memory.limit_in_bytes``)."""
+    first = ""
+    if same is not None and same.version == 2:
+        try:
+            problem = _enable_v2(same.path.parent, "memory")
+            if problem is None:
+                (same.path / "memory.max").write_text(str(limit))
+                same.memory = limit
+                return same, ""
+            first = problem + "; "
+        except OSError as exc:
+            first = f"cgroup v2 at {same.path}: {exc.strerror}; "
+    group, reason = _limited_cgroup(
+        name,
+        "memory",
+        {"memory.max": str(limit)},
+        {"memory.limit_in_bytes": str(limit)},
+        memory=limit,
+    )
+    return group, (first + reason if group is None else "")
+
+
+def _enable_v2(parent: Path, controller: str) -> str | None:
+    """Enable ``controller`` for the cgroups below the v2 cgroup ``parent``; why it is not
+    available there, or None."""
+    try:
+        controllers = (parent / "cgroup.controllers").read_text().split()
+    except OSError as exc:
+        return f"{parent}: {exc.strerror}"
+    if controller not in controllers:
+        return f"cgroup v2 at {parent} has no {controller} controller"
+    with contextlib.suppress(OSError):  # may be enabled already, or not allowed here
+        (parent / "cgroup.subtree_control").write_text(f"+{controller}")
+    return None
+
+
+def _limited_cgroup(
+    name: str,
+    controller: str,
+    v2_files: dict[str, str],
+    v1_files: dict[str, str],
+    cpus: float | None = None,
+    memory: int | None = None,
+) -> tuple[Cgroup | None, str]:
+    """A new cgroup ``name`` in this process's own cgroup of the first hierarchy with
+    ``controller`` where its limit files (``v2_files`` or ``v1_files``: file -> value) can be
+    written; or None and why it could not be made anywhere."""
     reasons: list[str] = []
     for mount, fstype, options in _mounts():
-        if fstype == "cgroup2":
-            own = _own_cgroup(None)
-            if own is None:
-                continue
-            parent = Path(mount) / own.lstrip("/")
-            try:
-                controllers = (parent / "cgroup.controllers").read_text().split()
-            except OSError as exc:
-                reasons.append(f"{parent}: {exc.strerror}")
-                continue
-            if "cpu" not in controllers:
-                reasons.append(f"cgroup v2 at {parent} has no cpu controller")
-                continue
-            path = parent / name
-            try:
-                with contextlib.suppress(OSError):  # may be enabled already, or not allowed here
-                    (parent / "cgroup.subtree_control").write_text("+cpu")
-                path.mkdir(exist_ok=True)
-                (path / "cpu.max").write_text(f"{quota} {PERIOD_US}")
-                return Cgroup(path, 2, cpus), ""
-            except OSError as exc:
-                reasons.append(f"cgroup v2 at {parent}: {exc.strerror}")
-                with contextlib.suppress(OSError):
-                    path.rmdir()
-        elif "cpu" in options.split(","):
-            own = _own_cgroup("cpu")
-            if own is None:
-                continue
-            path = Path(mount) / own.lstrip("/") / name
-            try:
-                path.mkdir(exist_ok=True)
-                (path / "cpu.cfs_period_us").write_text(str(PERIOD_US))
-                (path / "cpu.cfs_quota_us").write_text(str(quota))
-                return Cgroup(path, 1, cpus), ""
-            except OSError as exc:
-                reasons.append(f"cgroup v1 at {path.parent}: {exc.strerror}")
-                with contextlib.suppress(OSError):
-                    path.rmdir()
-    return None, "; ".join(reasons) or "no cgroup file system with a cpu controller"
+        v2 = fstype == "cgroup2"
+        if not v2 and controller not in options.split(","):
+            continue
+        own = _own_cgroup(None if v2 else controller)
+        if own is None:
+            continue
+        parent = Path(mount) / own.lstrip("/")
+        if v2 and (problem := _enable_v2(parent, controller)) is not None:
+            reasons.append(problem)
+            continue
+        path = parent / name
+        try:
+            path.mkdir(exist_ok=True)
+            for file, value in (v2_files if v2 else v1_files).items():
+                (path / file).write_text(value)
+            return Cgroup(path, 2 if v2 else 1, cpus, memory), ""
+        except OSError as exc:
+            reasons.append(f"cgroup v{2 if v2 else 1} at {parent}: {exc.strerror}")
+            with contextlib.suppress(OSError):
+                path.rmdir()
+    return None, "; ".join(reasons) or f"no cgroup file system with a {controller} controller"
+
+
+def hierarchy(path: Path) -> str:
+    """The cgroup file system (its mount point) that ``path`` lies in: two cgroups of one
+    hierarchy cannot both hold a process."""
+    mounts = [m for m, _, _ in _mounts() if path.is_relative_to(m)]
+    return max(mounts, key=len, default="")
+
+
+def format_memory(size: int) -> str:
+    """``536870912`` -> ``512 MiB``."""
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if size >= 1 << shift:
+            return f"{size / (1 << shift):.4g} {unit}"
+    return f"{size} B"
 
 
 # hierarchies for a tracking cgroup, best first: no controller limits anything, and the ``cpu``
@@ -378,31 +457,43 @@ def accounting_cgroup(name: str, tracking: Cgroup | None) -> Cgroup | None:
 
 @dataclass
 class CpuQuotas:
-    """The cgroups of one run (server and clients), removed on exit."""
+    """The cgroups of one run (server and clients, and the server's memory limit, which on
+    cgroup v2 is the server's quota cgroup itself when it has one), removed on exit."""
 
     server: Cgroup | None = None
     client: Cgroup | None = None
     notes: list[str] = field(default_factory=list)
+    server_memory: Cgroup | None = None
+    memory_limit: int | None = None  # the server memory limit asked for (applied or not)
 
     def recorded(self, placement: model.Placement) -> model.Placement:
         """``placement`` with these cgroups and their notes."""
+        memory = self.server_memory
+        separate = memory is not None and memory is not self.server
         return placement.model_copy(
             update={
                 "server_cgroup": self.server.describe() if self.server else None,
                 "client_cgroup": self.client.describe() if self.client else None,
                 "cgroup_notes": list(self.notes),
+                "server_memory_bytes": self.memory_limit,
+                **({"server_memory_cgroup": memory.describe()} if separate and memory else {}),
             }
         )
 
+    def oom_kills(self) -> int | None:
+        """The OOM kills in the server's memory cgroup so far (None: no memory limit)."""
+        return self.server_memory.oom_kills() if self.server_memory is not None else None
+
     def close(self) -> None:
-        for group in (self.server, self.client):
+        for group in (self.server, self.client, self.server_memory):
             if group is not None:
                 group.remove()
 
 
-def apply_quotas(cpus: Cpus, enabled: bool = True) -> CpuQuotas:
-    """cgroups for the sides whose placement was a CPU count (see the module docstring)."""
-    quotas = CpuQuotas()
+def apply_quotas(cpus: Cpus, enabled: bool = True, server_memory: int | None = None) -> CpuQuotas:
+    """cgroups for the sides whose placement was a CPU count, and for the server's memory limit
+    (see the module docstring)."""
+    quotas = CpuQuotas(memory_limit=server_memory)
     tag = f"rpcmeter-{os.getpid()}"
     for side, amount in (("server", cpus.server_quota), ("client", cpus.client_quota)):
         if amount is None:
@@ -414,6 +505,17 @@ def apply_quotas(cpus: Cpus, enabled: bool = True) -> CpuQuotas:
         if group is None:
             quotas.notes.append(f"{side} CPU quota of {amount:g} CPUs not applied: {reason}")
         setattr(quotas, side, group)
+    if server_memory is not None:
+        shown = format_memory(server_memory)
+        if not enabled:
+            quotas.notes.append("server memory limit not applied: resources.cgroup is false")
+        else:
+            group, reason = create_memory_cgroup(
+                f"{tag}-server-memory", server_memory, quotas.server
+            )
+            if group is None:
+                quotas.notes.append(f"server memory limit of {shown} not applied: {reason}")
+            quotas.server_memory = group
     return quotas
 
 

@@ -190,6 +190,7 @@ class CaseRecord:
             server=server,
             server_peak_rss=monitor.peak_rss_bytes() if monitor is not None else None,
             server_idle=idle,
+            server_mean_rss=monitor.mean_rss_bytes("go", "end") if monitor is not None else None,
             server_cpus=server_cpus,
             clients=clients,
             client_cpus=None if remote_load else client_cpus,
@@ -268,11 +269,12 @@ class CaseRecord:
     def client_runs(
         self,
         outcome: Outcome,
-        requests_per_run: int,
+        requests_per_run: int | None,
         monitor: TreeMonitor | None,
         idle: CpuTimes | None,
         cpus: placement_mod.Cpus,
         quotas: placement_mod.CpuQuotas,
+        report: str | None = None,
     ) -> None:
         """A command client's measured runs (rpcmeter.suite_model.Suite.command_client), counted
         in requests: ``requests``/``ok`` are runs times ``requests_per_run`` (a failed run's
@@ -280,27 +282,52 @@ class CaseRecord:
         successful runs' wall time (the command's start included), ``command.per_request_us``
         that wall time per request. The command is the one client process (its CPU over its
         successful runs); the server's CPU is ``monitor``'s over the measured runs. No latency
-        and no histogram: a run's wall time is no request's latency."""
+        and no histogram: a run's wall time is no request's latency.
+
+        With ``report`` (the kind of report its runs printed, read into ``outcome.reports``:
+        rpcmeter.runners.client_reports), the requests, statuses, requests/s and latencies are
+        the command's own, as it reported them (``command.client_report``)."""
         ok = self._runs(outcome)
         wall = sum(r.wall_s for r in ok)
         failed = len(outcome.runs) - len(ok)
         f = self.fields
-        f["requests"] = len(outcome.runs) * requests_per_run
-        f["ok"] = len(ok) * requests_per_run
-        f["errors"] = {"exit_status": failed * requests_per_run} if failed else {}
-        f["throughput_rps"] = f["ok"] / wall if wall > 0 else 0.0
-        f["command"] = f["command"].updated(
-            model.Command(
-                requests_per_run=requests_per_run,
-                per_request_us=wall / f["ok"] * 1e6 if f["ok"] else math.nan,
+        if report is not None:
+            self._client_report(report, outcome)
+        else:
+            assert requests_per_run is not None, "checked when the suite was loaded"
+            f["requests"] = len(outcome.runs) * requests_per_run
+            f["ok"] = len(ok) * requests_per_run
+            f["errors"] = {"exit_status": failed * requests_per_run} if failed else {}
+            f["throughput_rps"] = f["ok"] / wall if wall > 0 else 0.0
+            f["command"] = f["command"].updated(
+                model.Command(
+                    requests_per_run=requests_per_run,
+                    per_request_us=wall / f["ok"] * 1e6 if f["ok"] else math.nan,
+                )
             )
-        )
         command = model.Client(  # the one client process
             cpu_user_s=sum(r.user_s for r in ok),
             cpu_sys_s=sum(r.sys_s for r in ok),
             max_rss_bytes=max((r.max_rss_bytes for r in ok), default=0),
         )
         self._resources(f["ok"], [command], outcome.elapsed_s, monitor, idle, cpus, quotas)
+
+    def _client_report(self, kind: str, outcome: Outcome) -> None:
+        """A command client's requests as its runs' reports gave them (combined)."""
+        from rpcmeter.runners.client_reports import combined
+
+        report = combined(outcome.reports)
+        f = self.fields
+        f["requests"], f["ok"], f["errors"] = report.requests, report.ok, dict(report.errors)
+        if report.error_sample:
+            f["error_samples"] = {next(iter(report.errors), "error"): report.error_sample}
+        f["throughput_rps"] = report.ok / report.elapsed_s if report.elapsed_s > 0 else 0.0
+        if report.hist.count:
+            f["latency"] = model.Latency.of(report.hist)
+            f["histogram"] = report.hist
+        f["command"] = f["command"].updated(model.Command(client_report=kind))
+        if (reason := model.mostly_failed(report.errors, report.requests)) and not outcome.failure:
+            self.fail(reason)  # as for rpcmeter's own clients: the figures are not the system's
 
     def _runs(self, outcome: Outcome) -> list[model.Run]:
         """A command's runs, their means (``command``), and why it stopped if it did; the

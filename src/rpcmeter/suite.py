@@ -367,6 +367,12 @@ def _check_semantics(suite: Suite, where: str) -> None:
             )
     _check_addresses(suite, where)
     _check_command_clients(suite, where)
+    for vname, v in suite.variants.items():
+        if v.placement is not None and v.placement.server_memory is not None:
+            raise SuiteError(
+                f"{where}: variants.{_format_loc((vname,))}.placement.server_memory: a memory "
+                "limit is set for the whole run, in the suite's [placement]"
+            )
     for vname in suite.variants:  # a command client's options go to the target's server
         _check_option_keys(suite, vname, drivers[suite.server_driver_of(vname)], where)
     _check_tls(suite, drivers, where)
@@ -516,13 +522,19 @@ def _check_spin_us(suite: Suite, where: str) -> None:
 
 
 def _check_command_clients(suite: Suite, where: str) -> None:
-    """``requests_per_run`` is given for every command client, and only for them."""
+    """``requests_per_run`` is given for every command client whose report does not count its
+    requests (``client_report``), and only for command clients; so is ``client_report``."""
     for vname, v in suite.variants.items():
         key = f"{where}: variants.{_format_loc((vname,))}.requests_per_run"
-        if suite.command_client(vname) and v.requests_per_run is None:
+        if v.client_report is not None and not suite.command_client(vname):
+            raise SuiteError(
+                f"{where}: variants.{_format_loc((vname,))}.client_report: only for a variant "
+                'with driver = "command" in a suite whose target driver starts a server'
+            )
+        if suite.command_client(vname) and v.requests_per_run is None and not v.client_report:
             raise SuiteError(
                 f"{key}: a command run against the {suite.target.driver!r} server needs the "
-                "number of requests one run of it makes"
+                "number of requests one run of it makes (or a client_report that counts them)"
             )
         if v.requests_per_run is not None and not suite.command_client(vname):
             raise SuiteError(

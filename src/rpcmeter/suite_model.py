@@ -9,6 +9,7 @@ the workloads, so drivers and servers can name a :class:`Suite`.
 
 from __future__ import annotations
 
+import re
 import shlex
 import socket
 from typing import Annotated, Any, Literal
@@ -103,7 +104,13 @@ class ServerSpec(_Model):
     """How a server starts. Without ``command``, the driver's built-in reference server runs.
 
     ``command`` takes the placeholders ``{host}``, ``{port}`` and ``{socket}``; rpcmeter picks a
-    free port or a fresh socket path for every server, so two runs never collide.
+    free port or a fresh socket path for every server, so two runs never collide. ``cwd`` is
+    taken from the suite file's directory.
+
+    ``build``: a command line run in ``cwd`` before the variant's first case (once per run for
+    every variant that names the same build), skipped when an earlier build of the same command
+    saw the same ``build_inputs`` (glob patterns, from ``cwd``; ``**`` crosses directories): see
+    :mod:`rpcmeter.servers.build`.
     """
 
     command: CommandLine = None
@@ -111,6 +118,17 @@ class ServerSpec(_Model):
     env: dict[str, str] = Field(default_factory=dict)
     ready_timeout_s: float = Field(20.0, gt=0)
     stop_timeout_s: float = Field(5.0, gt=0)
+    build: CommandLine = None  # run in cwd before the variant's first case
+    build_inputs: list[str] = Field(default_factory=list)  # globs: the files the build's key hashes
+    build_timeout_s: float = Field(1800.0, gt=0)
+
+    @model_validator(mode="after")
+    def _build_inputs(self) -> ServerSpec:
+        if self.build_inputs and self.build is None:
+            raise ValueError("build_inputs: only with build (the command that uses them)")
+        if any(not p.strip() for p in self.build_inputs):
+            raise ValueError("build_inputs: an empty pattern")
+        return self
 
 
 class Target(_Model):
@@ -182,6 +200,9 @@ class Variant(_Model):
     # a command variant in a suite whose target is a server (Suite.command_client): how many
     # requests one run of its command makes, so that its figures are per request like the others'
     requests_per_run: int | None = Field(None, ge=1, le=1_000_000_000)
+    # a command client that prints a report of its own (``"ghz"``: ghz's JSON, ``-O json``): its
+    # requests, statuses and latencies are read from it (rpcmeter.runners.client_reports)
+    client_report: Literal["ghz"] | None = None  # a command client's own report: ghz -O json
     tls: TlsSettings | Literal[False] | None = None  # false: cleartext for this variant
 
     @field_validator("tls", mode="before")
@@ -323,15 +344,47 @@ class Load(_Model):
         return list(self.rates) if self.rates is not None else None
 
 
+_MEMORY_UNITS = {"": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+_MEMORY = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(?:I?B)?\s*", re.IGNORECASE)
+MIN_MEMORY = 1 << 20  # a limit below 1 MiB would stop any server from starting
+
+
+def parse_memory(value: Any) -> int:
+    """Bytes from a memory size: a whole number of bytes, or a number with a binary unit
+    (``"512M"``, ``"512m"``, ``"1.5G"``, ``"512MiB"``); at least 1 MiB."""
+    if isinstance(value, bool) or not isinstance(value, int | str):
+        raise ValueError('expected bytes or a size such as "512M"')
+    if isinstance(value, int):
+        size = value
+    else:
+        m = _MEMORY.fullmatch(value)
+        if m is None:
+            raise ValueError('expected a size such as "512M", "1G" or "512MiB"')
+        size = int(float(m.group(1)) * _MEMORY_UNITS[m.group(2).upper()])
+    if size < MIN_MEMORY:
+        raise ValueError("a memory limit must be at least 1M")
+    return size
+
+
 class Placement(_Model):
     """CPUs for server and clients: a count or an explicit list; ``"auto"`` keeps them apart when
     the machine has two or more CPUs; ``"none"`` leaves placement to the OS.
 
     A count (``1``, or a fraction such as ``0.5``) pins to that many CPUs (rounded up) and, where
-    the machine allows it, also sets a cgroup CPU quota of exactly that many CPUs."""
+    the machine allows it, also sets a cgroup CPU quota of exactly that many CPUs.
+    ``server_memory`` limits the server's memory through its cgroup (``memory.max``, v1
+    ``memory.limit_in_bytes``), where the machine allows it."""
 
     server_cpus: int | float | list[int] | Literal["auto", "none"] = "auto"
     client_cpus: int | float | list[int] | Literal["auto", "none"] = "auto"
+    # the server's memory limit in bytes (given as bytes or "512M", "1G", "512MiB": binary
+    # multiples, as docker --memory and cgroup files read them), set through its cgroup
+    server_memory: int | None = None  # bytes, or "512M", "1G", "512MiB"
+
+    @field_validator("server_memory", mode="before")
+    @classmethod
+    def _memory(cls, v: Any) -> int | None:
+        return None if v is None else parse_memory(v)
 
     @field_validator("server_cpus", "client_cpus")
     @classmethod

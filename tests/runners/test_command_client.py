@@ -150,7 +150,7 @@ def test_a_command_client_that_cannot_reach_the_server_fails_its_case(tmp_path: 
         (
             ("requests_per_run = 51\n", ""),
             r'variants\."python client"\.requests_per_run: a command run against the \'zmq\' '
-            r"server needs the number of requests one run of it makes",
+            r"server needs the number of requests one run of it makes \(or a client_report",
         ),
         (
             ("[variants.rpcmeter]\n", "[variants.rpcmeter]\nrequests_per_run = 5\n"),
@@ -158,7 +158,7 @@ def test_a_command_client_that_cannot_reach_the_server_fails_its_case(tmp_path: 
         ),
         (
             ("tcp://{host}:{port}", "tcp://{hots}:{port}"),
-            r"unknown placeholder \{hots\} \(known: host, port, python, requests_per_run, socket\)",
+            r"unknown placeholder \{hots\} \(known: concurrency, connections, duration_s, host, port, python, requests, requests_per_run, socket\)",
         ),
         (
             ('transport = "ipc"\n', 'transport = "udp"\n'),
@@ -166,12 +166,13 @@ def test_a_command_client_that_cannot_reach_the_server_fails_its_case(tmp_path: 
         ),
         (  # the ZeroMQ server has no URLs, and no TLS
             ("tcp://{host}:{port}", "{scheme}://{host}:{port}"),
-            r"unknown placeholder \{scheme\} \(known: host, port, python, requests_per_run, socket\)",
+            r"unknown placeholder \{scheme\} \(known: concurrency, connections, duration_s, host, port, python, requests, requests_per_run, socket\)",
         ),
         (
             ("tcp://{host}:{port}", "tcp://{host}:{port}{ca_file}"),
-            r"variants\.python client\.command: unknown placeholder \{ca_file\} \(known: host, "
-            r"port, python, requests_per_run, socket; \{ca_file\} and \{server_name\} need tls\)",
+            r"variants\.python client\.command: unknown placeholder \{ca_file\} \(known: "
+            r"concurrency, connections, duration_s, host, port, python, requests, requests_per_run, "
+            r"socket; \{ca_file\} and \{server_name\} need tls\)",
         ),
         (
             ("[target]\n", "[target]\ntls = true\n"),

@@ -63,8 +63,18 @@ def command_of(suite: Suite, variant: str, workload: str) -> tuple[str | list[st
 
 
 # what a command client's command line may hold besides the workload's parameters: where the
-# server listens, and how many requests one run makes
-CLIENT_PLACEHOLDERS = ("host", "port", "socket", "requests_per_run")
+# server listens, how many requests one run makes, and the case's load shape (connections,
+# concurrent loops, duration in seconds, requests per loop)
+CLIENT_PLACEHOLDERS = (
+    "host",
+    "port",
+    "socket",
+    "requests_per_run",
+    "connections",
+    "concurrency",
+    "duration_s",
+    "requests",
+)
 # and with TLS (the variant's ``tls``): the CA file to trust and the name to send and check
 TLS_PLACEHOLDERS = ("ca_file", "server_name")
 
@@ -76,6 +86,8 @@ def client_placeholders(suite: Suite, variant: str) -> set[str]:
     from rpcmeter.drivers import driver_class
 
     names = set(CLIENT_PLACEHOLDERS)
+    if suite.variants[variant].requests_per_run is None:  # its report counts the requests
+        names.discard("requests_per_run")
     if suite.tls_of(variant) is not None:
         names.update(TLS_PLACEHOLDERS)
     if driver_class(suite.server_driver_of(variant)).url_scheme:
@@ -92,6 +104,15 @@ def _check_ca_file(suite: Suite, variant: str, names: list[str], key: str, where
             f"{where}: {key}: {{ca_file}}: rpcmeter makes no CA for the server at {address} "
             "(not started by it): set tls.ca_file to the CA that issued its certificate"
         )
+
+
+def _duration(suite: Suite, workload: str) -> float | None:
+    """The load duration of a workload's cases (None: they run a count of requests)."""
+    over = suite.workloads[workload].load_overrides()
+    if "duration_s" in over or "requests" in over:
+        duration = over.get("duration_s")
+        return float(duration) if duration is not None else None
+    return suite.load.duration_s
 
 
 def check_suite(suite: Suite, where: str) -> None:
@@ -124,6 +145,11 @@ def check_suite(suite: Suite, where: str) -> None:
                 )
             if client:
                 _check_ca_file(suite, vname, names, key, where)
+                if "duration_s" in names and _duration(suite, wname) is None:
+                    raise SuiteError(
+                        f"{where}: {key}: {{duration_s}}: workload {wname!r} runs a count of "
+                        "requests (set load.duration_s)"
+                    )
 
 
 class CommandDriver(Driver):

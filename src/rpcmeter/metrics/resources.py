@@ -149,6 +149,7 @@ class TreeMonitor:
         # pid -> (parent pid, user + children user, system + children system), last seen
         self._seen: dict[int, tuple[int, float, float]] = {}
         self._peak_rss = 0
+        self._rss: list[tuple[float, int]] = []  # (monotonic time, the tree's RSS) per sample
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.marks: dict[str, CpuTimes] = {}  # the tree's CPU
@@ -189,6 +190,8 @@ class TreeMonitor:
             rss += mem
         with self._lock:
             self._peak_rss = max(self._peak_rss, rss)
+            if procs:
+                self._rss.append((now, rss))
             gone = {pid: v for pid, v in self._seen.items() if pid not in live}
             # a vanished process whose parent is still in the tree is (or will be) in its
             # parent's children times; one whose parent vanished too is counted as last seen
@@ -237,6 +240,16 @@ class TreeMonitor:
         with self._lock:
             return max([self._peak_rss, *(v for v in own if v is not None)])
 
+    def mean_rss_bytes(self, start: str, end: str) -> int | None:
+        """The mean of the tree's summed RSS over the samples taken between two marks (their
+        own samples included); None without such samples."""
+        if start not in self.marks or end not in self.marks:
+            return None
+        since, until = self.marks[start].at, self.marks[end].at
+        with self._lock:
+            values = [rss for at, rss in self._rss if since <= at <= until]
+        return round(sum(values) / len(values)) if values else None
+
 
 def percent_of_core(cpu: CpuTimes) -> float | None:
     """CPU time over a window as a percentage of one core."""
@@ -269,6 +282,7 @@ def case_figures(
     server: CpuTimes | None,
     server_peak_rss: int | None,
     server_idle: CpuTimes | None,
+    server_mean_rss: int | None = None,
     server_cpus: float,
     clients: Sequence[Client] | None,
     client_cpus: float | None,
@@ -311,5 +325,6 @@ def case_figures(
     memory = Memory(
         server_peak_rss_bytes=server_peak_rss,
         client_peak_rss_bytes=client_total(clients, lambda c: c.max_rss_bytes),
+        **({"server_mean_rss_bytes": server_mean_rss} if server_mean_rss is not None else {}),
     )
     return cpu, memory

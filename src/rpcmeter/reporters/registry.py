@@ -92,3 +92,19 @@ TEXT_FORMATS = tuple(name for name, r in REPORTERS.items() if r.compare is not N
 
 def get(name: str) -> Reporter:
     return REPORTERS[name]
+
+
+COLUMN_FORMATS = ("text", "markdown")  # the formats a column set is drawn in
+
+
+def render_columns(view: View, name: str, fmt: str, options: Options) -> str:
+    """A run's figures as the column set ``name`` lays them out (rpcmeter.reporters.columns),
+    in ``fmt`` (one of :data:`COLUMN_FORMATS`)."""
+    from rpcmeter.reporters.columns import COLUMN_SETS
+
+    grids = COLUMN_SETS[name](view)
+    if fmt == "markdown":
+        return markdown.grids_markdown(grids)
+    return "\n".join(
+        terminal.render_grid(g, width=options.width, color=options.color) for g in grids
+    )

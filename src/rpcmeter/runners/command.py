@@ -67,6 +67,7 @@ from rpcmeter.envs import Env
 from rpcmeter.plan import Case
 from rpcmeter.record import CaseRecord
 from rpcmeter.runners import tree
+from rpcmeter.runners.client_reports import ClientReport, ReportError
 from rpcmeter.suite import Runs, Suite
 from rpcmeter.tls import ClientTls
 from rpcmeter.tls import server_name as tls_server_name
@@ -85,6 +86,7 @@ class Outcome:
     failure: str | None = None
     output_tail: str = ""
     placement_note: str | None = None  # why the command is not in its cgroup, if it is not
+    reports: list[ClientReport] = field(default_factory=list)  # a measured run's each, if read
 
 
 def _kill(proc: subprocess.Popen[bytes]) -> None:
@@ -185,9 +187,12 @@ def measure(
     on_run: Callable[[int, float], None] | None = None,
     on_go: Callable[[], None] | None = None,
     cgroup: placement.Cgroup | None = None,
+    report: Callable[[str], ClientReport] | None = None,
 ) -> Outcome:
     """Warmup runs, then the measured runs (see the module documentation), each on ``cpus`` and
-    in ``cgroup``; ``on_go`` is called between them."""
+    in ``cgroup``; ``on_go`` is called between them. With ``report``, every successful measured
+    run's output is read by it (:mod:`rpcmeter.runners.client_reports`); output it cannot read
+    ends the case as failed."""
     outcome = Outcome()
     with tempfile.NamedTemporaryFile(prefix="rpcmeter-command-", suffix=".log") as logf:
         log = Path(logf.name)
@@ -225,12 +230,27 @@ def measure(
             usage = once(f"run {n + 1}")
             if usage is not None:
                 outcome.runs.append(measured_run(usage))
+                if report is not None and not outcome.failure:
+                    _read_report(report, log, n + 1, outcome)
             outcome.elapsed_s = time.monotonic() - start
             if on_run:
                 on_run(len(outcome.runs), outcome.elapsed_s)
             if outcome.failure:
                 break
     return outcome
+
+
+def _read_report(
+    report: Callable[[str], ClientReport], log: Path, run: int, outcome: Outcome
+) -> None:
+    """Read run ``run``'s report from its output into ``outcome`` (its failure, when there is
+    none to read)."""
+    text = log.read_text(errors="replace")
+    try:
+        outcome.reports.append(report(text))
+    except ReportError as exc:
+        outcome.output_tail = _tail(log)
+        outcome.failure = f"run {run}: {exc}"
 
 
 # ---- the case ---------------------------------------------------------------------------------
@@ -297,22 +317,28 @@ def command_line(
 ) -> CommandLine:
     """The command line of ``case``, its placeholders filled; with ``server``, a command
     client's (:meth:`~rpcmeter.suite_model.Suite.command_client`), which also gets where that
-    server listens (``{host}``, ``{port}``, ``{socket}``), ``{requests_per_run}``, the scheme
-    of the server's URLs (``{scheme}``: ``https`` with ``tls``) and with ``tls`` the CA file to
-    trust and the name to send and check (``{ca_file}``, ``{server_name}``)."""
+    server listens (``{host}``, ``{port}``, ``{socket}``), ``{requests_per_run}``, the case's
+    load shape (``{connections}``, ``{concurrency}``, ``{duration_s}``, ``{requests}`` per
+    loop), the scheme of the server's URLs (``{scheme}``: ``https`` with ``tls``) and with
+    ``tls`` the CA file to trust and the name to send and check (``{ca_file}``,
+    ``{server_name}``)."""
     params = case.params
     python = env.python if env is not None else sys.executable
     given = params.placeholders() if isinstance(params, CommandParams) else params.model_dump()
     values = {**given, "python": python}
     if server is not None:
         per_run = suite.variants[case.variant].requests_per_run
-        assert per_run is not None, "checked when the suite was loaded"
-        given["requests_per_run"] = per_run
+        if per_run is not None:  # else the command's own report counts its requests
+            given["requests_per_run"] = values["requests_per_run"] = per_run
+        load = case.load
         values.update(
             host=server.host,
             port="" if server.port is None else server.port,
             socket=server.path or "",
-            requests_per_run=per_run,
+            connections=load.connections,
+            concurrency=load.concurrency or load.threads,
+            duration_s="" if load.duration_s is None else f"{load.duration_s:g}",
+            requests=load.requests,
         )
         scheme = driver_class(suite.server_driver_of(case.variant)).url_scheme
         if scheme:
@@ -363,6 +389,7 @@ def run_command(
     on_run: Callable[[int, float], None] | None = None,
     on_go: Callable[[], None] | None = None,
     cgroup: placement.Cgroup | None = None,
+    report: Callable[[str], ClientReport] | None = None,
 ) -> Outcome:
     """The runs of ``line`` (:func:`measure`), on ``cpus`` and in ``cgroup``."""
     return measure(
@@ -374,4 +401,5 @@ def run_command(
         on_run=on_run,
         on_go=on_go,
         cgroup=cgroup,
+        report=report,
     )

@@ -33,6 +33,7 @@ from rpcmeter.placement import (
     Cgroup,
     accounting_cgroup,
     enter,
+    hierarchy,
     join_cgroup,
     tracking_cgroup,
 )
@@ -126,9 +127,13 @@ class ServerProcess:
         stop_timeout_s: float = 5.0,
         ready_probe: bool = True,
         quota: Cgroup | None = None,
+        memory: Cgroup | None = None,
     ) -> None:
         """``quota``: the cgroup with the server's CPU quota, if any; the server's own cgroup is
-        made inside it (or, where that fails, the server joins it)."""
+        made inside it (or, where that fails, the server joins it). ``memory``: the cgroup with
+        the server's memory limit, if any (on cgroup v2 ``quota`` itself when both are set):
+        the server's own cgroup is made inside it when there is no ``quota`` and it is of the
+        same hierarchy, else the server joins it as it starts."""
         self.command = list(command)
         self.endpoint = endpoint
         self.env = dict(env or {})
@@ -139,6 +144,7 @@ class ServerProcess:
         self.ready_probe = ready_probe
         self.proc: subprocess.Popen[bytes] | None = None
         self.quota = quota
+        self.memory = memory
         self.cgroup: Cgroup | None = None  # the server's own cgroup, where it could be made
         self.accounting: Cgroup | None = None  # the cgroup that counts its CPU (may be ``cgroup``)
         self.cgroup_note: str | None = None  # why the server is not in its quota cgroup
@@ -158,9 +164,14 @@ class ServerProcess:
 
         parent = os.getpid()
         name = f"rpcmeter-{parent}-server-{next(_SERIAL)}"
-        self.cgroup, _ = tracking_cgroup(name, self.quota)
+        memory = self.memory
+        inside = self.quota or (memory if memory is not None and memory.version == 2 else None)
+        self.cgroup, _ = tracking_cgroup(name, inside)
         self.accounting = accounting_cgroup(name, self.cgroup)
         procs = [str(g.procs) for g in self._cgroups()]
+        taken = {hierarchy(g.path) for g in self._cgroups()}
+        if memory is not None and not self._nested(memory) and hierarchy(memory.path) not in taken:
+            procs.append(str(memory.procs))  # a hierarchy of its own (v1): joined at the start
 
         def _in_child() -> None:
             die_with_parent(parent)
@@ -184,10 +195,14 @@ class ServerProcess:
             ) from None
         if self.cgroup is not None and self.proc.pid not in self.cgroup.pids():
             self._remove_cgroup()  # the server could not join it: stopped as without cgroups
-        if self.quota is not None and (
-            self.cgroup is None or self.cgroup.path.parent != self.quota.path
-        ):
-            self.cgroup_note = join_cgroup(self.quota, [self.proc.pid])
+        limits = [self.quota] if self.quota is not None else []
+        limits += [memory] if memory is not None and memory is not self.quota else []
+        notes = [
+            join_cgroup(limit, [self.proc.pid])
+            for limit in limits
+            if not self._nested(limit) and self.proc.pid not in limit.pids()
+        ]
+        self.cgroup_note = "; ".join(n for n in notes if n) or None
         accounting = self.accounting
         if accounting is not None and self.proc.pid not in accounting.pids():
             self.accounting = None  # its CPU comes from its process tree
@@ -243,6 +258,10 @@ class ServerProcess:
         module docstring), or None without a cgroup that counts them."""
         group = self.accounting
         return group.cpu_times() if group is not None else None
+
+    def _nested(self, limit: Cgroup) -> bool:
+        """Whether the server's own cgroup was made inside ``limit``."""
+        return self.cgroup is not None and self.cgroup.path.parent == limit.path
 
     def _cgroups(self) -> list[Cgroup]:
         """The server's cgroups: the one that tracks it, and the one that counts its CPU."""
