@@ -34,6 +34,7 @@ from rpcmeter.drivers.varying import (
     LoopState,
     MixCaller,
     Plan,
+    channel_of,
     mix_key,
     source,
 )
@@ -122,13 +123,16 @@ def grpc_plan(
     return Plan((Call("", 1.0, entries),))
 
 
-def message_fill(entry: GrpcEntry, exprs: tuple[Expr, ...]) -> Callable[[Values], bytes]:
-    """The entry's message, from a request's values."""
+def message_fill(
+    entry: GrpcEntry, exprs: tuple[Expr, ...], framed: bool = False
+) -> Callable[[Values], bytes]:
+    """The entry's message, from a request's values (``framed``: with its gRPC prefix)."""
     msg = entry.message
     if isinstance(msg, bytes):
-        return lambda values: msg
+        body = frame(msg) if framed else msg
+        return lambda values: body
     assert entry.call is not None, "a template is a schema call's"
-    return msg.filler(entry.call.files, exprs)
+    return msg.filler(entry.call.files, exprs, framed)
 
 
 def metadata_fills(
@@ -146,13 +150,16 @@ def metadata_fills(
 
 class PlanCall(GrpcH2Client):
     """One call of a plan on rpcmeter's HTTP/2 client: its path, fixed headers and reply check
-    as a :class:`GrpcH2Client` has them; the connections are the first call's (``share``). It
-    counts the message bytes it sends; with an ``expect`` that varies, each reply is checked with
-    the values of its loop's request (``values``, by the loop's ``done``)."""
+    as a :class:`GrpcH2Client` has them; the connections are the first call's (``share``). Its
+    ``bytes_out`` are, for a call of one fixed message, the message's size per call answered
+    (as :class:`GrpcH2Client` counts them), else the sizes of the messages it sent (``sent``);
+    with an ``expect`` that varies, each reply is checked with the values of its loop's
+    request (``values``, by the loop's ``done``)."""
 
     def __init__(self, *args: Any, templated: TemplatedExpect | None = None) -> None:
         super().__init__(*args)
-        self.sent = [0]  # message bytes sent
+        self.sent = [0]  # message bytes sent (calls whose messages vary)
+        self.fixed_size: int | None = None  # the size of its one fixed message
         self.values: dict[Done, Values] = {}
         self.templated = templated
         self.bound: Callable[[bytes, Values], Any] | None = None
@@ -167,7 +174,10 @@ class PlanCall(GrpcH2Client):
 
     def counters(self) -> dict[str, int]:
         self.fold()
-        return {"bytes_out": self.sent[0], "bytes_in": self.counts[1]}
+        out = self.sent[0]
+        if self.fixed_size is not None:
+            out += self.counts[0] * self.fixed_size
+        return {"bytes_out": out, "bytes_in": self.counts[1]}
 
     def on_end(self, stream: H2Stream) -> None:
         if self.templated is None:
@@ -210,12 +220,15 @@ def h2_channels(
         for entry in call.entries:
             if not entry.exprs() and not keeps:
                 assert isinstance(entry.message, bytes)
-                payloads.append(conn.prepare(client.headers, frame(entry.message)))
+                req = conn.prepare(client.headers, frame(entry.message))
+                req.build(conn.peer_frame)  # once here, not on its first call
+                payloads.append(req)
                 continue
             make = _h2_maker(client, entry, exprs, conn)
             payloads.append(Fill(exprs, _keeping(make) if keeps else make))
-        next_payload = source(payloads, state, not plan.mix)
-        out.append(_h2_channel(client, session, next_payload, keeps))
+        if len(payloads) == 1 and not isinstance(payloads[0], Fill):
+            client.fixed_size = payloads[0].size - 5
+        out.append(_h2_channel(client, session, payloads, state, not plan.mix))
     return out
 
 
@@ -234,9 +247,26 @@ def _h2_maker(
         if callable(value):
             fields.append((name.lower().encode(), _encoded(value)))
     block = block_filler(fields, lambda run: conn.prepare(run, None).block)
-    message = message_fill(entry, exprs)
+    message = message_fill(entry, exprs, framed=True)
     frame_size = conn.peer_frame
-    return lambda values: Request.framed(block(values), frame(message(values)), frame_size)
+    sent = client.sent
+    framed = Request.framed
+    if not any(callable(v) for _, v in fields):  # the header block is the same every call
+        fixed = block(())
+
+        def make_body(values: Values) -> Request:
+            body = message(values)
+            sent[0] += len(body) - 5
+            return framed(fixed, body, frame_size)
+
+        return make_body
+
+    def make(values: Values) -> Request:
+        body = message(values)
+        sent[0] += len(body) - 5
+        return framed(block(values), body, frame_size)
+
+    return make
 
 
 def _encoded(fill: Callable[[Values], str]) -> Callable[[Values], bytes]:
@@ -248,34 +278,37 @@ def _keeping(make: Callable[[Values], Request]) -> Callable[[Values], tuple[Requ
 
 
 def _h2_channel(
-    client: PlanCall, session: Any, next_payload: Callable[[], Any], keeps_values: bool
+    client: PlanCall, session: Any, payloads: list[Any], state: LoopState, advance: bool
 ) -> Channel:
+    """A loop's channel of one call (its payloads each a prepared request or how to make one;
+    with an ``expect`` that varies, each with the values it was made with)."""
     request = session.request if client.ctx.reuse else client.one_shot
     on_end = client.on_end
-    timed = client.timed_call if client.timeout_s is not None else None
-    sent = client.sent  # message bytes (its 5-byte prefix left out)
     values = client.values
+    sent = client.sent
+    timed = client.timed_call if client.timeout_s is not None else None
+    # fixed messages in turn (a data file): their sizes counted as they go (those made per
+    # request count themselves: _h2_maker)
+    turns = len(payloads) > 1 and not any(isinstance(p, Fill) for p in payloads)
 
-    def channel(done: Done) -> None:
-        if keeps_values:
-            req, values[done] = next_payload()
-        else:
-            req = next_payload()
-        sent[0] += req.size - 5
+    def send(req: Request, done: Done) -> None:
+        if turns:
+            sent[0] += req.size - 5
         if timed is not None:
             timed(session, done, req)
         else:
             request(req, on_end, done)
 
-    if keeps_values or timed is not None:
-        return channel
+    if client.templated is not None:
 
-    def plain(done: Done) -> None:
-        req = next_payload()
-        sent[0] += req.size - 5
-        request(req, on_end, done)
+        def keeping(payload: Any, done: Done) -> None:
+            req, values[done] = payload
+            send(req, done)
 
-    return plain
+        return channel_of(payloads, state, advance, keeping)
+    if timed is not None or turns:
+        return channel_of(payloads, state, advance, send)
+    return channel_of(payloads, state, advance, request, on_end)
 
 
 def fixed_headers(metadata: tuple[tuple[str, str], ...]) -> tuple[tuple[str, str], ...]:

@@ -52,7 +52,7 @@ from rpcmeter.drivers import http_plan
 from rpcmeter.drivers.base import STALL_OPTIONS, Channel, Done, DriverContext, ReplyError
 from rpcmeter.drivers.http_plan import default_path
 from rpcmeter.drivers.stream import StreamConnection, StreamDriver
-from rpcmeter.drivers.varying import Fill, LoopState, MixChannel, Plan, loop_of, source
+from rpcmeter.drivers.varying import Fill, LoopState, MixChannel, Plan, channel_of, loop_of
 from rpcmeter.errors import ProtocolError, SuiteError
 from rpcmeter.metrics.connections import ConnectionCosts
 from rpcmeter.protocols.bodies import KINDS, check_variant_options, expected_reply
@@ -162,25 +162,14 @@ def _pair(
     return Fill(data.exprs, lambda values: (fill(values), reply))
 
 
-def payload_channel(
-    next_payload: Callable[[], Any],
-    send: Callable[[bytes, Done, bytes | None], None],
-    checked: bool,
-) -> Channel:
-    """A channel sending what ``next_payload`` gives through ``send(data, done, expect)``
-    (``checked``: it gives pairs of the bytes and the reply due)."""
-    if checked:
-
-        def pairs(done: Done) -> None:
-            data, expect = next_payload()
-            send(data, done, expect)
-
-        return pairs
-
-    def requests(done: Done) -> None:
-        send(next_payload(), done, None)
-
-    return requests
+def sender(
+    send: Callable[[bytes, Done, bytes | None], None], checked: bool
+) -> Callable[[Any, Done], object]:
+    """``send(payload, done)`` through ``send(data, done, expect)`` (``checked``: payloads are
+    pairs of the bytes and the reply due)."""
+    if not checked:
+        return send  # its expect defaults to None
+    return lambda payload, done: send(payload[0], done, payload[1])
 
 
 class HttpConnection(StreamConnection):
@@ -438,7 +427,7 @@ class HttpDriver(StreamDriver):
                 ]
             send = self.one_shot if not ctx.reuse else self.slots[index % len(self.slots)].conn.send
             channels = [
-                payload_channel(source(payloads, state, not plan.mix), send, checked)
+                channel_of(payloads, state, not plan.mix, sender(send, checked))
                 for payloads, checked in self.payloads
             ]
         if plan.mix:

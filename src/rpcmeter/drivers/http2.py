@@ -17,7 +17,7 @@ from typing import Any, NamedTuple
 from rpcmeter.drivers.base import Channel, Done, DriverContext, ReplyError
 from rpcmeter.drivers.h2client import H2Client
 from rpcmeter.drivers.stream import mismatch
-from rpcmeter.drivers.varying import Fill, LoopState, Plan, source
+from rpcmeter.drivers.varying import Fill, LoopState, Plan, channel_of
 from rpcmeter.protocols.h2.connection import Request
 from rpcmeter.protocols.h2.connection import Stream as H2Stream
 from rpcmeter.protocols.h2.fields import block_filler
@@ -133,21 +133,19 @@ class Http2Client(H2Client):
                 checked = checked or due is not None or expect is not None
                 payloads.append((req, due, expect))
             made = [self.payload(conn, req, due, expect, checked) for req, due, expect in payloads]
-            out.append(self.sender(request, source(made, state, not plan.mix), checked))
+            if checked:
+                on_checked = self.on_end_checked
+                out.append(
+                    channel_of(
+                        made,
+                        state,
+                        not plan.mix,
+                        lambda p, done, c=on_checked: request(p[0], c, (done, p[1])),
+                    )
+                )
+            else:
+                out.append(channel_of(made, state, not plan.mix, request, self.on_end))
         return out
-
-    def sender(self, request: Any, next_payload: Callable[[], Any], checked: bool) -> Channel:
-        """A channel sending what ``next_payload`` gives (with the reply due: ``checked``)."""
-        if checked:
-            on_checked = self.on_end_checked
-
-            def pairs(done: Done) -> None:
-                req, expect = next_payload()
-                request(req, on_checked, (done, expect))
-
-            return pairs
-        on_end = self.on_end
-        return lambda done: request(next_payload(), on_end, done)
 
     def payload(
         self,

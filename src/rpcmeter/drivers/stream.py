@@ -453,7 +453,7 @@ class StreamDriver(EventDriver):
         n = VARIANTS if isinstance(self.ctx.workload, EchoParams) else 1
         return [self.request_body(index * VARIANTS + v) for v in range(n)]
 
-    def one_shot(self, data: bytes, done: Done, expect: bytes | None) -> None:
+    def one_shot(self, data: bytes, done: Done, expect: bytes | None = None) -> None:
         """Send ``data`` on a connection of its own, closed once its reply is read."""
 
         async def exchange() -> None:

@@ -22,9 +22,10 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Generic, TypeVar
+from functools import partial
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
 
-from rpcmeter.protocols.request_data import Draw, Rotation
+from rpcmeter.protocols.request_data import DRAW_BLOCK, Draw, Rotation
 from rpcmeter.protocols.templates import Counter, Expr, Loop, Values, evaluator
 
 if TYPE_CHECKING:
@@ -134,20 +135,88 @@ def _fixed(payload: P) -> Callable[[], P]:
     return lambda: payload
 
 
+def channel_of(
+    entries: Sequence[P | Fill[P]],
+    state: LoopState,
+    advance: bool,
+    send: Callable[..., object],
+    between: Any = None,
+) -> Channel:
+    """A loop's channel of one call: each request ``send(payload, done)`` with the call's next
+    payload (see :func:`source`), or ``send(payload, between, done)`` when ``between`` is
+    given (an HTTP/2 session's ``request(req, on_end, done)``), in the cheapest form for its
+    entries: one fixed payload is a ``partial`` (no Python frame of its own), fixed payloads in
+    turn an index, one that varies its fill and its values."""
+    fills = [e for e in entries if isinstance(e, Fill)]
+    if not fills:
+        payloads = list(entries)
+        if len(payloads) == 1:
+            if between is None:
+                return partial(send, payloads[0])
+            return partial(send, payloads[0], between)
+        n = len(payloads)
+        turn = Rotation(n, state.loop).i
+
+        def rotating(done: Done) -> None:
+            nonlocal turn
+            payload = payloads[turn]
+            turn = turn + 1 if turn + 1 < n else 0
+            if between is None:
+                send(payload, done)
+            else:
+                send(payload, between, done)
+
+        return rotating
+    if len(entries) == 1:
+        counter = state.counter
+        fill, values = fills[0].fill, evaluator(fills[0].exprs, state.loop, counter, state.rng)
+        if not advance:
+            if between is None:
+                return lambda done: send(fill(values()), done)
+            return lambda done: send(fill(values()), between, done)
+        if between is None:
+
+            def numbered(done: Done) -> None:
+                send(fill(values()), done)
+                counter.n += counter.step
+
+            return numbered
+
+        def numbered_between(done: Done) -> None:
+            send(fill(values()), between, done)
+            counter.n += counter.step
+
+        return numbered_between
+    next_payload = source(entries, state, advance)
+    if between is None:
+        return lambda done: send(next_payload(), done)
+    return lambda done: send(next_payload(), between, done)
+
+
 class MixChannel:
     """A mix loop's channel: each request's call drawn by weight (``mix.current`` is the call
-    of the request in flight), sent through that call's channel; ``names`` are the calls'."""
+    of the request in flight), sent through that call's channel; ``names`` are the calls'. The
+    draw is :class:`~rpcmeter.protocols.request_data.Draw`'s, read here without a call."""
 
-    __slots__ = ("channels", "counter", "mix", "names")
+    __slots__ = ("block", "channels", "counter", "current", "draw", "i", "mix", "names")
 
-    def __init__(self, channels: Sequence[Channel], plan: Plan[object], state: LoopState):
+    def __init__(self, channels: Sequence[Channel], plan: Plan[Any], state: LoopState):
         self.channels = list(channels)
         self.names = plan.names()
-        self.mix = Draw([c.weight for c in plan.calls], state.loop)
+        self.draw = Draw([c.weight for c in plan.calls], state.loop)
+        self.block, self.i = self.draw.block, 0
+        self.current = 0
+        self.mix = self  # what the runner reads ``current`` of
         self.counter = state.counter
 
     def __call__(self, done: Done) -> None:
-        self.channels[self.mix.next()](done)
+        i = self.i
+        if i >= DRAW_BLOCK:
+            self.draw.refill()
+            self.block, i = self.draw.block, 0
+        self.i = i + 1
+        self.current = k = self.block[i]
+        self.channels[k](done)
         counter = self.counter
         counter.n += counter.step
 
@@ -157,7 +226,7 @@ class MixCaller:
 
     __slots__ = ("callers", "counter", "mix", "names")
 
-    def __init__(self, callers: Sequence[Caller], plan: Plan[object], state: LoopState):
+    def __init__(self, callers: Sequence[Caller], plan: Plan[Any], state: LoopState):
         self.callers = list(callers)
         self.names = plan.names()
         self.mix = Draw([c.weight for c in plan.calls], state.loop)

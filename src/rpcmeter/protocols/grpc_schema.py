@@ -60,6 +60,7 @@ from google.protobuf.message import DecodeError, Message
 
 from rpcmeter.errors import ReplyMismatch
 from rpcmeter.protocols import templates
+from rpcmeter.protocols.grpc import PREFIX, frame
 
 SOURCES = ("proto", "protoset", "reflection")
 WELL_KNOWN_PREFIX = "google.protobuf."
@@ -580,16 +581,19 @@ class MessageTemplate:
         return templates.distinct([*(leaf.template for leaf in self.leaves), *self.texts])
 
     def filler(
-        self, files: bytes, exprs: tuple[templates.Expr, ...]
+        self, files: bytes, exprs: tuple[templates.Expr, ...], framed: bool = False
     ) -> Callable[[templates.Values], bytes]:
-        """``fill(values) -> bytes``: the message for a request's values (in ``exprs``' order).
-        The fixed part and the varying fields are serialized apart and joined (protobuf merges
-        the fields of a message that appears twice)."""
+        """``fill(values) -> bytes``: the message for a request's values (in ``exprs``' order;
+        ``framed``: with the 5-byte prefix of a gRPC message). The fixed part and the varying
+        fields are serialized apart and joined (protobuf merges the fields of a message that
+        appears twice)."""
         desc = _pool(files).FindMessageTypeByName(self.type_name)
         if self.data is not None:
             encoder = RequestEncoder(desc)
             data = self.data
             fills = _fills(self.texts, lambda t: templates.text_formatter(t, exprs))
+            if framed:
+                return lambda values: frame(encoder.encode(_filled(data, fills, values)))
             return lambda values: encoder.encode(_filled(data, fills, values))
         scratch = message_class(desc)()
         setters = []
@@ -600,19 +604,35 @@ class MessageTemplate:
             setters.append(_setter(parent, leaf, exprs))
         fixed = self.fixed
         serialize = scratch.SerializeToString
-        if len(setters) == 1:
-            (set_one,) = setters
+        if len(self.leaves) == 1 and self.leaves[0].kind == "int":  # the usual: one number
+            leaf = self.leaves[0]
+            assert leaf.template.single is not None
+            i, name, parent = exprs.index(leaf.template.single), leaf.path[-1], scratch
+            for step in leaf.path[:-1]:
+                parent = getattr(parent, step)
 
-            def fill_one(values: templates.Values) -> bytes:
-                set_one(values)
+            if framed:
+
+                def fill_number_framed(values: templates.Values) -> bytes:
+                    setattr(parent, name, values[i])
+                    tail = serialize()
+                    return PREFIX(0, len(fixed) + len(tail)) + fixed + tail
+
+                return fill_number_framed
+
+            def fill_number(values: templates.Values) -> bytes:
+                setattr(parent, name, values[i])
                 return fixed + serialize()
 
-            return fill_one
+            return fill_number
 
         def fill(values: templates.Values) -> bytes:
             for set_leaf in setters:
                 set_leaf(values)
-            return fixed + serialize()
+            tail = serialize()
+            if framed:
+                return PREFIX(0, len(fixed) + len(tail)) + fixed + tail
+            return fixed + tail
 
         return fill
 
@@ -632,25 +652,20 @@ def _setter(
     return lambda values: setattr(parent, name, text(values))
 
 
-Fills = Mapping[str, tuple[Callable[[templates.Values], str], bool]]
+Fills = Mapping[str, Callable[[templates.Values], str]]
 
 
 def _fills(texts: Iterable[templates.Template], fill: Any) -> dict[str, Any]:
-    """For each template's text: ``fill(template)``, and whether it is one numeric placeholder
-    alone (filled as a number, as the JSON mapping takes it)."""
-    return {t.text: (fill(t), t.single is not None and t.single.numeric) for t in texts}
+    """For each template's text: ``fill(template)``, which makes its text."""
+    return {t.text: fill(t) for t in texts}
 
 
 def _filled(data: Any, fills: Fills, values: Any) -> Any:
-    """JSON ``data`` with every templated string filled (a lone numeric placeholder as a
-    number)."""
+    """JSON ``data`` with every templated string filled (as text: the JSON mapping takes a
+    number given as text for a numeric field)."""
     if isinstance(data, str):
-        found = fills.get(data)
-        if found is None:
-            return data
-        fill, numeric = found
-        text = fill(values)
-        return int(text) if numeric else text
+        fill = fills.get(data)
+        return data if fill is None else fill(values)
     if isinstance(data, Mapping):
         return {k: _filled(v, fills, values) for k, v in data.items()}
     if isinstance(data, list):

@@ -112,16 +112,16 @@ class Draw:
         self.block: list[int] = []
         self.i = 0
         self.current = 0
-        self._refill()
+        self.refill()
 
-    def _refill(self) -> None:
+    def refill(self) -> None:
         self.block = self.rng.choices(self.calls, cum_weights=self.cum, k=DRAW_BLOCK)
         self.i = 0
 
     def next(self) -> int:
         i = self.i
         if i >= DRAW_BLOCK:
-            self._refill()
+            self.refill()
             i = 0
         self.i = i + 1
         self.current = k = self.block[i]
