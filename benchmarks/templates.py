@@ -18,6 +18,15 @@ in the path, in the gRPC message's ``name``), ``data-file`` (10,000 requests in 
 each variant's difference from ``fixed`` (target: at most 1 us more per request).
 
     python benchmarks/templates.py [--requests 20000] [--loops 10] [--rounds 5] [--no-grpc]
+
+On a busy machine the CPU times wander; instructions do not. ``--only VARIANT --protocol
+http|grpc`` runs one variant once (the gRPC capture read from ``--capture-file``, written by a
+normal run given the same option), so that valgrind can count its instructions: run it with two
+request counts, and the difference over the difference of requests is the instructions per
+request, the start-up left out::
+
+    valgrind --tool=callgrind --callgrind-out-file=/dev/null \
+        python benchmarks/templates.py --only placeholder --protocol http --requests 2000
 """
 
 from __future__ import annotations
@@ -26,16 +35,18 @@ import argparse
 import asyncio
 import json
 import os
+import pickle
 import sys
 import tempfile
 import time
 from collections.abc import Callable
+from functools import reduce
 from pathlib import Path
 from typing import Any
 
 import uvloop
 from greeter_server import METHOD, PROTO, REPLY, REQUEST
-from grpc_call_cost import Call, CountingTransport, capture
+from grpc_call_cost import Call, CountingTransport, capture, replay
 from h2bench import greeter
 from versus import cpus
 
@@ -122,27 +133,33 @@ def http_channels(variant: str, loops: int, data_file: Path) -> tuple[HttpDriver
     return driver, [driver.channel(i) for i in range(loops)]
 
 
-async def run_loops(channels: list[Channel], requests: int) -> tuple[int, float]:
-    """(requests answered, CPU seconds) of ``requests`` per loop through ``channels``."""
-    stats = ThreadStats()
-    rec = Recorder(stats, False, call_names(channels[0]))
-    phase = Phase(asyncio.get_running_loop(), len(channels))
-    t0 = time.process_time()
-    for ch in channels:
-        closed_loop(ch, rec, phase, requests, NO_DEADLINE, ())
-    await phase.finished
-    cpu = time.process_time() - t0
+def http_round(variant: str, loops: int, requests: int, data_file: Path) -> tuple[int, float]:
+    """(requests answered, CPU microseconds per request) of one round: ``requests`` per loop.
+    The loop runs inside ``functools.reduce`` (valgrind's ``--toggle-collect=functools_reduce``
+    counts the instructions of the requests alone)."""
+    loop = uvloop.new_event_loop()
+    asyncio.set_event_loop(loop)
+
+    async def made() -> list[Channel]:
+        return http_channels(variant, loops, data_file)[1]
+
+    try:
+        channels = loop.run_until_complete(made())
+        stats = ThreadStats()
+        rec = Recorder(stats, False, call_names(channels[0]))
+        phase = Phase(loop, len(channels))
+        t0 = time.process_time()
+        for ch in channels:
+            closed_loop(ch, rec, phase, requests, NO_DEADLINE, ())
+        reduce(lambda _, done: loop.run_until_complete(done), [phase.finished], None)
+        cpu = time.process_time() - t0
+    finally:
+        loop.close()
+        asyncio.set_event_loop(None)
     rec.fold()
     if stats.errors:
         raise RuntimeError(f"errors: {stats.errors} {stats.first_error}")
-    return stats.ok, cpu
-
-
-async def http_round(variant: str, loops: int, requests: int, data_file: Path) -> float:
-    """CPU microseconds per request of one round."""
-    _, channels = http_channels(variant, loops, data_file)
-    ok, cpu = await run_loops(channels, requests)
-    return cpu / ok * 1e6
+    return stats.ok, cpu / stats.ok * 1e6
 
 
 # ---- gRPC -----------------------------------------------------------------------------------------
@@ -189,15 +206,11 @@ def _plain_client(loops: int) -> GrpcH2Client:
     return GrpcH2Client(ctx, METHOD, REQUEST, None, (), None, error_for, GrpcUnavailable)
 
 
-def feed(proto: H2Protocol, reads: list[bytes]) -> float:
-    t0 = time.process_time()
-    for data in reads:
-        proto.data_received(data)
-    return time.process_time() - t0
-
-
-async def grpc_round(variant: str, loops: int, cap: Any, lines: list[tuple[Any, str]]) -> float:
-    """CPU microseconds per call of one replay of the capture."""
+async def grpc_round(
+    variant: str, loops: int, cap: Any, lines: list[tuple[Any, str]]
+) -> tuple[int, float]:
+    """(calls answered, CPU microseconds per call) of one replay of the capture (fed inside
+    ``functools.reduce``, as ``grpc_call_cost.py`` does)."""
     proto, session = replay_session(cap)
     stats = ThreadStats()
     channels: list[Channel]
@@ -230,11 +243,11 @@ async def grpc_round(variant: str, loops: int, cap: Any, lines: list[tuple[Any, 
     phase = Phase(asyncio.get_running_loop(), loops)
     for ch in channels:
         closed_loop(ch, rec, phase, None, NO_DEADLINE, ())
-    cpu = feed(proto, cap[1][cap[0] :])
+    cpu = replay(proto.data_received, cap[1][cap[0] :])
     n = answered()
     if stats.errors or n == 0:
         raise RuntimeError(f"{variant}: the replay went wrong: {dict(stats.errors)}, {n} calls")
-    return cpu / n * 1e6
+    return n, cpu / n * 1e6
 
 
 # ---- main -----------------------------------------------------------------------------------------
@@ -249,13 +262,34 @@ def report(name: str, best: dict[str, float]) -> dict[str, float]:
     return {v: round(best[v] - base, 3) for v in VARIANTS}
 
 
+def one(args: argparse.Namespace) -> int:
+    """One round of one variant (for valgrind: see the module doc)."""
+    per = max(1, args.requests // args.loops)
+    with tempfile.TemporaryDirectory() as tmp:
+        data_file = Path(tmp) / "requests.jsonl"
+        data_file.write_text("".join(json.dumps({"path": f"/kv/{i}"}) + "\n" for i in range(LINES)))
+        if args.protocol == "http":
+            n, got = http_round(args.only, args.loops, per, data_file)
+        else:
+            cap = pickle.loads(args.capture_file.read_bytes())
+            lines = [({"name": f"user-{i}"}, f"requests.jsonl:{i + 1}") for i in range(LINES)]
+            n, got = uvloop.run(grpc_round(args.only, args.loops, cap, lines))
+    print(f"{args.protocol} {args.only}: {n} requests, {got:.2f} us per request")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--requests", type=int, default=20000, help="per round and variant")
     parser.add_argument("--loops", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--no-grpc", action="store_true", help="HTTP/1.1 only (no Go needed)")
+    parser.add_argument("--capture-file", type=Path, help="keep the gRPC capture here (or read it)")
+    parser.add_argument("--only", choices=VARIANTS, help="one round of this variant alone")
+    parser.add_argument("--protocol", choices=("http", "grpc"), default="http")
     args = parser.parse_args()
+    if args.only is not None:
+        return one(args)
     server_cpu, client_cpu = cpus()
     os.sched_setaffinity(0, [client_cpu])
     print(f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}, client CPU {client_cpu}")
@@ -267,19 +301,23 @@ def main() -> int:
         best = dict.fromkeys(VARIANTS, float("inf"))
         for _ in range(args.rounds):
             for v in VARIANTS:
-                got = uvloop.run(http_round(v, args.loops, per, data_file))
-                best[v] = min(best[v], got)
+                best[v] = min(best[v], http_round(v, args.loops, per, data_file)[1])
         summary["http"] = report(f"HTTP/1.1, {args.loops} loops x {per} requests", best)
     if not args.no_grpc:
         lines = [({"name": f"user-{i}"}, f"requests.jsonl:{i + 1}") for i in range(LINES)]
         Call.method, Call.request, Call.reply, Call.server_time = METHOD, REQUEST, REPLY, False
-        with greeter(server_cpu, "-grpc") as ep:
-            cap = asyncio.run(capture(ep, args.requests, args.loops))
+        if args.capture_file is not None and args.capture_file.exists():
+            cap = pickle.loads(args.capture_file.read_bytes())
+        else:
+            with greeter(server_cpu, "-grpc") as ep:
+                cap = asyncio.run(capture(ep, args.requests, args.loops))
+            if args.capture_file is not None:
+                args.capture_file.write_bytes(pickle.dumps(cap))
         print(f"gRPC capture: {len(cap[1]) - cap[0]} reads from the Go greeter")
         best = dict.fromkeys(VARIANTS, float("inf"))
         for _ in range(args.rounds):
             for v in VARIANTS:
-                best[v] = min(best[v], uvloop.run(grpc_round(v, args.loops, cap, lines)))
+                best[v] = min(best[v], uvloop.run(grpc_round(v, args.loops, cap, lines))[1])
         summary["grpc"] = report(f"gRPC (HTTP/2 client), {args.loops} loops", best)
     print("SUMMARY " + json.dumps(summary))
     return 0

@@ -10,6 +10,7 @@ import re
 import uuid
 from collections import Counter as Tally
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -118,7 +119,7 @@ def test_entries_of_a_loop_share_its_generator() -> None:
     """Two templated entries of one loop never draw the same random sequence."""
     state = LoopState(Loop(seed=3))
     t = parse("{{uuid}}")
-    fills = [Fill(t.exprs, text_formatter(t, t.exprs)) for _ in range(2)]
+    fills: list[str | Fill[str]] = [Fill(t.exprs, text_formatter(t, t.exprs)) for _ in range(2)]
     nxt = source(fills, state, advance=True)
     got = [nxt() for _ in range(40)]
     assert len(set(got)) == 40
@@ -150,13 +151,14 @@ def test_http_requests_of_templates() -> None:
     )
     fixed = request_from({"method": "post", "path": "/echo", "body": "abc"}, base)
     assert h1_filler(fixed, "h", ())(()) == build_request("POST", "/echo", "h", {}, b"abc")
-    for table, message in [
+    cases: list[tuple[dict[str, Any], str]] = [
         ({"method": "{{uuid}}"}, "method: a method cannot take a placeholder"),
         ({"headers": {"X-{{uuid}}": "1"}}, "a header name cannot take a placeholder"),
         ({"path": "/{{nope}}"}, "path: unknown placeholder"),
         ({"pth": "/"}, "pth: a request has no key 'pth' \\(did you mean 'path'"),
         ({"expect": "x"}, "expect: expected \\{ body"),
-    ]:
+    ]
+    for table, message in cases:
         with pytest.raises(RequestError, match=message):
             request_from(table, base, "calls[0]")
 

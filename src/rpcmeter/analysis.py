@@ -44,7 +44,7 @@ from __future__ import annotations
 import math
 import statistics
 import zlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -442,44 +442,21 @@ def compare_pairs(
     """The comparison of ``pairs`` (see the module docstring)."""
     rows: list[ComparisonRow] = []
     for pair in pairs:
-        for m in METRICS:
-            base_vals, vals = metric_values(pair.base, m), metric_values(pair.other, m)
+        for call, m, base_vals, vals in _compared(pair):
             if not base_vals or not vals:
                 continue  # metric not measured (e.g. no CPU figures)
-            seed = _seed(pair.workload, pair.point, pair.variant, m.name)
+            parts = (m.name,) if call is None else (call, m.name)
+            seed = _seed(pair.workload, pair.point, pair.variant, *parts)
             rows.append(
                 ComparisonRow(
                     workload=pair.workload,
                     point=dict(pair.point),
                     variant=pair.variant,
                     baseline=pair.base.variant,
+                    call=call,
                     **compare_values(base_vals, vals, m, seed).model_dump(),
                 )
             )
-        calls = [  # the calls both sides have replies of
-            c
-            for c in pair.base.call_names()
-            if pair.base.call_values(c, "ok")
-            and pair.other.call_values(c, "ok")
-            and min(pair.base.call_values(c, "ok") + pair.other.call_values(c, "ok")) > 0
-        ]
-        for call in calls:
-            for m in CALL_METRICS:
-                base_vals = pair.base.call_values(call, m.path)
-                vals = pair.other.call_values(call, m.path)
-                if not base_vals or not vals:
-                    continue
-                seed = _seed(pair.workload, pair.point, pair.variant, call, m.name)
-                rows.append(
-                    ComparisonRow(
-                        workload=pair.workload,
-                        point=dict(pair.point),
-                        variant=pair.variant,
-                        baseline=pair.base.variant,
-                        call=call,
-                        **compare_values(base_vals, vals, m, seed).model_dump(),
-                    )
-                )
     return Comparison(
         kind=kind,
         baseline=baseline_label,
@@ -491,6 +468,21 @@ def compare_pairs(
         summary=tuple(summarize(rows)),
         warnings=tuple(comparison_warnings(rows)),
     )
+
+
+def _compared(pair: Pair) -> Iterator[tuple[str | None, Metric, list[float], list[float]]]:
+    """What a pair compares: each metric of the whole cells (call None), then, for a mix, each
+    call's (:data:`CALL_METRICS`) where both sides have replies of it; with the values of each
+    side."""
+    for m in METRICS:
+        yield None, m, metric_values(pair.base, m), metric_values(pair.other, m)
+    base, other = pair.base, pair.other
+    for call in base.call_names():
+        oks = base.call_values(call, "ok") + other.call_values(call, "ok")
+        if not base.call_values(call, "ok") or not other.call_values(call, "ok") or min(oks) <= 0:
+            continue
+        for m in CALL_METRICS:
+            yield call, m, base.call_values(call, m.path), other.call_values(call, m.path)
 
 
 def summarize(rows: Sequence[ComparisonRow]) -> list[SummaryRow]:

@@ -17,7 +17,8 @@ from rpcmeter.execute import run_suite
 from rpcmeter.model import Result
 from rpcmeter.reporters import html, markdown, terminal
 from rpcmeter.servers.aio import Corrupter
-from rpcmeter.servers.http_server import KvStore, handle
+from rpcmeter.servers.http_server import KvStore
+from rpcmeter.servers.http_server import handle as server_handle
 from rpcmeter.suite import build_suite
 from tests.support import kv
 
@@ -178,7 +179,7 @@ def test_mix_calls_apart_add_up_to_the_case() -> None:
         assert sum(c.throughput_rps or 0 for c in calls.values()) == pytest.approx(
             case.throughput_rps
         )
-    doc = result.to_json()
+    doc: dict[str, Any] = json.loads(json.dumps(result.to_json()))
     assert {c["name"] for c in doc["cases"][0]["calls"]} == {"get", "put", "gone"}
     rows = [r for r in doc["comparisons"]["rows"] if r.get("call")]
     assert {r["call"] for r in rows} == {"get", "put"}  # "gone" has no replies to compare
@@ -191,6 +192,12 @@ def test_mix_calls_apart_add_up_to_the_case() -> None:
 def test_store_hits_misses_and_tally() -> None:
     store = KvStore({"kv_capacity": 2, "kv_miss_us": 0})
     corrupt = Corrupter({})
+
+    def handle(url: bytes, body: bytes, corrupt: Corrupter, method: bytes, store: KvStore) -> Any:
+        answer = server_handle(url, body, corrupt, method, store)
+        assert isinstance(answer, tuple)
+        return answer
+
     assert handle(b"/kv/a", b"", corrupt, b"GET", store)[3] == b"miss"
     assert handle(b"/kv/a", b"", corrupt, b"GET", store)[3] == b"hit"
     assert handle(b"/kv/b", b"v", corrupt, b"PUT", store)[:2] == (200, b"")

@@ -357,7 +357,7 @@ def grpcio_callers(
         next_payload = source(payloads, state, not plan.mix)
         callers.append(_grpcio_caller(stub, next_payload, check, timeout, counts, status_error))
     if plan.mix:
-        return MixCaller(callers, plan, state)  # type: ignore[arg-type]
+        return MixCaller(callers, plan, state)
     return callers[0]
 
 

@@ -44,7 +44,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import httptools
 
@@ -56,12 +56,8 @@ from rpcmeter.drivers.varying import Fill, LoopState, MixChannel, Plan, channel_
 from rpcmeter.errors import ProtocolError, SuiteError
 from rpcmeter.metrics.connections import ConnectionCosts
 from rpcmeter.protocols.bodies import KINDS, check_variant_options, expected_reply
-from rpcmeter.protocols.http_request import (
-    HttpRequest,
-    build_request,
-    expect_filler,
-    h1_filler,
-)
+from rpcmeter.protocols.http_request import HttpRequest, expect_filler, h1_filler
+from rpcmeter.protocols.http_request import build_request as build_request
 from rpcmeter.protocols.templates import Template
 from rpcmeter.protocols.timing import ServerTime, parse_server_timing
 from rpcmeter.workloads import EchoParams, MixParams, WorkloadParams
@@ -128,7 +124,7 @@ def validated(
 
 def h1_payloads(
     reqs: tuple[HttpRequest, ...], host: str, close: bool, w: WorkloadParams, validate: bool
-) -> tuple[list[H1Payload | Fill[H1Payload]], bool]:
+) -> tuple[list[Any], bool]:
     """The HTTP/1.1 payloads of one call's entries, each its bytes or how to make them from a
     request's values; when any entry checks its reply (``expect``, or a validating run), every
     payload is a pair of the bytes and the reply due (None: that one is not checked), and the
@@ -168,7 +164,7 @@ def sender(
     """``send(payload, done)`` through ``send(data, done, expect)`` (``checked``: payloads are
     pairs of the bytes and the reply due)."""
     if not checked:
-        return send  # its expect defaults to None
+        return cast(Callable[[Any, Done], object], send)  # its expect defaults to None
     return lambda payload, done: send(payload[0], done, payload[1])
 
 
@@ -382,7 +378,7 @@ class HttpDriver(StreamDriver):
         self.plan: Plan[HttpRequest] | None = http_plan.http_plan(
             ctx.options, ctx.workload, http_plan.file_data(Path.cwd(), known)
         )
-        self.payloads: list[tuple[list[H1Payload | Fill[H1Payload]], bool]] | None = None
+        self.payloads: list[tuple[list[Any], bool]] | None = None
 
     def uses_http2(self) -> bool:
         return str(self.ctx.options.get("http", "1.1")) == "2"

@@ -603,7 +603,7 @@ class MessageTemplate:
                 parent = getattr(parent, name)
             setters.append(_setter(parent, leaf, exprs))
         fixed = self.fixed
-        serialize = scratch.SerializeToString
+        serialize: Callable[[], bytes] = scratch.SerializeToString
         if len(self.leaves) == 1 and self.leaves[0].kind == "int":  # the usual: one number
             leaf = self.leaves[0]
             assert leaf.template.single is not None
