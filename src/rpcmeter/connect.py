@@ -115,7 +115,8 @@ class Slot(ABC, Generic[C, R]):
     the old connection will not process, and those sent meanwhile (:meth:`send`), wait in
     ``queue`` in order and go to the replacement as soon as it is open; the old connection
     finishes the requests it has in flight (``old`` until then). When the replacement cannot be
-    opened, the queued requests end with that error, and so do the requests sent later.
+    opened, or takes none of them (the server ends every connection at once), the queued requests
+    end with that error, and so do the requests sent later.
 
     A subclass says how its protocol submits a request to a connection, fails one, tells whether
     a connection still has requests in flight, and closes one; its connections call
@@ -162,6 +163,10 @@ class Slot(ABC, Generic[C, R]):
 
     def submitted(self, conn: C) -> None:
         """The queued requests went to ``conn`` (write what it buffered)."""
+
+    def refusal(self, conn: C) -> BaseException:
+        """The error of requests that a new connection, ``conn``, took none of."""
+        return ConnectionError("the server ended the new connection before taking any request")
 
     def send(self, request: R) -> None:
         """Send ``request`` on the current connection, or queue it for the replacement."""
@@ -223,11 +228,21 @@ class Slot(ABC, Generic[C, R]):
         else:
             self.let_go(old)
         queue = self.queue
+        took = 0
         while queue and self.conn is new and self.usable(new):
             self.submit(new, queue.popleft())
+            took += 1
         self.submitted(new)
-        if queue and self.conn is new:  # the new one stopped at once
-            self.retire(new)
+        if queue and self.conn is new:
+            if took:  # it stopped after taking some: the next one
+                self.retire(new)
+                return
+            # it took none: the server ends every connection at once (no reconnecting forever)
+            self.error = self.refusal(new)
+            queued = list(queue)
+            queue.clear()
+            for request in queued:
+                self.fail(request, self.error)
 
     def bytes_moved(self) -> tuple[int, int]:
         """Bytes written and read on every connection of the slot."""

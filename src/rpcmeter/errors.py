@@ -124,3 +124,11 @@ def error_kind(exc: BaseException) -> str:
     if isinstance(exc, OSError):
         return "connection_error"
     return type(exc).__name__
+
+
+def describe(exc: BaseException) -> str:
+    """``KIND: message`` for a reason line: the kind ``exc`` is counted under, then its text,
+    the kind said once when the text already begins with it (``protocol_error: DATA on ...``)."""
+    kind = error_kind(exc)
+    text = str(exc)
+    return text if text == kind or text.startswith(f"{kind}: ") else f"{kind}: {text}"

@@ -11,11 +11,18 @@ from typing import Any
 import psutil
 import pytest
 
+from rpcmeter.drivers.base import DriverContext
+from rpcmeter.drivers.grpc import GrpcUnavailable, error_for
+from rpcmeter.drivers.grpc_stream import Call, GrpcStreamH2
 from rpcmeter.errors import SuiteError
 from rpcmeter.execute import run_suite
 from rpcmeter.metrics.histogram import Histogram
+from rpcmeter.protocols.grpc import frame
+from rpcmeter.protocols.h2.connection import new_stream
 from rpcmeter.reporters.terminal import render
+from rpcmeter.servers.process import new_endpoint
 from rpcmeter.suite import build_suite
+from rpcmeter.workloads import StreamParams
 from tests.support.marks import timing_sensitive
 from tests.support.synthetic import parsed, written
 
@@ -210,3 +217,23 @@ def test_figures_merge_exactly_across_client_processes() -> None:
     assert Histogram.from_dict(s["first_message_histogram"]).count == streams
     assert Histogram.from_dict(s["message_histogram"]).count == 4 * streams
     assert not any(k.startswith("stream.") for k in case.get("counters", {}))
+
+
+@pytest.mark.parametrize("piece", [1, 2, 4, 5, 7, 16_384])
+def test_reply_messages_split_anywhere_are_reassembled(piece: int) -> None:
+    """Reply messages fed to the HTTP/2 client in DATA payloads of ``piece`` bytes (prefixes and
+    bodies split anywhere): each message is counted once, whole, and nothing is left over."""
+    params = StreamParams(mode="server", messages=4)
+    ctx = DriverContext(new_endpoint("tcp"), params)
+    client = GrpcStreamH2(
+        ctx, "/x.Y/Z", b"", None, (), None, error_for, GrpcUnavailable, params=params
+    )
+    sizes = [0, 3, 70_000, 5]
+    wire = b"".join(frame(bytes([i]) * n) for i, n in enumerate(sizes))
+    ended: list[BaseException | None] = []
+    call = Call(lambda server_ns, error: ended.append(error), None, 0)  # type: ignore[arg-type]
+    stream = new_stream(client.on_end, call)
+    for i in range(0, len(wire), piece):
+        client.on_data(stream, wire[i : i + piece])
+    assert ended == [] and call.got == 4 and call.parts == []
+    assert client.figures.counts["bytes_in"] == sum(sizes)

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 
 from rpcmeter.drivers.http import HttpConnection
-from rpcmeter.drivers.stream import SendChannel
+from rpcmeter.drivers.stream import SendChannel, StreamSlot
 from rpcmeter.runners.event_loop import Phase, closed_loop
 from rpcmeter.runners.recording import Recorder, ThreadStats
 
@@ -103,3 +103,77 @@ def test_shared_or_validated_channels_are_not_owned() -> None:
     mine.conn, mine.exclusive = conn, True
     conn.send(REQUEST, lambda s, e: None)  # a request of the warmup still in flight
     assert mine.own(lambda s, e: None) is None
+
+
+CLOSING = OK.replace(b"Content-Length: 0", b"Connection: close\r\nContent-Length: 0")
+
+
+def in_a_slot(
+    loop: asyncio.AbstractEventLoop, exclusive: bool, loops: int
+) -> tuple[list[tuple[HttpConnection, Transport]], ThreadStats, Phase]:
+    """``loops`` closed loops of 5 requests each over one StreamSlot whose replacements are
+    made by hand: (connection, transport) of each connection opened, oldest first."""
+    opened: list[tuple[HttpConnection, Transport]] = []
+
+    async def opener() -> HttpConnection:
+        conn = HttpConnection()
+        transport = Transport()
+        conn.connection_made(transport)  # type: ignore[arg-type]
+        opened.append((conn, transport))
+        return conn
+
+    first = loop.run_until_complete(opener())
+    slot = StreamSlot(first, opener, loop)
+    channel = SendChannel(first.send, REQUEST)
+    channel.conn, channel.slot, channel.exclusive = first, slot, exclusive
+    stats = ThreadStats()
+    rec = Recorder(stats, server_time=True)
+    phase = Phase(loop, loops)
+    for _ in range(loops):
+        closed_loop(channel, rec, phase, 5, 1 << 62, (OSError,))
+    return opened, stats, phase
+
+
+@pytest.mark.parametrize("exclusive", [True, False])
+def test_a_reply_that_closes_moves_the_loops_to_a_new_connection(
+    loop: asyncio.AbstractEventLoop, exclusive: bool
+) -> None:
+    loops = 1 if exclusive else 2  # shared: the second loop's request is pipelined
+    opened, stats, phase = in_a_slot(loop, exclusive, loops)
+    conn, transport = opened[0]
+    assert (conn.owner is not None) is exclusive
+    conn.data_received(OK)
+    conn.data_received(CLOSING)  # the server ends the connection after this reply
+    assert len(transport.writes) == loops + 1  # nothing written after the closing reply
+    loop.run_until_complete(asyncio.sleep(0))  # the replacement opens
+    new, fresh = opened[1]
+    # the request pipelined after the closing reply went again, then the loop's next one
+    assert fresh.writes == [REQUEST] * loops
+    assert (new.owner is not None) is exclusive  # the loop owns the new connection
+    for _ in range(5 * loops - 2):
+        new.data_received(OK)
+    loop.run_until_complete(asyncio.sleep(0))
+    assert phase.finished.done() and stats.errors == {} and stats.fatal is None
+    assert new.owner is None  # released at the end
+    assert len(opened) == 2
+
+
+def test_a_request_lost_in_flight_is_counted_and_the_loop_goes_on(
+    loop: asyncio.AbstractEventLoop,
+) -> None:
+    opened, stats, phase = in_a_slot(loop, True, 1)
+    conn, _ = opened[0]
+    conn.data_received(OK)
+    conn.connection_lost(None)  # closed with the loop's second request in flight
+    assert stats.errors == {"connection_closed": 1} and stats.fatal is None
+    loop.run_until_complete(asyncio.sleep(0))
+    new, fresh = opened[1]
+    assert fresh.writes == [REQUEST] and new.owner is not None
+    for _ in range(3):
+        new.data_received(OK)
+    assert phase.finished.done() and stats.fatal is None
+    # a new connection that closes before answering anything ends the loop: no reconnect storm
+    opened, stats, phase = in_a_slot(loop, True, 1)
+    opened[0][0].connection_lost(None)
+    assert stats.fatal is not None and "connection_closed" in stats.fatal
+    assert phase.finished.done()

@@ -11,7 +11,12 @@ It reads the client's frames by hand; each request (a stream that ended) is answ
 - ``big_headers``: answers the first request with a header block of 100 kB (CONTINUATIONs);
 - ``settings_flood``: sends 5000 SETTINGS frames after its preface;
 - ``goaway``: after 20 requests on a connection, sends GOAWAY (``NO_ERROR``) naming the 20th
-  and answers no more on it (a graceful end: the client sends the others on a new connection).
+  and answers no more on it (a graceful end: the client sends the others on a new connection);
+- ``goaway_at_once``: sends GOAWAY (``NO_ERROR``, last stream 0) right after its SETTINGS on
+  every connection, and answers nothing;
+- ``no_status``: answers every request without ``:status``;
+- ``bad_hpack``: answers the first request with a header block that is not HPACK (it ends
+  inside an integer).
 """
 
 from __future__ import annotations
@@ -63,6 +68,9 @@ class Hostile(asyncio.Protocol):
             out = frame(SETTINGS, 0, 0)
             if self.mode == "settings_flood":
                 out += frame(SETTINGS, 0, 0) * 5000
+            if self.mode == "goaway_at_once":
+                out += frame(GOAWAY, 0, 0, struct.pack(">LL", 0, 0))
+                self.gone = True
             self.transport.write(out)
         pos = 0
         while len(data) - pos >= 9:
@@ -94,7 +102,11 @@ class Hostile(asyncio.Protocol):
                 out += frame(CONTINUATION, END_HEADERS if i == len(pieces) else 0, sid, piece)
             self.transport.write(out)
             return
-        head = enc.encode([(b":status", b"200"), (b"content-type", b"application/grpc")])
+        if self.mode == "bad_hpack":
+            self.transport.write(frame(HEADERS, END_HEADERS | END_STREAM, sid, b"\x3f"))
+            return
+        status = [] if self.mode == "no_status" else [(b":status", b"200")]
+        head = enc.encode([*status, (b"content-type", b"application/grpc")])
         self.transport.write(
             frame(HEADERS, END_HEADERS, sid, head)
             + frame(DATA, 0, sid, b"\0\0\0\0\0")

@@ -201,6 +201,8 @@ class GrpcH2Client(H2Client):
             return ReplyError("grpc_malformed", "a reply without headers")
         if head.http_status != 200:
             status = head.http_status
+            if status is None:
+                return ReplyError("grpc_malformed", "a reply without :status")
             return ReplyError(f"http_{status}", f"HTTP status {status} (not a gRPC reply)")
         code = meta.grpc_status
         if code is None:

@@ -95,7 +95,20 @@ def count_error(got: int, expected: int) -> ReplyError | None:
 class Call:
     """One stream in flight (the HTTP/2 stream's ``user``)."""
 
-    __slots__ = ("buf", "done", "failed", "got", "last", "sent", "session", "stream", "t0", "timer")
+    __slots__ = (
+        "done",
+        "failed",
+        "got",
+        "have",
+        "last",
+        "need",
+        "parts",
+        "sent",
+        "session",
+        "stream",
+        "t0",
+        "timer",
+    )
 
     def __init__(self, done: Done, session: Session, t0: int) -> None:
         self.done = done
@@ -104,7 +117,11 @@ class Call:
         self.last = t0  # the time the current sample is measured from
         self.got = 0
         self.sent = 0
-        self.buf = b""
+        # the bytes of a reply message not complete yet: its DATA payloads, how many bytes
+        # they hold, and how many the message (or its 5-byte prefix) needs before it is parsed
+        self.parts: list[bytes] = []
+        self.have = 0
+        self.need = 0
         self.failed = False
         self.stream: H2Stream | None = None
         self.timer: asyncio.TimerHandle | None = None
@@ -160,9 +177,14 @@ class GrpcStreamH2(GrpcH2Client):
         call: Call = stream.user
         if call.failed:
             return
-        if call.buf:
-            data = call.buf + data
-            call.buf = b""
+        parts = call.parts
+        if parts:  # a message in pieces: joined once, when it is whole (linear in its size)
+            parts.append(data)
+            call.have += len(data)
+            if call.have < call.need:
+                return
+            data = b"".join(parts)
+            parts.clear()
         n = len(data)
         pos = 0
         clock = time.perf_counter_ns
@@ -209,7 +231,10 @@ class GrpcStreamH2(GrpcH2Client):
                     figures.counts["bytes_out"] += len(self.request_message)
                     call.last = clock()
         if pos < n:
-            call.buf = data[pos:]
+            rest = data[pos:]
+            parts.append(rest)
+            call.have = len(rest)
+            call.need = 5 + int.from_bytes(rest[1:5]) if len(rest) >= 5 else 5
         if len(figures.message) > FOLD:
             figures.fold()
 
@@ -244,8 +269,8 @@ class GrpcStreamH2(GrpcH2Client):
             call.timer.cancel()
         self.figures.counts["messages_in"] += call.got
         error = self.status_error(stream)
-        if error is None and call.buf:
-            error = ReplyError("grpc_malformed", f"{len(call.buf)} bytes of a partial message")
+        if error is None and call.parts:
+            error = ReplyError("grpc_malformed", f"{call.have} bytes of a partial message")
         if error is None:
             error = count_error(call.got, self.replies)
         call.done(None, error)

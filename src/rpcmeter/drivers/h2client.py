@@ -33,7 +33,7 @@ from rpcmeter.drivers.base import DriverContext, ReplyError
 from rpcmeter.errors import RequestLost
 from rpcmeter.metrics.connections import ConnectionCosts
 from rpcmeter.protocols.h2.connection import (
-    CANCEL,
+    ErrorCode,
     H2Connection,
     H2ConnectionError,
     H2Unavailable,
@@ -43,7 +43,7 @@ from rpcmeter.protocols.h2.connection import (
 )
 from rpcmeter.protocols.h2.connection import Stream as H2Stream
 from rpcmeter.protocols.h2.transport import H2Protocol, Session, open_connection
-from rpcmeter.tls import TlsError, client_context, server_name, tls_error
+from rpcmeter.tls import HANDSHAKE_TIMEOUT_S, TlsError, client_context, server_name, tls_error
 
 
 class H2Client(ABC):
@@ -60,10 +60,12 @@ class H2Client(ABC):
         self.ssl_context: ssl.SSLContext | None = None
         self.server_hostname: str | None = None
         self.scheme = b"http"
+        self.handshake_timeout_s = HANDSHAKE_TIMEOUT_S
         if ctx.tls is not None:
             self.ssl_context = client_context(ctx.tls, ["h2"])
             self.server_hostname = server_name(ctx.tls, ep.host)
             self.scheme = b"https"
+            self.handshake_timeout_s = ctx.tls.handshake_timeout_s
         self.costs = ConnectionCosts(per_request=not ctx.reuse)
         self.connect_timeout_s = 10.0
         # load.reuse = false: the connections of requests in flight, and what the closed ones
@@ -92,6 +94,7 @@ class H2Client(ABC):
             ssl_context=self.ssl_context,
             server_hostname=self.server_hostname,
             timeout_s=self.connect_timeout_s,
+            handshake_timeout_s=self.handshake_timeout_s,
             record=self.costs.record,
         )
 
@@ -160,7 +163,7 @@ class H2Client(ABC):
         if unavailable is None or isinstance(err, RequestLost):
             return err
         if isinstance(err, H2Unavailable):
-            return unavailable(str(err))
+            return unavailable(err.detail)
         if isinstance(err, H2ConnectionError):
             return err
         if isinstance(err, OSError):
@@ -170,7 +173,7 @@ class H2Client(ABC):
     def cancel(self, session: Session, stream: H2Stream) -> None:
         """Reset ``stream`` (CANCEL) where it is open, or drop it where it waits to start (a
         queued call past its deadline is never sent); its ``on_end`` is not called."""
-        session.cancel(stream, CANCEL)
+        session.cancel(stream, ErrorCode.CANCEL)
 
     def traffic(self) -> tuple[int, int]:
         """Bytes written and read on every connection (frames, headers and bodies)."""

@@ -48,6 +48,13 @@ def http_view(headers: list[tuple[bytes, bytes]]) -> HttpView:
     return HttpView(status, server_ns)
 
 
+def status_error(status: int) -> ReplyError:
+    """The error of a reply whose status is not 2xx (0: it had no valid ``:status``)."""
+    if not status:
+        return ReplyError("http2_malformed", "a reply without a valid :status")
+    return ReplyError(f"http_{status}", f"HTTP status {status}")
+
+
 def request_headers(
     method: str,
     path: str,
@@ -202,7 +209,7 @@ class Http2Client(H2Client):
         elif 200 <= view.status < 300:
             done(view.server_ns, None)
         else:
-            done(view.server_ns, ReplyError(f"http_{view.status}", f"HTTP status {view.status}"))
+            done(view.server_ns, status_error(view.status))
 
     def on_end_checked(self, stream: H2Stream) -> None:
         done, expect = stream.user
@@ -210,7 +217,7 @@ class Http2Client(H2Client):
         if stream.error is not None or view is None:
             done(None, self.failure(stream))
         elif not 200 <= view.status < 300:
-            done(view.server_ns, ReplyError(f"http_{view.status}", f"HTTP status {view.status}"))
+            done(view.server_ns, status_error(view.status))
         else:
             done(view.server_ns, mismatch(stream.body(), expect))
 

@@ -265,8 +265,8 @@ class StreamConnection(asyncio.Protocol):
             else:  # a clean close, or one the server announced (KeepAliveRequired)
                 self.lost = closed
             slot = self.slot
-            if slot is not None and type(self.lost) is ConnectionClosed:
-                if self.bytes_in and (self.pending or self.owner is not None):
+            if slot is not None and type(self.lost) is ConnectionClosed and self.bytes_in:
+                if self.pending or self.owner is not None:
                     self.lost = RequestLost(f"a request in flight: {self.lost}")
                 slot.closed(self)  # the next connection, at once
         self._fail_pending()

@@ -28,7 +28,7 @@ from functools import partial
 from typing import Any
 
 from rpcmeter.drivers.base import Channel, Done, EventDriver, Ownership
-from rpcmeter.errors import error_kind
+from rpcmeter.errors import describe
 from rpcmeter.protocols.timing import ServerTime
 from rpcmeter.runners.open_loop import EventLoad, EventPacer, client_schedule
 from rpcmeter.runners.recording import (
@@ -96,7 +96,7 @@ def warm_loop(
         nonlocal left
         if err is not None and is_fatal(err, fatal):
             if stats.fatal is None:
-                stats.fatal = f"during warmup: {error_kind(err)}: {err}"[:300]
+                stats.fatal = f"during warmup: {describe(err)}"[:300]
             phase.loop_done()
             return
         left -= 1

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from rpcmeter.drivers.base import Caller, Done, Driver
-from rpcmeter.errors import ReplyError, ReplyMismatch, RequestLost, error_kind
+from rpcmeter.errors import ReplyError, ReplyMismatch, RequestLost, describe, error_kind
 from rpcmeter.metrics.connections import ConnectionCosts
 from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.metrics.resources import peak_rss_of
@@ -176,7 +176,9 @@ class Recorder:
         self.stats.errors[kind] = self.stats.errors.get(kind, 0) + 1
         self.stats.first_error.setdefault(kind, str(exc)[:200])
         if fatal:
-            self.stats.fatal = f"{kind}: {exc}"[:300]
+            self.stats.fatal = (describe(exc) if kind == error_kind(exc) else f"{kind}: {exc}")[
+                :300
+            ]
         return fatal
 
     def call_error(self, call: int, exc: BaseException) -> None:
@@ -252,7 +254,7 @@ def warm_up(
             call()
         except Exception as exc:
             if is_fatal(exc, fatal):
-                stats.fatal = f"during warmup: {error_kind(exc)}: {exc}"[:300]
+                stats.fatal = f"during warmup: {describe(exc)}"[:300]
                 return
 
 

@@ -50,10 +50,21 @@ What the connection does on its own:
   that need a reply) end the connection with a GOAWAY and an :class:`H2ConnectionError` whose
   ``reason`` is a short word (``protocol_error``, ``frame_size_error``, ``header_too_large``,
   ``settings_flood``, ``http1_reply``, ...).
+
+How it is built: the wire vocabulary (frame types, flags, :class:`~.frames.ErrorCode`) is in
+:mod:`~rpcmeter.protocols.h2.frames`; the connection's and each stream's state
+(:class:`~.state.ConnectionState`, :class:`~.state.StreamState`) move by the transition tables of
+:mod:`~rpcmeter.protocols.h2.state`; :meth:`H2Connection.receive` splits the bytes into frames and
+hands each to the handler of its type (``_on_data``, ``_on_headers``, ``_on_settings``, ...); a
+header block, whole (HEADERS, or HEADERS and CONTINUATIONs), goes to :meth:`H2Connection._header_block`,
+and is decoded, when the cache does not know it, by :meth:`H2Connection.decode_block` alone (the one
+place HPACK is read). The replay shortcut is a layer of its own
+(:mod:`~rpcmeter.protocols.h2.replay`), put over the HEADERS handler when ``replay`` is on.
 """
 
 from __future__ import annotations
 
+import re
 import struct
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
@@ -61,57 +72,90 @@ from typing import Any, Protocol
 
 import hpack
 
-PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
-HEAD = struct.Struct(">HBBBL")  # length (24 bits: 16 + 8), type, flags, stream id
-HEAD_LEN = 9
-
-DATA, HEADERS, PRIORITY, RST_STREAM, SETTINGS, PUSH_PROMISE, PING, GOAWAY = range(8)
-WINDOW_UPDATE, CONTINUATION = 8, 9
-END_STREAM = ACK = 0x1
-END_HEADERS, PADDED, PRIORITY_FLAG = 0x4, 0x8, 0x20
-
-# SETTINGS identifiers
-HEADER_TABLE_SIZE, ENABLE_PUSH, MAX_CONCURRENT_STREAMS = 1, 2, 3
-INITIAL_WINDOW_SIZE, MAX_FRAME_SIZE, MAX_HEADER_LIST_SIZE = 4, 5, 6
-
-ERROR_CODES = (
-    "NO_ERROR",
-    "PROTOCOL_ERROR",
-    "INTERNAL_ERROR",
-    "FLOW_CONTROL_ERROR",
-    "SETTINGS_TIMEOUT",
-    "STREAM_CLOSED",
-    "FRAME_SIZE_ERROR",
-    "REFUSED_STREAM",
-    "CANCEL",
-    "COMPRESSION_ERROR",
-    "CONNECT_ERROR",
-    "ENHANCE_YOUR_CALM",
-    "INADEQUATE_SECURITY",
-    "HTTP_1_1_REQUIRED",
+from rpcmeter.protocols.h2.frames import (
+    ACK,
+    CONTINUATION,
+    DATA,
+    DEFAULT_FRAME,
+    DEFAULT_WINDOW,
+    END_HEADERS,
+    END_STREAM,
+    GOAWAY,
+    HEAD,
+    HEAD_LEN,
+    HEADERS,
+    MAX_FRAME_LIMIT,
+    MAX_STREAM_ID,
+    MAX_WINDOW,
+    PADDED,
+    PING,
+    PREFACE,
+    PRIORITY,
+    PRIORITY_FLAG,
+    PUSH_PROMISE,
+    RST_STREAM,
+    SETTINGS,
+    WINDOW_UPDATE,
+    ErrorCode,
+    FrameType,
+    SettingCode,
+    error_name,
+    frame,
 )
-PROTOCOL_ERROR, INTERNAL_ERROR, FLOW_CONTROL_ERROR = 1, 2, 3
-CANCEL = 8
-FRAME_SIZE_ERROR, COMPRESSION_ERROR, ENHANCE_YOUR_CALM = 6, 9, 11
+from rpcmeter.protocols.h2.replay import Replay, Replayer
+from rpcmeter.protocols.h2.state import (
+    ACCEPTING,
+    CONNECTION_TRANSITIONS,
+    STREAM_TRANSITIONS,
+    ConnectionEvent,
+    ConnectionState,
+    StreamEvent,
+    StreamState,
+    advance,
+)
 
-MAX_WINDOW = (1 << 31) - 1
-MAX_STREAM_ID = (1 << 31) - 1
-DEFAULT_WINDOW = 65_535
-DEFAULT_FRAME = 16_384
-MAX_FRAME_LIMIT = (1 << 24) - 1
-RECORD_EVERY = 64  # streams ended between tries to record a reply
-REPLAY_MISSES = 64  # replies unlike the recorded one before it is dropped
+__all__ = [  # what the drivers, servers and tests take from here (the vocabulary re-exported)
+    "ACK",
+    "CONTINUATION",
+    "DATA",
+    "END_HEADERS",
+    "END_STREAM",
+    "GOAWAY",
+    "HEADERS",
+    "PADDED",
+    "PING",
+    "PREFACE",
+    "RST_STREAM",
+    "SETTINGS",
+    "WINDOW_UPDATE",
+    "ErrorCode",
+    "H2Connection",
+    "H2ConnectionError",
+    "H2Error",
+    "H2Unavailable",
+    "Replay",
+    "Request",
+    "Stream",
+    "StreamReset",
+    "error_name",
+    "frame",
+    "new_stream",
+]
+
+OPEN, HALF_CLOSED_LOCAL, CLOSED = (
+    StreamState.OPEN,
+    StreamState.HALF_CLOSED_LOCAL,
+    StreamState.CLOSED,
+)
+MEMORY_REPR = re.compile(r"\s*(?:from\s*)?<memory at 0x[0-9a-fA-F]+>:?")
 
 
-def error_name(code: int) -> str:
-    """The RFC name of an HTTP/2 error code (``0x1`` -> ``PROTOCOL_ERROR``)."""
-    return ERROR_CODES[code] if 0 <= code < len(ERROR_CODES) else f"0x{code:x}"
-
-
-def frame(kind: int, flags: int, stream_id: int, payload: bytes = b"") -> bytes:
-    """One whole frame."""
-    n = len(payload)
-    return HEAD.pack(n >> 8, n & 0xFF, kind, flags, stream_id) + payload
+def bad_block(block: bytes, exc: BaseException) -> str:
+    """Why a header block could not be decoded, its first bytes shown (hpack's messages name
+    the buffer as ``<memory at 0x...>``: left out)."""
+    why = MEMORY_REPR.sub("", str(exc)).strip() or type(exc).__name__
+    head = block[:16].hex(" ") + (" ..." if len(block) > 16 else "")
+    return f"bad header block of {len(block)} bytes ({head}): {why}"
 
 
 class H2Error(ConnectionError):
@@ -120,10 +164,13 @@ class H2Error(ConnectionError):
 
 class H2ConnectionError(H2Error):
     """The connection failed; ``reason`` is a short word (``protocol_error``, ``unavailable``...),
-    also the ``kind`` its requests' errors are counted under."""
+    also the ``kind`` its requests' errors are counted under; ``detail`` the message after it."""
 
-    def __init__(self, reason: str, message: str, code: int = PROTOCOL_ERROR) -> None:
+    def __init__(
+        self, reason: str, message: str, code: ErrorCode = ErrorCode.PROTOCOL_ERROR
+    ) -> None:
         super().__init__(f"{reason}: {message}")
+        self.detail = message
         self.reason = reason
         self.kind = reason
         self.code = code
@@ -134,7 +181,7 @@ class H2Unavailable(H2ConnectionError):
     connection that closed."""
 
     def __init__(self, message: str) -> None:
-        super().__init__("unavailable", message, 0)
+        super().__init__("unavailable", message, ErrorCode.NO_ERROR)
 
 
 class StreamReset(H2Error):
@@ -153,15 +200,20 @@ class Listener(Protocol):
 
 
 class Stream:
-    """One request/response exchange. ``headers`` and ``trailers`` hold ``view(block)`` of the
-    first and the last header block (None until they arrive); ``chunks`` the DATA payloads
-    (unless ``on_data`` takes them; a list once one arrived, a replayed reply's shared tuple); ``received`` counts DATA payload bytes. ``user`` is the
-    owner's; ``replay`` the recorded reply its reply was, if any (see ``H2Connection._record``).
-    Made by :func:`new_stream`. (No ``__init__`` and no ``__slots__``: making a stream costs no
-    Python call, the fields read on every reply are stored on the instance, where reading them is
-    quick, and the others stay class defaults until set.)"""
+    """One request/response exchange. ``state`` is its :class:`~.state.StreamState`;
+    ``headers`` and ``trailers`` hold ``view(block)`` of the first and the last header block
+    (None until they arrive); ``chunks`` the DATA payloads (unless ``on_data`` takes them; a list
+    once one arrived, a replayed reply's shared tuple); ``received`` counts DATA payload bytes.
+    ``user`` is the owner's; ``replay`` the recorded reply its reply was, if any
+    (:mod:`~rpcmeter.protocols.h2.replay`). Made by :func:`new_stream`. (No ``__init__`` and no
+    ``__slots__``: making a stream costs no Python call, the fields read on every reply are stored
+    on the instance, where reading them is quick, and the others stay class defaults until
+    set.)"""
 
     id = 0
+    # (no class default: a class attribute that is an enum member keeps CPython from
+    # specializing the reads and stores of the attribute, which then cost 5 times as much)
+    state: StreamState
     user: Any = None
     headers: Any = None
     trailers: Any = None
@@ -170,10 +222,9 @@ class Stream:
     on_data: Callable[[Stream, bytes], object] | None = None
     on_headers: Callable[[Stream, Any], object] | None = None
     unsent: bytes | None = None  # request body waiting for flow-control window
-    local_closed = True  # we sent END_STREAM
     send_window = 0  # kept while we may still send DATA
     consumed = 0  # DATA bytes received since our last WINDOW_UPDATE for the stream
-    replay: Replay | None = None  # the recorded reply this stream's reply was (see _record)
+    replay: Replay | None = None  # the recorded reply this stream's reply was
     request: Request | None = None  # what it sent, while it may be sent again (see _goaway)
     chunks: Sequence[bytes] = ()
     on_end: Callable[[Stream], object]
@@ -182,6 +233,10 @@ class Stream:
         """Every DATA payload received, joined."""
         return b"".join(self.chunks)
 
+    def advance(self, event: StreamEvent) -> None:
+        """Move to the state ``event`` leads to (:data:`~.state.STREAM_TRANSITIONS`)."""
+        self.state = advance(STREAM_TRANSITIONS, self.state, event)
+
 
 def new_stream(on_end: Callable[[Stream], object], user: Any = None) -> Stream:
     """A stream that calls ``on_end(stream)`` when it ends."""
@@ -189,6 +244,7 @@ def new_stream(on_end: Callable[[Stream], object], user: Any = None) -> Stream:
     stream.on_end = on_end
     stream.user = user
     stream.headers = stream.on_data = stream.on_headers = None
+    stream.state = StreamState.IDLE
     return stream
 
 
@@ -254,45 +310,6 @@ class Request:
         return req
 
 
-class Replay:
-    """A recorded reply (:meth:`H2Connection._record`)."""
-
-    __slots__ = (
-        "chunks",
-        "first_len",
-        "flow",
-        "gen",
-        "head",
-        "misses",
-        "parts",
-        "received",
-        "size",
-        "trail",
-    )
-
-    def __init__(
-        self,
-        parts: list[bytes],
-        size: int,
-        first_len: int,
-        head: Any,
-        trail: Any,
-        chunks: tuple[bytes, ...],
-        flow: int,
-        gen: int,
-    ) -> None:
-        self.parts = parts  # its bytes, split around the stream id of each frame
-        self.size = size
-        self.first_len = first_len  # the length of its first frame (a quick first check)
-        self.head = head
-        self.trail = trail
-        self.chunks = chunks
-        self.received = flow
-        self.flow = flow  # DATA bytes (no padding): what it takes of the connection window
-        self.gen = gen
-        self.misses = 0
-
-
 def never_indexed(headers: Iterable[tuple[bytes, bytes]]) -> list[hpack.HeaderTuple]:
     return [hpack.NeverIndexedHeaderTuple(n, v) for n, v in headers]
 
@@ -306,6 +323,9 @@ INFORMATIONAL = Informational()
 
 def identity(headers: list[tuple[bytes, bytes]]) -> Any:
     return headers
+
+
+Handler = Callable[[bytes, int, int, int, int], int]  # (data, pos, end, flags, sid) -> next pos
 
 
 class H2Connection:
@@ -327,6 +347,8 @@ class H2Connection:
         "encoder",
         "first_id",
         "goaway_id",
+        "goaway_why",
+        "handlers",
         "last_id",
         "listener",
         "local_frame",
@@ -337,15 +359,15 @@ class H2Connection:
         "peer_header_list",
         "peer_max_streams",
         "peer_window",
-        "record_wait",
         "recv_window",
-        "replay",
+        "replayer",
         "replies_owed",
         "resets",
         "send_window",
         "settings_acked",
         "settings_unacked",
         "started",
+        "state",
         "streams",
         "view",
         "waiting",
@@ -368,10 +390,12 @@ class H2Connection:
         self.listener = listener
         self.out: list[bytes] = []
         self.buf = b""
+        self.state = ConnectionState.IDLE
+        self.accepting = True  # new streams start here: the state is one of ACCEPTING
         self.started = False  # the peer's first SETTINGS arrived
-        self.closed: BaseException | None = None
+        self.closed: BaseException | None = None  # why, in state CLOSED
         self.goaway_id: int | None = None
-        self.accepting = True  # new streams may start here
+        self.goaway_why = ""  # "GOAWAY (CODE: debug text)" once one arrived
         self.next_id = self.first_id = first_stream_id
         self.last_id = 0
         self.streams: dict[int, Stream] = {}
@@ -396,9 +420,32 @@ class H2Connection:
         self.encoder = hpack.Encoder()
         self.cache: dict[bytes, Any] = {}
         self.cache_gen = 0  # counts the times the cache was emptied
-        self.replay: Replay | None = None  # see _record
-        self.record_wait = 1 if replay else 1 << 62
         self.continuing: tuple[int, int, list[bytes]] | None = None  # stream id, flags, pieces
+        # the handler of each frame type (a frame of a type it does not know is ignored)
+        handlers: list[Handler] = [self._on_unknown] * 256
+        for kind, handler in (
+            (DATA, self._on_data),
+            (HEADERS, self._on_headers),
+            (PRIORITY, self._on_priority),
+            (RST_STREAM, self._on_rst_stream),
+            (SETTINGS, self._on_settings),
+            (PUSH_PROMISE, self._on_push_promise),
+            (PING, self._on_ping),
+            (GOAWAY, self._on_goaway),
+            (WINDOW_UPDATE, self._on_window_update),
+            (CONTINUATION, self._on_continuation),
+        ):
+            handlers[kind] = handler
+        self.replayer: Replayer | None = None
+        if replay:  # the replay layer over the HEADERS handler
+            self.replayer = Replayer()
+            handlers[HEADERS] = self._on_headers_replaying
+        self.handlers = handlers
+
+    def _move(self, event: ConnectionEvent) -> None:
+        """Move the connection's state (:data:`~.state.CONNECTION_TRANSITIONS`)."""
+        self.state = advance(CONNECTION_TRANSITIONS, self.state, event)
+        self.accepting = self.state in ACCEPTING
 
     # ---------------------------------------------------------------------------------------
     # sending
@@ -407,13 +454,15 @@ class H2Connection:
         settings = b"".join(
             struct.pack(">HL", k, v)
             for k, v in (
-                (ENABLE_PUSH, 0),
-                (MAX_CONCURRENT_STREAMS, 0),
-                (INITIAL_WINDOW_SIZE, self.window),
-                (MAX_HEADER_LIST_SIZE, self.max_header_block),
+                (SettingCode.ENABLE_PUSH, 0),
+                (SettingCode.MAX_CONCURRENT_STREAMS, 0),
+                (SettingCode.INITIAL_WINDOW_SIZE, self.window),
+                (SettingCode.MAX_HEADER_LIST_SIZE, self.max_header_block),
             )
         )
         self.settings_unacked += 1
+        if self.state is ConnectionState.IDLE:
+            self._move(ConnectionEvent.SEND_PREFACE)
         out = PREFACE + frame(SETTINGS, 0, 0, settings)
         if self.window > DEFAULT_WINDOW:
             out += frame(WINDOW_UPDATE, 0, 0, struct.pack(">L", self.window - DEFAULT_WINDOW))
@@ -456,13 +505,15 @@ class H2Connection:
             self.last_id = sid = self.next_id
             self.next_id = sid + 2
             if sid + 2 > MAX_STREAM_ID:
-                self.accepting = False
+                self._move(ConnectionEvent.IDS_EXHAUSTED)
             self.send_window -= n
             stream.id = sid
+            stream.state = HALF_CLOSED_LOCAL  # START_ENDED
             stream.request = req
             self.streams[sid] = stream
             self.out.append(sid.to_bytes(4).join(req.parts))
             return stream
+        stream.state = StreamState.IDLE
         self.submit(stream, req)
         return stream
 
@@ -484,12 +535,12 @@ class H2Connection:
     def _start(self, stream: Stream, req: Request) -> None:
         sid = self.next_id
         if sid > MAX_STREAM_ID:
-            self.accepting = False
+            self._move(ConnectionEvent.IDS_EXHAUSTED)
             self.waiting.appendleft((stream, req))
             return
         self.next_id = sid + 2
         if self.next_id > MAX_STREAM_ID:
-            self.accepting = False
+            self._move(ConnectionEvent.IDS_EXHAUSTED)
         self.last_id = sid
         stream.id = sid
         stream.request = req
@@ -498,7 +549,7 @@ class H2Connection:
             req.build(self.peer_frame)
         body = req.body
         window = self.peer_window
-        stream.local_closed = req.end_stream
+        stream.advance(StreamEvent.START_ENDED if req.end_stream else StreamEvent.START)
         if body is None:
             if not req.end_stream:
                 stream.send_window = window
@@ -525,16 +576,18 @@ class H2Connection:
 
     def send_data(self, stream: Stream, data: bytes, end_stream: bool) -> None:
         """Send ``data`` on an open stream, as the windows allow (the rest when they open)."""
-        if stream.local_closed:
-            raise ValueError(f"stream {stream.id} is closed for sending")
+        if stream.state is not OPEN:
+            raise ValueError(f"stream {stream.id} is closed for sending ({stream.state.value})")
         stream.request = None  # it sent more than its request: it cannot be sent again
         stream.unsent = (stream.unsent or b"") + data
-        stream.local_closed = end_stream
-        if stream.id and stream not in self.blocked:
+        if end_stream:
+            stream.advance(StreamEvent.SEND_END)
+        if stream not in self.blocked:
             self._send_body(stream)
 
     def _send_body(self, stream: Stream) -> bool:
-        """Send as much of ``stream.unsent`` as the windows allow; True when all went out."""
+        """Send as much of ``stream.unsent`` as the windows allow; True when all went out
+        (with END_STREAM once the stream is half closed)."""
         data = stream.unsent or b""
         sid = stream.id
         pos = 0
@@ -546,7 +599,7 @@ class H2Connection:
                 self.blocked.append(stream)
                 return False
             last = pos + size >= n
-            flags = END_STREAM if last and stream.local_closed else 0
+            flags = END_STREAM if last and stream.state is not OPEN else 0
             if size or flags:
                 self.out.append(frame(DATA, flags, sid, data[pos : pos + size]))
             self.send_window -= size
@@ -566,15 +619,16 @@ class H2Connection:
     def ping(self, payload: bytes = b"rpcmeter") -> None:
         self.out.append(frame(PING, 0, 0, payload[:8].ljust(8, b"\0")))
 
-    def reset(self, stream: Stream, code: int = CANCEL) -> None:
+    def reset(self, stream: Stream, code: ErrorCode = ErrorCode.CANCEL) -> None:
         """Cancel a stream (RST_STREAM, CANCEL by default); its ``on_end`` is not called. A
         stream still waiting to start is dropped: it is never sent."""
         if self.streams.get(stream.id) is stream:
             del self.streams[stream.id]
+            stream.advance(StreamEvent.RESET)
             self.out.append(frame(RST_STREAM, 0, stream.id, struct.pack(">L", code)))
             self._next_waiting()
-        else:
-            self.forget(stream)
+        elif self.forget(stream):
+            stream.advance(StreamEvent.RESET)
 
     def forget(self, stream: Stream) -> bool:
         """Drop ``stream`` from the streams waiting to start (True: it was there)."""
@@ -588,14 +642,14 @@ class H2Connection:
         """Whether ``stream`` is open here or waiting here to start."""
         return self.streams.get(stream.id) is stream or any(s is stream for s, _ in self.waiting)
 
-    def close(self, code: int = 0) -> None:
+    def close(self, code: ErrorCode = ErrorCode.NO_ERROR) -> None:
         """Say GOAWAY (the owner then closes the socket)."""
         if self.closed is None:
             self.out.append(frame(GOAWAY, 0, 0, struct.pack(">LL", 0, code)))
-            self.accepting = False
+            self._move(ConnectionEvent.SEND_GOAWAY)
 
     # ---------------------------------------------------------------------------------------
-    # receiving
+    # receiving: frames, each to the handler of its type
     def receive(self, data: bytes) -> None:
         """Process bytes from the peer: streams that end call their ``on_end``."""
         if self.closed is not None:
@@ -608,9 +662,7 @@ class H2Connection:
         n = len(data)
         pos = 0
         unpack = HEAD.unpack_from
-        streams = self.streams
-        cache = self.cache
-        half = self.window >> 1
+        handlers = self.handlers
         while n - pos >= HEAD_LEN:
             hi, lo, kind, flags, sid = unpack(data, pos)
             length = hi << 8 | lo
@@ -619,220 +671,292 @@ class H2Connection:
                 self._fail(
                     "frame_size_error",
                     f"a frame of {length} bytes (limit {self.local_frame})",
-                    FRAME_SIZE_ERROR,
+                    ErrorCode.FRAME_SIZE_ERROR,
                 )
                 return
             if end > n:
                 break
-            sid &= MAX_STREAM_ID
             if self.continuing is not None and kind != CONTINUATION:
                 self._fail("protocol_error", f"frame type {kind} inside a header block")
                 return
-            if kind == DATA:
-                stream = streams.get(sid)
-                if flags & PADDED:
-                    payload = self._unpad(data, pos, end)
-                    if payload is None:
-                        return
-                else:
-                    payload = data[pos + HEAD_LEN : end]
-                self.recv_window -= length
-                if self.recv_window < 0:
-                    self._fail("flow_control_error", "DATA beyond the connection window", 3)
-                    return
-                if stream is None:
-                    if not self._gone(sid, "DATA"):
-                        return
-                else:
-                    stream.received += len(payload)
-                    on_data = stream.on_data
-                    if on_data is None:
-                        chunks = stream.chunks
-                        if isinstance(chunks, list):
-                            chunks.append(payload)
-                        else:
-                            stream.chunks = [payload]
-                    else:
-                        on_data(stream, payload)
-                    if flags & END_STREAM:
-                        if self.replay is None:
-                            self.record_wait -= 1
-                            if self.record_wait <= 0:
-                                self._record(data, end, sid)
-                        self._end(stream)
-                    else:
-                        consumed = stream.consumed + length
-                        stream.consumed = consumed
-                        if consumed > half:
-                            self._stream_window(stream)
-                if self.recv_window < half:
-                    self._window_update()
-            elif kind == HEADERS:
-                replay = self.replay
-                if replay is not None and length == replay.first_len:
-                    if replay.gen == self.cache_gen:
-                        stop = self._replays(data, pos, replay)
-                        if stop != pos:  # replies that are the recorded one: see _record
-                            if self.closed is not None:
-                                return
-                            if self.recv_window < half:
-                                self._window_update()
-                            pos = stop
-                            continue
-                    replay.misses += 1
-                    if replay.misses > REPLAY_MISSES or replay.gen != self.cache_gen:
-                        self.replay = None
-                if flags & (PADDED | PRIORITY_FLAG):
-                    payload = self._unpad(data, pos, end)
-                    if payload is None:
-                        return
-                    if flags & PRIORITY_FLAG:
-                        payload = payload[5:]
-                else:
-                    payload = data[pos + HEAD_LEN : end]
-                if sid == 0:
-                    self._fail("protocol_error", "HEADERS on stream 0")
-                    return
-                if not flags & END_HEADERS:
-                    pass
-                elif (
-                    (view := cache.get(payload)) is not None
-                    and (stream := streams.get(sid)) is not None
-                    and stream.on_headers is None
-                    and (stream.headers is None or flags & END_STREAM)
-                    and view is not INFORMATIONAL
-                ):  # the fast path of _headers: a block seen before, on an open stream
-                    if stream.headers is None:
-                        stream.headers = view
-                    else:
-                        stream.trailers = view
-                    if flags & END_STREAM:
-                        del streams[sid]
-                        self.replies_owed = 0
-                        if self.replay is None:
-                            self.record_wait -= 1
-                            if self.record_wait <= 0:
-                                self._record(data, end, sid)
-                        stream.on_end(stream)
-                        if self.waiting:
-                            self._next_waiting()
-                else:
-                    self._headers(sid, flags, payload)
-                if not flags & END_HEADERS:
-                    self.continuing = (sid, flags, [payload])
-                    if length > self.max_header_block:
-                        self._too_large(length)
-                        return
-            else:
-                self._control(kind, flags, sid, data[pos + HEAD_LEN : end])
-            pos = end
+            pos = handlers[kind](data, pos, end, flags, sid & MAX_STREAM_ID)
             if self.closed is not None:
                 return
         if pos < n:
             self.buf = data[pos:]
 
-    def _replays(self, data: bytes, pos: int, replay: Replay) -> int:
-        """End the streams of the replies from ``pos`` on that are byte for byte ``replay`` but
-        for their stream id (on streams open here, awaiting their first header block, buffering
-        their DATA); the position after the last one (``pos`` when there is none). The
-        recorded header views, payloads and window use stand for what parsing would give (see
-        :meth:`_record`; the caller checked that the cache did not change since)."""
-        streams = self.streams
-        parts, size, flow = replay.parts, replay.size, replay.flow
-        head, trail, chunks, received = replay.head, replay.trail, replay.chunks, replay.received
-        last = len(data) - size  # where the last whole reply may start
-        window = self.recv_window
-        start = pos
-        while pos <= last:
-            ident = data[pos + 5 : pos + 9]
-            sid = int.from_bytes(ident)
-            stream = streams.get(sid)
-            if (
-                stream is None
-                or stream.headers is not None
-                or stream.on_data is not None
-                or stream.on_headers is not None
-                or data[pos : pos + size] != ident.join(parts)
-            ):
-                break
-            window -= flow
-            if window < 0:
-                self.recv_window = window
-                self._fail("flow_control_error", "DATA beyond the connection window", 3)
-                return pos
-            stream.headers = head
-            stream.trailers = trail
-            stream.chunks = chunks
-            stream.received = received
-            stream.replay = replay
-            del streams[sid]
-            stream.on_end(stream)
-            if self.waiting:
-                self._next_waiting()
-            pos += size
-            if self.closed is not None:
-                break
-        self.recv_window = window
-        if pos != start:
-            self.replies_owed = 0
-        return pos
+    def _on_data(self, data: bytes, pos: int, end: int, flags: int, sid: int) -> int:
+        stream = self.streams.get(sid)
+        if flags & PADDED:
+            payload = self._unpad(data, pos, end)
+            if payload is None:
+                return end
+        else:
+            payload = data[pos + HEAD_LEN : end]
+        self.recv_window -= end - pos - HEAD_LEN
+        if self.recv_window < 0:
+            self._fail(
+                "flow_control_error",
+                "DATA beyond the connection window",
+                ErrorCode.FLOW_CONTROL_ERROR,
+            )
+            return end
+        if stream is None:
+            if not self._gone(sid, "DATA"):
+                return end
+        else:
+            stream.received += len(payload)
+            on_data = stream.on_data
+            if on_data is None:
+                chunks = stream.chunks
+                if isinstance(chunks, list):
+                    chunks.append(payload)
+                else:
+                    stream.chunks = [payload]
+            else:
+                on_data(stream, payload)
+            if flags & END_STREAM:
+                if self.replayer is not None:
+                    self.replayer.ended(self, data, end, sid)
+                self._end(stream)
+            else:
+                consumed = stream.consumed + end - pos - HEAD_LEN
+                stream.consumed = consumed
+                if consumed > self.window >> 1:
+                    self._stream_window(stream)
+        if self.recv_window < self.window >> 1:
+            self._window_update()
+        return end
+
+    def _on_headers_replaying(self, data: bytes, pos: int, end: int, flags: int, sid: int) -> int:
+        """The HEADERS handler under the replay layer: replies that are the recorded one end
+        their streams at once (:mod:`~rpcmeter.protocols.h2.replay`); any other is parsed."""
+        replayer = self.replayer
+        assert replayer is not None
+        recorded = replayer.recorded
+        if recorded is not None and end - pos - HEAD_LEN == recorded.first_len:
+            stop = replayer.replay(self, data, pos, recorded)
+            if stop != pos:
+                return stop
+        return self._on_headers(data, pos, end, flags, sid)
+
+    def _on_headers(self, data: bytes, pos: int, end: int, flags: int, sid: int) -> int:
+        if flags & (PADDED | PRIORITY_FLAG):
+            payload = self._unpad(data, pos, end)
+            if payload is None:
+                return end
+            if flags & PRIORITY_FLAG:
+                payload = payload[5:]
+        else:
+            payload = data[pos + HEAD_LEN : end]
+        if sid == 0:
+            self._fail("protocol_error", "HEADERS on stream 0")
+        elif not flags & END_HEADERS:  # CONTINUATIONs follow
+            self.continuing = (sid, flags, [payload])
+            if len(payload) > self.max_header_block:
+                self._too_large(len(payload))
+        elif self._header_block(sid, flags, payload) and self.replayer is not None:
+            self.replayer.ended(self, data, end, sid)
+        return end
+
+    def _on_continuation(self, data: bytes, pos: int, end: int, flags: int, sid: int) -> int:
+        cont = self.continuing
+        if cont is None or cont[0] != sid:
+            self._fail("protocol_error", "CONTINUATION outside a header block")
+            return end
+        cont[2].append(data[pos + HEAD_LEN : end])
+        total = sum(len(p) for p in cont[2])
+        if total > self.max_header_block:
+            self._too_large(total)
+        elif flags & END_HEADERS:
+            self.continuing = None
+            self._header_block(sid, cont[1], b"".join(cont[2]))
+        return end
+
+    def _header_block(self, sid: int, flags: int, block: bytes) -> bool:
+        """A whole header block of stream ``sid`` (``flags`` its HEADERS frame's): the response
+        headers, or the trailers that end it. True when it ended the stream."""
+        view = self.cache.get(block)
+        if view is None:
+            view = self.decode_block(block)
+            if view is None:
+                return False
+        stream = self.streams.get(sid)
+        if stream is None:
+            self._gone(sid, "HEADERS")
+            return False
+        if view is INFORMATIONAL:
+            if flags & END_STREAM or stream.headers is not None:
+                self._fail("protocol_error", f"an informational response ending stream {sid}")
+            return False
+        if stream.headers is None:
+            stream.headers = view
+        elif not flags & END_STREAM:
+            self._fail("protocol_error", f"a second header block without END_STREAM on {sid}")
+            return False
+        else:
+            stream.trailers = view
+        if stream.on_headers is not None:
+            stream.on_headers(stream, view)
+        if flags & END_STREAM:
+            self._end(stream)
+            return True
+        return False
+
+    def decode_block(self, block: bytes) -> Any:
+        """The view of a header block, decoded by hpack (the one place HPACK is read); cached when
+        decoding it left the dynamic table as it was. None when the block failed the
+        connection."""
+        table = self.decoder.header_table
+        entries = table.dynamic_entries
+        first = entries[0] if entries else None
+        count, size = len(entries), table.maxsize
+        try:
+            headers: list[tuple[bytes, bytes]] = list(self.decoder.decode(block, raw=True))
+        except hpack.OversizedHeaderListError:
+            self._too_large(len(block))
+            return None
+        except (hpack.HPACKError, IndexError, ValueError) as exc:
+            self._fail("compression_error", bad_block(block, exc), ErrorCode.COMPRESSION_ERROR)
+            return None
+        status = headers[0] if headers else (b"", b"")
+        code = status[1]
+        if status[0] == b":status" and len(code) == 3 and code[:1] == b"1" and code != b"101":
+            view: Any = INFORMATIONAL
+        else:
+            view = self.view(headers)
+        cache = self.cache
+        if (
+            len(entries) == count
+            and table.maxsize == size
+            and ((entries[0] if entries else None) is first)
+        ):
+            if len(cache) >= self.cache_blocks:
+                cache.clear()
+                self.cache_gen += 1
+            if self.cache_blocks:
+                cache[block] = view
+        elif cache:
+            cache.clear()  # blocks that refer to the dynamic table may now mean something else
+            self.cache_gen += 1
+        return view
+
+    def _on_settings(self, data: bytes, pos: int, end: int, flags: int, sid: int) -> int:
+        n = end - pos - HEAD_LEN
+        if sid:
+            self._fail("protocol_error", "SETTINGS on a stream")
+        elif flags & ACK:
+            if n:
+                self._fail(
+                    "frame_size_error", "SETTINGS ACK with a payload", ErrorCode.FRAME_SIZE_ERROR
+                )
+            self.settings_acked += 1
+        elif n % 6:
+            self._fail("frame_size_error", f"SETTINGS of {n} bytes", ErrorCode.FRAME_SIZE_ERROR)
+        else:
+            self._owe_reply("settings_flood")
+            self._settings(data[pos + HEAD_LEN : end])
+            if self.closed is None:
+                if not self.started:
+                    self.started = True
+                    self._move(ConnectionEvent.RECV_SETTINGS)
+                self.out.append(frame(SETTINGS, ACK, 0))
+        return end
+
+    def _on_ping(self, data: bytes, pos: int, end: int, flags: int, sid: int) -> int:
+        n = end - pos - HEAD_LEN
+        if sid:
+            self._fail("protocol_error", "PING on a stream")
+        elif n != 8:
+            self._fail("frame_size_error", f"PING of {n} bytes", ErrorCode.FRAME_SIZE_ERROR)
+        elif not flags & ACK:
+            self._owe_reply("ping_flood")
+            self.out.append(frame(PING, ACK, 0, data[pos + HEAD_LEN : end]))
+        return end
+
+    def _on_window_update(self, data: bytes, pos: int, end: int, flags: int, sid: int) -> int:
+        n = end - pos - HEAD_LEN
+        if n != 4:
+            self._fail(
+                "frame_size_error", f"WINDOW_UPDATE of {n} bytes", ErrorCode.FRAME_SIZE_ERROR
+            )
+            return end
+        inc = int.from_bytes(data[pos + HEAD_LEN : end]) & MAX_WINDOW
+        if sid == 0:
+            if inc == 0:
+                self._fail("protocol_error", "WINDOW_UPDATE of 0")
+                return end
+            self.send_window += inc
+            if self.send_window > MAX_WINDOW:
+                self._fail(
+                    "flow_control_error",
+                    "connection window over 2^31-1",
+                    ErrorCode.FLOW_CONTROL_ERROR,
+                )
+                return end
+        else:
+            stream = self.streams.get(sid)
+            if stream is None:
+                self._gone(sid, "WINDOW_UPDATE")
+                return end
+            stream.send_window += inc
+            if inc == 0:
+                self._reset_stream(stream, ErrorCode.PROTOCOL_ERROR)
+                return end
+            if stream.send_window > MAX_WINDOW:
+                self._reset_stream(stream, ErrorCode.FLOW_CONTROL_ERROR)
+                return end
+        if self.blocked:
+            self._resume()
+        return end
+
+    def _on_rst_stream(self, data: bytes, pos: int, end: int, flags: int, sid: int) -> int:
+        n = end - pos - HEAD_LEN
+        if n != 4:
+            self._fail("frame_size_error", f"RST_STREAM of {n} bytes", ErrorCode.FRAME_SIZE_ERROR)
+            return end
+        code = int.from_bytes(data[pos + HEAD_LEN : end])
+        stream = self.streams.get(sid)
+        if stream is None:
+            self._gone(sid, "RST_STREAM")
+            return end
+        name = error_name(code)
+        self.resets[name] = self.resets.get(name, 0) + 1
+        stream.error = StreamReset(code)
+        self._end(stream)
+        return end
+
+    def _on_goaway(self, data: bytes, pos: int, end: int, flags: int, sid: int) -> int:
+        if sid or end - pos - HEAD_LEN < 8:
+            self._fail("protocol_error", "malformed GOAWAY")
+            return end
+        start = pos + HEAD_LEN
+        last = int.from_bytes(data[start : start + 4]) & MAX_STREAM_ID
+        code = int.from_bytes(data[start + 4 : start + 8])
+        self._goaway(last, code, data[start + 8 : end])
+        return end
+
+    def _on_push_promise(self, data: bytes, pos: int, end: int, flags: int, sid: int) -> int:
+        self._fail("protocol_error", "PUSH_PROMISE although push is disabled")
+        return end
+
+    def _on_priority(self, data: bytes, pos: int, end: int, flags: int, sid: int) -> int:
+        if end - pos - HEAD_LEN != 5:
+            self._fail(
+                "frame_size_error",
+                f"PRIORITY of {end - pos - HEAD_LEN} bytes",
+                ErrorCode.FRAME_SIZE_ERROR,
+            )
+        return end
+
+    def _on_unknown(self, data: bytes, pos: int, end: int, flags: int, sid: int) -> int:
+        return end  # unknown frame types are ignored (RFC 9113, 4.1)
 
     def _window_update(self) -> None:
         self.out.append(
             frame(WINDOW_UPDATE, 0, 0, struct.pack(">L", self.window - self.recv_window))
         )
         self.recv_window = self.window
-
-    def _record(self, data: bytes, end: int, sid: int) -> None:
-        """Remember the reply of stream ``sid`` that ends at ``end`` of ``data`` (the bytes of one
-        ``receive``, parsed from 0) when it is a contiguous run of its own frames: HEADERS, DATA
-        without padding, and HEADERS or the last DATA ending the stream (or one HEADERS:
-        trailers-only), its header blocks in the cache. A later reply whose bytes are the same but for the stream id then
-        ends its stream in one comparison: the same header blocks mean the same while the cache
-        stands (``cache_gen``), and the same DATA frames the same payloads and window use."""
-        self.record_wait = RECORD_EVERY  # the next try, if this one fails (or is outgrown)
-        frames: list[tuple[int, int, int, int]] = []  # start, length, type, flags
-        pos = 0
-        while pos < end:
-            length = int.from_bytes(data[pos : pos + 3])
-            if int.from_bytes(data[pos + 5 : pos + 9]) & MAX_STREAM_ID == sid:
-                frames.append((pos, length, data[pos + 3], data[pos + 4]))
-            elif frames:
-                return  # another stream's frame inside this reply
-            pos += HEAD_LEN + length
-        if pos != end or not frames:
-            return
-        cache = self.cache
-        first, last = frames[0], frames[-1]
-        head = cache.get(data[first[0] + HEAD_LEN : first[0] + HEAD_LEN + first[1]])
-        trail = None
-        middle = frames[1:]
-        if len(frames) > 1 and last[2] == HEADERS:  # trailers end it
-            trail = cache.get(data[last[0] + HEAD_LEN : last[0] + HEAD_LEN + last[1]])
-            if last[3] != END_HEADERS | END_STREAM or trail is None:
-                return
-            middle = frames[1:-1]
-        elif len(frames) > 1 and last[3] != END_STREAM:  # else DATA ends it
-            return
-        if first[2] != HEADERS or first[3] & ~(END_HEADERS | END_STREAM) or head is None:
-            return
-        if not first[3] & END_HEADERS or (first[3] & END_STREAM and len(frames) > 1):
-            return
-        chunks = []
-        for start, length, kind, flags in middle:
-            if kind != DATA or flags & ~(END_STREAM if start == last[0] else 0):
-                return
-            chunks.append(data[start + HEAD_LEN : start + HEAD_LEN + length])
-        parts = []
-        prev = first[0]
-        for start, _, _, _ in frames:
-            parts.append(data[prev : start + 5])
-            prev = start + HEAD_LEN
-        parts.append(data[prev:end])
-        flow = sum(len(c) for c in chunks)
-        self.replay = Replay(
-            parts, end - first[0], first[1], head, trail, tuple(chunks), flow, self.cache_gen
-        )
 
     def _check_preface(self, data: bytes) -> bool:
         """The server's preface is a SETTINGS frame; an HTTP/1.1 reply is named as such."""
@@ -844,9 +968,9 @@ class H2Connection:
             self._fail("http1_reply", f"the server answered HTTP/1.x ({line!r}), not HTTP/2")
             return False
         if len(data) >= 4 and data[3] != SETTINGS:
-            self._fail(
-                "protocol_error", f"the server's first frame is type {data[3]}, not SETTINGS"
-            )
+            kind = data[3]
+            name = FrameType(kind).name if kind < len(FrameType) else kind
+            self._fail("protocol_error", f"the server's first frame is {name}, not SETTINGS")
             return False
         return True
 
@@ -873,158 +997,8 @@ class H2Connection:
         self._fail(
             "header_too_large",
             f"a header block of more than {self.max_header_block} bytes ({size})",
-            ENHANCE_YOUR_CALM,
+            ErrorCode.ENHANCE_YOUR_CALM,
         )
-
-    def _headers(self, sid: int, flags: int, block: bytes) -> None:
-        view = self.cache.get(block)
-        if view is None:
-            view = self._decode(block)
-            if view is None:
-                return
-        stream = self.streams.get(sid)
-        if stream is None:
-            self._gone(sid, "HEADERS")
-            return
-        if view is INFORMATIONAL:
-            if flags & END_STREAM or stream.headers is not None:
-                self._fail("protocol_error", f"an informational response ending stream {sid}")
-            return
-        if stream.headers is None:
-            stream.headers = view
-        elif not flags & END_STREAM:
-            self._fail("protocol_error", f"a second header block without END_STREAM on {sid}")
-            return
-        else:
-            stream.trailers = view
-        if stream.on_headers is not None:
-            stream.on_headers(stream, view)
-        if flags & END_STREAM:
-            self._end(stream)
-
-    def _decode(self, block: bytes) -> Any:
-        """Decode with hpack; cache the view when the dynamic table did not change."""
-        table = self.decoder.header_table
-        entries = table.dynamic_entries
-        first = entries[0] if entries else None
-        count, size = len(entries), table.maxsize
-        try:
-            headers: list[tuple[bytes, bytes]] = list(self.decoder.decode(block, raw=True))
-        except hpack.OversizedHeaderListError:
-            self._too_large(len(block))
-            return None
-        except (hpack.HPACKError, IndexError, ValueError) as exc:
-            self._fail("compression_error", f"bad header block: {exc}", COMPRESSION_ERROR)
-            return None
-        status = headers[0] if headers else (b"", b"")
-        code = status[1]
-        if status[0] == b":status" and len(code) == 3 and code[:1] == b"1" and code != b"101":
-            view: Any = INFORMATIONAL
-        else:
-            view = self.view(headers)
-        cache = self.cache
-        if (
-            len(entries) == count
-            and table.maxsize == size
-            and ((entries[0] if entries else None) is first)
-        ):
-            if len(cache) >= self.cache_blocks:
-                cache.clear()
-                self.cache_gen += 1
-            if self.cache_blocks:
-                cache[block] = view
-        elif cache:
-            cache.clear()  # blocks that refer to the dynamic table may now mean something else
-            self.cache_gen += 1
-        return view
-
-    def _control(self, kind: int, flags: int, sid: int, payload: bytes) -> None:
-        n = len(payload)
-        if kind == CONTINUATION:
-            cont = self.continuing
-            if cont is None or cont[0] != sid:
-                self._fail("protocol_error", "CONTINUATION outside a header block")
-                return
-            cont[2].append(payload)
-            total = sum(len(p) for p in cont[2])
-            if total > self.max_header_block:
-                self._too_large(total)
-                return
-            if flags & END_HEADERS:
-                self.continuing = None
-                self._headers(sid, cont[1], b"".join(cont[2]))
-        elif kind == SETTINGS:
-            if sid:
-                self._fail("protocol_error", "SETTINGS on a stream")
-            elif flags & ACK:
-                if n:
-                    self._fail("frame_size_error", "SETTINGS ACK with a payload", FRAME_SIZE_ERROR)
-                self.settings_acked += 1
-            elif n % 6:
-                self._fail("frame_size_error", f"SETTINGS of {n} bytes", FRAME_SIZE_ERROR)
-            else:
-                self._owe_reply("settings_flood")
-                self._settings(payload)
-                if self.closed is None:
-                    self.started = True
-                    self.out.append(frame(SETTINGS, ACK, 0))
-        elif kind == PING:
-            if sid:
-                self._fail("protocol_error", "PING on a stream")
-            elif n != 8:
-                self._fail("frame_size_error", f"PING of {n} bytes", FRAME_SIZE_ERROR)
-            elif not flags & ACK:
-                self._owe_reply("ping_flood")
-                self.out.append(frame(PING, ACK, 0, payload))
-        elif kind == WINDOW_UPDATE:
-            if n != 4:
-                self._fail("frame_size_error", f"WINDOW_UPDATE of {n} bytes", FRAME_SIZE_ERROR)
-                return
-            inc = int.from_bytes(payload) & MAX_WINDOW
-            if sid == 0:
-                if inc == 0:
-                    self._fail("protocol_error", "WINDOW_UPDATE of 0")
-                    return
-                self.send_window += inc
-                if self.send_window > MAX_WINDOW:
-                    self._fail("flow_control_error", "connection window over 2^31-1", 3)
-                    return
-            else:
-                stream = self.streams.get(sid)
-                if stream is None:
-                    self._gone(sid, "WINDOW_UPDATE")
-                    return
-                stream.send_window += inc
-                if inc == 0 or stream.send_window > MAX_WINDOW:
-                    self._reset_stream(stream, PROTOCOL_ERROR if inc == 0 else 3)
-                    return
-            if self.blocked:
-                self._resume()
-        elif kind == RST_STREAM:
-            if n != 4:
-                self._fail("frame_size_error", f"RST_STREAM of {n} bytes", FRAME_SIZE_ERROR)
-                return
-            code = int.from_bytes(payload)
-            stream = self.streams.get(sid)
-            if stream is None:
-                self._gone(sid, "RST_STREAM")
-                return
-            name = error_name(code)
-            self.resets[name] = self.resets.get(name, 0) + 1
-            stream.error = StreamReset(code)
-            self._end(stream)
-        elif kind == GOAWAY:
-            if sid or n < 8:
-                self._fail("protocol_error", "malformed GOAWAY")
-                return
-            last = int.from_bytes(payload[:4]) & MAX_STREAM_ID
-            code = int.from_bytes(payload[4:8])
-            self._goaway(last, code, payload[8:])
-        elif kind == PUSH_PROMISE:
-            self._fail("protocol_error", "PUSH_PROMISE although push is disabled")
-        elif kind == PRIORITY and n != 5:
-            self._fail("frame_size_error", f"PRIORITY of {n} bytes", FRAME_SIZE_ERROR)
-        # unknown frame types are ignored (RFC 9113, 4.1)
 
     def _owe_reply(self, reason: str) -> None:
         self.replies_owed += 1
@@ -1032,32 +1006,36 @@ class H2Connection:
             self._fail(
                 reason,
                 f"more than {self.FLOOD_FRAMES} frames that need a reply while no stream ended",
-                ENHANCE_YOUR_CALM,
+                ErrorCode.ENHANCE_YOUR_CALM,
             )
 
     def _settings(self, payload: bytes) -> None:
         for i in range(0, len(payload), 6):
             key, value = struct.unpack_from(">HL", payload, i)
-            if key == ENABLE_PUSH:
+            if key == SettingCode.ENABLE_PUSH:
                 if value != 0:
                     self._fail("protocol_error", f"a server sent ENABLE_PUSH {value}")
                     return
-            elif key == MAX_CONCURRENT_STREAMS:
+            elif key == SettingCode.MAX_CONCURRENT_STREAMS:
                 self.peer_max_streams = value
-            elif key == INITIAL_WINDOW_SIZE:
+            elif key == SettingCode.INITIAL_WINDOW_SIZE:
                 if value > MAX_WINDOW:
-                    self._fail("flow_control_error", f"INITIAL_WINDOW_SIZE {value}", 3)
+                    self._fail(
+                        "flow_control_error",
+                        f"INITIAL_WINDOW_SIZE {value}",
+                        ErrorCode.FLOW_CONTROL_ERROR,
+                    )
                     return
                 delta = value - self.peer_window
                 self.peer_window = value
                 for stream in self.streams.values():
                     stream.send_window += delta
-            elif key == MAX_FRAME_SIZE:
+            elif key == SettingCode.MAX_FRAME_SIZE:
                 if not DEFAULT_FRAME <= value <= MAX_FRAME_LIMIT:
                     self._fail("protocol_error", f"MAX_FRAME_SIZE {value}")
                     return
                 self.peer_frame = value
-            elif key == MAX_HEADER_LIST_SIZE:
+            elif key == SettingCode.MAX_HEADER_LIST_SIZE:
                 self.peer_header_list = value
         if self.blocked:
             self._resume()
@@ -1067,11 +1045,11 @@ class H2Connection:
         """The server processes no stream above ``last``: a graceful GOAWAY (``NO_ERROR``, after
         streams were processed here) moves them back to waiting, to be sent again; any other
         fails them."""
-        self.accepting = False
+        self._move(ConnectionEvent.RECV_GOAWAY)
         self.goaway_id = last if self.goaway_id is None else min(last, self.goaway_id)
         text = debug.decode("utf-8", "replace")[:100]
-        why = f"GOAWAY ({error_name(code)}{': ' + text if text else ''})"
-        graceful = code == 0 and last >= self.first_id
+        why = self.goaway_why = f"GOAWAY ({error_name(code)}{': ' + text if text else ''})"
+        graceful = code == ErrorCode.NO_ERROR and last >= self.first_id
         again: list[tuple[Stream, Request]] = []
         for sid in sorted(s for s in self.streams if s > last):
             stream = self.streams[sid]
@@ -1081,6 +1059,7 @@ class H2Connection:
                 if stream in self.blocked:
                     self.blocked.remove(stream)
                 stream.unsent = None
+                stream.advance(StreamEvent.UNPROCESSED)
                 again.append((stream, req))
                 continue
             stream.error = H2Unavailable(f"stream {sid} above the last stream id {last} of {why}")
@@ -1094,13 +1073,16 @@ class H2Connection:
         stream.consumed = 0
         self.out.append(frame(WINDOW_UPDATE, 0, stream.id, struct.pack(">L", inc)))
 
-    def _reset_stream(self, stream: Stream, code: int) -> None:
+    def _reset_stream(self, stream: Stream, code: ErrorCode) -> None:
         self.out.append(frame(RST_STREAM, 0, stream.id, struct.pack(">L", code)))
-        stream.error = H2ConnectionError(error_name(code).lower(), f"stream {stream.id}", code)
+        stream.error = H2ConnectionError(code.name.lower(), f"stream {stream.id}", code)
         self._end(stream)
 
     def _end(self, stream: Stream) -> None:
+        """``stream`` ended (RECV_END, RESET or LOST: each leads to CLOSED from every state
+        that allows it)."""
         del self.streams[stream.id]
+        stream.state = CLOSED
         self.replies_owed = 0
         stream.on_end(stream)
         if self.waiting:
@@ -1114,7 +1096,7 @@ class H2Connection:
 
     # ---------------------------------------------------------------------------------------
     # failure
-    def _fail(self, reason: str, message: str, code: int = PROTOCOL_ERROR) -> None:
+    def _fail(self, reason: str, message: str, code: ErrorCode = ErrorCode.PROTOCOL_ERROR) -> None:
         if self.closed is not None:
             return
         self.out.append(frame(GOAWAY, 0, 0, struct.pack(">LL", 0, code)))
@@ -1127,11 +1109,12 @@ class H2Connection:
         if self.closed is not None:
             return
         self.closed = error
-        self.accepting = False
+        self._move(ConnectionEvent.LOST)
         streams = list(self.streams.values())
         self.streams.clear()
         for stream in streams:
             stream.error = error
+            stream.advance(StreamEvent.LOST)
             stream.on_end(stream)
         if self.listener is not None:
             self.listener.on_closed(error)
@@ -1139,6 +1122,7 @@ class H2Connection:
         self.waiting.clear()
         for stream in waiting:
             stream.error = error
+            stream.advance(StreamEvent.LOST)
             stream.on_end(stream)
 
     def served(self) -> bool:

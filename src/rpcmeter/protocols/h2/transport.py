@@ -36,14 +36,15 @@ from rpcmeter.connect import Slot, open_stream
 from rpcmeter.endpoints import Endpoint
 from rpcmeter.errors import RequestLost
 from rpcmeter.protocols.h2.connection import (
-    CANCEL,
+    ErrorCode,
     H2Connection,
     H2ConnectionError,
+    H2Unavailable,
     Request,
     Stream,
     new_stream,
 )
-from rpcmeter.tls import ResumingContext
+from rpcmeter.tls import HANDSHAKE_TIMEOUT_S, ResumingContext
 
 
 class H2Protocol(asyncio.Protocol):
@@ -58,6 +59,7 @@ class H2Protocol(asyncio.Protocol):
         self.loop = asyncio.get_running_loop()
         self.ready: asyncio.Future[None] = self.loop.create_future()
         self.session: Session | None = None  # the owner that keeps a connection in service
+        self.served = False  # a stream ended on it before the connection was lost
         self.bytes_in = 0
         self.bytes_out = 0
 
@@ -114,7 +116,8 @@ class H2Protocol(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         conn = self.conn
         error: BaseException = exc or ConnectionResetError("connection closed by the server")
-        if self.session is not None and conn.streams and conn.served():
+        self.served = conn.served()
+        if self.session is not None and conn.streams and self.served:
             error = RequestLost(f"a request in flight when the connection was lost ({error})")
         conn.connection_lost(error)
 
@@ -124,8 +127,9 @@ class H2Protocol(asyncio.Protocol):
             self.session.retire(self, self.conn.take_waiting())
 
     def on_closed(self, error: BaseException) -> None:
-        if self.session is not None:
-            self.session.closed(self, self.conn.take_waiting())
+        conn = self.conn
+        if self.session is not None and (self.served or conn.goaway_id is not None):
+            self.session.closed(self, conn.take_waiting())  # else it was never of use
         if not self.ready.done():
             self.ready.set_exception(error)
             self.ready.exception()  # retrieved: an owner that gave up waiting is not warned
@@ -149,11 +153,14 @@ async def open_connection(
     ssl_context: ssl.SSLContext | None = None,
     server_hostname: str | None = None,
     timeout_s: float = 10.0,
+    handshake_timeout_s: float = HANDSHAKE_TIMEOUT_S,
     record: Callable[[str, int], None] | None = None,
 ) -> H2Protocol:
-    """Connect, send the preface and wait for the server's SETTINGS (``timeout_s`` in all);
-    ``record``: see the module doc."""
+    """Connect (``timeout_s``), run the TLS handshake (``handshake_timeout_s``: a handshake that
+    takes longer fails with :class:`~rpcmeter.tls.TlsError` saying so), send the preface and wait
+    for the server's SETTINGS (``timeout_s``); ``record``: see the module doc."""
     loop = asyncio.get_running_loop()
+    where = endpoint.describe()
 
     def factory() -> H2Protocol:
         return H2Protocol(make())
@@ -174,22 +181,30 @@ async def open_connection(
             factory,
             ssl_context=ssl_context,
             server_hostname=server_hostname or endpoint.host,
-            handshake_timeout_s=timeout_s,
+            handshake_timeout_s=handshake_timeout_s,
             record=record,
         )
-        await proto.ready
-        if isinstance(ssl_context, ResumingContext) and proto.transport is not None:
-            # TLS 1.3's tickets came before the server's SETTINGS: later connections resume
-            ssl_context.remember(proto.transport.get_extra_info("ssl_object"))
         return proto
 
-    try:
-        return await asyncio.wait_for(connect(), timeout_s)
+    handshake_s = handshake_timeout_s if ssl_context is not None else 0.0
+    try:  # the handshake's own deadline comes first: its error names it
+        proto = await asyncio.wait_for(connect(), timeout_s + handshake_s)
     except TimeoutError:
+        raise ConnectionError(f"no connection to {where} within {timeout_s:g} s") from None
+    try:
+        await asyncio.wait_for(proto.ready, timeout_s)
+    except TimeoutError:
+        proto.close()
         raise ConnectionError(
-            f"no HTTP/2 connection to {endpoint.describe()} within {timeout_s:g} s "
-            "(no SETTINGS from the server)"
+            f"no HTTP/2 connection to {where} within {timeout_s:g} s (no SETTINGS from the server)"
         ) from None
+    except BaseException:
+        proto.close()
+        raise
+    if isinstance(ssl_context, ResumingContext) and proto.transport is not None:
+        # TLS 1.3's tickets came before the server's SETTINGS: later connections resume
+        ssl_context.remember(proto.transport.get_extra_info("ssl_object"))
+    return proto
 
 
 class Session(Slot[H2Protocol, tuple[Stream, Request]]):
@@ -209,7 +224,7 @@ class Session(Slot[H2Protocol, tuple[Stream, Request]]):
         method). Returns the stream (a streaming call's, to send more on)."""
         proto = self.conn
         conn = proto.conn
-        if conn.accepting and not self.queue:
+        if conn.accepting:  # (streams queue here only while the connection takes none)
             stream = conn.request(req, on_end, user)
             if not proto.receiving:
                 proto.flush()
@@ -235,6 +250,10 @@ class Session(Slot[H2Protocol, tuple[Stream, Request]]):
     def submitted(self, conn: H2Protocol) -> None:
         conn.flush()
 
+    def refusal(self, conn: H2Protocol) -> BaseException:
+        why = conn.conn.goaway_why or "its stream ids ran out"
+        return H2Unavailable(f"the server ended a new connection ({why}) before any stream")
+
     def fail(self, request: tuple[Stream, Request], error: BaseException) -> None:
         stream = request[0]
         stream.error = error
@@ -254,7 +273,7 @@ class Session(Slot[H2Protocol, tuple[Stream, Request]]):
                 return proto
         return None
 
-    def cancel(self, stream: Stream, code: int = CANCEL) -> None:
+    def cancel(self, stream: Stream, code: ErrorCode = ErrorCode.CANCEL) -> None:
         """Reset ``stream`` where it is open, or drop it where it waits to start (never sent);
         its ``on_end`` is not called."""
         proto = self.holder(stream)

@@ -1,0 +1,225 @@
+"""The replay shortcut: an optional layer over the connection's frame parser
+(:class:`~rpcmeter.protocols.h2.connection.H2Connection` with ``replay=True``, the default).
+
+A server answering the same call sends the same reply bytes but for the stream id. Now and then
+(every :data:`RECORD_EVERY` streams ended while nothing is recorded) the layer records a reply
+that ended its stream (:meth:`Replayer.record`): a contiguous run of its own frames (HEADERS,
+DATA without padding, and HEADERS or the last DATA ending the stream, or one HEADERS:
+trailers-only), its header blocks in the connection's block cache. At each HEADERS frame of the
+recorded first frame's length, :meth:`Replayer.replay` compares the bytes from there with the
+recording around each stream id; each reply that is the same ends its stream in that one
+comparison, with the recorded header views, payloads and window use (the same header blocks mean
+the same while the cache stands, ``cache_gen``, and the same DATA frames the same payloads). A
+recording that misses :data:`REPLAY_MISSES` times, or outlives the cache, is dropped.
+
+Without the layer every frame is parsed; ``tests/h2/test_connection.py`` checks, with
+hypothesis, that both end every stream the same way and use the window the same.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from typing import Any, Protocol
+
+from rpcmeter.protocols.h2.frames import (
+    DATA,
+    END_HEADERS,
+    END_STREAM,
+    HEAD_LEN,
+    HEADERS,
+    MAX_STREAM_ID,
+    ErrorCode,
+)
+from rpcmeter.protocols.h2.state import StreamState
+
+RECORD_EVERY = 64  # streams ended between tries to record a reply
+REPLAY_MISSES = 64  # replies unlike the recorded one before it is dropped
+CLOSED = StreamState.CLOSED
+
+
+class Replay:
+    """A recorded reply."""
+
+    __slots__ = (
+        "chunks",
+        "first_len",
+        "flow",
+        "gen",
+        "head",
+        "misses",
+        "parts",
+        "received",
+        "size",
+        "trail",
+    )
+
+    def __init__(
+        self,
+        parts: list[bytes],
+        size: int,
+        first_len: int,
+        head: Any,
+        trail: Any,
+        chunks: tuple[bytes, ...],
+        flow: int,
+        gen: int,
+    ) -> None:
+        self.parts = parts  # its bytes, split around the stream id of each frame
+        self.size = size
+        self.first_len = first_len  # the length of its first frame (a quick first check)
+        self.head = head
+        self.trail = trail
+        self.chunks = chunks
+        self.received = flow
+        self.flow = flow  # DATA bytes (no padding): what it takes of the connection window
+        self.gen = gen
+        self.misses = 0
+
+
+class Replaying(Protocol):
+    """What the layer reads and moves of the connection under it."""
+
+    streams: dict[int, Any]
+    waiting: deque[Any]
+    cache: dict[bytes, Any]
+    cache_gen: int
+    recv_window: int
+    window: int
+    replies_owed: int
+    closed: BaseException | None
+
+    def _fail(self, reason: str, message: str, code: ErrorCode = ...) -> None: ...
+
+    def _next_waiting(self) -> None: ...
+
+    def _window_update(self) -> None: ...
+
+
+class Replayer:
+    """The layer's state on one connection: the recorded reply, if any, and the streams to end
+    before the next try to record one."""
+
+    __slots__ = ("recorded", "wait")
+
+    def __init__(self) -> None:
+        self.recorded: Replay | None = None
+        self.wait = 1
+
+    def ended(self, conn: Replaying, data: bytes, end: int, sid: int) -> None:
+        """Stream ``sid`` ended with the frame that ends at ``end`` of ``data`` (the bytes of one
+        ``receive``, parsed from 0)."""
+        if self.recorded is None:
+            self.wait -= 1
+            if self.wait <= 0:
+                self.record(conn, data, end, sid)
+
+    def replay(self, conn: Replaying, data: bytes, pos: int, recorded: Replay) -> int:
+        """At a HEADERS frame at ``pos`` as long as ``recorded``'s first: end the streams of the
+        replies from there that are ``recorded`` but for their stream id; the position after the
+        last (``pos`` when there is none, and the frame is parsed)."""
+        if recorded.gen == conn.cache_gen:
+            stop = self.replays(conn, data, pos, recorded)
+            if stop != pos:
+                if conn.closed is None and conn.recv_window < conn.window >> 1:
+                    conn._window_update()
+                return stop
+        recorded.misses += 1
+        if recorded.misses > REPLAY_MISSES or recorded.gen != conn.cache_gen:
+            self.recorded = None
+        return pos
+
+    def replays(self, conn: Replaying, data: bytes, pos: int, replay: Replay) -> int:
+        """End the streams of the replies from ``pos`` on that are byte for byte ``replay`` but
+        for their stream id (on streams open here, awaiting their first header block, buffering
+        their DATA); the position after the last one."""
+        streams = conn.streams
+        parts, size, flow = replay.parts, replay.size, replay.flow
+        head, trail, chunks, received = replay.head, replay.trail, replay.chunks, replay.received
+        last = len(data) - size  # where the last whole reply may start
+        window = conn.recv_window
+        start = pos
+        while pos <= last:
+            ident = data[pos + 5 : pos + 9]
+            sid = int.from_bytes(ident)
+            stream = streams.get(sid)
+            if (
+                stream is None
+                or stream.headers is not None
+                or stream.on_data is not None
+                or stream.on_headers is not None
+                or data[pos : pos + size] != ident.join(parts)
+            ):
+                break
+            window -= flow
+            if window < 0:
+                conn.recv_window = window
+                conn._fail(
+                    "flow_control_error",
+                    "DATA beyond the connection window",
+                    ErrorCode.FLOW_CONTROL_ERROR,
+                )
+                return pos
+            stream.headers = head
+            stream.trailers = trail
+            stream.chunks = chunks
+            stream.received = received
+            stream.replay = replay
+            stream.state = CLOSED  # RECV_END (see rpcmeter.protocols.h2.state)
+            del streams[sid]
+            stream.on_end(stream)
+            if conn.waiting:
+                conn._next_waiting()
+            pos += size
+            if conn.closed is not None:
+                break
+        conn.recv_window = window
+        if pos != start:
+            conn.replies_owed = 0
+        return pos
+
+    def record(self, conn: Replaying, data: bytes, end: int, sid: int) -> None:
+        """Record the reply of stream ``sid`` that ends at ``end`` of ``data`` when it can be
+        replayed (see the module doc)."""
+        self.wait = RECORD_EVERY  # the next try, if this one fails (or is outgrown)
+        frames: list[tuple[int, int, int, int]] = []  # start, length, type, flags
+        pos = 0
+        while pos < end:
+            length = int.from_bytes(data[pos : pos + 3])
+            if int.from_bytes(data[pos + 5 : pos + 9]) & MAX_STREAM_ID == sid:
+                frames.append((pos, length, data[pos + 3], data[pos + 4]))
+            elif frames:
+                return  # another stream's frame inside this reply
+            pos += HEAD_LEN + length
+        if pos != end or not frames:
+            return
+        cache = conn.cache
+        first, last = frames[0], frames[-1]
+        head = cache.get(data[first[0] + HEAD_LEN : first[0] + HEAD_LEN + first[1]])
+        trail = None
+        middle = frames[1:]
+        if len(frames) > 1 and last[2] == HEADERS:  # trailers end it
+            trail = cache.get(data[last[0] + HEAD_LEN : last[0] + HEAD_LEN + last[1]])
+            if last[3] != END_HEADERS | END_STREAM or trail is None:
+                return
+            middle = frames[1:-1]
+        elif len(frames) > 1 and last[3] != END_STREAM:  # else DATA ends it
+            return
+        if first[2] != HEADERS or first[3] & ~(END_HEADERS | END_STREAM) or head is None:
+            return
+        if not first[3] & END_HEADERS or (first[3] & END_STREAM and len(frames) > 1):
+            return
+        chunks = []
+        for start, length, kind, flags in middle:
+            if kind != DATA or flags & ~(END_STREAM if start == last[0] else 0):
+                return
+            chunks.append(data[start + HEAD_LEN : start + HEAD_LEN + length])
+        parts = []
+        prev = first[0]
+        for start, _, _, _ in frames:
+            parts.append(data[prev : start + 5])
+            prev = start + HEAD_LEN
+        parts.append(data[prev:end])
+        flow = sum(len(c) for c in chunks)
+        self.recorded = Replay(
+            parts, end - first[0], first[1], head, trail, tuple(chunks), flow, conn.cache_gen
+        )
