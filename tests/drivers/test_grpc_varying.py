@@ -17,6 +17,7 @@ import pytest
 from rpcmeter.execute import run_suite
 from rpcmeter.model import Result
 from rpcmeter.protocols import grpc_schema as gs
+from rpcmeter.protocols.grpc import frame
 from rpcmeter.protocols.templates import Expr
 from rpcmeter.suite import build_suite
 
@@ -173,7 +174,7 @@ def test_message_templates_join_fixed_and_varying_fields() -> None:
     desc = schema.pool.FindMessageTypeByName("kitchen.Order")
     data = {
         "id": "o-{{request_number}}",
-        "address": {"street": "x", "geo": {"lat": "{{random_int(1, 9)}}"}},
+        "address": {"street": "{{request_number}}", "geo": {"lat": "{{random_int(1, 9)}}"}},
         "big": "{{request_number}}",
         "voucher": 3,
     }
@@ -183,9 +184,11 @@ def test_message_templates_join_fixed_and_varying_fields() -> None:
     fill = made.filler(schema.files, made.exprs)
     got = gs.message_class(desc).FromString(fill((12, 4)))  # type: ignore[attr-defined]
     want = gs.RequestEncoder(desc).message(
-        {"id": "o-12", "address": {"street": "x", "geo": {"lat": 4}}, "big": 12, "voucher": 3}
+        {"id": "o-12", "address": {"street": "12", "geo": {"lat": 4}}, "big": 12, "voucher": 3}
     )
     assert got == want
+    framed = made.filler(schema.files, made.exprs, framed=True)
+    assert framed((12, 4)) == frame(fill((12, 4))) and framed((7, 1)) == frame(fill((7, 1)))
     # a placeholder inside a repeated field: the whole message made per request
     slow = gs.compile_message(
         desc, {"items": [{"name": "tea-{{loop}}"}], "counts": {"a": "{{client}}"}}

@@ -35,6 +35,7 @@ E = TypeVar("E")  # what a plan's entries are (the protocol's compiled request)
 P = TypeVar("P")  # what a loop sends (the protocol's payload)
 
 MIX_KEY = "mixes"  # DriverContext.prepared[MIX_KEY]: a driver's compiled mixes, by mix_key
+NUMBER_ONLY = (Expr("request_number"),)
 
 
 @dataclass(frozen=True)
@@ -170,6 +171,22 @@ def channel_of(
     if len(entries) == 1:
         counter = state.counter
         fill, values = fills[0].fill, evaluator(fills[0].exprs, state.loop, counter, state.rng)
+        if advance and fills[0].exprs == NUMBER_ONLY:  # the usual: the request's number alone
+            if between is None:
+
+                def number(done: Done) -> None:
+                    n = counter.n
+                    send(fill((n,)), done)
+                    counter.n = n + counter.step
+
+                return number
+
+            def number_between(done: Done) -> None:
+                n = counter.n
+                send(fill((n,)), between, done)
+                counter.n = n + counter.step
+
+            return number_between
         if not advance:
             if between is None:
                 return lambda done: send(fill(values()), done)

@@ -587,69 +587,75 @@ class MessageTemplate:
         ``framed``: with the 5-byte prefix of a gRPC message). The fixed part and the varying
         fields are serialized apart and joined (protobuf merges the fields of a message that
         appears twice)."""
-        desc = _pool(files).FindMessageTypeByName(self.type_name)
-        if self.data is not None:
-            encoder = RequestEncoder(desc)
+        parts = self.parts(files, exprs)
+        if parts is None:  # a placeholder in a repeated field or a map: the whole message
+            encoder = RequestEncoder(_pool(files).FindMessageTypeByName(self.type_name))
             data = self.data
             fills = _fills(self.texts, lambda t: templates.text_formatter(t, exprs))
             if framed:
                 return lambda values: frame(encoder.encode(_filled(data, fills, values)))
             return lambda values: encoder.encode(_filled(data, fills, values))
-        scratch = message_class(desc)()
+        fixed, set_fields, serialize = parts
+        if framed:
+            nf = len(fixed)
+
+            def fill_framed(values: templates.Values) -> bytes:
+                set_fields(values)
+                tail = serialize()
+                return b"".join((PREFIX(0, nf + len(tail)), fixed, tail))
+
+            return fill_framed
+
+        def fill(values: templates.Values) -> bytes:
+            set_fields(values)
+            return fixed + serialize()
+
+        return fill
+
+    def parts(
+        self, files: bytes, exprs: tuple[templates.Expr, ...]
+    ) -> tuple[bytes, Callable[[templates.Values], None], Callable[[], bytes]] | None:
+        """How a request's message is made, for a caller that joins the parts itself: the
+        fixed part's bytes, ``set_fields(values)`` (the varying fields set on a message of
+        their own) and that message's ``serialize()``. None when the message is made whole
+        per request (``data``)."""
+        if self.data is not None:
+            return None
+        scratch = message_class(_pool(files).FindMessageTypeByName(self.type_name))()
         setters = []
         for leaf in self.leaves:
             parent = scratch
             for name in leaf.path[:-1]:
                 parent = getattr(parent, name)
             setters.append(_setter(parent, leaf, exprs))
-        fixed = self.fixed
         serialize: Callable[[], bytes] = scratch.SerializeToString
-        if len(self.leaves) == 1 and self.leaves[0].kind == "int":  # the usual: one number
-            leaf = self.leaves[0]
-            assert leaf.template.single is not None
-            i, name, parent = exprs.index(leaf.template.single), leaf.path[-1], scratch
-            for step in leaf.path[:-1]:
-                parent = getattr(parent, step)
+        if len(setters) == 1:
+            return self.fixed, setters[0], serialize
 
-            if framed:
-
-                def fill_number_framed(values: templates.Values) -> bytes:
-                    setattr(parent, name, values[i])
-                    tail = serialize()
-                    return PREFIX(0, len(fixed) + len(tail)) + fixed + tail
-
-                return fill_number_framed
-
-            def fill_number(values: templates.Values) -> bytes:
-                setattr(parent, name, values[i])
-                return fixed + serialize()
-
-            return fill_number
-
-        def fill(values: templates.Values) -> bytes:
+        def set_fields(values: templates.Values) -> None:
             for set_leaf in setters:
                 set_leaf(values)
-            tail = serialize()
-            if framed:
-                return PREFIX(0, len(fixed) + len(tail)) + fixed + tail
-            return fixed + tail
 
-        return fill
+        return self.fixed, set_fields, serialize
 
 
 def _setter(
     parent: Message, leaf: Leaf, exprs: tuple[templates.Expr, ...]
 ) -> Callable[[templates.Values], None]:
+    """``set(values)``: one varying field set on ``parent`` (the text of a string field made
+    in place when it is one placeholder or a format of several)."""
     name = leaf.path[-1]
     single = leaf.template.single
-    if leaf.kind != "str":
-        assert single is not None
+    if single is not None:
         i = exprs.index(single)
         if leaf.kind == "float":
             return lambda values: setattr(parent, name, float(values[i]))
+        if leaf.kind == "str":
+            return lambda values: setattr(parent, name, str(values[i]))
         return lambda values: setattr(parent, name, values[i])
-    text = templates.text_formatter(leaf.template, exprs)
-    return lambda values: setattr(parent, name, text(values))
+    assert leaf.kind == "str", "a numeric field takes one placeholder alone"
+    fmt, picks = templates.text_format(leaf.template, exprs)
+    return lambda values: setattr(parent, name, fmt % tuple([values[i] for i in picks]))
 
 
 Fills = Mapping[str, Callable[[templates.Values], str]]

@@ -355,13 +355,20 @@ def text_formatter(template: Template, exprs: Sequence[Expr]) -> Callable[[Value
     if not template.exprs:
         text = template.text
         return lambda values: text
-    index = {e: i for i, e in enumerate(exprs)}
     single = template.single
     if single is not None:
-        i = index[single]
+        i = list(exprs).index(single)
         return lambda values: str(values[i])
+    fmt, picks = text_format(template, exprs)
+    return lambda values: fmt % tuple([values[i] for i in picks])
+
+
+def text_format(template: Template, exprs: Sequence[Expr]) -> tuple[str, tuple[int, ...]]:
+    """A template's text as one ``%`` format (``%s`` for each placeholder) and, for each
+    placeholder, its index in the values (``exprs``' order): ``fmt % tuple(values[i] for i in
+    picks)`` is the text."""
+    index = {e: i for i, e in enumerate(exprs)}
     fmt = template.pieces[0].replace("%", "%%") + "".join(
         "%s" + p.replace("%", "%%") for p in template.pieces[1:]
     )
-    picks = tuple(index[e] for e in template.exprs)
-    return lambda values: fmt % tuple([values[i] for i in picks])
+    return fmt, tuple(index[e] for e in template.exprs)

@@ -294,20 +294,41 @@ class Request:
         built for the peer's ``frame_size`` at a fraction of :meth:`build`'s cost (a request
         made per call: a template filled in); left for :meth:`build` when a part needs more
         frames."""
-        n, m = len(block), len(body) if body is not None else 0
-        if not (frame_size and n <= frame_size and m <= frame_size):
-            return cls(block, body)
-        req = cls.__new__(cls)
-        req.block, req.body, req.size, req.end_stream = block, body, m, True
-        req.frame_size = frame_size
-        if body is None:
-            head = n.to_bytes(3) + b"\x01\x05"  # HEADERS, END_HEADERS | END_STREAM
-            req.head_parts = req.parts = [head, block]
+        return cls.framer(block, frame_size)(body)
+
+    @classmethod
+    def framer(cls, block: bytes, frame_size: int) -> Callable[[bytes | None], Request]:
+        """``make(body)``: :meth:`framed` requests of one header ``block``, whose HEADERS
+        frame is made once here."""
+        n = len(block)
+        if not (frame_size and n <= frame_size):
+            return lambda body: cls(block, body)
+        head = _HEAD5(n << 8 | int(HEADERS), END_HEADERS)
+        head_alone = _HEAD5(n << 8 | int(HEADERS), END_HEADERS | END_STREAM)
+        data = int(DATA)
+        head_parts = [head, block]
+        new = cls.__new__
+
+        def make(body: bytes | None) -> Request:
+            if body is None:
+                req = cls(block, None)
+                req.head_parts = req.parts = [head_alone, block]
+                req.frame_size = frame_size
+                return req
+            m = len(body)
+            if m > frame_size:
+                return cls(block, body)
+            req = new(cls)
+            req.block, req.body, req.size, req.end_stream = block, body, m, True
+            req.frame_size, req.head_parts = frame_size, head_parts
+            req.parts = [head, block + _HEAD5(m << 8 | data, END_STREAM), body]
             return req
-        head = n.to_bytes(3) + b"\x01\x04"  # HEADERS, END_HEADERS
-        req.head_parts = [head, block]
-        req.parts = [head, block + m.to_bytes(3) + b"\x00\x01", body]  # DATA, END_STREAM
-        return req
+
+        return make
+
+
+# a frame's head up to its stream id: (length << 8 | type, flags)
+_HEAD5 = struct.Struct(">IB").pack
 
 
 def never_indexed(headers: Iterable[tuple[bytes, bytes]]) -> list[hpack.HeaderTuple]:
