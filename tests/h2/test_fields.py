@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import hpack
 import pytest
 
@@ -16,12 +18,12 @@ def test_blocks_with_varying_fields_decode() -> None:
     conn = H2Connection()
 
     def path(values: Values) -> bytes:
-        return b"/kv/%d" % values[0]
+        return b"/kv/%s" % str(values[0]).encode()
 
     def long_id(values: Values) -> bytes:
         return str(values[1]).encode() * 50  # longer than 127: a length on more bytes
 
-    fields = [
+    fields: list[tuple[bytes, bytes | Callable[[Values], bytes]]] = [
         (b":method", b"GET"),
         (b":scheme", b"http"),
         (b":path", path),
