@@ -38,9 +38,11 @@ from versus import cpus
 from rpcmeter.drivers.base import DriverContext, ReplyCheck
 from rpcmeter.drivers.grpc import GrpcDriver, GrpcUnavailable, error_for
 from rpcmeter.drivers.grpc_h2 import GrpcH2Client
+from rpcmeter.drivers.h2client import H2Client
 from rpcmeter.drivers.stream import ExactReply
 from rpcmeter.endpoints import Endpoint
 from rpcmeter.protocols.grpc import frame, method_path
+from rpcmeter.protocols.h2.header_blocks import huffman_table
 from rpcmeter.protocols.h2.transport import H2Protocol, Session
 from rpcmeter.runners.event_loop import NO_DEADLINE, Phase, closed_loop
 from rpcmeter.runners.recording import Recorder, ThreadStats
@@ -130,6 +132,21 @@ class CountingTransport:
         pass
 
 
+def replayed_session(client: H2Client, preface: list[bytes]) -> H2Protocol:
+    """``client``'s one session, on a connection whose transport only counts what it is
+    written, fed the reads before the loops started (the server's preface)."""
+    proto = H2Protocol(client.new_connection())
+    proto.connection_made(CountingTransport())  # type: ignore[arg-type]
+    for data in preface:
+        proto.data_received(data)
+
+    async def opener() -> H2Protocol:
+        raise ConnectionError("no new connection in a replay")
+
+    client.sessions.append(Session(proto, opener))
+    return proto
+
+
 async def replay_rpcmeter(
     endpoint: Endpoint, cap: Capture, streams: int, check: Check = "bytes"
 ) -> tuple[int, float]:
@@ -137,18 +154,11 @@ async def replay_rpcmeter(
     by ``check``."""
     before, reads = cap
     client = make_client(endpoint, streams, check)
-    proto = H2Protocol(client.new_connection())
-    proto.connection_made(CountingTransport())  # type: ignore[arg-type]
-    for data in reads[:before]:
-        proto.data_received(data)
-
-    async def opener() -> H2Protocol:
-        raise ConnectionError("no new connection in a replay")
-
-    client.sessions.append(Session(proto, opener))
+    proto = replayed_session(client, reads[:before])
     client.prepared = proto.conn.prepare(client.headers, frame(Call.request))
     stats = ThreadStats()
     start_loops(client, streams, stats)
+    huffman_table()  # built once per process (in a real run, during the warmup)
     cpu = replay(proto.data_received, reads[before:])
     calls = client.calls()
     if stats.errors or calls == 0:

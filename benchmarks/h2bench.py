@@ -1,5 +1,5 @@
-"""What ``vs_ghz.py`` and ``vs_h2load.py`` share: the Go greeter server pinned to one CPU, the
-clients (:mod:`versus`) pinned to another and run in turn for several rounds, and the floor.
+"""The floor client of ``vs_ghz.py`` and ``vs_h2load.py`` (the server, the rounds and the summary
+are :mod:`versus`'s).
 
 The floor is the cheapest Python HTTP/2 client on uvloop: per connection, requests pre-encoded
 once (stream id patched per request), one write per reply, replies found by walking frame
@@ -13,30 +13,11 @@ own TLS transport is slower than rpcmeter's, so it would be no floor).
 
 from __future__ import annotations
 
-import sys
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-
-from greeter_server import BuildError, build
-from versus import FLOOR_TLS_HANDSHAKE, Run, cpus, rounds, run_python_floor, summary
+from versus import FLOOR_TLS_HANDSHAKE, greeter, run_python_floor
 
 from rpcmeter.endpoints import Endpoint
-from rpcmeter.servers.process import ServerProcess, free_port
-from rpcmeter.tls import RunCertificates
 
-
-@contextmanager
-def greeter(server_cpu: int, flag: str, certs: RunCertificates | None = None) -> Iterator[Endpoint]:
-    """The Go greeter serving ``flag`` (``-grpc``, ``-http``, or ``-https`` with ``certs``) on a
-    free port."""
-    endpoint = Endpoint("tcp", "127.0.0.1", free_port())
-    command = [str(build()), "-grpc", "", "-http", "", "-https", ""]
-    command[command.index(flag) + 1] = f"127.0.0.1:{endpoint.port}"
-    if certs is not None:
-        command += ["-cert", certs.cert_file, "-key", certs.key_file]
-    with ServerProcess(command, endpoint, cpus=[server_cpu]):
-        yield endpoint
-
+__all__ = ["FLOOR", "FLOOR_PROTOCOL", "greeter", "run_floor"]
 
 # the floor client's protocol (it needs ``parts``, the request frames split around the stream
 # id, ``preface`` and ``asyncio``); ``replies`` counts the replies it saw
@@ -178,29 +159,3 @@ def run_floor(
     measured interval, as rpcmeter's is); over TLS trusting ``ca_file`` when given."""
     args = [str(endpoint.host), str(endpoint.port), str(conns), str(streams), str(duration)]
     return run_python_floor(FLOOR, [*args, mode, path, body_hex, ca_file], cpu, duration + 60)
-
-
-def against_greeter(
-    flag: str,
-    server: str,
-    what: str,
-    clients: Callable[[Endpoint, int], list[tuple[str, Run]]],
-    n_rounds: int,
-    peer: str,
-    targets: tuple[float, float],
-    certs: RunCertificates | None = None,
-    alike: tuple[str, ...] = (),
-) -> int:
-    """Start the greeter (``flag``; described as ``server``), run ``clients(endpoint,
-    client_cpu)`` for ``n_rounds`` rounds (``what``), print the summary of rpcmeter against
-    ``peer`` (and of each of ``alike`` against rpcmeter); the exit status."""
-    server_cpu, client_cpu = cpus()
-    try:
-        with greeter(server_cpu, flag, certs) as endpoint:
-            print(f"{server} on CPU {server_cpu}, clients on CPU {client_cpu}; {what}")
-            runs = rounds(clients(endpoint, client_cpu), n_rounds)
-    except BuildError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    summary(runs, "rpcmeter", peer, "floor", targets, alike)
-    return 0

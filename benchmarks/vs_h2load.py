@@ -1,21 +1,23 @@
-"""rpcmeter's HTTP/2 (``options.http = "2"``) against h2load, on the same Go server, in one run.
+"""rpcmeter's HTTP/2 (``options.http = "2"``) against h2load, on the same server, in one run.
 
-The Go greeter server's net/http h2c port (``benchmarks/greeter``) runs pinned to one CPU; h2load
-(nghttp2, ``-c CONNECTIONS -m STREAMS``), rpcmeter's HTTP driver over HTTP/2 (one client
-process, ``connections`` x ``streams`` concurrent requests, every status read) and the floor
-client (:mod:`h2bench`) run in turn pinned to another CPU, for the same duration, alternating
-for several rounds. It prints requests/s and client CPU per request (h2load's from
-``getrusage(RUSAGE_CHILDREN)``, rpcmeter's as its runner measures it), the ratios (targets:
-rpcmeter / h2load >= 0.95 for requests/s, <= 1.1 for CPU per request) and rpcmeter's CPU per
+The server (:mod:`versus`: nginx with ``http2`` on a machine with one CPU to spare, else the Go
+greeter's net/http h2c port, ``benchmarks/greeter``; ``--server``) runs on the server CPUs
+(``--server-cpus``); h2load (nghttp2, ``-c CONNECTIONS -m STREAMS``), rpcmeter's HTTP driver over
+HTTP/2 (one client process, ``connections`` x ``streams`` concurrent requests, every status read)
+and the floor client (:mod:`h2bench`) run in turn pinned to the client CPU, for the same duration,
+alternating for several rounds. It prints requests/s, client CPU per request (h2load's from
+``getrusage(RUSAGE_CHILDREN)``, rpcmeter's as its runner measures it) and how busy the server
+was in each run; then the ratios (targets: rpcmeter / h2load >= 1 for requests/s, <= 1 for CPU
+per request), unless the server was busier than 85 % (``server-bound``), and rpcmeter's CPU per
 request above the floor's.
 
-With ``--tls`` the three speak HTTP/2 over TLS (ALPN ``h2``, TLS 1.3) to the greeter's HTTPS
-port, its certificate made for the run with ``trustme`` (in a temporary directory, passed on its
-command line); rpcmeter and the floor verify it, h2load verifies no certificate. Connections are
-opened before the measured interval, so the figures are the per-request cost of TLS records.
+With ``--tls`` the three speak HTTP/2 over TLS (ALPN ``h2``, TLS 1.3) to the server's HTTPS
+port, its certificate made for the run with ``trustme``; rpcmeter and the floor verify it, h2load
+verifies no certificate. Connections are opened before the measured interval, so the figures
+are the per-request cost of TLS records.
 
     python benchmarks/vs_h2load.py [--connections 5] [--streams 10] [--duration 5] [--rounds 3]
-                                   [--tls]
+                                   [--tls] [--server-cpus N] [--server auto|nginx|go] [--path /]
 
 h2load: Debian package ``nghttp2-client``.
 """
@@ -24,19 +26,34 @@ from __future__ import annotations
 
 import argparse
 import re
-import shutil
 import sys
 from functools import partial
 
-from h2bench import against_greeter, run_floor
-from versus import Run, pinned, run_rpcmeter
+from h2bench import run_floor
+from versus import (
+    Run,
+    add_server_arguments,
+    against,
+    layout,
+    need,
+    pinned,
+    run_rpcmeter,
+    server_kind,
+)
 
 from rpcmeter.endpoints import Endpoint
+from rpcmeter.servers import nginx
 from rpcmeter.tls import ClientTls, RunCertificates, TlsSettings
 
 
 def run_h2load(
-    endpoint: Endpoint, conns: int, streams: int, duration: float, cpu: int, tls: bool = False
+    endpoint: Endpoint,
+    conns: int,
+    streams: int,
+    duration: float,
+    cpu: int,
+    tls: bool = False,
+    path: str = "/",
 ) -> tuple[float, float]:
     """(requests/s, client CPU seconds per request) of one h2load run (every request a 2xx)."""
     out, cpu_s = pinned(
@@ -48,7 +65,7 @@ def run_h2load(
             str(streams),
             "-D",
             f"{duration:g}",
-            f"{'https' if tls else 'http'}://127.0.0.1:{endpoint.port}/",
+            f"{'https' if tls else 'http'}://127.0.0.1:{endpoint.port}{path}",
         ],
         cpu,
         duration + 60,
@@ -69,13 +86,20 @@ def main() -> int:
     parser.add_argument("--streams", type=int, default=10, help="concurrent per connection")
     parser.add_argument("--duration", type=float, default=5.0)
     parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--path", default="/")
     parser.add_argument("--tls", action="store_true", help="HTTP/2 over TLS (h2 by ALPN)")
+    add_server_arguments(parser, ["nginx", "go"])
     args = parser.parse_args()
-    if shutil.which("h2load") is None:
+    if need("h2load"):
         print("needs h2load (Debian: apt-get install nghttp2-client)", file=sys.stderr)
         return 2
-    c, m, d = args.connections, args.streams, args.duration
-    options = {"http": "2", "path": "/", "method": "GET"}
+    lay = layout(args.server_cpus)
+    kind = server_kind(args, lay)
+    if kind == "nginx" and nginx.executable() is None:
+        print("needs nginx (Debian: apt-get install nginx-light)", file=sys.stderr)
+        return 2
+    c, m, d, path = args.connections, args.streams, args.duration, args.path
+    options = {"http": "2", "path": path, "method": "GET"}
     certs = RunCertificates() if args.tls else None
     tls = ClientTls(TlsSettings(), certs.ca_file, None) if certs else None
     ca_file = certs.ca_file if certs else ""
@@ -83,17 +107,15 @@ def main() -> int:
     def clients(ep: Endpoint, cpu: int) -> list[tuple[str, Run]]:
         ours = partial(run_rpcmeter, "http", ep, options, c, c * m, d, cpu, False, tls)
         return [
-            ("h2load", partial(run_h2load, ep, c, m, d, cpu, args.tls)),
+            ("h2load", partial(run_h2load, ep, c, m, d, cpu, args.tls, path)),
             ("rpcmeter", ours),
-            ("floor", partial(run_floor, ep, "http", "/", "", c, m, d, cpu, ca_file)),
+            ("floor", partial(run_floor, ep, "http", path, "", c, m, d, cpu, ca_file)),
         ]
 
-    what = f"{c} connections x {m} streams, {d:g} s per run, GET /"
-    flag, server = ("-https", "Go net/http over TLS") if certs else ("-http", "Go net/http h2c")
+    what = f"{c} connections x {m} streams, {d:g} s per run, GET {path}"
+    mode = "h2" if certs else "h2c"
     try:
-        return against_greeter(
-            flag, server, what, clients, args.rounds, "h2load", (0.95, 1.1), certs
-        )
+        return against(kind, mode, lay, what, clients, args.rounds, "h2load", (1.0, 1.0), certs)
     finally:
         if certs is not None:
             certs.close()

@@ -1,13 +1,16 @@
-"""rpcmeter's HTTP driver against wrk, on the same nginx, in one run.
+"""rpcmeter's HTTP driver against wrk, on the same server, in one run.
 
-nginx (one worker, the configuration of :mod:`rpcmeter.servers.nginx`) runs pinned to one CPU;
-wrk (``-t1``) and rpcmeter's HTTP driver (one client process) run in turn, pinned to another CPU,
-with the same number of keep-alive connections, for the same duration, alternating for several
-rounds. For each client it reports requests/s and client CPU time per request (user + system of
-the client process: wrk's from ``getrusage(RUSAGE_CHILDREN)``, rpcmeter's as the runner measures
-it, from the start gate to the end), and prints the ratios of the medians
+The server (:mod:`versus`: nginx, the configuration of :mod:`rpcmeter.servers.nginx` with one
+worker per server CPU, on a machine with one CPU to spare; else the Go greeter's net/http port,
+``benchmarks/greeter``; ``--server``) runs on the server CPUs (``--server-cpus``); wrk (``-t1``)
+and rpcmeter's HTTP driver (one client process) run in turn, pinned to the client CPU, with the
+same number of keep-alive connections, for the same duration, alternating for several rounds.
+For each client it reports requests/s, client CPU time per request (user + system of the client
+process: wrk's from ``getrusage(RUSAGE_CHILDREN)``, rpcmeter's as the runner measures it, from
+the start gate to the end) and how busy the server was; then the ratios of the medians
 (targets: rpcmeter / wrk >= 1 for requests/s, <= 1 for CPU per request) and the medians of the
-rounds' own ratios (each round runs the clients back to back, so its ratio is the steadier one).
+rounds' own ratios (each round runs the clients back to back, so its ratio is the steadier one),
+unless the server was busier than 85 % in a run (``server-bound``).
 
 A third client shows the floor of any Python client on uvloop: a bare protocol per connection
 that takes every read for one whole reply and writes the next request, with no parsing, no
@@ -17,32 +20,38 @@ rpcmeter's TLS transport with nothing of its own around it. rpcmeter's distance
 from this floor is the cost of its own work per request; the floor's distance from wrk is the
 event loop's and the kernel's.
 
-With ``--tls`` all three speak HTTPS to nginx (TLS 1.3, a certificate made for the run with
-``trustme``; rpcmeter and the floor verify it, wrk verifies no certificate); the handshakes happen before the measured interval
-(keep-alive), so the figures are the per-request cost of TLS records on each side.
+With ``--tls`` all three speak HTTPS (TLS 1.3, a certificate made for the run with ``trustme``;
+rpcmeter and the floor verify it, wrk verifies no certificate); the handshakes happen before the
+measured interval (keep-alive), so the figures are the per-request cost of TLS records on each
+side.
 
-    python benchmarks/vs_wrk.py [--connections 50] [--duration 5] [--rounds 3] [--path /noop] [--tls]
+    python benchmarks/vs_wrk.py [--connections 50] [--duration 5] [--rounds 3] [--path /noop]
+                                [--tls] [--server-cpus N] [--server auto|nginx|go]
 """
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import re
-import shutil
-import statistics
 import subprocess
 import sys
-import tempfile
-from collections.abc import Callable
 from functools import partial
-from pathlib import Path
 
-from versus import FLOOR_TLS_HANDSHAKE, children_cpu_s, cpus, run_python_floor, run_rpcmeter
+from versus import (
+    FLOOR_TLS_HANDSHAKE,
+    Run,
+    add_server_arguments,
+    against,
+    children_cpu_s,
+    layout,
+    need,
+    run_python_floor,
+    run_rpcmeter,
+    server_kind,
+)
 
 from rpcmeter.endpoints import Endpoint
 from rpcmeter.servers import nginx
-from rpcmeter.servers.process import ServerProcess, expand_command, free_port
 from rpcmeter.tls import ClientTls, RunCertificates, TlsSettings
 
 
@@ -166,74 +175,37 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--path", default="/noop")
     parser.add_argument("--tls", action="store_true", help="HTTPS (a certificate made for the run)")
+    add_server_arguments(parser, ["nginx", "go"])
     args = parser.parse_args()
-    if shutil.which("wrk") is None or nginx.executable() is None:
-        print("needs wrk and nginx (Debian: apt-get install wrk nginx-light)", file=sys.stderr)
+    if need("wrk"):
+        print("needs wrk (Debian: apt-get install wrk)", file=sys.stderr)
         return 2
-    server_cpu, client_cpu = cpus()
+    lay = layout(args.server_cpus)
+    kind = server_kind(args, lay)
+    if kind == "nginx" and nginx.executable() is None:
+        print("needs nginx (Debian: apt-get install nginx-light)", file=sys.stderr)
+        return 2
     certs = RunCertificates() if args.tls else None
     tls = ClientTls(TlsSettings(), certs.ca_file, None) if certs else None
     ca_file = certs.ca_file if certs else None
-    with (
-        tempfile.TemporaryDirectory(prefix="rpcmeter-nginx-") as tmp,
-        contextlib.ExitStack() as stack,
-    ):
+    c, d, path = args.connections, args.duration, args.path
+
+    def clients(ep: Endpoint, cpu: int) -> list[tuple[str, Run]]:
+        url = f"{'https' if certs else 'http'}://127.0.0.1:{ep.port}{path}"
+        port = ep.port or 0
+        return [
+            ("wrk", partial(run_wrk, url, c, d, cpu)),
+            ("rpcmeter", partial(rpcmeter_http, ep, path, c, d, cpu, tls)),
+            ("floor", partial(run_floor, "127.0.0.1", port, path, c, d, cpu, ca_file)),
+        ]
+
+    what = f"{c} connections, {d:g} s per run, GET {path}{' over TLS' if certs else ''}"
+    mode = "https" if certs else "http"
+    try:
+        return against(kind, mode, lay, what, clients, args.rounds, "wrk", (1.0, 1.0), certs)
+    finally:
         if certs is not None:
-            stack.callback(certs.close)
-        endpoint = Endpoint("tcp", "127.0.0.1", free_port())
-        server_files = (certs.cert_file, certs.key_file) if certs else None
-        command = expand_command(nginx.prepare(Path(tmp), tls=server_files), endpoint)
-        url = f"{'https' if certs else 'http'}://127.0.0.1:{endpoint.port}{args.path}"
-        wrk: list[tuple[float, float]] = []
-        ours: list[tuple[float, float]] = []
-        floor: list[tuple[float, float]] = []
-        with ServerProcess(command, endpoint, cpus=[server_cpu]):
-            print(
-                f"nginx on CPU {server_cpu}, clients on CPU {client_cpu}; {args.connections} "
-                f"connections, {args.duration:g} s per run, GET {url}"
-            )
-            print(f"{'round':>5}  {'client':<9} {'req/s':>10} {'CPU us/req':>11}")
-            port, d, c = endpoint.port or 0, args.duration, args.connections
-            clients: list[tuple[str, list[tuple[float, float]], Callable[[], tuple[float, float]]]]
-            clients = [
-                ("wrk", wrk, partial(run_wrk, url, c, d, client_cpu)),
-                (
-                    "rpcmeter",
-                    ours,
-                    partial(rpcmeter_http, endpoint, args.path, c, d, client_cpu, tls),
-                ),
-                (
-                    "floor",
-                    floor,
-                    partial(run_floor, "127.0.0.1", port, args.path, c, d, client_cpu, ca_file),
-                ),
-            ]
-            for r in range(1, args.rounds + 1):
-                for name, runs, run in clients:
-                    rps, cpu = run()
-                    runs.append((rps, cpu))
-                    print(f"{r:>5}  {name:<9} {rps:>10,.0f} {cpu * 1e6:>11.2f}", flush=True)
-    w_rps = statistics.median(x[0] for x in wrk)
-    w_cpu = statistics.median(x[1] for x in wrk)
-    o_rps = statistics.median(x[0] for x in ours)
-    o_cpu = statistics.median(x[1] for x in ours)
-    f_rps = statistics.median(x[0] for x in floor)
-    f_cpu = statistics.median(x[1] for x in floor)
-    print("\nmedians:")
-    for name, rps, cpu_s in (
-        ("wrk", w_rps, w_cpu),
-        ("rpcmeter", o_rps, o_cpu),
-        ("floor", f_rps, f_cpu),
-    ):
-        print(f"  {name:<9} {rps:>10,.0f} req/s {cpu_s * 1e6:>7.2f} us CPU/req")
-    print(f"rpcmeter / wrk requests/s:        {o_rps / w_rps:.2f}  (target >= 1)")
-    print(f"rpcmeter / wrk CPU per request:   {o_cpu / w_cpu:.2f}  (target <= 1)")
-    print(f"floor / wrk CPU per request:      {f_cpu / w_cpu:.2f}")
-    paired_rps = statistics.median(o[0] / w[0] for o, w in zip(ours, wrk, strict=True))
-    paired_cpu = statistics.median(o[1] / w[1] for o, w in zip(ours, wrk, strict=True))
-    print(f"per round, median: rpcmeter / wrk requests/s {paired_rps:.2f}, CPU {paired_cpu:.2f}")
-    print(f"rpcmeter - floor CPU per request: {(o_cpu - f_cpu) * 1e6:.2f} us")
-    return 0
+            certs.close()
 
 
 if __name__ == "__main__":

@@ -9,16 +9,17 @@ from typing import Any
 import numpy as np
 import pytest
 
-from rpcmeter.breakdown import breakdown, floor, warnings_for
+from rpcmeter.breakdown import breakdown, warnings_for
 from rpcmeter.execute import run_suite
 from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.model import Breakdown
 from rpcmeter.reporters.terminal import render
 from rpcmeter.runners.recording import LoadOutcome
+from rpcmeter.runners.round_trip import floor
 from rpcmeter.suite import build_suite
 from tests.drivers.streams import run_cases
 from tests.support.marks import timing_sensitive
-from tests.support.synthetic import completed, written
+from tests.support.synthetic import completed, view_of, written
 
 
 def hist(values_us: list[float]) -> Histogram:
@@ -131,12 +132,14 @@ def test_version_1_documents_still_render() -> None:
         "breakdown": old,
     }
     text = render(
-        completed(
-            {
-                "suite": {"name": "t", "variants": {"default": {}}, "matrix_keys": []},
-                "cases": [case],
-                "status": "complete",
-            }
+        view_of(
+            completed(
+                {
+                    "suite": {"name": "t", "variants": {"default": {}}, "matrix_keys": []},
+                    "cases": [case],
+                    "status": "complete",
+                }
+            )
         )
     )
     assert "where the time goes" in text and "-0.003 ± 0.002" in text
@@ -169,12 +172,14 @@ def test_breakdown_with_queue_times_from_the_raw_server() -> None:
     assert sleep["server_us"]["mean"] > sleep["overhead_us"]["mean"]
     assert sleep["queue_us"]["mean"] < 50_000  # sleeps wait on a timer, not behind each other
     text = render(
-        completed(
-            {
-                "suite": {"name": "t", "variants": {"default": {}}, "matrix_keys": []},
-                "cases": list(cases.values()),
-                "status": "complete",
-            }
+        view_of(
+            completed(
+                {
+                    "suite": {"name": "t", "variants": {"default": {}}, "matrix_keys": []},
+                    "cases": list(cases.values()),
+                    "status": "complete",
+                }
+            )
         )
     )
     assert "where the time goes" in text and "round trip" in text and "queue" in text

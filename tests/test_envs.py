@@ -7,17 +7,21 @@ download: its build backend (uv_build) is built into uv.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 from typing import Any
 
+import psutil
 import pytest
 
+from rpcmeter import envs
 from rpcmeter.cli import main
 from rpcmeter.envs import EnvRequest, find_uv, prepare
 from rpcmeter.errors import EnvError
@@ -215,23 +219,25 @@ def test_existing_interpreter_is_used_as_is(cache: Path) -> None:
 
 def test_server_commands_take_the_variant_interpreter(cache: Path, tmp_path: Path) -> None:
     from rpcmeter.execute import server_command
-    from rpcmeter.plan import expand
+    from rpcmeter.placement import Cpus
+    from rpcmeter.plan import expand, plan_variant
     from rpcmeter.servers.process import new_endpoint
     from rpcmeter.suite import ServerSpec, build_suite
 
     suite = build_suite({"workloads": {"simple": {}}})
     (case,) = expand(suite)
     env = prepare(EnvRequest(install=(str(PKG),)), lambda _: None)
+    plan = dataclasses.replace(plan_variant(suite, case.variant, Cpus(None, None)), env=env)
     endpoint = new_endpoint("tcp")
     own = ServerSpec(command="{python} -m myserver --port {port}")
-    assert server_command(suite, case, own, endpoint, env) == [
+    assert server_command(suite, case, plan, own, endpoint) == [
         env.python,
         "-m",
         "myserver",
         "--port",
         str(endpoint.port),
     ]
-    builtin = server_command(suite, case, suite.target.server, endpoint, env)
+    builtin = server_command(suite, case, plan, suite.target.server, endpoint)
     assert builtin[:3] == [env.python, "-c", builtin[2]] and "rpcmeter.servers" in builtin[3]
 
 
@@ -254,3 +260,27 @@ def test_without_uv_venv_and_pip_are_used(
     assert env.created and env.packages["busy-polling"] == "1.1.0"
     assert env.root is not None
     assert "uv =" not in (env.root / "pyvenv.cfg").read_text()  # made by python -m venv
+    # uv is found again, but the variant asks for pip: another environment, made the same way
+    monkeypatch.undo()
+    notes.clear()
+    chosen = prepare(EnvRequest(install=(str(wheel),), installer="pip"), notes.append)
+    assert notes[0].startswith("creating virtualenv (venv + pip)") and chosen.key != env.key
+    assert chosen.packages["busy-polling"] == "1.1.0"
+    assert chosen.root is not None and "uv =" not in (chosen.root / "pyvenv.cfg").read_text()
+
+
+def test_a_step_past_its_time_limit_is_stopped_with_all_it_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An installer that outlives its limit is killed with what it started (a build's compilers
+    would otherwise go on writing into a checkout being deleted), and the error is one line."""
+    monkeypatch.setattr("rpcmeter.envs.STEP_TIMEOUT_S", 0.5)
+    pidfile = tmp_path / "child"
+    script = f"sleep 30 & echo $! > {pidfile}; wait"
+    with pytest.raises(EnvError, match=r"^install failed: no result after 0.5 s$"):
+        envs._run(["sh", "-c", script], "install failed")
+    child = int(pidfile.read_text())
+    deadline = time.monotonic() + 5
+    while psutil.pid_exists(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not psutil.pid_exists(child) or psutil.Process(child).status() == psutil.STATUS_ZOMBIE

@@ -21,6 +21,8 @@ from rpcmeter.placement import (
     join_cgroup,
     resolve,
 )
+from rpcmeter.plan import plan_variants
+from rpcmeter.record import placement_doc, with_cgroups
 from rpcmeter.suite import Placement, build_suite
 from tests.support.synthetic import written
 
@@ -60,7 +62,7 @@ def test_format_cpus() -> None:
 def test_quota_disabled_is_recorded() -> None:
     quotas = apply_quotas(Cpus([0], [1], 1.0, None), enabled=False)
     assert quotas.server is None
-    assert quotas.recorded(model.Placement()).cgroup_notes == [
+    assert with_cgroups(model.Placement(), quotas).cgroup_notes == [
         "server CPU quota not applied: resources.cgroup is false"
     ]
     assert apply_quotas(Cpus([0], [1])).notes == []  # lists ask for no quota
@@ -89,13 +91,12 @@ def test_cgroup_quota_limits_a_spinning_process() -> None:
 
 
 def test_the_placement_shown_is_the_one_applied_for_each_target_kind() -> None:
-    from rpcmeter.execute import placement_doc
     from rpcmeter.placement import resolve
-    from rpcmeter.reporters.terminal import placement_phrase
+    from rpcmeter.reporters.build import placement_phrase
 
     def placed(raw: dict[str, Any]) -> dict[str, Any]:
         suite = build_suite(raw)
-        return placement_doc(suite, resolve(suite.placement), None).dump()
+        return placement_doc(plan_variants(suite, resolve(suite.placement)), None).dump()
 
     two_cpus = {"placement": {"server_cpus": [0], "client_cpus": [1]}}
     rpyc = {"target": {"driver": "rpyc"}, "workloads": {"simple": {}}}
@@ -137,9 +138,9 @@ def test_the_placement_shown_is_the_one_applied_for_each_target_kind() -> None:
 
 
 def test_a_variant_may_have_its_own_placement() -> None:
-    from rpcmeter.execute import placement_doc, run_suite
+    from rpcmeter.execute import run_suite
     from rpcmeter.placement import resolve
-    from rpcmeter.reporters.terminal import placement_phrase
+    from rpcmeter.reporters.build import placement_phrase
 
     suite = build_suite(
         {
@@ -152,7 +153,7 @@ def test_a_variant_may_have_its_own_placement() -> None:
             },
         }
     )
-    doc = placement_doc(suite, resolve(suite.placement), None)
+    doc = placement_doc(plan_variants(suite, resolve(suite.placement)), None)
     assert placement_phrase(doc) == (
         "server CPUs any, client CPUs any; pinned: server CPUs [0], client CPUs [1]"
     )
@@ -169,4 +170,4 @@ def test_a_variant_may_have_its_own_placement() -> None:
         }
     )
     with pytest.raises(SuiteError, match=r"variants\.pinned: placement\.server_cpus: CPU 99"):
-        placement_doc(bad, resolve(bad.placement), None)
+        placement_doc(plan_variants(bad, resolve(bad.placement)), None)

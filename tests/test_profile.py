@@ -23,7 +23,7 @@ from rpcmeter.profile import (
 )
 from rpcmeter.reporters import html, terminal
 from rpcmeter.suite import build_suite
-from tests.support.synthetic import parsed, written
+from tests.support.synthetic import view_of, written
 
 PERF_SCRIPT = """\
 nginx 101  10.1:   1 cpu-clock:ppp:
@@ -101,9 +101,9 @@ def test_server_profile_over_the_measured_interval(tmp_path: Path) -> None:
     frames = " ".join(t["frame"] for t in server["top"])
     assert "factorial_digits" in frames  # the compute dominates the server's samples
     assert case["profiles"]["client"]["samples"] > 0
-    text = terminal.render(parsed(result))
+    text = terminal.render(view_of(result))
     assert "top frames by self time" in text and "factorial_digits" in text
-    page = html.render(parsed(result))
+    page = html.render(view_of(result))
     assert page.count('<figure class="profile">') == 2 and "<svg" in page
     assert not [p for p in os.listdir(tmp_path / "r.profiles") if "pyspy" in p]
 

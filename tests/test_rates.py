@@ -18,7 +18,8 @@ from rpcmeter.rates import (
     search_max_rate,
 )
 from rpcmeter.reporters import figures, terminal
-from rpcmeter.reporters.plots import all_plots, palette, rate_plots
+from rpcmeter.reporters.build import build
+from rpcmeter.reporters.plots import palette, rate_plots
 from rpcmeter.suite import build_suite
 from tests.support.synthetic import parsed
 
@@ -177,7 +178,7 @@ def test_knee_is_the_first_rate_with_a_worse_p99_or_a_missed_rate() -> None:
     series.points[1].achieved_rps = 150
     mark_knee(series.points)
     assert series.knee is not None and series.knee.offered_rps == 200
-    text = terminal.render(result, width=160)
+    text = terminal.render(build(result), width=160)
     assert "latency vs offered rate" in text
     knee_line = next(line for line in text.splitlines() if "knee" in line and "400" in line)
     assert "3.50" in knee_line
@@ -215,7 +216,7 @@ def test_rate_plot_series_points_and_knee() -> None:
             fake_case(2, 400, 9.0, 390),  # the knee: p99 9x the one at 100 req/s
         ]
     )
-    (plot,) = rate_plots(result, "simple")
+    (plot,) = rate_plots(rate_series(result), "simple")
     assert plot.kind == "rate" and plot.id == "rate-simple-default"
     assert [s.name for s in plot.series] == ["p50", "p99", "p99.9", "p99 uncorrected"]
     assert all(s.x == (100, 200, 400) for s in plot.series)
@@ -224,18 +225,18 @@ def test_rate_plot_series_points_and_knee() -> None:
     assert p99.y == pytest.approx((1.0, 1.5, 9.0), rel=0.01)
     assert plot.series[3].linestyle == "--"
     assert plot.marks == ((400, "knee"),)
-    assert plot in all_plots(result)["simple"]
+    assert plot in build(result).plots["simple"]
     svg = figures.to_svg(plot, palette(["default"]))
     assert all(f'id="rate-simple-default-series-{i}"' in svg for i in range(4))
     assert ">knee<" in svg
 
 
 def test_no_rate_plot_without_a_rate_dimension() -> None:
-    assert rate_plots(sweep_result([fake_case(0, 100, 1.0, 100)]), "simple") == []
+    assert rate_plots(rate_series(sweep_result([fake_case(0, 100, 1.0, 100)])), "simple") == []
     closed = sweep_document([fake_case(0, 100, 1.0, 100), fake_case(1, 200, 1.0, 200)])
     for case in closed["cases"]:
         del case["open_loop"]
-    assert rate_plots(parsed(closed), "simple") == []
+    assert rate_plots(rate_series(parsed(closed)), "simple") == []
 
 
 def test_a_single_open_loop_rate_gets_its_row_without_a_knee() -> None:

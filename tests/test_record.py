@@ -8,11 +8,13 @@ import numpy as np
 import pytest
 
 from rpcmeter import model, placement
+from rpcmeter.derived import case_warnings
 from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.plan import expand
 from rpcmeter.record import CaseRecord
 from rpcmeter.runners.command import Outcome
 from rpcmeter.runners.recording import ClientReport, LoadOutcome, ThreadStats
+from rpcmeter.runners.tree import TreeUsage
 from rpcmeter.suite import build_suite
 
 
@@ -55,7 +57,7 @@ def test_an_open_loop_adds_the_uncorrected_figures_and_the_schedule() -> None:
     assert case.open_loop is not None and case.open_loop.dropped == 2
     assert case.throughput_rps == 8.0  # achieved_rps x ok / sent
     assert case.histogram_uncorrected is load.uhist
-    assert case.warnings() and "target rate not reached" in case.warnings()[0]
+    assert case_warnings(case) and "target rate not reached" in case_warnings(case)[0]
 
 
 def test_a_failure_and_placement_notes_are_kept() -> None:
@@ -81,8 +83,8 @@ def test_a_client_report_crosses_a_pipe_as_typed_objects() -> None:
 
 def command_outcome(*exit_codes: int) -> Outcome:
     runs = [
-        model.Run(wall_s=0.5, user_s=0.2, sys_s=0.1, cpu_s=0.3, max_rss_bytes=10 << 20,
-                  exit_code=code, processes=1)
+        TreeUsage(wall_s=0.5, user_s=0.2, sys_s=0.1, max_rss_bytes=10 << 20, exit_code=code,
+                  processes=1)
         for code in exit_codes
     ]  # fmt: skip
     return Outcome(runs=runs, elapsed_s=0.5 * len(runs) + 0.1)

@@ -13,6 +13,7 @@ from rpcmeter.endpoints import Endpoint, remote_endpoint
 from rpcmeter.errors import SuiteError
 from rpcmeter.execute import run_suite
 from rpcmeter.metrics.network_rtt import HANDSHAKES, NetworkRtt, measurable
+from rpcmeter.reporters.build import build
 from rpcmeter.reporters.terminal import render
 from rpcmeter.servers.process import ServerProcess, free_port, new_endpoint
 from rpcmeter.suite import build_suite
@@ -114,7 +115,7 @@ def test_network_round_trip_and_breakdown_of_a_remote_target() -> None:
     # latency = network round trip + queue + server compute + overhead, in means
     parts = net["p50"] + b["queue_us"]["mean"] + b["server_us"]["mean"] + b["overhead_us"]["mean"]
     assert parts == pytest.approx(case["latency"]["mean_us"], rel=0.02)
-    text = render(result, width=200)
+    text = render(build(result), width=200)
     assert "network RTT" in text and "latency -" in text
 
 

@@ -18,6 +18,7 @@ from cryptography.hazmat.primitives import hashes
 
 from rpcmeter.errors import SuiteError
 from rpcmeter.metrics.connections import ConnectionCosts
+from rpcmeter.record import connections_of, tls_of
 from rpcmeter.suite import build_suite
 from rpcmeter.tls import (
     ClientTls,
@@ -26,7 +27,6 @@ from rpcmeter.tls import (
     TlsError,
     TlsSettings,
     client_context,
-    describe,
     for_case,
     probe_handshake,
     tls_error,
@@ -113,7 +113,7 @@ def test_run_certificates_files_fingerprints_and_cleanup(tmp_path: Path) -> None
         # a remote server: the system's CAs, no server side
         remote, none = for_case(settings, run, managed=False)
         assert remote.ca_file is None and none is None
-        doc = describe(settings, run, managed=True).dump()
+        doc = tls_of(settings, run, managed=True).dump()
         assert doc["server_cert_sha256"] == run.cert_fingerprint and doc["resume"] is True
         assert not any("key" in str(v).lower() for v in doc.values())
     finally:
@@ -209,7 +209,7 @@ def test_connection_costs_merge_reset_and_round_trip() -> None:
     b = pickle.loads(pickle.dumps(a))  # as a client's report crosses its pipe
     assert b.per_request and b.connections == 3
     b.merge(a)
-    doc = b.document()
+    doc = connections_of(b)
     handshake, resumed, connect = doc.handshake, doc.handshake_resumed, doc.connect
     assert handshake is not None and resumed is not None and connect is not None
     assert doc.opened == 6 and handshake.histogram is not None
@@ -217,6 +217,6 @@ def test_connection_costs_merge_reset_and_round_trip() -> None:
     assert resumed.histogram is not None and resumed.histogram.count == 2
     assert connect.mean_us == pytest.approx(2.0, rel=0.01)
     assert doc.request is None and "request" not in doc.dump()
-    assert doc.dump()["handshake"]["histogram"] == handshake.histogram.to_dict()
+    assert doc.dump()["handshake"]["histogram"] == handshake.histogram.to_dict()  # type: ignore[index, call-overload]
     b.reset()
-    assert b.connections == 0 and b.document().dump() == {"per_request": True, "opened": 0}
+    assert b.connections == 0 and connections_of(b).dump() == {"per_request": True, "opened": 0}

@@ -2,7 +2,7 @@
 overhead.
 
 For a suite with a ``[breakdown]`` table, rpcmeter measures the *round trip* of every case on
-the same server and transport, before and after the case: ``rtt_requests`` requests of the
+the same server and transport, before and after the case (:mod:`rpcmeter.runners.round_trip`): ``rtt_requests`` requests of the
 ``noop`` workload (a request that does nothing) from one loop on one connection, so that it is the
 unloaded floor of the transport and carries no queueing of its own. Then, per request of the
 case::
@@ -15,7 +15,8 @@ fully arrived, and how long it was handled), and ``round trip`` the median of th
 requests before and after (the floor: a busy machine's stalls move a mean of a few hundred
 requests far more than the case's), each less the times the server reported for it: a no-op
 request waits too after it arrives (the server wakes up and reads it), and that wait is counted
-in the case's queue, so it must not be counted in the round trip as well (:func:`floor`). The runner keeps ``latency - compute - queue`` of every
+in the case's queue, so it must not be counted in the round trip as well
+(:func:`rpcmeter.runners.round_trip.floor`). The runner keeps ``latency - compute - queue`` of every
 request, so the overhead's spread and percentiles are those of the per-request differences (less
 the one round-trip median), not a guess from separate spreads. In means:
 ``latency = round trip p50 + queue + compute + overhead``. A server that reports no queue time leaves
@@ -62,15 +63,9 @@ does not report it, e.g. nginx). Documents of schema version 1 have ``rtt_us``, 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
-from typing import TYPE_CHECKING
 
 from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.model import Breakdown, Result, Stats
-
-if TYPE_CHECKING:
-    from rpcmeter.runners.recording import LoadOutcome
-    from rpcmeter.runners.spec import LoadSpec
 
 Z95 = 1.959964
 
@@ -158,50 +153,6 @@ def breakdown(
         loops=loops,
         wait=wait,
     )
-
-
-def floor(outcome: LoadOutcome) -> Histogram:
-    """The round trip of no-op requests: their latencies less the times the server reported
-    for each (its wait after the request arrived, its wakeup and reading among them, and its
-    handling), which the case's queue and compute columns count; their latencies as they are
-    when the server reported no times for some of them."""
-    net = outcome.net_hist
-    return net if net.count and net.count == outcome.hist.count else outcome.hist
-
-
-class RoundTrip:
-    """The round trip of one case (whose load is ``case``): ``requests`` noop requests from one
-    loop on one connection, run by ``run`` before and after the case (:meth:`measure`)."""
-
-    def __init__(
-        self, run: Callable[[LoadSpec], LoadOutcome], case: LoadSpec, requests: int
-    ) -> None:
-        self.run = run
-        self.spec = case.round_trip(requests)
-        self.loops = case.ctx.threads
-        self.wait = case.ctx.wait
-        self.before = Histogram()
-        self.after = Histogram()
-
-    def measure(self, when: str) -> str | None:
-        """Measure the round trip ``when`` (``before`` or ``after``); a reason when it failed."""
-        outcome = self.run(self.spec)
-        if outcome.failure or not outcome.hist.count:
-            return f"round trip (noop, {when} the case) failed: {outcome.failure or 'no replies'}"
-        (self.before if when == "before" else self.after).merge(floor(outcome))
-        return None
-
-    def breakdown(self, outcome: LoadOutcome) -> Breakdown:
-        """The case's ``breakdown`` from its load outcome."""
-        return breakdown(
-            self.before,
-            self.after,
-            outcome.server_hist,
-            outcome.net_hist,
-            outcome.queue_hist,
-            loops=self.loops,
-            wait=self.wait,
-        )
 
 
 def overhead_cell(b: Breakdown | None) -> tuple[str, float, float] | None:

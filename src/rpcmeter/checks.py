@@ -2,8 +2,8 @@
 
 ``warnings_for(result)`` runs every rule in :data:`RULES` and returns their sentences, each one
 saying what was seen and what to do about it. A rule is a function ``(result) -> list[str]``; to
-add one, write it here and append it to ``RULES``. The run stores the sentences in the result's
-``warnings`` list; the terminal prints them under the tables.
+add one, write it here and append it to ``RULES``. The result's ``warnings``
+(:mod:`rpcmeter.derived`) hold the sentences; the terminal prints them under the tables.
 
 Rules and their thresholds:
 
@@ -22,9 +22,11 @@ Rules and their thresholds:
 - too few requests for the percentiles shown: a percentile ``p`` needs at least
   :data:`MIN_TAIL_SAMPLES` samples above it, i.e. ``MIN_TAIL_SAMPLES / (1 - p/100)`` requests in
   the cell (p99: 1,000; p99.9: 10,000) (:func:`min_requests`);
-- the server used more than :data:`IDLE_BURN_PCT` % of a core while idle;
-- verdicts of the comparisons (``result.comparisons``, see :mod:`rpcmeter.analysis`) that rest
-  on fewer than 5 repetitions or on repetitions spread by more than 10 %.
+- the server used more than :data:`IDLE_BURN_PCT` % of a core while idle.
+
+The comparisons' own warnings (verdicts that rest on fewer than 5 repetitions or on repetitions
+spread by more than 10 %) and each case's (:func:`rpcmeter.derived.case_warnings`) join these
+in :func:`rpcmeter.derived.derive`.
 """
 
 from __future__ import annotations
@@ -150,13 +152,15 @@ def governor(result: Result) -> list[str]:
 def placement(result: Result) -> list[str]:
     """Server and clients unpinned or sharing CPUs, for each way the variants were placed; a
     server rpcmeter did not start (``target = "remote"``, at an ``address``) is none of its
-    business."""
+    business, nor are the clients of a whole command (``target = "command"``: it has none)."""
     if not result.cases:
         return []
     place = result.environment.placement or Placement()
     out: list[str] = []
     for each in (place.by_variant or {"": place}).values():
         target = each.target or place.target
+        if target == "command":
+            continue
         for line in _placement(result, each, remote=target == "remote"):
             if line not in out:
                 out.append(line)
@@ -264,11 +268,6 @@ def idle_burn(result: Result) -> list[str]:
     ]
 
 
-def verdicts(result: Result) -> list[str]:
-    doc = result.comparisons
-    return [f"comparisons against {doc.baseline}: {w}" for w in doc.warnings]
-
-
 RULES: list[Rule] = [
     breakdown_mod.warnings_for,
     client_saturation,
@@ -278,7 +277,6 @@ RULES: list[Rule] = [
     spread,
     too_few_requests,
     idle_burn,
-    verdicts,
 ]
 
 

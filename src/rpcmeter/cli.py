@@ -17,8 +17,9 @@ from rpcmeter.events import RunEvents, RunListener
 from rpcmeter.execute import RunOptions, run_suite
 from rpcmeter.plan import Case
 from rpcmeter.reporters import registry, tables, terminal
-from rpcmeter.reporters.view import View, comparison_view
-from rpcmeter.reporters.view import build as build_view
+from rpcmeter.reporters.build import build as build_view
+from rpcmeter.reporters.build import comparison_view
+from rpcmeter.reporters.view import View
 from rpcmeter.result import Result, check_output
 from rpcmeter.store import DEFAULT_PATH as DEFAULT_STORE
 from rpcmeter.store import STORE_ENV, RunRef, Store, resolve_run
@@ -154,6 +155,14 @@ def _add_run(sub: Any) -> None:
         default=None,
         metavar="NAME",
         help="run only this workload (repeatable)",
+    )
+    p.add_argument(
+        "--variant",
+        "-V",
+        action="append",
+        default=None,
+        metavar="NAME",
+        help="run only this variant (repeatable; a baseline left out gives way to the first kept)",
     )
     p.add_argument(
         "--output",
@@ -598,7 +607,7 @@ def cmd_tag(args: argparse.Namespace, out: TextIO) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from rpcmeter import __version__
+    from rpcmeter.version import __version__
 
     parser = argparse.ArgumentParser(
         prog="rpcmeter",
@@ -714,7 +723,13 @@ next:
 
 def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     path = Path(args.suite) if args.suite else builtin_suite_path("demo")
-    suite = load_suite(path, args.overrides, quick=args.quick, only_workloads=args.workload)
+    suite = load_suite(
+        path,
+        args.overrides,
+        quick=args.quick,
+        only_workloads=args.workload,
+        only_variants=args.variant,
+    )
     json_out = out if args.output is not None and str(args.output) == "-" else None
     if json_out is not None:  # -o -: the document alone on stdout, the tables on stderr
         args.output, out = None, err
@@ -751,6 +766,10 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     write_reports(view, args, out, ("html", "plots"))
     stored = recorder.run if recorder is not None else None
     verdict = _after_run(result, view, args, stored, out)
+    if suite.gate is not None:
+        own = gate.check(view.comparisons, suite.gate)
+        out.write("\n" + "".join(f"{line}\n" for line in own.lines))
+        verdict = gate.worst(verdict, own.status)
     if not args.suite:
         out.write(DEMO_NEXT)
     failed = sum(1 for c in result.cases if c.status != "ok")

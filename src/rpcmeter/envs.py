@@ -8,14 +8,16 @@ A variant sets any of::
     install = ["pkg==1.2.3", "./dir"]   # requirements installed into an isolated virtualenv
     git = { repo = "PATH-OR-URL", rev = "REV", subdir = "..." }
                                         # that revision checked out and installed into it
+    installer = "pip"                   # venv and pip even where uv is found (default "auto")
 
 Relative paths (``./dir``, ``../x``, a relative ``repo``) are taken from the suite file's
 directory. Virtualenvs are made with ``uv`` when it is available (``uv venv``, ``uv pip
-install``) and with ``python -m venv`` and ``pip`` otherwise (rpcmeter's own pip installing into
-the new environment when it is recent enough, else the environment's own). They are cached,
-keyed by their content: the base interpreter and its version, the requirements (a local directory
-by a hash of its files), and the git commit a revision resolves to (a branch that moved gets a
-new environment; an unchanged revision reuses the old one). Cache layout, under
+install``) and with ``python -m venv`` and ``pip`` otherwise, or when the variant says
+``installer = "pip"`` (rpcmeter's own pip installing into the new environment when it is recent
+enough, else the environment's own). They are cached, keyed by their content: the base
+interpreter and its version, the requirements (a local directory by a hash of its files), the git
+commit a revision resolves to (a branch that moved gets a new environment; an unchanged revision
+reuses the old one) and the installer when it is not the default. Cache layout, under
 ``$RPCMETER_CACHE``, else ``$XDG_CACHE_HOME/rpcmeter``, else ``~/.cache/rpcmeter``::
 
     git/<hash of the repository>/   a bare mirror of each repository, fetched when needed
@@ -35,6 +37,7 @@ import hashlib
 import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -44,12 +47,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rpcmeter import model
 from rpcmeter.errors import EnvError
 from rpcmeter.profile import find_tool
 from rpcmeter.suite import GitSource, Suite, Variant
 
 ENV_FORMAT = 1
+STEP_TIMEOUT_S = 7200.0  # one preparation step: a project built from source (Rust, C++) on a
+# small machine can take the best part of an hour
 MARKER = "rpcmeter-env.json"
 Note = Callable[[str], None]
 
@@ -79,12 +83,13 @@ class EnvRequest:
     install: tuple[str, ...] = ()
     git: GitSource | None = None
     base_dir: Path = Path()
+    installer: str = "auto"  # "pip": venv and pip even where uv is found
 
     @classmethod
     def of_variant(cls, variant: Variant, base_dir: Path) -> EnvRequest | None:
         if variant.python is None and not variant.install and variant.git is None:
             return None
-        return cls(variant.python, tuple(variant.install), variant.git, base_dir)
+        return cls(variant.python, tuple(variant.install), variant.git, base_dir, variant.installer)
 
     @property
     def isolated(self) -> bool:
@@ -98,6 +103,8 @@ class EnvRequest:
             parts.append("install " + " ".join(self.install))
         if self.python:
             parts.append(f"python {self.python}")
+        if self.installer != "auto":
+            parts.append(f"installer {self.installer}")
         return ", ".join(parts)
 
 
@@ -135,19 +142,20 @@ class Env:
         env.pop("PYTHONHOME", None)
         return {**env, **self.activation(env)}
 
-    def describe(self) -> model.VariantEnv:
-        """What the result records of this environment (``environment.variant_envs``)."""
-        return model.VariantEnv(
-            source=self.source,
-            python=self.python,
-            python_version=self.python_version,
-            virtualenv=str(self.root) if self.root else None,
-            key=self.key,
-            git_sha=self.git_sha,
-            created=self.created,
-            prepare_s=round(self.seconds, 3),
-            packages=dict(self.packages),
-        )
+    def describe(self) -> dict[str, Any]:
+        """What the result records of this environment, as JSON values
+        (``environment.variant_envs``; :meth:`rpcmeter.record.RunRecord.variant_envs`)."""
+        return {
+            "source": self.source,
+            "python": self.python,
+            "python_version": self.python_version,
+            "virtualenv": str(self.root) if self.root else None,
+            "key": self.key,
+            "git_sha": self.git_sha,
+            "created": self.created,
+            "prepare_s": round(self.seconds, 3),
+            "packages": dict(self.packages),
+        }
 
 
 # ---- helpers ------------------------------------------------------------------------------------
@@ -178,37 +186,56 @@ def _pip_takes_python() -> bool:
 
 
 def last_error_line(text: str) -> str:
+    """The installer's last error line, with the first ``cause:`` under it (uv says there why:
+    ``error: No solution found ...`` then ``cause: Because pkg==1.0 has no wheels with a matching
+    Python ABI tag ...``)."""
     lines = [ln.strip() for ln in text.strip().splitlines() if ln.strip()]
-    for line in reversed(lines):
-        low = line.lower()
+    for i in range(len(lines) - 1, -1, -1):
+        low = lines[i].lower()
         if low.startswith(("error", "fatal", "×")) or "error:" in low:
+            cause = next((ln for ln in lines[i + 1 :] if ln.startswith("cause:")), None)
+            line = (
+                lines[i] if cause is None else f"{lines[i]}: {cause.removeprefix('cause:').strip()}"
+            )
             return line[:240]
     return lines[-1][:240] if lines else "no output"
 
 
 def _run(cmd: Sequence[str], what: str, log: Path | None = None, cwd: Path | None = None) -> str:
-    """Run a preparation step; its output goes to ``log``; EnvError naming ``what`` on failure."""
+    """Run a preparation step; its output goes to ``log``; EnvError naming ``what`` on failure.
+
+    The step runs in a session of its own, and whatever ends it early (its time limit,
+    :data:`STEP_TIMEOUT_S`; Ctrl-C; an error) kills all it started: a build's compilers too, not
+    only the installer that started them."""
     try:
-        proc = subprocess.run(
+        proc = subprocess.Popen(
             list(cmd),
             cwd=cwd,
             stdin=subprocess.DEVNULL,
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
-            timeout=1800,
             env={**os.environ, "GIT_TERMINAL_PROMPT": "0"},
+            start_new_session=True,
         )
     except FileNotFoundError:
         raise EnvError(f"{what}: {cmd[0]} not found") from None
+    try:
+        out, err = proc.communicate(timeout=STEP_TIMEOUT_S)
     except subprocess.TimeoutExpired:
-        raise EnvError(f"{what}: no result after 30 minutes") from None
+        raise EnvError(f"{what}: no result after {STEP_TIMEOUT_S:g} s") from None
+    finally:
+        if proc.returncode is None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
     if log is not None:
         with log.open("a", encoding="utf-8") as f:
-            f.write(f"$ {' '.join(cmd)}\n{proc.stdout}{proc.stderr}\n")
+            f.write(f"$ {' '.join(cmd)}\n{out}{err}\n")
     if proc.returncode != 0:
         where = f" (log: {log})" if log is not None else ""
-        raise EnvError(f"{what}: {last_error_line(proc.stderr or proc.stdout)}{where}")
-    return proc.stdout
+        raise EnvError(f"{what}: {last_error_line(err or out)}{where}")
+    return out
 
 
 @contextlib.contextmanager
@@ -360,8 +387,9 @@ def _create(
     git: tuple[GitSource, str, Path] | None,
     log: Path,
     note: Note,
+    installer: str = "auto",
 ) -> None:
-    uv = find_uv()
+    uv = find_uv() if installer == "auto" else None
     own_pip = not uv and _pip_takes_python()
     tool = "uv" if uv else "venv + pip"
     note(f"creating virtualenv ({tool}) in {_short(root)}")
@@ -380,7 +408,7 @@ def _create(
     def install_cmd(args: list[str]) -> list[str]:
         return [*pip, *args]
 
-    with tempfile.TemporaryDirectory(prefix="rpcmeter-src-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="rpcmeter-src-", ignore_cleanup_errors=True) as tmp:
         targets, shown = list(install), list(install)
         if git is not None:
             source, sha, mirror = git
@@ -425,6 +453,7 @@ def prepare(req: EnvRequest, note: Note, cache: Path | None = None) -> Env:
         "python_version": info["version"],
         "install": install_keys,
         "git": git_key,
+        **({"installer": req.installer} if req.installer != "auto" else {}),
     }
     key = hashlib.sha256(json.dumps(key_doc, sort_keys=True).encode()).hexdigest()[:20]
     envs = cache / "envs"
@@ -436,7 +465,7 @@ def prepare(req: EnvRequest, note: Note, cache: Path | None = None) -> Env:
             shutil.rmtree(root, ignore_errors=True)
             log.write_text("")
             try:
-                _create(root, python, install_args, git, log, note)
+                _create(root, python, install_args, git, log, note, req.installer)
             except BaseException:
                 shutil.rmtree(root, ignore_errors=True)
                 raise
@@ -490,9 +519,7 @@ _BOOT = (
 
 def host_paths() -> list[str]:
     """Where this rpcmeter and its dependencies are imported from."""
-    import rpcmeter
-
-    own = str(Path(rpcmeter.__file__).resolve().parent.parent)
+    own = str(Path(__file__).resolve().parent.parent)  # the directory holding the package
     site = [p for p in sys.path if p.endswith(("site-packages", "dist-packages"))]
     return list(dict.fromkeys([own, *site]))
 

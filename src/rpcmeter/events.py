@@ -18,6 +18,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from rpcmeter.derived import document
 from rpcmeter.errors import RpcmeterError
 from rpcmeter.model import Case as CaseResult
 from rpcmeter.model import Result
@@ -117,7 +118,7 @@ class JsonWriter(RunListener):
         self.path = path
 
     def case_finished(self, result: Result, case: CaseResult) -> None:
-        write_json(result.to_json(derived=False), self.path)
+        write_json(result.to_json(), self.path)
 
     def run_finished(self, result: Result) -> None:
-        write_json(result.to_json(), self.path)
+        write_json(document(result), self.path)

@@ -15,22 +15,23 @@ from typing import Any
 
 from rpcmeter import model, record
 from rpcmeter import placement as placement_mod
-from rpcmeter.breakdown import RoundTrip, around, breakdown
-from rpcmeter.drivers import driver_class
-from rpcmeter.drivers.base import Driver
+from rpcmeter.drivers.base import TargetSpec
 from rpcmeter.endpoints import Endpoint, remote_endpoint
 from rpcmeter.envs import Env, in_env, prepare_variants
 from rpcmeter.errors import EnvError, RpcmeterError, ServerError
 from rpcmeter.events import JsonWriter, RunEvents, RunListener
 from rpcmeter.metrics import resources
 from rpcmeter.metrics.network_rtt import NetworkRtt, measurable
-from rpcmeter.plan import Case, expand
+from rpcmeter.plan import Case, VariantPlan, expand, plan_variants
 from rpcmeter.profile import CaseProfiler, profile_dir
 from rpcmeter.record import CaseRecord, RunRecord
 from rpcmeter.result import now_iso
+from rpcmeter.runners.client_reports import PARSERS
 from rpcmeter.runners.closed_loop import preload_drivers, run_closed_loop
+from rpcmeter.runners.command import command_line, run_command
 from rpcmeter.runners.distributed import LoadCluster, open_cluster, run_distributed
 from rpcmeter.runners.recording import LoadOutcome
+from rpcmeter.runners.round_trip import RoundTrip
 from rpcmeter.runners.spec import LoadHooks, LoadSpec
 from rpcmeter.servers.build import Build, prepare_builds, server_cwd
 from rpcmeter.servers.process import (
@@ -41,7 +42,7 @@ from rpcmeter.servers.process import (
     stop_all,
 )
 from rpcmeter.suite import ServerSpec, Suite
-from rpcmeter.tls import ClientTls, RunCertificates, ServerTls, describe, for_case
+from rpcmeter.tls import ClientTls, RunCertificates, ServerTls, for_case
 
 
 @dataclass
@@ -54,71 +55,6 @@ class RunOptions:
     events: RunEvents = field(default_factory=RunEvents)
     cluster: str | None = None  # load from a Dask cluster: "local:N" or "tcp://HOST:PORT"
     profile_dir: Path | None = None  # where a [profile] suite's profiles go (set by run_suite)
-
-
-def target_kind(suite: Suite, variant: str) -> str:
-    """``command`` (a whole command: its driver runs whole commands), ``client`` (a command
-    client: a whole command run against the server rpcmeter starts for it, placed as the
-    clients are; :meth:`~rpcmeter.suite_model.Suite.command_client`), ``remote`` (a server
-    rpcmeter does not start) or ``server``."""
-    if suite.command_client(variant):
-        return "client"
-    if driver_class(suite.driver_of(variant)).whole_command:
-        return "command"
-    return "remote" if suite.address_of(variant) is not None else "server"
-
-
-def variant_cpus(suite: Suite, variant: str, cpus: placement_mod.Cpus) -> placement_mod.Cpus:
-    """``cpus`` (the suite's placement), or the variant's own ``placement``."""
-    own = suite.variants[variant].placement
-    if own is None:
-        return cpus
-    resolved = placement_mod.resolve(own, where=f"{suite.path or '<suite>'}: variants.{variant}")
-    return placement_mod.Cpus(resolved.server, resolved.client)
-
-
-def placed_as(suite: Suite, variant: str) -> str:
-    """The target kind ``variant`` is placed (and its placement recorded) as: its
-    :func:`target_kind`, but ``remote`` for a command client of a server at an ``address`` (only
-    the client side is placed)."""
-    kind = target_kind(suite, variant)
-    return "remote" if kind == "client" and suite.address_of(variant) is not None else kind
-
-
-def applied_cpus(suite: Suite, variant: str, cpus: placement_mod.Cpus) -> placement_mod.Cpus:
-    """The placement the cases of ``variant`` really get (:func:`rpcmeter.placement.applied`)."""
-    own = suite.variants[variant].placement
-    explicit = (own or suite.placement).server_cpus != "auto"
-    return placement_mod.applied(
-        variant_cpus(suite, variant, cpus), placed_as(suite, variant), explicit
-    )
-
-
-def placement_doc(
-    suite: Suite, cpus: placement_mod.Cpus, quotas: placement_mod.CpuQuotas | None
-) -> model.Placement:
-    """The run's placement as applied: the first variant's, and ``by_variant`` (each variant's,
-    with its ``target`` kind) when the variants' target kinds place them differently."""
-    by_variant = {
-        v: applied_cpus(suite, v, cpus).applied(target=placed_as(suite, v)) for v in suite.variants
-    }
-    first = next(iter(by_variant.values()))
-    doc = quotas.recorded(first) if quotas else first
-    placed = [p.model_copy(update={"target": None}) for p in by_variant.values()]
-    if any(p != placed[0] for p in placed):  # a command client is placed as a server case
-        doc = doc.model_copy(update={"by_variant": by_variant})
-    return doc
-
-
-def new_result(
-    suite: Suite,
-    cpus: placement_mod.Cpus,
-    packages: tuple[str, ...],
-    quotas: placement_mod.CpuQuotas | None = None,
-) -> model.Result:
-    """The run's result before its first case (rpcmeter.record.new_result)."""
-    drivers = {name: driver_class(suite.driver_of(name)).packages for name in suite.variants}
-    return record.new_result(suite, packages, placement_doc(suite, cpus, quotas), drivers)
 
 
 CaseRunner = Callable[[Case], model.Case]  # runs one case and records it in the result
@@ -138,47 +74,59 @@ def run_suite(
     cases whose rates depend on earlier results; ``run`` is the run's record); ``planned`` is
     then its case budget."""
     options = options or RunOptions()
-    drivers = list(dict.fromkeys(suite.driver_of(v) for v in suite.variants))
-    preload_drivers(drivers)
-    packages = tuple(dict.fromkeys(p for d in drivers for p in driver_class(d).packages))
     cpus = placement_mod.resolve(suite.placement, where=suite.path)
     quotas = placement_mod.apply_quotas(cpus, suite.resources.cgroup, suite.placement.server_memory)
-    run = RunRecord(new_result(suite, cpus, packages, quotas))
+    cluster: LoadCluster | None = None
+    try:
+        cluster = open_cluster(options.cluster) if options.cluster else None
+        if cluster is not None and cluster.local is None:
+            # the workers are elsewhere: local client CPUs do not apply
+            cpus = placement_mod.Cpus(cpus.server, None)
+        plans = plan_variants(suite, cpus)
+        preload_drivers(dict.fromkeys(p.driver for p in plans.values()))
+        packages = tuple(dict.fromkeys(p for d in plans.values() for p in d.driver.packages))
+        run = RunRecord(
+            record.new_result(
+                suite,
+                packages,
+                record.placement_doc(plans, quotas),
+                {v: plan.driver.packages for v, plan in plans.items()},
+            )
+        )
+    except BaseException:
+        if cluster is not None:
+            cluster.close()
+        quotas.close()
+        raise
     if suite.profile is not None and options.profile_dir is None:
         options = replace(options, profile_dir=profile_dir(options.output, run.header.run_id))
     cases = expand(suite) if drive is None else []
     total = len(cases) if drive is None else (planned or 0)
     run.set(planned_cases=total)
-    cluster = open_cluster(options.cluster) if options.cluster else None
     if cluster is not None:
-        run.environment(model.Environment(cluster=cluster.describe()))
-        if cluster.local is None:  # the workers are elsewhere: local client CPUs do not apply
-            cpus = placement_mod.Cpus(cpus.server, None)
-            run.environment(model.Environment(placement=placement_doc(suite, cpus, quotas)))
+        run.cluster(cluster.describe())
 
-    environments: dict[str, Env | EnvError] = {}
-    builds: dict[str, Build] = {}
     certs = run_certificates(suite, run)
 
     # the JSON file first: a run it cannot record is failed before the others record it
     events = RunEvents(*([JsonWriter(options.output)] if options.output else []), options.events)
 
-    def run_one(case: Case) -> model.Case:
-        events.case_started(case, total)
-        recorded = bench.run_case(case)
-        run.add_case(recorded)
-        events.case_finished(run.result, recorded)
-        return recorded
-
-    bench = Bench(
-        suite, options, cpus, quotas, cluster, environments, total, certs, events, builds=builds
-    )
     events.run_started(run.result)
     unrecorded: RpcmeterError | None = None
     try:
-        environments.update(prepare_environments(suite, run, events))
-        builds.update(prepare_server_builds(suite, run, events, environments))
+        environments = prepare_environments(suite, run, events)
+        plans = {v: replace(plan, env=environments.get(v)) for v, plan in plans.items()}
+        builds = prepare_server_builds(suite, run, events, plans)
+        bench = Bench(suite, options, plans, quotas, cluster, total, certs, events, builds)
         prepare_calls(bench, run)
+
+        def run_one(case: Case) -> model.Case:
+            events.case_started(case, total)
+            recorded = bench.run_case(case)
+            run.add_case(recorded)
+            events.case_finished(run.result, recorded)
+            return recorded
+
         if drive is None:
             for case in cases:
                 run_one(case)
@@ -213,9 +161,7 @@ def run_certificates(suite: Suite, run: RunRecord) -> RunCertificates | None:
     tls = {v: suite.tls_of(v) for v in suite.variants}
     managed = {v: suite.address_of(v) is None for v in suite.variants}
     certs = RunCertificates() if any(tls[v] and managed[v] for v in tls) else None
-    described = {v: describe(t, certs, managed[v]) for v, t in tls.items() if t is not None}
-    if described:
-        run.environment(model.Environment(tls=described))
+    run.tls({v: record.tls_of(t, certs, managed[v]) for v, t in tls.items() if t is not None})
     return certs
 
 
@@ -229,43 +175,26 @@ def prepare_environments(
 
     environments = prepare_variants(suite, note)
     if environments:
-        # versions as installed in the variant's own environment
-        packages = dict(run.result.environment.variant_packages or {})
-        packages.update(
-            {name: dict(env.packages) for name, env in environments.items() if isinstance(env, Env)}
-        )
-        described = model.Environment(
-            variant_envs={
-                name: model.VariantEnv(error=str(env))
-                if isinstance(env, EnvError)
-                else env.describe()
-                for name, env in environments.items()
-            }
-        )
-        if packages:
-            described = described.model_copy(update={"variant_packages": packages})
-        run.environment(described)
+        run.variant_envs(environments)  # and the versions as installed there
     return environments
 
 
 def prepare_server_builds(
-    suite: Suite, run: RunRecord, events: RunListener, environments: Mapping[str, Env | EnvError]
+    suite: Suite, run: RunRecord, events: RunListener, plans: Mapping[str, VariantPlan]
 ) -> dict[str, Build]:
     """Build (or find built) the servers of the variants that name a ``server.build``
     (rpcmeter.servers.build), before any case runs; the result records every build."""
 
     def managed(variant: str) -> bool:  # rpcmeter starts its server
-        return target_kind(suite, variant) in ("server", "client") and (
-            suite.address_of(variant) is None
-        )
+        plan = plans[variant]
+        return plan.target in ("server", "client") and plan.address is None
 
+    environments = {v: p.env for v, p in plans.items() if p.env is not None}
     builds = prepare_builds(
         suite, environments, managed, lambda v, message: events.note(f"{v}: {message}")
     )
     if builds:
-        run.environment(
-            model.Environment(variant_builds={v: b.describe() for v, b in builds.items()})
-        )
+        run.builds({v: b.describe() for v, b in builds.items()})
     return builds
 
 
@@ -282,16 +211,14 @@ def prepare_calls(bench: Bench, run: RunRecord | None = None) -> None:
     for case in expand(suite):
         first.setdefault(case.variant, case)
     for vname, case in first.items():
-        driver = driver_class(suite.driver_of(vname))
+        plan = bench.plans[vname]
         options = suite.options_of(vname)
-        if target_kind(suite, vname) in ("server", "remote") and driver.asks_server(options):
-            bench.events.note(f"{vname}: asking its server ({driver.name} reflection)")
-            bench.prepared[vname] = ServerCase(bench, case).ask(driver)
+        if plan.target in ("server", "remote") and plan.driver.asks_server(options):
+            bench.events.note(f"{vname}: asking its server ({plan.driver.name} reflection)")
+            bench.prepared[vname] = ServerCase(bench, case).ask(plan.driver)
     schemas = {}
-    for vname in suite.variants:
-        described = driver_class(suite.driver_of(vname)).describe_prepared(
-            bench.prepared.get(vname, {})
-        )
+    for vname, plan in bench.plans.items():
+        described = plan.driver.describe_prepared(bench.prepared.get(vname, {}))
         if described is not None:
             schemas[vname] = model.Schema.model_validate(described)
     if schemas and run is not None:
@@ -305,8 +232,8 @@ def suite_calls(suite: Suite, events: RunListener | None = None) -> dict[str, Ma
     tls = {v: suite.tls_of(v) for v in suite.variants}
     managed = any(tls[v] is not None and suite.address_of(v) is None for v in tls)
     certs = RunCertificates() if managed else None
-    cpus = placement_mod.resolve(suite.placement, where=suite.path)
-    bench = Bench(suite, RunOptions(), cpus, certs=certs, events=events or RunListener())
+    plans = plan_variants(suite, placement_mod.resolve(suite.placement, where=suite.path))
+    bench = Bench(suite, RunOptions(), plans, certs=certs, events=events or RunListener())
     try:
         prepare_calls(bench)
     finally:
@@ -319,16 +246,18 @@ def suite_calls(suite: Suite, events: RunListener | None = None) -> dict[str, Ma
 def server_command(
     suite: Suite,
     case: Case,
+    plan: VariantPlan,
     spec: ServerSpec,
     endpoint: Endpoint,
-    env: Env | None = None,
     certs: RunCertificates | None = None,
     tls: ServerTls | None = None,
 ) -> list[str]:
-    """The server's command line; with a variant environment, run by its interpreter
-    (``{python}`` in a server command; ``{suite_dir}``: the suite file's directory). A command
-    gets the run's certificates as ``{ca_file}``, ``{cert_file}``, ``{key_file}``; a built-in
-    server gets ``tls`` as its ``tls`` option."""
+    """The server's command line; with the variant's environment (``plan.env``), run by its
+    interpreter (``{python}`` in a server command; ``{suite_dir}``: the suite file's
+    directory). A command gets the run's certificates as ``{ca_file}``, ``{cert_file}``,
+    ``{key_file}``; a built-in server (its driver's: ``plan.server_driver``) gets ``tls`` as its
+    ``tls`` option."""
+    env = plan.env if isinstance(plan.env, Env) else None
     import sys
 
     if spec.command is not None:
@@ -345,22 +274,22 @@ def server_command(
         "workload": {"kind": case.kind, **case.params.model_dump()},
         **({"tls": tls.option()} if tls else {}),
     }
-    command = driver_class(suite.server_driver_of(case.variant)).server_command(endpoint, opts)
+    command = plan.server_driver.server_command(endpoint, opts)
     return in_env(command, env) if env is not None else command
 
 
 @dataclass(frozen=True)
 class Bench:
-    """What every case of one run shares: the suite and the run's options, the CPUs the server and
-    the clients were given (and their quotas), the cluster the load comes from (None: local
-    client processes), the variants' prepared environments and the number of cases planned."""
+    """What every case of one run shares: the suite and the run's options, each variant's plan
+    (its driver, target kind, CPUs, TLS and environment: :class:`rpcmeter.plan.VariantPlan`),
+    the run's CPU quotas, the cluster the load comes from (None: local client processes), the
+    number of cases planned, the run's certificates and where its progress goes."""
 
     suite: Suite
     options: RunOptions
-    cpus: placement_mod.Cpus
+    plans: Mapping[str, VariantPlan]
     quotas: placement_mod.CpuQuotas = field(default_factory=placement_mod.CpuQuotas)
     cluster: LoadCluster | None = None
-    environments: Mapping[str, Env | EnvError] = field(default_factory=dict)
     total: int = 1
     certs: RunCertificates | None = None  # made for the run when a variant uses TLS
     events: RunListener = field(default_factory=RunListener)  # the run's progress goes here
@@ -370,11 +299,7 @@ class Bench:
 
     def run_case(self, case: Case) -> model.Case:
         """Run ``case`` with the runner of its variant's target kind (:data:`RUNNERS`)."""
-        bench = self
-        if self.suite.variants[case.variant].placement is not None:  # its own CPUs, no quotas
-            cpus = variant_cpus(self.suite, case.variant, self.cpus)
-            bench = replace(self, cpus=cpus, quotas=placement_mod.CpuQuotas())
-        return RUNNERS[target_kind(self.suite, case.variant)](bench, case).run()
+        return RUNNERS[self.plans[case.variant].target](self, case).run()
 
     def progress(self, case: Case) -> Callable[[int, float], None]:
         """``progress(done, seconds)`` for ``case``: the run's progress event."""
@@ -400,7 +325,11 @@ class TargetRunner:
         self.bench = bench
         self.suite = bench.suite
         self.case = case
-        self.record = CaseRecord(case, applied_cpus(self.suite, case.variant, bench.cpus))
+        self.plan = plan = bench.plans[case.variant]
+        self.cpus = plan.cpus
+        # a variant placed on its own CPUs is given no quotas
+        self.quotas = placement_mod.CpuQuotas() if plan.own_cpus else bench.quotas
+        self.record = CaseRecord(case, plan.applied)
 
     def run(self) -> model.Case:
         try:
@@ -414,7 +343,7 @@ class TargetRunner:
 
     def prepare_environment(self) -> Env | None:
         """The variant's prepared environment (rpcmeter.envs), if it has one."""
-        prepared = self.bench.environments.get(self.case.variant)
+        prepared = self.plan.env
         if isinstance(prepared, EnvError):
             raise CaseFailed(f"environment: {prepared}")
         return prepared
@@ -425,16 +354,19 @@ class CommandCase(TargetRunner):
     (:mod:`rpcmeter.runners.command`)."""
 
     def steps(self, env: Env | None) -> None:
-        from rpcmeter.runners.command import run_command_case
-
-        run_command_case(
-            self.suite,
-            self.case,
-            self.record,
-            applied_cpus(self.suite, self.case.variant, self.bench.cpus).server,
-            env,
+        suite, server_cpus = self.suite, self.plan.applied.server
+        line = command_line(suite, self.case, env, cpus=server_cpus)
+        self.record.command(line.argv, line.python, suite.runs.warmup, line.params)
+        self.record.command_cpus(list(server_cpus) if server_cpus else None)
+        outcome = run_command(
+            line,
+            suite.runs,
+            server_cpus,
             self.bench.progress(self.case),
+            cgroup=self.quotas.server,  # a count: the server's quota holds the whole tree
         )
+        self.record.note_placement(outcome.placement_note)
+        self.record.runs(outcome)
 
 
 class ServerCase(TargetRunner):
@@ -446,11 +378,11 @@ class ServerCase(TargetRunner):
         self.oom_kills: int | None = None  # OOM kills at the server's memory limit, at its start
         self.monitor: resources.TreeMonitor | None = None  # watches the server rpcmeter started
         # TLS: the client's (rpcmeter.tls), and the built-in server's ``tls`` option
-        settings = self.suite.tls_of(case.variant)
-        managed = self.suite.address_of(case.variant) is None
+        settings = self.plan.tls
         self.tls_client: ClientTls | None = None
         self.tls_server: ServerTls | None = None
         if settings is not None:
+            managed = self.plan.address is None
             self.tls_client, self.tls_server = for_case(settings, bench.certs, managed)
 
     def steps(self, env: Env | None) -> None:
@@ -466,15 +398,14 @@ class ServerCase(TargetRunner):
 
     def measure(self, endpoint: Endpoint, env: Env | None, idle: resources.CpuTimes | None) -> None:
         """The case's load against the server at ``endpoint``, recorded with its resources."""
-        driver = driver_class(self.suite.driver_of(self.case.variant))
         load = LoadSpec.of_case(
             self.suite,
             self.case,
             endpoint,
-            self.bench.cpus.client,
+            self.cpus.client,
             self.tls_client,
             self.bench.prepared.get(self.case.variant),
-            driver.client_env,
+            self.plan.driver.client_env,
         )
         network = self.network_rtt(endpoint)
         rtt = self.round_trip(load) if self.server is not None else None
@@ -484,15 +415,15 @@ class ServerCase(TargetRunner):
             outcome,
             self.monitor,
             idle,
-            self.bench.cpus,
-            self.bench.quotas,
+            self.cpus,
+            self.quotas,
             remote_load=self.bench.cluster is not None and self.bench.cluster.local is None,
         )
         self.finish(outcome, rtt, network)
 
-    def ask(self, driver: type[Driver]) -> dict[str, Any]:
+    def ask(self, driver: type[TargetSpec]) -> dict[str, Any]:
         """What ``driver`` asks the variant's server before the cases
-        (:meth:`~rpcmeter.drivers.base.Driver.ask_server`): the server started as this case
+        (:meth:`~rpcmeter.drivers.base.TargetSpec.ask_server`): the server started as this case
         would start it (a remote one probed), asked, and stopped."""
         try:
             env = self.prepare_environment()
@@ -512,7 +443,7 @@ class ServerCase(TargetRunner):
         """Where the server listens: the variant's remote address, or a fresh port or socket."""
         variant, target = self.suite.variants[self.case.variant], self.suite.target
         transport = variant.transport or target.transport
-        address = self.suite.address_of(self.case.variant)
+        address = self.plan.address
         endpoint = (
             remote_endpoint(address, transport)
             if address is not None
@@ -525,7 +456,7 @@ class ServerCase(TargetRunner):
         """Start the case's server and watch its process tree from its start (CPU, memory); a
         remote server is only probed (its resources are unknown)."""
         suite, case = self.suite, self.case
-        address = suite.address_of(case.variant)
+        address = self.plan.address
         self.record.server_managed(address is None)
         if address is not None:
             if not probe(endpoint, timeout=5.0):
@@ -536,21 +467,23 @@ class ServerCase(TargetRunner):
         if build is not None and build.error is not None:
             raise CaseFailed(f"build failed: {build.error}", build.output_tail)
         self.server = ServerProcess(
-            server_command(suite, case, spec, endpoint, env, self.bench.certs, self.tls_server),
+            server_command(
+                suite, case, self.plan, spec, endpoint, self.bench.certs, self.tls_server
+            ),
             endpoint,
             env={**(env.activation() if env else {}), **suite.env_of(case.variant)},
             cwd=server_cwd(suite, spec),
-            cpus=self.bench.cpus.server,
+            cpus=self.cpus.server,
             ready_timeout_s=spec.ready_timeout_s,
             stop_timeout_s=spec.stop_timeout_s,
             ready_probe=False,
-            quota=self.bench.quotas.server,
-            memory=self.bench.quotas.server_memory,
+            quota=self.quotas.server,
+            memory=self.quotas.server_memory,
         )
         self.monitor = resources.TreeMonitor(
             self.server.tree, suite.resources.sample_interval_s, self.server.cpu_times
         )
-        self.oom_kills = self.bench.quotas.oom_kills()
+        self.oom_kills = self.quotas.oom_kills()
         try:
             self.server.start()
             self.record.note_placement(self.server.cgroup_note)
@@ -564,7 +497,7 @@ class ServerCase(TargetRunner):
     def oom_reason(self) -> str | None:
         """Why the case fails when the OOM killer killed any of the server's processes since it
         started (at its memory limit, ``placement.server_memory``); None when it did not."""
-        quotas = self.bench.quotas
+        quotas = self.quotas
         before, now = self.oom_kills, quotas.oom_kills()
         if before is None or now is None or now <= before or quotas.memory_limit is None:
             return None
@@ -578,7 +511,7 @@ class ServerCase(TargetRunner):
     def record_idle(self) -> None:
         """An ``idle`` case: the server's CPU over the case's window is its idle cost."""
         window = self.case.load.duration_s or self.suite.resources.idle_s or 1.0
-        self.record.idle(window, self.monitor, self.bench.cpus, self.bench.quotas)
+        self.record.idle(window, self.monitor, self.cpus, self.quotas)
 
     def idle_window(self) -> resources.CpuTimes | None:
         """The server's CPU over a quiet window before the load (``resources.idle_s``)."""
@@ -617,7 +550,7 @@ class ServerCase(TargetRunner):
 
     def round_trip(self, load: LoadSpec) -> RoundTrip | None:
         """With ``breakdown``: the round trip (noop requests, one loop) on the same server,
-        measured now and again after the case (:mod:`rpcmeter.breakdown`). A remote target's
+        measured now and again after the case (:mod:`rpcmeter.runners.round_trip`). A remote target's
         breakdown takes the network's round trip instead (:meth:`network_rtt`)."""
         if self.suite.breakdown is None:
             return None
@@ -641,7 +574,7 @@ class ServerCase(TargetRunner):
         )
 
         def placed(pids: list[int]) -> None:
-            self.record.note_placement(placement_mod.join_cgroup(self.bench.quotas.client, pids))
+            self.record.note_placement(placement_mod.join_cgroup(self.quotas.client, pids))
             profiler.clients(pids)
 
         def go() -> None:  # the measured interval runs from go to end
@@ -683,21 +616,12 @@ class ServerCase(TargetRunner):
         server = self.server
         if network is not None and not outcome.failure:
             network.measure("after")  # a failure leaves the handshakes taken before only
-            self.record.network_rtt(around(network.before, network.after))
+            self.record.network_rtt(network.before, network.after)
             if self.suite.breakdown is not None and server is None:
-                self.record.breakdown(
-                    breakdown(
-                        network.before,
-                        network.after,
-                        outcome.server_hist,
-                        outcome.net_hist,
-                        outcome.queue_hist,
-                        basis="network",
-                    )
-                )
+                self.record.breakdown(network.before, network.after, outcome, basis="network")
         if rtt is not None and not outcome.failure:
             rtt.measure("after")  # a failure here leaves the round trip measured before only
-            self.record.breakdown(rtt.breakdown(outcome))
+            self.record.breakdown(rtt.before, rtt.after, outcome, loops=rtt.loops, wait=rtt.wait)
         if outcome.failure:
             tail = server.output_tail() if server is not None and not server.alive() else ""
             self.record.fail(outcome.failure, tail)
@@ -716,9 +640,6 @@ class CommandClientCase(ServerCase):
     quota), counted in requests (:meth:`rpcmeter.record.CaseRecord.client_runs`)."""
 
     def measure(self, endpoint: Endpoint, env: Env | None, idle: resources.CpuTimes | None) -> None:
-        from rpcmeter.runners.client_reports import PARSERS
-        from rpcmeter.runners.command import command_line, run_command
-
         suite, case, monitor = self.suite, self.case, self.monitor
         variant = suite.variants[case.variant]
         per_run, report = variant.requests_per_run, variant.client_report
@@ -728,22 +649,23 @@ class CommandClientCase(ServerCase):
             if monitor is not None:
                 monitor.mark(name)
 
-        line = command_line(suite, case, env, endpoint, self.tls_client)
+        scheme = self.plan.server_driver.url_scheme
+        line = command_line(
+            suite, case, env, endpoint, self.tls_client, scheme, cpus=self.cpus.client
+        )
         self.record.command(line.argv, line.python, suite.runs.warmup, line.params)
         outcome = run_command(
             line,
             suite.runs,
-            self.bench.cpus.client,
+            self.cpus.client,
             on_run=lambda runs, seconds: progress(runs * (per_run or 1), seconds),  # requests
             on_go=lambda: mark("go"),
-            cgroup=self.bench.quotas.client,
+            cgroup=self.quotas.client,
             report=PARSERS[report] if report is not None else None,
         )
         mark("end")
         self.record.note_placement(outcome.placement_note)
-        self.record.client_runs(
-            outcome, per_run, monitor, idle, self.bench.cpus, self.bench.quotas, report
-        )
+        self.record.client_runs(outcome, per_run, monitor, idle, self.cpus, self.quotas, report)
         server = self.server
         oom = self.oom_reason()
         if oom is not None:
@@ -752,7 +674,7 @@ class CommandClientCase(ServerCase):
             self.record.fail(outcome.failure, server.output_tail())
 
 
-#: The case runner of each target kind (:func:`target_kind`).
+#: The case runner of each target kind (:func:`rpcmeter.plan.target_kind`).
 RUNNERS: dict[str, type[TargetRunner]] = {
     "server": ServerCase,
     "remote": ServerCase,

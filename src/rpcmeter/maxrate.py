@@ -16,13 +16,13 @@ import dataclasses
 
 from rpcmeter import model
 from rpcmeter.aggregate import Cell
-from rpcmeter.drivers import driver_class
 from rpcmeter.errors import UsageError
 from rpcmeter.execute import CaseRunner, RunOptions, run_suite
 from rpcmeter.plan import Case, expand
 from rpcmeter.rates import Objective, Step, judge, rate_point, search_max_rate
 from rpcmeter.record import RunRecord
 from rpcmeter.suite import Load, Suite, no_open_loop, round_rate
+from rpcmeter.targets import target_class
 
 DEFAULT_START = 100.0
 PROBE_MIN_S, PROBE_MAX_S = 1.0, 10.0
@@ -85,7 +85,7 @@ def find_max_rate(
 ) -> model.Result:
     """Search every workload x matrix point x variant of ``suite`` (first repetition) for the
     highest rate meeting ``objectives``; returns the result document with ``max_rate``."""
-    closed = no_open_loop(driver_class(suite.driver_of(v)) for v in suite.variants)
+    closed = no_open_loop(target_class(suite.driver_of(v)) for v in suite.variants)
     if closed:
         raise UsageError(f"--find-max-rate: {closed}")
     searched = search_suite(suite)

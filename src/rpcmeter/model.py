@@ -12,19 +12,18 @@ written again is the same document. Keys this model does not name (a newer minor
 driver's own figure) are kept too, typed as JSON values. Open-ended parts (a case's ``params``
 and ``point``, the environment's extras, the suite's variants) are JSON values, never ``Any``.
 
-``comparisons`` and ``warnings`` are derived: :attr:`Result.comparisons` and
-:attr:`Result.warnings` compute them from the cases when read (old documents that stored them
-still load; what they stored is not read back). :meth:`Result.to_json` writes them for readers
-outside rpcmeter.
+This module is the bottom contract: types, validation and schema migrations, importing nothing
+of rpcmeter but :mod:`rpcmeter.metrics.histogram`. What is derived from a result (comparisons,
+warnings) is computed above it, by :mod:`rpcmeter.derived`; documents that stored those still
+load (what they stored is not read back). What a run measured becomes these parts in one place,
+:mod:`rpcmeter.record`.
 """
 
 from __future__ import annotations
 
-import functools
-import json
 import math
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Annotated, Any, Literal, Self
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import (
     BaseModel,
@@ -37,9 +36,6 @@ from pydantic import (
 )
 
 from rpcmeter.metrics.histogram import Histogram
-
-if TYPE_CHECKING:
-    from rpcmeter import analysis
 
 # 2: ``breakdown`` has queue_us, percentiles, the overhead's interval, a one-loop round trip
 # measured before and after the case; a version 1 breakdown is read as it is
@@ -468,27 +464,6 @@ class Case(Part):
         """Why the figures are not the system's, when more than half of the requests failed."""
         return mostly_failed(self.errors, self.requests)
 
-    def warnings(self) -> list[str]:
-        """Warnings about this case: most of its requests failed; an open loop that did not
-        reach its rate."""
-        from rpcmeter.rates import keeps_up
-
-        reason = self.mostly_failed()
-        if self.status == "failed" and reason:
-            return [f"{self.label()}: {reason}"]
-        ol = self.open_loop
-        if ol is None or self.status != "ok" or not ol.offered_rps:
-            return []
-        achieved = ol.achieved_rps or 0.0
-        if keeps_up(ol.offered_rps, achieved, ol.dropped, ol.scheduled):
-            return []
-        return [
-            f"{self.label()}: target rate not reached: {achieved:,.0f} of "
-            f"{ol.offered_rps:,.0f} req/s offered "
-            f"({achieved / ol.offered_rps:.1%}); {ol.late:,} late, "
-            f"{ol.dropped:,} dropped"
-        ]
-
 
 def error_rate(errors: dict[str, int], requests: int, status: str = "ok") -> float:
     """The fraction of ``requests`` that failed (1 for a failed case that made none)."""
@@ -558,7 +533,7 @@ class Cluster(Part):
 
 
 class Tls(Part):
-    """A variant's TLS as the run used it (rpcmeter.tls.describe): settings and certificate
+    """A variant's TLS as the run used it (rpcmeter.record.tls_of): settings and certificate
     fingerprints, never a key."""
 
     verify: bool = True
@@ -690,7 +665,7 @@ RunStatus = Literal["running", "complete", "interrupted", "failed"]
 
 
 class Result(Part):
-    """A whole run. ``comparisons`` and ``warnings`` are derived (see the module doc)."""
+    """A whole run (its comparisons and warnings: :mod:`rpcmeter.derived`)."""
 
     schema_version: int = SCHEMA_VERSION
     rpcmeter_version: str | None = None
@@ -705,33 +680,14 @@ class Result(Part):
     cases: list[Case] = []
     max_rate: list[MaxRate] | None = None
 
-    @functools.cached_property
-    def comparisons(self) -> analysis.Comparison:
-        """Every variant against the baseline, cell by cell (rpcmeter.analysis)."""
-        from rpcmeter import analysis
-
-        return analysis.compare_variants(self)
-
-    @functools.cached_property
-    def warnings(self) -> list[str]:
-        """What makes the figures doubtful: each case's own warnings, then every rule of
-        rpcmeter.checks (the comparisons' among them)."""
-        from rpcmeter.checks import warnings_for
-
-        own = [w for case in self.cases for w in case.warnings()]
-        return list(dict.fromkeys([*own, *warnings_for(self)]))
-
     def case(self, index: int) -> Case:
         return self.cases[index]
 
-    def to_json(self, derived: bool = True) -> Json:
-        """The JSON document (NaN and infinities as null); with ``derived``, also the
-        ``warnings`` and ``comparisons`` computed from the cases."""
+    def to_json(self) -> Json:
+        """The JSON document of what the run measured (NaN and infinities as null; the derived
+        ``warnings`` and ``comparisons``: :func:`rpcmeter.derived.document`)."""
         doc = self.dump()
         doc["schema_version"] = self.schema_version
-        if derived:
-            doc["warnings"] = list(self.warnings)
-            doc["comparisons"] = self.comparisons.to_json()
         return doc
 
     @classmethod
@@ -746,10 +702,7 @@ class Result(Part):
 
     def replace(self, **changes: Any) -> Self:
         """A copy with ``changes`` (each validated: a field or a JSON value)."""
-        return type(self).model_validate({**self.to_json(derived=False), **_dumped(changes)})
-
-    def dumps(self) -> str:
-        return json.dumps(self.to_json(), indent=1, allow_nan=False) + "\n"
+        return type(self).model_validate({**self.to_json(), **_dumped(changes)})
 
 
 def _dumped(changes: dict[str, Any]) -> dict[str, Any]:

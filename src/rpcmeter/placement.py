@@ -32,14 +32,10 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from rpcmeter.errors import SuiteError
 from rpcmeter.metrics.resources import split_total
 from rpcmeter.suite_model import Placement
-
-if TYPE_CHECKING:
-    from rpcmeter import model
 
 PERIOD_US = 100_000
 
@@ -53,18 +49,6 @@ class Cpus:
     server_quota: float | None = None  # CPUs of run time, when the placement was a count
     client_quota: float | None = None
 
-    def applied(self, **more: Any) -> model.Placement:
-        """This placement as the result records it (``more``: its other fields, ``target``)."""
-        from rpcmeter import model  # not in client processes, which never record
-
-        return model.Placement(
-            **more,
-            server_cpus=self.server,
-            client_cpus=self.client,
-            server_quota_cpus=self.server_quota,
-            client_quota_cpus=self.client_quota,
-        )
-
 
 def applied(cpus: Cpus, target: str, explicit_server: bool) -> Cpus:
     """The placement a case of a ``target`` kind really gets: ``"server"`` (rpcmeter starts the
@@ -77,20 +61,6 @@ def applied(cpus: Cpus, target: str, explicit_server: bool) -> Cpus:
     if target == "remote":
         return Cpus(None, cpus.client, None, cpus.client_quota)
     return cpus
-
-
-def describe(placement: model.Placement) -> str:
-    """One phrase for a placement as :func:`applied` gives it (with its ``target``)."""
-
-    def cpus(value: list[int] | None) -> str:
-        return str(value) if value else "any"
-
-    target = placement.target or "server"
-    pinned = placement.server_cpus
-    if target == "command":
-        return "commands " + (f"on CPUs {pinned}" if pinned else "unpinned")
-    server = "remote server" if target == "remote" else f"server CPUs {cpus(pinned)}"
-    return f"{server}, client CPUs {cpus(placement.client_cpus)}"
 
 
 def available_cpus() -> list[int]:
@@ -226,13 +196,6 @@ class Cgroup:
     def remove(self) -> None:
         with contextlib.suppress(OSError):
             self.path.rmdir()
-
-    def describe(self) -> model.Cgroup:
-        from rpcmeter import model
-
-        return model.Cgroup(
-            path=str(self.path), version=self.version, cpus=self.cpus, memory_bytes=self.memory
-        )
 
     def oom_kills(self) -> int | None:
         """How many processes of the cgroup (and the cgroups below it) the OOM killer has killed
@@ -465,20 +428,6 @@ class CpuQuotas:
     notes: list[str] = field(default_factory=list)
     server_memory: Cgroup | None = None
     memory_limit: int | None = None  # the server memory limit asked for (applied or not)
-
-    def recorded(self, placement: model.Placement) -> model.Placement:
-        """``placement`` with these cgroups and their notes."""
-        memory = self.server_memory
-        separate = memory is not None and memory is not self.server
-        return placement.model_copy(
-            update={
-                "server_cgroup": self.server.describe() if self.server else None,
-                "client_cgroup": self.client.describe() if self.client else None,
-                "cgroup_notes": list(self.notes),
-                "server_memory_bytes": self.memory_limit,
-                **({"server_memory_cgroup": memory.describe()} if separate and memory else {}),
-            }
-        )
 
     def oom_kills(self) -> int | None:
         """The OOM kills in the server's memory cgroup so far (None: no memory limit)."""

@@ -1,5 +1,7 @@
 """The one writer of results: a case's (:class:`CaseRecord`) and a run's (:class:`RunRecord`,
-started from :func:`new_result`: the suite as run and the environment).
+started from :func:`new_result`: the suite as run and the environment), and every conversion of
+what was measured into parts of the result model (:mod:`rpcmeter.model`): placements, TLS,
+connection costs, streaming figures, CPU and memory.
 
 A case runner (:mod:`rpcmeter.execute`: a server or remote target; a whole command) tells its
 :class:`CaseRecord` what it measured as the case goes (:meth:`~CaseRecord.load`,
@@ -12,21 +14,37 @@ JSON only when the document is written.
 from __future__ import annotations
 
 import math
+import statistics
 import uuid
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rpcmeter import model
 from rpcmeter import placement as placement_mod
+from rpcmeter.breakdown import around
+from rpcmeter.breakdown import breakdown as breakdown_of
+from rpcmeter.errors import EnvError
 from rpcmeter.metrics import environment, streams
+from rpcmeter.metrics.connections import ConnectionCosts
 from rpcmeter.metrics.histogram import Histogram
-from rpcmeter.metrics.resources import CpuTimes, TreeMonitor, case_figures
+from rpcmeter.metrics.resources import (
+    CpuTimes,
+    TreeMonitor,
+    client_total,
+    per_request_us,
+    percent_of_core,
+    util_pct,
+)
 from rpcmeter.result import now_iso
+from rpcmeter.tls import RunCertificates, TlsSettings, file_fingerprint
 
 if TYPE_CHECKING:
-    from rpcmeter.plan import Case
+    from rpcmeter.envs import Env
+    from rpcmeter.plan import Case, VariantPlan
     from rpcmeter.runners.command import Outcome
     from rpcmeter.runners.recording import LoadOutcome
+    from rpcmeter.runners.tree import TreeUsage
     from rpcmeter.suite import Suite
 
 
@@ -48,7 +66,7 @@ class CaseRecord:
             "reason": None,
             "started_at": now_iso(),
             "endpoint": None,
-            "placement": cpus.applied(),
+            "placement": placement_of(cpus),
             "requests": 0,
             "ok": 0,
             "errors": {},
@@ -111,17 +129,15 @@ class CaseRecord:
             )
         counters, stream = streams.split(outcome.counters)
         if stream:
-            f["stream"] = streams.section(stream, outcome.ok, outcome.wall_s)
+            f["stream"] = stream_section(stream, outcome.ok, outcome.wall_s)
         if counters:
             f["counters"] = counters
         if outcome.connections is not None and outcome.connections.connections:
-            f["connections"] = outcome.connections.document()
+            f["connections"] = connections_of(outcome.connections)
         f["clients"] = outcome.clients
         # on a cluster, per-worker figures too; CPU totals come from them (resources), so that
         # a lost worker makes the total unknown rather than short
         if outcome.workers:
-            from rpcmeter.runners.distributed import load_spread
-
             f["workers"] = list(outcome.workers)
             f["spread"] = load_spread(outcome.workers)
 
@@ -225,12 +241,33 @@ class CaseRecord:
         )
         self.fields["cpu"], self.fields["memory"] = cpu, memory
 
-    def breakdown(self, breakdown: model.Breakdown) -> None:
-        self.fields["breakdown"] = breakdown
+    def breakdown(
+        self,
+        before: Histogram,
+        after: Histogram,
+        outcome: LoadOutcome,
+        basis: str = "noop",
+        loops: int | None = None,
+        wait: str | None = None,
+    ) -> None:
+        """The case's ``breakdown`` (rpcmeter.breakdown): its round trip before and after (no-op
+        requests, rpcmeter.runners.round_trip; or TCP handshakes, ``basis`` ``"network"``), its
+        load's server-reported times, and its ``loops`` per client and ``wait`` as it ran."""
+        self.fields["breakdown"] = breakdown_of(
+            before,
+            after,
+            outcome.server_hist,
+            outcome.net_hist,
+            outcome.queue_hist,
+            basis=basis,
+            loops=loops,
+            wait=wait,
+        )
 
-    def network_rtt(self, stats: model.Stats) -> None:
-        """The network's round trip to the server (TCP handshakes, before and after)."""
-        self.fields["network_rtt_us"] = stats
+    def network_rtt(self, before: Histogram, after: Histogram) -> None:
+        """The network's round trip: TCP handshakes before and after the case
+        (rpcmeter.metrics.network_rtt)."""
+        self.fields["network_rtt_us"] = around(before, after)
 
     def command(self, argv: list[str], python: str, warmup_runs: int, params: model.Json) -> None:
         """A command's case (a whole command's or a command client's): what runs (before
@@ -247,7 +284,7 @@ class CaseRecord:
         """A whole command's measured runs: runs count as requests, their wall times as
         latency; the command's CPU and memory are the server side (rpcmeter.runners.command)."""
         ok = self._runs(outcome)
-        runs = outcome.runs
+        runs = self.fields["runs"]
         f = self.fields
         f["requests"] = len(runs)
         f["ok"] = len(ok)
@@ -332,13 +369,12 @@ class CaseRecord:
     def _runs(self, outcome: Outcome) -> list[model.Run]:
         """A command's runs, their means (``command``), and why it stopped if it did; the
         successful runs."""
-        from rpcmeter.runners.command import summarize
-
-        ok = [r for r in outcome.runs if r.exit_code == 0]
+        runs = [command_run(usage) for usage in outcome.runs]
+        ok = [r for r in runs if r.exit_code == 0]
         f = self.fields
         f["wall_s"] = outcome.elapsed_s
-        f["runs"] = list(outcome.runs)
-        f["command"] = f.get("command", model.Command()).updated(summarize(ok))
+        f["runs"] = runs
+        f["command"] = f.get("command", model.Command()).updated(command_summary(ok))
         if outcome.failure:
             self.fail(outcome.failure)
             if outcome.output_tail:
@@ -364,7 +400,7 @@ class CaseRecord:
         if self.notes:
             f["placement"] = f["placement"].model_copy(update={"notes": list(self.notes)})
         if f.get("stream") is not None:
-            f["stream"] = streams.with_cpu(f["stream"], f["cpu"])
+            f["stream"] = stream_with_cpu(f["stream"], f["cpu"])
         return model.Case(**f)
 
 
@@ -388,6 +424,61 @@ def calls_of(outcome: LoadOutcome, throughput_rps: float) -> list[model.CallStat
     return out
 
 
+def load_spread(workers: list[model.Worker]) -> model.Spread:
+    """Whether the load was spread evenly: per-worker throughput, lowest over highest (None with
+    fewer than two workers carrying load)."""
+    rates = [w.throughput_rps or 0.0 for w in workers if w.status == "ok"]
+    lo, hi = (min(rates), max(rates)) if rates else (0.0, 0.0)
+    return model.Spread(
+        workers=len(workers),
+        lost=sum(1 for w in workers if w.status != "ok"),
+        min_rps=lo,
+        max_rps=hi,
+        min_max_ratio=lo / hi if hi > 0 and len(rates) > 1 else None,
+    )
+
+
+def command_run(usage: TreeUsage) -> model.Run:
+    """A command's measured run as the case records it (``outlived`` only when processes
+    outlived it)."""
+    run = model.Run(
+        wall_s=usage.wall_s,
+        user_s=usage.user_s,
+        sys_s=usage.sys_s,
+        cpu_s=usage.user_s + usage.sys_s,
+        max_rss_bytes=usage.max_rss_bytes,
+        exit_code=usage.exit_code,
+        processes=usage.processes,
+    )
+    return run.model_copy(update={"outlived": usage.outlived}) if usage.outlived else run
+
+
+def _mean(values: list[float]) -> float:
+    return statistics.fmean(values) if values else float("nan")
+
+
+def _stdev(values: list[float]) -> float:
+    return statistics.stdev(values) if len(values) > 1 else float("nan")
+
+
+def command_summary(runs: list[model.Run]) -> model.Command:
+    """Means over runs: the figures of a case's ``command`` block."""
+    wall = [r.wall_s for r in runs]
+    cpu = [r.user_s + r.sys_s for r in runs]
+    mean_wall, mean_cpu = _mean(wall), _mean(cpu)
+    return model.Command(
+        runs=len(runs),
+        wall_s=mean_wall,
+        wall_stdev_s=_stdev(wall),
+        user_s=_mean([r.user_s for r in runs]),
+        sys_s=_mean([r.sys_s for r in runs]),
+        cpu_s=mean_cpu,
+        cpu_stdev_s=_stdev(cpu),
+        cores=mean_cpu / mean_wall if runs and mean_wall > 0 else float("nan"),
+        max_rss_bytes=max((r.max_rss_bytes for r in runs), default=0),
+    )
+
+
 def load_processes(outcome: LoadOutcome) -> list[model.Client]:
     """The load processes whose CPU and memory a case counts: on a cluster per worker (lost ones
     too, their figures unknown), else per client."""
@@ -404,6 +495,12 @@ def given(cpus: placement_mod.Cpus, quotas: placement_mod.CpuQuotas) -> tuple[fl
     )
 
 
+def _git(suite_path: str | None) -> model.Git | None:
+    """The revision of the suite file's directory (None outside git)."""
+    found = environment.git_revision(Path(suite_path).parent) if suite_path else None
+    return model.Git.model_validate(found) if found is not None else None
+
+
 def describe_suite(suite: Suite) -> model.SuiteInfo:
     """The suite as it was run: its file (text, hash, revision), targets, variants, workloads,
     matrix and load."""
@@ -412,7 +509,7 @@ def describe_suite(suite: Suite) -> model.SuiteInfo:
         description=suite.description,
         path=suite.path,
         sha256=suite.source_hash,
-        git=environment.git_revision(Path(suite.path).parent) if suite.path else None,
+        git=_git(suite.path),
         text=suite.source_text,
         driver=suite.target.driver,
         drivers={name: suite.driver_of(name) for name in suite.variants},
@@ -443,10 +540,11 @@ def new_result(
 ) -> model.Result:
     """A run's result before its first case: the suite and the environment (the machine, the
     packages the drivers use, ``placement`` as applied)."""
-    from rpcmeter import __version__
+    from rpcmeter.version import __version__
 
-    env = environment.capture(packages, __version__).model_copy(update={"placement": placement})
-    env = env.updated(environment.capture_suite(suite, drivers))
+    machine = model.Environment.model_validate(environment.capture(packages, __version__))
+    env = machine.model_copy(update={"placement": placement})
+    env = env.updated(model.Environment.model_validate(environment.capture_suite(suite, drivers)))
     return model.Result(
         schema_version=model.SCHEMA_VERSION,
         rpcmeter_version=__version__,
@@ -488,6 +586,43 @@ class RunRecord:
         the placement, TLS, the variants' environments and packages)."""
         self.set(environment=self.result.environment.updated(parts))
 
+    def cluster(self, described: Mapping[str, Any]) -> None:
+        """The cluster the load comes from (rpcmeter.runners.distributed.LoadCluster.describe)."""
+        self.environment(model.Environment(cluster=model.Cluster.model_validate(described)))
+
+    def builds(self, described: Mapping[str, Mapping[str, Any]]) -> None:
+        """The variants' server builds (rpcmeter.servers.build.Build.describe)."""
+        builds = {v: model.VariantBuild.model_validate(b) for v, b in described.items()}
+        self.environment(model.Environment(variant_builds=builds))
+
+    def tls(self, described: Mapping[str, model.Tls]) -> None:
+        """Each TLS variant's settings and fingerprints (:func:`tls_of`)."""
+        if described:
+            self.environment(model.Environment(tls=dict(described)))
+
+    def variant_envs(self, environments: Mapping[str, Env | EnvError]) -> None:
+        """The variants' prepared environments (rpcmeter.envs), or why each has none, and the
+        versions of the packages installed in them."""
+        packages = dict(self.result.environment.variant_packages or {})
+        packages.update(
+            {
+                name: dict(env.packages)
+                for name, env in environments.items()
+                if not isinstance(env, EnvError)
+            }
+        )
+        described = model.Environment(
+            variant_envs={
+                name: model.VariantEnv(error=str(env))
+                if isinstance(env, EnvError)
+                else model.VariantEnv.model_validate(env.describe())
+                for name, env in environments.items()
+            }
+        )
+        if packages:
+            described = described.model_copy(update={"variant_packages": packages})
+        self.environment(described)
+
     def matrix_key(self, key: str) -> None:
         """A matrix key the run adds (the rate of a rate search)."""
         suite = self.result.suite
@@ -499,3 +634,176 @@ class RunRecord:
     def add_case(self, case: model.Case) -> None:
         self.cases.append(case)
         self._result = None
+
+
+# ---- what was measured, as parts of the result --------------------------------------------------
+
+
+def placement_of(cpus: placement_mod.Cpus, **more: Any) -> model.Placement:
+    """A placement as the result records it (``more``: its other fields, ``target``)."""
+    return model.Placement(
+        **more,
+        server_cpus=cpus.server,
+        client_cpus=cpus.client,
+        server_quota_cpus=cpus.server_quota,
+        client_quota_cpus=cpus.client_quota,
+    )
+
+
+def cgroup_of(group: placement_mod.Cgroup) -> model.Cgroup:
+    return model.Cgroup(
+        path=str(group.path), version=group.version, cpus=group.cpus, memory_bytes=group.memory
+    )
+
+
+def placement_doc(
+    plans: Mapping[str, VariantPlan], quotas: placement_mod.CpuQuotas | None
+) -> model.Placement:
+    """The run's placement as applied: the first variant's, and ``by_variant`` (each variant's,
+    with its ``target`` kind) when the variants' target kinds place them differently."""
+    by_variant = {v: placement_of(p.applied, target=p.placed_as) for v, p in plans.items()}
+    first = next(iter(by_variant.values()))
+    doc = with_cgroups(first, quotas) if quotas else first
+    placed = [p.model_copy(update={"target": None}) for p in by_variant.values()]
+    if any(p != placed[0] for p in placed):  # a command client is placed as a server case
+        doc = doc.model_copy(update={"by_variant": by_variant})
+    return doc
+
+
+def with_cgroups(placement: model.Placement, quotas: placement_mod.CpuQuotas) -> model.Placement:
+    """``placement`` with the run's cgroups, the server's memory limit and their notes."""
+    memory = quotas.server_memory
+    separate = memory is not None and memory is not quotas.server
+    return placement.model_copy(
+        update={
+            "server_cgroup": cgroup_of(quotas.server) if quotas.server else None,
+            "client_cgroup": cgroup_of(quotas.client) if quotas.client else None,
+            "cgroup_notes": list(quotas.notes),
+            "server_memory_bytes": quotas.memory_limit,
+            **({"server_memory_cgroup": cgroup_of(memory)} if separate and memory else {}),
+        }
+    )
+
+
+def tls_of(settings: TlsSettings, run: RunCertificates | None, managed: bool) -> model.Tls:
+    """What the result records of a variant's TLS: settings and fingerprints, never a key."""
+    out = model.Tls(
+        verify=settings.verify,
+        resume=settings.resume,
+        server_name=settings.server_name,
+        alpn=settings.alpn,
+        mutual=settings.cert_file is not None,
+    )
+    if settings.ca_file is not None:
+        out = out.updated(
+            model.Tls(ca_file=settings.ca_file, ca_sha256=file_fingerprint(settings.ca_file))
+        )
+    elif managed and run is not None:
+        out = out.updated(model.Tls(ca="made for the run", ca_sha256=run.ca_fingerprint))
+    if managed and run is not None:
+        out = out.updated(model.Tls(server_cert_sha256=run.cert_fingerprint))
+    if settings.cert_file is not None:
+        out = out.updated(model.Tls(client_cert_sha256=file_fingerprint(settings.cert_file)))
+    return out
+
+
+def connections_of(costs: ConnectionCosts) -> model.Connections:
+    """The case's ``connections``: connections opened, and per part recorded its summary (us)
+    and histogram."""
+    costs.fold()
+    parts = {part: model.Timing.of(h) for part, h in costs.hists.items() if h.count}
+    doc = model.Connections(per_request=costs.per_request, opened=costs.connections)
+    return doc.model_copy(update=parts)
+
+
+def stream_section(figures: dict[str, int], streams_ok: int, wall_s: float) -> model.Stream:
+    """The ``stream`` section (:mod:`rpcmeter.metrics.streams`) of ``streams_ok`` good streams
+    in ``wall_s``; its CPU per message unknown until :func:`stream_with_cpu`."""
+    prefix = streams.PREFIX
+    out_n = figures.get(f"{prefix}messages_out", 0)
+    in_n = figures.get(f"{prefix}messages_in", 0)
+    messages = max(out_n, in_n)
+    first = Histogram.from_counters(figures, f"{prefix}first_ns")
+    each = Histogram.from_counters(figures, f"{prefix}message_ns")
+    nan = math.nan
+    return model.Stream(
+        streams=streams_ok,
+        messages=messages,
+        messages_out=out_n,
+        messages_in=in_n,
+        streams_per_s=streams_ok / wall_s if wall_s > 0 else 0.0,
+        messages_per_s=messages / wall_s if wall_s > 0 else 0.0,
+        messages_per_stream=messages / streams_ok if streams_ok else nan,
+        bytes_out_per_message=figures.get(f"{prefix}bytes_out", 0) / out_n if out_n else nan,
+        bytes_in_per_message=figures.get(f"{prefix}bytes_in", 0) / in_n if in_n else nan,
+        first_message=model.Latency.of(first) if first.count else None,
+        first_message_histogram=first if first.count else None,
+        message=model.Latency.of(each) if each.count else None,
+        message_histogram=each if each.count else None,
+        cpu_us_per_message=model.StreamCpu(client=None, server=None),
+    )
+
+
+def stream_with_cpu(stream: model.Stream, cpu: model.Cpu) -> model.Stream:
+    """``stream`` with its CPU per message on both sides, from the case's ``cpu`` totals
+    (unchanged when it counted no messages)."""
+    if not stream.messages:
+        return stream
+    per: dict[str, float | None] = {}
+    for side, user, sys_ in (
+        ("client", cpu.client_user_s, cpu.client_sys_s),
+        ("server", cpu.server_user_s, cpu.server_sys_s),
+    ):
+        total = user + sys_ if user is not None and sys_ is not None else 0.0
+        ok = math.isfinite(total) and total > 0
+        per[side] = total * 1e6 / stream.messages if ok else None
+    return stream.model_copy(update={"cpu_us_per_message": model.StreamCpu(**per)})
+
+
+def case_figures(
+    *,
+    requests: int,
+    server: CpuTimes | None,
+    server_peak_rss: int | None,
+    server_idle: CpuTimes | None,
+    server_mean_rss: int | None = None,
+    server_cpus: float,
+    clients: Sequence[model.Client] | None,
+    client_cpus: float | None,
+    interval_s: float,
+) -> tuple[model.Cpu, model.Memory]:
+    """The case's ``cpu`` and ``memory`` (:mod:`rpcmeter.metrics.resources`).
+
+    ``server`` is the server tree's CPU over the measured interval (None: unknown, e.g. a server
+    rpcmeter did not start); ``clients`` the load processes' figures (None: no clients ran; one
+    whose CPU is None, e.g. a lost worker, makes the total unknown); ``*_cpus`` how many CPUs
+    each side was given (None: unknown); ``interval_s`` the measured interval.
+    """
+    server_total = server.total_s if server else None
+    client_user = client_total(clients, lambda c: c.cpu_user_s)
+    client_sys = client_total(clients, lambda c: c.cpu_sys_s)
+    client_cpu = (
+        client_user + client_sys if client_user is not None and client_sys is not None else None
+    )
+    cpu = model.Cpu(
+        interval_s=interval_s,
+        server_user_s=server.user_s if server else None,
+        server_sys_s=server.sys_s if server else None,
+        client_user_s=client_user,
+        client_sys_s=client_sys,
+        server_us_per_request=per_request_us(server_total, requests),
+        client_us_per_request=per_request_us(client_cpu, requests),
+        server_util_pct=util_pct(server_total, interval_s, server_cpus),
+        client_util_pct=util_pct(client_cpu, interval_s, client_cpus or 0.0),
+        server_cpus_given=server_cpus if server else None,
+        client_cpus_given=client_cpus if clients else None,
+        server_idle_pct=percent_of_core(server_idle) if server_idle else None,
+        server_idle_window_s=server_idle.at if server_idle else None,
+        server_source=server.source if server else None,
+    )
+    memory = model.Memory(
+        server_peak_rss_bytes=server_peak_rss,
+        client_peak_rss_bytes=client_total(clients, lambda c: c.max_rss_bytes),
+        **({"server_mean_rss_bytes": server_mean_rss} if server_mean_rss is not None else {}),
+    )
+    return cpu, memory

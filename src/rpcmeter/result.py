@@ -32,8 +32,8 @@ written for readers outside rpcmeter::
                       "cluster": {"spec", "scheduler", "workers", "hosts", "dask"} (--cluster),
                       ...},
       "cases": [case, ...],
-      "warnings": [str, ...]                             (derived: model.Result.warnings),
-      "comparisons": analysis.compare_variants(result)   (derived; see analysis.py)
+      "warnings": [str, ...]                             (derived: rpcmeter.derived),
+      "comparisons": analysis.compare_variants(result)   (derived: rpcmeter.derived)
     }
 
 ``suite.git`` is ``{"commit", "branch", "dirty"}`` of the suite file's directory (``branch`` null

@@ -37,6 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from rpcmeter import model
+from rpcmeter.derived import document
 from rpcmeter.errors import NoSuchRun, StoreError
 from rpcmeter.events import RunListener
 from rpcmeter.result import Document, Result, _clean, now_iso, parse, read_json
@@ -308,7 +309,7 @@ class Store:
             "cases": len(result.cases),
             "planned_cases": result.planned_cases,
             "environment": _json(result.environment.dump()),
-            "document": _json({**result.to_json(derived), "cases": []}),
+            "document": _json({**(document(result) if derived else result.to_json()), "cases": []}),
         }
 
     def begin(self, result: model.Result) -> int:

@@ -23,12 +23,13 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from rpcmeter.drivers import driver_class
-from rpcmeter.drivers.base import Driver
+from rpcmeter.analysis import METRIC_BY_NAME
+from rpcmeter.drivers.base import TargetSpec
 from rpcmeter.endpoints import remote_endpoint
 from rpcmeter.errors import SuiteError
 from rpcmeter.suite_model import (
     Breakdown,
+    Gate,
     GitSource,
     Load,
     Placement,
@@ -42,11 +43,13 @@ from rpcmeter.suite_model import (
     Workload,
     round_rate,
 )
+from rpcmeter.targets import target_class
 from rpcmeter.tls import TlsSettings, check_files
 from rpcmeter.workloads import KINDS, parse_params
 
 __all__ = [
     "Breakdown",
+    "Gate",
     "GitSource",
     "Load",
     "Placement",
@@ -242,8 +245,10 @@ def build_suite(
     overrides: list[str] | tuple[str, ...] = (),
     quick: bool = False,
     only_workloads: list[str] | None = None,
+    only_variants: list[str] | None = None,
 ) -> Suite:
-    """Validate a raw mapping (as read from TOML) into a :class:`Suite`."""
+    """Validate a raw mapping (as read from TOML) into a :class:`Suite`; ``only_workloads`` and
+    ``only_variants`` keep those (a baseline variant left out gives way to the first kept)."""
     raw = _deep_copy(raw)
     for assignment in overrides:
         apply_set(raw, assignment)
@@ -255,6 +260,15 @@ def build_suite(
         suite = Suite.model_validate(raw)
     except ValidationError as exc:
         raise SuiteError(_validation_message(where, exc)) from None
+    if suite.gate is not None:
+        unknown = [v for v in suite.gate.variants if v not in suite.variants]
+        if unknown:
+            raise SuiteError(
+                f"{where}: gate.variants: no variant named {unknown[0]!r} "
+                f"(have: {', '.join(suite.variants)})"
+            )
+    if only_variants:
+        _keep_variants(suite, only_variants, where)
     _check_semantics(suite, where)
     measured_per_request = any(suite.driver_of(v) != "command" for v in suite.variants)
     if "repeat" not in suite.model_fields_set and len(suite.variants) >= 2 and measured_per_request:
@@ -269,6 +283,37 @@ def build_suite(
             )
         suite.workloads = {k: v for k, v in suite.workloads.items() if k in only_workloads}
     return suite
+
+
+def _keep_variants(suite: Suite, names: list[str], where: str) -> None:
+    unknown = [n for n in names if n not in suite.variants]
+    if unknown:
+        raise SuiteError(
+            f"{where}: variants: no variant named {unknown[0]!r} (have: {', '.join(suite.variants)})"
+        )
+    suite.variants = {k: v for k, v in suite.variants.items() if k in names}
+    if suite.baseline is not None and suite.baseline not in suite.variants:
+        suite.baseline = None
+
+
+def _check_gate(suite: Suite, where: str) -> None:
+    """``[gate]``: known metrics, and ``where`` naming matrix keys (or ``workload``). Its values
+    are not checked: a run whose matrix ``--set`` narrowed may have none of them (the gate then
+    has nothing to judge and says so)."""
+    gate = suite.gate
+    if gate is None:
+        return
+    for key in ("better", "not_worse"):
+        for name in getattr(gate, key):
+            if name not in METRIC_BY_NAME:
+                raise SuiteError(
+                    f"{where}: gate.{key}: unknown metric {name!r} "
+                    f"(expected one of: {', '.join(METRIC_BY_NAME)})"
+                )
+    for key in gate.where:
+        if key != "workload" and key not in suite.matrix:
+            known = ", ".join(["workload", *suite.matrix])
+            raise SuiteError(f"{where}: gate.where.{key}: not a matrix key (known: {known})")
 
 
 def _deep_copy(value: Any) -> Any:
@@ -295,7 +340,7 @@ def _open_loop_rates(suite: Suite, where: str) -> None:
         )
 
 
-def _check_option_keys(suite: Suite, vname: str, driver: type[Driver], where: str) -> None:
+def _check_option_keys(suite: Suite, vname: str, driver: type[TargetSpec], where: str) -> None:
     """Every option of a variant (the target's and its own) is one its driver declares."""
     known = driver.option_keys
     if known is None:
@@ -329,7 +374,7 @@ def _open_loop_key(suite: Suite) -> str | None:
     return None
 
 
-def no_open_loop(drivers: Iterable[type[Driver]]) -> str | None:
+def no_open_loop(drivers: Iterable[type[TargetSpec]]) -> str | None:
     """Why these drivers cannot run an open loop (None: they can)."""
     for driver in drivers:
         if not driver.open_loop:
@@ -341,14 +386,14 @@ def _check_semantics(suite: Suite, where: str) -> None:
 
     _open_loop_rates(suite, where)
 
-    drivers: dict[str, type[Driver]] = {}
+    drivers: dict[str, type[TargetSpec]] = {}
     for key, name in [("target.driver", suite.target.driver)] + [
         (f"variants.{_format_loc((n,))}.driver", v.driver)
         for n, v in suite.variants.items()
         if v.driver
     ]:
         try:
-            drivers[name] = driver_class(name)
+            drivers[name] = target_class(name)
         except KeyError as exc:
             raise SuiteError(f"{where}: {key}: {exc.args[0]}") from None
     if suite.baseline is not None and suite.baseline not in suite.variants:
@@ -366,6 +411,7 @@ def _check_semantics(suite: Suite, where: str) -> None:
                 f"(expected one of: {', '.join(driver.transports)})"
             )
     _check_addresses(suite, where)
+    _check_gate(suite, where)
     _check_command_clients(suite, where)
     for vname, v in suite.variants.items():
         if v.placement is not None and v.placement.server_memory is not None:
@@ -448,7 +494,7 @@ def _check_semantics(suite: Suite, where: str) -> None:
         driver.check_suite(suite, where)
 
 
-def _check_tls(suite: Suite, drivers: dict[str, type[Driver]], where: str) -> None:
+def _check_tls(suite: Suite, drivers: dict[str, type[TargetSpec]], where: str) -> None:
     """TLS only for drivers that speak it, with readable files; ``load.reuse = false`` only
     for drivers that can open a connection per request."""
     base = Path(where).parent if Path(where).is_file() else None
@@ -479,7 +525,7 @@ def _check_tls(suite: Suite, drivers: dict[str, type[Driver]], where: str) -> No
             )
 
 
-def _check_wait(suite: Suite, drivers: dict[str, type[Driver]], where: str) -> None:
+def _check_wait(suite: Suite, drivers: dict[str, type[TargetSpec]], where: str) -> None:
     """``load.wait = "spin"`` only for drivers whose clients can poll without sleeping."""
     waits = {
         suite.load.wait,
@@ -490,8 +536,9 @@ def _check_wait(suite: Suite, drivers: dict[str, type[Driver]], where: str) -> N
     if "spin" not in waits:
         return
     for vname in suite.variants:
-        driver = drivers[suite.driver_of(vname)]
-        problem = driver.spin_problem(suite.options_of(vname))
+        options = suite.options_of(vname)
+        driver = target_class(suite.driver_of(vname), options)  # the options' client path
+        problem = driver.spin_problem(options)
         if problem is not None:
             raise SuiteError(
                 f"{where}: load.wait: driver {driver.name!r} cannot poll without sleeping (wait = "
@@ -570,7 +617,7 @@ def _check_addresses(suite: Suite, where: str) -> None:
             endpoint = remote_endpoint(address, v.transport or suite.target.transport)
         except ValueError as exc:
             raise SuiteError(f"{where}: {key}: {exc}") from None
-        driver = driver_class(suite.server_driver_of(vname))
+        driver = target_class(suite.server_driver_of(vname))
         if endpoint.transport not in driver.transports:
             raise SuiteError(
                 f"{where}: {key}: driver {driver.name!r} has no transport "
@@ -583,6 +630,7 @@ def load_suite(
     overrides: list[str] | tuple[str, ...] = (),
     quick: bool = False,
     only_workloads: list[str] | None = None,
+    only_variants: list[str] | None = None,
 ) -> Suite:
     """Read, override and validate a suite file."""
     p = Path(path)
@@ -601,7 +649,7 @@ def load_suite(
         ) from None
     try:
         raw = tomllib.loads(text)
-        suite = build_suite(raw, str(p), overrides, quick, only_workloads)
+        suite = build_suite(raw, str(p), overrides, quick, only_workloads, only_variants)
     except tomllib.TOMLDecodeError as exc:
         raise SuiteError(f"{p}: invalid TOML: {exc}") from None
     except RecursionError:

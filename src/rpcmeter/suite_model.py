@@ -196,6 +196,10 @@ class Variant(_Model):
     python: str | None = None
     install: list[str] = Field(default_factory=list)
     git: GitSource | None = None
+    # what makes the virtualenv and installs into it: uv where it is found ("auto"), or always
+    # venv and pip ("pip": for projects whose metadata uv refuses, such as a pyproject.toml
+    # whose [project] leaves its version to an old build backend without saying so)
+    installer: Literal["auto", "pip"] = "auto"
     command: CommandLine = None
     # a command variant in a suite whose target is a server (Suite.command_client): how many
     # requests one run of its command makes, so that its figures are per request like the others'
@@ -431,6 +435,19 @@ class Profile(_Model):
     rate: int = Field(100, ge=1, le=1000)
 
 
+class Gate(_Model):
+    """The suite's own criterion (``[gate]``), judged after every run against the baseline variant
+    (:func:`rpcmeter.gate.check`): in the cases ``where`` selects (matrix values, and
+    ``workload``) of the ``variants`` named (default: every one but the baseline), each metric in
+    ``better`` must be significantly better than the baseline's, and none in ``not_worse``
+    significantly worse (metric names as ``--metric`` takes them)."""
+
+    variants: list[str] = Field(default_factory=list)
+    where: dict[str, Any] = Field(default_factory=dict)
+    better: list[str] = Field(default_factory=list)
+    not_worse: list[str] = Field(default_factory=list)
+
+
 class Suite(_Model):
     name: str = "suite"
     description: str = ""
@@ -447,6 +464,7 @@ class Suite(_Model):
     runs: Runs = Field(default_factory=lambda: Runs())
     resources: Resources = Field(default_factory=lambda: Resources())
     quick: dict[str, Any] = Field(default_factory=dict)
+    gate: Gate | None = None
     breakdown: Breakdown | None = None
     profile: Profile | None = None
 

@@ -36,12 +36,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, field_validator
-
-if TYPE_CHECKING:
-    from rpcmeter import model
 
 HANDSHAKE_TIMEOUT_S = 10.0
 # the longest wait a setting may ask for (a socket timeout overflows past about 9e9 s)
@@ -372,30 +369,6 @@ def for_case(
     return client, ServerTls(run.cert_file, run.key_file, cas if mutual else ())
 
 
-def describe(settings: TlsSettings, run: RunCertificates | None, managed: bool) -> model.Tls:
-    """What the result records of a variant's TLS: settings and fingerprints, never a key."""
-    from rpcmeter import model  # the parent's: a client process does without the model
-
-    out = model.Tls(
-        verify=settings.verify,
-        resume=settings.resume,
-        server_name=settings.server_name,
-        alpn=settings.alpn,
-        mutual=settings.cert_file is not None,
-    )
-    if settings.ca_file is not None:
-        out = out.updated(
-            model.Tls(ca_file=settings.ca_file, ca_sha256=file_fingerprint(settings.ca_file))
-        )
-    elif managed and run is not None:
-        out = out.updated(model.Tls(ca="made for the run", ca_sha256=run.ca_fingerprint))
-    if managed and run is not None:
-        out = out.updated(model.Tls(server_cert_sha256=run.cert_fingerprint))
-    if settings.cert_file is not None:
-        out = out.updated(model.Tls(client_cert_sha256=file_fingerprint(settings.cert_file)))
-    return out
-
-
 def probe_handshake(
     tls: ClientTls, host: str, port: int, alpn: Sequence[str] = ()
 ) -> TlsError | None:
@@ -468,47 +441,97 @@ class TlsTransport:
         self.pending: list[bytes] = []  # encrypted, not yet sent (the socket was full)
         self.closing = False
         # the C methods of the hot path, bound once (the SSLObject's own C object when it has
-        # one: its Python wrappers cost a call more each way)
+        # one: its Python wrappers cost a call more each way), in closures: a read and a write
+        # cost no attribute lookups (benchmarks/tls_call_cost.py, HTTPS/1.1 against nginx:
+        # 1,500 instructions a request above the bare floor client, 3,090 as methods)
         c_tls = getattr(tls, "_sslobj", tls)
-        self.recv: Callable[[int], bytes] = sock.recv
-        self.send: Callable[[bytes], int] = sock.send
         self.read: Callable[[int], bytes] = c_tls.read
-        self.encrypt: Callable[[bytes], int] = c_tls.write
-        self.encrypted: Callable[[], bytes] = outgoing.read
+        self.send: Callable[[bytes], int] = sock.send
+        self.write: Callable[[bytes], None] = self._writer(sock.send, c_tls.write, outgoing.read)
         protocol.connection_made(self)  # type: ignore[arg-type]
         if not self.closing:  # the protocol may refuse the connection at once (ALPN)
-            loop.add_reader(self.fd, self._readable)
+            loop.add_reader(self.fd, self._reader(sock.recv, incoming, c_tls.read, protocol))
             if incoming.pending:  # records that came with the end of the handshake
                 loop.call_soon(self._decrypt, None)
 
-    def _readable(self) -> None:
-        try:
-            data = self.recv(SOCKET_READ)
-        except (BlockingIOError, InterruptedError):
-            return
-        except OSError as exc:
-            self._lost(exc)
-            return
-        if not data:
-            self._lost(None)
-            return
-        self.incoming.write(data)
-        try:
-            chunk = self.read(READ_SIZE)  # one record's data at most
-        except ssl.SSLWantReadError:  # the rest of the record is still on its way
-            return
-        except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
-            self._lost(None)
-            return
-        except OSError as exc:  # ssl.SSLError: an alert, a bad record
-            self._lost(exc)
-            return
-        if self.incoming.pending or not chunk:  # more records (or the server's close_notify)
-            self._decrypt(chunk)
-        else:  # the common case: the one record a read brought
-            self.protocol.data_received(chunk)
-            if self.outgoing.pending and not self.closing:  # what reading made OpenSSL answer
-                self._send(self.outgoing.read())
+    def _reader(
+        self,
+        recv: Callable[[int], bytes],
+        incoming: ssl.MemoryBIO,
+        read: Callable[[int], bytes],
+        protocol: asyncio.Protocol,
+    ) -> Callable[[], None]:
+        """The readable event's callback: one ``recv``, into the incoming BIO; the one record
+        it usually brings decrypted and delivered, or every record (:meth:`_decrypt`)."""
+        feed, outgoing, deliver = incoming.write, self.outgoing, protocol.data_received
+        lost, decrypt, send = self._lost, self._decrypt, self._send
+        want_read, ended = ssl.SSLWantReadError, (ssl.SSLZeroReturnError, ssl.SSLEOFError)
+
+        def readable() -> None:
+            try:
+                data = recv(SOCKET_READ)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                lost(exc)
+                return
+            if not data:
+                lost(None)
+                return
+            feed(data)
+            try:
+                chunk = read(READ_SIZE)  # one record's data at most
+            except want_read:  # the rest of the record is still on its way
+                return
+            except ended:
+                lost(None)
+                return
+            except OSError as exc:  # ssl.SSLError: an alert, a bad record
+                lost(exc)
+                return
+            if incoming.pending or not chunk:  # more records (or the server's close_notify)
+                decrypt(chunk)
+            else:  # the common case: the one record a read brought
+                deliver(chunk)
+                if outgoing.pending and not self.closing:  # what reading made OpenSSL answer
+                    send(outgoing.read())
+
+        return readable
+
+    def _writer(
+        self,
+        sock_send: Callable[[bytes], int],
+        encrypt: Callable[[bytes], int],
+        encrypted: Callable[[], bytes],
+    ) -> Callable[[bytes], None]:
+        """``write``: encrypt into the outgoing BIO, one ``send`` of the records; what does not
+        go out waits (in order) for the socket to be writable."""
+        pending, lost = self.pending, self._lost
+
+        def write(data: bytes) -> None:
+            if self.closing:
+                return
+            try:
+                encrypt(data)
+            except OSError as exc:
+                lost(exc)
+                return
+            out = encrypted()
+            if pending:
+                pending.append(out)
+                return
+            try:
+                n = sock_send(out)
+            except (BlockingIOError, InterruptedError):
+                n = 0
+            except OSError as exc:
+                lost(exc)
+                return
+            if n < len(out):
+                pending.append(out[n:])
+                self.loop.add_writer(self.fd, self._writable)
+
+        return write
 
     def _decrypt(self, first: bytes | None = None) -> None:
         """Decrypt every whole record the incoming BIO holds (after ``first``, already read);
@@ -538,16 +561,6 @@ class TlsTransport:
             self._send(self.outgoing.read())
         if end is not None:
             self._lost(end[0])
-
-    def write(self, data: bytes) -> None:
-        if self.closing:
-            return
-        try:
-            self.encrypt(data)
-        except OSError as exc:
-            self._lost(exc)
-            return
-        self._send(self.encrypted())
 
     def _send(self, data: bytes) -> None:
         if self.pending:

@@ -24,7 +24,7 @@ from rpcmeter.servers.process import new_endpoint
 from rpcmeter.suite import build_suite
 from rpcmeter.workloads import StreamParams
 from tests.support.marks import timing_sensitive
-from tests.support.synthetic import parsed, written
+from tests.support.synthetic import view_of, written
 
 pytestmark = pytest.mark.timeout(120)
 ROOT = Path(__file__).resolve().parents[2]
@@ -101,7 +101,7 @@ def test_every_mode_with_both_clients_same_messages_and_figures() -> None:
     assert len(seen) == 4
     for mode, by_client in seen.items():  # the two clients agree on every count
         assert by_client["h2"] == by_client["grpcio"], mode
-    text = render(parsed(result), width=200)
+    text = render(view_of(result), width=200)
     for mode in MODES:
         assert f"{mode} · per message" in text
 

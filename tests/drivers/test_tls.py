@@ -19,7 +19,7 @@ from rpcmeter.execute import run_suite
 from rpcmeter.reporters.terminal import render
 from rpcmeter.suite import build_suite
 from tests.support.marks import timing_sensitive
-from tests.support.synthetic import parsed, written
+from tests.support.synthetic import view_of, written
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -132,14 +132,14 @@ def test_http_and_raw_over_tls_with_resumption_and_a_connection_per_request() ->
     assert tls["https"]["verify"] is True and len(tls["https"]["server_cert_sha256"]) == 64
     assert "PRIVATE KEY" not in json.dumps(result)
     # the terminal shows every part, and says when verification is off
-    text = render(parsed(result), width=160)
+    text = render(view_of(result), width=160)
     assert "noop" not in text and "echo · connections" in text
     for column in ("connect", "TLS handshake", "resumed handshake", "request"):
         assert column in text
     assert "verification OFF" not in text
     tls["resumed"]["verify"] = False
     assert "TLS certificate verification OFF (tls.verify = false): resumed" in render(
-        parsed(result)
+        view_of(result)
     )
 
 
@@ -218,6 +218,42 @@ def test_each_tls_failure_is_one_line_naming_its_cause(pki: Pki) -> None:
     ]
     assert not [c for c in leftover if "rpcmeter.servers" in c or "held.append" in c], leftover
     assert "PRIVATE KEY" not in json.dumps(result)
+
+
+@pytest.mark.parametrize("driver", ["http2", "grpc"])
+def test_http2_and_grpc_over_tls_fail_as_http11_does(driver: str, pki: Pki) -> None:
+    """HTTP/2 and gRPC run on the same TLS transport as HTTP/1.1: the same failures, each one
+    line naming the same cause (``tls.handshake_timeout_s`` obeyed, not the connect timeout)."""
+    hang = [sys.executable, "-c", HANG, "{port}"]
+    target: dict[str, Any] = {"driver": "http", "tls": True, "options": {"http": "2"}}
+    if driver == "grpc":
+        target = {"driver": "grpc", "tls": True}
+    _, cases = run(
+        {
+            "target": target,
+            "variants": {
+                "wrong-ca": {"tls": {"ca_file": pki.ca_file}},
+                "mismatch": {"tls": {"server_name": "wrong.example"}},
+                "not-tls": {"server": {"command": http_server(None)}},
+                "hangs": {"tls": {"handshake_timeout_s": 1}, "server": {"command": hang}},
+                "fine": {},
+            },
+            "workloads": {"echo": {"request_bytes": 10}},
+            "load": {"requests": 20, "warmup": 2, "timeout_s": 30},
+            "repeat": 1,
+        }
+    )
+    expected = {
+        "wrong-ca": "tls: certificate verify failed: unable to get local issuer certificate",
+        "mismatch": "tls: certificate verify failed: Hostname mismatch",
+        "not-tls": "the server does not speak TLS",
+        "hangs": "tls: handshake timed out after 1 s",
+    }
+    for variant, text in expected.items():
+        doc = cases[variant][0]
+        assert doc["status"] == "failed", variant
+        assert text in doc["reason"] and "\n" not in doc["reason"], (variant, doc["reason"])
+    assert cases["fine"][0]["status"] == "ok" and cases["fine"][0]["ok"] == 20
 
 
 def test_large_bodies_over_tls_both_ways() -> None:

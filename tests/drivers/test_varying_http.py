@@ -12,10 +12,12 @@ from typing import Any
 
 import pytest
 
+from rpcmeter.derived import document
 from rpcmeter.endpoints import Endpoint
 from rpcmeter.execute import run_suite
 from rpcmeter.model import Result
 from rpcmeter.reporters import html, markdown, terminal
+from rpcmeter.reporters.build import build
 from rpcmeter.servers.aio import Corrupter
 from rpcmeter.servers.http_server import KvStore
 from rpcmeter.servers.http_server import handle as server_handle
@@ -179,14 +181,15 @@ def test_mix_calls_apart_add_up_to_the_case() -> None:
         assert sum(c.throughput_rps or 0 for c in calls.values()) == pytest.approx(
             case.throughput_rps
         )
-    doc: dict[str, Any] = json.loads(json.dumps(result.to_json()))
+    doc: dict[str, Any] = json.loads(json.dumps(document(result)))
     assert {c["name"] for c in doc["cases"][0]["calls"]} == {"get", "put", "gone"}
     rows = [r for r in doc["comparisons"]["rows"] if r.get("call")]
     assert {r["call"] for r in rows} == {"get", "put"}  # "gone" has no replies to compare
-    text = terminal.render(result, width=160)
+    view = build(result)
+    text = terminal.render(view, width=160)
     assert "kv · calls" in text and "(all)" in text
-    assert "| put |" in markdown.render(result).replace("  ", " ")
-    assert "kv · calls" in html.render(result)
+    assert "| put |" in markdown.render(view).replace("  ", " ")
+    assert "kv · calls" in html.render(view)
 
 
 def test_store_hits_misses_and_tally() -> None:

@@ -19,10 +19,12 @@ from rpcmeter.drivers.base import DriverContext
 from rpcmeter.drivers.stream import StreamConnection
 from rpcmeter.endpoints import Endpoint
 from rpcmeter.errors import ConnectionClosed, ProtocolError
+from rpcmeter.runners import closed_loop
 from rpcmeter.runners.closed_loop import GRACE_S, run_closed_loop
 from rpcmeter.runners.recording import LoadOutcome
 from rpcmeter.workloads import NoopParams, SimpleParams
 from tests.support.load import spec_and_hooks
+from tests.support.slow_start import SlowToArrive
 
 MOCK = "tests.support.mock_driver:MockDriver"
 pytestmark = pytest.mark.timeout(60)
@@ -151,3 +153,16 @@ def test_a_server_that_takes_connections_and_answers_nothing_times_out_warming_u
     assert out.failure is not None and out.failure.startswith(
         "timed out while warming up (load.timeout_s): the clients connected"
     ), out.failure
+
+
+def test_a_slow_client_start_is_not_counted_against_the_load_timeout() -> None:
+    # the client process runs 2 s after it was started; load.timeout_s (1.5 s) counts from then
+    out = run(options={"slow": SlowToArrive(2.0)}, timeout_s=1.5)
+    assert out.failure is None and out.ok == 5, out.failure
+
+
+def test_a_client_start_past_its_bound_is_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(closed_loop, "START_S", 0.5)
+    out = run(options={"slow": SlowToArrive(3.0)}, timeout_s=0.5)
+    assert out.failure is not None
+    assert out.failure.startswith("timed out while starting the client processes"), out.failure

@@ -9,6 +9,7 @@ from typing import Any
 
 from rpcmeter.reporters import csv as csv_reporter
 from rpcmeter.reporters import markdown, terminal
+from rpcmeter.reporters.build import build
 from rpcmeter.result import Result
 from tests.support.synthetic import parsed
 
@@ -33,14 +34,14 @@ def evil_result() -> Result:
 
 
 def test_terminal_shows_control_characters_and_markup_escaped() -> None:
-    out = terminal.render(evil_result(), width=200)
+    out = terminal.render(build(evil_result()), width=200)
     assert "\x1b" not in out and "\x07" not in out
     assert "\\x1b[31m" in out and "\\x1b[2J\\x07" in out  # shown, not obeyed
     assert "[bold]x[/bold]" in out  # markup shown as text
 
 
 def test_markdown_escapes_its_syntax() -> None:
-    out = markdown.render(evil_result())
+    out = markdown.render(build(evil_result()))
     assert "\x1b" not in out
     # the escape shown as text (its backslash escaped too), every Markdown character escaped
     assert "=ev\\\\x1b[31mil[bold]x[/bold]\\|\\*\\_\\<b\\>[a\\](http://x) new" in out
@@ -51,7 +52,7 @@ def test_csv_disarms_formulas_and_stays_parseable() -> None:
     import csv
     import io
 
-    rows = list(csv.DictReader(io.StringIO(csv_reporter.render(evil_result()))))
+    rows = list(csv.DictReader(io.StringIO(csv_reporter.render(build(evil_result())))))
     variants = {r["variant"] for r in rows}
     assert "'" + EVIL in variants  # a leading = is not a formula; the name is whole
     assert not any(v.startswith(("=", "+", "@")) for v in variants)

@@ -84,6 +84,7 @@ def ignored_signals(pid: int) -> int:
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc")
+@pytest.mark.timeout(150)  # a whole rpcmeter run up to its first case, on a busy machine
 def test_ctrl_c_test_reaches_rpcmeter_when_pytest_ignores_sigint(tmp_path: Path) -> None:
     # pytest as a background job of a non-interactive shell starts with SIGINT ignored, and its
     # children inherit that: the Ctrl-C test's rpcmeter must not

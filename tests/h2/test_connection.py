@@ -3,6 +3,7 @@ memory) and against hand-made frames."""
 
 from __future__ import annotations
 
+import itertools
 import struct
 from typing import Any
 
@@ -475,14 +476,14 @@ def test_the_block_cache_agrees_with_full_decoding(
 def test_the_cache_skips_repeated_blocks_and_forgets_when_the_table_changes() -> None:
     client = started()
     decodes = 0
-    real = client.decoder.decode
+    real = client.blocks.decoder.decode
 
-    def counting(data: bytes, raw: bool = False) -> Any:
+    def counting(data: bytes) -> Any:
         nonlocal decodes
         decodes += 1
-        return real(data, raw=raw)
+        return real(data)
 
-    client.decoder.decode = counting  # type: ignore[method-assign]
+    client.blocks.decoder.decode = counting  # type: ignore[method-assign]
     enc = hpack.Encoder()
     req = client.prepare(GET, None)
     first = enc.encode([(b":status", b"200"), (b"x-a", b"1")])  # indexes x-a: 1
@@ -594,3 +595,71 @@ def test_repeated_replies_are_replayed(shape: str) -> None:
     shapes = [shape, "ping", *[shape] * 40]  # a PING inside a reply: that one is not recorded
     replayed, _, count = replies_through(shapes, [2, 3], replay=True)
     assert count >= 40 and replayed == replies_through(shapes, [2, 3], replay=False)[0]
+
+
+# ---------------------------------------------------------------------------------------------
+# nginx's replies: every field added to the dynamic table, on every reply
+
+NGINX_BLOCK = bytes.fromhex(
+    "887689aa6355e580ae212e1f6196df3dbf4a09c5349fba82009c5021b810dc0094c5a37f"
+    "5f87497ca58ae819aa5c0135"
+)  # :status 200, server, date, content-type text/plain, content-length 5 (GET / of nginx 1.22)
+
+
+def nginx_block(second: int) -> bytes:
+    """The block with the date's seconds changed (the Huffman code of two digits is the same
+    length: the block keeps its size)."""
+    date = f"Thu, 26 Nov 2026 11:11:{second % 60:02d} GMT".encode()
+    literal = hpack.Encoder().encode([(b"date", date)], huffman=True)  # 0x61: static name 33
+    start = NGINX_BLOCK.index(bytes.fromhex("6196"))
+    return NGINX_BLOCK[:start] + literal + NGINX_BLOCK[start + 24 :]
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    seconds=st.lists(st.tuples(st.integers(0, 59), st.integers(1, 80)), min_size=1, max_size=4),
+    cuts=st.lists(st.integers(1, 7), min_size=1),
+)
+def test_nginx_replies_agree_with_decoding_every_block(
+    seconds: list[tuple[int, int]], cuts: list[int]
+) -> None:
+    """nginx's replies (HEADERS adding four fields to the table, then DATA), the date changing
+    now and then, read in batches: a client with its caches and replays ends every stream as the
+    hpack library's decoding of every block says, and keeps the library's table."""
+    blocks = [nginx_block(s) for s, times in seconds for _ in range(times)]
+    lib = hpack.Decoder()
+    want = [[tuple(h) for h in lib.decode(b, raw=True)] for b in blocks]
+    for replay in (True, False):
+        client = started(replay=replay)
+        req = client.prepare(GET, None)
+        done, on_end = ended()
+        batch, sizes = b"", itertools.cycle(cuts)
+        size = next(sizes)
+        for i, b in enumerate(blocks):
+            client.request(req, on_end)
+            sid = 2 * i + 1
+            batch += frame(HEADERS, END_HEADERS, sid, b) + frame(DATA, END_STREAM, sid, b"hello")
+            size -= 1
+            if size == 0:
+                client.receive(batch)
+                batch, size = b"", next(sizes)
+        client.receive(batch)
+        assert [s.headers for s in done] == want
+        assert all(s.body() == b"hello" and s.error is None for s in done)
+        table = client.blocks.decoder
+        assert list(table.entries) == list(lib.header_table.dynamic_entries)
+
+
+def test_nginx_replies_are_replayed_once_the_table_holds_only_their_fields() -> None:
+    client = started()
+    req = client.prepare(GET, None)
+    done, on_end = ended()
+    for i in range(200):
+        client.request(req, on_end)
+        sid = 2 * i + 1
+        client.receive(
+            frame(HEADERS, END_HEADERS, sid, NGINX_BLOCK) + frame(DATA, END_STREAM, sid, b"hello")
+        )
+    replayed = [s for s in done if s.replay is not None]
+    assert len(done) == 200 and len(replayed) > 100
+    assert all(s.headers == done[0].headers for s in done)

@@ -5,16 +5,17 @@ from __future__ import annotations
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from rpcmeter import model
 from rpcmeter.metrics import environment
-from rpcmeter.model import Json
 from rpcmeter.suite import build_suite
 
 
 def test_capture_records_machine_settings() -> None:
-    env = environment.capture(("rpyc",))
+    env = model.Environment.model_validate(environment.capture(("rpyc",)))
     doc = env.dump()  # each key written, null where the machine does not tell
     for key in ("kernel", "cpu_governor", "cpuidle_driver", "load_average", "virtualization"):
         assert key in doc
@@ -32,7 +33,8 @@ def test_capture_suite_resolves_names_and_records_variant_packages() -> None:
             "workloads": {"simple": {}},
         }
     )
-    extra = environment.capture_suite(suite, {"a": ("rpyc",), "b": ("rpyc",)})
+    found = environment.capture_suite(suite, {"a": ("rpyc",), "b": ("rpyc",)})
+    extra = model.Environment.model_validate(found)
     assert extra.resolved_hosts is not None and extra.variant_packages is not None
     assert list(extra.resolved_hosts) == ["localhost"]  # addresses need no resolving
     assert extra.resolved_hosts["localhost"]
@@ -41,9 +43,8 @@ def test_capture_suite_resolves_names_and_records_variant_packages() -> None:
     assert environment.is_address("::1") and not environment.is_address("localhost")
 
 
-def revision(directory: Path) -> Json | None:
-    git = environment.git_revision(directory)
-    return git.dump() if git is not None else None
+def revision(directory: Path) -> dict[str, Any] | None:
+    return environment.git_revision(directory)
 
 
 def test_git_revision_names_commit_branch_and_changes(tmp_path: Path) -> None:

@@ -14,8 +14,9 @@ import pytest
 
 from rpcmeter.checks import warnings_for
 from rpcmeter.execute import run_suite
-from rpcmeter.metrics.resources import CpuTimes, TreeMonitor, busy_pct, case_figures
+from rpcmeter.metrics.resources import CpuTimes, TreeMonitor, busy_pct
 from rpcmeter.model import Client, Worker
+from rpcmeter.record import case_figures
 from rpcmeter.suite import build_suite
 from tests.support.marks import timing_sensitive
 from tests.support.synthetic import parsed, written

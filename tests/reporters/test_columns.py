@@ -12,8 +12,8 @@ import pytest
 from rpcmeter import model
 from rpcmeter.cli import main
 from rpcmeter.reporters import markdown
+from rpcmeter.reporters.build import build
 from rpcmeter.reporters.columns import grpc_bench, server_cpu_pct
-from rpcmeter.reporters.view import build
 from tests.reporters.test_exports import check_golden
 from tests.support.synthetic import synthetic_result, with_case
 

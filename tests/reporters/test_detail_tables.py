@@ -12,8 +12,9 @@ from typing import Any
 from rpcmeter import model
 from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.reporters import html, markdown, registry, terminal
+from rpcmeter.reporters.build import build
 from rpcmeter.reporters.tables import Grid
-from rpcmeter.reporters.view import View, build
+from rpcmeter.reporters.view import View
 from rpcmeter.result import read_json
 from tests.reporters.test_html import chromium, evaluate_in_page
 from tests.support.synthetic import document, synthetic_result

@@ -17,13 +17,14 @@ from typing import Any
 
 import pytest
 
-from rpcmeter import checks, model
+from rpcmeter import model
+from rpcmeter.derived import derive, dumps
 from rpcmeter.reporters import csv as csv_reporter
 from rpcmeter.reporters import json as json_reporter
 from rpcmeter.reporters import markdown as markdown_reporter
 from rpcmeter.reporters import terminal
+from rpcmeter.reporters.build import build, comparison_view
 from rpcmeter.reporters.format import fmt_num
-from rpcmeter.reporters.view import build, comparison_view
 from tests.support.synthetic import synthetic_result, with_case
 
 GOLDEN = Path(__file__).parent / "golden"
@@ -82,14 +83,16 @@ def check_golden(name: str, text: str) -> None:
 
 def test_json_golden() -> None:
     result = golden_result()
-    text = json_reporter.render(result)
+    text = json_reporter.render(build(result))
     check_golden("result.json", text)
-    assert json.loads(text)["comparisons"] == json.loads(json.dumps(result.comparisons.to_json()))
-    assert json.loads(text)["warnings"] == checks.warnings_for(result)
+    assert json.loads(text)["comparisons"] == json.loads(
+        json.dumps(derive(result).comparisons.to_json())
+    )
+    assert json.loads(text)["warnings"] == list(derive(result).warnings)
 
 
 def test_csv_golden() -> None:
-    text = csv_reporter.render(golden_result())
+    text = csv_reporter.render(build(golden_result()))
     check_golden("result.csv", text)
     rows = list(csv.DictReader(io.StringIO(text)))
     assert {r["metric"] for r in rows} >= {
@@ -106,33 +109,34 @@ def test_csv_golden() -> None:
 
 
 def test_comparison_csv_golden() -> None:
-    text = csv_reporter.render_comparison(comparison_view(golden_result().comparisons, []))
+    text = csv_reporter.render_comparison(comparison_view(derive(golden_result()).comparisons, []))
     check_golden("comparison.csv", text)
     assert "faster" in text and "slower" in text and "same" in text
 
 
 def test_markdown_golden() -> None:
-    text = markdown_reporter.render(golden_result())
+    text = markdown_reporter.render(build(golden_result()))
     check_golden("result.md", text)
     assert "| threads | variant | mean | p50 | p99 | req/s | server CPU | client CPU |" in text
     assert "**Failed cases**" in text and "**Warnings**" in text
 
 
 def test_terminal_golden() -> None:
-    text = terminal.render(golden_result(), width=130)
+    text = terminal.render(build(golden_result()), width=130)
     check_golden("result.txt", text)
     assert "geometric mean of ratios each variant / default" in text
 
 
 def test_reporters_are_pure() -> None:
     result = golden_result()
-    before = result.dumps()
+    before = dumps(result)
+    view = build(result)
     outputs = [
-        r(result) for r in (json_reporter.render, csv_reporter.render, markdown_reporter.render)
+        r(view) for r in (json_reporter.render, csv_reporter.render, markdown_reporter.render)
     ]
-    assert result.dumps() == before
+    assert dumps(result) == before
     assert outputs == [
-        r(result) for r in (json_reporter.render, csv_reporter.render, markdown_reporter.render)
+        r(view) for r in (json_reporter.render, csv_reporter.render, markdown_reporter.render)
     ]
 
 
@@ -146,10 +150,10 @@ def test_markdown_and_terminal_show_the_wait_lines_of_the_view(spin_result: mode
     polls = (spun.counters or {})["polls"]
     assert polls >= spun.requests  # at least one poll per reply
     assert lines[1] == f"polls per request (client): wait=spin {fmt_num(polls / spun.requests)}"
-    text = markdown_reporter.render(spin_result)
+    text = markdown_reporter.render(build(spin_result))
     for line in lines:
         assert f"\n{markdown_reporter._escape(line)}\n" in text
-    shown = " ".join(terminal.render(spin_result, width=400).split())
+    shown = " ".join(terminal.render(build(spin_result), width=400).split())
     assert all(line in shown for line in lines)
     # a run whose clients all block has no such lines
     assert build(golden_result()).wait_lines == ()

@@ -20,7 +20,7 @@ import pytest
 from rpcmeter import analysis
 from rpcmeter.cli import main
 from rpcmeter.reporters import html
-from rpcmeter.reporters.view import build
+from rpcmeter.reporters.build import build
 from rpcmeter.result import Result, write_json
 from tests.support.synthetic import comparison_document
 
@@ -45,7 +45,7 @@ BROWSER_NOISE = ("dbus",)
 
 @pytest.fixture(scope="module")
 def demo_page(demo_result: Result) -> str:
-    return html.render(demo_result)
+    return html.render(build(demo_result))
 
 
 def test_report_is_self_contained(demo_result: Result, demo_page: str) -> None:
@@ -58,7 +58,7 @@ def test_report_is_self_contained(demo_result: Result, demo_page: str) -> None:
             hits -= page.count(f'{remote}www.w3.org/2000/svg"')
             hits -= page.count(f'{remote}www.w3.org/1999/xlink"')
         assert hits == 0, remote
-    assert page.count("<figure") == len(html.expected_plots(demo_result))
+    assert page.count("<figure") == len(html.expected_plots(build(demo_result)))
     assert demo_result.suite.name in page
     assert "mean / default" in page  # the comparison table
 
@@ -99,10 +99,10 @@ def test_report_command_writes_html_and_pngs(demo_result: Result, tmp_path: Path
         ]
     )
     assert code == 0
-    assert page.read_text(encoding="utf-8").count("<svg") == len(html.expected_plots(one))
+    assert page.read_text(encoding="utf-8").count("<svg") == len(html.expected_plots(build(one)))
     pngs = sorted(p.name for p in png.glob("*.png"))
     assert len(pngs) == 8  # 2 spectra, throughput, p99, ratio, client and server CPU, idle CPU
-    assert pngs == sorted(f"{i}.png" for i in html.expected_plots(one))
+    assert pngs == sorted(f"{i}.png" for i in html.expected_plots(build(one)))
     assert all((png / p).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
 
 
@@ -304,7 +304,7 @@ def test_report_in_headless_chromium(
 
     assert info["title"] == f"rpcmeter · {demo_result.suite.name}"
     plots = {p["id"]: p for p in info["plots"]}
-    expected = html.expected_plots(demo_result)
+    expected = html.expected_plots(build(demo_result))
     assert list(plots) == expected
     # a refactor must not silently drop a plot: the demo run has these per workload
     for workload in ("simple", "random-wait"):
@@ -328,7 +328,7 @@ def test_wait_lines_show_in_the_page_in_headless_chromium(
     lines = build(spin_result).wait_lines
     assert len(lines) == 2 and "spin_us" in lines[0] and lines[1].startswith("polls per request")
     report = tmp_path / "wait.html"
-    report.write_text(html.render(spin_result), encoding="utf-8")
+    report.write_text(html.render(build(spin_result)), encoding="utf-8")
     found = evaluate_in_page(
         chromium,
         report,
@@ -414,11 +414,10 @@ def test_command_run_report_labels_wall_user_and_system(tmp_path: Path) -> None:
         str(tmp_path / "r.html"),
     ]
     assert main(argv) == 0
-    from rpcmeter.reporters.plots import all_plots
     from rpcmeter.result import read_json
 
     result = read_json(out)
-    got = {p.id: p for p in all_plots(result)["wait"]}
+    got = {p.id: p for p in build(result).plots["wait"]}
     assert sorted(got) == ["command-wait-all", "ratio-wait"]
     bars = got["command-wait-all"]
     assert bars.categories == ("wall", "user", "system")

@@ -12,9 +12,10 @@ import pytest
 
 from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.reporters import plots
-from rpcmeter.reporters.plots import all_plots, palette, spectrum_percentiles
+from rpcmeter.reporters.build import build
+from rpcmeter.reporters.plots import palette, spectrum_percentiles
 from rpcmeter.result import Result
-from tests.support.synthetic import comparison_document, parsed
+from tests.support.synthetic import comparison_document, view_of
 
 
 def _case(
@@ -61,7 +62,7 @@ def _result(cases: list[dict[str, Any]], variants: list[str], keys: list[str]) -
 
 
 def _by_id(doc: dict[str, Any]) -> dict[str, plots.Plot]:
-    return {p.id: p for ps in all_plots(parsed(doc)).values() for p in ps}
+    return {p.id: p for ps in view_of(doc).plots.values() for p in ps}
 
 
 def test_spectrum_percentiles_grid() -> None:
@@ -208,7 +209,7 @@ def test_palette_is_stable_and_distinct() -> None:
 
 
 def test_real_run_plots(demo_result: Result) -> None:
-    got = all_plots(demo_result)
+    got = build(demo_result).plots
     assert list(got) == ["simple", "random wait", ""]  # "": the idle CPU plot across workloads
     assert [p.kind for p in got[""]] == ["idle"]
     for workload, ps in got.items():
@@ -239,14 +240,14 @@ def test_html_table_and_summary_show_intervals_and_verdicts() -> None:
     verdicts = {"faster": 1, "slower": 0, "same": 0, "unknown": 0}
     r["comparisons"] = _stored_comparison([{**geomean, **verdicts}])
     colors = palette(["base", "fast"])
-    table = html.workload_table(parsed(r), "w", colors)
+    table = html.workload_table(view_of(r), "w", colors)
     assert '0.52 <span class="ci">[0.48, 0.56]</span> <span class="faster">faster</span>' in table
     assert table.count("<tr>") == 1 + 3 * 2  # a header, one row per matrix point and variant
     assert table.count(">baseline</td>") == 3
     assert "0.50" in table  # plain ratios where no comparison is stored
-    summary = html.comparison_summary(parsed(r), colors)
+    summary = html.comparison_summary(view_of(r), colors)
     assert "Against base" in summary and '<span class="faster">1 faster</span>' in summary
-    assert html.comparison_summary(parsed(_two_variant_matrix()), colors) == ""
+    assert html.comparison_summary(view_of(_two_variant_matrix()), colors) == ""
 
 
 def test_open_loop_rate_sweep_puts_the_offered_rate_on_x() -> None:
@@ -273,7 +274,7 @@ def test_html_lists_warnings_and_failed_cases_folding_long_lists() -> None:
         cases.append(failed)
     r = _result(cases, ["a"], [])
     r["warnings"] = ["client CPUs saturated"]
-    page = html.render(parsed(r))
+    page = html.render(view_of(r))
     section = page[page.index('id="warnings"') : page.index("</section>", page.index("warnings"))]
     assert "client CPUs saturated" in section and "server exited 9" in section
     assert "<summary>3 more</summary>" in section  # 11 problems, 8 shown

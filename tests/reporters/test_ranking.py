@@ -11,8 +11,8 @@ from rich.table import Table
 
 from rpcmeter import model
 from rpcmeter.aggregate import cells
+from rpcmeter.reporters.build import build
 from rpcmeter.reporters.terminal import grid_table, render
-from rpcmeter.reporters.view import build
 from rpcmeter.result import Result
 from tests.support.synthetic import document
 
@@ -75,7 +75,7 @@ def test_counters_bytes_and_server_time_get_columns(demo_result: Result) -> None
 
 
 def test_terminal_shows_ranking_and_drops_ratios_when_too_wide(demo_result: Result) -> None:
-    out = render(demo_result, width=200)
+    out = render(build(demo_result), width=200)
     assert out.count("ranked by requests/s") == len(cells(demo_result))
     assert "as ratios to it" in out  # two variants: the comparison table is there too
     wide = document(demo_result)
@@ -85,7 +85,7 @@ def test_terminal_shows_ranking_and_drops_ratios_when_too_wide(demo_result: Resu
             extra.append({**copy.deepcopy(case), "variant": name})
         wide["suite"]["variants"][name] = {}
     wide["cases"] += extra
-    out = render(model.Result.from_json(wide), width=200)
+    out = render(build(model.Result.from_json(wide)), width=200)
     assert "as ratios to it" not in out
     assert out.count("ranked by requests/s") == len(cells(demo_result))
     assert "fourth" in out

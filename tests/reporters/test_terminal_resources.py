@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from rpcmeter.reporters.terminal import render
-from tests.support.synthetic import parsed
+from tests.support.synthetic import view_of
 
 
 def result(sources: tuple[str | None, ...] = (None,) * 4) -> dict[str, Any]:
@@ -57,7 +57,7 @@ def result(sources: tuple[str | None, ...] = (None,) * 4) -> dict[str, Any]:
 
 
 def test_resource_table_per_workload() -> None:
-    text = render(parsed(result()), width=140)
+    text = render(view_of(result()), width=140)
     assert "idle · CPU and memory" in text
     assert "simple · CPU and memory" in text
     # latency tables for simple, none for the idle workload
@@ -69,14 +69,14 @@ def test_resource_table_per_workload() -> None:
 
 
 def test_resource_table_notes_where_the_server_cpu_came_from() -> None:
-    old = render(parsed(result()), width=140)  # a document from before the field: no note
+    old = render(view_of(result()), width=140)  # a document from before the field: no note
     assert "server CPU from" not in old
-    mixed = render(parsed(result(("cgroup", "cgroup", "processes", "cgroup"))), width=140)
+    mixed = render(view_of(result(("cgroup", "cgroup", "processes", "cgroup"))), width=140)
     words = " ".join(mixed.split())  # a long note wraps
     assert "idle · CPU and memory (server CPU from its cgroup)" in words
     assert (
         "simple · CPU and memory (server CPU from its cgroup in 1 of 2 cases, else its process "
         "tree)" in words
     )
-    tree = " ".join(render(parsed(result(("processes",) * 4)), width=140).split())
+    tree = " ".join(render(view_of(result(("processes",) * 4)), width=140).split())
     assert "simple · CPU and memory (server CPU from its process tree)" in tree

@@ -13,6 +13,7 @@ import pytest
 from rpcmeter import model
 from rpcmeter.cli import main
 from rpcmeter.reporters import tables, terminal
+from rpcmeter.reporters.build import build
 from rpcmeter.store import Store
 from tests.support.synthetic import document, synthetic_result
 
@@ -41,7 +42,7 @@ def test_three_variants_with_a_long_matrix_key_fit() -> None:
     for case in result["cases"]:
         case["server_time"] = {"mean_us": 1.0}
         case["bytes"] = {"out_per_request": 10_069.0, "in_per_request": 10_115.0}
-    text = terminal.render(model.Result.from_json(result), width=WIDTH)
+    text = terminal.render(build(model.Result.from_json(result)), width=WIDTH)
     check_fits(text)
     assert "request_bytes" in text and "ranked by requests/s" in text
     # the wall times are in the ranking table (three of them no longer fit beside the ratios)
@@ -63,7 +64,7 @@ def test_a_command_table_with_verdicts_fits() -> None:
             }
             for i, r in enumerate(runs * 4)
         ]
-    text = terminal.render(model.Result.from_json(result), width=WIDTH)
+    text = terminal.render(build(model.Result.from_json(result)), width=WIDTH)
     check_fits(text)
     assert "heavy_map" in text and "long_input" in text
     assert " less" in text  # a verdict word beside a ratio

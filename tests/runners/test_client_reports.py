@@ -15,8 +15,8 @@ import pytest
 
 from rpcmeter.errors import SuiteError
 from rpcmeter.execute import run_suite
+from rpcmeter.reporters.build import build
 from rpcmeter.reporters.columns import grpc_bench
-from rpcmeter.reporters.view import build
 from rpcmeter.runners.client_reports import ReportError, parse_ghz
 from rpcmeter.suite import load_suite
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import textwrap
 from pathlib import Path
 from typing import Any
@@ -11,8 +12,8 @@ import pytest
 
 from rpcmeter.aggregate import cells
 from rpcmeter.cli import main
-from rpcmeter.drivers.command import fill, placeholders
 from rpcmeter.errors import SuiteError
+from rpcmeter.placeholders import fill, placeholders
 from rpcmeter.suite import load_suite
 from tests.support.synthetic import parsed
 
@@ -174,3 +175,101 @@ def test_quick_caps_runs(tmp_path: Path) -> None:
     )
     suite = load_suite(path, quick=True)
     assert (suite.runs.warmup, suite.runs.min_runs, suite.runs.min_time_s) == (0, 3, 0.0)
+
+
+def _cgroups_of(case_dir: Path) -> list[str]:
+    return [p.read_text() for p in sorted(case_dir.glob("cg-*"))]
+
+
+@pytest.mark.timeout(120)
+def test_cpus_is_how_many_cpus_the_command_runs_on(tmp_path: Path) -> None:
+    """``{cpus}``: every CPU rpcmeter may use when the command runs unpinned; with
+    ``placement.server_cpus = 1`` (a count) one, and every run starts on that CPU and in the
+    server's quota cgroup where one can be made."""
+    record = "sh -c 'echo {cpus} > cpus-$$; cat /proc/self/cgroup > cg-$$'"
+    suite = write_suite(
+        tmp_path,
+        f"""
+        repeat = 1
+        [target]
+        driver = "command"
+        cwd = "."
+        command = "{record}"
+        [runs]
+        warmup = 0
+        count = 2
+        """,
+    )
+    code, result = run_cli(suite, tmp_path)
+    (case,) = result["cases"]
+    assert code == 0 and case["status"] == "ok", case["reason"]
+    assert case["command"]["argv"][2].startswith(f"echo {len(os.sched_getaffinity(0))} >")
+    for path in tmp_path.glob("cg-*"):
+        path.unlink()
+    code, result = run_cli(suite, tmp_path, "--set", "placement.server_cpus=1")
+    (case,) = result["cases"]
+    assert code == 0 and case["status"] == "ok", case["reason"]
+    assert case["command"]["argv"][2].startswith("echo 1 >")
+    assert case["placement"]["server_cpus"] == [min(os.sched_getaffinity(0))]
+    group = result["environment"]["placement"]["server_cgroup"]
+    cgroups = _cgroups_of(tmp_path)
+    assert len(cgroups) == 2
+    if group is None:  # no writable cgroup here: the quota is skipped, and the reason recorded
+        assert result["environment"]["placement"]["cgroup_notes"]
+        return
+    name = os.path.basename(group["path"])
+    for text in cgroups:
+        where = [
+            path
+            for _, controllers, path in (line.split(":", 2) for line in text.splitlines())
+            if (controllers == "" if group["version"] == 2 else "cpu" in controllers.split(","))
+        ]
+        assert where and where[0].endswith("/" + name), text
+    assert not case["placement"].get("notes")
+
+
+def test_only_the_variants_asked_for_run(tmp_path: Path) -> None:
+    path = write_suite(
+        tmp_path,
+        """
+        baseline = "b"
+        [target]
+        driver = "command"
+        command = "true"
+        [variants.a]
+        [variants.b]
+        [variants.c]
+        """,
+    )
+    suite = load_suite(path, only_variants=["c", "b"])
+    assert list(suite.variants) == ["b", "c"] and suite.baseline_variant == "b"
+    suite = load_suite(path, only_variants=["c", "a"])
+    assert list(suite.variants) == ["a", "c"] and suite.baseline_variant == "a"
+    with pytest.raises(SuiteError, match=r"variants: no variant named 'd' \(have: a, b, c\)"):
+        load_suite(path, only_variants=["d"])
+
+
+@pytest.mark.parametrize(
+    ("gate", "error"),
+    [
+        ('better = ["wall"]', r"gate\.better: unknown metric 'wall' \(expected one of: mean, "),
+        ("where = { slow = true }", r"gate\.where\.slow: not a matrix key \(known: workload, t\)"),
+        ('variants = ["b"]', r"gate\.variants: no variant named 'b' \(have: default\)"),
+    ],
+)
+def test_gate_errors_name_the_key(tmp_path: Path, gate: str, error: str) -> None:
+    path = write_suite(
+        tmp_path,
+        f"""
+        [target]
+        driver = "command"
+        command = "sleep {{t}}"
+        [workloads.w]
+        [matrix]
+        t = [1, 2]
+        [gate]
+        {gate}
+        """,
+    )
+    with pytest.raises(SuiteError, match=error):
+        load_suite(path)

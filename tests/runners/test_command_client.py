@@ -17,11 +17,12 @@ from rpcmeter.cli import main
 from rpcmeter.drivers import driver_class
 from rpcmeter.endpoints import Endpoint
 from rpcmeter.errors import SuiteError
-from rpcmeter.execute import placement_doc, target_kind
 from rpcmeter.model import Result
 from rpcmeter.placement import Cgroup, resolve
+from rpcmeter.plan import plan_variants
+from rpcmeter.record import placement_doc
 from rpcmeter.reporters import markdown
-from rpcmeter.reporters.plots import all_plots
+from rpcmeter.reporters.build import build
 from rpcmeter.reporters.terminal import render
 from rpcmeter.runners.command import measure
 from rpcmeter.servers.process import ServerProcess, new_endpoint
@@ -123,13 +124,13 @@ def test_mixed_suite_runs_a_command_client_against_the_server_it_starts(tmp_path
     assert compared == {"throughput", "server_cpu", "client_cpu"}
     typed = Result.from_json(result)
     # plotted as a request workload (its command clients without latency), not as whole commands
-    kinds = {plot.kind for plot in all_plots(typed)["noop"]}
+    kinds = {plot.kind for plot in build(typed).plots["noop"]}
     assert "command" not in kinds and "spectrum" in kinds
-    text = render(typed, width=160)
+    text = render(build(typed), width=160)
     table = text.split("noop · command clients", 1)[1].split("\n\n", 1)[0]
     row = next(line for line in table.splitlines() if line.strip().startswith("python client ipc"))
     assert row.split()[3:5] == ["3", f"{PER_RUN + 1:,}"]  # runs, requests per run
-    assert "noop · command clients" in markdown.render(typed)  # a detail table there too
+    assert "noop · command clients" in markdown.render(build(typed))  # a detail table there too
 
 
 def test_a_command_client_that_cannot_reach_the_server_fails_its_case(tmp_path: Path) -> None:
@@ -158,7 +159,7 @@ def test_a_command_client_that_cannot_reach_the_server_fails_its_case(tmp_path: 
         ),
         (
             ("tcp://{host}:{port}", "tcp://{hots}:{port}"),
-            r"unknown placeholder \{hots\} \(known: concurrency, connections, duration_s, host, port, python, requests, requests_per_run, socket\)",
+            r"unknown placeholder \{hots\} \(known: concurrency, connections, cpus, duration_s, host, port, python, requests, requests_per_run, socket\)",
         ),
         (
             ('transport = "ipc"\n', 'transport = "udp"\n'),
@@ -166,12 +167,12 @@ def test_a_command_client_that_cannot_reach_the_server_fails_its_case(tmp_path: 
         ),
         (  # the ZeroMQ server has no URLs, and no TLS
             ("tcp://{host}:{port}", "{scheme}://{host}:{port}"),
-            r"unknown placeholder \{scheme\} \(known: concurrency, connections, duration_s, host, port, python, requests, requests_per_run, socket\)",
+            r"unknown placeholder \{scheme\} \(known: concurrency, connections, cpus, duration_s, host, port, python, requests, requests_per_run, socket\)",
         ),
         (
             ("tcp://{host}:{port}", "tcp://{host}:{port}{ca_file}"),
             r"variants\.python client\.command: unknown placeholder \{ca_file\} \(known: "
-            r"concurrency, connections, duration_s, host, port, python, requests, requests_per_run, "
+            r"concurrency, connections, cpus, duration_s, host, port, python, requests, requests_per_run, "
             r"socket; \{ca_file\} and \{server_name\} need tls\)",
         ),
         (
@@ -201,8 +202,8 @@ def test_a_command_client_takes_the_workloads_of_the_target(tmp_path: Path) -> N
     assert suite.workloads["noop"].kind == "echo"
     assert suite.command_client("python client") and not suite.command_client("rpcmeter")
     assert suite.server_driver_of("python client") == "zmq"
-    assert target_kind(suite, "python client") == "client"
-    assert target_kind(suite, "rpcmeter") == "server"
+    plans = plan_variants(suite, resolve(suite.placement))
+    assert plans["python client"].target == "client" and plans["rpcmeter"].target == "server"
 
 
 # ---- HTTP targets: placement, TLS placeholders, a server at an address -------------------------
@@ -373,7 +374,7 @@ def test_a_command_client_of_a_server_at_an_address(
     assert placement["target"] == "remote" and placement["server_cpus"] is None
     assert placement["client_cpus"] == case["placement"]["client_cpus"]
     assert all(cpus == placement["client_cpus"] for cpus, _ in placed(tmp_path))
-    assert "· remote server, client CPUs [" in render(Result.from_json(result), width=300)
+    assert "· remote server, client CPUs [" in render(build(Result.from_json(result)), width=300)
 
 
 def test_ca_file_for_a_server_at_an_address_is_the_suites_own(tmp_path: Path) -> None:
@@ -386,7 +387,7 @@ def test_ca_file_for_a_server_at_an_address_is_the_suites_own(tmp_path: Path) ->
         "certificate"
     )
     cleartext = load_suite(http_suite(tmp_path, 'address = "127.0.0.1:9"', CLEARTEXT))
-    placement = placement_doc(cleartext, resolve(cleartext.placement), None)
+    placement = placement_doc(plan_variants(cleartext, resolve(cleartext.placement)), None)
     assert placement.target == "remote" and placement.server_cpus is None
 
 

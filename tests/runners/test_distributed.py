@@ -25,8 +25,9 @@ from rpcmeter.errors import ClusterError
 from rpcmeter.execute import Bench, RunOptions
 from rpcmeter.metrics import streams
 from rpcmeter.metrics.histogram import SUB_BITS, Histogram
-from rpcmeter.plan import expand
-from rpcmeter.reporters import terminal
+from rpcmeter.plan import expand, plan_variants
+from rpcmeter.record import stream_section
+from rpcmeter.reporters.build import spread_lines
 from rpcmeter.runners.distributed import (
     ClientProcess,
     LoadCluster,
@@ -145,9 +146,8 @@ def test_execute_dispatches_to_the_cluster(cluster: LoadCluster, server: Endpoin
         }
     )
     case = expand(suite)[0]
-    recorded = Bench(suite, RunOptions(), placement.Cpus(None, None), cluster=cluster).run_case(
-        case
-    )
+    plans = plan_variants(suite, placement.Cpus(None, None))
+    recorded = Bench(suite, RunOptions(), plans, cluster=cluster).run_case(case)
     assert recorded.status == "ok", recorded.reason
     assert recorded.requests == 300 and recorded.server_managed is False
     workers = recorded.workers or []
@@ -158,10 +158,10 @@ def test_execute_dispatches_to_the_cluster(cluster: LoadCluster, server: Endpoin
     assert spread.min_max_ratio is not None and 0 < spread.min_max_ratio <= 1
     assert (recorded.cpu.client_user_s or 0) > 0
     doc: dict[str, Any] = recorded.dump()
-    lines = terminal.spread_lines(
+    lines = spread_lines(
         completed(
             {
-                "environment": {"cluster": cluster.describe().dump()},
+                "environment": {"cluster": cluster.describe()},
                 "cases": [doc, {**doc, "spread": None}],
             }
         )
@@ -185,9 +185,8 @@ def test_request_numbers_exactly_once_across_workers(cluster: LoadCluster) -> No
                 "load": {"clients": 4, "concurrency": 8, "requests": 20, "warmup": 2},
             }
         )
-        recorded = Bench(suite, RunOptions(), placement.Cpus(None, None), cluster=cluster).run_case(
-            expand(suite)[0]
-        )
+        plans = plan_variants(suite, placement.Cpus(None, None))
+        recorded = Bench(suite, RunOptions(), plans, cluster=cluster).run_case(expand(suite)[0])
         assert recorded.status == "ok", recorded.reason
         assert recorded.requests == 4 * 8 * 20
         assert len({w.worker for w in recorded.workers or []}) == WORKERS
@@ -249,6 +248,7 @@ def spec(ep: Endpoint, **changes: Any) -> LoadSpec:
 def test_client_process_protocol_and_kill(server: Endpoint) -> None:
     child = ClientProcess(spec(server, duration_s=30.0))
     try:
+        assert child.messages.get(timeout=30) == ("started",)
         assert child.messages.get(timeout=30) == ("connected",)
         assert child.messages.get(timeout=30) == ("ready",)
         # the same address-space layout as every other client process (no randomization)
@@ -332,7 +332,7 @@ def test_stream_figures_merge_exactly_across_workers(cluster: LoadCluster) -> No
         )
     assert out.failure is None and out.ok == 2 * 2 * 10
     _, figures = streams.split(out.counters)
-    section = streams.section(figures, out.ok, out.wall_s)
+    section = stream_section(figures, out.ok, out.wall_s)
     assert section.messages_in == 5 * out.ok
     first, each = section.first_message_histogram, section.message_histogram
     assert first is not None and first.count == out.ok

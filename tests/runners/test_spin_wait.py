@@ -16,6 +16,7 @@ from rpcmeter.drivers.raw import polling_recv
 from rpcmeter.errors import SuiteError
 from rpcmeter.execute import RunOptions, run_suite
 from rpcmeter.model import Case, Result
+from rpcmeter.reporters.build import build
 from rpcmeter.reporters.terminal import render
 from rpcmeter.runners.event_loop import new_event_loop
 from rpcmeter.runners.spin import Spin
@@ -52,11 +53,11 @@ def test_closed_loop_http_spinning_counts_every_request_and_records_the_setting(
     assert case.histogram is not None and case.histogram.count == 1800
     assert [c.requests for c in case.clients] == [900, 900]
     assert result.suite.load["wait"] == "spin"
-    text = render(result, width=200)
+    text = render(build(result), width=200)
     assert 'clients poll for replies without sleeping (wait = "spin" in load)' in text
     blocking = run(tmp_path, "http", {"requests": 50}, workloads={"noop": {}})
     assert blocking.suite.load["wait"] == "block"
-    assert "poll for replies" not in render(blocking, width=200)
+    assert "poll for replies" not in render(build(blocking), width=200)
 
 
 def _sleeping_case(

@@ -15,6 +15,7 @@ import pytest
 from rpcmeter import placement
 from rpcmeter.errors import SuiteError
 from rpcmeter.execute import run_suite
+from rpcmeter.record import cgroup_of, placement_of, with_cgroups
 from rpcmeter.suite import build_suite
 from tests.support.synthetic import written
 from tests.test_execute import leftovers
@@ -160,7 +161,7 @@ def test_v2_the_limit_joins_the_cpu_quota_cgroup(
     assert (tmp_path / "cgroup.subtree_control").read_text() == "+memory"
     (tmp_path / "run-server" / "memory.events").write_text("low 0\nmax 4\noom 2\noom_kill 2\n")
     assert group.oom_kills() == 2
-    assert group.describe().memory_bytes == LIMIT
+    assert cgroup_of(group).memory_bytes == LIMIT
 
 
 def test_v2_without_a_quota_the_limit_has_a_cgroup_of_its_own(
@@ -193,7 +194,7 @@ def test_v1_the_limit_is_in_the_memory_hierarchy(
     (group.path / "memory.oom_control").write_text("oom_kill_disable 0\nunder_oom 0\noom_kill 3\n")
     assert group.oom_kills() == 3
     quotas = placement.CpuQuotas(server_memory=group, memory_limit=LIMIT)
-    recorded = quotas.recorded(placement.Cpus([0], [1]).applied())
+    recorded = with_cgroups(placement_of(placement.Cpus([0], [1])), quotas)
     assert recorded.server_memory_bytes == LIMIT
     assert recorded.server_memory_cgroup is not None
     assert recorded.server_memory_cgroup.memory_bytes == LIMIT

@@ -8,8 +8,10 @@ from typing import Any
 
 import numpy as np
 
-from rpcmeter import analysis, model
+from rpcmeter import analysis, derived, model
 from rpcmeter.metrics.histogram import Histogram
+from rpcmeter.reporters.build import build
+from rpcmeter.reporters.view import View
 
 # (workload, point, variant) -> per-repetition mean latency in microseconds
 CellSpec = dict[tuple[str, tuple[tuple[str, Any], ...], str], Sequence[float]]
@@ -130,28 +132,39 @@ def with_case(result: model.Result, index: int, **changes: Any) -> model.Result:
 
 
 def parsed(doc: dict[str, Any]) -> model.Result:
-    """The result of a test's JSON document. The comparisons and warnings a document stores are
-    not read back (the model derives them); a test that gives its own (comparisons: a whole
-    comparison document, read through :class:`rpcmeter.analysis.Comparison`) keeps them as though
-    derived."""
-    result = model.Result.from_json(doc)
-    # the cached properties' values
-    if doc.get("comparisons") is not None:
-        result.__dict__["comparisons"] = analysis.Comparison.model_validate(doc["comparisons"])
-    if "warnings" in doc:
-        result.__dict__["warnings"] = doc["warnings"]
-    return result
+    """The result of a test's JSON document (the comparisons and warnings a document stores are
+    not read back: :func:`view_of` takes a test's own)."""
+    return model.Result.from_json(doc)
+
+
+def view_of(value: dict[str, Any] | model.Result) -> View:
+    """The view reports draw (:func:`rpcmeter.reporters.build.build`) of a result, or of a test's
+    JSON document: a document that gives its own comparisons (a whole comparison document, read
+    through :class:`rpcmeter.analysis.Comparison`) or warnings has them in place of the derived
+    ones."""
+    if isinstance(value, model.Result):
+        return build(value)
+    result = parsed(value)
+    comparisons, warnings = value.get("comparisons"), value.get("warnings")
+    found = derived.derive(result)
+    given = derived.Derived(
+        found.comparisons
+        if comparisons is None
+        else analysis.Comparison.model_validate(comparisons),
+        found.warnings if warnings is None else tuple(warnings),
+    )
+    return build(result, given)
 
 
 def document(result: model.Result) -> dict[str, Any]:
     """The JSON document of ``result`` without its derived parts, for a test to edit and read
     back through :func:`parsed`."""
-    return result.to_json(derived=False)
+    return result.to_json()
 
 
 def written(result: model.Result) -> dict[str, Any]:
     """The JSON document rpcmeter writes for ``result`` (with its comparisons and warnings)."""
-    return result.to_json()
+    return derived.document(result)
 
 
 def completed(doc: dict[str, Any]) -> model.Result:

@@ -3,17 +3,38 @@
 from __future__ import annotations
 
 import importlib
+from collections.abc import Mapping
+from typing import Any
 
 from rpcmeter.drivers.base import Driver
 
-# name -> "module:Class"; imported lazily so a suite only pays for the driver it uses.
+# name -> "module:Class"; imported lazily so a suite only pays for the driver it uses. The class
+# describes the driver to a suite (transports, options, server); a driver with several client
+# paths names its default one here
 REGISTRY: dict[str, str] = {
     "rpyc": "rpcmeter.drivers.rpyc:RpycDriver",
     "grpc": "rpcmeter.drivers.grpc:GrpcDriver",
     "zmq": "rpcmeter.drivers.zmq:ZmqDriver",
     "http": "rpcmeter.drivers.http:HttpDriver",
     "raw": "rpcmeter.drivers.raw:RawDriver",
-    "command": "rpcmeter.drivers.command:CommandDriver",
+}
+
+# a driver with several client paths, one class each: the option that picks one, the value it
+# has when not given, and the class of each value
+CLIENT_PATHS: dict[str, tuple[str, str, dict[str, str]]] = {
+    "http": (
+        "http",
+        "1.1",
+        {"1.1": "rpcmeter.drivers.http:HttpDriver", "2": "rpcmeter.drivers.http2:Http2Driver"},
+    ),
+    "grpc": (
+        "client",
+        "h2",
+        {
+            "h2": "rpcmeter.drivers.grpc:GrpcDriver",
+            "grpcio": "rpcmeter.drivers.grpcio:GrpcioDriver",
+        },
+    ),
 }
 
 
@@ -37,13 +58,18 @@ def install_hint(name: str, exc: ImportError) -> str | None:
     return f"driver \"{name}\" needs {distribution}: pip install 'rpcmeter[{extra}]'"
 
 
-def driver_class(name: str) -> type[Driver]:
+def driver_class(name: str, options: Mapping[str, Any] | None = None) -> type[Driver]:
     """The driver registered as ``name``, or any importable ``"module:Class"`` (a driver of your
-    own). KeyError with a readable message when there is no such driver, or when its protocol
-    library is not installed (:func:`install_hint`)."""
+    own); with the target ``options``, the class of the client path they pick
+    (:data:`CLIENT_PATHS`: ``http = "2"``, ``client = "grpcio"``). KeyError with a readable
+    message when there is no such driver, or when its protocol library is not installed
+    (:func:`install_hint`)."""
     spec = REGISTRY.get(name, name if ":" in name else None)
     if spec is None:
         raise KeyError(f"unknown driver {name!r} (expected one of: {', '.join(sorted(REGISTRY))})")
+    if options is not None and name in CLIENT_PATHS:
+        key, default, paths = CLIENT_PATHS[name]
+        spec = paths.get(str(options.get(key, default)), spec)
     module_name, _, class_name = spec.partition(":")
     try:
         cls = getattr(importlib.import_module(module_name), class_name)

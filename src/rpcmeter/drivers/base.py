@@ -136,8 +136,11 @@ class Ownership(NamedTuple):
     release: Callable[[], None]
 
 
-class Driver(ABC):
-    """Client side of one protocol inside one client process."""
+class TargetSpec:
+    """What a suite's ``driver`` names, as the suite's checks and the run's plan see it: the
+    transports, workloads and options it takes, its built-in server, whether it speaks TLS,
+    runs open loops or polls. A protocol driver (:class:`Driver`) is one; a whole command
+    (:class:`rpcmeter.targets.CommandTarget`) is another, run by rpcmeter's command runner."""
 
     name: ClassVar[str]
     transports: ClassVar[tuple[str, ...]] = ("tcp", "unix")
@@ -151,8 +154,6 @@ class Driver(ABC):
     # the target options it and its built-in server read; others are a suite error (None: any)
     option_keys: ClassVar[frozenset[str] | None] = None
     packages: ClassVar[tuple[str, ...]] = ()  # distributions whose versions the result records
-    fork_safe: ClassVar[bool] = True  # its module may be imported before client processes fork
-    fatal_errors: ClassVar[tuple[type[BaseException], ...]] = (OSError, EOFError)
     tls: ClassVar[bool] = False  # speaks TLS when the context carries it (rpcmeter.tls)
     # the scheme of its servers' URLs (``https`` with TLS): a command client's ``{scheme}``
     url_scheme: ClassVar[str | None] = None
@@ -162,31 +163,9 @@ class Driver(ABC):
     client_env: ClassVar[Mapping[str, str]] = {}
     spins: ClassVar[bool] = False  # load.wait = "spin" (see also :meth:`spin_problem`)
 
-    def __init__(self, ctx: DriverContext) -> None:
-        self.ctx = ctx
-
-    @abstractmethod
-    def connect(self) -> None:
-        """Open this client's connection(s)."""
-
-    @abstractmethod
-    def caller(self, thread_index: int) -> Caller:
-        """A function performing one request of the workload for thread ``thread_index``."""
-
-    def close(self) -> None:  # noqa: B027 - optional hook
-        """Close connections (errors here are ignored by the runner)."""
-
-    def counters(self) -> dict[str, int]:
-        """Totals the driver kept (bytes_out, bytes_in, ...)."""
-        return {}
-
-    def connection_costs(self) -> ConnectionCosts | None:
-        """Connect and handshake times of the connections it opened (None: not measured)."""
-        return None
-
-    @classmethod  # noqa: B027 - optional hook
+    @classmethod
     def check_suite(cls, suite: Suite, where: str) -> None:
-        """Checks of a suite this driver needs beyond the model's (raise SuiteError)."""
+        """Checks of a suite this target needs beyond the model's (raise SuiteError)."""
 
     @classmethod
     def asks_server(cls, options: Mapping[str, Any]) -> bool:
@@ -212,7 +191,7 @@ class Driver(ABC):
 
     @classmethod
     def spin_problem(cls, options: Mapping[str, Any]) -> str | None:
-        """Why a client of this driver with target options ``options`` cannot poll without
+        """Why a client of this target with target options ``options`` cannot poll without
         sleeping (``load.wait = "spin"``); None when it can."""
         if cls.spins:
             return None
@@ -232,6 +211,35 @@ class Driver(ABC):
         else:
             cmd += ["--host", endpoint.host, "--port", str(endpoint.port)]
         return [*cmd, "--options", json.dumps(dict(options), sort_keys=True)]
+
+
+class Driver(TargetSpec, ABC):
+    """Client side of one protocol inside one client process."""
+
+    fork_safe: ClassVar[bool] = True  # its module may be imported before client processes fork
+    fatal_errors: ClassVar[tuple[type[BaseException], ...]] = (OSError, EOFError)
+
+    def __init__(self, ctx: DriverContext) -> None:
+        self.ctx = ctx
+
+    @abstractmethod
+    def connect(self) -> None:
+        """Open this client's connection(s)."""
+
+    @abstractmethod
+    def caller(self, thread_index: int) -> Caller:
+        """A function performing one request of the workload for thread ``thread_index``."""
+
+    def close(self) -> None:
+        """Close connections (errors here are ignored by the runner)."""
+
+    def counters(self) -> dict[str, int]:
+        """Totals the driver kept (bytes_out, bytes_in, ...)."""
+        return {}
+
+    def connection_costs(self) -> ConnectionCosts | None:
+        """Connect and handshake times of the connections it opened (None: not measured)."""
+        return None
 
 
 class EventDriver(Driver):

@@ -1,9 +1,11 @@
 """gRPC driver: unary and streaming calls, named from a protobuf schema or sent as raw bytes; no
 generated stubs.
 
-Two clients: rpcmeter's own HTTP/2 client on the event loop (the default; see
-:mod:`rpcmeter.drivers.grpc_h2`), and grpcio's blocking stubs on threads
-(``options.client = "grpcio"``). Both send the same messages and read the same statuses.
+Two client paths, one class each, picked by the registry from ``options.client``
+(:data:`rpcmeter.drivers.CLIENT_PATHS`): rpcmeter's own HTTP/2 client on the event loop
+(:class:`GrpcDriver`, the default; see :mod:`rpcmeter.drivers.grpc_h2`), and grpcio's blocking
+stubs on threads (``options.client = "grpcio"``: :class:`rpcmeter.drivers.grpcio.GrpcioDriver`).
+Both send the same messages and read the same statuses (:class:`GrpcCommon`).
 
 By default it calls rpcmeter's built-in service (``rpcmeter.Bench``, see
 :mod:`rpcmeter.servers.grpc_server`) with the workload's request body
@@ -63,8 +65,6 @@ server may send; replies without them report none (unknown). A failed call count
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -74,29 +74,23 @@ import grpc
 from rpcmeter.drivers import grpc_calls
 from rpcmeter.drivers.base import (
     RAW_BODY_OPTIONS,
-    Caller,
     Channel,
+    Driver,
     DriverContext,
     EventDriver,
     ReplyCheck,
 )
-from rpcmeter.drivers.grpc_calls import SCHEMA_OPTIONS, channel_credentials
+from rpcmeter.drivers.grpc_calls import SCHEMA_OPTIONS
 from rpcmeter.drivers.grpc_h2 import GrpcH2Client
 from rpcmeter.drivers.grpc_plan import (
     GrpcEntry,
     PlanCall,
     fixed_headers,
     grpc_plan,
-    grpcio_callers,
     h2_channels,
     plan_checks,
 )
-from rpcmeter.drivers.grpc_stream import (
-    MAX_MESSAGE_BYTES,
-    GrpcStreamH2,
-    StreamFigures,
-    grpcio_stream_caller,
-)
+from rpcmeter.drivers.grpc_stream import MAX_MESSAGE_BYTES, GrpcStreamH2
 from rpcmeter.drivers.stream import ExactReply
 from rpcmeter.drivers.varying import LoopState, MixChannel, Plan, loop_of
 from rpcmeter.errors import SuiteError
@@ -108,10 +102,9 @@ from rpcmeter.protocols.bodies import (
     check_variant_options,
     stream_metadata,
 )
-from rpcmeter.protocols.grpc import method_path, stream_method_path, target
+from rpcmeter.protocols.grpc import method_path, stream_method_path
 from rpcmeter.protocols.grpc_schema import PreparedCall
-from rpcmeter.protocols.timing import ServerTime, trailer_times
-from rpcmeter.tls import ClientTls, probe_handshake
+from rpcmeter.tls import ClientTls
 from rpcmeter.workloads import MixParams, StreamParams
 
 if TYPE_CHECKING:
@@ -147,7 +140,6 @@ def status_error(exc: grpc.RpcError) -> GrpcError:
 
 
 CLIENTS = ("h2", "grpcio")
-PROBE_EVERY_S = 0.1  # grpcio client: how often a connecting channel is looked at
 SERVER_MODES = ("aio", "sync", "h2")  # the built-in server's (rpcmeter.servers.grpc_server)
 
 
@@ -177,7 +169,13 @@ def check_options(opts: Mapping[str, Any]) -> None:
     check_raw_options(opts)
 
 
-class GrpcDriver(EventDriver):
+class GrpcCommon(Driver):
+    """The gRPC driver as a suite sees it (transports, options, server, TLS, schemas), and what
+    its two client paths share: the method, the request and the check of replies, the metadata
+    and the deadline. The registry picks the path by ``options.client``
+    (:data:`rpcmeter.drivers.CLIENT_PATHS`): :class:`GrpcDriver` (rpcmeter's own HTTP/2 client)
+    or :class:`rpcmeter.drivers.grpcio.GrpcioDriver`."""
+
     name: ClassVar[str] = "grpc"
     transports: ClassVar[tuple[str, ...]] = ("tcp", "unix")
     workloads: ClassVar[frozenset[str]] = frozenset({*KINDS, "stream", "mix"})
@@ -221,12 +219,6 @@ class GrpcDriver(EventDriver):
                 )
 
     @classmethod
-    def spin_problem(cls, options: Mapping[str, Any]) -> str | None:
-        if options.get("client", "h2") == "grpcio":
-            return 'its grpcio client (options.client = "grpcio") waits in grpc\'s own threads'
-        return None
-
-    @classmethod
     def asks_server(cls, options: Mapping[str, Any]) -> bool:
         return options.get("reflection") is True
 
@@ -239,10 +231,6 @@ class GrpcDriver(EventDriver):
     @classmethod
     def describe_prepared(cls, prepared: Mapping[str, Any]) -> dict[str, Any] | None:
         return grpc_calls.describe_prepared(prepared)
-
-    def credentials(self) -> tuple[grpc.ChannelCredentials | None, list[tuple[str, Any]]]:
-        """The channel credentials and options of ``ctx.tls`` (None: cleartext)."""
-        return channel_credentials(self.ctx.tls)
 
     def __init__(self, ctx: DriverContext) -> None:
         super().__init__(ctx)
@@ -264,18 +252,14 @@ class GrpcDriver(EventDriver):
             self.path = str(opts.get("method") or builtin)
             if self.stream is not None and not opts.get("method"):
                 self.metadata += stream_metadata(self.stream)
-        self.figures = StreamFigures()
         self.max_message = int(opts.get("max_message_bytes", MAX_MESSAGE_BYTES))
         timeout = opts.get("call_timeout_s")
         self.timeout = float(timeout) if timeout is not None else None
-        self.channels: list[grpc.Channel] = []
-        self.h2: GrpcH2Client | None = None
+        self.connect_timeout_s = float(opts.get("connect_timeout_s", 10.0))
         # the requests when they vary (templates, a data file, a mix; None: one fixed request)
         self.plan: Plan[GrpcEntry] | None = None
         if self.stream is None:
             self.plan = grpc_plan(ctx, call, self.path, self.request, self.metadata)
-        self.plan_calls: list[PlanCall] = []
-        self.plan_counts: list[list[int]] = []  # grpcio: per loop, message bytes out and in
 
     def schema_call(self) -> PreparedCall | None:
         """The call the run prepared (a schema's), or one compiled here from the options of a
@@ -293,10 +277,16 @@ class GrpcDriver(EventDriver):
         schema = grpc_calls.load_file_schema(opts, Path.cwd())
         return grpc_calls.prepare_call(opts, schema, Path.cwd())
 
-    def uses_event_loop(self) -> bool:
-        return bool(self.ctx.options.get("client", "h2") != "grpcio")
 
-    # the h2 client ----------------------------------------------------------------------------
+class GrpcDriver(GrpcCommon, EventDriver):
+    """Unary and streaming calls over rpcmeter's own HTTP/2 client on the event loop (the
+    default path; see the module doc)."""
+
+    def __init__(self, ctx: DriverContext) -> None:
+        super().__init__(ctx)
+        self.h2: GrpcH2Client | None = None
+        self.plan_calls: list[PlanCall] = []
+
     async def open(self) -> None:
         if self.plan is not None:
             await self.open_plan(self.plan)
@@ -315,7 +305,7 @@ class GrpcDriver(EventDriver):
             self.h2 = GrpcStreamH2(*args, params=self.stream, max_message_bytes=self.max_message)
         else:
             self.h2 = GrpcH2Client(*args)
-        await self.h2.open(float(self.ctx.options.get("connect_timeout_s", 10.0)))
+        await self.h2.open(self.connect_timeout_s)
 
     async def open_plan(self, plan: Plan[GrpcEntry]) -> None:
         """A :class:`PlanCall` for each call of the plan, on the first one's connections."""
@@ -334,7 +324,7 @@ class GrpcDriver(EventDriver):
                 templated=templated,
             )
             if k == 0:
-                await client.open(float(self.ctx.options.get("connect_timeout_s", 10.0)))
+                await client.open(self.connect_timeout_s)
                 self.h2 = client
             else:
                 assert self.h2 is not None
@@ -349,80 +339,9 @@ class GrpcDriver(EventDriver):
             return MixChannel(channels, self.plan, state) if self.plan.mix else channels[0]
         return self.h2.channel(index)
 
-    # the grpcio client ------------------------------------------------------------------------
-    def connect(self) -> None:
-        if self.uses_event_loop():
-            return  # the h2 client connects in open()
-        addr = target(self.ctx.endpoint)
-        creds, tls_options = self.credentials()
-        self.channels = []
-        for i in range(max(1, self.ctx.connections)):
-            channel_options = [
-                ("grpc.max_receive_message_length", self.max_message),
-                ("grpc.use_local_subchannel_pool", 1),
-                ("rpcmeter.client", self.ctx.client_index),
-                ("rpcmeter.channel", i),
-                *tls_options,
-            ]
-            self.channels.append(
-                grpc.insecure_channel(addr, options=channel_options)
-                if creds is None
-                else grpc.secure_channel(addr, creds, options=channel_options)
-            )
-        wait_s = float(self.ctx.options.get("connect_timeout_s", 10.0))
-        for ch in self.channels:
-            try:
-                self.wait_ready(ch, wait_s)
-            except (grpc.FutureTimeoutError, OSError) as exc:
-                self.close()
-                if isinstance(exc, OSError):
-                    raise
-                raise ConnectionError(f"no gRPC connection to {addr} within {wait_s:g} s") from None
-        self.stubs = [ch.unary_unary(self.path) for ch in self.channels]
-        self.bytes_out = [0] * self.ctx.threads
-        self.bytes_in = [0] * self.ctx.threads
-
-    def wait_ready(self, channel: grpc.Channel, wait_s: float) -> None:
-        """Wait until ``channel`` is connected (``grpc.FutureTimeoutError`` after ``wait_s``).
-        grpcio retries a failed connection quietly until the deadline: the first time it fails
-        over TLS, one handshake with Python's ssl module names why (a TlsError at once:
-        ``certificate verify failed: certificate has expired``)."""
-        failed = threading.Event()
-
-        def watch(state: grpc.ChannelConnectivity) -> None:
-            if state is grpc.ChannelConnectivity.TRANSIENT_FAILURE:
-                failed.set()
-
-        ready = grpc.channel_ready_future(channel)
-        tls, ep = self.ctx.tls, self.ctx.endpoint
-        probe = tls is not None and ep.port is not None
-        deadline = time.monotonic() + wait_s
-        channel.subscribe(watch)
-        try:
-            while True:
-                left = deadline - time.monotonic()
-                try:
-                    ready.result(timeout=max(0.0, min(left, PROBE_EVERY_S)))
-                    return
-                except grpc.FutureTimeoutError:
-                    if left > PROBE_EVERY_S and not failed.is_set():
-                        continue
-                if probe and tls is not None and ep.port is not None:
-                    why = probe_handshake(tls, ep.host, ep.port, ("h2",))
-                    if why is not None:
-                        raise why
-                    probe = False  # the handshake is not what fails
-                if left <= PROBE_EVERY_S:
-                    raise grpc.FutureTimeoutError()
-        finally:
-            ready.cancel()
-            channel.unsubscribe(watch)
-
     def close(self) -> None:
         if self.h2 is not None:
             self.h2.close()
-        for ch in self.channels:
-            ch.close()
 
     def connection_costs(self) -> ConnectionCosts | None:
         return self.h2.costs if self.h2 is not None else None
@@ -431,64 +350,7 @@ class GrpcDriver(EventDriver):
         if self.plan_calls:
             each = [c.counters() for c in self.plan_calls]
             return {k: sum(c[k] for c in each) for k in ("bytes_out", "bytes_in")}
-        if self.plan_counts:
-            return {
-                "bytes_out": sum(c[0] for c in self.plan_counts),
-                "bytes_in": sum(c[1] for c in self.plan_counts),
-            }
-        if self.h2 is not None:
-            return self.h2.counters()
-        if self.stream is not None:
-            return self.figures.counters()
-        return {"bytes_out": sum(self.bytes_out), "bytes_in": sum(self.bytes_in)}
-
-    def caller(self, thread_index: int) -> Caller:
-        if self.stream is not None:
-            return grpcio_stream_caller(
-                self.channels[thread_index % len(self.channels)],
-                self.path,
-                self.stream,
-                self.request,
-                self.check,
-                self.metadata,
-                self.timeout,
-                self.figures,
-                status_error,
-            )
-        if self.plan is not None:
-            counts = [0, 0]
-            self.plan_counts.append(counts)
-            return grpcio_callers(
-                self.channels[thread_index % len(self.channels)],
-                self.plan,
-                LoopState(loop_of(self.ctx, thread_index)),
-                self.timeout,
-                self.check,
-                counts,
-                status_error,
-            )
-        stub = self.stubs[thread_index % len(self.stubs)]
-        request = self.request
-        n_out = len(request)
-        check = self.check
-        metadata = self.metadata or None
-        timeout = self.timeout
-        out = self.bytes_out
-        inp = self.bytes_in
-        t = thread_index
-
-        def call() -> ServerTime | None:
-            try:
-                reply, rpc = stub.with_call(request, timeout=timeout, metadata=metadata)
-            except grpc.RpcError as exc:
-                raise status_error(exc) from None
-            out[t] += n_out
-            inp[t] += len(reply)
-            if check is not None and reply != check.last and (wrong := check(reply)) is not None:
-                raise wrong
-            return trailer_times(rpc.trailing_metadata())
-
-        return call
+        return self.h2.counters() if self.h2 is not None else {}
 
 
-__all__ = ["GrpcDriver", "GrpcError", "status_error", "target"]
+__all__ = ["GrpcCommon", "GrpcDriver", "GrpcError", "status_error"]

@@ -15,8 +15,8 @@ options say otherwise. Options (target or variant ``options``):
   address).
 - ``event_loop``: ``uvloop`` (default) or ``asyncio``.
 - ``http``: ``"1.1"`` (default) or ``"2"``: HTTP/2, the loops' requests multiplexed as streams
-  over the connections (:mod:`rpcmeter.drivers.http2`); cleartext with prior knowledge (h2c), or
-  over TLS negotiated by ALPN ``h2``.
+  over the connections (:class:`rpcmeter.drivers.http2.Http2Driver`, the path the registry picks
+  for it); cleartext with prior knowledge (h2c), or over TLS negotiated by ALPN ``h2``.
 
 Connections are kept alive. A server that ends one after a number of requests (``Connection:
 close`` on its last reply, as nginx and Apache httpd do) gets a new one, and the requests
@@ -49,12 +49,11 @@ from typing import TYPE_CHECKING, Any, ClassVar, cast
 import httptools
 
 from rpcmeter.drivers import http_plan
-from rpcmeter.drivers.base import STALL_OPTIONS, Channel, Done, DriverContext, ReplyError
+from rpcmeter.drivers.base import STALL_OPTIONS, Channel, Done, Driver, DriverContext, ReplyError
 from rpcmeter.drivers.http_plan import default_path
-from rpcmeter.drivers.stream import StreamConnection, StreamDriver
+from rpcmeter.drivers.stream import StreamConnection, StreamDriver, workload_body
 from rpcmeter.drivers.varying import Fill, LoopState, MixChannel, Plan, channel_of, loop_of
 from rpcmeter.errors import ProtocolError, SuiteError
-from rpcmeter.metrics.connections import ConnectionCosts
 from rpcmeter.protocols.bodies import KINDS, check_variant_options, expected_reply
 from rpcmeter.protocols.http_request import HttpRequest, expect_filler, h1_filler
 from rpcmeter.protocols.http_request import build_request as build_request
@@ -68,8 +67,7 @@ MAX_HEAD = 1 << 20  # a reply head longer than this is malformed
 CLOSE = b"onnection: close"
 
 if TYPE_CHECKING:
-    from rpcmeter.drivers.http2 import Http2Client
-    from rpcmeter.suite import Suite
+    from rpcmeter.suite_model import Suite
 
 
 def check_options(opts: Mapping[str, Any]) -> None:
@@ -336,13 +334,19 @@ class HttpConnection(StreamConnection):
             self.reply(self.server_ns, body, error)
 
 
-class HttpDriver(StreamDriver):
+class HttpCommon(Driver):
+    """The HTTP driver as a suite sees it (transports, options, server, TLS), and what its two
+    client paths share: the request's method, path, ``Host`` and body. The registry picks the
+    path by ``options.http`` (:data:`rpcmeter.drivers.CLIENT_PATHS`): :class:`HttpDriver`
+    (HTTP/1.1) or :class:`rpcmeter.drivers.http2.Http2Driver` (HTTP/2)."""
+
     name: ClassVar[str] = "http"
+    transports: ClassVar[tuple[str, ...]] = ("tcp", "unix")
+    reports_server_time: ClassVar[bool] = True
     connection_per_request: ClassVar[bool] = True
     builtin_server: ClassVar[str | None] = "rpcmeter.servers.http_server"
     packages: ClassVar[tuple[str, ...]] = ("httptools", "uvloop")
     tls: ClassVar[bool] = True
-    alpn: ClassVar[tuple[str, ...]] = ("http/1.1",)
     url_scheme: ClassVar[str | None] = "http"
     option_keys: ClassVar[frozenset[str] | None] = (
         STALL_OPTIONS
@@ -370,79 +374,42 @@ class HttpDriver(StreamDriver):
 
     def __init__(self, ctx: DriverContext) -> None:
         super().__init__(ctx)
-        self.h2: Http2Client | None = None
         # the requests when they vary (templates, a data file, a mix; None: one fixed request)
         known = ctx.prepared.get(http_plan.DATA_KEY)
         self.plan: Plan[HttpRequest] | None = http_plan.http_plan(
             ctx.options, ctx.workload, http_plan.file_data(Path.cwd(), known)
         )
-        self.payloads: list[tuple[list[Any], bool]] | None = None
-
-    def uses_http2(self) -> bool:
-        return str(self.ctx.options.get("http", "1.1")) == "2"
-
-    async def open(self) -> None:
-        if not self.uses_http2():
-            await super().open()
-            return
-        opts = self.ctx.options
-        method = self.method()
-        path = str(opts.get("path") or default_path(self.ctx.workload))
-        from rpcmeter.drivers.http2 import Http2Client  # its module imports this one
-
-        self.h2 = Http2Client(self.ctx, method, path, self.host(), dict(opts.get("headers") or {}))
-        await self.h2.open()
-
-    def channel(self, index: int) -> Channel:
-        if self.plan is not None:
-            return self.plan_channel(index, self.plan)
-        if self.h2 is None:
-            return super().channel(index)
-        bodies = self.loop_bodies(index)
-        expects = None
-        if self.ctx.validate:
-            expects = [expected_reply(self.ctx.workload, b) for b in bodies]
-        else:
-            bodies = bodies[:1]
-        return self.h2.channel(index, bodies, expects)
-
-    def plan_channel(self, index: int, plan: Plan[HttpRequest]) -> Channel:
-        """Loop ``index``'s channel when the requests vary (see :mod:`rpcmeter.drivers.varying`)."""
-        ctx = self.ctx
-        state = LoopState(loop_of(ctx, index))
-        if self.h2 is not None:
-            channels = self.h2.plan_channels(index, plan, state, ctx.workload, validated)
-        else:
-            if self.payloads is None:
-                host, close = self.host(), not ctx.reuse
-                self.payloads = [
-                    h1_payloads(call.entries, host, close, ctx.workload, ctx.validate)
-                    for call in plan.calls
-                ]
-            send = self.one_shot if not ctx.reuse else self.slots[index % len(self.slots)].conn.send
-            channels = [
-                channel_of(payloads, state, not plan.mix, sender(send, checked))
-                for payloads, checked in self.payloads
-            ]
-        if plan.mix:
-            return MixChannel(channels, plan, state)
-        return channels[0]
-
-    def counters(self) -> dict[str, int]:
-        return self.h2.counters() if self.h2 is not None else super().counters()
-
-    def connection_costs(self) -> ConnectionCosts | None:
-        return self.h2.costs if self.h2 is not None else super().connection_costs()
-
-    def close(self) -> None:
-        if self.h2 is not None:
-            self.h2.close()
-        super().close()
 
     def host(self) -> str:
         ep = self.ctx.endpoint
         host = self.ctx.options.get("host")
         return str(host or ("localhost" if ep.path else ep.describe().split("//")[1]))
+
+    def method(self) -> str:
+        default = "GET" if self.ctx.workload.kind == "noop" else "POST"
+        return str(self.ctx.options.get("method") or default).upper()
+
+    def path(self) -> str:
+        return str(self.ctx.options.get("path") or default_path(self.ctx.workload))
+
+    def headers(self) -> dict[str, Any]:
+        return dict(self.ctx.options.get("headers") or {})
+
+    def request_body(self, variant: int) -> bytes:
+        body = self.ctx.options.get("body")
+        if body is not None:
+            return str(body).encode("utf-8")
+        return workload_body(self.ctx, variant)
+
+
+class HttpDriver(HttpCommon, StreamDriver):
+    """HTTP/1.1 (see the module doc)."""
+
+    alpn: ClassVar[tuple[str, ...]] = ("http/1.1",)
+
+    def __init__(self, ctx: DriverContext) -> None:
+        super().__init__(ctx)
+        self.payloads: list[tuple[list[Any], bool]] | None = None
 
     def new_connection(self) -> StreamConnection:
         if self.plan is not None:  # every reply of a HEAD request is a head without its body
@@ -450,22 +417,26 @@ class HttpDriver(StreamDriver):
             return HttpConnection(head_only=all(heads))
         return HttpConnection(head_only=self.method() == "HEAD")
 
-    def method(self) -> str:
-        default = "GET" if self.ctx.workload.kind == "noop" else "POST"
-        return str(self.ctx.options.get("method") or default).upper()
-
-    def request_body(self, variant: int) -> bytes:
-        body = self.ctx.options.get("body")
-        if body is not None:
-            return str(body).encode("utf-8")
-        return super().request_body(variant)
+    def channel(self, index: int) -> Channel:
+        if self.plan is None:
+            return super().channel(index)
+        plan, ctx = self.plan, self.ctx
+        state = LoopState(loop_of(ctx, index))
+        if self.payloads is None:
+            host, close = self.host(), not ctx.reuse
+            self.payloads = [
+                h1_payloads(call.entries, host, close, ctx.workload, ctx.validate)
+                for call in plan.calls
+            ]
+        send = self.one_shot if not ctx.reuse else self.slots[index % len(self.slots)].conn.send
+        channels = [
+            channel_of(payloads, state, not plan.mix, sender(send, checked))
+            for payloads, checked in self.payloads
+        ]
+        return MixChannel(channels, plan, state) if plan.mix else channels[0]
 
     def encode(self, body: bytes) -> bytes:
-        opts = self.ctx.options
-        w = self.ctx.workload
-        method = self.method()
-        path = str(opts.get("path") or default_path(w))
-        headers = dict(opts.get("headers") or {})
+        headers = self.headers()
         if not self.ctx.reuse:  # one request per connection (load.reuse = false)
             headers.setdefault("Connection", "close")
-        return build_request(method, path, self.host(), headers, body)
+        return build_request(self.method(), self.path(), self.host(), headers, body)

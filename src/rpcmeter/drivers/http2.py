@@ -14,10 +14,13 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any, NamedTuple
 
-from rpcmeter.drivers.base import Channel, Done, DriverContext, ReplyError
+from rpcmeter.drivers.base import Channel, Done, DriverContext, EventDriver, ReplyError
 from rpcmeter.drivers.h2client import H2Client
-from rpcmeter.drivers.stream import mismatch
-from rpcmeter.drivers.varying import Fill, LoopState, Plan, channel_of
+from rpcmeter.drivers.http import HttpCommon, validated
+from rpcmeter.drivers.stream import loop_bodies, mismatch
+from rpcmeter.drivers.varying import Fill, LoopState, MixChannel, Plan, channel_of, loop_of
+from rpcmeter.metrics.connections import ConnectionCosts
+from rpcmeter.protocols.bodies import expected_reply
 from rpcmeter.protocols.h2.connection import Request
 from rpcmeter.protocols.h2.connection import Stream as H2Stream
 from rpcmeter.protocols.h2.fields import block_filler
@@ -74,7 +77,8 @@ def request_headers(
 
 
 class Http2Client(H2Client):
-    """The HTTP/2 path of :class:`~rpcmeter.drivers.http.HttpDriver`."""
+    """This client process's HTTP/2 sessions and the per-request handling of
+    :class:`Http2Driver`."""
 
     def __init__(
         self,
@@ -232,3 +236,40 @@ class Http2Client(H2Client):
         if not self.ctx.reuse:
             counters["connects"] = self.connects
         return counters
+
+
+class Http2Driver(HttpCommon, EventDriver):
+    """The HTTP driver's HTTP/2 path (``options.http = "2"``; see the module doc)."""
+
+    def __init__(self, ctx: DriverContext) -> None:
+        super().__init__(ctx)
+        self.client: Http2Client | None = None
+
+    async def open(self) -> None:
+        self.client = Http2Client(self.ctx, self.method(), self.path(), self.host(), self.headers())
+        await self.client.open()
+
+    def channel(self, index: int) -> Channel:
+        assert self.client is not None, "open() first"
+        if self.plan is not None:  # the requests vary (see rpcmeter.drivers.varying)
+            ctx, plan = self.ctx, self.plan
+            state = LoopState(loop_of(ctx, index))
+            channels = self.client.plan_channels(index, plan, state, ctx.workload, validated)
+            return MixChannel(channels, plan, state) if plan.mix else channels[0]
+        bodies = loop_bodies(self.ctx, index, self.request_body)
+        expects = None
+        if self.ctx.validate:
+            expects = [expected_reply(self.ctx.workload, b) for b in bodies]
+        else:
+            bodies = bodies[:1]
+        return self.client.channel(index, bodies, expects)
+
+    def counters(self) -> dict[str, int]:
+        return self.client.counters() if self.client is not None else {}
+
+    def connection_costs(self) -> ConnectionCosts | None:
+        return self.client.costs if self.client is not None else None
+
+    def close(self) -> None:
+        if self.client is not None:
+            self.client.close()

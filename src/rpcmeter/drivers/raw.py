@@ -34,7 +34,7 @@ from typing import ClassVar
 
 from rpcmeter.drivers.base import Caller, ReplyError
 from rpcmeter.drivers.stream import StreamConnection, StreamDriver, mismatch
-from rpcmeter.errors import ConnectionClosed, ProtocolError
+from rpcmeter.errors import ConnectionClosed, ProtocolError, RequestLost
 from rpcmeter.metrics.connections import ConnectionCosts
 from rpcmeter.protocols.bodies import CODES, expected_reply
 from rpcmeter.protocols.raw import MAX_FRAME, REPLY_HEAD, request_frame
@@ -191,53 +191,87 @@ class RawDriver(StreamDriver):
     def connect(self) -> None:
         if self.uses_event_loop():
             return
-        ep = self.ctx.endpoint
         tls = self.ctx.tls
-        context = client_context(tls) if tls is not None else None
+        self.context = client_context(tls) if tls is not None else None
         self.costs = ConnectionCosts()
-        self.socks: list[socket.socket] = []
-        for _ in range(self.ctx.connections):
-            t0 = time.perf_counter_ns()
-            if ep.path is not None:
-                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-                sock.connect(ep.path)
-            else:
-                sock = socket.create_connection((ep.host, ep.port))
-                sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            self.costs.record("connect", time.perf_counter_ns() - t0)
-            if context is not None and tls is not None:
-                wrapped = context.wrap_socket(
-                    sock, server_hostname=server_name(tls, ep.host), do_handshake_on_connect=False
-                )
-                self.socks.append(wrapped)
-                ns = timed_handshake(wrapped, tls.handshake_timeout_s)
-                self.costs.record(
-                    "handshake_resumed" if wrapped.session_reused else "handshake", ns
-                )
-            else:
-                self.socks.append(sock)
+        self.socks: list[socket.socket] = [self.open_socket() for _ in range(self.ctx.connections)]
         self.locks = [threading.Lock() for _ in self.socks]
         self.traffic: list[list[int]] = []  # per loop: bytes out, bytes in
         self.polls: list[list[int]] = []  # per loop: its polls (load.wait = "spin")
 
+    def open_socket(self) -> socket.socket:
+        """A new connection: the connect, then with TLS the handshake, each timed."""
+        ep = self.ctx.endpoint
+        tls = self.ctx.tls
+        t0 = time.perf_counter_ns()
+        if ep.path is not None:
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            sock.connect(ep.path)
+        else:
+            sock = socket.create_connection((ep.host, ep.port))
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.costs.record("connect", time.perf_counter_ns() - t0)
+        if self.context is None or tls is None:
+            return sock
+        wrapped = self.context.wrap_socket(
+            sock, server_hostname=server_name(tls, ep.host), do_handshake_on_connect=False
+        )
+        ns = timed_handshake(wrapped, tls.handshake_timeout_s)
+        self.costs.record("handshake_resumed" if wrapped.session_reused else "handshake", ns)
+        return wrapped
+
+    def replace_socket(self, index: int, old: socket.socket) -> socket.socket:
+        """Connection ``index`` after ``old`` was lost: a new one, once (loops sharing it hold
+        its lock while they call this, and find the new one already there)."""
+        if self.socks[index] is old:
+            with contextlib.suppress(OSError):
+                old.close()
+            self.socks[index] = self.open_socket()
+        return self.socks[index]
+
     def caller(self, thread_index: int) -> Caller:
+        """Loop ``thread_index``'s blocking exchange. A server that closes (or resets) a
+        connection which answered before loses the request in flight (``RequestLost``, counted
+        as ``connection_closed``); the loop goes on over a new connection, as the event path's
+        do (:mod:`rpcmeter.drivers.stream`). On a connection that never answered, the loss ends
+        the loop."""
         index = thread_index % len(self.socks)
-        sock, lock = self.socks[index], self.locks[index]
+        lock = self.locks[index]
         shared = self.ctx.threads > len(self.socks)
         body = self.request_body(thread_index)
         data = self.encode(body)
         expect = expected_reply(self.ctx.workload, body) if self.ctx.validate else None
         traffic = [0, 0]
         self.traffic.append(traffic)
-        send = sock.sendall
         polls = [0]
         self.polls.append(polls)
         spinning = self.ctx.wait == "spin"
+        sock = self.socks[index]
+        send = sock.sendall
         recv = polling_recv(sock, self.ctx.spin_us, polls) if spinning else sock.recv
+        served = False  # whether the connection this loop uses answered it
+
+        def lost(error: BaseException) -> RequestLost:
+            nonlocal sock, send, recv, served
+            if not served:
+                raise error
+            sock = self.replace_socket(index, sock)
+            send = sock.sendall
+            recv = polling_recv(sock, self.ctx.spin_us, polls) if spinning else sock.recv
+            served = False
+            return RequestLost(f"a request in flight: {error}")
 
         def exchange() -> ServerTime:
-            send(data)
-            frame, status, server_ns = read_reply(recv)
+            nonlocal served
+            try:
+                send(data)
+                frame, status, server_ns = read_reply(recv)
+            except ConnectionClosed as e:
+                raise lost(e) from None
+            except (ConnectionResetError, BrokenPipeError) as e:
+                raise lost(ConnectionClosed(f"connection lost: {e}")) from None
+            if not served:
+                served = True
             traffic[0] += len(data)
             traffic[1] += len(frame)
             times, at = reply_times(frame, 0, server_ns)

@@ -61,7 +61,15 @@ from functools import partial
 from typing import Any, ClassVar, cast
 
 from rpcmeter.connect import Slot, open_stream
-from rpcmeter.drivers.base import Channel, Done, EventDriver, Moved, Ownership, ReplyMismatch
+from rpcmeter.drivers.base import (
+    Channel,
+    Done,
+    DriverContext,
+    EventDriver,
+    Moved,
+    Ownership,
+    ReplyMismatch,
+)
 from rpcmeter.errors import ConnectionClosed, ProtocolError, RequestLost
 from rpcmeter.metrics.connections import ConnectionCosts
 from rpcmeter.protocols.bodies import KINDS, check, expected_reply, request_body
@@ -77,6 +85,21 @@ from rpcmeter.tls import (
 from rpcmeter.workloads import EchoParams, lift_int_digit_limit
 
 VARIANTS = 8  # distinct request bodies per loop when validating echo
+
+
+def workload_body(ctx: DriverContext, variant: int) -> bytes:
+    """The request body of the workload (for echo, random bytes: variant ``variant``)."""
+    w = ctx.workload
+    if isinstance(w, EchoParams):
+        return random.Random(ctx.seed * 7919 + variant).randbytes(w.request_bytes)
+    return request_body(w)
+
+
+def loop_bodies(ctx: DriverContext, index: int, body: Callable[[int], bytes]) -> list[bytes]:
+    """The request bodies loop ``index`` sends in turn, each ``body(variant)`` (several for
+    echo: see the module doc)."""
+    n = VARIANTS if isinstance(ctx.workload, EchoParams) else 1
+    return [body(index * VARIANTS + v) for v in range(n)]
 
 
 def mismatch(body: bytes, expect: bytes) -> ReplyMismatch | None:
@@ -443,15 +466,11 @@ class StreamDriver(EventDriver):
 
     def request_body(self, variant: int) -> bytes:
         """The request body of the workload (for echo, random bytes: variant ``variant``)."""
-        w = self.ctx.workload
-        if isinstance(w, EchoParams):
-            return random.Random(self.ctx.seed * 7919 + variant).randbytes(w.request_bytes)
-        return request_body(w)
+        return workload_body(self.ctx, variant)
 
     def loop_bodies(self, index: int) -> list[bytes]:
         """The request bodies loop ``index`` sends in turn (several for echo: see the doc)."""
-        n = VARIANTS if isinstance(self.ctx.workload, EchoParams) else 1
-        return [self.request_body(index * VARIANTS + v) for v in range(n)]
+        return loop_bodies(self.ctx, index, self.request_body)
 
     def one_shot(self, data: bytes, done: Done, expect: bytes | None = None) -> None:
         """Send ``data`` on a connection of its own, closed once its reply is read."""

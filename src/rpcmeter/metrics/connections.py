@@ -4,21 +4,18 @@ with a new connection per request (``load.reuse = false``), the request's own ti
 A driver that opens connections itself keeps one :class:`ConnectionCosts` per client process and
 records into it (a few clock reads per connection, folded into histograms when a buffer fills);
 the client reports it with its result, the runner merges the clients' exactly (histograms add) and
-the case document carries it as ``connections`` beside the request latency.
+the case document carries it as ``connections`` beside the request latency
+(:func:`rpcmeter.record.connections_of`).
 """
 
 from __future__ import annotations
 
 import time
 from array import array
-from typing import TYPE_CHECKING
 
 import numpy as np
 
 from rpcmeter.metrics.histogram import Histogram
-
-if TYPE_CHECKING:  # client processes import this module: they do without the result model
-    from rpcmeter.model import Connections
 
 PARTS = ("connect", "handshake", "handshake_resumed", "request")
 _BUFFER = 4096
@@ -65,16 +62,6 @@ class ConnectionCosts:
     def connections(self) -> int:
         self.fold()
         return self.hists["connect"].count
-
-    def document(self) -> Connections:
-        """The case's ``connections``: connections opened, and per part recorded its summary
-        (us) and histogram."""
-        from rpcmeter.model import Connections, Timing
-
-        self.fold()
-        parts = {part: Timing.of(h) for part, h in self.hists.items() if h.count}
-        doc = Connections(per_request=self.per_request, opened=self.connections)
-        return doc.model_copy(update=parts)
 
 
 def clock() -> int:

@@ -1,4 +1,5 @@
-"""Capture of the machine and software a run measured on."""
+"""Capture of the machine and software a run measured on, as the JSON values the result's
+``environment`` holds (:func:`rpcmeter.record.new_result` reads them into the model)."""
 
 from __future__ import annotations
 
@@ -13,9 +14,7 @@ import subprocess
 import sys
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING
-
-from rpcmeter import model
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from rpcmeter.suite_model import Suite
@@ -57,7 +56,7 @@ def cpu_governors() -> dict[str, list[int]] | None:
     return out or None
 
 
-def virtualization() -> model.Virtualization:
+def virtualization() -> dict[str, Any]:
     """Hints that the machine is virtual: systemd-detect-virt, the CPU's hypervisor flag, the
     DMI product name."""
     detect_virt: str | None = None
@@ -71,11 +70,11 @@ def virtualization() -> model.Virtualization:
     if cpuinfo is not None:
         flags = next((ln for ln in cpuinfo.splitlines() if ln.startswith("flags")), "")
         hypervisor_flag = "hypervisor" in flags.split()
-    return model.Virtualization(
-        detect_virt=detect_virt,
-        hypervisor_flag=hypervisor_flag,
-        product_name=_read(Path("/sys/class/dmi/id/product_name")),
-    )
+    return {
+        "detect_virt": detect_virt,
+        "hypervisor_flag": hypervisor_flag,
+        "product_name": _read(Path("/sys/class/dmi/id/product_name")),
+    }
 
 
 def load_average() -> list[float] | None:
@@ -102,47 +101,47 @@ def is_address(host: str) -> bool:
     return True
 
 
-def capture_suite(suite: Suite, packages: Mapping[str, Iterable[str]]) -> model.Environment:
+def capture_suite(suite: Suite, packages: Mapping[str, Iterable[str]]) -> dict[str, Any]:
     """What the run depends on beyond the machine (the environment's ``resolved_hosts`` and
     ``variant_packages``): how every host name of the suite resolves, and the versions of each
     variant's ``packages`` (its driver's) in the environment its processes run in."""
     hosts = {suite.target.host, *(v.host for v in suite.variants.values() if v.host)}
-    return model.Environment(
-        resolved_hosts={h: resolve_host(h) for h in sorted(hosts) if not is_address(h)},
-        variant_packages={
+    return {
+        "resolved_hosts": {h: resolve_host(h) for h in sorted(hosts) if not is_address(h)},
+        "variant_packages": {
             name: {p: package_version(p) for p in packages[name]} for name in suite.variants
         },
-    )
+    }
 
 
-def capture(packages: tuple[str, ...] = (), version: str | None = None) -> model.Environment:
+def capture(packages: tuple[str, ...] = (), version: str | None = None) -> dict[str, Any]:
     """Host, CPU, OS, Python and package versions, CPU frequency and idle settings, load average
     and virtualisation hints; ``version`` is rpcmeter's own."""
     uname = platform.uname()
-    return model.Environment(
-        host=socket.gethostname(),
-        cpu_model=cpu_model(),
-        cpu_count=os.cpu_count(),
-        cpus_available=sorted(os.sched_getaffinity(0))
+    return {
+        "host": socket.gethostname(),
+        "cpu_model": cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "cpus_available": sorted(os.sched_getaffinity(0))
         if hasattr(os, "sched_getaffinity")
         else None,
-        os=f"{uname.system} {uname.release}",
-        kernel=uname.release,
-        machine=uname.machine,
-        python=sys.version.split()[0],
-        python_implementation=platform.python_implementation(),
-        rpcmeter=version,
-        packages={name: package_version(name) for name in packages},
-        cpu_governor=cpu_governors(),
-        cpuidle_driver=_read(CPU_SYS / "cpuidle" / "current_driver"),
-        cpuidle_governor=_read(CPU_SYS / "cpuidle" / "current_governor_ro")
+        "os": f"{uname.system} {uname.release}",
+        "kernel": uname.release,
+        "machine": uname.machine,
+        "python": sys.version.split()[0],
+        "python_implementation": platform.python_implementation(),
+        "rpcmeter": version,
+        "packages": {name: package_version(name) for name in packages},
+        "cpu_governor": cpu_governors(),
+        "cpuidle_driver": _read(CPU_SYS / "cpuidle" / "current_driver"),
+        "cpuidle_governor": _read(CPU_SYS / "cpuidle" / "current_governor_ro")
         or _read(CPU_SYS / "cpuidle" / "current_governor"),
-        load_average=load_average(),
-        virtualization=virtualization(),
-    )
+        "load_average": load_average(),
+        "virtualization": virtualization(),
+    }
 
 
-def git_revision(directory: str | Path) -> model.Git | None:
+def git_revision(directory: str | Path) -> dict[str, Any] | None:
     """The git commit checked out in ``directory``, its branch (None when detached) and whether
     its tracked files have changes; None when the directory is not in a git work tree (or git is
     missing)."""
@@ -166,4 +165,4 @@ def git_revision(directory: str | Path) -> model.Git | None:
         return None
     status = git("status", "--porcelain", "--untracked-files=no")
     branch = git("symbolic-ref", "--short", "-q", "HEAD") or None
-    return model.Git(commit=commit, branch=branch, dirty=bool(status))
+    return {"commit": commit, "branch": branch, "dirty": bool(status)}

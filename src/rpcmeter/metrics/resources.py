@@ -33,12 +33,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Literal, TypeVar
+from typing import Literal, TypeVar
 
 import psutil
-
-if TYPE_CHECKING:  # client processes import this module: they do without the result model
-    from rpcmeter.model import Client, Cpu, Memory
 
 TreeFn = Callable[[], list[psutil.Process]]
 # user and system CPU seconds of everything the server ever ran (its cgroup's accounting), None
@@ -48,6 +45,7 @@ Source = Literal["cgroup", "processes"]
 CGROUP: Source = "cgroup"
 PROCESSES: Source = "processes"
 N = TypeVar("N", int, float)
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -256,13 +254,11 @@ def percent_of_core(cpu: CpuTimes) -> float | None:
     return 100.0 * cpu.total_s / cpu.at if cpu.at > 0 else None
 
 
-def _per_request_us(cpu_s: float | None, requests: int) -> float | None:
+def per_request_us(cpu_s: float | None, requests: int) -> float | None:
     return cpu_s * 1e6 / requests if cpu_s is not None and requests > 0 else None
 
 
-def client_total(
-    clients: Sequence[Client] | None, figure: Callable[[Client], N | None]
-) -> N | None:
+def client_total(clients: Sequence[T] | None, figure: Callable[[T], N | None]) -> N | None:
     """Sum of ``figure`` over the clients; None when there are none or any is unknown."""
     values = [figure(c) for c in clients or ()]
     if not values or any(v is None for v in values):
@@ -270,61 +266,7 @@ def client_total(
     return sum(v for v in values if v is not None)
 
 
-def _util_pct(cpu_s: float | None, seconds: float, cpus: float) -> float | None:
+def util_pct(cpu_s: float | None, seconds: float, cpus: float) -> float | None:
     if cpu_s is None or seconds <= 0 or cpus <= 0:
         return None
     return 100.0 * cpu_s / (seconds * cpus)
-
-
-def case_figures(
-    *,
-    requests: int,
-    server: CpuTimes | None,
-    server_peak_rss: int | None,
-    server_idle: CpuTimes | None,
-    server_mean_rss: int | None = None,
-    server_cpus: float,
-    clients: Sequence[Client] | None,
-    client_cpus: float | None,
-    interval_s: float,
-) -> tuple[Cpu, Memory]:
-    """The case's ``cpu`` and ``memory``.
-
-    ``server`` is the server tree's CPU over the measured interval (None: unknown, e.g. a server
-    rpcmeter did not start); ``clients`` the load processes' figures (None: no clients ran; one
-    whose CPU is None, e.g. a lost worker, makes the total unknown); ``*_cpus`` how many CPUs
-    each side was given (None: unknown); ``interval_s`` the measured interval.
-    """
-    from rpcmeter.model import Cpu, Memory
-
-    server_source = server.source if server else None
-    server_user = server.user_s if server else None
-    server_sys = server.sys_s if server else None
-    server_total = server.total_s if server else None
-    client_user = client_total(clients, lambda c: c.cpu_user_s)
-    client_sys = client_total(clients, lambda c: c.cpu_sys_s)
-    client_cpu = (
-        client_user + client_sys if client_user is not None and client_sys is not None else None
-    )
-    cpu = Cpu(
-        interval_s=interval_s,
-        server_user_s=server_user,
-        server_sys_s=server_sys,
-        client_user_s=client_user,
-        client_sys_s=client_sys,
-        server_us_per_request=_per_request_us(server_total, requests),
-        client_us_per_request=_per_request_us(client_cpu, requests),
-        server_util_pct=_util_pct(server_total, interval_s, server_cpus),
-        client_util_pct=_util_pct(client_cpu, interval_s, client_cpus or 0.0),
-        server_cpus_given=server_cpus if server else None,
-        client_cpus_given=client_cpus if clients else None,
-        server_idle_pct=percent_of_core(server_idle) if server_idle else None,
-        server_idle_window_s=server_idle.at if server_idle else None,
-        server_source=server_source,
-    )
-    memory = Memory(
-        server_peak_rss_bytes=server_peak_rss,
-        client_peak_rss_bytes=client_total(clients, lambda c: c.max_rss_bytes),
-        **({"server_mean_rss_bytes": server_mean_rss} if server_mean_rss is not None else {}),
-    )
-    return cpu, memory

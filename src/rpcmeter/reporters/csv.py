@@ -8,8 +8,7 @@ import io
 import math
 from typing import Any
 
-from rpcmeter.reporters.view import ComparisonView, View, as_view
-from rpcmeter.result import Result
+from rpcmeter.reporters.view import ComparisonView, View
 
 COMPARISON_FIELDS = (
     "variant",
@@ -60,10 +59,9 @@ def _value(value: Any) -> Any:
     return "" if value is None else value
 
 
-def render(value: View | Result) -> str:
+def render(view: View) -> str:
     """One row per case and metric: run, suite, case, variant, workload, matrix point,
     repetition, status, metric, value, unit."""
-    view = as_view(value)
     keys = list(view.run.matrix_keys)
     buf = io.StringIO()
     out = csv.writer(buf, lineterminator="\n")

@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any
 
 from rpcmeter.errors import StoreError
 from rpcmeter.reporters.plots import Plot, Series, palette, slug
-from rpcmeter.result import Result
 
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
@@ -298,11 +297,8 @@ def write_png(plot: Plot, colors: dict[str, str], path: Path) -> None:
     fig.savefig(path, format="png", dpi=PNG_DPI, metadata={"Software": None})
 
 
-def write_pngs(value: View | Result, directory: str | Path) -> list[Path]:
+def write_pngs(view: View, directory: str | Path) -> list[Path]:
     """Every plot of the run as ``DIR/<plot id>.png``; returns the paths written."""
-    from rpcmeter.reporters.view import as_view
-
-    view = as_view(value)
     out = Path(directory)
     colors = palette(view.variants)
     plots = view.all_plots

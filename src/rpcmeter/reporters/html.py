@@ -17,7 +17,6 @@ from typing import Any
 from rpcmeter import analysis
 from rpcmeter.aggregate import Cell, PointKey
 from rpcmeter.errors import StoreError
-from rpcmeter.model import Result
 from rpcmeter.reporters.format import fmt_ms, fmt_rate, fmt_ratio, fmt_s
 from rpcmeter.reporters.plots import (
     Plot,
@@ -29,7 +28,7 @@ from rpcmeter.reporters.plots import (
     slug,
 )
 from rpcmeter.reporters.tables import Grid, GridCell, Mark, RatioCell
-from rpcmeter.reporters.view import View, WorkloadView, as_view
+from rpcmeter.reporters.view import View, WorkloadView
 
 MAX_SHOWN_WARNINGS = 8  # more are folded away (a failed run can list one per case)
 
@@ -143,11 +142,10 @@ def _columns(
     ]
 
 
-def workload_table(view: View | Result, workload: str, colors: dict[str, str]) -> str:
+def workload_table(view: View, workload: str, colors: dict[str, str]) -> str:
     """One row per matrix point and variant: the variant's figures, then its ratios to the
     baseline (with interval and verdict when the comparison reached one). Long rather than
     wide, so any number of variants fits a laptop screen."""
-    view = as_view(view)
     grid = next(w.cells for w in view.workloads if w.name == workload)
     names = list(view.variants)
     base = view.baseline
@@ -221,10 +219,9 @@ def _problems(view: View) -> list[str]:
     return out
 
 
-def comparison_summary(view: View | Result, colors: dict[str, str]) -> str:
+def comparison_summary(view: View, colors: dict[str, str]) -> str:
     """Per variant and metric: geometric mean of the ratios and verdict counts, when the
     comparison of variants reached a verdict."""
-    view = as_view(view)
     doc = view.comparisons
     rows = doc.summary if view.has_verdicts else ()
     if not rows:
@@ -266,9 +263,8 @@ def _figure(plot: Plot, colors: dict[str, str]) -> str:
     )
 
 
-def expected_plots(value: View | Result) -> list[str]:
+def expected_plots(view: View) -> list[str]:
     """Ids of the plots the report draws, in page order."""
-    view = as_view(value)
     return [p.id for p in view.all_plots]
 
 
@@ -306,9 +302,8 @@ def profile_figures(workload: WorkloadView) -> str:
     return "".join(out)
 
 
-def render(value: View | Result) -> str:
+def render(view: View) -> str:
     """The whole report as one HTML document."""
-    view = as_view(value)
     run = view.run
     names = list(view.variants)
     colors = palette(names)
@@ -437,9 +432,9 @@ def grid_html(grid: Grid) -> str:
     )
 
 
-def write(value: View | Result, path: str | Path) -> Path:
+def write(view: View, path: str | Path) -> Path:
     """Write the report to ``path``; an unwritable path is a :class:`StoreError`."""
-    return write_page(render(value), path)
+    return write_page(render(view), path)
 
 
 def write_page(text: str, path: str | Path) -> Path:

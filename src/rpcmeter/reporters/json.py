@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import json
 
-from rpcmeter.reporters.view import ComparisonView, View, as_view
-from rpcmeter.result import Result, _clean, dumps
+from rpcmeter.reporters.view import ComparisonView, View
+from rpcmeter.result import _clean, dumps
 
 
-def render(value: View | Result) -> str:
+def render(view: View) -> str:
     """The versioned result document, with its comparison of variants."""
-    return dumps(dict(as_view(value).document))
+    return dumps(dict(view.document))
 
 
 def render_comparison(view: ComparisonView) -> str:

@@ -8,8 +8,7 @@ import re
 from rpcmeter import analysis
 from rpcmeter.reporters.format import fmt_ratio
 from rpcmeter.reporters.tables import Grid, GridCell, Mark, RatioCell
-from rpcmeter.reporters.view import ComparisonView, View, as_view
-from rpcmeter.result import Result
+from rpcmeter.reporters.view import ComparisonView, View
 from rpcmeter.text import printable
 
 _MARKDOWN = re.compile(r"([\\`*_<>|~]|\](?=\())")
@@ -60,11 +59,10 @@ def _bullets(title: str, items: list[str]) -> str:
     return f"**{title}**\n\n" + "".join(f"- {_escape(i)}\n" for i in items) if items else ""
 
 
-def render(value: View | Result) -> str:
+def render(view: View) -> str:
     """A run: per workload the summary table (a whole-command workload: its runs) and the tables
     of where the time goes, streaming per message, CPU and memory and connection costs; then
     ratios with intervals and verdicts."""
-    view = as_view(value)
     run = view.run
     parts = [
         f"## {_escape(run.title)}\n\n"

@@ -1,4 +1,5 @@
-"""What the plots show: pure functions from a result document to plot data (which series, which
+"""What the plots show: pure functions from a run's cells, comparisons and rate series (as the
+view holds them, :attr:`rpcmeter.reporters.view.View.plots`) to plot data (which series, which
 points), with no drawing. :mod:`rpcmeter.reporters.figures` draws them (PNG and SVG); the HTML
 report embeds them.
 
@@ -28,15 +29,17 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Literal, TypeVar
 
 from rpcmeter import analysis
-from rpcmeter.aggregate import Cell, PointKey, baseline, cells, variant_names
-from rpcmeter.model import Result
-from rpcmeter.rates import rate_series, uncorrected_hist
+from rpcmeter.aggregate import Cell, PointKey
+from rpcmeter.rates import Series as RateSeries
+from rpcmeter.rates import uncorrected_hist
+
+Cells = Mapping[PointKey, Mapping[str, Cell]]  # one workload's cells: point -> variant -> cell
 
 #: Colour-blind safe (Okabe-Ito, then Tableau), baseline first. Yellow is left out: unreadable on
 #: white.
@@ -216,7 +219,7 @@ def _ratio(a: float, b: float) -> float:
 
 
 # the plots -------------------------------------------------------------------------------------
-def spectrum_plot(workload: str, point: PointKey, row: dict[str, Cell]) -> Plot | None:
+def spectrum_plot(workload: str, point: PointKey, row: Mapping[str, Cell]) -> Plot | None:
     hists = {v: c.hist for v, c in row.items() if c.hist.count}
     if not hists:
         return None
@@ -273,7 +276,7 @@ def spread_series(
 
 
 def at_points(
-    grid: dict[PointKey, dict[str, Cell]],
+    grid: Cells,
     points: Iterable[PointKey],
     variant: str,
     measure: Callable[[Cell], T],
@@ -310,7 +313,7 @@ def _p99_spread(c: Cell, div: float) -> Spread:
     return c.latency_us("p99") / div, lo, hi
 
 
-def scaling_plots(workload: str, grid: dict[PointKey, dict[str, Cell]]) -> list[Plot]:
+def scaling_plots(workload: str, grid: Cells) -> list[Plot]:
     """Throughput and p99 against the load shape, one pair per value of the other matrix keys."""
     shapes = {p: _load_shape(next(iter(row.values()))) for p, row in grid.items() if row}
     varying = [k for k in LOAD_SHAPE_KEYS if len({s.get(k) for s in shapes.values()}) > 1]
@@ -369,9 +372,13 @@ def scaling_plots(workload: str, grid: dict[PointKey, dict[str, Cell]]) -> list[
 
 
 def ratio_plot(
-    result: Result, workload: str, grid: dict[PointKey, dict[str, Cell]], base: str
+    comparisons: analysis.Comparison,
+    variants: Sequence[str],
+    workload: str,
+    grid: Cells,
+    base: str,
 ) -> Plot | None:
-    others = [v for v in variant_names(result) if v != base]
+    others = [v for v in variants if v != base]
     if not others or not grid:
         return None
     points = list(grid)
@@ -385,7 +392,7 @@ def ratio_plot(
         triples: list[Spread] = []
         for p in points:
             b, c = grid[p].get(base), grid[p].get(v)
-            comp = comparison(result.comparisons, workload, p, v, metric)
+            comp = comparison(comparisons, workload, p, v, metric)
             if comp is not None:
                 triples.append((comp.ratio, comp.ci_low, comp.ci_high))
                 any_ci = any_ci or math.isfinite(comp.ci_low)
@@ -435,7 +442,7 @@ def _cpu_per_request(cell: Cell, side: str) -> tuple[float, float] | None:
     return sum(user) * 1e6 / requests, sum(system) * 1e6 / requests
 
 
-def cpu_plots(workload: str, grid: dict[PointKey, dict[str, Cell]]) -> list[Plot]:
+def cpu_plots(workload: str, grid: Cells) -> list[Plot]:
     points = list(grid)
     cats = tuple(point_label(p) for p in points)
     variants = list(dict.fromkeys(v for row in grid.values() for v in row))
@@ -467,7 +474,7 @@ def cpu_plots(workload: str, grid: dict[PointKey, dict[str, Cell]]) -> list[Plot
     return plots
 
 
-def idle_plot(result: Result, grid_all: dict[str, dict[PointKey, dict[str, Cell]]]) -> Plot | None:
+def idle_plot(variants: Sequence[str], grid_all: Mapping[str, Cells]) -> Plot | None:
     """Server CPU while idle per variant: per workload (the idle window before each case's load,
     or the whole case of an ``idle`` workload), mean over matrix points and repetitions, whiskers
     from the lowest to the highest case."""
@@ -480,7 +487,7 @@ def idle_plot(result: Result, grid_all: dict[str, dict[PointKey, dict[str, Cell]
             for v in row[variant].values("cpu.server_idle_pct")
         ]
 
-    names = variant_names(result)
+    names = variants
     cats = tuple(w for w in grid_all if any(idle_values(w, v) for v in names))
     if not cats:
         return None
@@ -503,7 +510,7 @@ def idle_plot(result: Result, grid_all: dict[str, dict[PointKey, dict[str, Cell]
     )
 
 
-def command_plot(workload: str, point: PointKey, row: dict[str, Cell]) -> Plot | None:
+def command_plot(workload: str, point: PointKey, row: Mapping[str, Cell]) -> Plot | None:
     cats = tuple(name for name, _ in COMMAND_METRICS)
     series = []
     for v, cell in row.items():
@@ -538,10 +545,11 @@ RATE_LINES: tuple[tuple[str, str, LineStyle, str], ...] = (
 )
 
 
-def rate_plots(result: Result, workload: str) -> list[Plot]:
-    """Latency against offered rate, one plot per open-loop series of ``workload``."""
+def rate_plots(rates: Sequence[RateSeries], workload: str) -> list[Plot]:
+    """Latency against offered rate, one plot per open-loop series of ``workload``
+    (:func:`rpcmeter.rates.rate_series`)."""
     plots = []
-    for series in rate_series(result):
+    for series in rates:
         if series.workload != workload or len(series.points) < 2:
             continue
         xs = tuple(p.offered_rps for p in series.points)
@@ -582,10 +590,15 @@ def rate_plots(result: Result, workload: str) -> list[Plot]:
     return plots
 
 
-def workload_plots(result: Result, workload: str) -> list[Plot]:
-    """Every plot of one workload, in report order."""
-    grid = cells(result).get(workload, {})
-    base = baseline(result)
+def workload_plots(
+    workload: str,
+    grid: Cells,
+    variants: Sequence[str],
+    base: str,
+    comparisons: analysis.Comparison,
+    rates: Sequence[RateSeries],
+) -> list[Plot]:
+    """Every plot of one workload (its cells: ``grid``), in report order."""
     plots: list[Plot] = []
     command = any(is_command_cell(c) for row in grid.values() for c in row.values())
     if command:
@@ -602,20 +615,26 @@ def workload_plots(result: Result, workload: str) -> list[Plot]:
                 plots.append(plot)
         if any(c.hist.count for row in grid.values() for c in row.values()):
             plots += scaling_plots(workload, grid)
-    ratio = ratio_plot(result, workload, grid, base)
+    ratio = ratio_plot(comparisons, variants, workload, grid, base)
     if ratio:
         plots.append(ratio)
     if not command:
         plots += cpu_plots(workload, grid)
-    plots += rate_plots(result, workload)
+    plots += rate_plots(rates, workload)
     return plots
 
 
-def all_plots(result: Result) -> dict[str, list[Plot]]:
-    """Workload -> its plots; the key ``""`` holds plots across workloads (idle CPU)."""
-    grid_all = cells(result)
-    out = {w: workload_plots(result, w) for w in grid_all}
-    idle = idle_plot(result, grid_all)
+def all_plots(
+    grid_all: Mapping[str, Cells],
+    variants: Sequence[str],
+    base: str,
+    comparisons: analysis.Comparison,
+    rates: Sequence[RateSeries],
+) -> dict[str, list[Plot]]:
+    """Workload -> its plots; the key ``""`` holds plots across workloads (idle CPU). From a
+    run's cells by workload, its variants, baseline, comparisons and open-loop rate series."""
+    out = {w: workload_plots(w, g, variants, base, comparisons, rates) for w, g in grid_all.items()}
+    idle = idle_plot(variants, grid_all)
     if idle:
         out[""] = [idle]
     return out

@@ -15,7 +15,7 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
-from rpcmeter.model import MaxRate, Result
+from rpcmeter.model import MaxRate
 from rpcmeter.rates import ACHIEVED_MIN, KNEE_FACTOR, Series
 from rpcmeter.reporters.fit import FitTable
 from rpcmeter.reporters.format import fmt_ms, fmt_rate, fmt_ratio
@@ -24,19 +24,14 @@ from rpcmeter.reporters.view import (
     MAX_RATIO_VARIANTS,
     ComparisonView,
     View,
-    as_view,
-    placement_phrase,
-    spread_lines,
 )
 from rpcmeter.text import printable
 
 __all__ = [
     "grid_table",
-    "placement_phrase",
     "render",
     "render_comparison",
     "render_grid",
-    "spread_lines",
 ]
 
 STYLES = {"bad": "red", "warn": "yellow", "dim": "dim", "good": "green"}
@@ -135,9 +130,8 @@ def render_comparison(view: ComparisonView, width: int = 120, color: bool = Fals
     return buf.getvalue()
 
 
-def render(value: View | Result, width: int = 120, color: bool = False) -> str:
+def render(view: View, width: int = 120, color: bool = False) -> str:
     """The run's tables as text (names from the document drawn as themselves)."""
-    view = as_view(value)
     buf, console = _console(width, color)
     run = view.run
     header = f"{run.title} · {run.cases} cases"

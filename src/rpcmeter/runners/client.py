@@ -219,19 +219,21 @@ def client_process(spec: LoadSpec, go: Any, stop: Any, progress: Any, conn: Any)
 
 def client_main(spec: LoadSpec, go: Any, stop: Any, progress: Any, conn: Any) -> None:
     """Entry point of a client process (of the local runner, or started by a cluster task).
-    Protocol on ``conn``: ("connected",) once connected, ("ready",) or ("error", msg) after
-    connecting and warming up, then the final ("result", dict). ``go``/``stop`` are events,
-    ``progress`` maps slot -> requests done."""
+    Protocol on ``conn``: ("started",) first (``load.timeout_s`` counts from there: a process
+    slow to start is not the server's doing), ("connected",) once connected, ("ready",) or
+    ("error", msg) after connecting and warming up, then the final ("result", dict).
+    ``go``/``stop`` are events, ``progress`` maps slot -> requests done."""
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops us
         die_with_parent(os.getppid())
+    conn.send(("started",))
     if spec.client_cpus:
         with contextlib.suppress(OSError):
             os.sched_setaffinity(0, spec.client_cpus)
     ctx = spec.ctx
     os.environ.update(ctx.env)  # before the driver imports its library (RPYC_BIND_THREADS, ...)
     try:
-        driver = driver_class(spec.driver)(ctx)
+        driver = driver_class(spec.driver, ctx.options)(ctx)  # the options' client path
         driver.connect()
     except Exception as exc:
         conn.send(

@@ -7,10 +7,10 @@ They speak length-prefixed pickles (:func:`write_frame`, :func:`read_frame`):
 
 - task -> client, on stdin: the :class:`~rpcmeter.runners.spec.LoadSpec`, then the commands
   ``"go"`` and ``"stop"``; end of input means stop.
-- client -> task, on stdout: ``("connected",)`` once connected, ``("ready",)`` or
-  ``("error", msg)`` once warmed up, ``("progress", n)`` every :data:`PROGRESS_S` once the gate
-  is open, and ``("result", dict)`` last. Anything else the process prints goes to stderr,
-  which the task keeps for its errors.
+- client -> task, on stdout: ``("started",)`` first, ``("connected",)`` once connected,
+  ``("ready",)`` or ``("error", msg)`` once warmed up, ``("progress", n)`` every
+  :data:`PROGRESS_S` once the gate is open, and ``("result", dict)`` last. Anything else the
+  process prints goes to stderr, which the task keeps for its errors.
 
 The process dies with the task's thread (Linux parent-death signal) and never outlives a case.
 

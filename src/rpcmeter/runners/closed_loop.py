@@ -10,6 +10,7 @@ timeout stops the clients and reports the case as failed with the reason.
 from __future__ import annotations
 
 import contextlib
+import math
 import multiprocessing as mp
 import multiprocessing.connection
 import signal
@@ -18,26 +19,31 @@ from collections.abc import Iterable
 from typing import Any
 
 from rpcmeter import model
-from rpcmeter.drivers import driver_class
+from rpcmeter.drivers.base import Driver, TargetSpec
 from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.runners.client import client_process
 from rpcmeter.runners.recording import ClientReport, LoadOutcome, merge_calls
 from rpcmeter.runners.spec import AliveFn, LoadHooks, LoadSpec
 
 GRACE_S = 2.0  # after a failure, how long clients may take to report what they measured
-# the phase of a case whose clients are connected but not all warmed up: a server that takes the
-# connections and answers no request times out here, not "while connecting"
+# the phases of a case before its gate opens, each named in a timeout's reason: the client
+# processes starting (the forkserver importing the client code, on a busy machine seconds; its
+# own bound, START_S or load.timeout_s whichever is longer: load.timeout_s runs from when the
+# clients run), connecting, and connected but not all warmed up (a server that takes the
+# connections and answers no request times out there, not "while connecting")
+STARTING = "starting the client processes"
 WARMING_UP = "warming up"
+START_S = 60.0
 _CTX: Any = None
 _PRELOAD = ["rpcmeter.runners.client"]
 
 
-def preload_drivers(names: Iterable[str]) -> None:
+def preload_drivers(targets: Iterable[type[TargetSpec]]) -> None:
     """Have client processes start with these drivers' modules already imported (effective
-    before the first client starts; drivers that are not fork-safe are left out)."""
-    for name in names:
-        cls = driver_class(name)
-        if cls.fork_safe and cls.__module__ not in _PRELOAD:
+    before the first client starts; drivers that are not fork-safe, and targets that are no
+    drivers, are left out)."""
+    for cls in targets:
+        if issubclass(cls, Driver) and cls.fork_safe and cls.__module__ not in _PRELOAD:
             _PRELOAD.append(cls.__module__)
 
 
@@ -89,14 +95,22 @@ def run_closed_loop(spec: LoadSpec, hooks: LoadHooks | None = None) -> LoadOutco
         outcome.client_pids = [p.pid for p in procs]
         if hooks.on_start:
             hooks.on_start(outcome.client_pids)
-        deadline = time.monotonic() + spec.timeout_s
+        started_by = time.monotonic() + max(spec.timeout_s, START_S)
+        deadline = math.inf  # load.timeout_s from when every client runs
 
         # 1. wait until every client is connected and warmed up
         pending = set(range(clients))
+        started: set[int] = set()
         connected: set[int] = set()
         while pending and outcome.failure is None:
-            phase = WARMING_UP if pending <= connected else "connecting"
-            outcome.failure = _problem(server_problem, procs, pipes, pending, deadline, phase)
+            if len(started) < clients:
+                phase, limit = STARTING, started_by
+            else:
+                if deadline == math.inf:
+                    deadline = time.monotonic() + spec.timeout_s
+                phase = WARMING_UP if pending <= connected else "connecting"
+                limit = deadline
+            outcome.failure = _problem(server_problem, procs, pipes, pending, limit, phase)
             ready = multiprocessing.connection.wait([pipes[i] for i in pending], timeout=0.1)
             for r in ready:
                 i = pipes.index(r)
@@ -110,6 +124,9 @@ def run_closed_loop(spec: LoadSpec, hooks: LoadHooks | None = None) -> LoadOutco
                 if msg[0] == "error":
                     outcome.failure = msg[1]
                     break
+                if msg[0] == "started":
+                    started.add(i)
+                    continue
                 if msg[0] == "connected":
                     connected.add(i)
                     continue
@@ -232,6 +249,11 @@ def timed_out(phase: str) -> str:
         return (
             "timed out while warming up (load.timeout_s): the clients connected, but the "
             "server did not answer their warmup requests"
+        )
+    if phase == STARTING:
+        return (
+            f"timed out while {phase}: they did not run within {START_S:g} s or "
+            "load.timeout_s, whichever is longer (is the machine overloaded?)"
         )
     return f"timed out while {phase} (load.timeout_s)"
 

@@ -48,7 +48,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -56,19 +55,19 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import psutil
 
-from rpcmeter import model, placement
-from rpcmeter.drivers import driver_class
-from rpcmeter.drivers.command import command_of, fill
+from rpcmeter import placement
 from rpcmeter.endpoints import Endpoint
 from rpcmeter.envs import Env
+from rpcmeter.placeholders import fill
 from rpcmeter.plan import Case
-from rpcmeter.record import CaseRecord
 from rpcmeter.runners import tree
 from rpcmeter.runners.client_reports import ClientReport, ReportError
 from rpcmeter.suite import Runs, Suite
+from rpcmeter.targets import command_of
 from rpcmeter.tls import ClientTls
 from rpcmeter.tls import server_name as tls_server_name
 from rpcmeter.watchdog import WATCHDOG
@@ -79,9 +78,10 @@ from rpcmeter.workloads import CommandParams
 
 @dataclass
 class Outcome:
-    """The measured runs of one case, and why it stopped early if it did."""
+    """The measured runs of one case (what each used; :func:`rpcmeter.record.command_run` is
+    one as the case records it), and why it stopped early if it did."""
 
-    runs: list[model.Run] = field(default_factory=list)
+    runs: list[tree.TreeUsage] = field(default_factory=list)
     elapsed_s: float = 0.0
     failure: str | None = None
     output_tail: str = ""
@@ -229,7 +229,7 @@ def measure(
                 break
             usage = once(f"run {n + 1}")
             if usage is not None:
-                outcome.runs.append(measured_run(usage))
+                outcome.runs.append(usage)
                 if report is not None and not outcome.failure:
                     _read_report(report, log, n + 1, outcome)
             outcome.elapsed_s = time.monotonic() - start
@@ -256,46 +256,6 @@ def _read_report(
 # ---- the case ---------------------------------------------------------------------------------
 
 
-def _mean(values: list[float]) -> float:
-    return statistics.fmean(values) if values else float("nan")
-
-
-def _stdev(values: list[float]) -> float:
-    return statistics.stdev(values) if len(values) > 1 else float("nan")
-
-
-def measured_run(usage: tree.TreeUsage) -> model.Run:
-    """A measured run as the case records it (``outlived`` only when processes outlived it)."""
-    run = model.Run(
-        wall_s=usage.wall_s,
-        user_s=usage.user_s,
-        sys_s=usage.sys_s,
-        cpu_s=usage.user_s + usage.sys_s,
-        max_rss_bytes=usage.max_rss_bytes,
-        exit_code=usage.exit_code,
-        processes=usage.processes,
-    )
-    return run.model_copy(update={"outlived": usage.outlived}) if usage.outlived else run
-
-
-def summarize(runs: list[model.Run]) -> model.Command:
-    """Means over runs: the figures of a case's ``command`` block."""
-    wall = [r.wall_s for r in runs]
-    cpu = [r.user_s + r.sys_s for r in runs]
-    mean_wall, mean_cpu = _mean(wall), _mean(cpu)
-    return model.Command(
-        runs=len(runs),
-        wall_s=mean_wall,
-        wall_stdev_s=_stdev(wall),
-        user_s=_mean([r.user_s for r in runs]),
-        sys_s=_mean([r.sys_s for r in runs]),
-        cpu_s=mean_cpu,
-        cpu_stdev_s=_stdev(cpu),
-        cores=mean_cpu / mean_wall if runs and mean_wall > 0 else float("nan"),
-        max_rss_bytes=max((r.max_rss_bytes for r in runs), default=0),
-    )
-
-
 @dataclass
 class CommandLine:
     """A command case's command as it runs: its argv, environment and directory, the
@@ -305,7 +265,7 @@ class CommandLine:
     environ: dict[str, str]
     cwd: str | None
     python: str
-    params: model.Json
+    params: dict[str, Any]
 
 
 def command_line(
@@ -314,18 +274,21 @@ def command_line(
     env: Env | None,
     server: Endpoint | None = None,
     tls: ClientTls | None = None,
+    scheme: str | None = None,
+    cpus: Sequence[int] | None = None,
 ) -> CommandLine:
-    """The command line of ``case``, its placeholders filled; with ``server``, a command
-    client's (:meth:`~rpcmeter.suite_model.Suite.command_client`), which also gets where that
+    """The command line of ``case``, its placeholders filled (``{cpus}``: how many CPUs it runs
+    on, ``cpus`` where it is pinned, else every CPU this process may use); with ``server``, a
+    command client's (:meth:`~rpcmeter.suite_model.Suite.command_client`), which also gets where that
     server listens (``{host}``, ``{port}``, ``{socket}``), ``{requests_per_run}``, the case's
     load shape (``{connections}``, ``{concurrency}``, ``{duration_s}``, ``{requests}`` per
-    loop), the scheme of the server's URLs (``{scheme}``: ``https`` with ``tls``) and with
-    ``tls`` the CA file to trust and the name to send and check (``{ca_file}``,
+    loop), the ``scheme`` of the server's URLs when it has them (``{scheme}``: ``https`` with
+    ``tls``) and with ``tls`` the CA file to trust and the name to send and check (``{ca_file}``,
     ``{server_name}``)."""
     params = case.params
     python = env.python if env is not None else sys.executable
     given = params.placeholders() if isinstance(params, CommandParams) else params.model_dump()
-    values = {**given, "python": python}
+    values = {**given, "python": python, "cpus": len(cpus or placement.available_cpus())}
     if server is not None:
         per_run = suite.variants[case.variant].requests_per_run
         if per_run is not None:  # else the command's own report counts its requests
@@ -340,7 +303,6 @@ def command_line(
             duration_s="" if load.duration_s is None else f"{load.duration_s:g}",
             requests=load.requests,
         )
-        scheme = driver_class(suite.server_driver_of(case.variant)).url_scheme
         if scheme:
             values["scheme"] = scheme + "s" if tls is not None else scheme
         if tls is not None:
@@ -365,21 +327,6 @@ def command_line(
             **({"runs": runs.count} if runs.count else {"min_runs": runs.min_runs}),
         },
     )
-
-
-def run_command_case(
-    suite: Suite,
-    case: Case,
-    record: CaseRecord,
-    server_cpus: Sequence[int] | None,
-    env: Env | None,
-    on_run: Callable[[int, float], None] | None = None,
-) -> None:
-    """Run one whole-command case and tell ``record`` what it measured."""
-    line = command_line(suite, case, env)
-    record.command(line.argv, line.python, suite.runs.warmup, line.params)
-    record.command_cpus(list(server_cpus) if server_cpus else None)
-    record.runs(run_command(line, suite.runs, server_cpus, on_run))
 
 
 def run_command(

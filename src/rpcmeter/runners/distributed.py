@@ -93,16 +93,17 @@ class LoadCluster:
         workers: dict[str, dict[str, Any]] = identity["workers"]
         return {address: str(info.get("host", "?")) for address, info in workers.items()}
 
-    def describe(self) -> model.Cluster:
-        """The cluster as the result records it (``environment.cluster``)."""
+    def describe(self) -> dict[str, Any]:
+        """The cluster as the result records it, as JSON values (``environment.cluster``;
+        :meth:`rpcmeter.record.RunRecord.cluster`)."""
         workers = self.workers()
-        return model.Cluster(
-            spec=self.spec,
-            scheduler=self.client.scheduler.address,
-            workers=len(workers),
-            hosts=sorted(set(workers.values())),
-            dask=_distributed().__version__,
-        )
+        return {
+            "spec": self.spec,
+            "scheduler": self.client.scheduler.address,
+            "workers": len(workers),
+            "hosts": sorted(set(workers.values())),
+            "dask": _distributed().__version__,
+        }
 
     def close(self) -> None:
         with contextlib.suppress(Exception):
@@ -302,7 +303,9 @@ def load_worker(spec: LoadSpec, names: dict[str, str], timeout_s: float) -> Clie
         while first is None:
             with contextlib.suppress(queue_mod.Empty):
                 first = child.messages.get(timeout=PUBLISH_S)
-            if first is not None and first[0] == "connected":
+            if first is not None and first[0] == "started":
+                first = None  # the task's deadline counts the process's start too
+            elif first is not None and first[0] == "connected":
                 phase, first = WARMING_UP, None
                 posts.put(["connected", c])
             if first is None and stop_ev.is_set():
@@ -614,17 +617,3 @@ def _client_sum(
     if len(done) < len(mine):
         return None
     return client_total([by_client[c] for c in done], figure)
-
-
-def load_spread(workers: list[model.Worker]) -> model.Spread:
-    """Whether the load was spread evenly: per-worker throughput, lowest over highest (None with
-    fewer than two workers carrying load)."""
-    rates = [w.throughput_rps or 0.0 for w in workers if w.status == "ok"]
-    lo, hi = (min(rates), max(rates)) if rates else (0.0, 0.0)
-    return model.Spread(
-        workers=len(workers),
-        lost=sum(1 for w in workers if w.status != "ok"),
-        min_rps=lo,
-        max_rps=hi,
-        min_max_ratio=lo / hi if hi > 0 and len(rates) > 1 else None,
-    )

@@ -41,11 +41,11 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
-from rpcmeter import model
-from rpcmeter.drivers.command import fill
 from rpcmeter.envs import Env, last_error_line, locked
 from rpcmeter.errors import RpcmeterError
+from rpcmeter.placeholders import fill
 from rpcmeter.servers.process import die_with_parent
 from rpcmeter.suite_model import ServerSpec, Suite
 from rpcmeter.watchdog import WATCHDOG
@@ -138,19 +138,21 @@ class Build:
     error: str | None = None
     variants: list[str] = field(default_factory=list)
 
-    def describe(self) -> model.VariantBuild:
-        return model.VariantBuild(
-            command=self.request.describe(),
-            cwd=str(self.request.cwd),
-            key=self.key or None,
-            inputs=self.inputs,
-            cached=self.cached,
-            seconds=round(self.seconds, 3),
-            built_s=round(self.built_s, 3) if self.built_s is not None else None,
-            output_tail=self.output_tail or None,
-            log=self.log or None,
-            error=self.error,
-        )
+    def describe(self) -> dict[str, Any]:
+        """What the result records of the build, as JSON values (``environment.variant_builds``;
+        :meth:`rpcmeter.record.RunRecord.builds`)."""
+        return {
+            "command": self.request.describe(),
+            "cwd": str(self.request.cwd),
+            "key": self.key or None,
+            "inputs": self.inputs,
+            "cached": self.cached,
+            "seconds": round(self.seconds, 3),
+            "built_s": round(self.built_s, 3) if self.built_s is not None else None,
+            "output_tail": self.output_tail or None,
+            "log": self.log or None,
+            "error": self.error,
+        }
 
 
 def suite_dir(suite: Suite) -> Path:

@@ -1,7 +1,7 @@
 """nginx as an external HTTP/1.1 server for rpcmeter (used by the tests and ``benchmarks/vs_wrk.py``).
 
 :func:`prepare` writes a self-contained configuration into a directory of your choice: one
-worker, ``daemon off``, pid, logs and temporary files inside that directory (nothing needs root),
+worker (or ``workers``), ``daemon off``, pid, logs and temporary files inside that directory (nothing needs root),
 keep-alive as nginx ships it (a connection ends after ``keepalive_requests`` requests, 1000 by
 default: the client must reconnect, as it must against a stock nginx), and these locations:
 
@@ -26,7 +26,7 @@ import shutil
 from pathlib import Path
 
 TEMPLATE = """\
-worker_processes 1;
+worker_processes {workers};
 pid {dir}/nginx.pid;
 error_log {dir}/error.log warn;
 events {{
@@ -67,11 +67,12 @@ def prepare(
     http2: bool = False,
     grpc_pass: str | None = None,
     keepalive_requests: int | None = None,
+    workers: int = 1,
 ) -> list[str]:
     """Write the configuration template into ``directory``; return the server command (with the
     ``{port}`` placeholder). With ``tls`` (certificate chain and key files), it serves HTTPS;
     ``http2``, ``grpc_pass``: see the module doc; ``keepalive_requests`` None keeps nginx's
-    default."""
+    default; ``workers``: worker processes (one by default)."""
     nginx = executable()
     if nginx is None:
         raise FileNotFoundError("nginx is not installed")
@@ -97,6 +98,7 @@ def prepare(
         locations=locations,
         keepalive=keepalive,
         upstream=upstream,
+        workers=workers,
     )
     (directory / "nginx.conf.in").write_text(conf_text)
     conf = f"{d}/nginx.conf"

@@ -82,7 +82,10 @@ class Replaying(Protocol):
     streams: dict[int, Any]
     waiting: deque[Any]
     cache: dict[bytes, Any]
-    cache_gen: int
+
+    @property
+    def cache_gen(self) -> int: ...
+
     recv_window: int
     window: int
     replies_owed: int

@@ -1,9 +1,11 @@
-"""The ``command`` driver: a whole command line is the system under test.
+"""What a suite's ``driver`` names: a protocol driver (:func:`rpcmeter.drivers.driver_class`) or
+``command``, a whole command line as the system under test (:func:`target_class`).
 
-There is no server and no client loop: each case runs the command a number of times as a whole
-process tree (:mod:`rpcmeter.runners.command`), and the one workload kind, ``command``, fills the
-command line's ``{name}`` placeholders. This module describes the target: its command line, the
-placeholders it takes, and the checks of a suite that uses it.
+A command is no driver: there is no server and no client loop. Each case runs the command a
+number of times as a whole process tree (:mod:`rpcmeter.runners.command`, by
+:class:`rpcmeter.execute.CommandCase`), and the one workload kind, ``command``, fills the command
+line's ``{name}`` placeholders. This module describes that target (:class:`CommandTarget`): its
+command line, the placeholders it takes, and the checks of a suite that uses it.
 
 A ``command`` variant in a suite whose target is another driver is a *command client*
 (:meth:`~rpcmeter.suite_model.Suite.command_client`): rpcmeter starts the target's server for
@@ -15,40 +17,16 @@ says how many requests one run makes.
 
 from __future__ import annotations
 
-import re
-import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from typing import Any, ClassVar
 
-from rpcmeter.drivers.base import Caller, Driver
+from rpcmeter.drivers import REGISTRY, driver_class
+from rpcmeter.drivers.base import TargetSpec
 from rpcmeter.errors import SuiteError
+from rpcmeter.placeholders import fill, placeholders
 from rpcmeter.suite_model import Suite
 
-_PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
-
-
-def _text(value: Any) -> str:
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
-
-
-def placeholders(command: str | Sequence[str]) -> list[str]:
-    """Names of the ``{name}`` placeholders in a command line."""
-    parts = [command] if isinstance(command, str) else list(command)
-    return [m.group(1) for p in parts for m in _PLACEHOLDER.finditer(p) if m.group(1)]
-
-
-def fill(command: str | Sequence[str], values: Mapping[str, Any]) -> list[str]:
-    """Split ``command`` (shell-like, without a shell) and fill its placeholders."""
-    parts = shlex.split(command) if isinstance(command, str) else list(command)
-
-    def sub(m: re.Match[str]) -> str:
-        if m.group(0) in ("{{", "}}"):
-            return m.group(0)[0]
-        return _text(values[m.group(1)])
-
-    return [_PLACEHOLDER.sub(sub, p) for p in parts]
+COMMAND = "command"  # the driver name of a whole command
 
 
 def command_of(suite: Suite, variant: str, workload: str) -> tuple[str | list[str] | None, str]:
@@ -62,6 +40,10 @@ def command_of(suite: Suite, variant: str, workload: str) -> tuple[str | list[st
     return suite.target.command, "target.command"
 
 
+# what every command line may hold besides the workload's parameters and the matrix keys: the
+# variant's interpreter, and how many CPUs the command runs on (its pinned CPUs, else all this
+# process may use)
+BUILTIN_PLACEHOLDERS = ("python", "cpus")
 # what a command client's command line may hold besides the workload's parameters: where the
 # server listens, how many requests one run makes, and the case's load shape (connections,
 # concurrent loops, duration in seconds, requests per loop)
@@ -83,8 +65,6 @@ def client_placeholders(suite: Suite, variant: str) -> set[str]:
     """The placeholders a command client's command line may hold besides the workload's
     parameters: :data:`CLIENT_PLACEHOLDERS`, with TLS :data:`TLS_PLACEHOLDERS`, and ``scheme``
     where the server's driver has URLs (``url_scheme``)."""
-    from rpcmeter.drivers import driver_class
-
     names = set(CLIENT_PLACEHOLDERS)
     if suite.variants[variant].requests_per_run is None:  # its report counts the requests
         names.discard("requests_per_run")
@@ -118,9 +98,9 @@ def _duration(suite: Suite, workload: str) -> float | None:
 def check_suite(suite: Suite, where: str) -> None:
     """Every command variant and workload has a command line whose placeholders are all known."""
     for wname, w in suite.workloads.items():
-        known = {"python", *suite.matrix, *(k for k in w.params() if k != "command")}
+        known = {*BUILTIN_PLACEHOLDERS, *suite.matrix, *(k for k in w.params() if k != "command")}
         for vname in suite.variants:
-            if suite.driver_of(vname) != "command":
+            if suite.driver_of(vname) != COMMAND:
                 continue
             client = suite.command_client(vname)
             allowed = known | client_placeholders(suite, vname) if client else known
@@ -152,20 +132,29 @@ def check_suite(suite: Suite, where: str) -> None:
                     )
 
 
-class CommandDriver(Driver):
-    name: ClassVar[str] = "command"
+class CommandTarget(TargetSpec):
+    """A whole command (see the module doc)."""
+
+    name: ClassVar[str] = COMMAND
     transports: ClassVar[tuple[str, ...]] = ()  # none: the command is run, not connected to
     workloads: ClassVar[frozenset[str]] = frozenset({"command"})
     open_loop: ClassVar[bool] = False  # each run waits for the previous one: no schedule
     whole_command: ClassVar[bool] = True
     option_keys: ClassVar[frozenset[str] | None] = frozenset()
 
-    def connect(self) -> None:
-        raise NotImplementedError("command targets are run by rpcmeter.runners.command")
-
-    def caller(self, thread_index: int) -> Caller:
-        raise NotImplementedError("command targets are run by rpcmeter.runners.command")
-
     @classmethod
     def check_suite(cls, suite: Suite, where: str) -> None:
         check_suite(suite, where)
+
+
+def target_class(name: str, options: Mapping[str, Any] | None = None) -> type[TargetSpec]:
+    """What the suite's ``driver`` ``name`` is: :class:`CommandTarget` for ``command``, else the
+    protocol driver (the client path ``options`` pick, when given;
+    :func:`rpcmeter.drivers.driver_class`). KeyError with a readable message when there is no
+    such driver."""
+    if name == COMMAND:
+        return CommandTarget
+    if name not in REGISTRY and ":" not in name:
+        known = ", ".join(sorted([*REGISTRY, COMMAND]))
+        raise KeyError(f"unknown driver {name!r} (expected one of: {known})")
+    return driver_class(name, options)

@@ -1,0 +1,176 @@
+"""The TLS transport's cost per HTTPS/1.1 request, in instructions: rpcmeter's
+:class:`~rpcmeter.tls.TlsTransport` (with a protocol that only counts replies and writes the next
+request) against the floor's bare read and write through OpenSSL's memory BIOs, each in a client
+process of its own under valgrind's callgrind, against nginx (HTTPS, one worker).
+
+Each client runs ``--connections`` keep-alive connections for ``n`` requests each, once with
+``--few`` and once with ``--many``; the difference of the two runs' instruction counts divided by
+the difference of their requests is the count per request, without the start-up, the handshakes
+and the end (exact and steady, where CPU time on a shared machine is not)::
+
+    python benchmarks/tls_call_cost.py [--connections 10] [--few 200] [--many 1200]
+
+Needs valgrind and nginx; it takes a few minutes (the clients run some 50 times slower).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import re
+import shutil
+import socket
+import ssl
+import subprocess
+import sys
+from collections.abc import Callable
+from typing import Any
+
+from versus import FLOOR_TLS_HANDSHAKE, layout, serve
+
+from rpcmeter.connect import open_stream
+from rpcmeter.tls import ClientTls, RunCertificates, TlsSettings, client_context
+
+
+def client(kind: str, port: int, ca_file: str, conns: int, each: int) -> None:
+    """One client process's work (run under valgrind): ``conns`` connections, ``each`` requests
+    on each, by the floor's code or on rpcmeter's transport."""
+    import uvloop
+
+    request = f"GET /noop HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode()
+    ctx = client_context(ClientTls(TlsSettings(), ca_file, None), ["http/1.1"])
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        done: asyncio.Future[None] = loop.create_future()
+        left = [conns]
+
+        def finished() -> None:
+            left[0] -= 1
+            if left[0] == 0:
+                done.set_result(None)
+
+        if kind == "floor":
+            for _ in range(conns):
+                floor_connection(loop, port, ctx, request, each, finished)
+        else:
+
+            class Counting(asyncio.Protocol):
+                count = each
+
+                def connection_made(self, transport: asyncio.BaseTransport) -> None:
+                    self.write = transport.write  # type: ignore[attr-defined]
+
+                def data_received(self, data: bytes) -> None:
+                    self.count -= 1
+                    if self.count == 0:
+                        finished()
+                        return
+                    self.write(request)
+
+            for _ in range(conns):
+                _, proto = await open_stream(
+                    loop,
+                    socket.AF_INET,
+                    ("127.0.0.1", port),
+                    Counting,
+                    ssl_context=ctx,
+                    server_hostname="127.0.0.1",
+                )
+                proto.write(request)
+        await done
+
+    uvloop.run(main())
+
+
+def floor_connection(
+    loop: asyncio.AbstractEventLoop,
+    port: int,
+    ctx: ssl.SSLContext,
+    request: bytes,
+    each: int,
+    finished: Callable[[], None],
+) -> None:
+    """The floor: a blocking handshake, then one ``recv``, one decrypted record, one encrypted
+    request and one ``send`` per reply, in one closure."""
+    names: dict[str, Any] = {"socket": socket, "ssl": ssl}
+    exec(FLOOR_TLS_HANDSHAKE, names)  # the handshake of the other benchmarks' floors
+    sock, tls, incoming, outgoing = names["handshake"](ctx, "127.0.0.1", port)
+    c_tls = getattr(tls, "_sslobj", tls)
+    recv, send, feed, read = sock.recv, sock.send, incoming.write, c_tls.read
+    encrypt, encrypted, fd = c_tls.write, outgoing.read, sock.fileno()
+    left = [each]
+
+    def readable() -> None:
+        feed(recv(65536))
+        try:
+            read(65536)
+        except ssl.SSLWantReadError:
+            return
+        left[0] -= 1
+        if left[0] == 0:
+            loop.remove_reader(fd)
+            finished()
+            return
+        encrypt(request)
+        send(encrypted())
+
+    loop.add_reader(fd, readable)
+    encrypt(request)
+    send(encrypted())
+
+
+def instructions(kind: str, port: int, ca_file: str, conns: int, each: int) -> int:
+    """The instructions of one client process under callgrind."""
+    command = [
+        "valgrind",
+        "--tool=callgrind",
+        "--callgrind-out-file=/dev/null",
+        os.path.realpath(sys.executable),
+        __file__,
+        "--client",
+        kind,
+        str(port),
+        ca_file,
+        str(conns),
+        str(each),
+    ]
+    out = subprocess.run(command, capture_output=True, text=True, check=True, timeout=1800)
+    found = re.search(r"Collected : (\d+)", out.stderr)
+    if found is None:
+        raise RuntimeError(f"no instruction count from callgrind:\n{out.stderr[-2000:]}")
+    return int(found.group(1))
+
+
+def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "--client":
+        which, at, ca, conns, each = sys.argv[2:7]
+        client(which, int(at), ca, int(conns), int(each))
+        return 0
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--connections", type=int, default=10)
+    parser.add_argument("--few", type=int, default=200, help="requests per connection, first run")
+    parser.add_argument("--many", type=int, default=1200, help="and in the second run")
+    args = parser.parse_args()
+    if shutil.which("valgrind") is None:
+        print("needs valgrind (Debian: apt-get install valgrind)", file=sys.stderr)
+        return 2
+    certs = RunCertificates()
+    try:
+        with serve("nginx", "https", layout(1), certs) as served:
+            port = served.endpoint.port or 0
+            counts: dict[str, float] = {}
+            for kind in ("floor", "rpcmeter"):
+                few = instructions(kind, port, certs.ca_file, args.connections, args.few)
+                many = instructions(kind, port, certs.ca_file, args.connections, args.many)
+                counts[kind] = (many - few) / ((args.many - args.few) * args.connections)
+                print(f"  {kind:<10} {counts[kind]:9,.0f} instructions/request", flush=True)
+    finally:
+        certs.close()
+    print(f"rpcmeter - floor: {counts['rpcmeter'] - counts['floor']:,.0f} instructions/request")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,77 @@
+"""Study 003's dataflows for bytewax 0.17 (``Dataflow().input(...)``; a source's
+``next_batch()`` returns a list: the ready item, or an empty list while none is ready)::
+
+    python -m bytewax.run "flow_v017:get_flow('dynamic', long_input='true')" -p 2
+"""
+
+from __future__ import annotations
+
+from bytewax.connectors.stdio import StdOutput
+from bytewax.dataflow import Dataflow
+from bytewax.inputs import DynamicInput, PartitionedInput, StatefulSource, StatelessSource
+
+import study
+
+
+def _batch(source: study.Paced) -> list[int]:
+    item = source.poll()
+    return [] if item is None else [item]
+
+
+class PacedPartition(StatefulSource):
+    def __init__(self, items: int, interval: float) -> None:
+        self.source = study.Paced(items, interval)
+
+    def next_batch(self) -> list[int]:
+        return _batch(self.source)
+
+    def snapshot(self) -> None:
+        return None
+
+
+class PacedPartitions(PartitionedInput):
+    """``partitions`` partitions of ``items`` items, spread over the workers."""
+
+    def __init__(self, partitions: int, items: int, interval: float) -> None:
+        self.partitions, self.items, self.interval = partitions, items, interval
+
+    def list_parts(self) -> list[str]:
+        return [str(i) for i in range(self.partitions)]
+
+    def build_part(self, for_part: str, resume_state: None) -> PacedPartition:
+        return PacedPartition(self.items, self.interval)
+
+
+class PacedWorker(StatelessSource):
+    def __init__(self, items: int, interval: float) -> None:
+        self.source = study.Paced(items, interval)
+
+    def next_batch(self) -> list[int]:
+        return _batch(self.source)
+
+
+class PacedDynamic(DynamicInput):
+    """``items`` items on every worker (up to ``partitions`` workers)."""
+
+    def __init__(self, partitions: int, items: int, interval: float) -> None:
+        self.partitions, self.items, self.interval = partitions, items, interval
+
+    def build(self, worker_index: int, worker_count: int) -> PacedWorker:
+        return PacedWorker(self.items if worker_index < self.partitions else 0, self.interval)
+
+
+def get_flow(
+    input: str = "partitioned",  # noqa: A002 (the study's word)
+    long_input: object = False,
+    heavy_map: object = False,
+    items: int = 20,
+    interval: float = 0.25,
+    partitions: int = 16,
+) -> Dataflow:
+    kind = PacedPartitions if input == "partitioned" else PacedDynamic
+    flow = Dataflow()
+    flow.input("inp", kind(partitions, items, study.pace(long_input, interval)))
+    flow.map(study.mapper(heavy_map))
+    flow.map(study.stringy)
+    flow.output("out", StdOutput())
+    return flow

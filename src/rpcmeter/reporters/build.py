@@ -1,0 +1,358 @@
+"""Building the view (:class:`~rpcmeter.reporters.view.View`): the one reading of a result for
+reports. :func:`build` reads the result once, with what is derived from it
+(:mod:`rpcmeter.derived`): its cells, comparisons, tables (:mod:`.workload_tables`), header,
+problems, warnings, notes and JSON document; :func:`comparison_view` does the same for two runs
+compared."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable, Iterator, Mapping
+
+from rpcmeter import analysis, checks
+from rpcmeter.aggregate import Cell, PointKey, baseline, cells, variant_names
+from rpcmeter.derived import Derived, derive, document
+from rpcmeter.model import Case, CaseProfile, Part, Placement, Result
+from rpcmeter.profile import summary_lines as profile_summary
+from rpcmeter.rates import rate_series
+from rpcmeter.reporters.calls import calls_grid
+from rpcmeter.reporters.format import fmt_num, fmt_ratio
+from rpcmeter.reporters.plots import Cells
+from rpcmeter.reporters.tables import comparison_grids, summary_grid
+from rpcmeter.reporters.view import (
+    CaseFigures,
+    ComparisonView,
+    Problem,
+    Profile,
+    Run,
+    View,
+    WorkloadView,
+)
+from rpcmeter.reporters.workload_tables import (
+    breakdown_grid,
+    client_command_grid,
+    command_grid,
+    connection_grid,
+    per_request,
+    ranking_grid,
+    resource_grid,
+    stream_grid,
+    workload_grid,
+)
+
+
+def comparison_view(doc: analysis.Comparison, header: list[str]) -> ComparisonView:
+    summary = summary_grid(doc)
+    return ComparisonView(
+        tuple(header),
+        doc,
+        tuple([*comparison_grids(doc), *([summary] if summary else [])]),
+        doc.warnings,
+    )
+
+
+# ---- building the view ----------------------------------------------------------------------
+
+
+def build(result: Result, derived: Derived | None = None) -> View:
+    """The view of a result (the only reading of the result for reports), with what is derived
+    from it (:func:`rpcmeter.derived.derive` when not given)."""
+    suite = result.suite
+    grid_all = cells(result)
+    names = variant_names(result)
+    base = baseline(result)
+    keys = list(suite.matrix_keys)
+    derived = derived or derive(result)
+    comparisons = derived.comparisons
+    verdicts = analysis.has_verdicts(comparisons)
+    summary = summary_grid(comparisons) if verdicts else None
+    run = Run(
+        name=suite.name,
+        description=suite.description or "",
+        run_id=result.run_id,
+        status=result.status,
+        started_at=result.started_at or "?",
+        finished_at=result.finished_at or "-",
+        repeat=suite.repeat,
+        version=str(_given(result, "rpcmeter_version")),
+        cases=len(result.cases),
+        ok_cases=sum(1 for c in result.cases if c.status == "ok"),
+        matrix_keys=tuple(keys),
+        variant_settings=suite.variants,
+        suite_path=suite.path or "",
+        suite_text=suite.text or "",
+        environment=result.environment,
+        environment_line=environment_line(result),
+    )
+    workloads = tuple(
+        _workload(result, w, grid_all[w], keys, names, base, comparisons) for w in grid_all
+    )
+    return View(
+        run=run,
+        variants=tuple(names),
+        baseline=base,
+        workloads=workloads,
+        comparisons=comparisons,
+        has_verdicts=verdicts,
+        comparison_tables=tuple(
+            [*comparison_grids(comparisons), *([summary] if summary else [])] if verdicts else []
+        ),
+        rates=tuple(rate_series(result)),
+        max_rate=tuple(result.max_rate or []),
+        problems=tuple(_problems(result)),
+        warnings=derived.warnings,
+        tls_lines=tuple(tls_lines(result)),
+        wait_lines=tuple(wait_lines(result, grid_all)),
+        spread_lines=tuple(spread_lines(result)),
+        cases=tuple(
+            CaseFigures(
+                c.id,
+                c.variant,
+                c.workload,
+                tuple((k, c.point.get(k, "")) for k in keys),
+                c.repetition,
+                c.status,
+                tuple(case_metrics(c)),
+            )
+            for c in result.cases
+        ),
+        document=document(result, derived),
+    )
+
+
+def _workload(
+    result: Result,
+    workload: str,
+    grid: dict[PointKey, dict[str, Cell]],
+    keys: list[str],
+    names: list[str],
+    base: str,
+    comparisons: analysis.Comparison,
+) -> WorkloadView:
+    kinds = {c.kind for c in result.cases if c.workload == workload}
+    kind = "command" if "command" in kinds else "idle" if kinds == {"idle"} else "requests"
+    verdicts = analysis.has_verdicts(comparisons)
+    return WorkloadView(
+        name=workload,
+        kind=kind,
+        cells=grid,
+        summary=workload_grid(workload, grid, keys, names, base, verdicts, walls=True),
+        summary_narrow=workload_grid(
+            workload, grid, keys, names, base, verdicts, walls=len(names) <= 2
+        ),
+        ranking=ranking_grid(workload, grid, keys, base) if len(names) > 1 else None,
+        breakdown=breakdown_grid(workload, grid, keys, several=len(names) > 1),
+        streams=stream_grid(workload, grid, keys),
+        resources=resource_grid(workload, grid, keys),
+        connections=connection_grid(workload, grid, keys),
+        command=(
+            command_grid(workload, grid, keys, names, base, comparisons)
+            if kind == "command"
+            else None
+        ),
+        clients=client_command_grid(workload, grid, keys),
+        calls=calls_grid(workload, grid, keys),
+        profile_lines=tuple(profile_lines(result, workload)),
+        profiles=tuple(
+            Profile(c.id, c.variant, tuple(c.point.items()), role, p)
+            for c in result.cases
+            if c.workload == workload
+            for role, p in _profiles(c).items()
+        ),
+    )
+
+
+# ---- the header ------------------------------------------------------------------------------
+
+
+def environment_line(result: Result) -> str:
+    env = result.environment
+    pkgs = ", ".join(f"{k} {v}" for k, v in env.packages.items() if v)
+    placement = env.placement or Placement()
+    return (
+        f"{_given(env, 'cpu_model')} ({_given(env, 'cpu_count')} CPUs) · {_given(env, 'os')} · "
+        f"Python {_given(env, 'python')}"
+        + (f" · {pkgs}" if pkgs else "")
+        + f" · {placement_phrase(placement)}"
+    )
+
+
+def _given(part: Part, field: str) -> object:
+    """A field as the document gave it (``?`` when it did not)."""
+    return getattr(part, field) if field in part.model_fields_set else "?"
+
+
+def describe_placement(placement: Placement) -> str:
+    """One phrase for a placement as :func:`rpcmeter.placement.applied` gives it (with its
+    ``target``)."""
+
+    def cpus(value: list[int] | None) -> str:
+        return str(value) if value else "any"
+
+    target = placement.target or "server"
+    pinned = placement.server_cpus
+    if target == "command":
+        return "commands " + (f"on CPUs {pinned}" if pinned else "unpinned")
+    server = "remote server" if target == "remote" else f"server CPUs {cpus(pinned)}"
+    return f"{server}, client CPUs {cpus(placement.client_cpus)}"
+
+
+def placement_phrase(placement: Placement) -> str:
+    """The placement as applied: one phrase, and each variant placed otherwise after it."""
+    phrase = describe_placement(placement)
+    for name, own in (placement.by_variant or {}).items():
+        if describe_placement(own) != phrase:
+            phrase += f"; {name}: {describe_placement(own)}"
+    return phrase
+
+
+def tls_lines(result: Result) -> list[str]:
+    """One line per variant that does not verify the server's certificate (``tls.verify =
+    false``): its figures are of a connection nobody authenticated."""
+    off = [v for v, t in (result.environment.tls or {}).items() if not t.verify]
+    if not off:
+        return []
+    return [f"TLS certificate verification OFF (tls.verify = false): {', '.join(off)}"]
+
+
+def wait_lines(result: Result, grid_all: Mapping[str, Cells] | None = None) -> list[str]:
+    """When clients polled for replies without sleeping (``wait = "spin"`` in the suite's load, a
+    workload's or the matrix): where it was set, the polling budget (``spin_us``) where one was
+    set, and that the client CPU of those cases includes the polling; then the polls per request
+    of each cell that spun (counter ``polls``), so the cost of the polling shows beside it."""
+    suite = result.suite
+
+    def places(key: str, hit: Callable[[object], bool]) -> list[str]:
+        where = ["load"] if hit(suite.load.get(key)) else []
+        where += [
+            f"workload {name}"
+            for name, w in suite.workloads.items()
+            if isinstance(w, dict) and hit(w.get(key))
+        ]
+        return where + (["matrix"] if any(hit(v) for v in suite.matrix.get(key, [])) else [])
+
+    where = places("wait", lambda v: v == "spin")
+    if not where:
+        return []
+    spun = [c for c in result.cases if checks.spinning(result, c)]
+    budgets = sorted(
+        {b for c in spun if (b := checks.load_setting(result, c, "spin_us")) is not None}
+    )
+    bounded_only = len(budgets) > 0 and all(
+        checks.load_setting(result, c, "spin_us") is not None for c in spun
+    )
+    line = "clients poll for replies" + ("" if bounded_only else " without sleeping")
+    line += f' (wait = "spin" in {", ".join(where)})'
+    if budgets:
+        us = ", ".join(f"{b:g}" for b in budgets)
+        line += (
+            f", {'' if bounded_only else 'those with a budget '}for at most {us} us after each "
+            "reply or send, then sleep until the next event (spin_us in "
+            f"{', '.join(places('spin_us', lambda v: v is not None))})"
+        )
+    line += ": their client CPU includes the polling" + (
+        "" if bounded_only else ", about a core per client process"
+    )
+    grid_all = grid_all if grid_all is not None else cells(result)
+    spun_ids = {c.id for c in spun}
+    many_variants = len(variant_names(result)) > 1
+    polls = []
+    for workload, grid in grid_all.items():
+        for point, row in grid.items():
+            for variant, cell in row.items():
+                per = per_request(cell, "polls")
+                if not any(c.id in spun_ids for c in cell.cases) or not math.isfinite(per):
+                    continue
+                label = [workload] if len(grid_all) > 1 else []
+                label += [analysis.point_label(dict(point))] if point else []
+                label += [variant] if many_variants else []
+                polls.append(f"{' · '.join(label)} {fmt_num(per)}".strip())
+    lines = [line]
+    if polls:
+        lines.append(f"polls per request (client): {', '.join(polls)}")
+    return lines
+
+
+def spread_lines(result: Result) -> list[str]:
+    """For load from a cluster: how evenly the workers carried it (per-worker throughput, lowest
+    over highest; median over the cases and the worst case)."""
+    cluster = result.environment.cluster
+    spread = [
+        (c.spread.min_max_ratio, c)
+        for c in result.cases
+        if c.spread is not None and c.spread.min_max_ratio is not None
+    ]
+    if cluster is None or not spread:
+        return []
+    spread.sort(key=lambda rc: rc[0])
+    worst, case = spread[0]
+    median = spread[len(spread) // 2][0]
+    point = " ".join(f"{k}={v}" for k, v in case.point.items())
+    lost = sum(c.spread.lost or 0 for c in result.cases if c.spread is not None)
+    return [
+        f"load spread over {cluster.workers} Dask workers ({cluster.spec}): per-worker "
+        f"req/s min/max median {fmt_ratio(median)}, worst {fmt_ratio(worst)}"
+        + (f"; {lost} worker(s) lost" if lost else ""),
+        f"  worst: {case.variant} · {case.workload}" + (f" · {point}" if point else ""),
+    ]
+
+
+def profile_lines(result: Result, workload: str) -> list[str]:
+    """The top frames by self time of every profiled case of ``workload``."""
+    out: list[str] = []
+    for case in result.cases:
+        if case.workload == workload and case.profiles:
+            point = ",".join(f"{k}={v}" for k, v in case.point.items())
+            label = " · ".join(x for x in (workload, case.variant, point) if x)
+            out += profile_summary(_profiles(case), label)
+    return out
+
+
+def _profiles(case: Case) -> Mapping[str, CaseProfile]:
+    """A case's profiles: role -> its profile (rpcmeter.profile)."""
+    return case.profiles or {}
+
+
+def _problems(result: Result) -> Iterator[Problem]:
+    for c in result.cases:
+        if c.status == "ok" and not c.errors:
+            continue
+        yield Problem(
+            status=c.status,
+            variant=c.variant,
+            workload=c.workload,
+            point=tuple(c.point.items()),
+            repetition=c.repetition,
+            reason=c.reason or "",
+            errors=tuple(c.errors.items()),
+            error_sample=next(iter(c.error_samples.values()), ""),
+            server_output_tail=c.server_output_tail or "",
+        )
+
+
+# ---- CSV figures -----------------------------------------------------------------------------
+
+SECTIONS = ("latency", "server_time", "bytes", "cpu", "memory")
+# top-level figures of a case and their metric names (``ok``, the requests that succeeded, would
+# read like the status column beside it)
+TOP_LEVEL = (
+    ("requests", "requests"),
+    ("ok", "requests_ok"),
+    ("wall_s", "wall_s"),
+    ("throughput_rps", "throughput_rps"),
+)
+
+
+def case_metrics(case: Case) -> Iterator[tuple[str, float]]:
+    """Every numeric figure the case recorded, as (dotted name, value)."""
+    for key, name in TOP_LEVEL:
+        value = getattr(case, key) if key in case.model_fields_set else None
+        if isinstance(value, int | float):
+            yield name, value
+    yield "errors", sum(case.errors.values())
+    for section in SECTIONS:
+        part = getattr(case, section)
+        values = part.dump() if part is not None and section in case.model_fields_set else {}
+        for key, value in values.items():
+            if isinstance(value, int | float) and not isinstance(value, bool):
+                yield f"{section}.{key}", value

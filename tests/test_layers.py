@@ -1,0 +1,117 @@
+"""The package's layers (docs/architecture.md): its imports form no circle, function-level and
+type-checking imports included, and the contracts hold: the result model imports nothing above
+the histogram, drivers and servers meet only in the wire formats, runners and reporters stay on
+their side of the record and the view."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parent.parent / "src"
+PACKAGE = SRC / "rpcmeter"
+
+
+def module_of(path: Path) -> str:
+    parts = list(path.relative_to(SRC).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def exists(name: str) -> bool:
+    path = SRC.joinpath(*name.split("."))
+    return path.with_suffix(".py").is_file() or (path / "__init__.py").is_file()
+
+
+def imported(path: Path) -> set[str]:
+    """The rpcmeter modules ``path`` imports anywhere in it (a name taken from a package is the
+    module of that name when there is one)."""
+    out: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names = [
+                f"{node.module}.{a.name}" if exists(f"{node.module}.{a.name}") else node.module
+                for a in node.names
+            ]
+        else:
+            continue
+        for name in names:
+            while name.startswith("rpcmeter") and not exists(name):
+                name = name.rpartition(".")[0]
+            if name.startswith("rpcmeter"):
+                out.add(name)
+    return out
+
+
+GRAPH = {module_of(p): imported(p) - {module_of(p)} for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def under(module: str, *prefixes: str) -> bool:
+    return any(module == p or module.startswith(p + ".") for p in prefixes)
+
+
+def test_no_module_imports_itself_back() -> None:
+    """No circle of imports (the package itself, whose lazy names import what they name, is
+    left out: modules take only ``rpcmeter.version`` for the version)."""
+    graph = {m: {i for i in deps if i != "rpcmeter"} for m, deps in GRAPH.items()}
+    state: dict[str, int] = {}
+    stack: list[str] = []
+
+    def visit(module: str) -> None:
+        state[module] = 1
+        stack.append(module)
+        for dep in sorted(graph.get(module, ())):
+            if state.get(dep) == 1:
+                circle = [*stack[stack.index(dep) :], dep]
+                pytest.fail("import circle: " + " -> ".join(circle))
+            if dep not in state:
+                visit(dep)
+        stack.pop()
+        state[module] = 2
+
+    for module in graph:
+        if module not in state:
+            visit(module)
+    assert len(graph) > 80  # every module was read
+
+
+@pytest.mark.parametrize(
+    ("modules", "allowed", "forbidden"),
+    [
+        # the result contract: types, validation and migrations over the histogram
+        (("rpcmeter.model",), ("rpcmeter.metrics.histogram",), ()),
+        # wire formats know neither side
+        (("rpcmeter.protocols",), (), ("rpcmeter.drivers", "rpcmeter.servers")),
+        (("rpcmeter.drivers",), (), ("rpcmeter.servers", "rpcmeter.suite", "rpcmeter.model")),
+        (("rpcmeter.servers",), (), ("rpcmeter.drivers", "rpcmeter.model")),
+        # measuring returns outcomes; recording and what is derived come after
+        (
+            ("rpcmeter.runners", "rpcmeter.metrics"),
+            (),
+            ("rpcmeter.record", "rpcmeter.execute", "rpcmeter.derived", "rpcmeter.breakdown"),
+        ),
+        (("rpcmeter.metrics",), (), ("rpcmeter.model",)),
+        # reports read the view; only its builder reads the result
+        (
+            tuple(
+                f"rpcmeter.reporters.{m}"
+                for m in ("terminal", "markdown", "csv", "json", "html", "figures", "view")
+            ),
+            (),
+            ("rpcmeter.derived", "rpcmeter.reporters.build"),
+        ),
+    ],
+)
+def test_layers_keep_to_their_contracts(
+    modules: tuple[str, ...], allowed: tuple[str, ...], forbidden: tuple[str, ...]
+) -> None:
+    for module, deps in GRAPH.items():
+        if not under(module, *modules):
+            continue
+        if allowed:
+            assert deps <= set(allowed), f"{module} imports {sorted(deps - set(allowed))}"
+        bad = sorted(d for d in deps if under(d, *forbidden))
+        assert not bad, f"{module} imports {bad}"
