@@ -294,7 +294,8 @@ def _h2_channel(
     """A loop's channel of one call (its payloads each a prepared request or how to make one;
     with an ``expect`` that varies, each with the values it was made with)."""
     request = session.request if client.ctx.reuse else client.one_shot
-    on_end = client.on_end
+    # without an expect that varies, the client's own on_end (no call through PlanCall's)
+    on_end = client.on_end if client.templated is not None else super(PlanCall, client).on_end
     values = client.values
     sent = client.sent
     timed = client.timed_call if client.timeout_s is not None else None
