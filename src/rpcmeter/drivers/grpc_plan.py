@@ -43,7 +43,6 @@ from rpcmeter.protocols.grpc_schema import MessageTemplate, PreparedCall, Templa
 from rpcmeter.protocols.h2.connection import Request
 from rpcmeter.protocols.h2.connection import Stream as H2Stream
 from rpcmeter.protocols.h2.fields import block_filler
-from rpcmeter.protocols.request_data import Rotation
 from rpcmeter.protocols.templates import (
     Expr,
     Template,
@@ -319,18 +318,6 @@ def _h2_channel(
             send(req, done)
 
         return channel_of(payloads, state, advance, keeping)
-    if turns and timed is None:  # the usual data file: one function per request
-        n = len(payloads)
-        turn = Rotation(n, state.loop).i
-
-        def in_turn(done: Done) -> None:
-            nonlocal turn
-            req = payloads[turn]
-            turn = turn + 1 if turn + 1 < n else 0
-            sent[0] += req.size - 5
-            request(req, on_end, done)
-
-        return in_turn
     if timed is not None or turns:
         return channel_of(payloads, state, advance, send)
     return channel_of(payloads, state, advance, request, on_end)
