@@ -247,6 +247,8 @@ def _validation_message(where: str, exc: ValidationError) -> str:
     )
     shown = "" if err["type"] in ("missing",) or tables else f" (got {got!r})"
     more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    if loc == "(top level)" and err["type"] == "value_error":  # a check of the whole table
+        return f"{where}: {msg}{shown}{more}"
     return f"{where}: {loc}: {msg}{shown}{more}"
 
 

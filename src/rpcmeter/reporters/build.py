@@ -15,6 +15,7 @@ from rpcmeter.derived import Derived, derive, document
 from rpcmeter.model import Case, CaseProfile, Part, Placement, Result
 from rpcmeter.profile import summary_lines as profile_summary
 from rpcmeter.rates import rate_series
+from rpcmeter.reporters.calls import calls_grid
 from rpcmeter.reporters.format import fmt_ms, fmt_num, fmt_rate, fmt_ratio, fmt_s
 from rpcmeter.reporters.plots import Cells, Timeline
 from rpcmeter.reporters.tables import Grid, GridCell, Mark, comparison_grids, summary_grid
@@ -180,6 +181,7 @@ def _workload(
             else None
         ),
         clients=client_command_grid(workload, grid, keys),
+        calls=calls_grid(workload, grid, keys),
         stages=tuple(stage_grid(c) for c in result.cases if c.workload == workload and c.stages),
         profile_lines=tuple(profile_lines(result, workload)),
         profiles=tuple(

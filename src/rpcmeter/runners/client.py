@@ -31,6 +31,8 @@ from rpcmeter.runners.recording import (
     LoadReport,
     Recorder,
     ThreadStats,
+    call_names,
+    tagged_caller,
     warm_up,
 )
 from rpcmeter.runners.spec import NO_END, LoadSpec
@@ -207,15 +209,20 @@ def thread_load(driver: Driver, spec: LoadSpec, gate: Gate, stop: Any, progress:
             return
         windows = box[0]
         rec = Recorder(
-            stats[t], driver.reports_server_time, uncorrected=sched is not None, windows=windows
+            stats[t],
+            driver.reports_server_time,
+            call_names(callers[t]),
+            uncorrected=sched is not None,
+            windows=windows,
         )
+        call = tagged_caller(callers[t], rec)  # a mix's calls each kept apart
 
         def publish(done: int) -> None:
             progress[base + t] = done
 
         if sched is not None:
             measure_open(
-                callers[t],
+                call,
                 rec,
                 sched,
                 loops=ctx.threads,
@@ -226,7 +233,7 @@ def thread_load(driver: Driver, spec: LoadSpec, gate: Gate, stop: Any, progress:
             )
             return
         measure(
-            callers[t],
+            call,
             rec,
             requests=spec.requests,
             spans=spec.spans(windows.base_ns, t),

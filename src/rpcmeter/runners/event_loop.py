@@ -39,7 +39,10 @@ from rpcmeter.runners.recording import (
     Recorder,
     ThreadStats,
     Window,
+    call_names,
     is_fatal,
+    mix_of,
+    tagging,
 )
 from rpcmeter.runners.spec import LoadSpec
 from rpcmeter.runners.spin import Spin, waking
@@ -176,6 +179,9 @@ def closed_loop(
         send()
 
     on_reply = waking(spin, done)
+    mix = mix_of(channel)
+    if mix is not None:  # a mix: each reply kept for its call too
+        on_reply = tagging(mix, rec, on_reply)
     send: Callable[[], object] = partial(channel, on_reply)
 
     def moved(new_send: Callable[[], object]) -> None:  # the owned connection was replaced
@@ -321,7 +327,11 @@ def event_load(
         sched = client_schedule(spec)
         windows, shipper = start_windows(spec.clock(), gate)
         rec = Recorder(
-            stats, driver.reports_server_time, uncorrected=sched is not None, windows=windows
+            stats,
+            driver.reports_server_time,
+            call_names(channels[0]),
+            uncorrected=sched is not None,
+            windows=windows,
         )
         cutter = Cutter(loop, rec, windows)
         if sched is not None:

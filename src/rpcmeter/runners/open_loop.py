@@ -42,7 +42,15 @@ from dataclasses import dataclass
 
 from rpcmeter.drivers.base import Caller, Channel, Done
 from rpcmeter.protocols.timing import ServerTime
-from rpcmeter.runners.recording import BUFFER, CHUNK_TARGET_NS, MAX_CHUNK, Recorder, ThreadStats
+from rpcmeter.runners.recording import (
+    BUFFER,
+    CHUNK_TARGET_NS,
+    MAX_CHUNK,
+    Recorder,
+    ThreadStats,
+    mix_of,
+    tagging,
+)
 from rpcmeter.runners.spec import LoadSpec, Pacing
 from rpcmeter.runners.spin import Spin, waking
 from rpcmeter.runners.stages import LoadStage, RateProfile
@@ -426,6 +434,10 @@ class EventPacer:
         self.due = [0] * len(channels)
         self.sent_at = [0] * len(channels)
         self.dones = [waking(load.spin, self._done_for(i)) for i in range(len(channels))]
+        for i, ch in enumerate(channels):
+            mix = mix_of(ch)
+            if mix is not None:  # a mix: each reply kept for its call too
+                self.dones[i] = tagging(mix, self.rec, self.dones[i])
         spin = load.spin
         self.wake = spin.wake if spin is not None and spin.budget_ns is not None else None
         self.next_due = -1  # the slot taken but not sent yet (-1: none)
