@@ -47,10 +47,9 @@ def thread_way(fine: bool, spin_ns: int) -> Callable[[float, float], Result]:
                 c0 = time.thread_time()
                 measure_open(
                     lambda: None,
-                    stats,
+                    Recorder(stats, False, uncorrected=True),
                     sched,
                     loops=1,
-                    server_time=False,
                     fatal=(OSError,),
                     stop=lambda: False,
                     publish=lambda n: None,
@@ -81,7 +80,14 @@ def event_way(timerfd: bool) -> Callable[[float, float], Result]:
                 loop.call_soon(done, None, None)
 
             pacer = EventPacer(
-                EventLoad(loop, sched, [channel] * 8, Recorder(stats, False), stats, (OSError,))
+                EventLoad(
+                    loop,
+                    sched,
+                    [channel] * 8,
+                    Recorder(stats, False, uncorrected=True),
+                    stats,
+                    (OSError,),
+                )
             )
             c0 = time.thread_time()
             stats.start_ns = sched.begin(time.perf_counter_ns())

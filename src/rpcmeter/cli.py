@@ -13,8 +13,10 @@ from typing import Any, TextIO
 
 from rpcmeter import analysis, gate, model
 from rpcmeter.errors import RpcmeterError, SuiteError, UsageError
-from rpcmeter.events import RunEvents, RunListener
+from rpcmeter.events import IntervalFigures, RunEvents, RunListener
 from rpcmeter.execute import RunOptions, run_suite
+from rpcmeter.exporter import PrometheusExporter, parse_address
+from rpcmeter.live import LiveView
 from rpcmeter.plan import Case
 from rpcmeter.reporters import registry, tables, terminal
 from rpcmeter.reporters.build import build as build_view
@@ -59,9 +61,13 @@ class Progress(RunListener):
     the run has left (ETA: the time per case so far, cases and the running case's part done,
     times what is left; shown once a tenth of a case is done)."""
 
-    def __init__(self, stream: TextIO, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(
+        self, stream: TextIO, clock: Callable[[], float] = time.monotonic, live: bool = False
+    ) -> None:
         self.stream = stream
         self.tty = stream.isatty()
+        # on a terminal, with ``live``: the line and the last interval's figures (rpcmeter.live)
+        self.live = LiveView(stream) if live and self.tty else None
         self.clock = clock
         self.last = 0.0
         self.width = 0
@@ -79,6 +85,8 @@ class Progress(RunListener):
         if self.started is None:
             self.started = self.clock()
         line = f"[{case.index + 1}/{total}] {printable(case.label())}{self.eta(case, total, 0.0)}"
+        if self.live is not None:
+            self.live.new_case()
         if self.tty:
             self._show(line)
         else:
@@ -101,7 +109,14 @@ class Progress(RunListener):
             f"{rate:,.0f} req/s{eta}"
         )
 
+    def interval(self, case: Case, total: int, figures: IntervalFigures) -> None:
+        if self.live is not None:
+            self.live.interval(figures)
+
     def _show(self, line: str) -> None:
+        if self.live is not None:
+            self.live.line(line)
+            return
         pad = max(0, self.width - len(line))
         self.stream.write("\r" + line + " " * pad)
         self.stream.flush()
@@ -113,6 +128,8 @@ class Progress(RunListener):
         print(f"rpcmeter: {message}", file=self.stream, flush=True)
 
     def clear(self) -> None:
+        if self.live is not None:
+            self.live.stop()
         if self.tty and self.width:
             self.stream.write("\r" + " " * self.width + "\r")
             self.stream.flush()
@@ -337,6 +354,19 @@ def _add_gate_options(p: argparse.ArgumentParser) -> None:
 def _add_run_history_options(p: argparse.ArgumentParser) -> None:
     _add_store_option(p)
     p.add_argument("--no-store", action="store_true", help="do not record the run in the history")
+    p.add_argument(
+        "--prometheus",
+        metavar="[HOST]:PORT",
+        help="serve the running figures in the Prometheus text format at "
+        "http://HOST:PORT/metrics while the run goes on (e.g. :9464; counters of requests and "
+        "errors, a latency histogram and gauges of the last interval, labelled by case)",
+    )
+    p.add_argument(
+        "--no-live",
+        action="store_true",
+        help="no live view of the running case (the last interval's requests/s, p50, p99 and "
+        "errors, with sparklines): the progress line only, as when the output is not a terminal",
+    )
     p.add_argument(
         "--baseline",
         metavar="NAME",
@@ -735,8 +765,11 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         args.output, out = None, err
     elif args.output is not None:
         check_output(args.output)
-    progress = Progress(err)
+    progress = Progress(err, live=not args.no_live)
     events = RunEvents(progress)
+    exporter = None
+    if args.prometheus is not None:
+        exporter = events.subscribe(PrometheusExporter(*parse_address(args.prometheus)))
     options = RunOptions(output=args.output, events=events, cluster=args.cluster)
     if args.max_error_rate is not None and not 0 <= args.max_error_rate <= 1:
         raise UsageError("--max-error-rate: a fraction between 0 and 1, e.g. 0.01")
@@ -757,6 +790,8 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         progress.clear()
         if store is not None:
             store.close()
+        if exporter is not None:
+            exporter.close()
     view = build_view(result)
     if json_out is not None:
         json_out.write(render_report(view, "json", args, json_out))

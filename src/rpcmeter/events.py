@@ -15,17 +15,43 @@ the first such error is raised once all have it (:meth:`RunEvents.finish`).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
 from rpcmeter.derived import document
 from rpcmeter.errors import RpcmeterError
+from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.model import Case as CaseResult
 from rpcmeter.model import Result
 from rpcmeter.result import write_json
 
 if TYPE_CHECKING:
     from rpcmeter.plan import Case
+
+
+@dataclass(frozen=True)
+class IntervalFigures:
+    """One settled interval of a running case, as the live view and the exporter take it:
+    ``index`` (from 0), where it starts (seconds from the case's start) and how long it is, the
+    stage it belongs to (``stage``: which, in words; "" without stages), its replies ok, errors,
+    p50 and p99 latency (µs; NaN without replies) and its histogram."""
+
+    index: int
+    start_s: float
+    seconds: float
+    stage: str
+    ok: int
+    errors: int
+    p50_us: float
+    p99_us: float
+    hist: Histogram | None = None  # its latencies (full precision; None: no replies)
+    late: bool = False  # a piece of an interval handed on before: add it, do not show it
+    stage_index: int | None = None  # the stage (from 0; None: no stages)
+
+    @property
+    def rps(self) -> float:
+        return self.ok / self.seconds if self.seconds > 0 else 0.0
 
 
 class RunListener:
@@ -39,6 +65,9 @@ class RunListener:
 
     def progress(self, case: Case, total: int, done: int, seconds: float) -> None:
         """``done`` requests of ``case`` in ``seconds`` of its measured interval."""
+
+    def interval(self, case: Case, total: int, figures: IntervalFigures) -> None:
+        """An interval of ``case``'s time series settled (about once a second while it runs)."""
 
     def note(self, message: str) -> None:
         """One line about the run's preparation (e.g. a variant's environment)."""
@@ -74,6 +103,10 @@ class RunEvents(RunListener):
     def progress(self, case: Case, total: int, done: int, seconds: float) -> None:
         for listener in self.listeners:
             listener.progress(case, total, done, seconds)
+
+    def interval(self, case: Case, total: int, figures: IntervalFigures) -> None:
+        for listener in self.listeners:
+            listener.interval(case, total, figures)
 
     def note(self, message: str) -> None:
         for listener in self.listeners:

@@ -8,7 +8,8 @@ failed with the reason and the tail of the server's output; the other cases stil
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import math
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -19,7 +20,7 @@ from rpcmeter.drivers.base import TargetSpec
 from rpcmeter.endpoints import Endpoint, remote_endpoint
 from rpcmeter.envs import Env, in_env, prepare_variants
 from rpcmeter.errors import EnvError, RpcmeterError, ServerError
-from rpcmeter.events import JsonWriter, RunEvents, RunListener
+from rpcmeter.events import IntervalFigures, JsonWriter, RunEvents, RunListener
 from rpcmeter.metrics import resources
 from rpcmeter.metrics.network_rtt import NetworkRtt, measurable
 from rpcmeter.plan import Case, VariantPlan, expand, plan_variants
@@ -30,9 +31,11 @@ from rpcmeter.runners.client_reports import PARSERS
 from rpcmeter.runners.closed_loop import preload_drivers, run_closed_loop
 from rpcmeter.runners.command import command_line, run_command
 from rpcmeter.runners.distributed import LoadCluster, open_cluster, run_distributed
-from rpcmeter.runners.recording import LoadOutcome
+from rpcmeter.runners.recording import LoadInterrupted, LoadOutcome
 from rpcmeter.runners.round_trip import RoundTrip
 from rpcmeter.runners.spec import LoadHooks, LoadSpec
+from rpcmeter.runners.stages import LoadStage
+from rpcmeter.runners.windows import WindowEvent
 from rpcmeter.servers.build import Build, prepare_builds, server_cwd
 from rpcmeter.servers.process import (
     ServerProcess,
@@ -122,7 +125,12 @@ def run_suite(
 
         def run_one(case: Case) -> model.Case:
             events.case_started(case, total)
-            recorded = bench.run_case(case)
+            try:
+                recorded = bench.run_case(case)
+            except CaseInterrupted as exc:  # kept as it is, and the run ends
+                run.add_case(exc.case)
+                events.case_finished(run.result, exc.case)
+                raise
             run.add_case(recorded)
             events.case_finished(run.result, recorded)
             return recorded
@@ -305,6 +313,34 @@ class Bench:
         """``progress(done, seconds)`` for ``case``: the run's progress event."""
         return lambda done, seconds: self.events.progress(case, self.total, done, seconds)
 
+    def intervals(self, case: Case, stages: Sequence[LoadStage]) -> Callable[[WindowEvent], None]:
+        """``on_window(event)`` for ``case`` (its ``stages``): the run's interval event, for
+        each interval as it settles (and each late piece of one)."""
+
+        def on_window(event: WindowEvent) -> None:
+            tally, stage = event.tally, ""
+            if event.stage is not None and event.stage < len(stages):
+                s = stages[event.stage]
+                n, of = event.stage + 1, len(stages)
+                stage = f"stage {s.name} ({n} of {of})" if s.name else f"stage {n} of {of}"
+            hist = tally.hist
+            figures = IntervalFigures(
+                index=event.index,
+                start_s=event.start_s,
+                seconds=event.seconds,
+                stage=stage,
+                ok=tally.ok,
+                errors=tally.requests - tally.ok,
+                p50_us=hist.percentile(50) / 1e3 if hist.count else math.nan,
+                p99_us=hist.percentile(99) / 1e3 if hist.count else math.nan,
+                hist=hist if hist.count else None,
+                late=event.late,
+                stage_index=event.stage,
+            )
+            self.events.interval(case, self.total, figures)
+
+        return on_window
+
 
 class CaseFailed(Exception):
     """A step found the case cannot go on: ``reason`` (and the server's last output)."""
@@ -313,6 +349,14 @@ class CaseFailed(Exception):
         super().__init__(reason)
         self.reason = reason
         self.output_tail = output_tail
+
+
+class CaseInterrupted(KeyboardInterrupt):
+    """Ctrl-C during a case's load: ``case`` is what it measured by then (incomplete)."""
+
+    def __init__(self, case: model.Case) -> None:
+        super().__init__()
+        self.case = case
 
 
 class TargetRunner:
@@ -409,8 +453,15 @@ class ServerCase(TargetRunner):
         )
         network = self.network_rtt(endpoint)
         rtt = self.round_trip(load) if self.server is not None else None
-        outcome = self.drive_load(load)
-        self.record.load(outcome)
+        try:
+            outcome = self.drive_load(load)
+        except LoadInterrupted as exc:  # Ctrl-C: a staged case keeps its finished stages
+            series = exc.outcome.series
+            if not load.stages or series is None or not series.finished:
+                raise KeyboardInterrupt from None  # nothing whole: the case is lost
+            self.record.interrupted(exc.outcome, load.stages)
+            raise CaseInterrupted(self.record.build()) from None
+        self.record.load(outcome, load.stages)
         self.record.resources(
             outcome,
             self.monitor,
@@ -591,6 +642,7 @@ class ServerCase(TargetRunner):
             load,
             LoadHooks(
                 on_progress=self.bench.progress(case),
+                on_window=self.bench.intervals(case, load.stages),
                 server_problem=self.server_problem,
                 on_start=placed,
                 on_go=go,

@@ -205,6 +205,89 @@ class OpenLoop(Part):
     dropped: int = 0
 
 
+class Stage(Part):
+    """One stage of a staged case (``[[load.stages]]``), measured apart: when it ran (seconds
+    from the case's start), the load it asked for (an open loop's ``rate``, from
+    ``start_rate`` when it ramps; a closed loop's ``concurrency``), its requests, errors,
+    requests/s over its duration, latency (corrected, for an open loop) and histogram, the
+    clients' CPU seconds in it, and ``complete`` (False: the case stopped during it)."""
+
+    index: int
+    name: str
+    start_s: float
+    duration_s: float
+    rate: float | None = None
+    start_rate: float | None = None
+    concurrency: int | None = None
+    requests: int = 0
+    ok: int = 0
+    errors: dict[str, int] = {}
+    sent: int | None = None  # open loop: requests sent in the stage
+    late: int | None = None  # open loop: of those, sent late
+    throughput_rps: float | None = None
+    latency: Latency | None = None
+    histogram: HistogramField | None = None
+    latency_uncorrected: Latency | None = None
+    client_cpu_s: float | None = None
+    complete: bool = True
+
+    def label(self) -> str:
+        """Its name, else its number (1-based)."""
+        return self.name or str(self.index + 1)
+
+    def load(self) -> str:
+        """The load it asked for, in words: ``5000/s``, ``1000->5000/s`` (requests/s), ``10
+        loops``."""
+        if self.concurrency is not None:
+            return f"{self.concurrency} loop{'s' if self.concurrency != 1 else ''}"
+        rate = f"{self.rate:g}/s"
+        if self.start_rate is not None and self.start_rate != self.rate:
+            return f"{self.start_rate:g}->{rate}"
+        return rate
+
+
+class Interval(Part):
+    """One interval of a case's time series: from ``start_s`` (seconds from the case's start)
+    for ``seconds``, in stage ``stage`` (None: no stages), its requests, errors (by kind),
+    open-loop sends, the clients' CPU seconds, its latency summary (microseconds) and its
+    histogram, coarsened (fewer sub-buckets: a bucket spans about 3 % of its value)."""
+
+    start_s: float
+    seconds: float
+    stage: int | None = None
+    requests: int = 0
+    ok: int = 0
+    errors: dict[str, int] = {}
+    sent: int | None = None
+    late: int | None = None
+    client_cpu_s: float | None = None
+    mean_us: float | None = None
+    p50_us: float | None = None
+    p90_us: float | None = None
+    p99_us: float | None = None
+    p999_us: float | None = None
+    max_us: float | None = None
+    histogram: Json | None = None  # kept encoded (compact): decoded() to read it
+
+    def decoded(self) -> Histogram:
+        """Its histogram (empty when it had no replies)."""
+        return Histogram.from_dict(self.histogram) if self.histogram else Histogram()
+
+    @property
+    def throughput_rps(self) -> float:
+        """Replies ok per second of the interval."""
+        return self.ok / self.seconds if self.seconds > 0 else 0.0
+
+
+class Series(Part):
+    """A case over time: intervals of ``interval_s`` seconds (each stage starts one of its own,
+    so a stage's last may be shorter; adjacent ones merged pairwise beyond a few thousand, so
+    a long case's series stays small)."""
+
+    interval_s: float
+    intervals: list[Interval] = []
+
+
 class StreamCpu(Part):
     client: float | None = None
     server: float | None = None
@@ -428,6 +511,8 @@ class Case(Part):
     latency_uncorrected: Latency | None = None
     histogram_uncorrected: HistogramField | None = None
     open_loop: OpenLoop | None = None
+    stages: list[Stage] | None = None  # a staged case: each stage measured apart
+    series: Series | None = None  # the case over time
     server_time: ServerTime | None = None
     bytes: Bytes | None = None
     breakdown: Breakdown | None = None

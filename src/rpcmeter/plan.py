@@ -50,12 +50,16 @@ class Case:
             out["connections"] = load.connections
         if load.concurrency is not None:
             out["concurrency"] = load.concurrency
-        if load.duration_s is not None:
+        staged = load.stage_seconds()
+        if staged is not None:
+            out["duration_s"] = staged
+            out["stages"] = len(load.stages or ())
+        elif load.duration_s is not None:
             out["duration_s"] = load.duration_s
         else:
             out["requests_per_thread"] = load.requests
         out["warmup"] = load.warmup
-        if load.mode == "open":
+        if load.mode == "open" and staged is None:
             out["rate"] = load.rate
         out.update(self.params.model_dump())
         return out

@@ -122,13 +122,15 @@ def mark_knee(points: list[RatePoint]) -> None:
 
 def rate_series(result: Result) -> list[Series]:
     """One series per workload x variant x matrix point (without ``rate``) of the open-loop
-    cases, points ascending by offered rate, the knee marked (with two points or more)."""
+    cases (not staged ones), points ascending by offered rate, the knee marked (with two points or more)."""
     out: dict[tuple[str, str, PointKey], Series] = {}
     for workload, by_point in cells(result).items():
         for point, by_variant in by_point.items():
             rest = tuple((k, v) for k, v in point if k != "rate")
             for variant, cell in by_variant.items():
-                if not cell.ok_cases or not all(c.open_loop for c in cell.ok_cases):
+                cases = cell.ok_cases
+                # a staged case's rate changes within it: its own table shows each stage
+                if not cases or not all(c.open_loop and not c.stages for c in cases):
                     continue
                 key = (workload, variant, rest)
                 series = out.setdefault(key, Series(workload, variant, rest))

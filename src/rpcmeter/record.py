@@ -43,7 +43,8 @@ if TYPE_CHECKING:
     from rpcmeter.envs import Env
     from rpcmeter.plan import Case, VariantPlan
     from rpcmeter.runners.command import Outcome
-    from rpcmeter.runners.recording import LoadOutcome
+    from rpcmeter.runners.recording import Interval, LoadOutcome, Series
+    from rpcmeter.runners.stages import LoadStage
     from rpcmeter.runners.tree import TreeUsage
     from rpcmeter.suite import Suite
 
@@ -102,9 +103,9 @@ class CaseRecord:
 
     # ---- what it measured -----------------------------------------------------------------------
 
-    def load(self, outcome: LoadOutcome) -> None:
-        """A load's requests, errors, latencies, server times, bytes, streams, connections and
-        its clients and workers."""
+    def load(self, outcome: LoadOutcome, stages: Sequence[LoadStage] = ()) -> None:
+        """A load's requests, errors, latencies, server times, bytes, streams, connections, its
+        clients and workers, its time series and its ``stages`` measured apart."""
         f = self.fields
         f["requests"] = outcome.requests
         f["ok"] = outcome.ok
@@ -135,11 +136,73 @@ class CaseRecord:
         if outcome.connections is not None and outcome.connections.connections:
             f["connections"] = connections_of(outcome.connections)
         f["clients"] = outcome.clients
+        if outcome.series is not None:
+            self.series(outcome.series, stages)
         # on a cluster, per-worker figures too; CPU totals come from them (resources), so that
         # a lost worker makes the total unknown rather than short
         if outcome.workers:
             f["workers"] = list(outcome.workers)
             f["spread"] = load_spread(outcome.workers)
+
+    def series(self, series: Series, stages: Sequence[LoadStage]) -> None:
+        """The case over time (its settled intervals) and each of its ``stages`` that ran: its
+        figures over its windows (full precision), complete when all of them settled."""
+        f = self.fields
+        clock = series.clock
+        interval_s = clock.interval_ns / 1e9 if clock.interval_ns < 1 << 61 else 0.0
+        f["series"] = model.Series(
+            interval_s=interval_s, intervals=[interval_of(i) for i in series.intervals]
+        )
+        if not stages:
+            return
+        out: list[model.Stage] = []
+        finished = set(series.finished)
+        for index, stage in enumerate(stages):
+            tally = series.stages.get(index)
+            if tally is None or not tally.settled:
+                continue  # the case stopped before it
+            w, (start_rate, rate) = tally.tally, stage.rates
+            is_open = stage.rate is not None
+            out.append(
+                model.Stage(
+                    index=index,
+                    name=stage.name,
+                    start_s=clock.stage_starts[index] / 1e9,
+                    duration_s=stage.duration_s,
+                    rate=rate if is_open else None,
+                    start_rate=start_rate if stage.start_rate is not None else None,
+                    concurrency=stage.concurrency,
+                    requests=w.requests,
+                    ok=w.ok,
+                    errors=dict(sorted(w.errors.items())),
+                    sent=w.sent if is_open else None,
+                    late=w.late if is_open else None,
+                    throughput_rps=w.ok / stage.duration_s,
+                    latency=model.Latency.of(w.hist) if w.hist.count else None,
+                    histogram=w.hist if w.hist.count else None,
+                    latency_uncorrected=(
+                        model.Latency.of(w.uhist) if is_open and w.uhist.count else None
+                    ),
+                    client_cpu_s=tally.cpu_user_s + tally.cpu_sys_s,
+                    complete=index in finished,
+                )
+            )
+        f["stages"] = out
+
+    def interrupted(self, outcome: LoadOutcome, stages: Sequence[LoadStage]) -> None:
+        """Ctrl-C during the load: only the intervals settled by then, and the stages they
+        make (the finished ones complete); the case is incomplete."""
+        series = outcome.series
+        if series is not None:
+            self.series(series, stages)
+            w, f = series.total.tally, self.fields
+            f["requests"], f["ok"], f["errors"] = w.requests, w.ok, dict(sorted(w.errors.items()))
+            if w.hist.count:
+                f["latency"] = model.Latency.of(w.hist)
+                f["histogram"] = w.hist
+        done = [s for s in self.fields.get("stages") or () if s.complete]
+        kept = f"; stages {', '.join(s.label() for s in done)} measured whole" if done else ""
+        self.incomplete(f"interrupted (Ctrl-C) during the load{kept}")
 
     def _open_loop(self, outcome: LoadOutcome) -> None:
         """Open loop: ``latency``/``histogram`` are corrected (from the intended send time); the
@@ -402,6 +465,24 @@ class CaseRecord:
         if f.get("stream") is not None:
             f["stream"] = stream_with_cpu(f["stream"], f["cpu"])
         return model.Case(**f)
+
+
+def interval_of(i: Interval) -> model.Interval:
+    """An interval of a case's time series as the result keeps it."""
+    opened = i.sent > 0 or i.late > 0
+    return model.Interval(
+        start_s=i.start_ns / 1e9,
+        seconds=(i.end_ns - i.start_ns) / 1e9,
+        stage=i.stage,
+        requests=i.requests,
+        ok=i.ok,
+        errors=dict(sorted(i.errors.items())),
+        sent=i.sent if opened else None,
+        late=i.late if opened else None,
+        client_cpu_s=i.cpu_s,
+        **{k: v for k, v in i.summary.items() if math.isfinite(v)},
+        histogram=i.histogram,
+    )
 
 
 def calls_of(outcome: LoadOutcome, throughput_rps: float) -> list[model.CallStats]:

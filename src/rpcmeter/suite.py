@@ -162,6 +162,7 @@ def _apply_quick(raw: dict[str, Any], given: set[tuple[str, ...]], where: str) -
         _cap(load, "requests", QUICK_CAPS["requests"], QUICK_CAPS["requests"])
         _cap(load, "duration_s", None, QUICK_CAPS["duration_s"])
         _cap(load, "warmup", QUICK_CAPS["warmup"], QUICK_CAPS["warmup"])
+    _cap_stages(load)
     runs = raw.setdefault("runs", {})
     if isinstance(runs, dict):  # command targets: no warmup, 3 runs, no minimum time
         runs["warmup"] = 0
@@ -173,6 +174,7 @@ def _apply_quick(raw: dict[str, Any], given: set[tuple[str, ...]], where: str) -
         if isinstance(w, dict):
             for key, cap in QUICK_CAPS.items():
                 _cap(w, key, None, cap)
+            _cap_stages(w)
     if isinstance(raw.get("breakdown"), dict):
         _cap(raw["breakdown"], "rtt_requests", QUICK_CAPS["requests"], QUICK_CAPS["requests"])
     resources = raw.setdefault("resources", {})
@@ -186,6 +188,14 @@ def _apply_quick(raw: dict[str, Any], given: set[tuple[str, ...]], where: str) -
         if parts in given or (parts in ALTERNATIVES and given & set(ALTERNATIVES)):
             continue  # what --set gave wins over the suite's own [quick] values
         set_key(raw, key, value)
+
+
+def _cap_stages(table: Any) -> None:
+    """``--quick``: each stage of a load table (or a workload's) lasts at most a second."""
+    stages = table.get("stages") if isinstance(table, dict) else None
+    for stage in stages if isinstance(stages, list) else ():
+        if isinstance(stage, dict):
+            _cap(stage, "duration_s", None, QUICK_CAPS["duration_s"])
 
 
 def _check_strings(value: Any, where: str, loc: tuple[Any, ...] = ()) -> None:
@@ -232,7 +242,10 @@ def _validation_message(where: str, exc: ValidationError) -> str:
     if err["type"] in ("extra_forbidden", "unexpected_keyword_argument"):
         msg = "unknown key"
     got = err.get("input")
-    shown = "" if err["type"] in ("missing",) or isinstance(got, dict) else f" (got {got!r})"
+    tables = isinstance(got, dict) or (
+        isinstance(got, list) and any(isinstance(g, dict) for g in got)
+    )
+    shown = "" if err["type"] in ("missing",) or tables else f" (got {got!r})"
     more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
     if loc == "(top level)" and err["type"] == "value_error":  # a check of the whole table
         return f"{where}: {msg}{shown}{more}"
@@ -333,7 +346,12 @@ def _open_loop_rates(suite: Suite, where: str) -> None:
         suite.matrix = {**suite.matrix, "rate": rates}
     if suite.load.mode == "closed" and "rate" in suite.matrix:
         raise SuiteError(f'{where}: matrix.rate: an open-loop setting: set load.mode = "open"')
-    if suite.load.mode == "open" and suite.load.rate is None and "rate" not in suite.matrix:
+    if (
+        suite.load.mode == "open"
+        and suite.load.rate is None
+        and "rate" not in suite.matrix
+        and not suite.load.stages
+    ):
         raise SuiteError(
             f"{where}: load.rate: open-loop load needs a rate "
             "(load.rate, load.rates, load.sweep or matrix.rate)"
@@ -367,11 +385,38 @@ def _open_loop_key(suite: Suite) -> str | None:
     """Where the suite asks for an open loop (``load.mode``, or a workload's ``mode``), if it
     does."""
     if suite.load.mode == "open":
-        return "load.mode"
+        return "load.stages" if suite.load.stages else "load.mode"
     for name, w in suite.workloads.items():
-        if w.load_overrides().get("mode") == "open":
+        over = w.load_overrides()
+        if over.get("mode") == "open":
             return f"workloads.{_format_loc((name,))}.mode"
+        if any(isinstance(s, dict) and s.get("rate") is not None for s in over.get("stages") or []):
+            return f"workloads.{_format_loc((name,))}.stages"
     return None
+
+
+def _stages_key(suite: Suite) -> str | None:
+    """Where the suite gives stages (``load.stages``, or a workload's ``stages``), if it does."""
+    if suite.load.stages:
+        return "load.stages"
+    for name, w in suite.workloads.items():
+        if w.load_overrides().get("stages"):
+            return f"workloads.{_format_loc((name,))}.stages"
+    return None
+
+
+def _check_stages(suite: Suite, where: str) -> None:
+    """Stages drive rpcmeter's own clients: not a whole command, nor a command client."""
+    key = _stages_key(suite)
+    if key is None:
+        return
+    for vname in suite.variants:
+        if suite.driver_of(vname) == "command":
+            who = "the target" if suite.target.driver == "command" else f"variant {vname!r}"
+            raise SuiteError(
+                f'{where}: {key}: {who} runs whole commands (driver = "command"), and '
+                "stages change the load of rpcmeter's own clients"
+            )
 
 
 def no_open_loop(drivers: Iterable[type[TargetSpec]]) -> str | None:
@@ -413,6 +458,7 @@ def _check_semantics(suite: Suite, where: str) -> None:
     _check_addresses(suite, where)
     _check_gate(suite, where)
     _check_command_clients(suite, where)
+    _check_stages(suite, where)
     for vname, v in suite.variants.items():
         if v.placement is not None and v.placement.server_memory is not None:
             raise SuiteError(

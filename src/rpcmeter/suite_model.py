@@ -276,6 +276,33 @@ class Sweep(_Model):
         return [round_rate(v) for v in values]
 
 
+class Stage(_Model):
+    """One stage of a case's load (``[[load.stages]]``): ``duration_s`` seconds of either
+    ``rate`` requests/s in total (open loop; with ``ramp = true`` the rate rises, or falls,
+    linearly over the stage from the previous stage's rate, or from ``start_rate``) or
+    ``concurrency`` loops in total (closed loop; loops are started or parked at the stage's
+    start). Every stage of a case is measured apart, and the case as a whole."""
+
+    duration_s: float = Field(gt=0, le=1e6)
+    rate: float | None = Field(None, ge=MIN_RATE, le=1e9)  # open loop: requests/s in total
+    concurrency: int | None = Field(None, ge=1, le=1_000_000)  # closed loop: loops in total
+    ramp: Flag = False  # rate: rise linearly from the previous stage's rate (or start_rate)
+    start_rate: float | None = Field(None, ge=MIN_RATE, le=1e9)  # a ramp's first rate
+    name: str = ""  # a label for the reports (default: the stage's number)
+
+    @model_validator(mode="after")
+    def _one_kind(self) -> Stage:
+        if self.rate is not None and self.concurrency is not None:
+            raise ValueError("give rate (open loop) or concurrency (closed loop), not both")
+        if self.rate is None and self.concurrency is None:
+            raise ValueError("give rate (open loop) or concurrency (closed loop)")
+        if self.concurrency is not None and (self.ramp or self.start_rate is not None):
+            raise ValueError("ramp and start_rate are for a stage with a rate")
+        if self.start_rate is not None and not self.ramp:
+            raise ValueError("start_rate is where a ramp starts: set ramp = true")
+        return self
+
+
 class Load(_Model):
     """How requests are issued. Closed loop: every loop sends its next request when the
     previous one returned; ``requests`` per loop, or for ``duration_s`` seconds.
@@ -299,7 +326,12 @@ class Load(_Model):
     the client's CPU figure includes the polling (a whole core per client process). Drivers that
     can: ``Driver.spins``. ``spin_us`` bounds the polling: after a reply (or a send) a client
     polls for up to that many microseconds with nothing arriving, then sleeps until the next
-    event (unbounded when not set; only with ``wait = "spin"``)."""
+    event (unbounded when not set; only with ``wait = "spin"``).
+
+    ``stages`` (``[[load.stages]]``, :class:`Stage`) make the load change within a case: stages
+    of ``rate`` (open loop, ``concurrency`` then the loops per client that send) or of
+    ``concurrency`` (closed loop), one after the other for their ``duration_s``; the case runs
+    for their sum."""
 
     mode: Literal["closed", "open"] = "closed"
     clients: int = Field(1, ge=1, le=1024)
@@ -318,6 +350,53 @@ class Load(_Model):
     reuse: Flag = True  # false: a new connection (connect, handshake) for every request
     wait: Literal["block", "spin"] = "block"  # how a client waits for replies
     spin_us: float | None = Field(None, ge=0, le=60_000_000)  # wait = "spin": polling budget
+    stages: list[Stage] | None = None  # [[load.stages]]: load that changes within a case
+
+    @field_validator("stages")
+    @classmethod
+    def _stage_list(cls, stages: list[Stage] | None) -> list[Stage] | None:
+        if stages is None:
+            return None
+        if not stages:
+            raise ValueError("at least one stage (or leave stages out)")
+        if len(stages) > 1000:
+            raise ValueError("at most 1000 stages")
+        opened = [s.rate is not None for s in stages]
+        for i, this_opens in enumerate(opened):
+            if this_opens != opened[0]:
+                first, this = ("rate", "concurrency") if opened[0] else ("concurrency", "rate")
+                raise ValueError(
+                    f"stage {i + 1} gives {this}, stage 1 {first}: the stages of a case are all "
+                    "open loop (rate) or all closed loop (concurrency)"
+                )
+        if stages[0].ramp and stages[0].start_rate is None:
+            raise ValueError(
+                "stage 1 ramps (ramp = true) from the previous stage's rate, and there is none: "
+                "give its start_rate"
+            )
+        return stages
+
+    @model_validator(mode="after")
+    def _staged(self) -> Load:
+        if not self.stages:
+            return self
+        given = [
+            k for k in ("rate", "rates", "sweep", "duration_s") if getattr(self, k) is not None
+        ]
+        if given:
+            what = "durations" if given[0] == "duration_s" else "rates"
+            raise ValueError(f"{given[0]}: the stages give the {what} (drop one or the other)")
+        if self.stages[0].rate is not None:
+            self.mode = "open"  # a rate stage is an open loop
+        elif self.mode == "open":
+            raise ValueError('mode: stages of concurrency are closed loop (drop mode = "open")')
+        elif self.concurrency is not None:
+            raise ValueError("concurrency: the stages give the concurrency (drop one or the other)")
+        return self
+
+    def stage_seconds(self) -> float | None:
+        """The case's length when it has stages (their durations added), else None."""
+        return sum(s.duration_s for s in self.stages) if self.stages else None
 
     @model_validator(mode="after")
     def _concurrency(self) -> Load:
@@ -419,6 +498,13 @@ class Resources(_Model):
     cgroup: Flag = True
 
 
+class TimeSeries(_Model):
+    """The figures of every case over time: ``interval_s`` seconds per interval (each stage
+    starts an interval of its own)."""
+
+    interval_s: float = Field(1.0, ge=0.01, le=3600)
+
+
 class Breakdown(_Model):
     """Where the time goes (:mod:`rpcmeter.breakdown`): before and after each case,
     ``rtt_requests`` ``noop`` requests from one loop on one connection measure the round trip."""
@@ -467,6 +553,7 @@ class Suite(_Model):
     gate: Gate | None = None
     breakdown: Breakdown | None = None
     profile: Profile | None = None
+    timeseries: TimeSeries = Field(default_factory=lambda: TimeSeries())
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)
 

@@ -255,7 +255,7 @@ def test_client_process_protocol_and_kill(server: Endpoint) -> None:
         if os.path.exists(f"/proc/{child.pid}/personality"):
             with open(f"/proc/{child.pid}/personality") as f:
                 assert int(f.read(), 16) & 0x0040000
-        child.send("go")
+        child.send(("go", 0))
         msg = child.messages.get(timeout=5)
         assert msg[0] == "progress"
         assert not child.exited()

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from rpcmeter.runners.open_loop import Schedule, measure_open
-from rpcmeter.runners.recording import ThreadStats
+from rpcmeter.runners.recording import Recorder, ThreadStats
 from rpcmeter.runners.spec import Pacing
 from tests.support.marks import timing_sensitive
 
@@ -31,10 +31,9 @@ def run_loops(
     def loop(i: int) -> None:
         measure_open(
             call_for[i],  # type: ignore[arg-type]
-            stats[i],
+            Recorder(stats[i], False, uncorrected=True),
             sched,
             loops=len(call_for),
-            server_time=False,
             fatal=(OSError,),
             stop=stop.is_set,
             publish=lambda done: None,
@@ -177,7 +176,14 @@ def run_event_loop(
         loop.call_later(reply_after_s(time.perf_counter() - t0), done, None, None)
 
     pacer = EventPacer(
-        EventLoad(loop, sched, [channel] * loops, Recorder(stats, False), stats, (OSError,))
+        EventLoad(
+            loop,
+            sched,
+            [channel] * loops,
+            Recorder(stats, False, uncorrected=True),
+            stats,
+            (OSError,),
+        )
     )
     try:
         stats.start_ns = sched.begin(time.perf_counter_ns())

@@ -112,6 +112,33 @@ class Histogram:
             out.merge(h)
         return out
 
+    def coarsened(self, bits: int) -> Histogram:
+        """This histogram at ``bits`` sub-bucket bits instead of :data:`SUB_BITS` (a bucket then
+        spans ``1 / 2**(bits - 1)`` of its value instead of ``1 / 2**(SUB_BITS - 1)``): each count
+        moves to the bucket that holds the middle of the coarser bucket its value falls in, so it
+        stays a histogram of this encoding, merges with the others coarsened alike, and has far
+        fewer non-empty buckets. Count, sum, sum of squares, minimum and maximum stay exact."""
+        out = Histogram()
+        out.count, out.sum, out.sum_sq, out.min, out.max = (
+            self.count,
+            self.sum,
+            self.sum_sq,
+            self.min,
+            self.max,
+        )
+        if bits >= SUB_BITS or not self.count:
+            out._counts[:] = self._counts
+            return out
+        idx, counts = self.nonzero()
+        shift = np.maximum((idx >> (SUB_BITS - 1)) - 1, 0)
+        low = np.where(idx < (1 << SUB_BITS), idx, (idx - (shift << (SUB_BITS - 1))) << shift)
+        _, exp = np.frexp(low.astype(np.float64))
+        width = np.maximum(exp.astype(np.int64) - bits, 0)  # the coarser bucket's bits
+        start = (low >> width) << width
+        middle = start + (((np.int64(1) << width) - 1) >> 1)
+        np.add.at(out._counts, bucket_index(middle), counts)
+        return out
+
     # statistics --------------------------------------------------------------------------------
     @property
     def mean(self) -> float:

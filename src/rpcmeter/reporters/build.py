@@ -16,9 +16,9 @@ from rpcmeter.model import Case, CaseProfile, Part, Placement, Result
 from rpcmeter.profile import summary_lines as profile_summary
 from rpcmeter.rates import rate_series
 from rpcmeter.reporters.calls import calls_grid
-from rpcmeter.reporters.format import fmt_num, fmt_ratio
-from rpcmeter.reporters.plots import Cells
-from rpcmeter.reporters.tables import comparison_grids, summary_grid
+from rpcmeter.reporters.format import fmt_ms, fmt_num, fmt_rate, fmt_ratio, fmt_s
+from rpcmeter.reporters.plots import Cells, Timeline
+from rpcmeter.reporters.tables import Grid, GridCell, Mark, comparison_grids, summary_grid
 from rpcmeter.reporters.view import (
     CaseFigures,
     ComparisonView,
@@ -117,6 +117,36 @@ def build(result: Result, derived: Derived | None = None) -> View:
             for c in result.cases
         ),
         document=document(result, derived),
+        timelines=tuple(timeline_of(c, keys) for c in result.cases if c.series is not None),
+    )
+
+
+def timeline_of(case: Case, keys: list[str]) -> Timeline:
+    """A case's series as its plots take it (:func:`rpcmeter.reporters.plots.time_plots`)."""
+    intervals = case.series.intervals if case.series is not None else []
+    point = " ".join(f"{k}={case.point[k]}" for k in keys if k in case.point)
+    rep = f"rep {case.repetition}" if case.repetition else ""
+    title = " · ".join(x for x in (case.workload, case.variant, point, rep) if x)
+
+    def us(value: float | None) -> float:
+        return math.nan if value is None else value
+
+    return Timeline(
+        workload=case.workload,
+        variant=case.variant,
+        case_id=case.id,
+        title=title,
+        x=tuple(i.start_s + i.seconds / 2 for i in intervals),
+        p50_us=tuple(us(i.p50_us) for i in intervals),
+        p99_us=tuple(us(i.p99_us) for i in intervals),
+        max_us=tuple(us(i.max_us) for i in intervals),
+        rps=tuple(i.throughput_rps for i in intervals),
+        errors_ps=tuple(
+            sum(i.errors.values()) / i.seconds if i.seconds > 0 else 0.0 for i in intervals
+        ),
+        stages=tuple(
+            (s.start_s, f"{s.label()}: {s.load()}") for s in case.stages or () if s.start_s >= 0
+        ),
     )
 
 
@@ -152,6 +182,7 @@ def _workload(
         ),
         clients=client_command_grid(workload, grid, keys),
         calls=calls_grid(workload, grid, keys),
+        stages=tuple(stage_grid(c) for c in result.cases if c.workload == workload and c.stages),
         profile_lines=tuple(profile_lines(result, workload)),
         profiles=tuple(
             Profile(c.id, c.variant, tuple(c.point.items()), role, p)
@@ -160,6 +191,55 @@ def _workload(
             for role, p in _profiles(c).items()
         ),
     )
+
+
+def stage_grid(case: Case) -> Grid:
+    """A staged case's stages, one row each: the load it asked for, when, its requests,
+    requests/s, errors and latency (corrected, with the uncorrected p99 and the late sends beside
+    it for an open loop), and the clients' CPU per request (the maximum is in the plots)."""
+    stages = case.stages or []
+    opened = any(s.rate is not None for s in stages)
+    columns = ["stage", "load", "from s", "requests", "req/s", "errors"]
+    columns += ["p50 ms", "p99 ms", "p99.9 ms"]
+    columns += ["p99 ms uncorr.", "late"] if opened else []
+    columns += ["client us/req"]
+    rows: list[list[GridCell]] = []
+    for s in stages:
+        lat = s.latency
+        figures = [fmt_ms(_us(getattr(lat, k, None))) for k in ("p50_us", "p99_us", "p999_us")]
+        errors = sum(s.errors.values())
+        row: list[GridCell] = [
+            s.label() if s.complete else Mark(f"{s.label()} (cut short)", "warn"),
+            s.load(),
+            fmt_s(s.start_s),
+            f"{s.requests:,}",
+            fmt_rate(s.throughput_rps if s.throughput_rps is not None else math.nan),
+            Mark(f"{errors:,}", "bad") if errors else "0",
+            *figures,
+        ]
+        if opened:
+            row += [fmt_ms(_us(getattr(s.latency_uncorrected, "p99_us", None))), f"{s.late or 0:,}"]
+        cpu = s.client_cpu_s
+        row.append(fmt_num(cpu / s.requests * 1e6) if cpu is not None and s.requests else "-")
+        rows.append(row)
+    title = f"{case.workload} · {case.variant} · stages"
+    point = " ".join(f"{k}={v}" for k, v in case.point.items())
+    note = ", ".join(x for x in (point, f"rep {case.repetition}" if case.repetition else "") if x)
+    if case.status != "ok":
+        note = ", ".join(x for x in (note, case.status) if x)
+    latency = "latency from the intended send time" if opened else "closed loop"
+    return Grid(
+        title=title,
+        columns=columns,
+        rows=rows,
+        left=2,
+        note=", ".join(x for x in (note, latency) if x),
+        no_wrap=frozenset({1}),
+    )
+
+
+def _us(value: float | None) -> float:
+    return math.nan if value is None else value
 
 
 # ---- the header ------------------------------------------------------------------------------

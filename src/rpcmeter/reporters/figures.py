@@ -106,7 +106,8 @@ def draw(plot: Plot, colors: dict[str, str]) -> Figure:
         ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: _nines_label(100 * (1 - 1 / x))))
         right = max((1.0 / (1.0 - s.x[-1] / 100.0) for s in plot.series if s.x), default=10.0)
         ax.set_xlim(1.0, max(right, 10.0))
-    elif plot.style == "rate":  # numeric x; a variant's statistics by line style and marker
+    elif plot.style in ("rate", "time"):  # numeric x; statistics by line style (and marker)
+        timed = plot.style == "time"
         for i, s in enumerate(plot.series):
             (line,) = ax.plot(
                 s.x,
@@ -114,12 +115,15 @@ def draw(plot: Plot, colors: dict[str, str]) -> Figure:
                 color=color(s),
                 label=s.name,
                 linestyle=s.linestyle,
-                marker=s.marker,
-                markersize=4,
-                linewidth=1.4,
+                marker="." if timed else s.marker,
+                markersize=3 if timed else 4,
+                linewidth=1.2 if timed else 1.4,
+                alpha=0.55 if timed and s.linestyle == ":" else 1.0,
             )
             line.set_gid(f"series-{i}")
         ax.set_xlim(left=0)
+        if timed and plot.y_scale == "linear":
+            ax.set_ylim(bottom=0)
     elif plot.style in ("line", "dot"):  # categories; dots are side by side, not joined
         dot = plot.style == "dot"
         for i, s in enumerate(plot.series):
@@ -229,9 +233,16 @@ def draw(plot: Plot, colors: dict[str, str]) -> Figure:
 
     handles: list[Any] = []
     seen = set()
-    if plot.style == "rate":  # one colour per plot: the legend names the statistics
+    if plot.style in ("rate", "time"):  # one colour per plot: the legend names the statistics
         handles = [
-            Line2D([], [], color="#444444", linestyle=s.linestyle, marker=s.marker, label=s.name)
+            Line2D(
+                [],
+                [],
+                color="#444444",
+                linestyle=s.linestyle,
+                marker="." if plot.style == "time" else s.marker,
+                label=s.name,
+            )
             for s in plot.series
         ]
         seen = {s.variant for s in plot.series}

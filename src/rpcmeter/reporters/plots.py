@@ -23,6 +23,9 @@ Plot kinds, in report order for each workload:
   variant and combination of the other matrix keys: corrected p50, p99 and p99.9 (from the
   intended send time) and the uncorrected p99 (dashed), the knee marked
   (:func:`rpcmeter.rates.rate_series`).
+- ``time-latency`` and ``time-throughput``: one case over time (its series' intervals,
+  :class:`Timeline`): p50, p99 and the maximum per interval, and requests/s (errors/s beside
+  them when there are errors), with the case's stage boundaries marked.
 """
 
 from __future__ import annotations
@@ -93,8 +96,9 @@ class Series:
 
 @dataclass(frozen=True)
 class Plot:
-    """One chart. ``style`` is ``line`` (x numeric or categories), ``bar`` (categories) or ``dot``
-    (categories, markers with interval whiskers). ``x_scale`` ``nines`` is the percentile axis."""
+    """One chart. ``style`` is ``line`` (x numeric or categories), ``bar`` (categories), ``dot``
+    (categories, markers with interval whiskers), ``rate`` or ``time`` (x numeric, statistics
+    told apart by line style). ``x_scale`` ``nines`` is the percentile axis."""
 
     id: str
     kind: str
@@ -590,6 +594,80 @@ def rate_plots(rates: Sequence[RateSeries], workload: str) -> list[Plot]:
     return plots
 
 
+@dataclass(frozen=True)
+class Timeline:
+    """One case over time, as its plots take it: where it runs (``title``), the middle of each
+    interval (seconds from the case's start), its p50, p99 and maximum latency (µs; NaN: no
+    reply), its requests/s and errors/s, and where each stage starts (seconds, label)."""
+
+    workload: str
+    variant: str
+    case_id: int
+    title: str
+    x: tuple[float, ...]
+    p50_us: tuple[float, ...]
+    p99_us: tuple[float, ...]
+    max_us: tuple[float, ...]
+    rps: tuple[float, ...]
+    errors_ps: tuple[float, ...]
+    stages: tuple[tuple[float, str], ...] = ()
+
+
+TIME_LINES: tuple[tuple[str, str, LineStyle], ...] = (
+    ("p50", "p50_us", "-"),
+    ("p99", "p99_us", "--"),
+    ("max", "max_us", ":"),
+)
+
+
+def time_plots(timelines: Sequence[Timeline], workload: str) -> list[Plot]:
+    """Latency and throughput over time, a pair per case of ``workload`` with two intervals or
+    more, its stage boundaries marked."""
+    plots: list[Plot] = []
+    for t in timelines:
+        if t.workload != workload or len(t.x) < 2:
+            continue
+        unit, div = latency_unit(_finite_max(v for _, a, _ in TIME_LINES for v in getattr(t, a)))
+        marks = t.stages[1:] if len(t.stages) > 1 else ()  # the first starts with the case
+        ident = f"{slug(workload)}-case-{t.case_id}"
+        lines = tuple(
+            Series(name, t.variant, t.x, tuple(v / div for v in getattr(t, attr)), linestyle=ls)
+            for name, attr, ls in TIME_LINES
+        )
+        throughput = [Series("requests/s", t.variant, t.x, t.rps)]
+        if any(e > 0 for e in t.errors_ps):
+            throughput.append(Series("errors/s", t.variant, t.x, t.errors_ps, linestyle="--"))
+        x_label = "seconds from the case's start"
+        plots.append(
+            Plot(
+                id=f"time-latency-{ident}",
+                kind="time-latency",
+                title=f"{t.title}: latency over time",
+                y_label=f"latency ({unit})",
+                series=lines,
+                style="time",
+                y_scale="log",
+                marks=marks,
+                workload=workload,
+                x_label=x_label,
+            )
+        )
+        plots.append(
+            Plot(
+                id=f"time-throughput-{ident}",
+                kind="time-throughput",
+                title=f"{t.title}: throughput over time",
+                y_label="requests/s",
+                series=tuple(throughput),
+                style="time",
+                marks=marks,
+                workload=workload,
+                x_label=x_label,
+            )
+        )
+    return plots
+
+
 def workload_plots(
     workload: str,
     grid: Cells,
@@ -597,6 +675,7 @@ def workload_plots(
     base: str,
     comparisons: analysis.Comparison,
     rates: Sequence[RateSeries],
+    timelines: Sequence[Timeline] = (),
 ) -> list[Plot]:
     """Every plot of one workload (its cells: ``grid``), in report order."""
     plots: list[Plot] = []
@@ -621,6 +700,7 @@ def workload_plots(
     if not command:
         plots += cpu_plots(workload, grid)
     plots += rate_plots(rates, workload)
+    plots += time_plots(timelines, workload)
     return plots
 
 
@@ -630,10 +710,15 @@ def all_plots(
     base: str,
     comparisons: analysis.Comparison,
     rates: Sequence[RateSeries],
+    timelines: Sequence[Timeline] = (),
 ) -> dict[str, list[Plot]]:
     """Workload -> its plots; the key ``""`` holds plots across workloads (idle CPU). From a
-    run's cells by workload, its variants, baseline, comparisons and open-loop rate series."""
-    out = {w: workload_plots(w, g, variants, base, comparisons, rates) for w, g in grid_all.items()}
+    run's cells by workload, its variants, baseline, comparisons, open-loop rate series and its
+    cases over time."""
+    out = {
+        w: workload_plots(w, g, variants, base, comparisons, rates, timelines)
+        for w, g in grid_all.items()
+    }
     idle = idle_plot(variants, grid_all)
     if idle:
         out[""] = [idle]

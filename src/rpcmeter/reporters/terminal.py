@@ -168,6 +168,8 @@ def render(view: View, width: int = 120, color: bool = False) -> str:
         table(w.streams)
         table(w.resources)
         table(w.connections)
+        for grid in w.stages:
+            table(grid)
     _print_grids(console, view.comparison_tables)
     render_rates(console, view)
     if view.spread_lines:

@@ -20,7 +20,7 @@ from rpcmeter import analysis
 from rpcmeter.aggregate import PointKey
 from rpcmeter.model import CaseProfile, Environment, Json, MaxRate
 from rpcmeter.rates import Series
-from rpcmeter.reporters.plots import Cells, Plot, all_plots
+from rpcmeter.reporters.plots import Cells, Plot, Timeline, all_plots
 from rpcmeter.reporters.tables import Grid
 
 MAX_RATIO_VARIANTS = 3  # beyond this many variants the terminal shows the ranking table only
@@ -114,6 +114,7 @@ class WorkloadView:
     profile_lines: tuple[str, ...]
     profiles: tuple[Profile, ...]
     calls: Grid | None = None  # a mix's calls apart (rpcmeter.reporters.calls)
+    stages: tuple[Grid, ...] = ()  # a table per staged case: each stage's figures
 
     @property
     def tables(self) -> list[Grid]:
@@ -128,6 +129,7 @@ class WorkloadView:
                 self.streams,
                 self.resources,
                 self.connections,
+                *self.stages,
             )
             if g is not None
         ]
@@ -151,6 +153,7 @@ class View:
     spread_lines: tuple[str, ...]
     cases: tuple[CaseFigures, ...]
     document: Json  # the result document with its comparisons and warnings, as JSON writes it
+    timelines: tuple[Timeline, ...] = ()  # the cases over time (their series)
 
     @property
     def failed(self) -> list[Problem]:
@@ -162,7 +165,9 @@ class View:
         Made on first use, from the view's cells, comparisons and rates: only the HTML and PNG
         reports draw them."""
         grid_all = {w.name: w.cells for w in self.workloads}
-        drawn = all_plots(grid_all, self.variants, self.baseline, self.comparisons, self.rates)
+        drawn = all_plots(
+            grid_all, self.variants, self.baseline, self.comparisons, self.rates, self.timelines
+        )
         return {w: tuple(p) for w, p in drawn.items()}
 
     @property

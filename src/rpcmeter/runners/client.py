@@ -35,7 +35,8 @@ from rpcmeter.runners.recording import (
     tagged_caller,
     warm_up,
 )
-from rpcmeter.runners.spec import LoadSpec
+from rpcmeter.runners.spec import NO_END, LoadSpec
+from rpcmeter.runners.windows import Windows, start_windows, stop_quietly
 from rpcmeter.servers.process import die_with_parent
 
 
@@ -91,49 +92,88 @@ def run_chunk_server_time(
     return made
 
 
+def park(until_ns: int, stop: Callable[[], bool]) -> bool:
+    """Wait until ``until_ns`` (a parked loop, or one waiting for the case's start), looking at
+    the stop flag every 50 ms; False when stopped."""
+    clock = time.perf_counter_ns
+    while (left := until_ns - clock()) > 0:
+        if stop():
+            return False
+        time.sleep(min(left / 1e9, PARK_S))
+    return not stop()
+
+
+PARK_S = 0.05
+
+
 def measure(
     call: Caller,
-    stats: ThreadStats,
+    rec: Recorder,
     *,
     requests: int | None,
-    duration_s: float | None,
-    server_time: bool,
+    spans: list[tuple[int, int]],
     fatal: tuple[type[BaseException], ...],
     stop: Callable[[], bool],
     publish: Callable[[int], None],
+    windows: Windows | None = None,
 ) -> None:
-    """The closed loop of one thread: ``requests`` calls, or calls for ``duration_s`` seconds."""
-    rec = Recorder(stats, server_time, call_names(call))
-    call = tagged_caller(call, rec)
-    chunk_fn = run_chunk_server_time if server_time else run_chunk
+    """The closed loop of one thread: ``requests`` calls, or calls while it runs (``spans``:
+    from each span's start to its end, on this client's clock; parked between them).
+
+    Between batches the loop publishes progress, and closes the interval it is in once a batch
+    ended past its end (the batch's requests count in it); a batch that would run past
+    the end of the interval or of the span is cut short to about reach it (from the time per
+    call of the batch before), so that both are kept to within a call or two."""
+    stats = rec.stats
+    chunk_fn = run_chunk_server_time if len(rec.sbuf) else run_chunk
     clock = time.perf_counter_ns
     remaining = requests if requests is not None else -1
-    deadline = clock() + int(duration_s * 1e9) if duration_s is not None else None
+    cut = windows.end_of(rec.index) if windows is not None else NO_END
     k = 1
     done = 0
-    stats.start_ns = clock()
-    while remaining != 0:
-        n = min(k, remaining) if remaining > 0 else k
-        n = min(n, BUFFER - rec.pos)
-        t0 = clock()
-        made = chunk_fn(call, rec, n, fatal)
-        t1 = clock()
-        done += made
-        if remaining > 0:
-            remaining -= made
-        if stats.fatal is not None:
+    per_call = 0.0
+    for begin, end in spans:
+        if not park(begin, stop):
             break
-        publish(done)
-        if deadline is not None and t1 >= deadline:
-            break
-        if stop():
-            break
-        if BUFFER - rec.pos < MAX_CHUNK or rec.spos > BUFFER - MAX_CHUNK:
+        if windows is not None and clock() >= cut:
+            rec.close(windows.index_at(clock()))
+            cut = windows.end_of(rec.index)
+        if not stats.start_ns:
+            stats.start_ns = clock()
+        while remaining != 0:
+            n = min(k, remaining) if remaining > 0 else k
+            n = min(n, BUFFER - rec.pos)
+            t0 = clock()
+            if per_call:  # end the batch about at the next boundary
+                n = min(n, max(1, int((min(cut, end) - t0) / per_call) + 1))
+            made = chunk_fn(call, rec, n, fatal)
+            t1 = clock()
+            done += made
+            if made:
+                per_call = (t1 - t0) / made
+            if remaining > 0:
+                remaining -= made
+            if stats.fatal is not None:
+                break
+            publish(done)
+            if t1 >= cut and windows is not None:  # the batch (cut short for the boundary)
+                rec.fold()  # counts in the window it ends
+                rec.close(windows.index_at(t1))
+                cut = windows.end_of(rec.index)
+            if t1 >= end or stop():
+                break
+            if BUFFER - rec.pos < MAX_CHUNK or rec.spos > BUFFER - MAX_CHUNK:
+                rec.fold()
+            if t1 - t0 < CHUNK_TARGET_NS // 2 and k < MAX_CHUNK:
+                k *= 2
+        if windows is not None:  # parked (or done): its requests so far are in their window
             rec.fold()
-        if t1 - t0 < CHUNK_TARGET_NS // 2 and k < MAX_CHUNK:
-            k *= 2
+            rec.close(windows.index_at(clock()))
+            cut = windows.end_of(rec.index)
+        if stats.fatal is not None or remaining == 0 or stop():
+            break
     stats.end_ns = clock()
-    rec.fold()
+    rec.finish()
     publish(done)
 
 
@@ -147,7 +187,9 @@ def thread_load(driver: Driver, spec: LoadSpec, gate: Gate, stop: Any, progress:
     stats = [ThreadStats() for _ in range(ctx.threads)]
     base = ctx.client_index * ctx.threads
     warmed = threading.Barrier(ctx.threads + 1)
+    began = threading.Event()  # the gate opened and the windows are set up
     sched = client_schedule(spec)
+    box: list[Windows] = []
 
     def thread_main(t: int) -> None:
         try:
@@ -162,34 +204,43 @@ def thread_load(driver: Driver, spec: LoadSpec, gate: Gate, stop: Any, progress:
             warmed.wait()
         except threading.BrokenBarrierError:
             return
-        gate.go.wait()
-        if stats[t].fatal is not None or stop.is_set():
+        began.wait()
+        if stats[t].fatal is not None or stop.is_set() or not box:
             return
+        windows = box[0]
+        rec = Recorder(
+            stats[t],
+            driver.reports_server_time,
+            call_names(callers[t]),
+            uncorrected=sched is not None,
+            windows=windows,
+        )
+        call = tagged_caller(callers[t], rec)  # a mix's calls each kept apart
 
         def publish(done: int) -> None:
             progress[base + t] = done
 
         if sched is not None:
             measure_open(
-                callers[t],
-                stats[t],
+                call,
+                rec,
                 sched,
                 loops=ctx.threads,
-                server_time=driver.reports_server_time,
                 fatal=fatal,
                 stop=stop.is_set,
                 publish=publish,
+                windows=windows,
             )
             return
         measure(
-            callers[t],
-            stats[t],
+            call,
+            rec,
             requests=spec.requests,
-            duration_s=spec.duration_s,
-            server_time=driver.reports_server_time,
+            spans=spec.spans(windows.base_ns, t),
             fatal=fatal,
             stop=stop.is_set,
             publish=publish,
+            windows=windows,
         )
 
     threads = [
@@ -200,29 +251,46 @@ def thread_load(driver: Driver, spec: LoadSpec, gate: Gate, stop: Any, progress:
         th.start()
     with contextlib.suppress(threading.BrokenBarrierError):
         warmed.wait()
-    gate.ready(next((s.fatal for s in stats if s.fatal), None))
-    for th in threads:
-        th.join()
+    shipper = None
+    try:
+        gate.ready(next((s.fatal for s in stats if s.fatal), None))
+        if not stop.is_set() and not any(s.fatal for s in stats):
+            windows, shipper = start_windows(spec.clock(), gate)
+            box.append(windows)
+    finally:
+        began.set()
+        for th in threads:
+            th.join()
+        stop_quietly(shipper)
+    left = box[0].take() if box else {}
     if sched is None:
-        return stats, None
-    return stats, sched.summary(sum(s.sent for s in stats), max(s.last_send_ns for s in stats))
+        return stats, None, left
+    summary = sched.summary(sum(s.sent for s in stats), max(s.last_send_ns for s in stats))
+    return stats, summary, left
 
 
-def client_process(spec: LoadSpec, go: Any, stop: Any, progress: Any, conn: Any) -> None:
+def client_process(
+    spec: LoadSpec, go: Any, stop: Any, progress: Any, conn: Any, start: Any = None
+) -> None:
     """:func:`client_main` as a process of the local runner: a parent that is gone (its pipe
     broken) ends the client quietly, with no traceback."""
     try:
-        client_main(spec, go, stop, progress, conn)
+        client_main(spec, go, stop, progress, conn, start)
     except (BrokenPipeError, ConnectionResetError, EOFError):
         os._exit(1)
 
 
-def client_main(spec: LoadSpec, go: Any, stop: Any, progress: Any, conn: Any) -> None:
+def client_main(
+    spec: LoadSpec, go: Any, stop: Any, progress: Any, conn: Any, start: Any = None
+) -> None:
     """Entry point of a client process (of the local runner, or started by a cluster task).
     Protocol on ``conn``: ("started",) first (``load.timeout_s`` counts from there: a process
     slow to start is not the server's doing), ("connected",) once connected, ("ready",) or
     ("error", msg) after connecting and warming up, then the final ("result", dict).
-    ``go``/``stop`` are events, ``progress`` maps slot -> requests done."""
+    Between them, once the gate is open, ("windows", ...) once per interval
+    (:class:`~rpcmeter.runners.windows.Shipper`). ``go``/``stop`` are events, ``progress`` maps
+    slot -> requests done, ``start.value`` is the case's start (ns since the epoch) once ``go``
+    is set."""
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent handles Ctrl-C and stops us
         die_with_parent(os.getppid())
@@ -240,12 +308,12 @@ def client_main(spec: LoadSpec, go: Any, stop: Any, progress: Any, conn: Any) ->
             ("error", f"client {ctx.client_index}: cannot connect: {type(exc).__name__}: {exc}")
         )
         return
-    gate = Gate(ctx.client_index, go, conn, driver)
+    gate = Gate(ctx.client_index, go, conn, driver, start)
     try:
         if isinstance(driver, EventDriver) and driver.uses_event_loop():
-            stats, schedule = event_load(driver, spec, gate, stop, progress)
+            stats, schedule, windows = event_load(driver, spec, gate, stop, progress)
         else:
-            stats, schedule = thread_load(driver, spec, gate, stop, progress)
+            stats, schedule, windows = thread_load(driver, spec, gate, stop, progress)
     except Exception as exc:  # a fault of the client itself: reported as the case's reason
         with contextlib.suppress(Exception):
             driver.close()
@@ -268,5 +336,6 @@ def client_main(spec: LoadSpec, go: Any, stop: Any, progress: Any, conn: Any) ->
         cpu_user_s=user_s,
         cpu_sys_s=sys_s,
         max_rss_bytes=rss,
+        windows=windows,
     )
     conn.send(("result", report))

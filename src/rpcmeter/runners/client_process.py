@@ -6,10 +6,12 @@ load loops have an interpreter (and a GIL) of their own instead of sharing the D
 They speak length-prefixed pickles (:func:`write_frame`, :func:`read_frame`):
 
 - task -> client, on stdin: the :class:`~rpcmeter.runners.spec.LoadSpec`, then the commands
-  ``"go"`` and ``"stop"``; end of input means stop.
+  ``("go", start)`` (``start``: the case's start, ns since the epoch) and ``"stop"``; end of
+  input means stop.
 - client -> task, on stdout: ``("started",)`` first, ``("connected",)`` once connected,
   ``("ready",)`` or ``("error", msg)`` once warmed up, ``("progress", n)`` every
-  :data:`PROGRESS_S` once the gate is open, and ``("result", dict)`` last. Anything else the
+  :data:`PROGRESS_S` once the gate is open, ``("windows", ...)`` once per interval
+  (:class:`~rpcmeter.runners.windows.Shipper`), and ``("result", report)`` last. Anything else the
   process prints goes to stderr, which the task keeps for its errors.
 
 The process dies with the task's thread (Linux parent-death signal) and never outlives a case.
@@ -91,15 +93,23 @@ class ResultPipe:
                 self.closed = True
 
 
-def _commands(stream: IO[bytes], go: threading.Event, stop: threading.Event) -> None:
-    """Stdin: ``go`` and ``stop`` set their events; the end of input (the task is gone or gave
-    up) stops the load and opens the gate so that nothing waits for it."""
+class Start:
+    """The case's start (ns since the epoch), as the ``go`` command gives it (0: not given)."""
+
+    value = 0
+
+
+def _commands(stream: IO[bytes], go: threading.Event, stop: threading.Event, start: Start) -> None:
+    """Stdin: ``go`` (with the case's start) and ``stop`` set their events; the end of input
+    (the task is gone or gave up) stops the load and opens the gate so that nothing waits for
+    it."""
     try:
         while True:
             cmd = read_frame(stream)
             if cmd == "stop":
                 stop.set()
-            elif cmd == "go":
+            elif isinstance(cmd, tuple) and cmd[0] == "go":
+                start.value = int(cmd[1])
                 go.set()
     except (EOFError, OSError, pickle.UnpicklingError):
         pass
@@ -164,12 +174,13 @@ def main(parent: int) -> None:
     base = spec.ctx.client_index * spec.ctx.threads
     # every slot exists up front: the publisher sums while the loops store
     progress = dict.fromkeys(range(base, base + spec.ctx.threads), 0)
-    threading.Thread(target=_commands, args=(stdin, go, stop), daemon=True).start()
+    start = Start()
+    threading.Thread(target=_commands, args=(stdin, go, stop, start), daemon=True).start()
     publisher = threading.Thread(target=_publish, args=(pipe, progress, go, done), daemon=True)
     publisher.start()
     status = 0
     try:
-        client_main(spec, go, stop, progress, pipe)
+        client_main(spec, go, stop, progress, pipe, start)
     except BaseException as exc:
         status = 1
         with contextlib.suppress(OSError):

@@ -22,8 +22,9 @@ from rpcmeter import model
 from rpcmeter.drivers.base import Driver, TargetSpec
 from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.runners.client import client_process
-from rpcmeter.runners.recording import ClientReport, LoadOutcome, merge_calls
+from rpcmeter.runners.recording import ClientReport, LoadInterrupted, LoadOutcome, merge_calls
 from rpcmeter.runners.spec import AliveFn, LoadHooks, LoadSpec
+from rpcmeter.runners.windows import StageTimer, Timeline, wait_until_epoch
 
 GRACE_S = 2.0  # after a failure, how long clients may take to report what they measured
 # the phases of a case before its gate opens, each named in a timeout's reason: the client
@@ -34,6 +35,7 @@ GRACE_S = 2.0  # after a failure, how long clients may take to report what they 
 STARTING = "starting the client processes"
 WARMING_UP = "warming up"
 START_S = 60.0
+START_LEAD_NS = 10_000_000  # the case starts this long after the gate opens (clients wake up)
 _CTX: Any = None
 _PRELOAD = ["rpcmeter.runners.client"]
 
@@ -69,10 +71,13 @@ def run_closed_loop(spec: LoadSpec, hooks: LoadHooks | None = None) -> LoadOutco
     ctx = mp_context()
     go = ctx.Event()
     stop = ctx.Event()
+    start = ctx.Value("q", 0, lock=False)  # the case's start, ns since the epoch
     progress = ctx.Array("q", clients * spec.ctx.threads, lock=False)
     pipes: list[Any] = []
     procs: list[Any] = []
     outcome = LoadOutcome()
+    timeline = Timeline(spec.clock(), clients, hooks.on_window)
+    stages: StageTimer | None = None
     stop_grace = GRACE_S
     try:
         # Ctrl-C reaches the whole process group: blocked while the clients (and the forkserver)
@@ -83,7 +88,7 @@ def run_closed_loop(spec: LoadSpec, hooks: LoadHooks | None = None) -> LoadOutco
                 recv, send = ctx.Pipe(duplex=False)
                 proc = ctx.Process(
                     target=client_process,
-                    args=(spec.for_client(c), go, stop, progress, send),
+                    args=(spec.for_client(c), go, stop, progress, send, start),
                     daemon=True,
                 )
                 proc.start()
@@ -140,10 +145,14 @@ def run_closed_loop(spec: LoadSpec, hooks: LoadHooks | None = None) -> LoadOutco
             return outcome
 
         # 2. open the gate, watch until every client has reported its result
-        if hooks.on_go:
+        if hooks.on_go:  # its marks before the load starts (the load does not share the CPUs)
             hooks.on_go()
-        t_go = time.perf_counter()
+        start.value = time.time_ns() + START_LEAD_NS
         go.set()
+        if hooks.on_stage is not None:
+            stages = StageTimer(spec.clock(), start.value, hooks.on_stage)
+        wait_until_epoch(start.value)
+        t_go = time.perf_counter()
         results: dict[int, ClientReport] = {}
         pending = set(range(clients))
         while pending:
@@ -164,24 +173,37 @@ def run_closed_loop(spec: LoadSpec, hooks: LoadHooks | None = None) -> LoadOutco
                     msg = pipes[i].recv()
                 except EOFError:
                     pending.discard(i)
+                    timeline.finish(i, {}, None)  # it ships nothing more
                     continue
-                if msg[0] == "result":
+                if msg[0] == "windows":
+                    timeline.add(i, msg[1], msg[2], msg[3])
+                elif msg[0] == "result":
                     results[i] = msg[1]
                     pending.discard(i)
+                    timeline.finish(i, msg[1].windows, (msg[1].cpu_user_s, msg[1].cpu_sys_s))
                 elif msg[0] == "error":  # the client's load raised: it says why, then exits
                     outcome.failure = outcome.failure or msg[1]
                     pending.discard(i)
+                    timeline.finish(i, {}, None)
             if hooks.on_progress:
                 hooks.on_progress(sum(progress), time.perf_counter() - t_go)
         if hooks.on_end:
             hooks.on_end()
+        timeline.close_all()
+        outcome.series = timeline.series()
         merge_results(outcome, results)
         if len(results) < clients and outcome.failure is None:
             outcome.failure = f"{clients - len(results)} client(s) reported no result"
         if outcome.failure is not None and hooks.server_problem is not None:
             outcome.failure = with_server_exit(outcome.failure, hooks.server_problem)
         return outcome
+    except KeyboardInterrupt:
+        outcome.series = timeline.series()
+        outcome.interrupted = True
+        raise LoadInterrupted(outcome) from None
     finally:
+        if stages is not None:
+            stages.stop()
         stop.set()
         go.set()
         stop_processes(procs, stop_grace)

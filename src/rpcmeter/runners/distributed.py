@@ -51,13 +51,17 @@ from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.metrics.resources import N, client_total
 from rpcmeter.runners import client_process
 from rpcmeter.runners.closed_loop import WARMING_UP, merge_results, timed_out
-from rpcmeter.runners.recording import ClientReport, LoadOutcome
+from rpcmeter.runners.recording import ClientReport, LoadInterrupted, LoadOutcome
 from rpcmeter.runners.spec import LoadHooks, LoadSpec
+from rpcmeter.runners.windows import StageTimer, Timeline, wait_until_epoch
 
 POLL_S = 0.1  # parent: how often it drains messages and checks futures
 PUBLISH_S = 0.25  # load worker: how often it publishes progress and looks at the stop event
 MEMBERSHIP_S = 0.5  # parent: how often it asks the scheduler which workers are alive
 GRACE_S = 5.0  # after a stop: how long the remaining clients have to report what they have
+# the case starts this long after the gate opens: the start barrier reaches the workers' tasks
+# through the scheduler, and each task then its client process
+START_LEAD_NS = 600_000_000
 # Dask settings for load workers: no sampling profiler (a thread that takes the GIL every 10 ms
 # to sample every thread's stack, the load loops' included), slower housekeeping ticks. An idle
 # local worker then costs about 7 ms of CPU per second instead of about 34 (measured here).
@@ -318,12 +322,16 @@ def load_worker(spec: LoadSpec, names: dict[str, str], timeout_s: float) -> Clie
             posts.put(["error", c, first[1]])
             return str(first[1])
         posts.put(["ready", c, child.pid])
-        # 2. the start barrier
+        # 2. the start barrier, and the case's start time
         while not go_ev.wait(PUBLISH_S):
             if stop_ev.is_set() or time.monotonic() > deadline:
                 child.send("stop")
                 break
-        child.send("go")
+        try:
+            start = int(dist.Variable(names["start"]).get(timeout=PUBLISH_S * 4))
+        except Exception:  # no start set (the case stopped first): start now
+            start = 0
+        child.send(("go", start))
         # 3. run: relay progress and a stop, until the result
         threading.Thread(
             target=_watch_stop,
@@ -347,6 +355,8 @@ def load_worker(spec: LoadSpec, names: dict[str, str], timeout_s: float) -> Clie
                 return child.died()
             if msg[0] == "progress":
                 count = int(msg[1])
+            elif msg[0] == "windows":  # pickled: a Dask queue takes msgpack values only
+                posts.put(["windows", c, pickle.dumps(msg[1:], protocol=pickle.HIGHEST_PROTOCOL)])
             now = time.monotonic()
             if msg[0] == "stop":
                 stopped = now
@@ -389,10 +399,17 @@ def run_distributed(
     dist = _distributed()
     dc = cluster.client
     prefix = f"rpcmeter-{uuid.uuid4().hex[:12]}"
-    names = {"queue": f"{prefix}-posts", "go": f"{prefix}-go", "stop": f"{prefix}-stop"}
+    names = {
+        "queue": f"{prefix}-posts",
+        "go": f"{prefix}-go",
+        "stop": f"{prefix}-stop",
+        "start": f"{prefix}-start",
+    }
     posts = dist.Queue(names["queue"], client=dc)
     go, stop = dist.Event(names["go"], client=dc), dist.Event(names["stop"], client=dc)
     outcome = LoadOutcome()
+    timeline = Timeline(spec.clock(), clients, hooks.on_window)
+    stages: StageTimer | None = None
     live = cluster.workers()
     addresses = sorted(live)
     if not addresses:
@@ -429,7 +446,8 @@ def run_distributed(
     t_go: float | None = None
     stopping = False
     try:
-        while pending:
+
+        def drain() -> None:
             for item in posts.get(batch=True):
                 kind, c = item[0], int(item[1])
                 if kind == "connected":
@@ -438,8 +456,14 @@ def run_distributed(
                     ready[c] = int(item[2])
                 elif kind == "progress":
                     progress[c] = int(item[2])
+                elif kind == "windows":
+                    pieces, through, cpu = pickle.loads(item[2])
+                    timeline.add(c, pieces, through, cpu)
                 elif kind == "error" and outcome.failure is None:
                     outcome.failure = str(item[2])
+
+        while pending:
+            drain()
             for c in sorted(pending):
                 fut = futures[c]
                 if not fut.done():
@@ -449,10 +473,13 @@ def run_distributed(
                     r = fut.result()
                     if isinstance(r, str):
                         outcome.failure = outcome.failure or r
+                        timeline.finish(c, {}, None)
                     else:
                         results[c] = r
+                        timeline.finish(c, r.windows, (r.cpu_user_s, r.cpu_sys_s))
                 else:
                     lost[c] = f"failed: {_exception(fut)}"
+                    timeline.finish(c, {}, None)
             now = time.monotonic()
             if now >= next_membership and pending:
                 next_membership = now + MEMBERSHIP_S
@@ -460,6 +487,7 @@ def run_distributed(
                 for c in sorted(pending):
                     if assign[c] not in alive:
                         lost[c] = "left the cluster mid-case"
+                        timeline.finish(c, {}, None)
                         pending.discard(c)
                         futures[c].cancel()
             if not stopping:
@@ -482,23 +510,38 @@ def run_distributed(
                     ):  # local pids mean nothing elsewhere
                         hooks.on_start(outcome.client_pids)
                     usage0 = _usage(dc, used)
-                    if hooks.on_go:
+                    if hooks.on_go:  # its marks before the load starts
                         hooks.on_go()
-                    t_go = time.perf_counter()
+                    start = time.time_ns() + START_LEAD_NS
+                    dist.Variable(names["start"], client=dc).set(start)
                     go.set()
+                    if hooks.on_stage is not None:
+                        stages = StageTimer(spec.clock(), start, hooks.on_stage)
+                    wait_until_epoch(start)
+                    t_go = time.perf_counter()
             elif now > deadline:
                 for c in sorted(pending):
                     lost[c] = "did not report in time"
+                    timeline.finish(c, {}, None)
                     futures[c].cancel()
                 pending.clear()
             if t_go is not None and hooks.on_progress:
                 hooks.on_progress(sum(progress.values()), time.perf_counter() - t_go)
             if pending:
                 time.sleep(POLL_S)
+        drain()  # what the clients posted before their results
         if hooks.on_end and t_go is not None:
             hooks.on_end()
         usage1 = _usage(dc, [a for a in used if a in cluster.workers()]) if t_go else {}
+        timeline.close_all()
+        outcome.series = timeline.series()
+    except KeyboardInterrupt:
+        outcome.series = timeline.series()
+        outcome.interrupted = True
+        raise LoadInterrupted(outcome) from None
     finally:
+        if stages is not None:
+            stages.stop()
         stop.set()
         go.set()
         for fut in futures.values():

@@ -38,6 +38,7 @@ from rpcmeter.runners.recording import (
     LoadReport,
     Recorder,
     ThreadStats,
+    Window,
     call_names,
     is_fatal,
     mix_of,
@@ -45,6 +46,7 @@ from rpcmeter.runners.recording import (
 )
 from rpcmeter.runners.spec import LoadSpec
 from rpcmeter.runners.spin import Spin, waking
+from rpcmeter.runners.windows import Shipper, Windows, start_windows, stop_quietly
 
 TICK_S = 0.02
 NO_DEADLINE = 1 << 62
@@ -64,14 +66,18 @@ def new_event_loop(kind: str = "uvloop") -> asyncio.AbstractEventLoop:
 
 
 class Phase:
-    """The loops of one phase (warmup or measurement); ``finished`` resolves when all stopped."""
+    """The loops of one phase (warmup or measurement); ``finished`` resolves when all stopped.
+    A loop parked until its next stage (closed-loop stages) waits on a timer in ``parked``;
+    :meth:`stop` ends the phase's parked loops at once."""
 
-    __slots__ = ("active", "finished", "stopping")
+    __slots__ = ("active", "finished", "loop", "parked", "stopping")
 
     def __init__(self, loop: asyncio.AbstractEventLoop, loops: int) -> None:
+        self.loop = loop
         self.active = loops
         self.finished: asyncio.Future[None] = loop.create_future()
         self.stopping = False
+        self.parked: dict[int, asyncio.TimerHandle] = {}
         if loops == 0:
             self.finished.set_result(None)
 
@@ -79,6 +85,14 @@ class Phase:
         self.active -= 1
         if self.active == 0 and not self.finished.done():
             self.finished.set_result(None)
+
+    def stop(self) -> None:
+        """Stop: loops sending stop after their reply, parked ones now."""
+        self.stopping = True
+        parked, self.parked = self.parked, {}
+        for handle in parked.values():
+            handle.cancel()
+            self.loop_done()
 
 
 def warm_loop(
@@ -120,8 +134,13 @@ def closed_loop(
     deadline_ns: int,
     fatal: tuple[type[BaseException], ...],
     spin: Spin | None = None,
+    spans: list[tuple[int, int]] | None = None,
 ) -> Done:
     """Start one timed closed loop; returns its completion callback (for tests).
+
+    It runs until ``deadline_ns``, or, with ``spans`` (its (start, end) times on this client's
+    clock: a closed-loop staged case), over each span, parked between them (on a timer,
+    ``phase.parked``) and started at the first.
 
     When the channel can hand its connection to this loop alone (``channel.own``, see
     :mod:`rpcmeter.drivers.base`), the loop sends through the returned C-level writer and
@@ -131,6 +150,8 @@ def closed_loop(
     served = rec.served
     left = requests if requests is not None else -1
     t0 = 0
+    later = list(spans or [(0, deadline_ns)])
+    deadline_ns = later.pop(0)[1]
 
     def done(server_ns: ServerTime | None, err: BaseException | None) -> None:
         nonlocal t0, left
@@ -149,7 +170,10 @@ def closed_loop(
             return
         left -= 1
         if left == 0 or t1 >= deadline_ns or phase.stopping:
-            end()
+            if later and left != 0 and not phase.stopping:
+                park()
+            else:
+                end()
             return
         t0 = clock()
         send()
@@ -174,19 +198,41 @@ def closed_loop(
             owned.release()
         phase.loop_done()
 
-    t0 = clock()
-    send()
+    def park() -> None:
+        """Wait for the next span (the connection stays this loop's)."""
+        begin = later[0][0]
+        phase.parked[key] = phase.loop.call_later(max(0.0, (begin - clock()) / 1e9), resume)
+
+    def resume() -> None:
+        nonlocal t0, deadline_ns
+        phase.parked.pop(key, None)
+        deadline_ns = later.pop(0)[1]
+        t0 = clock()
+        send()
+
+    key = id(done)
+    if spans is not None and not spans:  # a loop no stage runs
+        end()
+    elif spans and spans[0][0] > clock():  # parked until its first stage
+        later.insert(0, spans[0])
+        deadline_ns = 0
+        park()
+    else:
+        t0 = clock()
+        send()
     return done
 
 
-def open_event_load(load: EventLoad, stop: Any, progress: Any, slot: int) -> dict[str, float]:
-    """The open loop of an event driver (:class:`~rpcmeter.runners.open_loop.EventPacer`);
-    returns the schedule's totals."""
+def open_event_load(
+    load: EventLoad, stop: Any, progress: Any, slot: int, base_ns: int
+) -> dict[str, float]:
+    """The open loop of an event driver (:class:`~rpcmeter.runners.open_loop.EventPacer`) from
+    the case's start ``base_ns``; returns the schedule's totals."""
     pacer = EventPacer(load)
     loop, sched, rec, stats = load.loop, load.sched, load.rec, load.stats
 
     def publish() -> None:
-        progress[slot] = stats.ok + rec.pos + sum(stats.errors.values())
+        progress[slot] = rec.done()
 
     def tick() -> None:
         publish()
@@ -197,7 +243,7 @@ def open_event_load(load: EventLoad, stop: Any, progress: Any, slot: int) -> dic
         if not pacer.finished.done():
             loop.call_later(TICK_S, tick)
 
-    stats.start_ns = sched.begin(time.perf_counter_ns())
+    stats.start_ns = sched.begin(base_ns)
     loop.call_later(TICK_S, tick)
     pacer.start()
     try:
@@ -205,9 +251,41 @@ def open_event_load(load: EventLoad, stop: Any, progress: Any, slot: int) -> dic
     finally:
         pacer.close()
     stats.end_ns = time.perf_counter_ns()
-    pacer.fold()
+    rec.finish()
     publish()
     return sched.summary(stats.sent, stats.last_send_ns)
+
+
+class Cutter:
+    """Closes the client's interval at each interval's end (a timer on the event loop): the
+    replies folded by then are the interval's."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop, rec: Recorder, windows: Windows) -> None:
+        self.loop, self.rec, self.windows = loop, rec, windows
+        self.handle: asyncio.TimerHandle | None = None
+        self.arm()
+
+    def arm(self) -> None:
+        end = self.windows.end_of(self.rec.index)
+        if end < 1 << 61:
+            delay = max(0.0, (end - time.perf_counter_ns()) / 1e9)
+            self.handle = self.loop.call_later(delay, self.cut)
+
+    def cut(self) -> None:
+        rec = self.rec
+        rec.fold()
+        rec.close(self.windows.index_at(time.perf_counter_ns()))
+        self.arm()
+
+    def cancel(self) -> None:
+        if self.handle is not None:
+            self.handle.cancel()
+
+
+def _shipped(shipper: Shipper, windows: Windows) -> dict[int, Window]:
+    """Stop shipping: the windows left go with the client's report."""
+    shipper.stop()
+    return windows.take()
 
 
 def event_load(
@@ -221,13 +299,16 @@ def event_load(
     fatal = driver.fatal_errors
     slot = ctx.client_index * ctx.threads
     spin: Spin | None = None
+    shipper: Shipper | None = None
+    cutter: Cutter | None = None
+    windows: Windows | None = None
     try:
         try:
             loop.run_until_complete(driver.open())
             channels = [driver.channel(i) for i in range(ctx.threads)]
         except Exception as exc:
             gate.ready(f"cannot connect: {type(exc).__name__}: {exc}")
-            return [stats], None
+            return [stats], None, {}
         gate.connected()
         if ctx.wait == "spin":
             spin = polling = Spin(loop, ctx.spin_us)
@@ -241,51 +322,61 @@ def event_load(
             stats.fatal = f"during warmup: {type(exc).__name__}: {exc}"[:300]
         gate.ready(stats.fatal)
         if stats.fatal is not None or stop.is_set():
-            return [stats], None
+            return [stats], None, {}
 
-        rec = Recorder(stats, driver.reports_server_time, call_names(channels[0]))
         sched = client_schedule(spec)
+        windows, shipper = start_windows(spec.clock(), gate)
+        rec = Recorder(
+            stats,
+            driver.reports_server_time,
+            call_names(channels[0]),
+            uncorrected=sched is not None,
+            windows=windows,
+        )
+        cutter = Cutter(loop, rec, windows)
         if sched is not None:
             load = EventLoad(loop, sched, channels, rec, stats, fatal, spin)
-            return [stats], open_event_load(load, stop, progress, slot)
+            schedule = open_event_load(load, stop, progress, slot, windows.base_ns)
+            cutter.cancel()
+            return [stats], schedule, _shipped(shipper, windows)
         phase = Phase(loop, len(channels))
         clock = time.perf_counter_ns
 
         def publish() -> None:
-            progress[slot] = stats.ok + rec.pos + sum(stats.errors.values())
+            progress[slot] = rec.done()
 
         def tick() -> None:
             publish()
             if stop.is_set():
-                phase.stopping = True
+                phase.stop()
             if rec.pos > BUFFER - MAX_CHUNK:
                 rec.fold()
             if not phase.finished.done():
                 loop.call_later(TICK_S, tick)
 
-        stats.start_ns = clock()
-        deadline = (
-            stats.start_ns + int(spec.duration_s * 1e9)
-            if spec.duration_s is not None
-            else NO_DEADLINE
-        )
         requests = None if spec.duration_s is not None else spec.requests
+        stats.start_ns = max(windows.base_ns, clock())
+        for i, ch in enumerate(channels):
+            spans = spec.spans(windows.base_ns, i)
+            closed_loop(ch, rec, phase, requests, NO_DEADLINE, fatal, spin, spans)
         if spin is not None and spin.budget_ns is not None:
             spin.wake()  # the loop did not run while the gate was closed
-        for ch in channels:
-            closed_loop(ch, rec, phase, requests, deadline, fatal, spin)
         loop.call_later(TICK_S, tick)
         loop.run_until_complete(phase.finished)
         stats.end_ns = clock()
-        rec.fold()
+        cutter.cancel()
+        rec.finish()
         publish()
-        return [stats], None
+        return [stats], None, _shipped(shipper, windows)
     finally:
-        if spin is not None:
-            spin.stop()
+        if cutter is not None:
+            cutter.cancel()
+        stop_quietly(shipper)
         try:
             driver.close()
             loop.run_until_complete(asyncio.sleep(0))
         finally:
+            if spin is not None:
+                spin.stop()
             loop.close()
             asyncio.set_event_loop(None)

@@ -48,13 +48,13 @@ from rpcmeter.runners.recording import (
     MAX_CHUNK,
     Recorder,
     ThreadStats,
-    call_names,
     mix_of,
-    tagged_caller,
     tagging,
 )
 from rpcmeter.runners.spec import LoadSpec, Pacing
 from rpcmeter.runners.spin import Spin, waking
+from rpcmeter.runners.stages import LoadStage, RateProfile
+from rpcmeter.runners.windows import Windows
 
 SPIN_NS = 30_000  # wake up this long before a slot, then yield until its time
 LEAD_NS = 2_000_000  # the first slot is this long after the gate opens (loops are awake by then)
@@ -63,19 +63,33 @@ SEND, LATE, DROP, END = 0, 1, 2, 3  # Schedule.admit
 
 
 class Schedule:
-    """The slots of one client: ``slots`` intended send times, ``period_ns`` apart.
+    """The slots of one client: ``slots`` intended send times, ``period_ns`` apart, or along the
+    client's :class:`~rpcmeter.runners.stages.RateProfile` over rate stages (``profile``; its
+    ``period_ns`` then the mean).
 
     Loops call :meth:`take` for the next slot index (thread-safe: ``itertools.count`` under the
     GIL) and :meth:`time_of` for its intended time. ``begin`` fixes the start once, when the gate
     opens; every loop of the client calls it and gets the same start."""
 
-    def __init__(self, pacing: Pacing, *, requests: int | None, duration_s: float | None) -> None:
+    def __init__(
+        self,
+        pacing: Pacing,
+        *,
+        requests: int | None,
+        duration_s: float | None,
+        profile: RateProfile | None = None,
+    ) -> None:
         self.pacing = pacing
         self.period_ns = 1e9 / pacing.rate_rps
-        if duration_s is not None:
+        self.profile = profile
+        self.duration_ns: int | None
+        if profile is not None:
+            self.slots = profile.slots
+            self.duration_ns = int(profile.duration_ns)
+        elif duration_s is not None:
             # every slot whose time falls inside the duration (the phase shifts them all)
             self.slots = max(1, math.ceil(duration_s * pacing.rate_rps - pacing.phase))
-            self.duration_ns: int | None = int(duration_s * 1e9)
+            self.duration_ns = int(duration_s * 1e9)
         else:
             self.slots = requests or 0
             self.duration_ns = None
@@ -86,17 +100,40 @@ class Schedule:
         self.take: Callable[[], int] = itertools.count().__next__
         self._lock = threading.Lock()
 
-    def begin(self, now_ns: int) -> int:
-        """Fix the start (first call wins) and return it."""
+    def begin(self, base_ns: int) -> int:
+        """Fix the start on the case's start ``base_ns`` (first call wins) and return it: the
+        first slot's time (the case's start shifted by the client's phase; with a rate profile,
+        the case's start: the profile holds the phase)."""
         with self._lock:
             if not self.start_ns:
-                self.start_ns = now_ns + LEAD_NS + int(self.pacing.phase * self.period_ns)
+                shift = 0 if self.profile else int(self.pacing.phase * self.period_ns)
+                self.start_ns = base_ns + shift
                 if self.duration_ns is not None:  # a slot may still go out up to late_ns after
-                    self.end_ns = now_ns + LEAD_NS + self.duration_ns + self.late_ns
+                    self.end_ns = base_ns + self.duration_ns + self.late_ns
         return self.start_ns
 
     def time_of(self, k: int) -> int:
+        if self.profile is not None:
+            return self.start_ns + self.profile.time_of(k)
         return self.start_ns + int(k * self.period_ns)
+
+    def chunk(self, loops: int, now_ns: int, until_ns: int = 1 << 62) -> int:
+        """Slots a loop takes per batch: about ``CHUNK_TARGET_NS`` of its share of the schedule
+        at the rate it runs at ``now_ns``, and no more than its share of the slots due before
+        ``until_ns`` (the end of the interval it is in: the batch ends about there; none when
+        its share is used up)."""
+        period, profile = self.period_ns, self.profile
+        if profile is not None:
+            period = 1e9 / max(profile.rate_at(now_ns - self.start_ns), 1e-9)
+        n = min(MAX_CHUNK, max(1, CHUNK_TARGET_NS * loops / period))
+        if until_ns < 1 << 61:  # 0: the loop's next slot is due after ``until_ns``
+            if profile is not None:
+                due = profile.count_at(until_ns - self.start_ns)
+                due -= profile.count_at(now_ns - self.start_ns)
+            else:
+                due = (until_ns - now_ns) / period
+            n = min(n, max(0, due / loops))
+        return int(n)
 
     def admit(self, due: int, now: int) -> int:
         """The rule for a slot due at ``due`` that a loop could send at ``now`` (``now >= due``):
@@ -135,7 +172,6 @@ def run_open_chunk(
     call: Caller,
     stats: ThreadStats,
     rec: Recorder,
-    urec: Recorder,
     sched: Schedule,
     n: int,
     fatal: tuple[type[BaseException], ...],
@@ -148,9 +184,11 @@ def run_open_chunk(
     slots = sched.slots
     start = sched.start_ns
     period = sched.period_ns
+    profiled = sched.profile is not None
+    time_of = sched.time_of
     admit = sched.admit
     buf = rec.buf
-    ubuf = urec.buf
+    ubuf = rec.ubuf
     served = rec.served
     server_time = (
         len(rec.sbuf) > 0
@@ -165,7 +203,7 @@ def run_open_chunk(
             if k >= slots:
                 finished = True
                 break
-            due = start + int(k * period)
+            due = time_of(k) if profiled else start + int(k * period)
             now = clock()
             if now < due:
                 if due - now > SPIN_NS:
@@ -200,7 +238,7 @@ def run_open_chunk(
             if server_time and server_ns is not None:
                 served(latency, server_ns)  # type: ignore[arg-type]
     finally:
-        rec.pos = urec.pos = pos
+        rec.pos = pos
         if sent:
             stats.last_send_ns = max(stats.last_send_ns, last_send)
         stats.sent += sent
@@ -209,51 +247,73 @@ def run_open_chunk(
 
 def measure_open(
     call: Caller,
-    stats: ThreadStats,
+    rec: Recorder,
     sched: Schedule,
     *,
     loops: int,
-    server_time: bool,
     fatal: tuple[type[BaseException], ...],
     stop: Callable[[], bool],
     publish: Callable[[int], None],
+    windows: Windows | None = None,
+    base_ns: int | None = None,
 ) -> None:
     """One loop of a client's open-loop load: take slots of ``sched`` until it is exhausted, the
-    duration is over or ``stop()``; corrected latencies go to ``stats.hist``, uncorrected ones to
-    ``stats.uhist``."""
+    duration is over or ``stop()``; corrected latencies go to the recorder's ``buf``, uncorrected
+    ones to its ``ubuf``. The schedule starts at ``base_ns`` (the case's start on this client's
+    clock; by default ``LEAD_NS`` from now). Between batches the loop closes the interval it is
+    in once a batch ended past its end (as :func:`rpcmeter.runners.client.measure` does)."""
     fine_timer_slack()
-    rec = Recorder(stats, server_time, call_names(call))
-    call = tagged_caller(call, rec)
-    urec = Recorder(ThreadStats(hist=stats.uhist), False)  # folds into stats.uhist
-    # about CHUNK_TARGET_NS of this loop's share of the schedule per chunk
-    chunk = int(min(MAX_CHUNK, max(1, CHUNK_TARGET_NS * loops / sched.period_ns)))
-    stats.start_ns = sched.begin(time.perf_counter_ns())
+    stats = rec.stats
+    clock = time.perf_counter_ns
+    if base_ns is None:
+        base_ns = windows.base_ns if windows is not None else clock() + LEAD_NS
+    stats.start_ns = sched.begin(base_ns)
+    cut = windows.end_of(rec.index) if windows is not None else 1 << 62
     done = 0
     finished = False
     while not finished:
+        chunk = sched.chunk(loops, now := clock(), cut)
+        if not chunk:  # its next slot is due after the interval's end: the interval ends here
+            rec.fold()
+            rec.close(windows.index_at(cut) if windows is not None else 0)
+            cut = windows.end_of(rec.index) if windows is not None else 1 << 62
+            chunk = max(1, sched.chunk(loops, now, cut))
         if BUFFER - rec.pos < chunk or rec.spos > BUFFER - chunk:
             rec.fold()
-            urec.fold()
         made, finished = run_open_chunk(
-            call, stats, rec, urec, sched, min(chunk, BUFFER - rec.pos), fatal
+            call, stats, rec, sched, min(chunk, BUFFER - rec.pos), fatal
         )
         done += made
         publish(done)
+        if windows is not None and (now := clock()) >= cut:
+            rec.fold()
+            rec.close(windows.index_at(now))
+            cut = windows.end_of(rec.index)
         if stats.fatal is not None or stop():
             break
-    stats.end_ns = time.perf_counter_ns()
-    rec.fold()
-    urec.fold()
+    stats.end_ns = clock()
+    rec.finish()
     publish(done)
 
 
 def client_schedule(spec: LoadSpec) -> Schedule | None:
     """The schedule of a client process (None for a closed loop): ``requests`` per loop, or
-    ``duration_s`` seconds of slots."""
+    ``duration_s`` seconds of slots, or the client's share of the rate stages."""
     if spec.pacing is None:
         return None
+    profile = None
+    if spec.stages and spec.stages[0].rate is not None:
+        profile = rate_profile(spec.stages, spec.clients, spec.pacing.phase)
     requests = spec.requests * spec.ctx.threads if spec.requests else None
-    return Schedule(spec.pacing, requests=requests, duration_s=spec.duration_s)
+    return Schedule(spec.pacing, requests=requests, duration_s=spec.duration_s, profile=profile)
+
+
+def rate_profile(stages: tuple[LoadStage, ...], clients: int, phase: float) -> RateProfile:
+    """One client's share of the rate stages (``1 / clients`` of each rate, slots shifted by
+    ``phase``)."""
+    return RateProfile(
+        [(s.rates[0] / clients, s.rates[1] / clients, s.duration_s) for s in stages], phase
+    )
 
 
 class _Timespec(ctypes.Structure):
@@ -367,8 +427,7 @@ class EventPacer:
         self.loop = loop = load.loop
         self.sched = load.sched
         self.channels = channels = load.channels
-        self.rec = load.rec
-        self.urec = Recorder(ThreadStats(hist=load.stats.uhist), False)  # folds into stats.uhist
+        self.rec = load.rec  # with the uncorrected latencies' buffer (ubuf)
         self.stats = load.stats
         self.fatal = load.fatal
         self.free = list(range(len(channels)))[::-1]
@@ -399,7 +458,6 @@ class EventPacer:
 
     def fold(self) -> None:
         self.rec.fold()
-        self.urec.fold()
 
     def pace(self) -> None:
         """Send every slot that is due while a loop is free, then wait for the next one."""
@@ -444,9 +502,8 @@ class EventPacer:
     def _done_for(self, i: int) -> Done:
         clock = time.perf_counter_ns
         rec = self.rec
-        urec = self.urec
         buf = rec.buf
-        ubuf = urec.buf
+        ubuf = rec.ubuf
         served = rec.served
         server_time = len(rec.sbuf) > 0
 
@@ -458,7 +515,7 @@ class EventPacer:
                 ubuf[pos] = latency = t1 - self.sent_at[i]
                 if server_time and server_ns is not None:
                     served(latency, server_ns)
-                rec.pos = urec.pos = pos = pos + 1
+                rec.pos = pos = pos + 1
                 if pos >= BUFFER:
                     self.fold()
             elif rec.error(err, self.fatal):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import os
 import resource
+import time
 from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ from rpcmeter.metrics.connections import ConnectionCosts
 from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.metrics.resources import peak_rss_of
 from rpcmeter.protocols.timing import ServerTime
+from rpcmeter.runners.stages import WindowClock
 
 if TYPE_CHECKING:  # the client processes do without pydantic
     from rpcmeter import model
@@ -94,6 +96,38 @@ class Tally:
     def requests(self) -> int:
         return self.ok + sum(self.errors.values())
 
+    def add(self, other: Tally) -> None:
+        """Add ``other``'s histograms, requests and errors into this tally (exact)."""
+        self.hist.merge(other.hist)
+        self.server_hist.merge(other.server_hist)
+        self.net_hist.merge(other.net_hist)
+        self.queue_hist.merge(other.queue_hist)
+        self.uhist.merge(other.uhist)
+        self.ok += other.ok
+        for kind, n in other.errors.items():
+            self.errors[kind] = self.errors.get(kind, 0) + n
+
+
+#: An empty histogram that a window holds for what its loop does not record (and nothing ever
+#: merges into: its counts are read-only, so a write would fail, not spread).
+UNUSED = Histogram()
+UNUSED._counts.flags.writeable = False
+
+
+@dataclass
+class Window(Tally):
+    """The tally of one interval of a case's time series (:mod:`rpcmeter.runners.windows`):
+    also the requests sent and sent late in it (open loop)."""
+
+    sent: int = 0
+    late: int = 0
+
+    def add(self, other: Tally) -> None:
+        super().add(other)
+        if isinstance(other, Window):
+            self.sent += other.sent
+            self.late += other.late
+
 
 @dataclass
 class ThreadStats(Tally):
@@ -108,26 +142,73 @@ class ThreadStats(Tally):
 
 class Recorder:
     """Preallocated sample buffers of one loop (or one event loop), folded into histograms when
-    full: latencies in ``buf``; with server time (:meth:`served`), of the same request (same
-    index ``spos``) the server-reported compute time in ``sbuf``, its queue time in ``qbuf`` (-1:
-    not reported) and the latency minus both in ``nbuf``."""
+    full: latencies in ``buf`` (with ``uncorrected``, an open loop's latencies from the actual
+    send in ``ubuf``, at the same index); with server time (:meth:`served`), of the same
+    request (same index ``spos``) the server-reported compute time in ``sbuf``, its queue time
+    in ``qbuf`` (-1: not reported) and the latency minus both in ``nbuf``.
 
-    __slots__ = ("buf", "kbuf", "kpos", "nbuf", "pos", "qbuf", "sbuf", "spos", "stats")
+    The buffers fold into the tally of the interval the loop is in (``window``, index
+    ``index``); :meth:`close` ends that interval: it is added to the loop's totals (``stats``)
+    and handed to ``windows`` (the client's box, :class:`~rpcmeter.runners.windows.Windows`),
+    if there is one."""
 
-    def __init__(self, stats: ThreadStats, server_time: bool, calls: Sequence[str] = ()) -> None:
+    __slots__ = (
+        "_late",
+        "_sent",
+        "buf",
+        "index",
+        "kbuf",
+        "kpos",
+        "nbuf",
+        "pos",
+        "qbuf",
+        "sbuf",
+        "spos",
+        "stats",
+        "ubuf",
+        "window",
+        "windows",
+    )
+
+    def __init__(
+        self,
+        stats: ThreadStats,
+        server_time: bool,
+        calls: Sequence[str] = (),
+        uncorrected: bool = False,
+        windows: Any = None,
+    ) -> None:
         self.stats = stats
         self.buf = array("q", bytes(8 * BUFFER))
+        self.ubuf = array("q", bytes(8 * BUFFER if uncorrected else 0))
         self.pos = 0
         size = 8 * BUFFER if server_time else 0
         self.sbuf = array("q", bytes(size))
         self.nbuf = array("q", bytes(size))
         self.qbuf = array("q", bytes(size))
         self.spos = 0
-        # a mix: the call of each latency in buf (same index), and each call's tally
+        # a mix: the call of each latency in buf (same index), and each call's tally (the
+        # case's, not its intervals')
         self.kbuf = array("B", bytes(BUFFER if calls else 0))
         self.kpos = 0
         if calls and not stats.calls:
             stats.calls = [CallTally(name) for name in calls]
+        # without a window box, the loop's totals are its one window
+        self.window: Tally = self.new_window() if windows is not None else stats
+        self.index = 0
+        self.windows = windows
+        self._sent = self._late = 0
+
+    def new_window(self) -> Window:
+        """A window with histograms for what this loop records only (the others the shared
+        :data:`UNUSED`): a window a second per loop allocates no more than it fills."""
+        timed = len(self.sbuf) > 0
+        return Window(
+            server_hist=Histogram() if timed else UNUSED,
+            net_hist=Histogram() if timed else UNUSED,
+            queue_hist=Histogram() if timed else UNUSED,
+            uhist=Histogram() if len(self.ubuf) else UNUSED,
+        )
 
     def served(self, latency: int, server: ServerTime) -> None:
         """Keep the server's times of a reply whose latency was ``latency`` (ns)."""
@@ -143,10 +224,13 @@ class Recorder:
         self.spos = s + 1
 
     def fold(self) -> None:
+        w = self.window
         if self.pos:
             latencies = np.frombuffer(self.buf, dtype=np.int64, count=self.pos)
-            self.stats.hist.record_array(latencies)
-            self.stats.ok += self.pos
+            w.hist.record_array(latencies)
+            if len(self.ubuf):
+                w.uhist.record_array(np.frombuffer(self.ubuf, dtype=np.int64, count=self.pos))
+            w.ok += self.pos
             if self.kpos:
                 assert self.kpos == self.pos, "one call per latency"
                 tags = np.frombuffer(self.kbuf, dtype=np.uint8, count=self.kpos)
@@ -157,15 +241,36 @@ class Recorder:
                 self.kpos = 0
             self.pos = 0
         if self.spos:
-            self.stats.server_hist.record_array(
-                np.frombuffer(self.sbuf, dtype=np.int64, count=self.spos)
-            )
-            self.stats.net_hist.record_array(
-                np.frombuffer(self.nbuf, dtype=np.int64, count=self.spos)
-            )
+            w.server_hist.record_array(np.frombuffer(self.sbuf, dtype=np.int64, count=self.spos))
+            w.net_hist.record_array(np.frombuffer(self.nbuf, dtype=np.int64, count=self.spos))
             queued = np.frombuffer(self.qbuf, dtype=np.int64, count=self.spos)
-            self.stats.queue_hist.record_array(queued[queued >= 0])
+            w.queue_hist.record_array(queued[queued >= 0])
             self.spos = 0
+
+    def close(self, index: int | None = None) -> None:
+        """End the current interval (what the buffers hold is not folded: it goes to the next
+        one) and start interval ``index`` (None: the loop is done)."""
+        w, stats, closing = self.window, self.stats, self.index
+        if index is not None:
+            self.index = index
+        if not isinstance(w, Window):  # no window box: the totals are the one window
+            return
+        w.sent, w.late = stats.sent - self._sent, stats.late - self._late
+        self._sent, self._late = stats.sent, stats.late
+        stats.add(w)
+        if self.windows is not None and (w.requests or w.sent):
+            self.windows.put(closing, w)
+        self.window = self.new_window()
+
+    def finish(self) -> None:
+        """Fold what the buffers hold and close the last interval: ``stats`` has it all."""
+        self.fold()
+        self.close()
+
+    def done(self) -> int:
+        """Requests answered or failed so far (the progress line's count)."""
+        w = self.window
+        return self.stats.requests + (w.requests if w is not self.stats else 0) + self.pos
 
     def error(self, exc: BaseException, fatal_types: tuple[type[BaseException], ...]) -> bool:
         """Count an error; True when it is fatal for this loop's connection."""
@@ -173,7 +278,8 @@ class Recorder:
         fatal = is_fatal(exc, fatal_types)
         if fatal and not isinstance(exc, OSError | EOFError) and not getattr(exc, "kind", None):
             kind = "connection_closed"  # a driver's own fatal type that names no kind
-        self.stats.errors[kind] = self.stats.errors.get(kind, 0) + 1
+        errors = self.window.errors
+        errors[kind] = errors.get(kind, 0) + 1
         self.stats.first_error.setdefault(kind, str(exc)[:200])
         if fatal:
             self.stats.fatal = (describe(exc) if kind == error_kind(exc) else f"{kind}: {exc}")[
@@ -262,11 +368,15 @@ class Gate:
     """The client's side of the start protocol: report ready (or why not), wait for the gate,
     then measure this process's CPU time until :meth:`finish`."""
 
-    def __init__(self, index: int, go: Any, conn: Any, driver: Driver) -> None:
+    def __init__(self, index: int, go: Any, conn: Any, driver: Driver, start: Any = None) -> None:
         self.index = index
         self.go = go
         self.conn = conn
         self.driver = driver
+        # ``start.value``: the case's start in ns since the epoch, set before the gate opens (0:
+        # when this client sees the gate open); ``base_ns``: that time on this client's clock
+        self.start = start
+        self.base_ns = 0
         self.usage0: Any = None
         self.counters0: dict[str, int] = {}
         self.sources: list[Callable[[], dict[str, int]]] = [driver.counters]
@@ -298,6 +408,13 @@ class Gate:
             self.conn.send(("ready",))
         self.go.wait()
         self.usage0 = resource.getrusage(resource.RUSAGE_SELF)
+        now, epoch = time.perf_counter_ns(), getattr(self.start, "value", 0) or 0
+        self.base_ns = now + (epoch - time.time_ns()) if epoch else now
+
+    def cpu_s(self) -> tuple[float, float]:
+        """User and system CPU seconds since the gate opened (a shipment's)."""
+        user, system, _ = self.cpu()
+        return user, system
 
     def counters(self) -> dict[str, int]:
         """The driver's counters (and the client's own) since the gate opened."""
@@ -316,8 +433,9 @@ class Gate:
         )
 
 
-# what a client's load returns: per-loop stats, and the open-loop schedule's totals (or None)
-LoadReport = tuple[list[ThreadStats], dict[str, float] | None]
+# what a client's load returns: per-loop stats, the open-loop schedule's totals (or None) and
+# the windows not shipped yet
+LoadReport = tuple[list[ThreadStats], dict[str, float] | None, dict[int, "Window"]]
 
 
 @dataclass
@@ -338,6 +456,59 @@ class ClientReport:
     max_rss_bytes: int = 0
     worker: str | None = None
     host: str | None = None
+    windows: dict[int, Window] = field(default_factory=dict)  # the windows not shipped yet
+
+
+@dataclass
+class Interval:
+    """A settled window of a case's time series as the result keeps it (windows ``first`` to
+    ``last`` merged, :mod:`rpcmeter.runners.windows`): where it runs (ns from the case's start),
+    its stage, its counts, its clients' CPU seconds, its latency summary (microseconds: the
+    keys of :data:`SUMMARY`) and its histogram, coarsened and encoded."""
+
+    first: int
+    last: int
+    start_ns: int
+    end_ns: int
+    stage: int | None
+    requests: int
+    ok: int
+    errors: dict[str, int]
+    sent: int
+    late: int
+    cpu_s: float
+    summary: dict[str, float]
+    histogram: dict[str, Any] | None
+
+    def decoded(self) -> Histogram:
+        return Histogram.from_dict(self.histogram) if self.histogram else Histogram()
+
+
+SUMMARY = ("mean_us", "p50_us", "p90_us", "p99_us", "p999_us", "max_us")
+
+
+@dataclass
+class StageTally:
+    """What a stage measured (or the whole series): its windows merged at full precision, its
+    clients' CPU seconds, and how many of its windows are settled."""
+
+    tally: Window = field(default_factory=Window)
+    cpu_user_s: float = 0.0
+    cpu_sys_s: float = 0.0
+    settled: int = 0
+
+
+@dataclass
+class Series:
+    """A case's figures over time (:class:`~rpcmeter.runners.windows.Timeline`): the clock its
+    windows were cut by, the settled intervals, each stage's tally, the stages measured whole
+    (every window settled) and the tally of every settled window."""
+
+    clock: WindowClock
+    intervals: list[Interval] = field(default_factory=list)
+    stages: dict[int, StageTally] = field(default_factory=dict)
+    finished: list[int] = field(default_factory=list)
+    total: StageTally = field(default_factory=StageTally)  # every settled window
 
 
 @dataclass
@@ -355,3 +526,14 @@ class LoadOutcome(Tally):
     incomplete: str | None = None  # why some clients' figures are missing (a lost worker)
     workers: list[model.Worker] = field(default_factory=list)  # per worker (cluster runs)
     connections: ConnectionCosts | None = None  # connect and handshake times (drivers that time)
+    series: Series | None = None  # the case over time, and its stages
+    interrupted: bool = False  # Ctrl-C: only what was settled by then
+
+
+class LoadInterrupted(KeyboardInterrupt):
+    """Ctrl-C while a load ran: ``outcome`` holds what was measured by then (its series; the
+    clients' totals are lost)."""
+
+    def __init__(self, outcome: LoadOutcome) -> None:
+        super().__init__()
+        self.outcome = outcome
