@@ -155,6 +155,7 @@ OPEN, HALF_CLOSED_LOCAL, CLOSED = (
 # and plain ints quickly, while an IntEnum member or a larger int (the 31-bit stream id limit,
 # 2**31 streams) takes the generic, several times slower, route.
 DATA_KIND, HEADERS_KIND = int(DATA), int(HEADERS)
+HEADERS_ENDING = END_HEADERS | END_STREAM
 COMPACT_MAX = (1 << 30) - 1
 # more streams than can ever be open at once (2**30 client stream ids in all): a peer's larger
 # MAX_CONCURRENT_STREAMS, or none, means no limit
@@ -381,9 +382,9 @@ class H2Connection:
         inline: bool = True,
     ) -> None:
         self.cache_blocks = cache_blocks  # distinct header blocks remembered (0: none)
-        # the usual frames of replies handled in receive's loop (False: every frame by the
-        # handler of its type, the reference the tests hold the loop's handling to)
-        self.inline = inline
+        # the frame types whose usual frames receive's loop handles itself (-1: none; every
+        # frame goes to the handler of its type, the reference the tests hold the loop to)
+        self.inline = (DATA_KIND, HEADERS_KIND) if inline else (-1, -1)
         self.view = view
         self.listener = listener
         self.out: list[bytes] = []
@@ -668,7 +669,7 @@ class H2Connection:
         streams = self.streams
         cache = self.cache
         replayer = self.replayer
-        data_kind, headers_kind = (DATA_KIND, HEADERS_KIND) if self.inline else (-1, -1)
+        data_kind, headers_kind = self.inline
         while n - pos >= HEAD_LEN:
             hi, lo, kind, flags, sid = unpack(data, pos)
             length = hi << 8 | lo
@@ -718,29 +719,33 @@ class H2Connection:
                         return
                     pos = end
                     continue
-            elif (
-                kind == headers_kind
-                and flags | END_STREAM == END_HEADERS | END_STREAM  # no padding, no priority
-                and (
-                    replayer is None
-                    or replayer.recorded is None
-                    or length != replayer.recorded.first_len
-                )
-            ):
+            elif kind == headers_kind and END_HEADERS <= flags <= HEADERS_ENDING:
+                # (END_HEADERS, END_STREAM or not: no padding, no priority) first what the
+                # replay layer's handler does first
+                recorded = replayer.recorded if replayer is not None else None
+                if recorded is not None and length == recorded.first_len:
+                    assert replayer is not None
+                    stop = replayer.replay(self, data, pos, recorded)
+                    if stop != pos:
+                        pos = stop
+                        if self.closed is not None:
+                            return
+                        continue
                 view = cache.get(data[pos + HEAD_LEN : end])
                 stream = streams.get(sid)
+                ends = flags == HEADERS_ENDING
                 if (
                     view is not None
                     and stream is not None
                     and stream.on_headers is None
                     and view is not INFORMATIONAL
-                    and (stream.headers is None or flags & END_STREAM)
+                    and (stream.headers is None or ends)
                 ):
                     if stream.headers is None:
                         stream.headers = view
                     else:
                         stream.trailers = view
-                    if flags & END_STREAM:
+                    if ends:
                         del streams[sid]  # _end
                         stream.state = CLOSED
                         self.replies_owed = 0
@@ -753,6 +758,10 @@ class H2Connection:
                             return
                     pos = end
                     continue
+                pos = self._on_headers(data, pos, end, flags, sid & MAX_STREAM_ID)  # replay tried
+                if self.closed is not None:
+                    return
+                continue
             pos = handlers[kind](data, pos, end, flags, sid & MAX_STREAM_ID)
             if self.closed is not None:
                 return
