@@ -723,7 +723,13 @@ class H2Connection:
                 # (END_HEADERS, END_STREAM or not: no padding, no priority) first what the
                 # replay layer's handler does first
                 recorded = replayer.recorded if replayer is not None else None
-                if recorded is not None and length == recorded.first_len:
+                # (a recorded reply longer than the rest of the read cannot be it: not tried,
+                # nor counted as a miss, where a fast server's replies come a read apiece)
+                if (
+                    recorded is not None
+                    and length == recorded.first_len
+                    and n - pos >= recorded.size
+                ):
                     assert replayer is not None
                     stop = replayer.replay(self, data, pos, recorded)
                     if stop != pos:
