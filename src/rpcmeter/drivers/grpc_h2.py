@@ -214,11 +214,17 @@ class GrpcH2Client(H2Client):
     def check_end(self, stream: H2Stream) -> None:
         """Every check of a finished call (see the module doc)."""
         done: Done = stream.user
-        failure = self.status_error(stream)
-        if failure is not None:
-            done(None, failure)
+        head: GrpcView | None = stream.headers
+        meta: GrpcView | None = stream.trailers or head
+        if (  # what status_error passes, without the call; it names any failure
+            stream.error is not None
+            or head is None
+            or meta is None
+            or head.http_status != 200
+            or meta.grpc_status != 0
+        ):
+            done(None, self.status_error(stream))
             return
-        meta: GrpcView = stream.trailers or stream.headers
         n = stream.received
         chunks = stream.chunks
         first = chunks[0] if chunks else b""
