@@ -689,6 +689,7 @@ class H2Connection:
             # The frames of every reply, handled here without a call when nothing is unusual
             # (what _on_data and _on_headers + _header_block do for them; anything else, and
             # every error, goes to the handler of its type, which then does it all).
+            handler: Handler | None = None
             if kind == data_kind and flags <= END_STREAM:  # no padding
                 stream = streams.get(sid)
                 if stream is not None and stream.on_data is None and self.recv_window >= length:
@@ -699,26 +700,20 @@ class H2Connection:
                         chunks.append(data[pos + HEAD_LEN : end])
                     else:
                         stream.chunks = [data[pos + HEAD_LEN : end]]
-                    if flags:
-                        if replayer is not None and replayer.recorded is None:
-                            replayer.ended(self, data, end, sid)
-                        del streams[sid]  # _end
-                        stream.state = CLOSED
-                        self.replies_owed = 0
-                        stream.on_end(stream)
-                        if self.waiting:
-                            self._next_waiting()
-                    else:
+                    if not flags:
                         consumed = stream.consumed + length
                         stream.consumed = consumed
                         if consumed > self.window >> 1:
                             self._stream_window(stream)
-                    if self.recv_window < self.window >> 1:
-                        self._window_update()
-                    if self.closed is not None:
-                        return
-                    pos = end
-                    continue
+                        if self.recv_window < self.window >> 1:
+                            self._window_update()
+                        if self.closed is not None:
+                            return
+                        pos = end
+                        continue
+                    # END_STREAM: the stream ends, below
+                else:
+                    handler = handlers[kind]
             elif kind == headers_kind and END_HEADERS <= flags <= HEADERS_ENDING:
                 # (END_HEADERS, END_STREAM or not: no padding, no priority) first what the
                 # replay layer's handler does first
@@ -751,26 +746,34 @@ class H2Connection:
                         stream.headers = view
                     else:
                         stream.trailers = view
-                    if ends:
-                        del streams[sid]  # _end
-                        stream.state = CLOSED
-                        self.replies_owed = 0
-                        stream.on_end(stream)
-                        if self.waiting:
-                            self._next_waiting()
-                        if replayer is not None and replayer.recorded is None:
-                            replayer.ended(self, data, end, sid)
-                        if self.closed is not None:
-                            return
-                    pos = end
-                    continue
-                pos = self._on_headers(data, pos, end, flags, sid & MAX_STREAM_ID)  # replay tried
+                    if not ends:
+                        pos = end
+                        continue
+                    # trailers (or a trailers-only reply): the stream ends, below
+                else:
+                    handler = self._on_headers  # (the replay was tried)
+            else:
+                handler = handlers[kind]
+            if handler is not None:
+                pos = handler(data, pos, end, flags, sid & MAX_STREAM_ID)
                 if self.closed is not None:
                     return
                 continue
-            pos = handlers[kind](data, pos, end, flags, sid & MAX_STREAM_ID)
+            # the frame above ended its stream (_end), and the replay layer hears of it
+            assert stream is not None
+            del streams[sid]
+            stream.state = CLOSED
+            self.replies_owed = 0
+            stream.on_end(stream)
+            if self.waiting:
+                self._next_waiting()
+            if replayer is not None and replayer.recorded is None:
+                replayer.ended(self, data, end, sid)
+            if kind == data_kind and self.recv_window < self.window >> 1:
+                self._window_update()
             if self.closed is not None:
                 return
+            pos = end
         if pos < n:
             self.buf = data[pos:]
 
