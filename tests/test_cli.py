@@ -98,9 +98,12 @@ def test_demo_with_output_document(tmp_path: Path) -> None:
         assert case["histogram"]["count"] == case["ok"]
 
 
+GO_EXAMPLES = ("grpc-fast-server.toml", "grpc-routeguide.toml", "grpc-unique-requests.toml")
+
+
 @pytest.mark.parametrize("example", sorted(p.name for p in (ROOT / "examples").glob("*.toml")))
 def test_every_example_runs_quick(example: str, tmp_path: Path) -> None:
-    if example in ("grpc-fast-server.toml", "grpc-routeguide.toml") and shutil.which("go") is None:
+    if example in GO_EXAMPLES and shutil.which("go") is None:
         pytest.skip("its server is built with Go")
     proc = rpcmeter(
         "run",

@@ -51,6 +51,29 @@ class Cell:
             out.extend(values_at(case, metric.split(".")))
         return out
 
+    def call_names(self) -> list[str]:
+        """The calls of a mix (``kind = "mix"``), in the order its cases list them."""
+        return list(dict.fromkeys(c.name for case in self.ok_cases for c in case.calls or []))
+
+    def call_values(self, name: str, metric: str) -> list[float]:
+        """Per-repetition values of call ``name``'s metric (``latency.mean_us``,
+        ``throughput_rps``, ``share``, ...)."""
+        out: list[float] = []
+        for case in self.ok_cases:
+            for call in case.calls or []:
+                if call.name == name:
+                    out.extend(values_at(call, metric.split(".")))
+        return out
+
+    def call_hist(self, name: str) -> Histogram:
+        """Call ``name``'s latency histogram merged over repetitions."""
+        return Histogram.merged(
+            call.latency_histogram()
+            for case in self.ok_cases
+            for call in case.calls or []
+            if call.name == name
+        )
+
     def mean(self, metric: str) -> float:
         vals = self.values(metric)
         return statistics.fmean(vals) if vals else math.nan

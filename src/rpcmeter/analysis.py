@@ -17,6 +17,10 @@ values of every run: wall time, CPU; :func:`metric_values`):
   are always these words; tables show them through :func:`verdict_word`, which makes a CPU
   metric's ``faster``/``slower`` read ``less``/``more``.
 
+A mix of calls (``kind = "mix"``) is compared as a whole and call by call: a row with ``call``
+set compares that call's latency and requests/s (:data:`CALL_METRICS`, from ``cases[].calls``);
+the geometric means of the summary rest on the whole cases' rows.
+
 Two uses share one mechanism (:func:`compare_pairs`): variants of one run against the run's
 baseline variant (:func:`compare_variants`, stored in the result as ``comparisons``) and the cases
 of one run against the same cases of another (:func:`compare_runs`). Both are pure functions of
@@ -40,7 +44,7 @@ from __future__ import annotations
 import math
 import statistics
 import zlib
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -63,12 +67,14 @@ class _Frozen(BaseModel):
 
 
 class _Cell(_Frozen):
-    """Which cell a row compares: workload, matrix point, compared variant and its baseline."""
+    """Which cell a row compares: workload, matrix point, compared variant and its baseline,
+    and for one call of a mix, its name (None: the whole case)."""
 
     workload: str
     point: dict[str, JsonValue]
     variant: str
     baseline: str
+    call: str | None = None
 
 
 class Stats(_Frozen):
@@ -122,8 +128,12 @@ class Comparison(_Frozen):
 
     def to_json(self) -> Json:
         """The comparison document, as the result's ``comparisons`` and ``compare --format
-        json`` write it."""
-        return self.model_dump(mode="json")
+        json`` write it (a row's ``call`` only where it compares one call of a mix)."""
+        doc: Json = self.model_dump(mode="json")
+        for row in doc["rows"]:  # type: ignore[union-attr]
+            if isinstance(row, dict) and row.get("call") is None:
+                row.pop("call", None)
+        return doc
 
 
 @dataclass(frozen=True)
@@ -166,6 +176,8 @@ METRICS: tuple[Metric, ...] = (
     Metric("sys_cpu", "command.sys_s", "system CPU per run", "sys s", "s", words=CPU_WORDS),
 )
 METRIC_BY_NAME = {m.name: m for m in METRICS}
+# compared for each call of a mix (paths in ``cases[].calls[]``)
+CALL_METRICS = tuple(m for m in METRICS if m.name in ("mean", "p50", "p99", "throughput"))
 
 
 def verdict_word(metric_name: str, verdict: str) -> str:
@@ -430,17 +442,18 @@ def compare_pairs(
     """The comparison of ``pairs`` (see the module docstring)."""
     rows: list[ComparisonRow] = []
     for pair in pairs:
-        for m in METRICS:
-            base_vals, vals = metric_values(pair.base, m), metric_values(pair.other, m)
+        for call, m, base_vals, vals in _compared(pair):
             if not base_vals or not vals:
                 continue  # metric not measured (e.g. no CPU figures)
-            seed = _seed(pair.workload, pair.point, pair.variant, m.name)
+            parts = (m.name,) if call is None else (call, m.name)
+            seed = _seed(pair.workload, pair.point, pair.variant, *parts)
             rows.append(
                 ComparisonRow(
                     workload=pair.workload,
                     point=dict(pair.point),
                     variant=pair.variant,
                     baseline=pair.base.variant,
+                    call=call,
                     **compare_values(base_vals, vals, m, seed).model_dump(),
                 )
             )
@@ -457,11 +470,28 @@ def compare_pairs(
     )
 
 
+def _compared(pair: Pair) -> Iterator[tuple[str | None, Metric, list[float], list[float]]]:
+    """What a pair compares: each metric of the whole cells (call None), then, for a mix, each
+    call's (:data:`CALL_METRICS`) where both sides have replies of it; with the values of each
+    side."""
+    for m in METRICS:
+        yield None, m, metric_values(pair.base, m), metric_values(pair.other, m)
+    base, other = pair.base, pair.other
+    for call in base.call_names():
+        oks = base.call_values(call, "ok") + other.call_values(call, "ok")
+        if not base.call_values(call, "ok") or not other.call_values(call, "ok") or min(oks) <= 0:
+            continue
+        for m in CALL_METRICS:
+            yield call, m, base.call_values(call, m.path), other.call_values(call, m.path)
+
+
 def summarize(rows: Sequence[ComparisonRow]) -> list[SummaryRow]:
-    """Per variant and metric: geometric mean of the ratios across cases and verdict counts."""
+    """Per variant and metric: geometric mean of the ratios across cases and verdict counts
+    (whole cases: a mix's calls apart are not counted again)."""
     groups: dict[tuple[str, str], list[ComparisonRow]] = {}
     for row in rows:
-        groups.setdefault((row.variant, row.metric), []).append(row)
+        if row.call is None:
+            groups.setdefault((row.variant, row.metric), []).append(row)
     out = []
     for (variant, name), group in groups.items():
         counts = {v: sum(1 for r in group if r.verdict == v) for v in VERDICTS}
@@ -486,6 +516,8 @@ def row_label(row: ComparisonRow) -> str:
     parts = [row.workload]
     if row.point:
         parts.append(point_label(row.point))
+    if row.call is not None:
+        parts.append(f"call {row.call}")
     parts.append(row.variant)
     return " · ".join(parts)
 

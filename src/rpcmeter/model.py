@@ -253,6 +253,24 @@ class Connections(Part):
         return parts.get(part)
 
 
+class CallStats(Part):
+    """One call of a mix (``kind = "mix"``): its requests, errors, share of the case's
+    requests, requests/s and latency, merged exactly over clients and workers."""
+
+    name: str = ""
+    requests: int = 0
+    ok: int = 0
+    errors: dict[str, int] = {}
+    error_samples: dict[str, str] = {}
+    share: float | None = None  # of the case's requests
+    throughput_rps: float | None = None
+    latency: Latency | None = None
+    histogram: HistogramField | None = None
+
+    def latency_histogram(self) -> Histogram:
+        return self.histogram if self.histogram is not None else Histogram()
+
+
 class Client(Part):
     """One load process: its requests and its own CPU and memory."""
 
@@ -416,6 +434,7 @@ class Case(Part):
     network_rtt_us: Stats | None = None  # TCP handshakes before and after (metrics.network_rtt)
     counters: dict[str, int] | None = None
     stream: Stream | None = None
+    calls: list[CallStats] | None = None  # a mix's calls, each apart (kind "mix")
     connections: Connections | None = None
     clients: list[Client] = []
     workers: list[Worker] | None = None

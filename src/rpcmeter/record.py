@@ -117,6 +117,8 @@ class CaseRecord:
             f["histogram"] = outcome.hist
         if outcome.schedule is not None:
             self._open_loop(outcome)
+        if outcome.calls:
+            f["calls"] = calls_of(outcome, f["throughput_rps"])
         if outcome.server_hist.count:
             f["server_time"] = model.ServerTime.of(outcome.server_hist)
         if outcome.counters and outcome.requests:
@@ -400,6 +402,26 @@ class CaseRecord:
         if f.get("stream") is not None:
             f["stream"] = stream_with_cpu(f["stream"], f["cpu"])
         return model.Case(**f)
+
+
+def calls_of(outcome: LoadOutcome, throughput_rps: float) -> list[model.CallStats]:
+    """Each call of a mix apart: its requests/s are its part of the case's (by replies ok)."""
+    out = []
+    for call in outcome.calls:
+        out.append(
+            model.CallStats(
+                name=call.name,
+                requests=call.requests,
+                ok=call.ok,
+                errors=dict(sorted(call.errors.items())),
+                error_samples=call.first_error,
+                share=call.requests / outcome.requests if outcome.requests else None,
+                throughput_rps=throughput_rps * call.ok / outcome.ok if outcome.ok else 0.0,
+                latency=model.Latency.of(call.hist) if call.hist.count else None,
+                histogram=call.hist if call.hist.count else None,
+            )
+        )
+    return out
 
 
 def load_spread(workers: list[model.Worker]) -> model.Spread:

@@ -54,6 +54,10 @@ A case::
      "breakdown": {"rtt_us", "queue_us", "server_us", "overhead_us": {"mean", "stdev", "p50",
                    "p99", ...}, "rtt_requests", "rtt_loops"}
                   (optional: suites with [breakdown]; see rpcmeter.breakdown),
+     "calls": [{"name", "requests", "ok", "errors", "error_samples", "share",
+                "throughput_rps", "latency", "histogram"}]
+              (a mix of calls, kind = "mix": each call apart, merged over clients and
+               workers; its requests/s its part of the case's),
      "counters": {name: total} (optional: the driver's own totals over the measured requests,
                  e.g. bytes_out, bytes_in, would_block_ns; and the clients' polls when they
                  spun, load.wait = "spin"),

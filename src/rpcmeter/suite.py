@@ -234,6 +234,8 @@ def _validation_message(where: str, exc: ValidationError) -> str:
     got = err.get("input")
     shown = "" if err["type"] in ("missing",) or isinstance(got, dict) else f" (got {got!r})"
     more = f" (+{exc.error_count() - 1} more)" if exc.error_count() > 1 else ""
+    if loc == "(top level)" and err["type"] == "value_error":  # a check of the whole table
+        return f"{where}: {msg}{shown}{more}"
     return f"{where}: {loc}: {msg}{shown}{more}"
 
 

@@ -96,6 +96,8 @@ class Options(TypedDict, total=False):
     stall_every_s: Annotated[float, Field(gt=0, strict=True)]
     spin_us: Amount  # rpyc server
     sleep_us: Amount  # zmq client (recv = "poll")
+    kv_capacity: Positive  # http server: keys its key/value store holds
+    kv_miss_us: Amount  # http server: CPU a miss of its key/value store costs
 
 
 class ServerSpec(_Model):

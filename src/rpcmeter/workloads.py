@@ -31,6 +31,12 @@ Kinds:
   ``request_bytes`` long, replies ``reply_bytes``.
 - ``command``: one run of a whole command (driver ``command``); its parameters fill the command
   line's ``{name}`` placeholders.
+- ``mix``: a weighted mix of requests (drivers ``http`` and ``grpc``): ``calls`` is a list of
+  tables, each a whole request of the driver's (HTTP: ``method``, ``path``, ``headers``,
+  ``body``; gRPC: ``call``, ``data``, ``metadata``, ``expect``; either: ``data_file``) with a
+  ``name`` and a ``weight``; each loop draws every request's call by weight from a generator
+  seeded from the suite's seed (:mod:`rpcmeter.protocols.request_data`), and the result keeps
+  each call's figures apart (``cases[].calls``).
 """
 
 from __future__ import annotations
@@ -196,6 +202,51 @@ class CommandParams(WorkloadParams):
         return dict(self.values)
 
 
+@dataclasses.dataclass(frozen=True)
+class MixParams(WorkloadParams):
+    """A weighted mix of calls (see the module doc): what each call's table holds beyond
+    ``name`` and ``weight`` is the driver's to check."""
+
+    kind: ClassVar[str] = "mix"
+    calls: tuple[dict[str, Any], ...] = ()
+
+    def __post_init__(self) -> None:
+        if not self.calls:
+            raise ValueError(
+                "calls: a mix needs at least one call: calls = [{ name = ..., weight = ..., ... }]"
+            )
+        seen: set[str] = set()
+        for i, call in enumerate(self.calls):
+            name = self.name_of(i)
+            w = call.get("weight", 1)
+            if isinstance(w, bool) or not isinstance(w, int | float) or not w > 0:
+                raise ValueError(
+                    f"calls[{i}].weight: must be a number above 0 (got {w!r}, call {name!r})"
+                )
+            if not isinstance(call.get("name", ""), str) or not name.strip():
+                raise ValueError(f"calls[{i}].name: expected a non-empty string")
+            if name in seen:
+                raise ValueError(f"calls[{i}].name: {name!r} names two calls")
+            seen.add(name)
+
+    def model_dump(self) -> dict[str, Any]:
+        return {"calls": [dict(c) for c in self.calls]}
+
+    def name_of(self, i: int) -> str:
+        """Call ``i``'s name (``call1``, ``call2``, ... when it has none)."""
+        return str(self.calls[i].get("name", f"call{i + 1}"))
+
+    def names(self) -> list[str]:
+        return [self.name_of(i) for i in range(len(self.calls))]
+
+    def weights(self) -> list[float]:
+        return [float(c.get("weight", 1)) for c in self.calls]
+
+    def requests(self) -> list[dict[str, Any]]:
+        """Each call's request keys (its table without ``name`` and ``weight``)."""
+        return [{k: v for k, v in c.items() if k not in ("name", "weight")} for c in self.calls]
+
+
 KINDS: dict[str, type[WorkloadParams]] = {
     cls.kind: cls
     for cls in (
@@ -210,6 +261,7 @@ KINDS: dict[str, type[WorkloadParams]] = {
         FactorialParams,
         StreamParams,
         CommandParams,
+        MixParams,
     )
 }
 
@@ -225,6 +277,7 @@ WorkloadKind = Literal[
     "factorial",
     "stream",
     "command",
+    "mix",
 ]
 
 

@@ -255,7 +255,7 @@ warmup = 0
         (
             f'proto = "{ROUTE_GUIDE}", call = "routeguide.RouteGuide/GetFeature", '
             'data_file = "bad.proto"',
-            "variants.v: options.data_file: bad.proto is not JSON: Expecting value: line 1",
+            "variants.v: options.data_file: bad.proto:1: not JSON: Expecting value (column 1)",
         ),
         ('protoset = "x", import_paths = ["."], call = "a.B/C"', "import_paths: only with proto"),
     ],

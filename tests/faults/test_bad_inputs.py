@@ -109,6 +109,68 @@ SUITES: dict[str, tuple[bytes, str]] = {
     ),
 }
 
+KITCHEN = Path(__file__).resolve().parents[1] / "support" / "protos" / "kitchen.proto"
+
+
+def http_options(text: str) -> bytes:
+    """The good suite with ``text`` added to its ``[target.options]``."""
+    return (GOOD + f"[target.options]\n{text}").encode()
+
+
+def mix(calls: str) -> bytes:
+    """The good suite with a mix workload of ``calls``."""
+    return (GOOD + f'[workloads.m]\nkind = "mix"\ncalls = {calls}\n').encode()
+
+
+# requests that vary (templates, data files, mixes)
+SUITES.update(
+    {
+        "unknown_placeholder": (
+            http_options('path = "/kv/{{request_nr}}"\n'),
+            "options.path: unknown placeholder {{request_nr}} in '/kv/{{request_nr}}' (did you "
+            "mean {{request_number}}?",
+        ),
+        "unbalanced_placeholder": (
+            http_options('body = "n={{request_number"\n'),
+            "options.body: unbalanced {{ at character 3 of 'n={{request_number'",
+        ),
+        "placeholder_in_method": (
+            http_options('method = "{{uuid}}"\n'),
+            "options.method: a method cannot take a placeholder",
+        ),
+        "placeholder_in_enum": (
+            (
+                GOOD.replace('"http"', '"grpc"')
+                + '[target.server]\ncommand = "x {port}"\n[target.options]\n'
+                + f'proto = "{KITCHEN}"\ncall = "kitchen.Kitchen/Echo"\n'
+                + 'data = { default_size = "{{client}}" }\n'
+            ).encode(),
+            "options.data.default_size: a field of type enum kitchen.Size",
+        ),
+        "weight_zero": (
+            mix('[{ name = "a", weight = 0, path = "/noop" }]'),
+            "workloads.m.calls[0].weight: must be a number above 0 (got 0, call 'a')",
+        ),
+        "weight_negative": (
+            mix('[{ name = "a", path = "/noop" }, { name = "b", weight = -2, path = "/noop" }]'),
+            "workloads.m.calls[1].weight: must be a number above 0 (got -2",
+        ),
+        "mix_without_calls": (mix("[]"), "workloads.m.calls: a mix needs at least one call"),
+        "data_file_missing": (
+            http_options('data_file = "missing.jsonl"\n'),
+            "options.data_file: no such file missing.jsonl",
+        ),
+        "data_file_empty": (
+            http_options('data_file = "empty.jsonl"\n'),
+            "options.data_file: empty.jsonl is empty",
+        ),
+        "data_file_bad_line": (
+            http_options('data_file = "bad.jsonl"\n'),
+            "options.data_file: bad.jsonl:2: not JSON",
+        ),
+    }
+)
+
 # name -> (run arguments after the suite, what the error names)
 ARGUMENTS: dict[str, tuple[list[str], str]] = {
     "set_without_value": (["--set", "load.requests"], "expected KEY=VALUE"),
@@ -135,6 +197,8 @@ ARGUMENTS: dict[str, tuple[list[str], str]] = {
 @pytest.fixture
 def suite_dir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     (tmp_path / "brokendriver.py").write_text("raise RuntimeError('broken at import')\n")
+    (tmp_path / "empty.jsonl").write_text("\n")
+    (tmp_path / "bad.jsonl").write_text('{"path": "/noop"}\n{"path": \n')
     monkeypatch.syspath_prepend(str(tmp_path))
     monkeypatch.chdir(tmp_path)
     return tmp_path

@@ -40,6 +40,7 @@ from rpcmeter.runners.spec import LoadSpec, Pacing
 from rpcmeter.servers.process import ServerProcess, new_endpoint
 from rpcmeter.suite import build_suite
 from rpcmeter.workloads import parse_params
+from tests.support import kv
 from tests.support.load import spec_and_hooks
 from tests.support.marks import timing_sensitive
 from tests.support.synthetic import completed
@@ -167,6 +168,29 @@ def test_execute_dispatches_to_the_cluster(cluster: LoadCluster, server: Endpoin
     )
     assert f"load spread over {WORKERS} Dask workers" in lines[0]
     assert f"worst {spread.min_max_ratio:.2f}" in lines[0] and "clients" not in lines[0]
+
+
+def test_request_numbers_exactly_once_across_workers(cluster: LoadCluster) -> None:
+    """4 clients of 8 loops spread over the Dask workers: every request (warmup included)
+    stores the key of its ``{{request_number}}``; the store holds one key per request sent."""
+    with kv.kv_server() as ep:
+        suite = build_suite(
+            {
+                "target": {
+                    "driver": "http",
+                    "address": f"127.0.0.1:{ep.port}",
+                    "options": {"method": "PUT", "path": "/kv/{{request_number}}", "body": "x"},
+                },
+                "workloads": {"put": {"kind": "noop"}},
+                "load": {"clients": 4, "concurrency": 8, "requests": 20, "warmup": 2},
+            }
+        )
+        plans = plan_variants(suite, placement.Cpus(None, None))
+        recorded = Bench(suite, RunOptions(), plans, cluster=cluster).run_case(expand(suite)[0])
+        assert recorded.status == "ok", recorded.reason
+        assert recorded.requests == 4 * 8 * 20
+        assert len({w.worker for w in recorded.workers or []}) == WORKERS
+        assert kv.tally(ep)["keys"] == kv.tally(ep)["puts"] == 4 * 8 * 22
 
 
 def test_open_loop_paces_each_client_share(cluster: LoadCluster, server: Endpoint) -> None:

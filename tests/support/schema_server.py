@@ -7,7 +7,9 @@ service, ``benchmarks/greeter/route_guide.proto``) and ``kitchen.Kitchen``
 prints ``listening PORT`` once it serves; with ``--reflection`` it also serves grpcio's server
 reflection (``grpc.reflection.v1alpha`` only, as grpcio-reflection does); with ``--api-key K``
 every call (reflection's too) without the metadata ``x-api-key: K`` is refused
-(``UNAUTHENTICATED``). It stops on SIGTERM.
+(``UNAUTHENTICATED``). With ``--record FILE`` it writes, when it stops, what every
+``GetFeature`` call carried (its point's latitude and its ``x-request-id`` metadata) as JSON
+lines. It stops on SIGTERM.
 
 RouteGuide: ``GetFeature`` answers the feature at a point (an unnamed one where there is none),
 ``ListFeatures`` streams the features inside a rectangle, ``RecordRoute`` sums up a stream of
@@ -80,8 +82,13 @@ def serve(args: argparse.Namespace) -> int:
         for f in json.loads(FEATURES.read_text())
     ]
 
+    seen: list[tuple[int, str]] = []  # --record: each GetFeature's latitude and x-request-id
+
     class RouteGuide(rg_grpc.RouteGuideServicer):  # type: ignore[misc, name-defined]
         def GetFeature(self, point: Any, context: Any) -> Any:
+            if args.record:
+                meta = dict(context.invocation_metadata())
+                seen.append((point.latitude, str(meta.get("x-request-id", ""))))
             for feature in db:
                 if feature.location == point:
                     return feature
@@ -159,6 +166,9 @@ def serve(args: argparse.Namespace) -> int:
     print(f"listening {port}", flush=True)
     stop.wait()
     server.stop(grace=None)
+    if args.record:
+        lines = [json.dumps({"latitude": lat, "request_id": rid}) for lat, rid in list(seen)]
+        Path(args.record).write_text("".join(f"{ln}\n" for ln in lines))
     return 0
 
 
@@ -170,6 +180,7 @@ def main() -> int:
     parser.add_argument("--cert", help="TLS: the certificate chain (PEM)")
     parser.add_argument("--key", help="TLS: the private key (PEM)")
     parser.add_argument("--api-key", help="refuse calls without this x-api-key metadata")
+    parser.add_argument("--record", help="write what every GetFeature call carried here")
     return serve(parser.parse_args())
 
 

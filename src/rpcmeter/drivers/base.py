@@ -87,6 +87,7 @@ class DriverContext:
     validate: bool = False
     seed: int = 0
     client_index: int = 0
+    clients: int = 1  # client processes in the case (request numbers: rpcmeter.drivers.varying)
     threads: int = 1  # concurrent closed loops in this client (load.concurrency or load.threads)
     connections: int = 1  # connections this client opens; loops share them round-robin
     reuse: bool = True  # False: a new connection for every request (load.reuse)

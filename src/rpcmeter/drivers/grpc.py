@@ -82,8 +82,17 @@ from rpcmeter.drivers.base import (
 )
 from rpcmeter.drivers.grpc_calls import SCHEMA_OPTIONS
 from rpcmeter.drivers.grpc_h2 import GrpcH2Client
+from rpcmeter.drivers.grpc_plan import (
+    GrpcEntry,
+    PlanCall,
+    fixed_headers,
+    grpc_plan,
+    h2_channels,
+    plan_checks,
+)
 from rpcmeter.drivers.grpc_stream import MAX_MESSAGE_BYTES, GrpcStreamH2
 from rpcmeter.drivers.stream import ExactReply
+from rpcmeter.drivers.varying import LoopState, MixChannel, Plan, loop_of
 from rpcmeter.errors import SuiteError
 from rpcmeter.metrics.connections import ConnectionCosts
 from rpcmeter.protocols.bodies import (
@@ -96,7 +105,7 @@ from rpcmeter.protocols.bodies import (
 from rpcmeter.protocols.grpc import method_path, stream_method_path
 from rpcmeter.protocols.grpc_schema import PreparedCall
 from rpcmeter.tls import ClientTls
-from rpcmeter.workloads import StreamParams
+from rpcmeter.workloads import MixParams, StreamParams
 
 if TYPE_CHECKING:
     from rpcmeter.endpoints import Endpoint
@@ -169,7 +178,7 @@ class GrpcCommon(Driver):
 
     name: ClassVar[str] = "grpc"
     transports: ClassVar[tuple[str, ...]] = ("tcp", "unix")
-    workloads: ClassVar[frozenset[str]] = frozenset({*KINDS, "stream"})
+    workloads: ClassVar[frozenset[str]] = frozenset({*KINDS, "stream", "mix"})
     builtin_server: ClassVar[str | None] = "rpcmeter.servers.grpc_server"
     reports_server_time: ClassVar[bool] = True
     packages: ClassVar[tuple[str, ...]] = ("grpcio", "hpack", "uvloop", "protobuf")
@@ -233,6 +242,8 @@ class GrpcCommon(Driver):
         self.check: ReplyCheck | None
         if call is not None:  # a call named from a schema: its request and its expect
             self.request, self.path, self.check = call.request, call.path, call.reply_check()
+        elif isinstance(w, MixParams):  # its calls' own (grpc_plan)
+            self.request, self.path, self.check = b"", "", None
         else:
             self.request, expect = bodies_from_options(opts, w)
             self.check = ExactReply(expect) if expect is not None and ctx.validate else None
@@ -245,6 +256,10 @@ class GrpcCommon(Driver):
         timeout = opts.get("call_timeout_s")
         self.timeout = float(timeout) if timeout is not None else None
         self.connect_timeout_s = float(opts.get("connect_timeout_s", 10.0))
+        # the requests when they vary (templates, a data file, a mix; None: one fixed request)
+        self.plan: Plan[GrpcEntry] | None = None
+        if self.stream is None:
+            self.plan = grpc_plan(ctx, call, self.path, self.request, self.metadata)
 
     def schema_call(self) -> PreparedCall | None:
         """The call the run prepared (a schema's), or one compiled here from the options of a
@@ -254,7 +269,7 @@ class GrpcCommon(Driver):
             return prepared
         opts = self.ctx.options
         source = grpc_calls.source_of(opts)
-        if source is None:
+        if source is None or opts.get("call") is None:  # none, or a mix's (its calls' own)
             return None
         if source == "reflection":
             raise SuiteError("options.reflection: the run asks the server before the cases")
@@ -270,8 +285,12 @@ class GrpcDriver(GrpcCommon, EventDriver):
     def __init__(self, ctx: DriverContext) -> None:
         super().__init__(ctx)
         self.h2: GrpcH2Client | None = None
+        self.plan_calls: list[PlanCall] = []
 
     async def open(self) -> None:
+        if self.plan is not None:
+            await self.open_plan(self.plan)
+            return
         args = (
             self.ctx,
             self.path,
@@ -288,8 +307,36 @@ class GrpcDriver(GrpcCommon, EventDriver):
             self.h2 = GrpcH2Client(*args)
         await self.h2.open(self.connect_timeout_s)
 
+    async def open_plan(self, plan: Plan[GrpcEntry]) -> None:
+        """A :class:`PlanCall` for each call of the plan, on the first one's connections."""
+        for k, call in enumerate(plan.calls):
+            entry = call.entries[0]
+            check, templated = plan_checks(entry, self.check)
+            client = PlanCall(
+                self.ctx,
+                entry.path,
+                b"",
+                check,
+                fixed_headers(entry.metadata),
+                self.timeout,
+                error_for,
+                GrpcUnavailable,
+                templated=templated,
+            )
+            if k == 0:
+                await client.open(self.connect_timeout_s)
+                self.h2 = client
+            else:
+                assert self.h2 is not None
+                client.share(self.h2)
+            self.plan_calls.append(client)
+
     def channel(self, index: int) -> Channel:
         assert self.h2 is not None, "open() first"
+        if self.plan is not None:
+            state = LoopState(loop_of(self.ctx, index))
+            channels = h2_channels(self.plan_calls, self.plan, index, state)
+            return MixChannel(channels, self.plan, state) if self.plan.mix else channels[0]
         return self.h2.channel(index)
 
     def close(self) -> None:
@@ -300,6 +347,9 @@ class GrpcDriver(GrpcCommon, EventDriver):
         return self.h2.costs if self.h2 is not None else None
 
     def counters(self) -> dict[str, int]:
+        if self.plan_calls:
+            each = [c.counters() for c in self.plan_calls]
+            return {k: sum(c[k] for c in each) for k in ("bytes_out", "bytes_in")}
         return self.h2.counters() if self.h2 is not None else {}
 
 

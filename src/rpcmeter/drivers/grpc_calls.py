@@ -12,6 +12,16 @@ Options (a target's or a variant's):
   :class:`~rpcmeter.protocols.grpc_schema.FieldExpect`), checked whether the suite validates
   or not.
 
+Requests that vary (:mod:`rpcmeter.protocols.templates`): string values of ``data``, values of
+``metadata`` and ``expect`` may hold placeholders (``latitude = "{{request_number}}"`` fills a
+numeric field through the JSON mapping); a ``data_file`` ending in ``.jsonl`` holds one message a
+line, and a JSON file holding an array, one message per element, sent in turn
+(:mod:`rpcmeter.protocols.request_data`). A mix (``kind = "mix"``) names its calls in the
+workload: each table of ``calls`` has a ``call`` of the variant's schema, its own ``data`` or
+``data_file``, ``metadata`` (over the options') and ``expect``; a variant with a mix needs no
+``call`` of its own. Every message is encoded once, when the suite is loaded (with reflection:
+when the server has answered), and travels to the clients compiled.
+
 A ``proto`` or ``protoset`` is compiled when the suite is loaded (:func:`prepare_suite`): an error
 in the schema, the call or the data is a suite error before any server starts. With
 ``reflection``, the run asks the server once, before the cases (:func:`reflect`; the driver's
@@ -27,14 +37,15 @@ request message being the call's data and every reply checked against ``expect``
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import grpc
 
 from rpcmeter.drivers.base import RAW_BODY_OPTIONS
+from rpcmeter.drivers.varying import MIX_KEY, mix_key
 from rpcmeter.errors import SuiteError
 from rpcmeter.protocols.grpc import target
 from rpcmeter.protocols.grpc_schema import (
@@ -49,7 +60,10 @@ from rpcmeter.protocols.grpc_schema import (
     load_schema,
     read_protoset,
 )
+from rpcmeter.protocols.request_data import DataError, read_entries
+from rpcmeter.protocols.templates import TemplateError, is_template, parse
 from rpcmeter.tls import ClientTls, probe_handshake
+from rpcmeter.workloads import MixParams
 
 if TYPE_CHECKING:
     from rpcmeter.endpoints import Endpoint
@@ -59,6 +73,7 @@ SCHEMA_OPTIONS = frozenset(
     {"call", "proto", "protoset", "import_paths", "reflection", "data", "data_file", "expect"}
 )
 CALL_KEY = "grpc_call"  # DriverContext.prepared[CALL_KEY]: the PreparedCall
+MIX_CALL_KEYS = ("call", "data", "data_file", "metadata", "expect")  # a mix call's table
 REFLECTION_TIMEOUT_S = 10.0
 RAW_KEYS = ("method", *sorted(RAW_BODY_OPTIONS))
 
@@ -71,8 +86,39 @@ def source_of(opts: Mapping[str, Any]) -> str | None:
     return given[0] if given else None
 
 
-def check_call_options(opts: Mapping[str, Any]) -> None:
-    """The schema options of one variant make sense together (SuiteError naming the option)."""
+@dataclass(frozen=True)
+class MixCall:
+    """One call of a mix, compiled: its name, weight, call and metadata (over the options')."""
+
+    name: str
+    weight: float
+    call: PreparedCall
+    metadata: tuple[tuple[str, str], ...] = ()
+
+
+def check_metadata(metadata: Any, key: str) -> tuple[tuple[str, str], ...]:
+    """Metadata as pairs; its values may hold placeholders, its names may not (SuiteError
+    naming ``key``)."""
+    if metadata is None:
+        return ()
+    if not isinstance(metadata, Mapping):
+        raise SuiteError(f"{key}: expected a table")
+    pairs = []
+    for name, value in metadata.items():
+        if is_template(str(name)):
+            raise SuiteError(f"{key}: a metadata name cannot take a placeholder ({name!r})")
+        if is_template(value):
+            try:
+                parse(str(value))
+            except TemplateError as exc:
+                raise SuiteError(f"{key}.{name}: {exc}") from None
+        pairs.append((str(name), str(value)))
+    return tuple(pairs)
+
+
+def check_call_options(opts: Mapping[str, Any], mixes_only: bool = False) -> None:
+    """The schema options of one variant make sense together (SuiteError naming the option);
+    ``mixes_only``: its workloads are mixes, which name their calls themselves."""
     given = [k for k in ("proto", "protoset") if opts.get(k) is not None]
     reflection = opts.get("reflection", False)
     if not isinstance(reflection, bool):
@@ -85,7 +131,8 @@ def check_call_options(opts: Mapping[str, Any]) -> None:
     if len(given) > 1:
         raise SuiteError(f"options: give one schema: {' or '.join(given)}, not both")
     call = opts.get("call")
-    if given and call is None:
+    check_metadata(opts.get("metadata"), "options.metadata")
+    if given and call is None and not mixes_only:
         raise SuiteError(
             f'options.{given[0]}: name the method to call: call = "package.Service/Method"'
         )
@@ -143,35 +190,97 @@ def load_file_schema(opts: Mapping[str, Any], base: Path) -> Schema:
         raise SuiteError(f"options.{source}: {text}: {exc}") from None
 
 
-def request_data(opts: Mapping[str, Any], base: Path) -> tuple[Any, str]:
-    """The request's JSON (``data``, or ``data_file`` read) and the option it came from."""
-    if opts.get("data_file") is None:
-        return opts.get("data"), "data"
-    text = str(opts["data_file"])
-    path = _path(base, text)
+def data_lines(table: Mapping[str, Any], base: Path, key: str) -> list[tuple[Any, str]]:
+    """The messages of ``table``'s ``data_file`` with where each is (``requests.jsonl:3``):
+    one a line of a ``.jsonl`` file, one per element of a JSON array, else the one the file
+    holds (none without a data_file). SuiteError naming ``key`` and the line at fault."""
+    name = table.get("data_file")
+    if name is None:
+        return []
+    if not isinstance(name, str):
+        raise SuiteError(f"{key}: expected a file name (got {name!r})")
+    if table.get("data") is not None:
+        raise SuiteError(f"{key}: give data or data_file, not both")
     try:
-        return json.loads(path.read_text(encoding="utf-8")), "data_file"
-    except FileNotFoundError:
-        raise SuiteError(f"options.data_file: no such file {text}") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise SuiteError(f"options.data_file: cannot read {text}: {exc}") from None
-    except json.JSONDecodeError as exc:
-        raise SuiteError(f"options.data_file: {text} is not JSON: {exc}") from None
+        return [(e.value, e.where) for e in read_entries(_path(base, name), name)]
+    except DataError as exc:
+        raise SuiteError(f"{key}: {exc}") from None
 
 
 def prepare_call(opts: Mapping[str, Any], schema: Schema, base: Path) -> PreparedCall:
     """The variant's call of ``schema``, compiled (SuiteError naming the option at fault)."""
-    data, data_key = request_data(opts, base)
+    lines = data_lines(opts, base, "options.data_file")
     try:
         return compile_call(
             schema,
             str(opts["call"]),
-            data,
+            opts.get("data"),
             opts.get("expect"),
-            where=("call", data_key, "expect"),
+            where=("call", "data", "expect"),
+            lines=lines,
         )
     except SchemaError as exc:
-        raise SuiteError(f"options.{exc}") from None
+        text = str(exc)
+        raise SuiteError(f"options.{'data_file: ' if lines else ''}{text}") from None
+
+
+def prepare_mix(
+    params: MixParams, opts: Mapping[str, Any], schema: Schema, base: Path
+) -> tuple[MixCall, ...]:
+    """A mix's calls of ``schema``, compiled (SuiteError naming ``calls[i]`` and the key at
+    fault); each call's metadata over the options'."""
+    shared = dict(check_metadata(opts.get("metadata"), "options.metadata"))
+    out = []
+    for i, (name, weight, table) in enumerate(
+        zip(params.names(), params.weights(), params.requests(), strict=True)
+    ):
+        at = f"calls[{i}]"
+        for key in table:
+            if key not in MIX_CALL_KEYS:
+                raise SuiteError(
+                    f"{at}.{key}: a gRPC call of a mix has no key {key!r} (its keys: "
+                    f"name, weight, {', '.join(MIX_CALL_KEYS)})"
+                )
+        if not isinstance(table.get("call"), str):
+            raise SuiteError(f'{at}.call: name the method: call = "package.Service/Method"')
+        metadata = {**shared, **dict(check_metadata(table.get("metadata"), f"{at}.metadata"))}
+        lines = data_lines(table, base, f"{at}.data_file")
+        try:
+            call = compile_call(
+                schema,
+                table["call"],
+                table.get("data"),
+                table.get("expect"),
+                where=(f"{at}.call", f"{at}.data", f"{at}.expect"),
+                lines=lines,
+            )
+        except SchemaError as exc:
+            raise SuiteError(f"{at}.data_file: {exc}" if lines else str(exc)) from None
+        if call.kind != "unary":
+            raise SuiteError(
+                f"{at}.call: {call.path.removeprefix('/')} streams ({call.kind} streaming): "
+                "a mix holds unary calls"
+            )
+        out.append(MixCall(name, weight, call, tuple(metadata.items())))
+    return tuple(out)
+
+
+def prepare_mixes(
+    suite: Suite, opts: Mapping[str, Any], schema: Schema, base: Path
+) -> dict[str, Any]:
+    """Every mix workload of the suite compiled against ``schema``, by :func:`mix_key`."""
+    mixes: dict[str, Any] = {}
+    for wname, w in suite.workloads.items():
+        if w.kind != "mix":
+            continue
+        params = suite.workload_params(wname)
+        assert isinstance(params, MixParams)
+        try:
+            mixes[mix_key(params)] = prepare_mix(params, opts, schema, base)
+        except SuiteError as exc:
+            quoted = f'"{wname}"' if " " in wname or "." in wname else wname
+            raise SuiteError(f"workloads.{quoted}.{exc}") from None
+    return mixes
 
 
 def check_workloads(suite: Suite, call: PreparedCall) -> None:
@@ -182,10 +291,15 @@ def check_workloads(suite: Suite, call: PreparedCall) -> None:
         raise SuiteError(
             f"breakdown: its round trip is a unary call, and {name} streams: drop [breakdown]"
         )
+    if call.varies and call.kind != "unary":
+        raise SuiteError(
+            f"options: {name} streams: placeholders, data files and expect with placeholders "
+            "are for unary calls"
+        )
     for wname, w in suite.workloads.items():
         quoted = f'"{wname}"' if " " in wname or "." in wname else wname
         key = f"workloads.{quoted}.kind"
-        if w.kind == "idle":  # sends nothing
+        if w.kind in ("idle", "mix"):  # sends nothing; names its own calls
             continue
         if call.kind == "unary":
             if w.kind != "noop":
@@ -213,26 +327,40 @@ def prepare_suite(suite: Suite, where: str, driver: str) -> None:
             continue
         opts = suite.options_of(vname)
         prefix = f"{where}: variants.{vname}"
+        kinds = {w.kind for w in suite.workloads.values()} - {"idle"}
         try:
-            check_call_options(opts)
+            check_call_options(opts, mixes_only=kinds == {"mix"})
             source = source_of(opts)
-            if opts.get("call") is not None and (
+            if "mix" in kinds and source is None:
+                raise SuiteError(
+                    'a mix of gRPC calls names them from a schema: proto = "x.proto", '
+                    'protoset = "x.protoset" or reflection = true'
+                )
+            if (opts.get("call") is not None or "mix" in kinds) and (
                 suite.server_of(vname).command is None and suite.address_of(vname) is None
             ):
                 raise SuiteError(
-                    "options.call: the built-in server has no such method: start the service "
-                    "with server.command, or give its address"
+                    f"options.{'call' if opts.get('call') else source}: the built-in server "
+                    "has no such method: start the service with server.command, or give its "
+                    "address"
                 )
             if source not in ("proto", "protoset"):
                 continue
             key = (source, opts[source], tuple(opts.get("import_paths") or ()))
             if key not in schemas:
                 schemas[key] = load_file_schema(opts, base)
-            call = prepare_call(opts, schemas[key], base)
-            check_workloads(suite, call)
+            prepared: dict[str, Any] = {}
+            if opts.get("call") is not None:
+                prepared[CALL_KEY] = call = prepare_call(opts, schemas[key], base)
+                check_workloads(suite, call)
+            mixes = prepare_mixes(suite, opts, schemas[key], base)
         except SuiteError as exc:
-            raise SuiteError(f"{prefix}: {exc}") from None
-        suite.prepared.setdefault(vname, {})[CALL_KEY] = call
+            raise SuiteError(
+                f"{prefix}: {exc}" if not str(exc).startswith("workloads.") else f"{where}: {exc}"
+            ) from None
+        if mixes:
+            prepared[MIX_KEY] = mixes
+        suite.prepared.setdefault(vname, {}).update(prepared)
 
 
 def ask_server(
@@ -247,11 +375,22 @@ def ask_server(
             schema = reflect(endpoint, tls, metadata, float(opts.get("connect_timeout_s", 10.0)))
         except SchemaError as exc:
             raise SuiteError(f"options.reflection: {exc}") from None
-        call = prepare_call(opts, schema, suite_dir(suite, where))
-        check_workloads(suite, call)
+        base = suite_dir(suite, where)
+        prepared: dict[str, Any] = {}
+        if opts.get("call") is not None:
+            prepared[CALL_KEY] = call = prepare_call(opts, schema, base)
+            check_workloads(suite, call)
+        mixes = prepare_mixes(suite, opts, schema, base)
     except SuiteError as exc:
-        raise SuiteError(f"{where}: variants.{variant}: {exc}") from None
-    return {CALL_KEY: call}
+        text = str(exc)
+        raise SuiteError(
+            f"{where}: {text}"
+            if text.startswith("workloads.")
+            else f"{where}: variants.{variant}: {text}"
+        ) from None
+    if mixes:
+        prepared[MIX_KEY] = mixes
+    return prepared
 
 
 # ---- the reflection client ----------------------------------------------------------------------
@@ -329,8 +468,17 @@ def reflect(
 
 
 def describe_prepared(prepared: Mapping[str, Any]) -> dict[str, Any] | None:
+    """What the result records of a variant's schema: its source and the call, or a mix's
+    calls (their methods, comma-separated)."""
     call = prepared.get(CALL_KEY)
-    return call.describe() if isinstance(call, PreparedCall) else None
+    if isinstance(call, PreparedCall):
+        return call.describe()
+    mixes = prepared.get(MIX_KEY) or {}
+    calls = [c.call for mix in mixes.values() for c in mix]
+    if not calls:
+        return None
+    names = dict.fromkeys(c.path.removeprefix("/") for c in calls)
+    return {**calls[0].describe(), "call": ", ".join(names)}
 
 
 def describe_calls(prepared: Mapping[str, Mapping[str, Any]]) -> list[str]:

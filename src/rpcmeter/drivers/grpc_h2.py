@@ -32,7 +32,7 @@ from urllib.parse import unquote
 from rpcmeter.drivers.base import Channel, Done, DriverContext, ReplyCheck, ReplyError
 from rpcmeter.drivers.h2client import H2Client
 from rpcmeter.protocols.grpc import DEADLINE_EXCEEDED, QUEUE_TIME, SERVER_TIME, frame, grpc_timeout
-from rpcmeter.protocols.h2.connection import Replay
+from rpcmeter.protocols.h2.connection import Replay, Request
 from rpcmeter.protocols.h2.connection import Stream as H2Stream
 from rpcmeter.protocols.h2.transport import Session
 from rpcmeter.protocols.timing import ServerTime
@@ -150,11 +150,12 @@ class GrpcH2Client(H2Client):
             return partial(self.timed_call, self.session(index))
         return partial(self.session(index).request, self.prepared, self.on_end)
 
-    def timed_call(self, session: Session, done: Done) -> None:
-        """A call that ends as ``grpc:DEADLINE_EXCEEDED`` (its stream cancelled) when no reply
-        ended it within ``call_timeout_s``, whatever the server does."""
+    def timed_call(self, session: Session, done: Done, req: Request | None = None) -> None:
+        """A call (of ``req``, else the prepared request) that ends as
+        ``grpc:DEADLINE_EXCEEDED`` (its stream cancelled) when no reply ended it within
+        ``call_timeout_s``, whatever the server does."""
         call = TimedCall(done)
-        call.stream = session.start(self.prepared, self.on_timed_end, call)
+        call.stream = session.start(req or self.prepared, self.on_timed_end, call)
         assert self.timeout_s is not None
         call.timer = self.loop.call_later(self.timeout_s, self.deadline_passed, session, call)
 

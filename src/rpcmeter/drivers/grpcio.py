@@ -22,7 +22,9 @@ import grpc
 from rpcmeter.drivers.base import Caller, DriverContext
 from rpcmeter.drivers.grpc import GrpcCommon, status_error
 from rpcmeter.drivers.grpc_calls import channel_credentials
+from rpcmeter.drivers.grpc_plan import grpcio_callers
 from rpcmeter.drivers.grpc_stream import StreamFigures, grpcio_stream_caller
+from rpcmeter.drivers.varying import LoopState, loop_of
 from rpcmeter.protocols.grpc import target
 from rpcmeter.protocols.timing import ServerTime, trailer_times
 from rpcmeter.tls import probe_handshake
@@ -47,6 +49,7 @@ class GrpcioDriver(GrpcCommon):
         super().__init__(ctx)
         self.figures = StreamFigures()
         self.channels: list[grpc.Channel] = []
+        self.plan_counts: list[list[int]] = []  # requests that vary: per loop, bytes out and in
 
     def connect(self) -> None:
         addr = target(self.ctx.endpoint)
@@ -121,6 +124,11 @@ class GrpcioDriver(GrpcCommon):
     def counters(self) -> dict[str, int]:
         if self.stream is not None:
             return self.figures.counters()
+        if self.plan_counts:
+            return {
+                "bytes_out": sum(c[0] for c in self.plan_counts),
+                "bytes_in": sum(c[1] for c in self.plan_counts),
+            }
         return {"bytes_out": sum(self.bytes_out), "bytes_in": sum(self.bytes_in)}
 
     def caller(self, thread_index: int) -> Caller:
@@ -134,6 +142,18 @@ class GrpcioDriver(GrpcCommon):
                 self.metadata,
                 self.timeout,
                 self.figures,
+                status_error,
+            )
+        if self.plan is not None:
+            counts = [0, 0]
+            self.plan_counts.append(counts)
+            return grpcio_callers(
+                self.channels[thread_index % len(self.channels)],
+                self.plan,
+                LoopState(loop_of(self.ctx, thread_index)),
+                self.timeout,
+                self.check,
+                counts,
                 status_error,
             )
         stub = self.stubs[thread_index % len(self.stubs)]

@@ -41,17 +41,25 @@ factorial: ``math.factorial``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any, ClassVar
+from collections.abc import Callable, Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 import httptools
 
-from rpcmeter.drivers.base import STALL_OPTIONS, Driver, ReplyError
+from rpcmeter.drivers import http_plan
+from rpcmeter.drivers.base import STALL_OPTIONS, Channel, Done, Driver, DriverContext, ReplyError
+from rpcmeter.drivers.http_plan import default_path
 from rpcmeter.drivers.stream import StreamConnection, StreamDriver, workload_body
+from rpcmeter.drivers.varying import Fill, LoopState, MixChannel, Plan, channel_of, loop_of
 from rpcmeter.errors import ProtocolError, SuiteError
-from rpcmeter.protocols.bodies import KINDS, check_variant_options
+from rpcmeter.protocols.bodies import KINDS, check_variant_options, expected_reply
+from rpcmeter.protocols.http_request import HttpRequest, expect_filler, h1_filler
+from rpcmeter.protocols.http_request import build_request as build_request
+from rpcmeter.protocols.templates import Template
 from rpcmeter.protocols.timing import ServerTime, parse_server_timing
-from rpcmeter.workloads import PayloadParams, WorkloadParams
+from rpcmeter.workloads import EchoParams, MixParams, WorkloadParams
 
 MAX_HEAD = 1 << 20  # a reply head longer than this is malformed
 # a reply that ends the connection says so (as nginx, Apache httpd, Go, Node and h11 spell it;
@@ -91,21 +99,69 @@ def announces_close(head: bytes) -> bool:
     return b"\nconnection: close" in head
 
 
-def default_path(w: WorkloadParams) -> str:
-    if isinstance(w, PayloadParams):
-        return f"/payload?reply_bytes={w.reply_bytes}"
-    return f"/{w.kind}"
+H1Payload = bytes | tuple[bytes, bytes | None]  # a request, or a request and the reply due
 
 
-def build_request(
-    method: str, path: str, host: str, headers: Mapping[str, Any], body: bytes
-) -> bytes:
-    """The bytes of one HTTP/1.1 request (``Content-Length`` when there is a body or a POST)."""
-    lines = [f"{method} {path} HTTP/1.1", f"Host: {host}"]
-    lines += [f"{k}: {v}" for k, v in headers.items()]
-    if body or method not in ("GET", "HEAD", "DELETE", "OPTIONS"):
-        lines.append(f"Content-Length: {len(body)}")
-    return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
+def validated(
+    req: HttpRequest, w: WorkloadParams, validate: bool
+) -> tuple[HttpRequest, bytes | None]:
+    """``req`` with the reply a validating run expects of the built-in server (``expect`` of
+    the request's body for ``echo``; the workload's reply otherwise), unless the request has an
+    ``expect`` of its own: the request, and a fixed reply expected (None: none, or in ``expect``)."""
+    if not validate or req.expect is not None or isinstance(w, MixParams):
+        return req, None
+    body = req.body_bytes()
+    if body is None:
+        if isinstance(w, EchoParams) and isinstance(req.body, Template):
+            return replace(req, expect=req.body), None
+        return req, None
+    return req, expected_reply(w, body)
+
+
+def h1_payloads(
+    reqs: tuple[HttpRequest, ...], host: str, close: bool, w: WorkloadParams, validate: bool
+) -> tuple[list[Any], bool]:
+    """The HTTP/1.1 payloads of one call's entries, each its bytes or how to make them from a
+    request's values; when any entry checks its reply (``expect``, or a validating run), every
+    payload is a pair of the bytes and the reply due (None: that one is not checked), and the
+    second value is True."""
+    made: list[tuple[bytes | Fill[bytes], bytes | Fill[bytes] | None]] = []
+    for req in reqs:
+        req, due = validated(req, w, validate)
+        exprs = req.exprs
+        fill = h1_filler(req, host, exprs, close)
+        expect = expect_filler(req, exprs)
+        data: bytes | Fill[bytes] = Fill(exprs, fill) if exprs else fill(())
+        reply: bytes | Fill[bytes] | None = due
+        if expect is not None:
+            reply = Fill(exprs, expect) if exprs else expect(())
+        made.append((data, reply))
+    if all(reply is None for _, reply in made):
+        return [data for data, _ in made], False
+    return [_pair(data, reply) for data, reply in made], True
+
+
+def _pair(
+    data: bytes | Fill[bytes], reply: bytes | Fill[bytes] | None
+) -> H1Payload | Fill[H1Payload]:
+    if not isinstance(data, Fill):
+        assert not isinstance(reply, Fill)
+        return (data, reply)
+    fill = data.fill
+    if isinstance(reply, Fill):
+        check = reply.fill
+        return Fill(data.exprs, lambda values: (fill(values), check(values)))
+    return Fill(data.exprs, lambda values: (fill(values), reply))
+
+
+def sender(
+    send: Callable[[bytes, Done, bytes | None], None], checked: bool
+) -> Callable[[Any, Done], object]:
+    """``send(payload, done)`` through ``send(data, done, expect)`` (``checked``: payloads are
+    pairs of the bytes and the reply due)."""
+    if not checked:
+        return cast(Callable[[Any, Done], object], send)  # its expect defaults to None
+    return lambda payload, done: send(payload[0], done, payload[1])
 
 
 class HttpConnection(StreamConnection):
@@ -286,28 +342,43 @@ class HttpCommon(Driver):
 
     name: ClassVar[str] = "http"
     transports: ClassVar[tuple[str, ...]] = ("tcp", "unix")
-    workloads: ClassVar[frozenset[str]] = frozenset(KINDS)
     reports_server_time: ClassVar[bool] = True
     connection_per_request: ClassVar[bool] = True
     builtin_server: ClassVar[str | None] = "rpcmeter.servers.http_server"
     packages: ClassVar[tuple[str, ...]] = ("httptools", "uvloop")
     tls: ClassVar[bool] = True
     url_scheme: ClassVar[str | None] = "http"
-    option_keys: ClassVar[frozenset[str] | None] = STALL_OPTIONS | {
-        "method",
-        "path",
-        "headers",
-        "body",
-        "host",
-        "event_loop",
-        "http",
-        "corrupt_every",  # server
-        "queue_time",  # server
-    }
+    option_keys: ClassVar[frozenset[str] | None] = (
+        STALL_OPTIONS
+        | {
+            "method",
+            "path",
+            "headers",
+            "body",
+            "host",
+            "event_loop",
+            "http",
+            "corrupt_every",  # server
+            "queue_time",  # server
+            "kv_capacity",  # server
+            "kv_miss_us",  # server
+        }
+        | http_plan.OPTION_KEYS
+    )
+    workloads: ClassVar[frozenset[str]] = frozenset({*KINDS, "mix"})
 
     @classmethod
     def check_suite(cls, suite: Suite, where: str) -> None:
         check_variant_options(suite, where, cls.name, check_options)
+        http_plan.prepare_suite(suite, where, cls.name)
+
+    def __init__(self, ctx: DriverContext) -> None:
+        super().__init__(ctx)
+        # the requests when they vary (templates, a data file, a mix; None: one fixed request)
+        known = ctx.prepared.get(http_plan.DATA_KEY)
+        self.plan: Plan[HttpRequest] | None = http_plan.http_plan(
+            ctx.options, ctx.workload, http_plan.file_data(Path.cwd(), known)
+        )
 
     def host(self) -> str:
         ep = self.ctx.endpoint
@@ -336,8 +407,33 @@ class HttpDriver(HttpCommon, StreamDriver):
 
     alpn: ClassVar[tuple[str, ...]] = ("http/1.1",)
 
+    def __init__(self, ctx: DriverContext) -> None:
+        super().__init__(ctx)
+        self.payloads: list[tuple[list[Any], bool]] | None = None
+
     def new_connection(self) -> StreamConnection:
+        if self.plan is not None:  # every reply of a HEAD request is a head without its body
+            heads = [e.method == "HEAD" for call in self.plan.calls for e in call.entries]
+            return HttpConnection(head_only=all(heads))
         return HttpConnection(head_only=self.method() == "HEAD")
+
+    def channel(self, index: int) -> Channel:
+        if self.plan is None:
+            return super().channel(index)
+        plan, ctx = self.plan, self.ctx
+        state = LoopState(loop_of(ctx, index))
+        if self.payloads is None:
+            host, close = self.host(), not ctx.reuse
+            self.payloads = [
+                h1_payloads(call.entries, host, close, ctx.workload, ctx.validate)
+                for call in plan.calls
+            ]
+        send = self.one_shot if not ctx.reuse else self.slots[index % len(self.slots)].conn.send
+        channels = [
+            channel_of(payloads, state, not plan.mix, sender(send, checked))
+            for payloads, checked in self.payloads
+        ]
+        return MixChannel(channels, plan, state) if plan.mix else channels[0]
 
     def encode(self, body: bytes) -> bytes:
         headers = self.headers()

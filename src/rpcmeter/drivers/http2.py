@@ -10,25 +10,30 @@ as ``http_STATUS``, a reset stream as ``rst_stream:CODE``; the server's time com
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from functools import partial
 from typing import Any
 
 from rpcmeter.drivers.base import Channel, Done, DriverContext, EventDriver, ReplyError
 from rpcmeter.drivers.h2client import H2Client
-from rpcmeter.drivers.http import HttpCommon
+from rpcmeter.drivers.http import HttpCommon, validated
 from rpcmeter.drivers.stream import loop_bodies, mismatch
+from rpcmeter.drivers.varying import Fill, LoopState, MixChannel, Plan, channel_of, loop_of
 from rpcmeter.metrics.connections import ConnectionCosts
 from rpcmeter.protocols.bodies import expected_reply
 from rpcmeter.protocols.h2.connection import Request
 from rpcmeter.protocols.h2.connection import Stream as H2Stream
-from rpcmeter.protocols.timing import ServerTime, parse_server_timing
-
-# not allowed in HTTP/2 (RFC 9113, 8.2.2); ``host`` becomes ``:authority``
-CONNECTION_HEADERS = frozenset(
-    {"connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "host"}
+from rpcmeter.protocols.h2.fields import block_filler
+from rpcmeter.protocols.http_request import (
+    CONTENT_LENGTH,
+    HttpRequest,
+    expect_filler,
+    h2_fields,
 )
+from rpcmeter.protocols.templates import BytesFormat, Template, Values, text_parts
+from rpcmeter.protocols.timing import ServerTime, parse_server_timing
+from rpcmeter.workloads import WorkloadParams
 
 
 @dataclass(frozen=True, slots=True)  # read on every reply: slots read quickest
@@ -63,21 +68,14 @@ def request_headers(
     body: bytes,
     scheme: bytes = b"http",
 ) -> list[tuple[bytes, bytes]]:
-    """The header list of one request (pseudo-headers first)."""
-    out = [
-        (b":method", method.encode()),
-        (b":scheme", scheme),
-        (b":path", path.encode()),
-        (b":authority", authority.encode()),
-    ]
-    out += [
-        (str(k).lower().encode(), str(v).encode())
-        for k, v in headers.items()
-        if str(k).lower() not in CONNECTION_HEADERS
-    ]
-    if body or method not in ("GET", "HEAD", "DELETE", "OPTIONS"):
-        out.append((b"content-length", str(len(body)).encode()))
-    return out
+    """The header list of one request without placeholders (pseudo-headers first)."""
+    req = HttpRequest(
+        method,
+        Template(path, (path,), ()),
+        tuple((str(k), Template(str(v), (str(v),), ())) for k, v in headers.items()),
+        body,
+    )
+    return [(k, v) for k, v in h2_fields(req, authority, scheme) if isinstance(v, bytes)]
 
 
 class Http2Client(H2Client):
@@ -126,6 +124,89 @@ class Http2Client(H2Client):
 
         return validated
 
+    def plan_channels(
+        self,
+        index: int,
+        plan: Plan[HttpRequest],
+        state: LoopState,
+        w: WorkloadParams,
+        validated: Callable[..., tuple[HttpRequest, bytes | None]],
+    ) -> list[Channel]:
+        """Loop ``index``'s channel of each call of ``plan`` (requests that vary: see
+        :mod:`rpcmeter.drivers.http_plan`); ``validated`` gives an entry's reply check."""
+        conn = self.preparer(index)
+        request = self.session(index).request if self.ctx.reuse else self.one_shot
+        out = []
+        for call in plan.calls:
+            payloads: list[Any] = []
+            checked = False
+            for entry in call.entries:
+                req, due = validated(entry, w, self.ctx.validate)
+                expect = expect_filler(req, req.exprs)
+                checked = checked or due is not None or expect is not None
+                payloads.append((req, due, expect))
+            made = [self.payload(conn, req, due, expect, checked) for req, due, expect in payloads]
+            if checked:
+                on_checked = self.on_end_checked
+                out.append(
+                    channel_of(
+                        made,
+                        state,
+                        not plan.mix,
+                        lambda p, done, c=on_checked: request(p[0], c, (done, p[1])),
+                    )
+                )
+            else:
+                out.append(channel_of(made, state, not plan.mix, request, self.on_end))
+        return out
+
+    def payload(
+        self,
+        conn: Any,
+        req: HttpRequest,
+        due: bytes | None,
+        expect: Callable[[Values], bytes] | None,
+        checked: bool,
+    ) -> Any:
+        """One entry's request (with the reply due when ``checked``), or how to make it."""
+        exprs = req.exprs
+        body = req.body_bytes()
+        if not exprs:
+            prepared = conn.prepare(h2_fields(req, self.authority, self.scheme), body or None)
+            reply = expect(()) if expect is not None else due
+            return (prepared, reply) if checked else prepared
+        length = [0]  # the length of the body being made (a varying body's content-length)
+        fields: list[tuple[bytes, bytes | Callable[[Values], bytes]]] = []
+        for name, value in h2_fields(req, self.authority, self.scheme):
+            if isinstance(value, bytes):
+                fields.append((name, value))
+            elif value.exprs == (CONTENT_LENGTH,):
+                fields.append((name, lambda values: b"%d" % length[0]))
+            else:
+                fields.append((name, BytesFormat.of(text_parts(value), exprs).formatter()))
+        block = block_filler(fields, lambda run: conn.prepare(run, None).block)
+        frame_size = conn.peer_frame
+        if isinstance(req.body, Template) and body is None:
+            fill_body = BytesFormat.of(text_parts(req.body), exprs).formatter()
+
+            def make(values: Values) -> Request:
+                data = fill_body(values)
+                length[0] = len(data)
+                return Request.framed(block(values), data, frame_size)
+
+        else:
+            fixed = body or None
+
+            def make(values: Values) -> Request:
+                return Request.framed(block(values), fixed, frame_size)
+
+        if not checked:
+            return Fill(exprs, make)
+        if expect is not None:
+            check = expect
+            return Fill(exprs, lambda values: (make(values), check(values)))
+        return Fill(exprs, lambda values: (make(values), due))
+
     def on_end(self, stream: H2Stream) -> None:
         done: Done = stream.user
         view: HttpView | None = stream.headers
@@ -172,6 +253,11 @@ class Http2Driver(HttpCommon, EventDriver):
 
     def channel(self, index: int) -> Channel:
         assert self.client is not None, "open() first"
+        if self.plan is not None:  # the requests vary (see rpcmeter.drivers.varying)
+            ctx, plan = self.ctx, self.plan
+            state = LoopState(loop_of(ctx, index))
+            channels = self.client.plan_channels(index, plan, state, ctx.workload, validated)
+            return MixChannel(channels, plan, state) if plan.mix else channels[0]
         bodies = loop_bodies(self.ctx, index, self.request_body)
         expects = None
         if self.ctx.validate:

@@ -472,7 +472,7 @@ class StreamDriver(EventDriver):
         """The request bodies loop ``index`` sends in turn (several for echo: see the doc)."""
         return loop_bodies(self.ctx, index, self.request_body)
 
-    def one_shot(self, data: bytes, done: Done, expect: bytes | None) -> None:
+    def one_shot(self, data: bytes, done: Done, expect: bytes | None = None) -> None:
         """Send ``data`` on a connection of its own, closed once its reply is read."""
 
         async def exchange() -> None:

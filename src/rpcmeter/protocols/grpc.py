@@ -12,6 +12,8 @@ bytes. The server's times travel as trailers ``rpcmeter-server-ns`` and ``rpcmet
 
 from __future__ import annotations
 
+import struct
+
 from rpcmeter.endpoints import Endpoint
 from rpcmeter.protocols.timing import QUEUE_TIME_KEY, SERVER_TIME_KEY
 
@@ -52,9 +54,12 @@ class BadMessage(Exception):
     that is not whole messages)."""
 
 
+PREFIX = struct.Struct(">BI").pack  # a message's prefix: compressed (0: not), its length
+
+
 def frame(message: bytes) -> bytes:
     """A gRPC length-prefixed message (uncompressed)."""
-    return b"\0" + len(message).to_bytes(4, "big") + message
+    return PREFIX(0, len(message)) + message
 
 
 def messages(buffer: bytearray) -> list[bytes]:

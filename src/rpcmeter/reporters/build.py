@@ -15,6 +15,7 @@ from rpcmeter.derived import Derived, derive, document
 from rpcmeter.model import Case, CaseProfile, Part, Placement, Result
 from rpcmeter.profile import summary_lines as profile_summary
 from rpcmeter.rates import rate_series
+from rpcmeter.reporters.calls import calls_grid
 from rpcmeter.reporters.format import fmt_num, fmt_ratio
 from rpcmeter.reporters.plots import Cells
 from rpcmeter.reporters.tables import comparison_grids, summary_grid
@@ -150,6 +151,7 @@ def _workload(
             else None
         ),
         clients=client_command_grid(workload, grid, keys),
+        calls=calls_grid(workload, grid, keys),
         profile_lines=tuple(profile_lines(result, workload)),
         profiles=tuple(
             Profile(c.id, c.variant, tuple(c.point.items()), role, p)

@@ -77,14 +77,17 @@ def comparison_grids(doc: analysis.Comparison) -> list[Grid]:
     for workload, rows in by_workload.items():
         keys = list(dict.fromkeys(k for r in rows for k in r.point))
         metrics = _metrics_in(rows)
+        calls = any(r.call is not None for r in rows)  # a mix: a row per call too
         grid = Grid(
             comparison_title(doc, workload),
-            [*keys, "variant", *(m.short for m in metrics)],
+            [*keys, "variant", *(["call"] if calls else []), *(m.short for m in metrics)],
             left=0,
         )
         index: dict[tuple[str, ...], dict[str, analysis.ComparisonRow]] = {}
         for r in rows:
             key = (*(str(r.point.get(k, "")) for k in keys), r.variant)
+            if calls:
+                key = (*key, r.call if r.call is not None else "(all)")
             index.setdefault(key, {})[r.metric] = r
         for key, by_metric in index.items():
             cols: list[GridCell] = list(key)

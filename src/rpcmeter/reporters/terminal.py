@@ -160,6 +160,7 @@ def render(view: View, width: int = 120, color: bool = False) -> str:
         if requests:
             table(w.ranking)
         table(w.clients)
+        table(w.calls)
         table(w.breakdown)
         if w.profile_lines:
             console.print()

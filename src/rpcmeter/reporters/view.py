@@ -113,6 +113,7 @@ class WorkloadView:
     clients: Grid | None  # command clients' runs, per request (Suite.command_client)
     profile_lines: tuple[str, ...]
     profiles: tuple[Profile, ...]
+    calls: Grid | None = None  # a mix's calls apart (rpcmeter.reporters.calls)
 
     @property
     def tables(self) -> list[Grid]:
@@ -122,6 +123,7 @@ class WorkloadView:
             for g in (
                 self.command,
                 self.clients,
+                self.calls,
                 self.breakdown,
                 self.streams,
                 self.resources,

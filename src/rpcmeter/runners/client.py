@@ -31,6 +31,8 @@ from rpcmeter.runners.recording import (
     LoadReport,
     Recorder,
     ThreadStats,
+    call_names,
+    tagged_caller,
     warm_up,
 )
 from rpcmeter.runners.spec import LoadSpec
@@ -101,7 +103,8 @@ def measure(
     publish: Callable[[int], None],
 ) -> None:
     """The closed loop of one thread: ``requests`` calls, or calls for ``duration_s`` seconds."""
-    rec = Recorder(stats, server_time)
+    rec = Recorder(stats, server_time, call_names(call))
+    call = tagged_caller(call, rec)
     chunk_fn = run_chunk_server_time if server_time else run_chunk
     clock = time.perf_counter_ns
     remaining = requests if requests is not None else -1

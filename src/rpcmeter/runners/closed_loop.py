@@ -22,7 +22,7 @@ from rpcmeter import model
 from rpcmeter.drivers.base import Driver, TargetSpec
 from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.runners.client import client_process
-from rpcmeter.runners.recording import ClientReport, LoadOutcome
+from rpcmeter.runners.recording import ClientReport, LoadOutcome, merge_calls
 from rpcmeter.runners.spec import AliveFn, LoadHooks, LoadSpec
 
 GRACE_S = 2.0  # after a failure, how long clients may take to report what they measured
@@ -277,6 +277,8 @@ def merge_results(outcome: LoadOutcome, results: dict[int, ClientReport]) -> dic
             outcome.net_hist.merge(t.net_hist)
             outcome.queue_hist.merge(t.queue_hist)
             client_ok += t.ok
+            if t.calls:
+                merge_calls(outcome.calls, t.calls)
             for kind, n in t.errors.items():
                 client_errors[kind] = client_errors.get(kind, 0) + n
             for kind, text in t.first_error.items():

@@ -38,7 +38,10 @@ from rpcmeter.runners.recording import (
     LoadReport,
     Recorder,
     ThreadStats,
+    call_names,
     is_fatal,
+    mix_of,
+    tagging,
 )
 from rpcmeter.runners.spec import LoadSpec
 from rpcmeter.runners.spin import Spin, waking
@@ -152,6 +155,9 @@ def closed_loop(
         send()
 
     on_reply = waking(spin, done)
+    mix = mix_of(channel)
+    if mix is not None:  # a mix: each reply kept for its call too
+        on_reply = tagging(mix, rec, on_reply)
     send: Callable[[], object] = partial(channel, on_reply)
 
     def moved(new_send: Callable[[], object]) -> None:  # the owned connection was replaced
@@ -237,7 +243,7 @@ def event_load(
         if stats.fatal is not None or stop.is_set():
             return [stats], None
 
-        rec = Recorder(stats, driver.reports_server_time)
+        rec = Recorder(stats, driver.reports_server_time, call_names(channels[0]))
         sched = client_schedule(spec)
         if sched is not None:
             load = EventLoad(loop, sched, channels, rec, stats, fatal, spin)

@@ -42,7 +42,17 @@ from dataclasses import dataclass
 
 from rpcmeter.drivers.base import Caller, Channel, Done
 from rpcmeter.protocols.timing import ServerTime
-from rpcmeter.runners.recording import BUFFER, CHUNK_TARGET_NS, MAX_CHUNK, Recorder, ThreadStats
+from rpcmeter.runners.recording import (
+    BUFFER,
+    CHUNK_TARGET_NS,
+    MAX_CHUNK,
+    Recorder,
+    ThreadStats,
+    call_names,
+    mix_of,
+    tagged_caller,
+    tagging,
+)
 from rpcmeter.runners.spec import LoadSpec, Pacing
 from rpcmeter.runners.spin import Spin, waking
 
@@ -212,7 +222,8 @@ def measure_open(
     duration is over or ``stop()``; corrected latencies go to ``stats.hist``, uncorrected ones to
     ``stats.uhist``."""
     fine_timer_slack()
-    rec = Recorder(stats, server_time)
+    rec = Recorder(stats, server_time, call_names(call))
+    call = tagged_caller(call, rec)
     urec = Recorder(ThreadStats(hist=stats.uhist), False)  # folds into stats.uhist
     # about CHUNK_TARGET_NS of this loop's share of the schedule per chunk
     chunk = int(min(MAX_CHUNK, max(1, CHUNK_TARGET_NS * loops / sched.period_ns)))
@@ -364,6 +375,10 @@ class EventPacer:
         self.due = [0] * len(channels)
         self.sent_at = [0] * len(channels)
         self.dones = [waking(load.spin, self._done_for(i)) for i in range(len(channels))]
+        for i, ch in enumerate(channels):
+            mix = mix_of(ch)
+            if mix is not None:  # a mix: each reply kept for its call too
+                self.dones[i] = tagging(mix, self.rec, self.dones[i])
         spin = load.spin
         self.wake = spin.wake if spin is not None and spin.budget_ns is not None else None
         self.next_due = -1  # the slot taken but not sent yet (-1: none)

@@ -2,7 +2,9 @@
 
 A loop keeps its latencies in a :class:`Recorder`: preallocated ``array('q')`` buffers that are
 folded into the histograms of its :class:`ThreadStats` when full, so memory does not grow with the
-number of requests. A client reports one :class:`ThreadStats` per loop; the parent merges them
+number of requests. A loop of a mix of calls (:mod:`rpcmeter.drivers.varying`) also keeps each
+sample's call (:func:`tagging`, :func:`tagged_caller`), and the fold splits the latencies by call
+(``Tally.calls``, one :class:`CallTally` each). A client reports one :class:`ThreadStats` per loop; the parent merges them
 into a :class:`LoadOutcome`. Both are a :class:`Tally`. The :class:`Gate` is the client's side of
 the start protocol. The thread loops (:mod:`rpcmeter.runners.client`), the event loop
 (:mod:`rpcmeter.runners.event_loop`) and the open-loop pacers (:mod:`rpcmeter.runners.open_loop`)
@@ -14,13 +16,13 @@ from __future__ import annotations
 import os
 import resource
 from array import array
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from rpcmeter.drivers.base import Caller, Driver
+from rpcmeter.drivers.base import Caller, Done, Driver
 from rpcmeter.errors import ReplyError, ReplyMismatch, RequestLost, describe, error_kind
 from rpcmeter.metrics.connections import ConnectionCosts
 from rpcmeter.metrics.histogram import Histogram
@@ -33,6 +35,39 @@ if TYPE_CHECKING:  # the client processes do without pydantic
 BUFFER = 1 << 15  # samples per thread between folds
 MAX_CHUNK = 4096
 CHUNK_TARGET_NS = 20_000_000  # publish progress / check the clock about every 20 ms
+
+
+@dataclass
+class CallTally:
+    """One call of a mix: its latency histogram, replies ``ok`` and errors by kind (with the
+    first message of each); adds up over loops, clients and workers as the whole does."""
+
+    name: str
+    hist: Histogram = field(default_factory=Histogram)
+    ok: int = 0
+    errors: dict[str, int] = field(default_factory=dict)
+    first_error: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def requests(self) -> int:
+        return self.ok + sum(self.errors.values())
+
+    def merge(self, other: CallTally) -> None:
+        self.hist.merge(other.hist)
+        self.ok += other.ok
+        for kind, n in other.errors.items():
+            self.errors[kind] = self.errors.get(kind, 0) + n
+        for kind, text in other.first_error.items():
+            self.first_error.setdefault(kind, text)
+
+
+def merge_calls(into: list[CallTally], calls: list[CallTally]) -> list[CallTally]:
+    """``calls`` added to ``into`` call by call (``into`` empty: copies of ``calls``)."""
+    if not into:
+        into.extend(CallTally(c.name) for c in calls)
+    for mine, theirs in zip(into, calls, strict=True):
+        mine.merge(theirs)
+    return into
 
 
 @dataclass
@@ -53,6 +88,7 @@ class Tally:
     first_error: dict[str, str] = field(default_factory=dict)
     start_ns: int = 0
     end_ns: int = 0
+    calls: list[CallTally] = field(default_factory=list)  # a mix's calls (else empty)
 
     @property
     def requests(self) -> int:
@@ -76,9 +112,9 @@ class Recorder:
     index ``spos``) the server-reported compute time in ``sbuf``, its queue time in ``qbuf`` (-1:
     not reported) and the latency minus both in ``nbuf``."""
 
-    __slots__ = ("buf", "nbuf", "pos", "qbuf", "sbuf", "spos", "stats")
+    __slots__ = ("buf", "kbuf", "kpos", "nbuf", "pos", "qbuf", "sbuf", "spos", "stats")
 
-    def __init__(self, stats: ThreadStats, server_time: bool) -> None:
+    def __init__(self, stats: ThreadStats, server_time: bool, calls: Sequence[str] = ()) -> None:
         self.stats = stats
         self.buf = array("q", bytes(8 * BUFFER))
         self.pos = 0
@@ -87,6 +123,11 @@ class Recorder:
         self.nbuf = array("q", bytes(size))
         self.qbuf = array("q", bytes(size))
         self.spos = 0
+        # a mix: the call of each latency in buf (same index), and each call's tally
+        self.kbuf = array("B", bytes(BUFFER if calls else 0))
+        self.kpos = 0
+        if calls and not stats.calls:
+            stats.calls = [CallTally(name) for name in calls]
 
     def served(self, latency: int, server: ServerTime) -> None:
         """Keep the server's times of a reply whose latency was ``latency`` (ns)."""
@@ -103,8 +144,17 @@ class Recorder:
 
     def fold(self) -> None:
         if self.pos:
-            self.stats.hist.record_array(np.frombuffer(self.buf, dtype=np.int64, count=self.pos))
+            latencies = np.frombuffer(self.buf, dtype=np.int64, count=self.pos)
+            self.stats.hist.record_array(latencies)
             self.stats.ok += self.pos
+            if self.kpos:
+                assert self.kpos == self.pos, "one call per latency"
+                tags = np.frombuffer(self.kbuf, dtype=np.uint8, count=self.kpos)
+                for k, call in enumerate(self.stats.calls):
+                    mine = latencies[tags == k]
+                    call.hist.record_array(mine)
+                    call.ok += len(mine)
+                self.kpos = 0
             self.pos = 0
         if self.spos:
             self.stats.server_hist.record_array(
@@ -130,6 +180,63 @@ class Recorder:
                 :300
             ]
         return fatal
+
+    def call_error(self, call: int, exc: BaseException) -> None:
+        """Count an error of a mix's call ``call`` too (beside :meth:`error`)."""
+        tally = self.stats.calls[call]
+        kind = error_kind(exc)
+        tally.errors[kind] = tally.errors.get(kind, 0) + 1
+        tally.first_error.setdefault(kind, str(exc)[:200])
+
+
+def mix_of(channel: object) -> Any:
+    """The draw of a mix's channel or caller (its ``mix``: ``current`` is the call of the
+    request in flight; :mod:`rpcmeter.drivers.varying`), or None."""
+    return getattr(channel, "mix", None)
+
+
+def tagging(mix: Any, rec: Recorder, done: Done) -> Done:
+    """``done`` of a mix's loop: before it records a reply, the request's call is kept at the
+    same place (``rec.kbuf``), or its error counted for that call."""
+    kbuf = rec.kbuf
+
+    def on_reply(server_ns: ServerTime | None, err: BaseException | None) -> None:
+        if err is None:
+            kpos = rec.kpos
+            kbuf[kpos] = mix.current
+            rec.kpos = kpos + 1
+        else:
+            rec.call_error(mix.current, err)
+        done(server_ns, err)
+
+    return on_reply
+
+
+def tagged_caller(call: Caller, rec: Recorder) -> Caller:
+    """A mix's caller on a thread loop, each call's reply or error kept for its call (as
+    :func:`tagging`)."""
+    mix = mix_of(call)
+    if mix is None:
+        return call
+    kbuf = rec.kbuf
+
+    def tagged() -> object:
+        try:
+            out = call()
+        except Exception as exc:
+            rec.call_error(mix.current, exc)
+            raise
+        kpos = rec.kpos
+        kbuf[kpos] = mix.current
+        rec.kpos = kpos + 1
+        return out
+
+    return tagged
+
+
+def call_names(channel: object) -> Sequence[str]:
+    """The names of a mix's calls (empty for any other channel or caller)."""
+    return tuple(getattr(channel, "names", ()))
 
 
 def is_fatal(exc: BaseException, fatal: tuple[type[BaseException], ...]) -> bool:

@@ -88,6 +88,7 @@ class LoadSpec:
                 options={**target.options, **variant.options, "seed": suite.seed},
                 validate=suite.validate_replies,
                 seed=suite.seed,
+                clients=load.clients,
                 threads=load.concurrency or load.threads,
                 connections=load.connections,
                 reuse=load.reuse,
@@ -111,7 +112,14 @@ class LoadSpec:
         loop, unvalidated: the round trip of the breakdown (the transport's unloaded floor)."""
         return replace(
             self,
-            ctx=replace(self.ctx, workload=NoopParams(), validate=False, threads=1, connections=1),
+            ctx=replace(
+                self.ctx,
+                workload=NoopParams(),
+                validate=False,
+                clients=1,
+                threads=1,
+                connections=1,
+            ),
             clients=1,
             requests=requests,
             duration_s=None,
@@ -119,12 +127,14 @@ class LoadSpec:
         )
 
     def for_client(self, index: int) -> LoadSpec:
-        """Client ``index``'s part: its index in the context, its share of the rate."""
+        """Client ``index``'s part: its index in the context (and the number of clients: request
+        numbers are distinct across them), its share of the rate."""
         return replace(
             self,
             ctx=replace(
                 self.ctx,
                 client_index=index,
+                clients=self.clients,
                 options=dict(self.ctx.options),
                 env=dict(self.ctx.env),
             ),
