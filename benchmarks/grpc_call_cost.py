@@ -132,6 +132,26 @@ class CountingTransport:
         pass
 
 
+def recut(cap: Capture, frames: int) -> Capture:
+    """``cap`` with the reads after the preface cut anew: ``frames`` frames a read (a reply's
+    frames split across reads, as a fast server's small writes come), or, when ``frames`` is 0,
+    a read after each frame that ends a stream (a reply a read)."""
+    before, reads = cap
+    data = b"".join(reads[before:])
+    out: list[bytes] = []
+    start = pos = count = 0
+    while pos + 9 <= len(data):
+        kind, flags = data[pos + 3], data[pos + 4]
+        pos += 9 + int.from_bytes(data[pos : pos + 3])
+        count += 1 if frames or (kind < 2 and flags & 1) else 0
+        if count == (frames or 1):
+            out.append(data[start:pos])
+            start, count = pos, 0
+    if start < len(data):
+        out.append(data[start:])
+    return before, reads[:before] + out
+
+
 def replayed_session(client: H2Client, preface: list[bytes]) -> H2Protocol:
     """``client``'s one session, on a connection whose transport only counts what it is
     written, fed the reads before the loops started (the server's preface)."""
@@ -190,6 +210,9 @@ def main() -> int:
     parser.add_argument("--capture-file", type=Path, help="keep the capture here (or read it)")
     parser.add_argument("--replay-only", choices=("rpcmeter", "floor"), help="one replay, once")
     parser.add_argument("--reads", type=int, help="replay only this many of the captured reads")
+    parser.add_argument(
+        "--frames-per-read", type=int, help="cut the captured bytes anew (0: a reply a read)"
+    )
     parser.add_argument("--server", choices=("greeter", "aio", "sync", "h2"), default="greeter")
     args = parser.parse_args()
     endpoint = Endpoint("tcp", "127.0.0.1", 1)  # the replay's authority (no connection)
@@ -215,6 +238,8 @@ def main() -> int:
             cap = asyncio.run(capture(ep, args.calls, args.streams))
         if args.capture_file is not None:
             args.capture_file.write_bytes(pickle.dumps(cap))
+    if args.frames_per_read is not None:
+        cap = recut(cap, args.frames_per_read)
     if args.reads is not None:
         cap = (cap[0], cap[1][: cap[0] + args.reads])
     reads = cap[1][cap[0] :]

@@ -28,7 +28,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-from grpc_call_cost import replay, replay_floor, replayed_session
+from grpc_call_cost import recut, replay, replay_floor, replayed_session
 from versus import layout, serve
 
 from rpcmeter.drivers.base import DriverContext
@@ -117,6 +117,9 @@ def main() -> int:
     parser.add_argument("--path", default="/")
     parser.add_argument("--capture-file", type=Path, help="keep the capture here (or read it)")
     parser.add_argument("--replay-only", choices=("rpcmeter", "floor"), help="one replay, once")
+    parser.add_argument(
+        "--frames-per-read", type=int, help="cut the captured bytes anew (0: a reply a read)"
+    )
     args = parser.parse_args()
     endpoint = Endpoint("tcp", "127.0.0.1", 1)
     if args.capture_file is not None and args.capture_file.exists():
@@ -127,6 +130,8 @@ def main() -> int:
             cap = asyncio.run(capture(endpoint, args.calls, args.streams, args.path))
         if args.capture_file is not None:
             args.capture_file.write_bytes(pickle.dumps((endpoint, cap)))
+    if args.frames_per_read is not None:
+        cap = recut(cap, args.frames_per_read)
     reads = cap[1][cap[0] :]
     print(
         f"capture ({args.server}): {len(reads)} reads, {sum(map(len, reads)):,} bytes, "

@@ -507,9 +507,12 @@ REPLY_SHAPES = st.sampled_from(["grpc", "grpc2", "http", "trailers_only", "other
 
 
 def replies_through(
-    shapes: list[str], cuts: list[int], replay: bool
+    shapes: list[str], cuts: list[int], replay: bool, inline: bool = True, split: int = 0
 ) -> tuple[list[tuple[object, ...]], int, int]:
-    """Replies of ``shapes`` (three times over) read in batches of ``cuts`` replies: what each
+    """Replies of ``shapes`` (three times over) read in batches of ``cuts`` replies (each batch
+    read in two where ``split`` bytes, modulo its length, say: a reply's frames in two reads),
+    by a client replaying recorded replies or not, handling the usual frames in its loop
+    (``inline``) or each by its handler: what each
     stream ended with, the connection's receive window, and how many streams were replayed."""
     enc = hpack.Encoder()
     # the server's first use of each block indexes it (a prime stream carries those); later
@@ -546,7 +549,7 @@ def replies_through(
         return out + frame(HEADERS, END_HEADERS | END_STREAM, sid, blocks["trail"])
 
     def run() -> tuple[list[tuple[object, ...]], int, int]:
-        client = started(replay=replay)
+        client = started(replay=replay, inline=inline)
         req = client.prepare(GET, None)
         client.request(req, lambda s: None)
         client.request(req, lambda s: None)
@@ -562,7 +565,9 @@ def replies_through(
             stream_id += 2
             want -= 1
             if want <= 0:
-                client.receive(batch)
+                cut = split % len(batch)
+                client.receive(batch[:cut])
+                client.receive(batch[cut:])
                 batch, want = b"", next(sizes, 1)
         client.receive(batch)
         got: list[tuple[object, ...]] = [
@@ -577,16 +582,23 @@ def replies_through(
 
 
 @settings(max_examples=100, deadline=None)
-@given(shapes=st.lists(REPLY_SHAPES, min_size=1, max_size=40), cuts=st.lists(st.integers(1, 5)))
+@given(
+    shapes=st.lists(REPLY_SHAPES, min_size=1, max_size=40),
+    cuts=st.lists(st.integers(1, 5)),
+    split=st.integers(0, 200),
+)
 def test_replayed_replies_agree_with_parsing_every_frame(
-    shapes: list[str], cuts: list[int]
+    shapes: list[str], cuts: list[int], split: int
 ) -> None:
-    """Replies of a few shapes, repeated, some with a PING in between, read in batches: a client
-    replaying recorded replies ends every stream as one parsing every frame does, and uses its
-    window the same."""
-    replayed, window, _ = replies_through(shapes, cuts, replay=True)
-    parsed, window2, none = replies_through(shapes, cuts, replay=False)
+    """Replies of a few shapes, repeated, some with a PING in between, read in batches (split
+    anywhere): a client replaying recorded replies, and one handling the usual frames in its
+    loop, end every stream as one handing every frame to its handler does, and use their window
+    the same."""
+    replayed, window, _ = replies_through(shapes, cuts, replay=True, split=split)
+    inlined, window3, none3 = replies_through(shapes, cuts, replay=False, split=split)
+    parsed, window2, none = replies_through(shapes, cuts, False, inline=False, split=split)
     assert replayed == parsed and window == window2 and none == 0
+    assert inlined == parsed and window3 == window2 and none3 == 0
     assert len(parsed) == 3 * len(shapes)
 
 
@@ -594,7 +606,7 @@ def test_replayed_replies_agree_with_parsing_every_frame(
 def test_repeated_replies_are_replayed(shape: str) -> None:
     shapes = [shape, "ping", *[shape] * 40]  # a PING inside a reply: that one is not recorded
     replayed, _, count = replies_through(shapes, [2, 3], replay=True)
-    assert count >= 40 and replayed == replies_through(shapes, [2, 3], replay=False)[0]
+    assert count >= 40 and replayed == replies_through(shapes, [2, 3], False, inline=False)[0]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -629,8 +641,8 @@ def test_nginx_replies_agree_with_decoding_every_block(
     blocks = [nginx_block(s) for s, times in seconds for _ in range(times)]
     lib = hpack.Decoder()
     want = [[tuple(h) for h in lib.decode(b, raw=True)] for b in blocks]
-    for replay in (True, False):
-        client = started(replay=replay)
+    for replay, inline in ((True, True), (False, True), (False, False)):
+        client = started(replay=replay, inline=inline)
         req = client.prepare(GET, None)
         done, on_end = ended()
         batch, sizes = b"", itertools.cycle(cuts)

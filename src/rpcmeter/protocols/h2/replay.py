@@ -6,7 +6,8 @@ A server answering the same call sends the same reply bytes but for the stream i
 that ended its stream (:meth:`Replayer.record`): a contiguous run of its own frames (HEADERS,
 DATA without padding, and HEADERS or the last DATA ending the stream, or one HEADERS:
 trailers-only), its header blocks in the connection's block cache. At each HEADERS frame of the
-recorded first frame's length, :meth:`Replayer.replay` compares the bytes from there with the
+recorded first frame's length (in the connection's read loop: where the rest of the read can
+hold the recorded reply), :meth:`Replayer.replay` compares the bytes from there with the
 recording around each stream id; each reply that is the same ends its stream in that one
 comparison, with the recorded header views, payloads and window use (the same header blocks mean
 the same while the cache stands, ``cache_gen``, and the same DATA frames the same payloads). A
