@@ -214,10 +214,14 @@ VERDICT = re.compile(r"\b(faster|slower|same|more|less|unknown)\b")
 RULE = re.compile(r"[─━═]+")
 
 
+WITHIN_NOISE = re.compile(r"\\?~0 \(within noise\)")
+
+
 def normalize(line: str) -> str:
     """A line with what changes from run to run masked: figures (N), verdicts (V), the length of
     a table's rule, spacing, and a table row's leading numeric columns (a matrix point's values,
     printed on its group's first row only, whichever variant ranks first)."""
+    line = WITHIN_NOISE.sub("N ± N", line)  # an overhead within the noise is a figure too
     line = RULE.sub("─", NUMBER.sub("N", line))
     line = VERDICT.sub("V", line)
     line = re.sub(r"(?<!\S)-(?!\S)", "N", line)  # a figure not measured
@@ -233,6 +237,9 @@ def test_normalize_masks_figures_not_words() -> None:
     assert normalize(" ─────") == normalize(" ──") == "─"
     assert normalize("0.46 faster  0.39-0.56") == normalize("1.20 slower  1.1-1.3") == "V N-N"
     assert normalize("demo: rpyc thread binding · 4 cases") != normalize("demo: rpyc · 4 cases")
+    assert normalize("| 0.001 ± 0.001 | \\~0 (within noise) | 71 |") == normalize(
+        "| 0.001 ± 0.001 | 0.325 ± 0.091 | 71 |"
+    )
 
 
 def _argv(command: str) -> list[str]:

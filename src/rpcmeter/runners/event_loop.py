@@ -189,17 +189,29 @@ def closed_loop(
         send = new_send
 
     own = getattr(channel, "own", None)
-    owned: Ownership | None = own(on_reply, moved) if own is not None else None
-    if owned:
-        send = owned.send
+    owned: Ownership | None = None
 
-    def end() -> None:
+    def acquire() -> None:
+        """Own the connection (where the channel lets this loop alone use it) while the loop
+        sends: a parked loop owns none, so that a server closing an idle connection is no
+        request of this loop's lost."""
+        nonlocal owned, send
+        owned = own(on_reply, moved) if own is not None else None
+        send = owned.send if owned else partial(channel, on_reply)
+
+    def release() -> None:
+        nonlocal owned
         if owned:
             owned.release()
+            owned = None
+
+    def end() -> None:
+        release()
         phase.loop_done()
 
     def park() -> None:
-        """Wait for the next span (the connection stays this loop's)."""
+        """Wait for the next span."""
+        release()
         begin = later[0][0]
         phase.parked[key] = phase.loop.call_later(max(0.0, (begin - clock()) / 1e9), resume)
 
@@ -207,6 +219,7 @@ def closed_loop(
         nonlocal t0, deadline_ns
         phase.parked.pop(key, None)
         deadline_ns = later.pop(0)[1]
+        acquire()
         t0 = clock()
         send()
 
@@ -218,6 +231,7 @@ def closed_loop(
         deadline_ns = 0
         park()
     else:
+        acquire()
         t0 = clock()
         send()
     return done
