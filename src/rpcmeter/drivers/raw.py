@@ -246,9 +246,15 @@ class RawDriver(StreamDriver):
         polls = [0]
         self.polls.append(polls)
         spinning = self.ctx.wait == "spin"
+
+        def bound(sock: socket.socket) -> tuple[Callable[[bytes], None], Callable[[int], bytes]]:
+            """The socket's send and receive, as this loop calls them."""
+            return sock.sendall, polling_recv(
+                sock, self.ctx.spin_us, polls
+            ) if spinning else sock.recv
+
         sock = self.socks[index]
-        send = sock.sendall
-        recv = polling_recv(sock, self.ctx.spin_us, polls) if spinning else sock.recv
+        send, recv = bound(sock)
         served = False  # whether the connection this loop uses answered it
 
         def lost(error: BaseException) -> RequestLost:
@@ -256,8 +262,7 @@ class RawDriver(StreamDriver):
             if not served:
                 raise error
             sock = self.replace_socket(index, sock)
-            send = sock.sendall
-            recv = polling_recv(sock, self.ctx.spin_us, polls) if spinning else sock.recv
+            send, recv = bound(sock)
             served = False
             return RequestLost(f"a request in flight: {error}")
 
