@@ -215,6 +215,7 @@ RULE = re.compile(r"[─━═]+")
 
 
 WITHIN_NOISE = re.compile(r"\\?~0 \(within noise\)")
+BOLD_FIGURE = re.compile(r"\*\*(-?[\d.,]+(?: ± [\d.,]+)?)\*\*")  # a figure beyond the noise
 
 
 def normalize(line: str) -> str:
@@ -222,7 +223,9 @@ def normalize(line: str) -> str:
     a table's rule, spacing, and a table row's leading numeric columns (a matrix point's values,
     printed on its group's first row only, whichever variant ranks first)."""
     line = WITHIN_NOISE.sub("N ± N", line)  # an overhead within the noise is a figure too
+    line = BOLD_FIGURE.sub(r"\1", line)
     line = RULE.sub("─", NUMBER.sub("N", line))
+    line = re.sub(r"(?<![\w.])-N", "N", line)  # a figure's sign (an overhead may fall below 0)
     line = VERDICT.sub("V", line)
     line = re.sub(r"(?<!\S)-(?!\S)", "N", line)  # a figure not measured
     line = " ".join(line.split())
@@ -239,7 +242,8 @@ def test_normalize_masks_figures_not_words() -> None:
     assert normalize("demo: rpyc thread binding · 4 cases") != normalize("demo: rpyc · 4 cases")
     assert normalize("| 0.001 ± 0.001 | \\~0 (within noise) | 71 |") == normalize(
         "| 0.001 ± 0.001 | 0.325 ± 0.091 | 71 |"
-    )
+    ) == normalize("| 0.001 ± 0.000 | **-0.003 ± 0.001** | 71 |")
+    assert normalize("| **bold** |") != normalize("| bold |")
 
 
 def _argv(command: str) -> list[str]:
