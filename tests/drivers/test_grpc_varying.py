@@ -69,6 +69,51 @@ def test_numbers_and_uuids_reach_the_server_once_each(client: str, tmp_path: Pat
     assert len(ids) == sent and all(uuid.UUID(i).version == 4 for i in ids)
 
 
+def test_requests_made_again_in_place_reach_the_server_whole(tmp_path: Path) -> None:
+    """The HTTP/2 client's usual varying calls (fixed metadata, no deadline: each loop's
+    request made again in place, its message spliced or its varying field serialized alone):
+    every number reaches the server once, and an echoed string field is each request's own."""
+    record = tmp_path / "seen.jsonl"
+    load = {"clients": 1, "concurrency": 3, "requests": 40, "warmup": 0}
+    result = run(
+        {
+            "target": {
+                "driver": "grpc",
+                "server": server("--record", str(record)),
+                "options": {
+                    "proto": str(ROUTE_GUIDE),
+                    "call": "routeguide.RouteGuide/GetFeature",
+                    "data": {"latitude": "{{request_number}}", "longitude": 5},
+                    "metadata": {"x-request-id": "fixed"},
+                },
+            },
+            "workloads": {"GetFeature": {"kind": "noop"}},
+            "load": load,
+        }
+    )
+    (case,) = result.cases
+    assert case.status == "ok" and case.ok == 3 * 40, (case.reason, case.error_samples)
+    seen = [json.loads(line) for line in record.read_text().splitlines()]
+    assert sorted(s["latitude"] for s in seen) == list(range(3 * 40))
+    assert {s["request_id"] for s in seen} == {"fixed"}
+    echo = {"proto": str(KITCHEN), "call": "kitchen.Kitchen/Echo"}
+    for data in ({"id": "o-{{request_number}}", "voucher": 3}, {"id": "{{uuid}}", "big": 1}):
+        expect = {"id": data["id"]}
+        result = run(
+            {
+                "target": {
+                    "driver": "grpc",
+                    "server": server(),
+                    "options": {**echo, "data": data, "expect": expect},
+                },
+                "workloads": {"Echo": {"kind": "noop"}},
+                "load": load,
+            }
+        )
+        (case,) = result.cases
+        assert case.status == "ok" and case.ok == 3 * 40, (case.reason, case.error_samples)
+
+
 def test_expect_with_placeholders_names_the_wrong_field(tmp_path: Path) -> None:
     """Kitchen/Echo sends the order back: an ``expect`` of the request's own values passes,
     one of other values fails on every call, naming the field."""
@@ -207,3 +252,38 @@ def test_message_templates_join_fixed_and_varying_fields() -> None:
     ]:
         with pytest.raises(gs.SchemaError, match=message):
             gs.compile_message(desc, bad)
+
+
+@pytest.mark.parametrize(
+    ("data", "varying"),
+    [
+        ({"id": "{{request_number}}"}, {"id": "{n}"}),
+        ({"id": "o-{{request_number}}", "big": 5}, {"id": "o-{n}"}),
+        ({"id": "{{uuid}}/{{loop}}", "voucher": 3, "address": {"street": "x"}}, {"id": "{u}/2"}),
+        ({"address": {"street": "{{request_number}}"}, "id": "a"}, {"address": {"street": "{n}"}}),
+        ({"big": "{{request_number}}", "id": "fixed"}, {"big": "{n}"}),
+    ],
+)
+def test_spliced_messages_are_protobufs_own_bytes(data: Any, varying: Any) -> None:
+    """A message made as its fixed part, then the varying field's bytes (spliced: its tag and
+    length from protobuf once per size): protobuf's own serialization of the fixed part and of
+    the varying fields alone, whatever the varying text's size (a length of one varint byte and
+    of two) and characters."""
+    schema = gs.load_schema(gs.compile_proto(KITCHEN), "proto", "kitchen.proto")
+    desc = schema.pool.FindMessageTypeByName("kitchen.Order")
+    encoder = gs.RequestEncoder(desc)
+    made = gs.compile_message(desc, data)
+    assert isinstance(made, gs.MessageTemplate)
+    spliced = made.splice(schema.files, made.exprs)
+    assert spliced is not None
+    fmt, piece, before = spliced
+    assert (fmt is not None) == (len(made.leaves) == 1 and made.leaves[0].path == ("id",))
+    fixed = {k: v for k, v in data.items() if k not in varying}
+    for n, text in [(0, "é"), (7, "x" * 150), (12345678901234, "ü" * 70), (99, "")]:
+        by_name: dict[str, int | str] = {"request_number": n, "uuid": text, "loop": 2}
+        values = tuple(by_name[e.name] for e in made.exprs)
+        filled = json.loads(json.dumps(varying).replace("{n}", str(n)).replace("{u}", text))
+        p = piece(values)
+        got = before(len(p)) + p
+        assert got == made.fixed + encoder.encode(filled), (n, text)
+        assert gs.message_class(desc).FromString(got) == encoder.message({**fixed, **filled})  # type: ignore[attr-defined]

@@ -66,3 +66,33 @@ def test_framed_requests_are_built_requests(block: bytes, body: bytes | None) ->
         framed.build(16_384)
     assert framed.parts == built.parts and framed.head_parts == built.head_parts
     assert (framed.size, framed.end_stream, framed.body) == (built.size, True, body)
+
+
+def test_a_reframer_makes_a_free_request_again_and_leaves_a_held_one() -> None:
+    """``Request.framer(..., reuse=True)``: the request made before last is made again in
+    place once nothing holds it; one still held (a stream in flight) is left as it was; each
+    gives the frames ``Request.build`` gives; a body of several frames gets a new request."""
+    block = b"abc" * 10
+    make = Request.framer(block, 16_384, reuse=True)
+
+    def built(body: bytes) -> list[bytes]:
+        req = Request(block, body)
+        req.build(16_384)
+        return req.parts
+
+    first, second = make(b"one"), make(b"second")
+    assert first.parts == built(b"one") and second.parts == built(b"second")
+    third = make(b"3")  # ``first`` is held here: left alone
+    assert third is not first and first.parts == built(b"one") and first.body == b"one"
+    del first
+    fourth = make(b"four")  # ``second`` is held: a new one
+    assert fourth is not second and second.parts == built(b"second")
+    fourth_id = id(fourth)
+    del second, fourth
+    fifth = make(b"fifth!")  # made before last (``third``) is held; ``fourth`` next is free
+    assert fifth is not third and fifth.parts == built(b"fifth!")
+    sixth = make(b"six")  # ``fourth``, made again in place
+    assert sixth.parts == built(b"six") and (sixth.size, sixth.body) == (3, b"six")
+    assert id(sixth) == fourth_id  # still held by the framer: the id is its own
+    big = make(b"z" * 20_000)  # several DATA frames: built by the connection
+    assert big.frame_size == 0 and big.body == b"z" * 20_000

@@ -43,6 +43,7 @@ from rpcmeter.protocols.grpc_schema import MessageTemplate, PreparedCall, Templa
 from rpcmeter.protocols.h2.connection import Request
 from rpcmeter.protocols.h2.connection import Stream as H2Stream
 from rpcmeter.protocols.h2.fields import block_filler
+from rpcmeter.protocols.request_data import Rotation
 from rpcmeter.protocols.templates import (
     Expr,
     Template,
@@ -54,6 +55,8 @@ from rpcmeter.protocols.templates import (
 )
 from rpcmeter.protocols.timing import ServerTime, trailer_times
 from rpcmeter.workloads import MixParams
+
+HEADS_KEPT = 4096  # the sizes of a message's varying part whose head _h2_maker keeps
 
 
 @dataclass(frozen=True)
@@ -160,6 +163,7 @@ class PlanCall(GrpcH2Client):
         super().__init__(*args)
         self.sent = [0]  # message bytes sent (calls whose messages vary)
         self.fixed_size: int | None = None  # the size of its one fixed message
+        self.turns: list[Request] | None = None  # its fixed messages in turn (_h2_turns)
         self.values: dict[Done, Values] = {}
         self.templated = templated
         self.bound: Callable[[bytes, Values], Any] | None = None
@@ -216,6 +220,9 @@ def h2_channels(
         if keeps and client.bound is None:
             assert client.templated is not None
             client.bound = client.templated.bind(exprs)
+        if len(call.entries) > 1 and _turns_alone(client, call):
+            out.append(_h2_turns(client, session, call, state))
+            continue
         payloads: list[Any] = []
         for entry in call.entries:
             if not entry.exprs() and not keeps:
@@ -230,6 +237,44 @@ def h2_channels(
             client.fixed_size = payloads[0].size - 5
         out.append(_h2_channel(client, session, payloads, state, not plan.mix))
     return out
+
+
+def _turns_alone(client: PlanCall, call: Call[GrpcEntry]) -> bool:
+    """Whether a call's entries are fixed messages alone (a data file), sent in turn by
+    :func:`_h2_turns`: on kept connections, without a deadline or an ``expect`` that varies."""
+    return (
+        client.ctx.reuse
+        and client.timeout_s is None
+        and client.templated is None
+        and all(isinstance(e.message, bytes) and not e.exprs() for e in call.entries)
+    )
+
+
+def _h2_turns(client: PlanCall, session: Any, call: Call[GrpcEntry], state: LoopState) -> Channel:
+    """A loop's channel of fixed messages in turn (a data file), from the loop's offset: each
+    entry one prepared request, made once for every loop of the client under the call's one
+    header block (:meth:`Request.framer <rpcmeter.protocols.h2.connection.Request.framer>`:
+    the frames' head and the block shared), so that thousands of entries cost the hot path
+    little more than one fixed request."""
+    conn = session.proto.conn
+    if client.turns is None:
+        make = Request.framer(conn.prepare(client.headers, None).block, conn.peer_frame)
+        client.turns = [make(frame(e.message)) for e in call.entries]  # type: ignore[arg-type]
+    reqs = client.turns
+    request = session.request
+    on_end = super(PlanCall, client).on_end
+    sent = client.sent
+    n = len(reqs)
+    turn = Rotation(n, state.loop).i
+
+    def turns(done: Done) -> None:
+        nonlocal turn
+        req = reqs[turn]
+        turn = turn + 1 if turn + 1 < n else 0
+        sent[0] += req.size - 5
+        request(req, on_end, done)
+
+    return turns
 
 
 def call_exprs(call: Call[GrpcEntry]) -> tuple[Expr, ...]:
@@ -251,23 +296,42 @@ def _h2_maker(
     sent = client.sent
     framed = Request.framed
     msg = entry.message
-    parts = None
+    splice = None
     if isinstance(msg, MessageTemplate) and entry.call is not None:
-        parts = msg.parts(entry.call.files, exprs)
-    if parts is not None and not any(callable(v) for _, v in fields):
-        # the usual: the same header block every call, the message's varying fields set and
-        # serialized apart; one function makes the request (no call per step)
-        framer = Request.framer(block(()), frame_size)
-        fixed, set_fields, serialize = parts
-        nf = len(fixed)
-        join = b"".join
+        splice = msg.splice(entry.call.files, exprs)
+    if splice is not None and not any(callable(v) for _, v in fields):
+        # the usual: the same header block every call; what varies in the message made alone,
+        # joined to what comes before it (the gRPC prefix, the fixed fields, the varying
+        # field's tag and length), kept per size of what varies
+        framer = Request.framer(block(()), frame_size, reuse=True)  # one in flight a loop
+        fmt, piece, before = splice
+        heads: dict[int, tuple[bytes, int]] = {}
+
+        def head_of(k: int) -> tuple[bytes, int]:
+            start = before(k)
+            n = len(start) + k
+            head = (PREFIX(0, n) + start, n)
+            if len(heads) < HEADS_KEPT:
+                heads[k] = head
+            return head
+
+        if fmt is not None and len(fmt.picks) == 1 and not fmt.encode[0]:
+            # one number in a string field (a request number): no call but the framer's
+            text, (i,) = fmt.fmt, fmt.picks
+
+            def make_number(values: Values) -> Request:
+                p = text % (values[i],)
+                start, n = heads.get(len(p)) or head_of(len(p))
+                sent[0] += n
+                return framer(start + p)
+
+            return make_number
 
         def make_request(values: Values) -> Request:
-            set_fields(values)
-            tail = serialize()
-            n = nf + len(tail)
+            p = piece(values)
+            start, n = heads.get(len(p)) or head_of(len(p))
             sent[0] += n
-            return framer(join((PREFIX(0, n), fixed, tail)))
+            return framer(start + p)
 
         return make_request
     message = message_fill(entry, exprs, framed=True)

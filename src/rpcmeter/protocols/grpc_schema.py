@@ -638,6 +638,47 @@ class MessageTemplate:
 
         return self.fixed, set_fields, serialize
 
+    def splice(
+        self, files: bytes, exprs: tuple[templates.Expr, ...]
+    ) -> (
+        tuple[
+            templates.BytesFormat | None,
+            Callable[[templates.Values], bytes],
+            Callable[[int], bytes],
+        ]
+        | None
+    ):
+        """How a request's message is made by a caller that keeps, per size, what does not
+        vary: ``piece(values)``, the bytes that vary, and ``before(n)``, the message's bytes
+        before a piece of ``n`` bytes (the same for every piece of that size), so that the
+        message is ``before(len(piece)) + piece``. A message whose one varying field is a
+        string of the message itself is spliced: the piece is the field's text (``format``, a
+        :class:`~rpcmeter.protocols.templates.BytesFormat` of it), its tag and length come
+        from protobuf once per size; any other is the varying fields serialized by protobuf
+        (``format`` None). None when the message is made whole per request (``data``)."""
+        parts = self.parts(files, exprs)
+        if parts is None:
+            return None
+        fixed, set_fields, serialize = parts
+        leaf = self.leaves[0]
+        if len(self.leaves) > 1 or leaf.kind != "str" or len(leaf.path) != 1:
+
+            def piece(values: templates.Values) -> bytes:
+                set_fields(values)
+                return serialize()
+
+            return None, piece, lambda n: fixed
+        fmt = templates.BytesFormat.of(templates.text_parts(leaf.template), exprs)
+        scratch = message_class(_pool(files).FindMessageTypeByName(self.type_name))()
+        name = leaf.path[0]
+
+        def before(n: int) -> bytes:
+            setattr(scratch, name, "a" * n)  # protobuf's own tag and length for n bytes
+            whole: bytes = scratch.SerializeToString()
+            return fixed + whole[: -n or None]
+
+        return fmt, fmt.formatter(), before
+
 
 def _setter(
     parent: Message, leaf: Leaf, exprs: tuple[templates.Expr, ...]

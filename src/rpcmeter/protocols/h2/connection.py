@@ -69,6 +69,7 @@ from __future__ import annotations
 
 import re
 import struct
+import sys
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, Protocol
@@ -313,9 +314,16 @@ class Request:
         return cls.framer(block, frame_size)(body)
 
     @classmethod
-    def framer(cls, block: bytes, frame_size: int) -> Callable[[bytes | None], Request]:
+    def framer(
+        cls, block: bytes, frame_size: int, reuse: bool = False
+    ) -> Callable[[bytes | None], Request]:
         """``make(body)``: :meth:`framed` requests of one header ``block``, whose HEADERS
-        frame is made once here."""
+        frame is made once here, and the header block with the DATA frame's head once per size
+        of body. With ``reuse``, ``make(body)`` (a body, never None) makes the request it made
+        before last again, in place, when nothing else holds it any more (the stream that sent
+        it ended: a loop's requests one at a time), so that a request made per call costs no
+        new object; one still held (in flight, waiting) or built anew by a connection whose
+        peer changed its frame size is left alone and a new one made."""
         n = len(block)
         if not (frame_size and n <= frame_size):
             return lambda body: cls(block, body)
@@ -324,6 +332,7 @@ class Request:
         data = int(DATA)
         head_parts = [head, block]
         new = cls.__new__
+        mids: dict[int, bytes] = {}  # by the body's size: the block and the DATA frame's head
 
         def make(body: bytes | None) -> Request:
             if body is None:
@@ -337,14 +346,49 @@ class Request:
             req = new(cls)
             req.block, req.body, req.size, req.end_stream = block, body, m, True
             req.frame_size, req.head_parts = frame_size, head_parts
-            req.parts = [head, block + _HEAD5(m << 8 | data, END_STREAM), body]
+            mid = mids.get(m)
+            if mid is None:
+                mid = block + _HEAD5(m << 8 | data, END_STREAM)
+                if len(mids) < MIDS_KEPT:
+                    mids[m] = mid
+            req.parts = [head, mid, body]
             return req
 
-        return make
+        if not reuse:
+            return make
+        # the last two made: the older is free once its stream ended, the newer's stream
+        # may still be ending (its on_end is what calls for the next request)
+        made = [make(b""), make(b"")]
+        held = sys.getrefcount
+
+        def remake(body: bytes | None) -> Request:
+            req = made[0]
+            assert body is not None
+            m = len(body)
+            # held by ``made``, ``req`` and getrefcount's argument alone: free to make again
+            if held(req) > 3 or req.frame_size != frame_size or m > frame_size:
+                req = make(body)
+            else:
+                req.body = body
+                req.size = m
+                mid = mids.get(m)
+                if mid is None:
+                    mid = block + _HEAD5(m << 8 | data, END_STREAM)
+                    if len(mids) < MIDS_KEPT:
+                        mids[m] = mid
+                parts = req.parts
+                parts[1] = mid
+                parts[2] = body
+            made[0] = made[1]
+            made[1] = req
+            return req
+
+        return remake
 
 
 # a frame's head up to its stream id: (length << 8 | type, flags)
 _HEAD5 = struct.Struct(">IB").pack
+MIDS_KEPT = 4096  # Request.framer: the sizes of body whose frames' middle part it keeps
 
 
 def never_indexed(headers: Iterable[tuple[bytes, bytes]]) -> list[hpack.HeaderTuple]:
