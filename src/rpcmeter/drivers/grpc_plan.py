@@ -29,6 +29,7 @@ from rpcmeter.drivers.base import Caller, Channel, Done, DriverContext, ReplyChe
 from rpcmeter.drivers.grpc_h2 import GrpcH2Client
 from rpcmeter.drivers.varying import (
     MIX_KEY,
+    NUMBER_ONLY,
     Call,
     Fill,
     LoopState,
@@ -223,6 +224,15 @@ def h2_channels(
         if len(call.entries) > 1 and _turns_alone(client, call):
             out.append(_h2_turns(client, session, call, state))
             continue
+        if (
+            len(call.entries) == 1
+            and not plan.mix  # (a mix loop numbers its requests itself)
+            and exprs == NUMBER_ONLY
+            and _plain(client)
+            and (spliced := _spliced(client, call.entries[0], exprs, conn)) is not None
+        ):
+            out.append(_h2_numbered(client, session, spliced, state))
+            continue
         payloads: list[Any] = []
         for entry in call.entries:
             if not entry.exprs() and not keeps:
@@ -239,14 +249,17 @@ def h2_channels(
     return out
 
 
+def _plain(client: PlanCall) -> bool:
+    """Whether a call sends on kept connections, without a deadline or an ``expect`` that
+    varies (each loop one request at a time, through the session)."""
+    return client.ctx.reuse and client.timeout_s is None and client.templated is None
+
+
 def _turns_alone(client: PlanCall, call: Call[GrpcEntry]) -> bool:
     """Whether a call's entries are fixed messages alone (a data file), sent in turn by
-    :func:`_h2_turns`: on kept connections, without a deadline or an ``expect`` that varies."""
-    return (
-        client.ctx.reuse
-        and client.timeout_s is None
-        and client.templated is None
-        and all(isinstance(e.message, bytes) and not e.exprs() for e in call.entries)
+    :func:`_h2_turns` (:func:`_plain`)."""
+    return _plain(client) and all(
+        isinstance(e.message, bytes) and not e.exprs() for e in call.entries
     )
 
 
@@ -287,45 +300,10 @@ def _h2_maker(
 ) -> Callable[[Values], Request]:
     """How one entry's request is made from a request's values: its header block (metadata
     that varies appended as literals) and its message, framed for the peer's frame size."""
-    fields: list[tuple[bytes, bytes | Callable[[Values], bytes]]] = list(client.headers)
-    for name, value in metadata_fills(entry, exprs):
-        if callable(value):
-            fields.append((name.lower().encode(), _encoded(value)))
-    block = block_filler(fields, lambda run: conn.prepare(run, None).block)
-    frame_size = conn.peer_frame
+    spliced = _spliced(client, entry, exprs, conn)
     sent = client.sent
-    framed = Request.framed
-    msg = entry.message
-    splice = None
-    if isinstance(msg, MessageTemplate) and entry.call is not None:
-        splice = msg.splice(entry.call.files, exprs)
-    if splice is not None and not any(callable(v) for _, v in fields):
-        # the usual: the same header block every call; what varies in the message made alone,
-        # joined to what comes before it (the gRPC prefix, the fixed fields, the varying
-        # field's tag and length), kept per size of what varies
-        framer = Request.framer(block(()), frame_size, reuse=True)  # one in flight a loop
-        fmt, piece, before = splice
-        heads: dict[int, tuple[bytes, int]] = {}
-
-        def head_of(k: int) -> tuple[bytes, int]:
-            start = before(k)
-            n = len(start) + k
-            head = (PREFIX(0, n) + start, n)
-            if len(heads) < HEADS_KEPT:
-                heads[k] = head
-            return head
-
-        if fmt is not None and len(fmt.picks) == 1 and not fmt.encode[0]:
-            # one number in a string field (a request number): no call but the framer's
-            text, (i,) = fmt.fmt, fmt.picks
-
-            def make_number(values: Values) -> Request:
-                p = text % (values[i],)
-                start, n = heads.get(len(p)) or head_of(len(p))
-                sent[0] += n
-                return framer(start + p)
-
-            return make_number
+    if spliced is not None:
+        piece, heads, head_of, framer = spliced
 
         def make_request(values: Values) -> Request:
             p = piece(values)
@@ -334,6 +312,9 @@ def _h2_maker(
             return framer(start + p)
 
         return make_request
+    block = block_filler(_fields(client, entry, exprs), lambda run: conn.prepare(run, None).block)
+    frame_size = conn.peer_frame
+    framed = Request.framed
     message = message_fill(entry, exprs, framed=True)
 
     def make(values: Values) -> Request:
@@ -342,6 +323,80 @@ def _h2_maker(
         return framed(block(values), body, frame_size)
 
     return make
+
+
+Spliced = tuple[
+    Callable[[Values], bytes],
+    dict[int, tuple[bytes, int]],
+    Callable[[int], tuple[bytes, int]],
+    Callable[[bytes | None], Request],
+]
+
+
+def _spliced(
+    client: PlanCall, entry: GrpcEntry, exprs: tuple[Expr, ...], conn: Any
+) -> Spliced | None:
+    """The usual request that varies: the same header block every call (no metadata that
+    varies), its message's varying part made alone (:meth:`MessageTemplate.splice
+    <rpcmeter.protocols.grpc_schema.MessageTemplate.splice>`) and joined to what comes before
+    it (the gRPC prefix, the fixed fields, the varying field's tag and length), kept per size
+    of that part. Gives ``piece(values)`` (a request number alone in a string field: the
+    format's own ``%``, no Python call), ``heads`` (by size: what comes before, the message's
+    size), ``head_of(size)`` (one not kept yet) and the loop's ``framer`` (its request made
+    again in place: one in flight a loop). None for any other."""
+    msg = entry.message
+    fields = _fields(client, entry, exprs)
+    if not isinstance(msg, MessageTemplate) or entry.call is None:
+        return None
+    splice = msg.splice(entry.call.files, exprs)
+    if splice is None or any(callable(v) for _, v in fields):
+        return None
+    framer = Request.framer(conn.prepare(client.headers, None).block, conn.peer_frame, True)
+    fmt, piece, before = splice
+    heads: dict[int, tuple[bytes, int]] = {}
+
+    def head_of(k: int) -> tuple[bytes, int]:
+        start = before(k)
+        n = len(start) + k
+        head = (PREFIX(0, n) + start, n)
+        if len(heads) < HEADS_KEPT:
+            heads[k] = head
+        return head
+
+    if fmt is not None and fmt.picks == (0,) and len(exprs) == 1 and not fmt.encode[0]:
+        piece = fmt.fmt.__mod__  # fmt % values: the one value, a number
+    return piece, heads, head_of, framer
+
+
+def _fields(
+    client: PlanCall, entry: GrpcEntry, exprs: tuple[Expr, ...]
+) -> list[tuple[bytes, bytes | Callable[[Values], bytes]]]:
+    """A request's header fields: the client's, then the metadata that varies."""
+    fields: list[tuple[bytes, bytes | Callable[[Values], bytes]]] = list(client.headers)
+    for name, value in metadata_fills(entry, exprs):
+        if callable(value):
+            fields.append((name.lower().encode(), _encoded(value)))
+    return fields
+
+
+def _h2_numbered(client: PlanCall, session: Any, spliced: Spliced, state: LoopState) -> Channel:
+    """A loop's channel of one call whose request number alone varies, spliced
+    (:func:`_spliced`): each request made in one Python call, the framer's aside."""
+    piece, heads, head_of, framer = spliced
+    request = session.request
+    on_end = super(PlanCall, client).on_end
+    sent = client.sent
+    counter = state.counter
+
+    def number(done: Done) -> None:
+        n = counter.n
+        p = piece((n,))
+        start, size = heads.get(len(p)) or head_of(len(p))
+        sent[0] += size
+        request(framer(start + p), on_end, done)
+        counter.n = n + counter.step
+
+    return number
 
 
 def _encoded(fill: Callable[[Values], str]) -> Callable[[Values], bytes]:
