@@ -39,8 +39,11 @@ def run(raw: dict[str, Any], where: Path | None = None) -> Result:
     return run_suite(suite)
 
 
-@pytest.mark.parametrize("client", ["h2", "grpcio"])
-def test_numbers_and_uuids_reach_the_server_once_each(client: str, tmp_path: Path) -> None:
+def get_features(
+    tmp_path: Path, options: dict[str, Any], load: dict[str, Any]
+) -> tuple[Any, list[dict[str, Any]]]:
+    """A GetFeature case against the schema server, which records what each call carried:
+    the case and the records."""
     record = tmp_path / "seen.jsonl"
     result = run(
         {
@@ -50,19 +53,28 @@ def test_numbers_and_uuids_reach_the_server_once_each(client: str, tmp_path: Pat
                 "options": {
                     "proto": str(ROUTE_GUIDE),
                     "call": "routeguide.RouteGuide/GetFeature",
-                    "client": client,
-                    "data": {"latitude": "{{request_number}}", "longitude": -746143763},
-                    "metadata": {"x-request-id": "{{uuid}}"},
-                    "expect": {"location": {"latitude": "{{request_number}}"}},
+                    **options,
                 },
             },
             "workloads": {"GetFeature": {"kind": "noop"}},
-            "load": {"clients": 2, "concurrency": 3, "requests": 30, "warmup": 2},
+            "load": load,
         }
     )
     (case,) = result.cases
+    return case, [json.loads(line) for line in record.read_text().splitlines()]
+
+
+@pytest.mark.parametrize("client", ["h2", "grpcio"])
+def test_numbers_and_uuids_reach_the_server_once_each(client: str, tmp_path: Path) -> None:
+    options = {
+        "client": client,
+        "data": {"latitude": "{{request_number}}", "longitude": -746143763},
+        "metadata": {"x-request-id": "{{uuid}}"},
+        "expect": {"location": {"latitude": "{{request_number}}"}},
+    }
+    load = {"clients": 2, "concurrency": 3, "requests": 30, "warmup": 2}
+    case, seen = get_features(tmp_path, options, load)
     assert case.status == "ok" and case.ok == 2 * 3 * 30, (case.reason, case.error_samples)
-    seen = [json.loads(line) for line in record.read_text().splitlines()]
     sent = 2 * 3 * 32
     assert sorted(s["latitude"] for s in seen) == list(range(sent))
     ids = {s["request_id"] for s in seen}
@@ -73,27 +85,13 @@ def test_requests_made_again_in_place_reach_the_server_whole(tmp_path: Path) -> 
     """The HTTP/2 client's usual varying calls (fixed metadata, no deadline: each loop's
     request made again in place, its message spliced or its varying field serialized alone):
     every number reaches the server once, and an echoed string field is each request's own."""
-    record = tmp_path / "seen.jsonl"
     load = {"clients": 1, "concurrency": 3, "requests": 40, "warmup": 0}
-    result = run(
-        {
-            "target": {
-                "driver": "grpc",
-                "server": server("--record", str(record)),
-                "options": {
-                    "proto": str(ROUTE_GUIDE),
-                    "call": "routeguide.RouteGuide/GetFeature",
-                    "data": {"latitude": "{{request_number}}", "longitude": 5},
-                    "metadata": {"x-request-id": "fixed"},
-                },
-            },
-            "workloads": {"GetFeature": {"kind": "noop"}},
-            "load": load,
-        }
-    )
-    (case,) = result.cases
+    options = {
+        "data": {"latitude": "{{request_number}}", "longitude": 5},
+        "metadata": {"x-request-id": "fixed"},
+    }
+    case, seen = get_features(tmp_path, options, load)
     assert case.status == "ok" and case.ok == 3 * 40, (case.reason, case.error_samples)
-    seen = [json.loads(line) for line in record.read_text().splitlines()]
     assert sorted(s["latitude"] for s in seen) == list(range(3 * 40))
     assert {s["request_id"] for s in seen} == {"fixed"}
     echo = {"proto": str(KITCHEN), "call": "kitchen.Kitchen/Echo"}
