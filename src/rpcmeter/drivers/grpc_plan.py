@@ -7,10 +7,14 @@ turns them into what it sends:
 
 - over rpcmeter's HTTP/2 client, each call of the plan has a :class:`PlanCall` (a
   :class:`~rpcmeter.drivers.grpc_h2.GrpcH2Client` on the first call's connections: its own
-  path, headers, reply check and counts); an entry that does not vary is one prepared request,
+  path, headers, reply check and counts); an entry that does not vary is one prepared request
+  (a data file's, prepared once for every loop and sent in turn by one call: :func:`_h2_turns`),
   one that varies is framed per request (:meth:`Request.framed
   <rpcmeter.protocols.h2.connection.Request.framed>`), its header block from
-  :func:`~rpcmeter.protocols.h2.fields.block_filler`;
+  :func:`~rpcmeter.protocols.h2.fields.block_filler`; the usual one (metadata that does not
+  vary) has its message's varying part made alone and joined to a head kept per size, in the
+  loop's request made again in place (:func:`_spliced`), and a call whose request number alone
+  varies makes it in one Python call (:func:`_h2_numbered`);
 - over grpcio, each call is a stub of its method, its message and metadata made per call.
 
 An ``expect`` with placeholders is checked with the values the request was made with: the loop
