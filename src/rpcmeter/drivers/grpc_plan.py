@@ -61,7 +61,7 @@ from rpcmeter.protocols.templates import (
 from rpcmeter.protocols.timing import ServerTime, trailer_times
 from rpcmeter.workloads import MixParams
 
-HEADS_KEPT = 4096  # the sizes of a message's varying part whose head _h2_maker keeps
+HEADS_KEPT = 4096  # the sizes of a message's varying part whose head _spliced keeps
 
 
 @dataclass(frozen=True)
@@ -347,13 +347,12 @@ def _spliced(
     of that part. Gives ``piece(values)`` (a request number alone in a string field: the
     format's own ``%``, no Python call), ``heads`` (by size: what comes before, the message's
     size), ``head_of(size)`` (one not kept yet) and the loop's ``framer`` (its request made
-    again in place: one in flight a loop). None for any other."""
+    again in place once nothing holds it). None for any other."""
     msg = entry.message
-    fields = _fields(client, entry, exprs)
     if not isinstance(msg, MessageTemplate) or entry.call is None:
         return None
     splice = msg.splice(entry.call.files, exprs)
-    if splice is None or any(callable(v) for _, v in fields):
+    if splice is None or any(callable(v) for _, v in _fields(client, entry, exprs)):
         return None
     framer = Request.framer(conn.prepare(client.headers, None).block, conn.peer_frame, True)
     fmt, piece, before = splice
