@@ -210,7 +210,9 @@ class Stage(Part):
     from the case's start), the load it asked for (an open loop's ``rate``, from
     ``start_rate`` when it ramps; a closed loop's ``concurrency``), its requests, errors,
     requests/s over its duration, latency (corrected, for an open loop) and histogram, the
-    clients' CPU seconds in it, and ``complete`` (False: the case stopped during it)."""
+    clients' CPU seconds in it, the server's CPU over it (seconds, microseconds per request of
+    the stage, and percent of the CPUs it was given; None: a server rpcmeter does not watch, or
+    a stage it could not mark) and ``complete`` (False: the case stopped during it)."""
 
     index: int
     name: str
@@ -229,6 +231,9 @@ class Stage(Part):
     histogram: HistogramField | None = None
     latency_uncorrected: Latency | None = None
     client_cpu_s: float | None = None
+    server_cpu_s: float | None = None
+    server_us_per_request: float | None = None
+    server_util_pct: float | None = None
     complete: bool = True
 
     def label(self) -> str:
