@@ -240,14 +240,20 @@ class Stage(Part):
         """Its name, else its number (1-based)."""
         return self.name or str(self.index + 1)
 
-    def load(self) -> str:
+    def load(self, short: bool = False) -> str:
         """The load it asked for, in words: ``5000/s``, ``1000->5000/s`` (requests/s), ``10
-        loops``."""
+        loops``; ``short``: rates of thousands in k (``1k->20k/s``, ``2.5k/s``)."""
         if self.concurrency is not None:
             return f"{self.concurrency} loop{'s' if self.concurrency != 1 else ''}"
-        rate = f"{self.rate:g}/s"
+
+        def fmt(value: float | None) -> str:
+            if short and value is not None and value >= 1000 and value % 100 == 0:
+                return f"{value / 1000:g}k"
+            return f"{value:g}"
+
+        rate = f"{fmt(self.rate)}/s"
         if self.start_rate is not None and self.start_rate != self.rate:
-            return f"{self.start_rate:g}->{rate}"
+            return f"{fmt(self.start_rate)}->{rate}"
         return rate
 
 
