@@ -161,7 +161,16 @@ def live_cost(rounds: int, seconds: float) -> None:
                 suite = Path(tmp) / f"{interval}.toml"
                 suite.write_text(LIVE_SUITE.format(seconds=seconds, interval=interval, cpus=cpus))
                 out = Path(tmp) / "result.json"
-                argv = [sys.executable, "-m", "rpcmeter", "run", str(suite), "-o", str(out)]
+                argv = [
+                    sys.executable,
+                    "-m",
+                    "rpcmeter",
+                    "run",
+                    str(suite),
+                    "-o",
+                    str(out),
+                    "--no-store",
+                ]
                 code = run_on_terminal(argv + (["--no-live"] if quiet else []), 120 + seconds)
                 assert code == 0, f"{label}: rpcmeter exited with status {code}"
                 (case,) = json.loads(out.read_text())["cases"]
