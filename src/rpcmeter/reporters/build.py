@@ -145,7 +145,9 @@ def timeline_of(case: Case, keys: list[str]) -> Timeline:
             sum(i.errors.values()) / i.seconds if i.seconds > 0 else 0.0 for i in intervals
         ),
         stages=tuple(
-            (s.start_s, f"{s.label()}: {s.load()}") for s in case.stages or () if s.start_s >= 0
+            (s.start_s, f"{s.label()}: {s.load(short=True)}")
+            for s in case.stages or ()
+            if s.start_s >= 0
         ),
     )
 
