@@ -191,21 +191,13 @@ def test_workers_follow_one_schedule_of_stages(
                 sent[client, stage] = sent.get((client, stage), 0) + piece.sent
                 windows[client, index] = windows.get((client, index), 0) + piece.sent
 
-        def add(
-            self,
-            client: int,
-            pieces: dict[int, Window],
-            through: int,
-            cpu: tuple[float, float] | None,
-        ) -> None:
+        def add(self, client: int, pieces: dict[int, Window], *rest: Any) -> None:
             self._tally(client, pieces)
-            super().add(client, pieces, through, cpu)
+            super().add(client, pieces, *rest)
 
-        def finish(
-            self, client: int, pieces: dict[int, Window], cpu: tuple[float, float] | None
-        ) -> None:
+        def finish(self, client: int, pieces: dict[int, Window], *rest: Any) -> None:
             self._tally(client, pieces)
-            super().finish(client, pieces, cpu)
+            super().finish(client, pieces, *rest)
 
     monkeypatch.setattr(distributed_mod, "Timeline", Spy)
     rates, seconds = (200, 600), 0.6
