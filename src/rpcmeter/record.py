@@ -206,7 +206,8 @@ class CaseRecord:
         server_cpus = given(cpus, quotas)[0]
         out: list[model.Stage] = []
         for s in stages:
-            until = "end" if s is stages[-1] else stage_mark(s.index + 1)
+            until = stage_mark(s.index + 1)  # the case's last stage has none: its end
+            until = until if until in monitor.marks or s is not stages[-1] else "end"
             cpu = monitor.between(stage_mark(s.index), until) if s.complete else None
             if cpu is None:
                 out.append(s)
