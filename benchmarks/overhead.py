@@ -11,7 +11,8 @@
    the live view draws as it does for a user, round by round in turn: ``--no-live`` (the
    progress line alone), the live view, and (``--no-live``) the case cut into 0.1 s intervals
    in place of 1 s. Prints each one's requests/s against the first's: the median ratio and a
-   95 % bootstrap interval of the ratio of means (target: the live view within 1 %).
+   95 % bootstrap interval of the ratio of means (target: the live view within 1 %); and the CPU
+   one redraw of the live view takes in rpcmeter's own process, timed alone.
 
     python benchmarks/overhead.py [--requests 20000] [--rounds 5]
     python benchmarks/overhead.py --live [--rounds 5] [--seconds 3]
@@ -37,6 +38,8 @@ import rpyc
 from rpcmeter.analysis import bootstrap_ratio_ci
 from rpcmeter.drivers.base import DriverContext
 from rpcmeter.drivers.rpyc import RpycDriver
+from rpcmeter.events import IntervalFigures
+from rpcmeter.live import HISTORY, LiveView
 from rpcmeter.placement import available_cpus
 from rpcmeter.runners.client import run_chunk
 from rpcmeter.runners.closed_loop import run_closed_loop
@@ -149,6 +152,21 @@ def run_on_terminal(argv: list[str], timeout_s: float) -> int:
         os.close(leader)
 
 
+def redraw_us(redraws: int = 2000) -> float:
+    """CPU microseconds one redraw of the live view takes (its progress line, the last interval
+    and four sparklines of 40 intervals, written to a terminal stream that drops it)."""
+    view = LiveView(open(os.devnull, "w"))  # noqa: SIM115 (closed with the view below)
+    for i in range(HISTORY):
+        view.interval(IntervalFigures(i, i * 1.0, 1.0, "", 30_000 + 37 * i, 0, 95.0, 8_000.0))
+    t0 = time.process_time()
+    for i in range(redraws):
+        view.line(f"[1/1] default · echo · {i * 1000:,} requests · 30,000 req/s · ETA 3 s")
+    spent = time.process_time() - t0
+    view.stop()
+    view.console.file.close()
+    return spent / redraws * 1e6
+
+
 def live_cost(rounds: int, seconds: float) -> None:
     """Part 3: requests/s of each of :data:`LIVE_VARIANTS`, round by round in turn."""
     cpus = 1 if len(available_cpus()) > 1 else '"none"'
@@ -176,6 +194,7 @@ def live_cost(rounds: int, seconds: float) -> None:
                 (case,) = json.loads(out.read_text())["cases"]
                 assert case["status"] == "ok", case.get("reason")
                 rps[label].append(case["throughput_rps"])
+    each = redraw_us()
     base_label = LIVE_VARIANTS[0][0]
     base = rps[base_label]
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
@@ -194,6 +213,11 @@ def live_cost(rounds: int, seconds: float) -> None:
                 f"mean ratio 95 % interval {lo:.3f}-{hi:.3f}"
             )
         print(line)
+    # the progress line at most 5 times a second, and each 1 s interval
+    print(
+        f"  a redraw of the live view: {each:.0f} us of CPU in rpcmeter's own process (not the "
+        f"clients'); 6 a second: {6 * each / 1e4:.2f} % of one CPU"
+    )
 
 
 def main() -> None:
