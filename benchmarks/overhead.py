@@ -5,21 +5,41 @@
    client on the same CPU in both. Prints the ratio of mean latencies (target: at most 1.03).
 2. The hot-path cost per call: rpcmeter's timed loop around a call that does nothing, minus the
    same calls made bare. Prints ns per call (target: at most 300 ns).
+3. With ``--live``, instead: what the live view and the time series cost the clients. Whole
+   ``rpcmeter run`` commands of one case (the built-in HTTP/1.1 server, echo, closed loop,
+   server and client on CPUs of their own where there are two) on a pseudo-terminal, so that
+   the live view draws as it does for a user, round by round in turn: ``--no-live`` (the
+   progress line alone), the live view, and (``--no-live``) the case cut into 0.1 s intervals
+   in place of 1 s. Prints each one's requests/s against the first's: the median ratio and a
+   95 % bootstrap interval of the ratio of means (target: the live view within 1 %); and the CPU
+   one redraw of the live view takes in rpcmeter's own process, timed alone.
 
     python benchmarks/overhead.py [--requests 20000] [--rounds 5]
+    python benchmarks/overhead.py --live [--rounds 5] [--seconds 3]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import os
+import pty
 import statistics
+import subprocess
+import sys
+import tempfile
+import threading
 import time
+from pathlib import Path
 
 import rpyc
 
+from rpcmeter.analysis import bootstrap_ratio_ci
 from rpcmeter.drivers.base import DriverContext
 from rpcmeter.drivers.rpyc import RpycDriver
+from rpcmeter.events import IntervalFigures
+from rpcmeter.live import HISTORY, LiveView
 from rpcmeter.placement import available_cpus
 from rpcmeter.runners.client import run_chunk
 from rpcmeter.runners.closed_loop import run_closed_loop
@@ -75,6 +95,131 @@ def hot_path_ns(n: int = 2_000_000) -> tuple[float, float]:
     return min(bare), min(timed) - min(bare)
 
 
+LIVE_SUITE = """
+name = "live-cost"
+[target]
+driver = "http"
+transport = "tcp"
+[workloads.echo]
+kind = "echo"
+request_bytes = 100
+[load]
+connections = 4
+concurrency = 4
+duration_s = {seconds}
+warmup = 200
+[timeseries]
+interval_s = {interval}
+[resources]
+idle_s = 0
+[placement]
+server_cpus = {cpus}
+client_cpus = {cpus}
+"""
+
+#: The variants of part 3: (label, --no-live, interval_s); the first is the baseline.
+LIVE_VARIANTS = (
+    ("--no-live, 1 s intervals", True, 1.0),
+    ("live view, 1 s intervals", False, 1.0),
+    ("--no-live, 0.1 s intervals", True, 0.1),
+)
+
+
+def run_on_terminal(argv: list[str], timeout_s: float) -> int:
+    """Run ``argv`` with its stdout and stderr on a pseudo-terminal of 100 columns (the output
+    read and dropped as it comes); its exit status."""
+    leader, follower = pty.openpty()
+    env = {**os.environ, "COLUMNS": "100", "LINES": "40", "TERM": "xterm-256color"}
+    proc = subprocess.Popen(
+        argv, stdin=subprocess.DEVNULL, stdout=follower, stderr=follower, env=env
+    )
+    os.close(follower)
+
+    def drain() -> None:
+        with contextlib.suppress(OSError):
+            while os.read(leader, 65536):
+                pass
+
+    reader = threading.Thread(target=drain, daemon=True)
+    reader.start()
+    try:
+        return proc.wait(timeout=timeout_s)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+        reader.join(timeout=5)
+        os.close(leader)
+
+
+def redraw_us(redraws: int = 2000) -> float:
+    """CPU microseconds one redraw of the live view takes (its progress line, the last interval
+    and four sparklines of 40 intervals, written to a terminal stream that drops it)."""
+    view = LiveView(open(os.devnull, "w"))  # noqa: SIM115 (closed with the view below)
+    for i in range(HISTORY):
+        view.interval(IntervalFigures(i, i * 1.0, 1.0, "", 30_000 + 37 * i, 0, 95.0, 8_000.0))
+    t0 = time.process_time()
+    for i in range(redraws):
+        view.line(f"[1/1] default · echo · {i * 1000:,} requests · 30,000 req/s · ETA 3 s")
+    spent = time.process_time() - t0
+    view.stop()
+    view.console.file.close()
+    return spent / redraws * 1e6
+
+
+def live_cost(rounds: int, seconds: float) -> None:
+    """Part 3: requests/s of each of :data:`LIVE_VARIANTS`, round by round in turn."""
+    cpus = 1 if len(available_cpus()) > 1 else '"none"'
+    rps: dict[str, list[float]] = {label: [] for label, _, _ in LIVE_VARIANTS}
+    with tempfile.TemporaryDirectory(prefix="rpcmeter-live-") as tmp:
+        for r in range(rounds):
+            # each round in another order, so that no variant always runs first
+            order = LIVE_VARIANTS[r % 3 :] + LIVE_VARIANTS[: r % 3]
+            for label, quiet, interval in order:
+                suite = Path(tmp) / f"{interval}.toml"
+                suite.write_text(LIVE_SUITE.format(seconds=seconds, interval=interval, cpus=cpus))
+                out = Path(tmp) / "result.json"
+                argv = [
+                    sys.executable,
+                    "-m",
+                    "rpcmeter",
+                    "run",
+                    str(suite),
+                    "-o",
+                    str(out),
+                    "--no-store",
+                ]
+                code = run_on_terminal(argv + (["--no-live"] if quiet else []), 120 + seconds)
+                assert code == 0, f"{label}: rpcmeter exited with status {code}"
+                (case,) = json.loads(out.read_text())["cases"]
+                assert case["status"] == "ok", case.get("reason")
+                rps[label].append(case["throughput_rps"])
+    each = redraw_us()
+    base_label = LIVE_VARIANTS[0][0]
+    base = rps[base_label]
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(
+        f"http echo, 4 loops, {seconds:g} s a case, {rounds} rounds in turn, on a pseudo-terminal "
+        f"(load average {load})"
+    )
+    for label, values in rps.items():
+        rounds_text = ", ".join(f"{v:,.0f}" for v in values)
+        line = f"  {label:28} {statistics.median(values):9,.0f} req/s  (rounds: {rounds_text})"
+        if label != base_label:
+            ratios = [v / b for v, b in zip(values, base, strict=True)]
+            lo, hi = bootstrap_ratio_ci(base, values)
+            line += (
+                f"\n  {'':28} ratio to {base_label}: median {statistics.median(ratios):.3f}, "
+                f"mean ratio 95 % interval {lo:.3f}-{hi:.3f}"
+            )
+        print(line)
+    # the progress line at most 5 times a second, and each 1 s interval
+    print(
+        f"  a redraw of the live view: {each:.0f} us of CPU in rpcmeter's own process (not the "
+        f"clients'); 6 a second: {6 * each / 1e4:.2f} % of one CPU"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
@@ -82,7 +227,14 @@ def main() -> None:
     parser.add_argument("--requests", type=int, default=20_000)
     parser.add_argument("--warmup", type=int, default=500)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument(
+        "--live", action="store_true", help="part 3 alone: the live view's and time series' cost"
+    )
+    parser.add_argument("--seconds", type=float, default=3.0, help="part 3: a case's duration")
     args = parser.parse_args()
+    if args.live:
+        live_cost(args.rounds, args.seconds)
+        return
 
     # the hot path first, in a process that has done nothing else yet
     bare_call, added = hot_path_ns()

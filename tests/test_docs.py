@@ -240,9 +240,11 @@ def test_normalize_masks_figures_not_words() -> None:
     assert normalize(" ─────") == normalize(" ──") == "─"
     assert normalize("0.46 faster  0.39-0.56") == normalize("1.20 slower  1.1-1.3") == "V N-N"
     assert normalize("demo: rpyc thread binding · 4 cases") != normalize("demo: rpyc · 4 cases")
-    assert normalize("| 0.001 ± 0.001 | \\~0 (within noise) | 71 |") == normalize(
-        "| 0.001 ± 0.001 | 0.325 ± 0.091 | 71 |"
-    ) == normalize("| 0.001 ± 0.000 | **-0.003 ± 0.001** | 71 |")
+    assert (
+        normalize("| 0.001 ± 0.001 | \\~0 (within noise) | 71 |")
+        == normalize("| 0.001 ± 0.001 | 0.325 ± 0.091 | 71 |")
+        == normalize("| 0.001 ± 0.000 | **-0.003 ± 0.001** | 71 |")
+    )
     assert normalize("| **bold** |") != normalize("| bold |")
 
 

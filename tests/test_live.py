@@ -41,6 +41,8 @@ def test_the_live_view_shows_the_last_interval_with_its_history() -> None:
     rows = {line.split()[0]: line.split()[1:] for line in last.splitlines()[2:] if line.strip()}
     assert rows["req/s"] == ["800", "▁▃█"]  # 400 in half a second
     assert rows["p99"] == ["ms", "0.902", "▁▅█"] and rows["errors"] == ["2", "▁▅█"]
+    # a progress line redrawn between intervals draws the same figures: laid out once
+    assert view.renderable().renderables[1] is view.renderable().renderables[1]
     view.new_case()
     assert view.last is None and not view.rps
     view.stop()

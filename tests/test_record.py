@@ -10,6 +10,7 @@ import pytest
 from rpcmeter import model, placement
 from rpcmeter.derived import case_warnings
 from rpcmeter.metrics.histogram import Histogram
+from rpcmeter.metrics.resources import CpuTimes, TreeMonitor
 from rpcmeter.plan import expand
 from rpcmeter.record import CaseRecord
 from rpcmeter.runners.command import Outcome
@@ -124,3 +125,32 @@ def test_a_command_clients_runs_count_their_requests_and_no_latency() -> None:
     assert case.placement is not None and case.placement.client_cpus == [1]
     doc = case.dump()
     assert doc["command"]["per_request_us"] == pytest.approx(5000.0)  # type: ignore[index, call-overload]
+
+
+def test_each_stage_takes_the_servers_cpu_between_its_marks() -> None:
+    r = record()
+    r.fields["stages"] = [
+        model.Stage(index=i, name="", start_s=i, duration_s=1.0, requests=1000, complete=i < 2)
+        for i in range(3)
+    ]
+    monitor = TreeMonitor(list)  # no tree: the marks are set as the stage timer would
+    monitor.marks = {f"stage {i}": CpuTimes(0.5 * i * i, 0.0, float(i)) for i in range(3)}
+    r.stage_cpu(monitor, placement.Cpus([0], [1]), placement.CpuQuotas())
+    first, second, cut = r.fields["stages"]
+    assert (first.server_cpu_s, first.server_us_per_request, first.server_util_pct) == (
+        0.5,
+        500.0,
+        50.0,
+    )
+    assert second.server_cpu_s == 1.5 and second.server_util_pct == 150.0  # to stage 2's mark
+    assert cut.server_cpu_s is None  # cut short: its span is not whole
+    # a case that ran to its end: the last stage runs to the end mark
+    monitor.marks["end"] = CpuTimes(4.0, 0.5, 3.5)
+    r.fields["stages"] = [s.model_copy(update={"complete": True}) for s in r.fields["stages"]]
+    r.stage_cpu(monitor, placement.Cpus([0], [1]), placement.CpuQuotas())
+    assert r.fields["stages"][2].server_cpu_s == 2.5 and r.fields["stages"][2].server_util_pct == (
+        pytest.approx(2.5 / 1.5 * 100)
+    )
+    before = r.fields["stages"]
+    r.stage_cpu(None, placement.Cpus([0], [1]), placement.CpuQuotas())  # no server watched
+    assert r.fields["stages"] is before

@@ -139,3 +139,48 @@ def test_cli_stage_error_is_one_line_exit_2(tmp_path: Path) -> None:
     assert proc.returncode == 2, proc.stderr
     assert proc.stderr.strip().count("\n") == 0 and "Traceback" not in proc.stderr
     assert "not both" in proc.stderr
+
+
+CLOSED = "[[load.stages]]\nduration_s = 1\nconcurrency = 10\n"
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (HEAD + RAMP + "[matrix]\nrate = [10, 20]\n", "matrix.rate: load.stages give the rates"),
+        (
+            HEAD.replace("concurrency = 8\n", "") + CLOSED + "[matrix]\nrate = [10, 20]\n",
+            "matrix.rate: load.stages give the rates",
+        ),
+        (
+            HEAD.replace("concurrency = 8\n", "") + CLOSED + "[matrix]\nconcurrency = [1, 2]\n",
+            "matrix.concurrency: load.stages give the concurrency",
+        ),
+        (HEAD + RAMP + "[matrix]\nduration_s = [1]\n", "matrix.duration_s: load.stages give"),
+        (  # a workload's own stages (these made a traceback when the cases were expanded)
+            HEAD.replace(
+                'kind = "echo"\n', 'kind = "echo"\nstages = [{duration_s = 1, rate = 5}]\n'
+            )
+            + "[matrix]\nrate = [10, 20]\n",
+            "matrix.rate: workloads.echo.stages give the rates",
+        ),
+        (
+            HEAD.replace("concurrency = 8\n", "").replace(
+                'kind = "echo"\n', 'kind = "echo"\nstages = [{duration_s = 1, concurrency = 2}]\n'
+            )
+            + "[matrix]\nconcurrency = [1, 2]\n",
+            "matrix.concurrency: workloads.echo.stages give the concurrency",
+        ),
+    ],
+)
+def test_a_matrix_may_not_give_what_the_stages_give(
+    tmp_path: Path, text: str, expected: str
+) -> None:
+    assert expected in error_of(tmp_path, text)
+
+
+def test_a_matrix_of_concurrency_beside_rate_stages_is_the_loops_that_send(tmp_path: Path) -> None:
+    suite = load_suite(write(tmp_path, HEAD + RAMP + "[matrix]\nconcurrency = [4, 16]\n"))
+    cases = expand(suite)
+    assert [c.load.concurrency for c in cases] == [4, 16]
+    assert all(c.load.mode == "open" and len(c.load.stages or ()) == 3 for c in cases)

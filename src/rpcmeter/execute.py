@@ -25,7 +25,7 @@ from rpcmeter.metrics import resources
 from rpcmeter.metrics.network_rtt import NetworkRtt, measurable
 from rpcmeter.plan import Case, VariantPlan, expand, plan_variants
 from rpcmeter.profile import CaseProfiler, profile_dir
-from rpcmeter.record import CaseRecord, RunRecord
+from rpcmeter.record import CaseRecord, RunRecord, stage_mark
 from rpcmeter.result import now_iso
 from rpcmeter.runners.client_reports import PARSERS
 from rpcmeter.runners.closed_loop import preload_drivers, run_closed_loop
@@ -460,6 +460,7 @@ class ServerCase(TargetRunner):
             if not load.stages or series is None or not series.finished:
                 raise KeyboardInterrupt from None  # nothing whole: the case is lost
             self.record.interrupted(exc.outcome, load.stages)
+            self.record.stage_cpu(self.monitor, self.cpus, self.quotas)
             raise CaseInterrupted(self.record.build()) from None
         self.record.load(outcome, load.stages)
         self.record.resources(
@@ -470,6 +471,7 @@ class ServerCase(TargetRunner):
             self.quotas,
             remote_load=self.bench.cluster is not None and self.bench.cluster.local is None,
         )
+        self.record.stage_cpu(self.monitor, self.cpus, self.quotas)
         self.finish(outcome, rtt, network)
 
     def ask(self, driver: type[TargetSpec]) -> dict[str, Any]:
@@ -638,6 +640,10 @@ class ServerCase(TargetRunner):
                 monitor.mark("end")
             profiler.halt()
 
+        def stage(index: int) -> None:  # the server's CPU at each stage's start
+            assert monitor is not None
+            monitor.mark(stage_mark(index))
+
         outcome = self.run_load(
             load,
             LoadHooks(
@@ -647,6 +653,7 @@ class ServerCase(TargetRunner):
                 on_start=placed,
                 on_go=go,
                 on_end=end,
+                on_stage=stage if monitor is not None and load.stages else None,
             ),
         )
         if profiles := profiler.stop():

@@ -210,7 +210,9 @@ class Stage(Part):
     from the case's start), the load it asked for (an open loop's ``rate``, from
     ``start_rate`` when it ramps; a closed loop's ``concurrency``), its requests, errors,
     requests/s over its duration, latency (corrected, for an open loop) and histogram, the
-    clients' CPU seconds in it, and ``complete`` (False: the case stopped during it)."""
+    clients' CPU seconds in it, the server's CPU over it (seconds, microseconds per request of
+    the stage, and percent of the CPUs it was given; None: a server rpcmeter does not watch, or
+    a stage it could not mark) and ``complete`` (False: the case stopped during it)."""
 
     index: int
     name: str
@@ -229,20 +231,29 @@ class Stage(Part):
     histogram: HistogramField | None = None
     latency_uncorrected: Latency | None = None
     client_cpu_s: float | None = None
+    server_cpu_s: float | None = None
+    server_us_per_request: float | None = None
+    server_util_pct: float | None = None
     complete: bool = True
 
     def label(self) -> str:
         """Its name, else its number (1-based)."""
         return self.name or str(self.index + 1)
 
-    def load(self) -> str:
+    def load(self, short: bool = False) -> str:
         """The load it asked for, in words: ``5000/s``, ``1000->5000/s`` (requests/s), ``10
-        loops``."""
+        loops``; ``short``: rates of thousands in k (``1k->20k/s``, ``2.5k/s``)."""
         if self.concurrency is not None:
             return f"{self.concurrency} loop{'s' if self.concurrency != 1 else ''}"
-        rate = f"{self.rate:g}/s"
+
+        def fmt(value: float | None) -> str:
+            if short and value is not None and value >= 1000 and value % 100 == 0:
+                return f"{value / 1000:g}k"
+            return f"{value:g}"
+
+        rate = f"{fmt(self.rate)}/s"
         if self.start_rate is not None and self.start_rate != self.rate:
-            return f"{self.start_rate:g}->{rate}"
+            return f"{fmt(self.start_rate)}->{rate}"
         return rate
 
 

@@ -189,6 +189,40 @@ class CaseRecord:
             )
         f["stages"] = out
 
+    def stage_cpu(
+        self,
+        monitor: TreeMonitor | None,
+        cpus: placement_mod.Cpus,
+        quotas: placement_mod.CpuQuotas,
+    ) -> None:
+        """Each recorded stage's server CPU: the server tree's between the marks at its start
+        and the next stage's (:func:`stage_mark`; the last stage's up to ``end``, as it takes the
+        replies still in flight when the case ends), per request of the stage and as a percent of
+        the CPUs the server was given over the span marked. Unknown (None) without a watched
+        server, or where a mark is missing (the case stopped)."""
+        stages = self.fields.get("stages")
+        if not stages or monitor is None:
+            return
+        server_cpus = given(cpus, quotas)[0]
+        out: list[model.Stage] = []
+        for s in stages:
+            until = stage_mark(s.index + 1)  # the case's last stage has none: its end
+            until = until if until in monitor.marks or s is not stages[-1] else "end"
+            cpu = monitor.between(stage_mark(s.index), until) if s.complete else None
+            if cpu is None:
+                out.append(s)
+                continue
+            out.append(
+                s.model_copy(
+                    update={
+                        "server_cpu_s": cpu.total_s,
+                        "server_us_per_request": per_request_us(cpu.total_s, s.requests),
+                        "server_util_pct": util_pct(cpu.total_s, cpu.at, server_cpus),
+                    }
+                )
+            )
+        self.fields["stages"] = out
+
     def interrupted(self, outcome: LoadOutcome, stages: Sequence[LoadStage]) -> None:
         """Ctrl-C during the load: only the intervals settled by then, and the stages they
         make (the finished ones complete); the case is incomplete."""
@@ -566,6 +600,11 @@ def load_processes(outcome: LoadOutcome) -> list[model.Client]:
     if outcome.workers:
         return [*outcome.workers]
     return outcome.clients
+
+
+def stage_mark(index: int) -> str:
+    """The resource monitor's mark at the start of stage ``index`` (0-based) of a case."""
+    return f"stage {index}"
 
 
 def given(cpus: placement_mod.Cpus, quotas: placement_mod.CpuQuotas) -> tuple[float, float]:

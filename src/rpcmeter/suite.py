@@ -405,6 +405,29 @@ def _stages_key(suite: Suite) -> str | None:
     return None
 
 
+def _check_matrix_stages(suite: Suite, where: str) -> None:
+    """A matrix may not give what stages give a case: its rates, its length, or (stages of
+    concurrency) its loops. ``matrix.concurrency`` beside stages of rate is the loops that send
+    (requests in flight at most), as ``load.concurrency`` is."""
+    staged: list[tuple[str, bool]] = []  # where stages are given, and whether of concurrency
+    if suite.load.stages:
+        staged.append(("load.stages", suite.load.stages[0].concurrency is not None))
+    for name, w in suite.workloads.items():
+        over = w.load_overrides().get("stages")
+        if isinstance(over, list) and over and isinstance(over[0], dict):
+            closed = over[0].get("concurrency") is not None
+            staged.append((f"workloads.{_format_loc((name,))}.stages", closed))
+    for place, closed in staged:
+        for key in suite.matrix:
+            given = {"rate": "rates", "duration_s": "durations"}.get(key)
+            if key == "concurrency" and closed:
+                given = "concurrency"
+            if given is not None:
+                raise SuiteError(
+                    f"{where}: matrix.{key}: {place} give the {given} (drop one or the other)"
+                )
+
+
 def _check_stages(suite: Suite, where: str) -> None:
     """Stages drive rpcmeter's own clients: not a whole command, nor a command client."""
     key = _stages_key(suite)
@@ -429,6 +452,7 @@ def no_open_loop(drivers: Iterable[type[TargetSpec]]) -> str | None:
 
 def _check_semantics(suite: Suite, where: str) -> None:
 
+    _check_matrix_stages(suite, where)
     _open_loop_rates(suite, where)
 
     drivers: dict[str, type[TargetSpec]] = {}
@@ -527,8 +551,10 @@ def _check_semantics(suite: Suite, where: str) -> None:
             )
         for value in values:
             try:
-                if key in _LOAD_KEYS:
-                    Load.model_validate({**suite.load.model_dump(), key: value})
+                if key in _LOAD_KEYS:  # with each workload's own load, as its cases run
+                    for w in suite.workloads.values():
+                        over = w.load_overrides()
+                        Load.model_validate({**suite.load.model_dump(), **over, key: value})
                 else:
                     for w in suite.workloads.values():
                         parse_params(w.kind, {**w.params(), key: value})

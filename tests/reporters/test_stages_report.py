@@ -89,8 +89,8 @@ def test_terminal_shows_a_table_per_staged_case() -> None:
 def test_a_stage_cut_short_is_marked() -> None:
     view = view_of(staged_result(interrupted=True))
     text = terminal.render(view, width=160)
-    assert "cool (cut short)" in text and "incomplete" in text
-    assert "| cool (cut short) |" in markdown.render(view)
+    assert "cool*" in text and "*: cut short" in text and "incomplete" in text
+    assert "| cool\\* |" in markdown.render(view)
 
 
 def test_html_and_pngs_plot_the_case_over_time_with_its_stages(tmp_path: Path) -> None:
@@ -119,3 +119,63 @@ def test_the_series_stays_small_for_long_cases() -> None:
     assert case.series is not None
     sizes = [len(json.dumps(i.dump())) for i in case.series.intervals]
     assert max(sizes) < 1200
+
+
+def ramp_result(errors: bool, cut: bool) -> model.Result:
+    """The five stages of ``examples/ramp.toml`` (1k/s, ramps to 5k, 10k and 20k/s, a hold at
+    20k/s) with figures as wide as that run's, the server's CPU measured; ``errors``: some
+    stages failed requests; ``cut``: Ctrl-C during the hold."""
+    loads = [(None, 1000.0), (1000.0, 5000.0), (5000.0, 10000.0), (10000.0, 20000.0)]
+    loads.append((None, 20000.0))
+    stages = []
+    for i, (start, rate) in enumerate(loads):
+        h = _hist(2000.0 * (1 + i), 500, i)
+        h.record(25_000_000_000)  # a 25 s outlier: the widest latency figure
+        requests = int(rate * 4)
+        stages.append(
+            model.Stage(
+                index=i,
+                name="hold" if i == 4 else "",
+                start_s=4.0 * i,
+                duration_s=4.0,
+                rate=rate,
+                start_rate=start,
+                requests=requests,
+                ok=requests - (12_345 if errors and i else 0),
+                errors={"timeout": 12_345} if errors and i else {},
+                sent=requests,
+                late=requests // 2,
+                throughput_rps=rate,
+                latency=model.Latency.of(h),
+                histogram=h,
+                latency_uncorrected=model.Latency.of(h),
+                client_cpu_s=requests * 119e-6,
+                server_cpu_s=requests * 123.4e-6,
+                server_us_per_request=123.4,
+                server_util_pct=99.9,
+                complete=not (cut and i == 4),
+            ).dump()
+        )
+    result = synthetic_result({("echo", (), "default"): [300.0]})
+    return with_case(result, 0, stages=stages, status="incomplete" if cut else "ok")
+
+
+@pytest.mark.parametrize(("errors", "cut"), [(False, False), (True, True)])
+def test_the_stage_table_fits_100_columns_with_the_servers_cpu(errors: bool, cut: bool) -> None:
+    text = terminal.render(view_of(ramp_result(errors, cut)), width=100)
+    block = text[text.index("echo · default · stages") :]
+    lines = block[: block.index("\n\n")].splitlines()
+    assert "…" not in "".join(lines) and max(len(x.rstrip()) for x in lines) <= 100
+    rule = next(i for i, x in enumerate(lines) if "───" in x)
+    top = next(i for i, x in enumerate(lines) if not x.strip())  # the title's end
+    header = " ".join(lines[top:rule]).split()
+    columns = ["stage", "load", "req/s", "p50", "p99", "p99 from send", "late %"]
+    columns += ["client us/req", "server us/req", "server CPU %"] + (["errors"] if errors else [])
+    assert {w for c in columns for w in c.split()} <= set(header)  # no header cut
+    assert ("errors" in header) is errors and ("no errors" in block) is not errors
+    rows = {x.split()[0]: x.split() for x in lines[rule + 1 :] if x.strip()}
+    # the widest row whole: its load, req/s, errors, latency, late sends, both sides' CPU
+    row = rows["4"]
+    assert row[:3] == ["4", "10k->20k/s", "20,000"] and ("12,345" in row) is errors
+    assert row[-6:] == ["13.09", "13.09", "50.0", "119", "123", "99.9"]
+    assert ("hold*" in rows) is cut and ("cut short" in block) is cut

@@ -28,6 +28,7 @@ from rpcmeter.metrics.histogram import SUB_BITS, Histogram
 from rpcmeter.plan import expand, plan_variants
 from rpcmeter.record import stream_section
 from rpcmeter.reporters.build import spread_lines
+from rpcmeter.runners import distributed as distributed_mod
 from rpcmeter.runners.distributed import (
     ClientProcess,
     LoadCluster,
@@ -35,8 +36,9 @@ from rpcmeter.runners.distributed import (
     parse_cluster,
     run_distributed,
 )
-from rpcmeter.runners.recording import LoadOutcome
+from rpcmeter.runners.recording import LoadOutcome, Window
 from rpcmeter.runners.spec import LoadSpec, Pacing
+from rpcmeter.runners.windows import Timeline
 from rpcmeter.servers.process import ServerProcess, new_endpoint
 from rpcmeter.suite import build_suite
 from rpcmeter.workloads import parse_params
@@ -168,6 +170,70 @@ def test_execute_dispatches_to_the_cluster(cluster: LoadCluster, server: Endpoin
     )
     assert f"load spread over {WORKERS} Dask workers" in lines[0]
     assert f"worst {spread.min_max_ratio:.2f}" in lines[0] and "clients" not in lines[0]
+
+
+@timing_sensitive
+def test_workers_follow_one_schedule_of_stages(
+    cluster: LoadCluster, server: Endpoint, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """An open loop of two stages (200/s, then 600/s, 0.6 s each) from 2 clients, one per
+    worker: each worker sends its half of each stage's requests in that stage, interval by
+    interval on either side of the boundary (what each client ships is tallied as the parent
+    takes it in), so both follow the stages from one start time."""
+    sent: dict[tuple[int, int], int] = {}  # (client, stage) -> requests sent
+    windows: dict[tuple[int, int], int] = {}  # (client, window) -> requests sent
+
+    class Spy(Timeline):
+        def _tally(self, client: int, pieces: dict[int, Window]) -> None:
+            for index, piece in pieces.items():
+                stage = self.clock.stage_of(index)
+                assert stage is not None
+                sent[client, stage] = sent.get((client, stage), 0) + piece.sent
+                windows[client, index] = windows.get((client, index), 0) + piece.sent
+
+        def add(self, client: int, pieces: dict[int, Window], *rest: Any) -> None:
+            self._tally(client, pieces)
+            super().add(client, pieces, *rest)
+
+        def finish(self, client: int, pieces: dict[int, Window], *rest: Any) -> None:
+            self._tally(client, pieces)
+            super().finish(client, pieces, *rest)
+
+    monkeypatch.setattr(distributed_mod, "Timeline", Spy)
+    rates, seconds = (200, 600), 0.6
+    suite = build_suite(
+        {
+            "target": {"driver": "rpyc", "address": f"127.0.0.1:{server.port}"},
+            "workloads": {"simple": {}},
+            "load": {
+                "clients": 2,
+                "concurrency": 4,
+                "warmup": 2,
+                "stages": [{"duration_s": seconds, "rate": r} for r in rates],
+            },
+            "timeseries": {"interval_s": 0.2},
+        }
+    )
+    plans = plan_variants(suite, placement.Cpus(None, None))
+    recorded = Bench(suite, RunOptions(), plans, cluster=cluster).run_case(expand(suite)[0])
+    assert recorded.status == "ok", recorded.reason
+    by_worker = {w.worker: w.clients or [] for w in recorded.workers or []}
+    assert len(by_worker) == WORKERS
+    assert sorted(c for clients in by_worker.values() for c in clients) == [0, 1]
+    assert recorded.stages is not None
+    for stage, rate in enumerate(rates):
+        share = rate * seconds / 2  # each client's half of the stage: 60, then 180
+        for clients in by_worker.values():
+            (client,) = clients
+            assert sent.get((client, stage), 0) == pytest.approx(share, rel=0.2, abs=3)
+        # and the stage as recorded is what the two shipped
+        assert recorded.stages[stage].sent == sent[0, stage] + sent[1, stage]
+    # the boundary lines up: each client's sends per 0.2 s interval keep to the stage's rate on
+    # either side of it (a client that switched 0.1 s early or late would send 40 in both)
+    for client in (0, 1):
+        for index in range(6):
+            share = rates[index // 3] * 0.2 / 2  # 20 a client, then 60
+            assert windows.get((client, index), 0) == pytest.approx(share, rel=0.35, abs=3)
 
 
 def test_request_numbers_exactly_once_across_workers(cluster: LoadCluster) -> None:

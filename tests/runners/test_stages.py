@@ -4,6 +4,7 @@ adding up to the case, Ctrl-C keeping the finished stages)."""
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
@@ -161,6 +162,32 @@ def test_closed_loop_stages_start_and_park_loops() -> None:
     assert [s.load() for s in case.stages] == ["1 loop", "4 loops", "1 loop"]
 
 
+def test_each_stage_carries_the_servers_cpu() -> None:
+    # the built-in HTTP server at 200 then 2,000 requests/s: its CPU marked at the boundary
+    stages = [{"duration_s": 1.0, "rate": 200}, {"duration_s": 1.0, "rate": 2000}]
+    suite = _suite(
+        {"driver": "http", "transport": "tcp"},
+        {"kind": "echo"},
+        {"concurrency": 8, "warmup": 5, "stages": stages},
+    )
+    (case,) = run_suite(suite).cases
+    assert case.status == "ok", case.reason
+    assert case.stages is not None and case.cpu is not None
+    low, high = case.stages
+    for s in case.stages:
+        assert s.server_cpu_s is not None and s.server_cpu_s > 0
+        assert s.server_us_per_request == pytest.approx(s.server_cpu_s * 1e6 / s.requests)
+        assert s.server_util_pct is not None and 0 < s.server_util_pct < 100
+    assert high.server_cpu_s > low.server_cpu_s  # type: ignore[operator]
+    # the stages cover the case's measured interval but for the moment before the first
+    total = (case.cpu.server_user_s or 0) + (case.cpu.server_sys_s or 0)
+    spent = sum(s.server_cpu_s or 0 for s in case.stages)
+    assert total * 0.8 - 0.02 <= spent <= total + 1e-6
+    # and they are in the result document as in the per-stage table
+    doc: Any = json.loads(json.dumps(case.dump()))
+    assert [d["server_cpu_s"] for d in doc["stages"]] == [low.server_cpu_s, high.server_cpu_s]
+
+
 class _CtrlC(RunListener):
     """Ctrl-C once the case has run ``after_s`` seconds."""
 
@@ -186,6 +213,9 @@ def test_ctrl_c_keeps_the_finished_stages(tmp_path: Any) -> None:
     first = case.stages[0]
     assert first.complete and first.sent == pytest.approx(50, abs=3)
     assert all(not s.complete for s in case.stages[1:])
+    # the server's CPU of the finished stage is kept; the one cut short has none
+    assert first.server_cpu_s is not None and first.server_us_per_request is not None
+    assert all(s.server_cpu_s is None for s in case.stages[1:])
     assert case.requests == sum(s.requests for s in case.stages) > first.requests
     assert not math.isnan(case.latency.p99_us or math.nan)  # type: ignore[union-attr]
 

@@ -16,7 +16,7 @@ from rpcmeter.model import Case, CaseProfile, Part, Placement, Result
 from rpcmeter.profile import summary_lines as profile_summary
 from rpcmeter.rates import rate_series
 from rpcmeter.reporters.calls import calls_grid
-from rpcmeter.reporters.format import fmt_ms, fmt_num, fmt_rate, fmt_ratio, fmt_s
+from rpcmeter.reporters.format import fmt_ms, fmt_num, fmt_rate, fmt_ratio
 from rpcmeter.reporters.plots import Cells, Timeline
 from rpcmeter.reporters.tables import Grid, GridCell, Mark, comparison_grids, summary_grid
 from rpcmeter.reporters.view import (
@@ -145,7 +145,9 @@ def timeline_of(case: Case, keys: list[str]) -> Timeline:
             sum(i.errors.values()) / i.seconds if i.seconds > 0 else 0.0 for i in intervals
         ),
         stages=tuple(
-            (s.start_s, f"{s.label()}: {s.load()}") for s in case.stages or () if s.start_s >= 0
+            (s.start_s, f"{s.label()}: {s.load(short=True)}")
+            for s in case.stages or ()
+            if s.start_s >= 0
         ),
     )
 
@@ -194,46 +196,56 @@ def _workload(
 
 
 def stage_grid(case: Case) -> Grid:
-    """A staged case's stages, one row each: the load it asked for, when, its requests,
-    requests/s, errors and latency (corrected, with the uncorrected p99 and the late sends beside
-    it for an open loop), and the clients' CPU per request (the maximum is in the plots)."""
+    """A staged case's stages, one row each: the load it asked for, its requests/s, errors (a
+    column only when there are some) and latency (corrected, with the p99 from the actual send
+    and the share of sends that went out late beside it for an open loop), and the clients' and
+    the server's CPU per request and the server's CPU use. It fits 100 columns: the stages'
+    start times are in the plots; their request counts, and their p99.9 (resting on few samples
+    in a stage of a few thousand requests), in the result document."""
     stages = case.stages or []
     opened = any(s.rate is not None for s in stages)
-    columns = ["stage", "load", "from s", "requests", "req/s", "errors"]
-    columns += ["p50 ms", "p99 ms", "p99.9 ms"]
-    columns += ["p99 ms uncorr.", "late"] if opened else []
+    errors = [sum(s.errors.values()) for s in stages]
+    server = any(s.server_cpu_s is not None for s in stages)
+    columns = ["stage", "load", "req/s"]
+    columns += ["errors"] if any(errors) else []
+    columns += ["p50", "p99"]
+    columns += ["p99 from send", "late %"] if opened else []
     columns += ["client us/req"]
+    columns += ["server us/req", "server CPU %"] if server else []
     rows: list[list[GridCell]] = []
-    for s in stages:
+    for s, failed in zip(stages, errors, strict=True):
         lat = s.latency
-        figures = [fmt_ms(_us(getattr(lat, k, None))) for k in ("p50_us", "p99_us", "p999_us")]
-        errors = sum(s.errors.values())
         row: list[GridCell] = [
-            s.label() if s.complete else Mark(f"{s.label()} (cut short)", "warn"),
-            s.load(),
-            fmt_s(s.start_s),
-            f"{s.requests:,}",
+            s.label() if s.complete else Mark(f"{s.label()}*", "warn"),
+            s.load(short=True),
             fmt_rate(s.throughput_rps if s.throughput_rps is not None else math.nan),
-            Mark(f"{errors:,}", "bad") if errors else "0",
-            *figures,
         ]
+        if any(errors):
+            row.append(Mark(f"{failed:,}", "bad") if failed else "0")
+        row += [fmt_ms(_us(getattr(lat, k, None))) for k in ("p50_us", "p99_us")]
         if opened:
-            row += [fmt_ms(_us(getattr(s.latency_uncorrected, "p99_us", None))), f"{s.late or 0:,}"]
+            late = 100 * (s.late or 0) / s.sent if s.sent else math.nan
+            row += [fmt_ms(_us(getattr(s.latency_uncorrected, "p99_us", None))), fmt_num(late)]
         cpu = s.client_cpu_s
         row.append(fmt_num(cpu / s.requests * 1e6) if cpu is not None and s.requests else "-")
+        if server:
+            row += [fmt_num(_us(s.server_us_per_request)), fmt_num(_us(s.server_util_pct))]
         rows.append(row)
     title = f"{case.workload} · {case.variant} · stages"
     point = " ".join(f"{k}={v}" for k, v in case.point.items())
-    note = ", ".join(x for x in (point, f"rep {case.repetition}" if case.repetition else "") if x)
+    notes = [point, f"rep {case.repetition}" if case.repetition else ""]
     if case.status != "ok":
-        note = ", ".join(x for x in (note, case.status) if x)
-    latency = "latency from the intended send time" if opened else "closed loop"
+        notes.append(case.status)
+    notes.append("latency from the intended send time, ms" if opened else "closed loop, latency ms")
+    notes.append("" if any(errors) else "no errors")
+    if not all(s.complete for s in stages):
+        notes.append("*: cut short, the case stopped during it")
     return Grid(
         title=title,
         columns=columns,
         rows=rows,
         left=2,
-        note=", ".join(x for x in (note, latency) if x),
+        note=", ".join(x for x in notes if x),
         no_wrap=frozenset({1}),
     )
 
