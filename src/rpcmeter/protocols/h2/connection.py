@@ -354,7 +354,9 @@ class Request:
             req.parts = [head, mid, body]
             return req
 
-        if not reuse:
+        if not reuse or sys.version_info >= (3, 14):
+            # 3.14 counts references it borrows on the stack no more, so getrefcount below could
+            # call a request free that something still holds: make a new one each call there
             return make
         # the last two made: the older is free once its stream ended, the newer's stream
         # may still be ending (its on_end is what calls for the next request)
