@@ -403,6 +403,7 @@ class H2Connection:
         "goaway_why",
         "handlers",
         "inline",
+        "invariants",
         "last_id",
         "listener",
         "local_frame",
@@ -500,6 +501,17 @@ class H2Connection:
             self.replayer = Replayer()
             handlers[HEADERS] = self._on_headers_replaying
         self.handlers = handlers
+        # what receive reads of the connection on every read and never changes: one tuple, one
+        # unpacking (not a dozen attribute reads a read)
+        self.invariants = (
+            HEAD.unpack_from,
+            handlers,
+            self.streams,
+            self.cache,
+            self.replayer,
+            *self.inline,
+            self.local_frame,
+        )
 
     def _move(self, event: ConnectionEvent) -> None:
         """Move the connection's state (:data:`~.state.CONNECTION_TRANSITIONS`)."""
@@ -722,13 +734,8 @@ class H2Connection:
             return
         n = len(data)
         pos = 0
-        unpack = HEAD.unpack_from
-        handlers = self.handlers
-        streams = self.streams
-        cache = self.cache
-        replayer = self.replayer
-        data_kind, headers_kind = self.inline
-        limit = self.local_frame
+        unpack, handlers, streams, cache, replayer, data_kind, headers_kind, limit = self.invariants
+        continuing = self.continuing  # (read again after every handler: only they set it)
         while n - pos >= HEAD_LEN:
             hi, lo, kind, flags, sid = unpack(data, pos)
             length = hi << 8 | lo
@@ -742,7 +749,7 @@ class H2Connection:
                 return
             if end > n:
                 break
-            if self.continuing is not None and kind != CONTINUATION:
+            if continuing is not None and kind != CONTINUATION:
                 self._fail("protocol_error", f"frame type {kind} inside a header block")
                 return
             # The frames of every reply, handled here without a call when nothing is unusual
@@ -819,6 +826,7 @@ class H2Connection:
                 pos = handler(data, pos, end, flags, sid & MAX_STREAM_ID)
                 if self.closed is not None:
                     return
+                continuing = self.continuing
                 continue
             # the frame above ended its stream (_end), and the replay layer hears of it
             assert stream is not None
