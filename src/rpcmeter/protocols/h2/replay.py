@@ -2,13 +2,13 @@
 (:class:`~rpcmeter.protocols.h2.connection.H2Connection` with ``replay=True``, the default).
 
 A server answering the same call sends the same reply bytes but for the stream id. Now and then
-(while nothing is recorded: at the first stream to end, then at one whose id is
-:data:`RECORD_EVERY` streams above the last try's, or the dropped recording's last miss) the
-layer records a reply that ended its stream (:meth:`Replayer.record`): a contiguous run of its
-own frames (HEADERS, DATA without padding, and HEADERS or the last DATA ending the stream, or one
-HEADERS: trailers-only), its header blocks in the connection's block cache. At each HEADERS
-frame of the recorded first frame's length (in the connection's read loop: where the rest of the
-read can hold the recorded reply), :meth:`Replayer.replay` compares the bytes from there with the
+(while nothing is recorded, at the first stream to end, then at one whose id is
+:data:`RECORD_EVERY` streams above the last try's) the layer records a reply
+that ended its stream (:meth:`Replayer.record`): a contiguous run of its own frames (HEADERS,
+DATA without padding, and HEADERS or the last DATA ending the stream, or one HEADERS:
+trailers-only), its header blocks in the connection's block cache. At each HEADERS frame of the
+recorded first frame's length (in the connection's read loop: where the rest of the read can
+hold the recorded reply), :meth:`Replayer.replay` compares the bytes from there with the
 recording around each stream id; each reply that is the same ends its stream in that one
 comparison, with the recorded header views, payloads and window use (the same header blocks mean
 the same while the cache stands, ``blocks.gen``, and the same DATA frames the same payloads). A
@@ -181,8 +181,7 @@ class Replayer:
                 return pos
         recorded.misses += 1
         if recorded.misses > REPLAY_MISSES or recorded.gen != conn.blocks.gen:
-            self.recorded = None  # the next try RECORD_EVERY streams on
-            self.at = (int.from_bytes(data[pos + 5 : pos + 9]) & MAX_STREAM_ID) + 2 * RECORD_EVERY
+            self.recorded = None
         return pos
 
     def record(self, conn: Replaying, data: bytes, end: int, sid: int) -> None:
