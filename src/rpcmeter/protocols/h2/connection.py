@@ -836,10 +836,10 @@ class H2Connection:
             stream.on_end(stream)
             if self.waiting:
                 self._next_waiting()
-            if (  # Replayer.ended, without the call
-                replayer is not None and replayer.recorded is None and sid >= replayer.at
-            ):
-                replayer.record(self, data, end, sid)
+            if replayer is not None and replayer.recorded is None:  # Replayer.ended, no call
+                replayer.wait -= 1
+                if replayer.wait <= 0:
+                    replayer.record(self, data, end, sid)
             if kind == data_kind and self.recv_window < self.window >> 1:
                 self._window_update()
             if self.closed is not None:

@@ -2,8 +2,7 @@
 (:class:`~rpcmeter.protocols.h2.connection.H2Connection` with ``replay=True``, the default).
 
 A server answering the same call sends the same reply bytes but for the stream id. Now and then
-(while nothing is recorded, at the first stream to end, then at one whose id is
-:data:`RECORD_EVERY` streams above the last try's) the layer records a reply
+(every :data:`RECORD_EVERY` streams ended while nothing is recorded) the layer records a reply
 that ended its stream (:meth:`Replayer.record`): a contiguous run of its own frames (HEADERS,
 DATA without padding, and HEADERS or the last DATA ending the stream, or one HEADERS:
 trailers-only), its header blocks in the connection's block cache. At each HEADERS frame of the
@@ -108,22 +107,22 @@ class Replaying(Protocol):
 
 
 class Replayer:
-    """The layer's state on one connection: the recorded reply, if any, and the stream id from
-    which a stream's end tries to record one."""
+    """The layer's state on one connection: the recorded reply, if any, and the streams to end
+    before the next try to record one."""
 
-    __slots__ = ("at", "recorded")
+    __slots__ = ("recorded", "wait")
 
     def __init__(self) -> None:
         self.recorded: Replay | None = None
-        # the lowest stream id whose end tries to record a reply (a test of the ending stream's
-        # id, no count kept per stream)
-        self.at = 0
+        self.wait = 1
 
     def ended(self, conn: Replaying, data: bytes, end: int, sid: int) -> None:
         """Stream ``sid`` ended with the frame that ends at ``end`` of ``data`` (the bytes of one
         ``receive``, parsed from 0)."""
-        if self.recorded is None and sid >= self.at:
-            self.record(conn, data, end, sid)
+        if self.recorded is None:
+            self.wait -= 1
+            if self.wait <= 0:
+                self.record(conn, data, end, sid)
 
     def replay(self, conn: Replaying, data: bytes, pos: int, recorded: Replay) -> int:
         """At a HEADERS frame at ``pos`` as long as ``recorded``'s first: end the streams of the
@@ -187,7 +186,7 @@ class Replayer:
     def record(self, conn: Replaying, data: bytes, end: int, sid: int) -> None:
         """Record the reply of stream ``sid`` that ends at ``end`` of ``data`` when it can be
         replayed (see the module doc)."""
-        self.at = sid + 2 * RECORD_EVERY  # the next try, if this one fails (or is outgrown)
+        self.wait = RECORD_EVERY  # the next try, if this one fails (or is outgrown)
         frames: list[tuple[int, int, int, int]] = []  # start, length, type, flags
         pos = 0
         while pos < end:
