@@ -40,6 +40,7 @@ from rpcmeter.workloads import WorkloadParams
 class HttpView:
     status: int
     server_ns: ServerTime | None
+    ok: bool = False  # a 2xx status (tested once per distinct header block, not per reply)
 
 
 def http_view(headers: list[tuple[bytes, bytes]]) -> HttpView:
@@ -50,7 +51,7 @@ def http_view(headers: list[tuple[bytes, bytes]]) -> HttpView:
             status = int(value) if value.isdigit() else 0
         elif name == b"server-timing" and server_ns is None:
             server_ns = parse_server_timing(value)
-    return HttpView(status, server_ns)
+    return HttpView(status, server_ns, 200 <= status < 300)
 
 
 def status_error(status: int) -> ReplyError:
@@ -212,7 +213,7 @@ class Http2Client(H2Client):
         view: HttpView | None = stream.headers
         if stream.error is not None or view is None:
             done(None, self.failure(stream))
-        elif 200 <= view.status < 300:
+        elif view.ok:
             done(view.server_ns, None)
         else:
             done(view.server_ns, status_error(view.status))
@@ -222,7 +223,7 @@ class Http2Client(H2Client):
         view: HttpView | None = stream.headers
         if stream.error is not None or view is None:
             done(None, self.failure(stream))
-        elif not 200 <= view.status < 300:
+        elif not view.ok:
             done(view.server_ns, status_error(view.status))
         else:
             done(view.server_ns, mismatch(stream.body(), expect))

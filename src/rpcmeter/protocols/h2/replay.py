@@ -10,7 +10,7 @@ recorded first frame's length (in the connection's read loop: where the rest of 
 hold the recorded reply), :meth:`Replayer.replay` compares the bytes from there with the
 recording around each stream id; each reply that is the same ends its stream in that one
 comparison, with the recorded header views, payloads and window use (the same header blocks mean
-the same while the cache stands, ``cache_gen``, and the same DATA frames the same payloads). A
+the same while the cache stands, ``blocks.gen``, and the same DATA frames the same payloads). A
 recording that misses :data:`REPLAY_MISSES` times, or outlives the cache, is dropped.
 
 Without the layer every frame is parsed; ``tests/h2/test_connection.py`` checks, with
@@ -77,6 +77,13 @@ class Replay:
         self.misses = 0
 
 
+class Generation(Protocol):
+    """What counts the times the connection's block cache was emptied (``gen``)."""
+
+    @property
+    def gen(self) -> int: ...
+
+
 class Replaying(Protocol):
     """What the layer reads and moves of the connection under it."""
 
@@ -85,7 +92,7 @@ class Replaying(Protocol):
     cache: dict[bytes, Any]
 
     @property
-    def cache_gen(self) -> int: ...
+    def blocks(self) -> Generation: ...
 
     recv_window: int
     window: int
@@ -119,66 +126,61 @@ class Replayer:
 
     def replay(self, conn: Replaying, data: bytes, pos: int, recorded: Replay) -> int:
         """At a HEADERS frame at ``pos`` as long as ``recorded``'s first: end the streams of the
-        replies from there that are ``recorded`` but for their stream id; the position after the
-        last (``pos`` when there is none, and the frame is parsed)."""
-        if recorded.gen == conn.cache_gen:
-            stop = self.replays(conn, data, pos, recorded)
-            if stop != pos:
-                if conn.closed is None and conn.recv_window < conn.window >> 1:
+        replies from there that are byte for byte ``recorded`` but for their stream id (on
+        streams open here, awaiting their first header block, buffering their DATA); the
+        position after the last (``pos`` when there is none, and the frame is parsed). (One
+        call a read: the walk is here, not in a method of its own.)"""
+        if recorded.gen == conn.blocks.gen:
+            streams = conn.streams
+            parts, size, flow = recorded.parts, recorded.size, recorded.flow
+            head, trail = recorded.head, recorded.trail
+            chunks, received = recorded.chunks, recorded.received
+            last = len(data) - size  # where the last whole reply may start
+            window = conn.recv_window
+            start = pos
+            while pos <= last:
+                ident = data[pos + 5 : pos + 9]
+                sid = int.from_bytes(ident)
+                stream = streams.get(sid)
+                if (
+                    stream is None
+                    or stream.headers is not None
+                    or stream.on_data is not None
+                    or stream.on_headers is not None
+                    or data[pos : pos + size] != ident.join(parts)
+                ):
+                    break
+                window -= flow
+                if window < 0:
+                    conn.recv_window = window
+                    conn._fail(
+                        "flow_control_error",
+                        "DATA beyond the connection window",
+                        ErrorCode.FLOW_CONTROL_ERROR,
+                    )
+                    return pos
+                stream.headers = head
+                stream.trailers = trail
+                stream.chunks = chunks
+                stream.received = received
+                stream.replay = recorded
+                stream.state = CLOSED  # RECV_END (see rpcmeter.protocols.h2.state)
+                del streams[sid]
+                stream.on_end(stream)
+                if conn.waiting:
+                    conn._next_waiting()
+                pos += size
+                if conn.closed is not None:
+                    break
+            conn.recv_window = window
+            if pos != start:
+                conn.replies_owed = 0
+                if conn.closed is None and window < conn.window >> 1:
                     conn._window_update()
-                return stop
-        recorded.misses += 1
-        if recorded.misses > REPLAY_MISSES or recorded.gen != conn.cache_gen:
-            self.recorded = None
-        return pos
-
-    def replays(self, conn: Replaying, data: bytes, pos: int, replay: Replay) -> int:
-        """End the streams of the replies from ``pos`` on that are byte for byte ``replay`` but
-        for their stream id (on streams open here, awaiting their first header block, buffering
-        their DATA); the position after the last one."""
-        streams = conn.streams
-        parts, size, flow = replay.parts, replay.size, replay.flow
-        head, trail, chunks, received = replay.head, replay.trail, replay.chunks, replay.received
-        last = len(data) - size  # where the last whole reply may start
-        window = conn.recv_window
-        start = pos
-        while pos <= last:
-            ident = data[pos + 5 : pos + 9]
-            sid = int.from_bytes(ident)
-            stream = streams.get(sid)
-            if (
-                stream is None
-                or stream.headers is not None
-                or stream.on_data is not None
-                or stream.on_headers is not None
-                or data[pos : pos + size] != ident.join(parts)
-            ):
-                break
-            window -= flow
-            if window < 0:
-                conn.recv_window = window
-                conn._fail(
-                    "flow_control_error",
-                    "DATA beyond the connection window",
-                    ErrorCode.FLOW_CONTROL_ERROR,
-                )
                 return pos
-            stream.headers = head
-            stream.trailers = trail
-            stream.chunks = chunks
-            stream.received = received
-            stream.replay = replay
-            stream.state = CLOSED  # RECV_END (see rpcmeter.protocols.h2.state)
-            del streams[sid]
-            stream.on_end(stream)
-            if conn.waiting:
-                conn._next_waiting()
-            pos += size
-            if conn.closed is not None:
-                break
-        conn.recv_window = window
-        if pos != start:
-            conn.replies_owed = 0
+        recorded.misses += 1
+        if recorded.misses > REPLAY_MISSES or recorded.gen != conn.blocks.gen:
+            self.recorded = None
         return pos
 
     def record(self, conn: Replaying, data: bytes, end: int, sid: int) -> None:
@@ -225,5 +227,5 @@ class Replayer:
         parts.append(data[prev:end])
         flow = sum(len(c) for c in chunks)
         self.recorded = Replay(
-            parts, end - first[0], first[1], head, trail, tuple(chunks), flow, conn.cache_gen
+            parts, end - first[0], first[1], head, trail, tuple(chunks), flow, conn.blocks.gen
         )

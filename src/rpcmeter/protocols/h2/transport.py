@@ -58,6 +58,7 @@ class H2Protocol(asyncio.Protocol):
         self.receiving = False
         self.loop = asyncio.get_running_loop()
         self.ready: asyncio.Future[None] = self.loop.create_future()
+        self.starting = True  # ``ready`` not yet resolved here (a read tests this, not the future)
         self.session: Session | None = None  # the owner that keeps a connection in service
         self.served = False  # a stream ended on it before the connection was lost
         self.bytes_in = 0
@@ -90,8 +91,10 @@ class H2Protocol(asyncio.Protocol):
             self.bytes_out += len(data)
             self.transport.write(data)
             out.clear()
-        if conn.started and not self.ready.done():
-            self.ready.set_result(None)
+        if self.starting and conn.started:
+            self.starting = False
+            if not self.ready.done():
+                self.ready.set_result(None)
         if not conn.accepting:
             if conn.closed is not None:
                 if self.transport is not None:
