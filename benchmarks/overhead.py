@@ -10,9 +10,10 @@
    server and client on CPUs of their own where there are two) on a pseudo-terminal, so that
    the live view draws as it does for a user, round by round in turn: ``--no-live`` (the
    progress line alone), the live view, and (``--no-live``) the case cut into 0.1 s intervals
-   in place of 1 s. Prints each one's requests/s against the first's: the median ratio and a
-   95 % bootstrap interval of the ratio of means (target: the live view within 1 %); and the CPU
-   one redraw of the live view takes in rpcmeter's own process, timed alone.
+   in place of 1 s. Prints each one's requests/s and the clients' CPU per request against the
+   first's: the median ratio and a 95 % bootstrap interval of the ratio of means (target: the
+   live view within 1 %); and the CPU one redraw of the live view takes in rpcmeter's own
+   process, timed alone.
 
     python benchmarks/overhead.py [--requests 20000] [--rounds 5]
     python benchmarks/overhead.py --live [--rounds 5] [--seconds 3]
@@ -171,6 +172,9 @@ def live_cost(rounds: int, seconds: float) -> None:
     """Part 3: requests/s of each of :data:`LIVE_VARIANTS`, round by round in turn."""
     cpus = 1 if len(available_cpus()) > 1 else '"none"'
     rps: dict[str, list[float]] = {label: [] for label, _, _ in LIVE_VARIANTS}
+    # the clients' CPU per request: what the live view could cost them, without the host's
+    # noise in requests/s (another job taking a CPU away slows a round but costs it no CPU)
+    cpu: dict[str, list[float]] = {label: [] for label, _, _ in LIVE_VARIANTS}
     with tempfile.TemporaryDirectory(prefix="rpcmeter-live-") as tmp:
         for r in range(rounds):
             # each round in another order, so that no variant always runs first
@@ -194,25 +198,29 @@ def live_cost(rounds: int, seconds: float) -> None:
                 (case,) = json.loads(out.read_text())["cases"]
                 assert case["status"] == "ok", case.get("reason")
                 rps[label].append(case["throughput_rps"])
+                cpu[label].append(case["cpu"]["client_us_per_request"])
     each = redraw_us()
     base_label = LIVE_VARIANTS[0][0]
-    base = rps[base_label]
     load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
     print(
         f"http echo, 4 loops, {seconds:g} s a case, {rounds} rounds in turn, on a pseudo-terminal "
         f"(load average {load})"
     )
-    for label, values in rps.items():
-        rounds_text = ", ".join(f"{v:,.0f}" for v in values)
-        line = f"  {label:28} {statistics.median(values):9,.0f} req/s  (rounds: {rounds_text})"
-        if label != base_label:
-            ratios = [v / b for v, b in zip(values, base, strict=True)]
-            lo, hi = bootstrap_ratio_ci(base, values)
-            line += (
-                f"\n  {'':28} ratio to {base_label}: median {statistics.median(ratios):.3f}, "
-                f"mean ratio 95 % interval {lo:.3f}-{hi:.3f}"
+    for figures, unit, fmt in ((rps, "req/s", ",.0f"), (cpu, "client us/req", ".2f")):
+        base = figures[base_label]
+        for label, values in figures.items():
+            rounds_text = ", ".join(f"{v:{fmt}}" for v in values)
+            line = (
+                f"  {label:28} {statistics.median(values):9{fmt}} {unit}  (rounds: {rounds_text})"
             )
-        print(line)
+            if label != base_label:
+                ratios = [v / b for v, b in zip(values, base, strict=True)]
+                lo, hi = bootstrap_ratio_ci(base, values)
+                line += (
+                    f"\n  {'':28} ratio to {base_label}: median {statistics.median(ratios):.3f}, "
+                    f"mean ratio 95 % interval {lo:.3f}-{hi:.3f}"
+                )
+            print(line)
     # the progress line at most 5 times a second, and each 1 s interval
     print(
         f"  a redraw of the live view: {each:.0f} us of CPU in rpcmeter's own process (not the "
