@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import io
 import json
 import shutil
@@ -11,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from rpcmeter.cli import Progress, case_fraction, fmt_eta
+from rpcmeter.cli import Progress, _width, case_fraction, fmt_eta
 from rpcmeter.plan import expand
 from rpcmeter.suite import build_suite
 
@@ -126,11 +127,20 @@ def test_usage_errors_exit_2_without_traceback(tmp_path: Path) -> None:
     )
     proc = rpcmeter("run", "--set", "nonsense", cwd=tmp_path)
     assert proc.returncode == 2 and "expected KEY=VALUE" in proc.stderr
+    proc = rpcmeter("show", "--width", "10", cwd=tmp_path)
+    assert proc.returncode == 2 and "--width: 10: at least 40 columns" in proc.stderr
 
 
 class _Tty(io.StringIO):
     def isatty(self) -> bool:
         return True
+
+
+def test_tables_take_the_terminals_width(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("COLUMNS", "87")
+    assert _width(argparse.Namespace(width=None), _Tty()) == 87
+    assert _width(argparse.Namespace(width=None), io.StringIO()) == 120  # a file or a pipe
+    assert _width(argparse.Namespace(width=100), _Tty()) == 100
 
 
 def test_live_line_has_an_eta() -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import shutil
 import signal
 import sys
 import time
@@ -188,7 +189,9 @@ def _add_run(sub: Any) -> None:
         metavar="FILE",
         help="write the result document (JSON) here, after every case" + CREATES,
     )
-    p.add_argument("--width", type=int, default=None, help="table width (default: terminal width)")
+    p.add_argument(
+        "--width", type=_columns, default=None, help="table width (default: terminal width)"
+    )
     p.add_argument(
         "--max-error-rate",
         type=float,
@@ -252,7 +255,9 @@ def _add_report(sub: Any) -> None:
     p.add_argument(
         "run", metavar="RUN", help="the run: id, last, last~N, a tag or a result JSON file"
     )
-    p.add_argument("--width", type=int, default=None, help="table width (default: terminal width)")
+    p.add_argument(
+        "--width", type=_columns, default=None, help="table width (default: terminal width)"
+    )
     p.add_argument(
         "--format", "-f", choices=registry.COLUMN_FORMATS, default="text", help="default: text"
     )
@@ -291,7 +296,7 @@ def write_reports(
 
 def render_report(view: View, fmt: str, args: argparse.Namespace, out: TextIO) -> str:
     """A run as text in a registered format, for ``out``."""
-    options = registry.Options(width=int(getattr(args, "width", None) or 120), color=out.isatty())
+    options = registry.Options(width=_width(args, out), color=out.isatty())
     render = registry.get(fmt).render
     assert render is not None
     return render(view, options)
@@ -303,7 +308,7 @@ def render_columns(view: View, args: argparse.Namespace, out: TextIO) -> str:
         raise UsageError(
             f"--columns {args.columns}: only with --format text or markdown (got {args.format})"
         )
-    options = registry.Options(width=int(getattr(args, "width", None) or 120), color=out.isatty())
+    options = registry.Options(width=_width(args, out), color=out.isatty())
     return registry.render_columns(view, args.columns, args.format, options)
 
 
@@ -390,7 +395,9 @@ def _add_history_commands(sub: Any) -> None:
     p = sub.add_parser("show", help="print a stored run (id, last, last~N, a tag or a JSON file)")
     p.add_argument("run", nargs="?", default="last", help="the run (default: last)")
     p.add_argument("--format", "-f", choices=FORMATS, default="text")
-    p.add_argument("--width", type=int, default=None, help="table width (default: terminal width)")
+    p.add_argument(
+        "--width", type=_columns, default=None, help="table width (default: terminal width)"
+    )
     _add_columns_option(p)
     _add_store_option(p)
 
@@ -398,7 +405,9 @@ def _add_history_commands(sub: Any) -> None:
     p.add_argument("a", help="baseline run (id, last, last~N, a tag or a JSON file)")
     p.add_argument("b", nargs="?", default="last", help="compared run (default: last)")
     p.add_argument("--format", "-f", choices=FORMATS, default="text")
-    p.add_argument("--width", type=int, default=None, help="table width (default: terminal width)")
+    p.add_argument(
+        "--width", type=_columns, default=None, help="table width (default: terminal width)"
+    )
     _add_store_option(p)
     _add_gate_options(p)
 
@@ -437,7 +446,9 @@ def _add_trend(sub: Any) -> None:
     )
     p.add_argument("--suite", metavar="NAME", help="only the runs of the suite named NAME")
     p.add_argument("--last", type=int, metavar="N", help="only the newest N runs")
-    p.add_argument("--width", type=int, default=None, help="table width (default: terminal width)")
+    p.add_argument(
+        "--width", type=_columns, default=None, help="table width (default: terminal width)"
+    )
     p.add_argument(
         "--html", type=Path, metavar="FILE", help="write a self-contained HTML page" + CREATES
     )
@@ -518,8 +529,23 @@ def cmd_trend(args: argparse.Namespace, out: TextIO) -> int:
     return 1
 
 
+def _columns(text: str) -> int:
+    """``--width``'s value: a whole number of columns, 40 or more."""
+    try:
+        width = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if width < 40:
+        raise argparse.ArgumentTypeError(f"{width}: at least 40 columns")
+    return width
+
+
 def _width(args: argparse.Namespace, out: TextIO) -> int:
-    return int(args.width or (None if out.isatty() else 120) or 120)
+    """``--width``, else the terminal's width where ``out`` is one, else 120 columns."""
+    given = getattr(args, "width", None)
+    if given:
+        return int(given)
+    return shutil.get_terminal_size((120, 40)).columns if out.isatty() else 120
 
 
 def _run_header(ref: RunRef) -> str:
