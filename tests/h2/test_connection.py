@@ -609,6 +609,53 @@ def test_repeated_replies_are_replayed(shape: str) -> None:
     assert count >= 40 and replayed == replies_through(shapes, [2, 3], False, inline=False)[0]
 
 
+def test_replies_in_pieces_record_no_trailers_as_a_reply() -> None:
+    """gRPC replies whose headers and trailers blocks are as long (both indexed), read in
+    pieces: a read that begins with a reply's trailers records no one-block reply of them, and
+    tries no recorded reply at a trailers block; once whole replies come, they are replayed."""
+    enc = hpack.Encoder()
+    head = [(b":status", b"200"), (b"content-type", b"application/grpc")]
+    trail = [(b"grpc-status", b"0"), (b"grpc-message", b"")]
+    client = started(replay=True)
+    req = client.prepare(POST, b"\0\0\0\0\0")
+    done, on_end = ended()
+    client.request(req, on_end)  # the first reply indexes both blocks
+    client.receive(
+        frame(HEADERS, END_HEADERS, 1, enc.encode(head))
+        + frame(DATA, 0, 1, b"\0\0\0\0\2hi")
+        + frame(HEADERS, END_HEADERS | END_STREAM, 1, enc.encode(trail))
+    )
+
+    def reply(sid: int) -> list[bytes]:
+        return [
+            frame(HEADERS, END_HEADERS, sid, enc.encode(head)),
+            frame(DATA, 0, sid, b"\0\0\0\0\2hi"),
+            frame(HEADERS, END_HEADERS | END_STREAM, sid, enc.encode(trail)),
+        ]
+
+    assert len(reply(3)[0]) == len(reply(3)[2])  # as long: only the flags tell them apart
+    pieces = [p for sid in range(3, 3 + 2 * 300, 2) for p in reply(sid)]
+    for _ in range(300):
+        client.request(req, on_end)
+    assert client.replayer is not None
+    # reads of three frames, each beginning with a reply's trailers
+    client.receive(pieces[0] + pieces[1])
+    for i in range(2, len(pieces), 3):
+        client.receive(b"".join(pieces[i : i + 3]))
+        recorded = client.replayer.recorded
+        assert recorded is None or recorded.size > len(pieces[2])  # a whole reply, or none
+    assert [s.trailers for s in done[1:]] == [done[0].trailers] * 300
+    whole = 200  # then whole replies, ten a read
+    for _ in range(whole):
+        client.request(req, on_end)
+    replies = [b"".join(reply(sid)) for sid in range(603, 603 + 2 * whole, 2)]
+    for i in range(0, whole, 10):
+        client.receive(b"".join(replies[i : i + 10]))
+    replayed = [s for s in done[301:] if s.replay is not None]
+    assert len(done) == 501 and len(replayed) >= whole // 2
+    assert all(s.body() == b"\0\0\0\0\2hi" and s.trailers == done[0].trailers for s in done)
+
+
 # ---------------------------------------------------------------------------------------------
 # nginx's replies: every field added to the dynamic table, on every reply
 

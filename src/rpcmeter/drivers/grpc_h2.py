@@ -38,6 +38,7 @@ from rpcmeter.protocols.h2.transport import Session
 from rpcmeter.protocols.timing import ServerTime
 
 GOOD_REPLAYS = 64  # verdicts on recorded replies kept (a connection records a few at most)
+MAX_VIEWS = 1024  # distinct header views kept to be shared by the connections
 
 
 @dataclass(frozen=True, slots=True)  # read on every reply: slots read quickest
@@ -70,6 +71,11 @@ def grpc_view(headers: list[tuple[bytes, bytes]]) -> GrpcView:
             content_type = value
     times = None if app_ns is None else (app_ns, queue_ns)
     return GrpcView(http_status, grpc_status, message, times, content_type)
+
+
+# a view no header block has (``client.view`` never gives it): no reply is the last good one
+# before there was one
+NO_VIEW = GrpcView(None, None, "", None, b"")
 
 
 class Verdict:
@@ -135,9 +141,25 @@ class GrpcH2Client(H2Client):
         # the recorded replies (rpcmeter.protocols.h2.connection.Replay) whose reply passed every check:
         # a stream that ends as one of them passes them again (the same header views, payloads)
         self.good: dict[Replay, Verdict] = {}
+        # the last reply parsed frame by frame that passed every check (a server whose replies
+        # come in pieces is never replayed): its verdict, header views and payload; a reply
+        # with the same views (the same objects: see view) and payload passes them again
+        self.last_good: tuple[Verdict, GrpcView | None, GrpcView | None, bytes] = (
+            Verdict(None, 0),
+            NO_VIEW,
+            NO_VIEW,
+            b"",
+        )
+        self.views: dict[GrpcView, GrpcView] = {}
 
     def view(self, headers: list[tuple[bytes, bytes]]) -> GrpcView:
-        return grpc_view(headers)
+        """The view of a header block, the same object for the same view on every connection
+        (so that :attr:`last_good` holds across them)."""
+        view = grpc_view(headers)
+        views = self.views
+        if len(views) >= MAX_VIEWS:
+            views.clear()
+        return views.setdefault(view, view)
 
     async def open(self, connect_timeout_s: float = 10.0) -> None:
         await super().open(connect_timeout_s)
@@ -183,11 +205,26 @@ class GrpcH2Client(H2Client):
         )
 
     def on_end(self, stream: H2Stream) -> None:
-        verdict = self.good.get(stream.replay)  # type: ignore[arg-type]
-        if verdict is not None:  # a replayed reply, checked before
-            verdict.count += 1
-            stream.user(verdict.server_ns, None)
-            return
+        replay = stream.replay
+        if replay is None:  # parsed frame by frame: the last good one again?
+            verdict, head, trail, payload = self.last_good
+            chunks = stream.chunks
+            if (
+                stream.headers is head
+                and stream.trailers is trail
+                and len(chunks) == 1
+                and chunks[0] == payload
+                and stream.error is None
+            ):
+                verdict.count += 1
+                stream.user(verdict.server_ns, None)
+                return
+        else:
+            replayed = self.good.get(replay)
+            if replayed is not None:  # a replayed reply, checked before
+                replayed.count += 1
+                stream.user(replayed.server_ns, None)
+                return
         self.check_end(stream)
 
     def status_error(self, stream: H2Stream) -> BaseException | None:
@@ -254,14 +291,22 @@ class GrpcH2Client(H2Client):
                 self.fold()
                 good.clear()
             good[replay] = Verdict(meta.server_ns, n - 5)
+        elif len(chunks) == 1:  # ... or on this one, parsed frame by frame
+            self.count(self.last_good[0])
+            self.last_good = (Verdict(meta.server_ns, n - 5), head, stream.trailers, first)
         done(meta.server_ns, None)
 
+    def count(self, verdict: Verdict) -> None:
+        """Move the replies counted on ``verdict`` into ``counts``."""
+        self.counts[0] += verdict.count
+        self.counts[1] += verdict.count * verdict.size
+        verdict.count = 0
+
     def fold(self) -> None:
-        """Move the counts of replayed replies into ``counts``."""
+        """Move the counts of the replies that passed as others did into ``counts``."""
         for verdict in self.good.values():
-            self.counts[0] += verdict.count
-            self.counts[1] += verdict.count * verdict.size
-            verdict.count = 0
+            self.count(verdict)
+        self.count(self.last_good[0])
 
     def calls(self) -> int:
         """Calls answered with a message so far."""

@@ -92,18 +92,18 @@ def run_chunk_server_time(
     return made
 
 
+PARK_S = 0.05  # how often a parked loop looks at the stop flag
+
+
 def park(until_ns: int, stop: Callable[[], bool]) -> bool:
     """Wait until ``until_ns`` (a parked loop, or one waiting for the case's start), looking at
-    the stop flag every 50 ms; False when stopped."""
+    the stop flag every ``PARK_S``; False when stopped."""
     clock = time.perf_counter_ns
     while (left := until_ns - clock()) > 0:
         if stop():
             return False
         time.sleep(min(left / 1e9, PARK_S))
     return not stop()
-
-
-PARK_S = 0.05
 
 
 def measure(

@@ -837,6 +837,7 @@ class H2Connection:
                 if (
                     recorded is not None
                     and length == recorded.first_len
+                    and flags == recorded.first_flags
                     and n - pos >= recorded.size
                 ):
                     assert replayer is not None
@@ -885,7 +886,7 @@ class H2Connection:
             if replayer is not None and replayer.recorded is None:  # Replayer.ended, no call
                 replayer.wait -= 1
                 if replayer.wait <= 0:
-                    replayer.record(self, data, end, sid)
+                    replayer.record(self, data, end, stream)
             if kind == data_kind and self.recv_window < self.window >> 1:
                 self._window_update()
             if self.closed is not None:
@@ -928,7 +929,7 @@ class H2Connection:
                 on_data(stream, payload)
             if flags & END_STREAM:
                 if self.replayer is not None:
-                    self.replayer.ended(self, data, end, sid)
+                    self.replayer.ended(self, data, end, stream)
                 self._end(stream)
             else:
                 consumed = stream.consumed + end - pos - HEAD_LEN
@@ -945,7 +946,11 @@ class H2Connection:
         replayer = self.replayer
         assert replayer is not None
         recorded = replayer.recorded
-        if recorded is not None and end - pos - HEAD_LEN == recorded.first_len:
+        if (
+            recorded is not None
+            and end - pos - HEAD_LEN == recorded.first_len
+            and flags == recorded.first_flags
+        ):
             stop = replayer.replay(self, data, pos, recorded)
             if stop != pos:
                 return stop
@@ -966,8 +971,10 @@ class H2Connection:
             self.continuing = (sid, flags, [payload])
             if len(payload) > self.max_header_block:
                 self._too_large(len(payload))
-        elif self._header_block(sid, flags, payload) and self.replayer is not None:
-            self.replayer.ended(self, data, end, sid)
+        else:
+            stream = self.streams.get(sid)
+            if self._header_block(sid, flags, payload) and self.replayer is not None:
+                self.replayer.ended(self, data, end, stream)
         return end
 
     def _on_continuation(self, data: bytes, pos: int, end: int, flags: int, sid: int) -> int:

@@ -6,9 +6,9 @@ A server answering the same call sends the same reply bytes but for the stream i
 that ended its stream (:meth:`Replayer.record`): a contiguous run of its own frames (HEADERS,
 DATA without padding, and HEADERS or the last DATA ending the stream, or one HEADERS:
 trailers-only), its header blocks in the connection's block cache. At each HEADERS frame of the
-recorded first frame's length (in the connection's read loop: where the rest of the read can
-hold the recorded reply), :meth:`Replayer.replay` compares the bytes from there with the
-recording around each stream id; each reply that is the same ends its stream in that one
+recorded first frame's length and flags (in the connection's read loop: where the rest of the
+read can hold the recorded reply), :meth:`Replayer.replay` compares the bytes from there with
+the recording around each stream id; each reply that is the same ends its stream in that one
 comparison, with the recorded header views, payloads and window use (the same header blocks mean
 the same while the cache stands, ``blocks.gen``, and the same DATA frames the same payloads). A
 recording that misses :data:`REPLAY_MISSES` times, or outlives the cache, is dropped.
@@ -43,6 +43,7 @@ class Replay:
 
     __slots__ = (
         "chunks",
+        "first_flags",
         "first_len",
         "flow",
         "gen",
@@ -59,6 +60,7 @@ class Replay:
         parts: list[bytes],
         size: int,
         first_len: int,
+        first_flags: int,
         head: Any,
         trail: Any,
         chunks: tuple[bytes, ...],
@@ -67,7 +69,8 @@ class Replay:
     ) -> None:
         self.parts = parts  # its bytes, split around the stream id of each frame
         self.size = size
-        self.first_len = first_len  # the length of its first frame (a quick first check)
+        self.first_len = first_len  # the length and flags of its first frame (a quick first
+        self.first_flags = first_flags  # check: a trailers block may be as long, not so flagged)
         self.head = head
         self.trail = trail
         self.chunks = chunks
@@ -116,13 +119,13 @@ class Replayer:
         self.recorded: Replay | None = None
         self.wait = 1
 
-    def ended(self, conn: Replaying, data: bytes, end: int, sid: int) -> None:
-        """Stream ``sid`` ended with the frame that ends at ``end`` of ``data`` (the bytes of one
+    def ended(self, conn: Replaying, data: bytes, end: int, stream: Any) -> None:
+        """``stream`` ended with the frame that ends at ``end`` of ``data`` (the bytes of one
         ``receive``, parsed from 0)."""
         if self.recorded is None:
             self.wait -= 1
             if self.wait <= 0:
-                self.record(conn, data, end, sid)
+                self.record(conn, data, end, stream)
 
     def replay(self, conn: Replaying, data: bytes, pos: int, recorded: Replay) -> int:
         """At a HEADERS frame at ``pos`` as long as ``recorded``'s first: end the streams of the
@@ -183,10 +186,11 @@ class Replayer:
             self.recorded = None
         return pos
 
-    def record(self, conn: Replaying, data: bytes, end: int, sid: int) -> None:
-        """Record the reply of stream ``sid`` that ends at ``end`` of ``data`` when it can be
+    def record(self, conn: Replaying, data: bytes, end: int, stream: Any) -> None:
+        """Record the reply of ``stream`` (ended) that ends at ``end`` of ``data`` when it can be
         replayed (see the module doc)."""
         self.wait = RECORD_EVERY  # the next try, if this one fails (or is outgrown)
+        sid = stream.id
         frames: list[tuple[int, int, int, int]] = []  # start, length, type, flags
         pos = 0
         while pos < end:
@@ -214,6 +218,8 @@ class Replayer:
             return
         if not first[3] & END_HEADERS or (first[3] & END_STREAM and len(frames) > 1):
             return
+        if first[3] & END_STREAM and stream.trailers is not None:
+            return  # that block was its trailers: its headers came in an earlier read
         chunks = []
         for start, length, kind, flags in middle:
             if kind != DATA or flags & ~(END_STREAM if start == last[0] else 0):
@@ -227,5 +233,13 @@ class Replayer:
         parts.append(data[prev:end])
         flow = sum(len(c) for c in chunks)
         self.recorded = Replay(
-            parts, end - first[0], first[1], head, trail, tuple(chunks), flow, conn.blocks.gen
+            parts,
+            end - first[0],
+            first[1],
+            first[3],
+            head,
+            trail,
+            tuple(chunks),
+            flow,
+            conn.blocks.gen,
         )
