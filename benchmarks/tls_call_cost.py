@@ -17,17 +17,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
-import re
 import shutil
 import socket
 import ssl
-import subprocess
 import sys
 from collections.abc import Callable
 from typing import Any
 
-from versus import FLOOR_TLS_HANDSHAKE, layout, serve
+from versus import FLOOR_TLS_HANDSHAKE, callgrind_instructions, layout, serve
 
 from rpcmeter.connect import open_stream
 from rpcmeter.tls import ClientTls, RunCertificates, TlsSettings, client_context
@@ -123,24 +120,9 @@ def floor_connection(
 
 def instructions(kind: str, port: int, ca_file: str, conns: int, each: int) -> int:
     """The instructions of one client process under callgrind."""
-    command = [
-        "valgrind",
-        "--tool=callgrind",
-        "--callgrind-out-file=/dev/null",
-        os.path.realpath(sys.executable),
-        __file__,
-        "--client",
-        kind,
-        str(port),
-        ca_file,
-        str(conns),
-        str(each),
-    ]
-    out = subprocess.run(command, capture_output=True, text=True, check=True, timeout=1800)
-    found = re.search(r"Collected : (\d+)", out.stderr)
-    if found is None:
-        raise RuntimeError(f"no instruction count from callgrind:\n{out.stderr[-2000:]}")
-    return int(found.group(1))
+    return callgrind_instructions(
+        __file__, "--client", kind, str(port), ca_file, str(conns), str(each)
+    )
 
 
 def main() -> int:

@@ -23,6 +23,8 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
+import re
 import resource
 import shutil
 import statistics
@@ -71,6 +73,26 @@ def pinned(command: list[str], cpu: int, timeout_s: float) -> tuple[str, float]:
         timeout=timeout_s,
     ).stdout
     return out, children_cpu_s() - cpu0
+
+
+def callgrind_instructions(script: str, *args: str) -> int:
+    """The instructions of ``script`` run with ``args`` in a Python process of its own under
+    valgrind's callgrind (the ``*_call_cost.py`` benchmarks' clients), hash seed fixed."""
+    command = [
+        "valgrind",
+        "--tool=callgrind",
+        "--callgrind-out-file=/dev/null",
+        os.path.realpath(sys.executable),
+        script,
+        *args,
+    ]
+    env = {**os.environ, "PYTHONHASHSEED": "0"}  # the same start-up in every run: counts that
+    # differ by a few requests' worth are not lost in a start-up that hashed otherwise
+    out = subprocess.run(command, capture_output=True, text=True, check=True, timeout=1800, env=env)
+    found = re.search(r"Collected : (\d+)", out.stderr)
+    if found is None:
+        raise RuntimeError(f"no instruction count from callgrind:\n{out.stderr[-2000:]}")
+    return int(found.group(1))
 
 
 # ---- where things run ---------------------------------------------------------------------------

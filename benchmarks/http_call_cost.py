@@ -1,0 +1,166 @@
+"""rpcmeter's whole per-request cost over HTTP/1.1 (or h2c, ``--http 2``) in instructions, one
+request in flight: the HTTP driver's closed loop (the loop, the recorder, the driver, the
+connection, uvloop) and, over HTTP/1.1, the floor's bare uvloop protocol that reads a reply and
+writes the next request, each in a client process of its own under valgrind's callgrind, against
+nginx (one worker) on one keep-alive connection.
+
+Each client runs ``--few`` requests, then ``--many``; the difference of the two runs'
+instruction counts divided by the difference of their requests is the count per request,
+without the start-up and the connection (exact and steady, where CPU time on a shared machine is
+not). With ``--trace``, no valgrind: rpcmeter's client runs once in this process with Python's
+opcode tracing, and prints the bytecodes each of its functions runs a request::
+
+    python benchmarks/http_call_cost.py [--http 1|2] [--few 1000] [--many 11000] [--trace]
+
+Needs valgrind (not with ``--trace``) and nginx; the callgrind runs take a minute or two.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import collections
+import os
+import shutil
+import sys
+from types import FrameType
+from typing import Any
+
+from versus import callgrind_instructions, layout, serve
+
+from rpcmeter.drivers import driver_class
+from rpcmeter.drivers.base import DriverContext, EventDriver
+from rpcmeter.endpoints import Endpoint
+from rpcmeter.runners.event_loop import NO_DEADLINE, Phase, closed_loop
+from rpcmeter.runners.recording import Recorder, ThreadStats
+from rpcmeter.workloads import NoopParams
+
+Tracer = Any  # sys.settrace's callback
+
+
+async def rpcmeter_loop(port: int, http: str, n: int, tracer: Tracer = None) -> None:
+    """``n`` requests of rpcmeter's HTTP driver on one connection, one in flight (after 100
+    untraced ones, when ``tracer`` is given)."""
+    options = {"path": "/", "method": "GET"}
+    if http == "2":
+        options["http"] = "2"
+    ctx = DriverContext(
+        Endpoint("tcp", "127.0.0.1", port),
+        NoopParams(),
+        options,
+        validate=False,
+        threads=1,
+        connections=1,
+    )
+    driver = driver_class("http", options)(ctx)
+    assert isinstance(driver, EventDriver)
+    await driver.open()
+    stats = ThreadStats()
+    rec = Recorder(stats, False)
+    loop = asyncio.get_running_loop()
+    try:
+        for count, traced in ((100, False), (n, True)) if tracer is not None else ((n, False),):
+            phase = Phase(loop, 1)
+            if traced:
+                sys.settrace(tracer)
+            closed_loop(driver.channel(0), rec, phase, count, NO_DEADLINE, ())
+            await phase.finished
+            sys.settrace(None)
+    finally:
+        driver.close()
+    rec.fold()
+    if stats.errors or stats.ok != n + (100 if tracer is not None else 0):
+        raise RuntimeError(f"the client went wrong: {dict(stats.errors)}, {stats.ok} requests")
+
+
+async def floor_loop(port: int, n: int) -> None:
+    """The floor: a protocol that counts replies and writes the next request."""
+    request = f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode()
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future[None] = loop.create_future()
+
+    class Floor(asyncio.Protocol):
+        left = n
+
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            self.write = transport.write  # type: ignore[attr-defined]
+            self.write(request)
+
+        def data_received(self, data: bytes) -> None:
+            self.left -= 1
+            if self.left == 0:
+                done.set_result(None)
+                return
+            self.write(request)
+
+    transport, _ = await loop.create_connection(Floor, "127.0.0.1", port)
+    await done
+    transport.close()
+
+
+def client(kind: str, port: int, http: str, n: int) -> None:
+    import uvloop
+
+    uvloop.run(floor_loop(port, n) if kind == "floor" else rpcmeter_loop(port, http, n))
+
+
+def instructions(kind: str, port: int, http: str, n: int) -> int:
+    """The instructions of one client process under callgrind."""
+    return callgrind_instructions(__file__, "--client", kind, str(port), http, str(n))
+
+
+def traced(port: int, http: str, n: int) -> None:
+    """Bytecodes a request in each of rpcmeter's functions, by Python's opcode tracing."""
+    import uvloop
+
+    counts: collections.Counter[str] = collections.Counter()
+
+    def tracer(frame: FrameType, event: str, arg: object) -> Tracer:
+        frame.f_trace_opcodes = True
+        if event == "opcode":
+            code = frame.f_code
+            counts[f"{os.path.basename(code.co_filename)}:{code.co_name}"] += 1
+        return tracer
+
+    uvloop.run(rpcmeter_loop(port, http, n, tracer))
+    print(f"rpcmeter: {sum(counts.values()) / n:.0f} bytecodes/request")
+    for name, count in counts.most_common(10):
+        if count >= n / 10:
+            print(f"  {count / n:7.1f}  {name}")
+
+
+def main() -> int:
+    if len(sys.argv) > 1 and sys.argv[1] == "--client":
+        which, at, http, n = sys.argv[2:6]
+        client(which, int(at), http, int(n))
+        return 0
+    parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
+    parser.add_argument("--http", choices=("1", "2"), default="1", help="2: h2c")
+    parser.add_argument("--few", type=int, default=1000, help="requests, first run")
+    parser.add_argument("--many", type=int, default=11000, help="and in the second run")
+    parser.add_argument("--trace", action="store_true", help="bytecodes a request, no valgrind")
+    args = parser.parse_args()
+    if not 0 < args.few < args.many:
+        parser.error("--few must be above 0 and below --many")
+    if not args.trace and shutil.which("valgrind") is None:
+        print("needs valgrind (Debian: apt-get install valgrind)", file=sys.stderr)
+        return 2
+    with serve("nginx", "h2c" if args.http == "2" else "http", layout(1)) as served:
+        port = served.endpoint.port or 0
+        if args.trace:
+            traced(port, args.http, args.many)
+            return 0
+        counts: dict[str, float] = {}
+        kinds = ("floor", "rpcmeter") if args.http == "1" else ("rpcmeter",)
+        for kind in kinds:
+            few = instructions(kind, port, args.http, args.few)
+            many = instructions(kind, port, args.http, args.many)
+            counts[kind] = (many - few) / (args.many - args.few)
+            print(f"  {kind:<10} {counts[kind]:9,.0f} instructions/request", flush=True)
+    if "floor" in counts:
+        print(f"rpcmeter - floor: {counts['rpcmeter'] - counts['floor']:,.0f} instructions/request")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
