@@ -348,6 +348,13 @@ class Request:
         new = cls.__new__
         mids: dict[int, bytes] = {}  # by the body's size: the block and the DATA frame's head
 
+        def mid_of(m: int) -> bytes:
+            """The block and the DATA frame's head for a body of ``m`` bytes (not kept yet)."""
+            mid = block + _HEAD5(m << 8 | data, END_STREAM)
+            if len(mids) < MIDS_KEPT:
+                mids[m] = mid
+            return mid
+
         def make(body: bytes | None) -> Request:
             if body is None:
                 req = cls(block, None)
@@ -360,12 +367,7 @@ class Request:
             req = new(cls)
             req.block, req.body, req.size, req.end_stream = block, body, m, True
             req.frame_size, req.fast_frame, req.head_parts = frame_size, frame_size, head_parts
-            mid = mids.get(m)
-            if mid is None:
-                mid = block + _HEAD5(m << 8 | data, END_STREAM)
-                if len(mids) < MIDS_KEPT:
-                    mids[m] = mid
-            req.parts = [head, mid, body]
+            req.parts = [head, mids.get(m) or mid_of(m), body]
             return req
 
         if not reuse or sys.version_info >= (3, 14):
@@ -387,13 +389,8 @@ class Request:
             else:
                 req.body = body
                 req.size = m
-                mid = mids.get(m)
-                if mid is None:
-                    mid = block + _HEAD5(m << 8 | data, END_STREAM)
-                    if len(mids) < MIDS_KEPT:
-                        mids[m] = mid
                 parts = req.parts
-                parts[1] = mid
+                parts[1] = mids.get(m) or mid_of(m)
                 parts[2] = body
             made[0] = made[1]
             made[1] = req
@@ -972,9 +969,9 @@ class H2Connection:
             if len(payload) > self.max_header_block:
                 self._too_large(len(payload))
         else:
-            stream = self.streams.get(sid)
-            if self._header_block(sid, flags, payload) and self.replayer is not None:
-                self.replayer.ended(self, data, end, stream)
+            ended = self._header_block(sid, flags, payload)
+            if ended is not None and self.replayer is not None:
+                self.replayer.ended(self, data, end, ended)
         return end
 
     def _on_continuation(self, data: bytes, pos: int, end: int, flags: int, sid: int) -> int:
@@ -991,35 +988,35 @@ class H2Connection:
             self._header_block(sid, cont[1], b"".join(cont[2]))
         return end
 
-    def _header_block(self, sid: int, flags: int, block: bytes) -> bool:
+    def _header_block(self, sid: int, flags: int, block: bytes) -> Stream | None:
         """A whole header block of stream ``sid`` (``flags`` its HEADERS frame's): the response
-        headers, or the trailers that end it. True when it ended the stream."""
+        headers, or the trailers that end it. The stream when it ended it, else None."""
         view = self.cache.get(block)
         if view is None:
             view = self.decode_block(block)
             if view is None:
-                return False
+                return None
         stream = self.streams.get(sid)
         if stream is None:
             self._gone(sid, "HEADERS")
-            return False
+            return None
         if view is INFORMATIONAL:
             if flags & END_STREAM or stream.headers is not None:
                 self._fail("protocol_error", f"an informational response ending stream {sid}")
-            return False
+            return None
         if stream.headers is None:
             stream.headers = view
         elif not flags & END_STREAM:
             self._fail("protocol_error", f"a second header block without END_STREAM on {sid}")
-            return False
+            return None
         else:
             stream.trailers = view
         if stream.on_headers is not None:
             stream.on_headers(stream, view)
         if flags & END_STREAM:
             self._end(stream)
-            return True
-        return False
+            return stream
+        return None
 
     def decode_block(self, block: bytes) -> Any:
         """The view of a header block, from :attr:`blocks` (decoded there when it does not know
