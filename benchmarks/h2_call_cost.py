@@ -110,7 +110,7 @@ async def replay_rpcmeter(
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
-    parser.add_argument("--server", choices=("nginx", "go"), default="nginx")
+    parser.add_argument("--server", choices=("nginx", "go", "canned"), default="nginx")
     parser.add_argument("--calls", type=int, default=20000)
     parser.add_argument("--streams", type=int, default=10)
     parser.add_argument("--repeat", type=int, default=5)

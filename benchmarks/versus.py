@@ -12,7 +12,10 @@ above 85 % busy, a run is *server-bound* and the summary prints no ratio for it.
 one CPU to spare, a Go server on it tops out below any client, so the HTTP benchmarks use nginx
 there (one worker per server CPU: C, cheaper per request than any client); with several server
 CPUs they use the Go greeter (``GOMAXPROCS`` = the server CPUs), as gRPC always does.
-``--server nginx|go`` chooses.
+``--server nginx|go|canned`` chooses. One nginx worker still sets the pace once a client keeps
+several requests in flight; the *canned* server (``greeter/canned.go``: nginx's reply to every
+request, from a loop that parses only frames and request ends, HTTP/1.1 and HTTP/2, over TLS too)
+costs a fraction of nginx per request, so on one CPU it leaves the clients the bottleneck.
 
 Every script ends with one line ``SUMMARY {json}`` (the medians, the server's busy share, the
 ratios or ``"server_bound": true``) for other tools to read.
@@ -217,7 +220,7 @@ GREETER_FLAGS = {
 def serve(
     kind: str, mode: str, lay: Layout, certs: RunCertificates | None = None
 ) -> Iterator[Served]:
-    """``kind`` (``nginx`` or ``go``) serving ``mode``: ``http`` (HTTP/1.1), ``https``,
+    """``kind`` (``nginx``, ``go`` or ``canned``) serving ``mode``: ``http`` (HTTP/1.1), ``https``,
     ``h2c`` (HTTP/2 with prior knowledge), ``h2`` (HTTP/2 over TLS, ALPN) or ``grpc`` (Go only)
     on the layout's server CPUs."""
     n = len(lay.server_cpus)
@@ -241,9 +244,18 @@ def serve(
                 yield Served(endpoint, process, n, what, lay.server_cpus)
         return
     env = {"GOMAXPROCS": str(n)}
-    command = greeter_command(GREETER_FLAGS[mode], endpoint, certs)
-    with ServerProcess(command, endpoint, cpus=lay.server_cpus, env=env) as process:
+    if kind == "canned":
+        if mode == "grpc" or (mode in ("https", "h2") and certs is None):
+            raise ValueError(f"the canned server cannot serve {mode} here")
+        flag = "-canned-tls" if mode in ("https", "h2") else "-canned"
+        command = [str(build()), "-grpc", "", flag, f"127.0.0.1:{endpoint.port}"]
+        if certs is not None:
+            command += ["-cert", certs.cert_file, "-key", certs.key_file]
+        what = f"canned server (GOMAXPROCS {n}, CPUs {where})"
+    else:
+        command = greeter_command(GREETER_FLAGS[mode], endpoint, certs)
         what = f"Go greeter (GOMAXPROCS {n}, CPUs {where})"
+    with ServerProcess(command, endpoint, cpus=lay.server_cpus, env=env) as process:
         yield Served(endpoint, process, n, what, lay.server_cpus)
 
 

@@ -88,7 +88,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--path", default="/")
     parser.add_argument("--tls", action="store_true", help="HTTP/2 over TLS (h2 by ALPN)")
-    add_server_arguments(parser, ["nginx", "go"])
+    add_server_arguments(parser, ["nginx", "go", "canned"])
     args = parser.parse_args()
     if need("h2load"):
         print("needs h2load (Debian: apt-get install nghttp2-client)", file=sys.stderr)

@@ -175,7 +175,7 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--path", default="/noop")
     parser.add_argument("--tls", action="store_true", help="HTTPS (a certificate made for the run)")
-    add_server_arguments(parser, ["nginx", "go"])
+    add_server_arguments(parser, ["nginx", "go", "canned"])
     args = parser.parse_args()
     if need("wrk"):
         print("needs wrk (Debian: apt-get install wrk)", file=sys.stderr)

@@ -10,6 +10,9 @@
 // with the two messages read and written by hand (one string field each), so no generated code
 // is needed. HTTP: /noop answers 200 with an empty body, any other path 200 "Hello".
 //
+// Canned (canned.go): a server that answers every HTTP/1.1 or HTTP/2 request with nginx's reply
+// and costs little per request, for benchmarks that must see the client's cost.
+//
 // RouteGuide (routeguide.RouteGuide, the service of gRPC's examples; route_guide.go): its
 // messages are dynamic protobuf messages of the descriptors in route_guide.protoset (compiled
 // from route_guide.proto), its features those of route_guide_db.json; both files are embedded.
@@ -21,6 +24,7 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -202,6 +206,8 @@ func main() {
 	httpsAddr := flag.String("https", "", "HTTPS listen address, h2 by ALPN (empty: none)")
 	certFile := flag.String("cert", "", "HTTPS: the certificate (chain) file, PEM")
 	keyFile := flag.String("key", "", "HTTPS: the private key file, PEM")
+	cannedAddr := flag.String("canned", "", "the canned server's listen address, HTTP/1.1 and h2c (empty: none; canned.go)")
+	cannedTLSAddr := flag.String("canned-tls", "", "the canned server over TLS, h2 or HTTP/1.1 by ALPN (empty: none)")
 	flag.Parse()
 	encoding.RegisterCodec(rawCodec{})
 
@@ -255,6 +261,27 @@ func main() {
 		srv.Protocols.SetHTTP2(true)
 		go func() { log.Fatal(srv.ServeTLS(lis, *certFile, *keyFile)) }()
 		fmt.Printf("https %s\n", lis.Addr())
+	}
+	if *cannedAddr != "" {
+		lis, err := net.Listen("tcp", *cannedAddr)
+		if err != nil {
+			log.Fatal(err)
+		}
+		go serveCanned(lis, nil)
+		fmt.Printf("canned %s\n", lis.Addr())
+	}
+	if *cannedTLSAddr != "" {
+		cert, err := tls.LoadX509KeyPair(*certFile, *keyFile)
+		if err != nil {
+			log.Fatalf("-canned-tls needs -cert and -key: %v", err)
+		}
+		lis, err := net.Listen("tcp", *cannedTLSAddr)
+		if err != nil {
+			log.Fatal(err)
+		}
+		config := &tls.Config{Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2", "http/1.1"}}
+		go serveCanned(lis, config)
+		fmt.Printf("canned-tls %s\n", lis.Addr())
 	}
 	stop := make(chan os.Signal, 1)
 	signal.Notify(stop, syscall.SIGTERM, syscall.SIGINT)
