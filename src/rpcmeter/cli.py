@@ -18,6 +18,7 @@ from rpcmeter.events import IntervalFigures, RunEvents, RunListener
 from rpcmeter.execute import RunOptions, run_suite
 from rpcmeter.exporter import PrometheusExporter, parse_address
 from rpcmeter.live import LiveView
+from rpcmeter.metrics.environment import compiled
 from rpcmeter.plan import Case
 from rpcmeter.reporters import registry, tables, terminal
 from rpcmeter.reporters.build import build as build_view
@@ -669,7 +670,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="rpcmeter",
         description="Measure and compare request/response systems.",
     )
-    parser.add_argument("--version", action="version", version=f"rpcmeter {__version__}")
+    built = " (compiled)" if compiled() else ""
+    parser.add_argument("--version", action="version", version=f"rpcmeter {__version__}{built}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_run(sub)
     _add_report(sub)

@@ -719,6 +719,7 @@ class Environment(Part):
     variant_envs: dict[str, VariantEnv] | None = None
     variant_builds: dict[str, VariantBuild] | None = None
     schemas: dict[str, Schema] | None = None  # variant -> its gRPC schema
+    rpcmeter_compiled: bool | None = None  # the client's hot path compiled (setup.py)
 
 
 class Objective(Part):

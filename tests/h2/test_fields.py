@@ -4,12 +4,13 @@
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Callable
 
 import hpack
 import pytest
 
-from rpcmeter.protocols.h2.connection import H2Connection, Request
+from rpcmeter.protocols.h2.connection import COMPILED, H2Connection, Request
 from rpcmeter.protocols.h2.fields import block_filler, literal_start, literal_value
 from rpcmeter.protocols.templates import Values
 
@@ -68,6 +69,10 @@ def test_framed_requests_are_built_requests(block: bytes, body: bytes | None) ->
     assert (framed.size, framed.end_stream, framed.body) == (built.size, True, body)
 
 
+@pytest.mark.skipif(
+    COMPILED or sys.version_info >= (3, 14),
+    reason="compiled or on 3.14, Request.framer makes a new request each call (refcounts differ)",
+)
 def test_a_reframer_makes_a_free_request_again_and_leaves_a_held_one() -> None:
     """``Request.framer(..., reuse=True)``: the request made before last is made again in
     place once nothing holds it; one still held (a stream in flight) is left as it was; each

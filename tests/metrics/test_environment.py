@@ -10,7 +10,9 @@ from typing import Any
 import pytest
 
 from rpcmeter import model
+from rpcmeter.cli import build_parser
 from rpcmeter.metrics import environment
+from rpcmeter.protocols.h2 import connection
 from rpcmeter.suite import build_suite
 
 
@@ -23,6 +25,20 @@ def test_capture_records_machine_settings() -> None:
     assert env.load_average is None or len(env.load_average) == 3
     assert env.virtualization is not None
     assert set(env.virtualization.dump()) == {"detect_virt", "hypervisor_flag", "product_name"}
+
+
+def test_capture_says_whether_the_hot_path_runs_compiled(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``rpcmeter_compiled`` (and ``--version``'s "(compiled)") is what the HTTP/2 core's own
+    module knows of itself: a C extension built by mypyc, or Python."""
+    info = environment.capture()
+    assert info["rpcmeter_compiled"] is connection.COMPILED
+    assert connection.COMPILED is not connection.__file__.endswith(".py")
+    assert model.Environment.model_validate(info).rpcmeter_compiled is connection.COMPILED
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["--version"])
+    assert capsys.readouterr().out.strip().endswith("(compiled)") is connection.COMPILED
 
 
 def test_capture_suite_resolves_names_and_records_variant_packages() -> None:

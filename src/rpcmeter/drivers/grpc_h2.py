@@ -29,6 +29,8 @@ from dataclasses import dataclass
 from functools import partial
 from urllib.parse import unquote
 
+from mypy_extensions import mypyc_attr
+
 from rpcmeter.drivers.base import Channel, Done, DriverContext, ReplyCheck, ReplyError
 from rpcmeter.drivers.h2client import H2Client
 from rpcmeter.protocols.grpc import DEADLINE_EXCEEDED, QUEUE_TIME, SERVER_TIME, frame, grpc_timeout
@@ -102,6 +104,7 @@ class TimedCall:
         self.timer: asyncio.TimerHandle | None = None
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # grpc_plan's and grpc_stream's calls
 class GrpcH2Client(H2Client):
     """This client process's sessions and the per-call handling (see the module doc)."""
 

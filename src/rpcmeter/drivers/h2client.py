@@ -29,6 +29,8 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import Any
 
+from mypy_extensions import mypyc_attr
+
 from rpcmeter.drivers.base import DriverContext, ReplyError
 from rpcmeter.errors import RequestLost
 from rpcmeter.metrics.connections import ConnectionCosts
@@ -46,6 +48,7 @@ from rpcmeter.protocols.h2.transport import H2Protocol, Session, open_connection
 from rpcmeter.tls import HANDSHAKE_TIMEOUT_S, TlsError, client_context, server_name, tls_error
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # (so that GrpcH2Client may allow them)
 class H2Client(ABC):
     """This client process's HTTP/2 sessions (see the module doc)."""
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import importlib.metadata
+import importlib.util
 import ipaddress
 import os
 import platform
@@ -114,6 +115,13 @@ def capture_suite(suite: Suite, packages: Mapping[str, Iterable[str]]) -> dict[s
     }
 
 
+def compiled() -> bool:
+    """Whether rpcmeter's per-request path was compiled by mypyc at install (``RPCMETER_COMPILE=1``,
+    setup.py) rather than running as Python: its HTTP/2 core is then a C extension."""
+    spec = importlib.util.find_spec("rpcmeter.protocols.h2.connection")
+    return spec is not None and spec.origin is not None and not spec.origin.endswith(".py")
+
+
 def capture(packages: tuple[str, ...] = (), version: str | None = None) -> dict[str, Any]:
     """Host, CPU, OS, Python and package versions, CPU frequency and idle settings, load average
     and virtualisation hints; ``version`` is rpcmeter's own."""
@@ -131,6 +139,7 @@ def capture(packages: tuple[str, ...] = (), version: str | None = None) -> dict[
         "python": sys.version.split()[0],
         "python_implementation": platform.python_implementation(),
         "rpcmeter": version,
+        "rpcmeter_compiled": compiled(),
         "packages": {name: package_version(name) for name in packages},
         "cpu_governor": cpu_governors(),
         "cpuidle_driver": _read(CPU_SYS / "cpuidle" / "current_driver"),

@@ -72,9 +72,10 @@ import struct
 import sys
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, Protocol
+from typing import Any, ClassVar, Protocol
 
 import hpack
+from mypy_extensions import mypyc_attr
 
 from rpcmeter.protocols.h2.frames import (
     ACK,
@@ -161,6 +162,8 @@ COMPACT_MAX = (1 << 30) - 1
 # more streams than can ever be open at once (2**30 client stream ids in all): a peer's larger
 # MAX_CONCURRENT_STREAMS, or none, means no limit
 NO_STREAM_LIMIT = COMPACT_MAX
+# whether this module runs compiled by mypyc (``RPCMETER_COMPILE=1``, setup.py), not as Python
+COMPILED = not __file__.endswith(".py")
 MEMORY_REPR = re.compile(r"\s*(?:from\s*)?<memory at 0x[0-9a-fA-F]+>:?")
 
 
@@ -172,10 +175,12 @@ def bad_block(block: bytes, exc: BaseException) -> str:
     return f"bad header block of {len(block)} bytes ({head}): {why}"
 
 
+@mypyc_attr(native_class=False)
 class H2Error(ConnectionError):
     """Base of this module's errors (a ``ConnectionError``: the request did not complete)."""
 
 
+@mypyc_attr(native_class=False)
 class H2ConnectionError(H2Error):
     """The connection failed; ``reason`` is a short word (``protocol_error``, ``unavailable``...),
     also the ``kind`` its requests' errors are counted under; ``detail`` the message after it."""
@@ -190,6 +195,7 @@ class H2ConnectionError(H2Error):
         self.code = code
 
 
+@mypyc_attr(native_class=False)
 class H2Unavailable(H2ConnectionError):
     """The stream was not processed: above a GOAWAY's last stream id, or never started on a
     connection that closed."""
@@ -198,6 +204,7 @@ class H2Unavailable(H2ConnectionError):
         super().__init__("unavailable", message, ErrorCode.NO_ERROR)
 
 
+@mypyc_attr(native_class=False)
 class StreamReset(H2Error):
     """The peer reset the stream (RST_STREAM); ``code`` is the HTTP/2 error code."""
 
@@ -345,7 +352,11 @@ class Request:
         head_alone = _HEAD5(n << 8 | int(HEADERS), END_HEADERS | END_STREAM)
         data = int(DATA)
         head_parts = [head, block]
-        new = cls.__new__
+        # a request without __init__'s work; a class compiled by mypyc runs its __init__ on
+        # any new object, so there it is made with placeholders, then filled in as here
+        new: Callable[[type[Request]], Request] = (
+            (lambda c: c(b"", None)) if COMPILED else cls.__new__
+        )
         mids: dict[int, bytes] = {}  # by the body's size: the block and the DATA frame's head
 
         def mid_of(m: int) -> bytes:
@@ -370,9 +381,10 @@ class Request:
             req.parts = [head, mids.get(m) or mid_of(m), body]
             return req
 
-        if not reuse or sys.version_info >= (3, 14):
-            # 3.14 counts references it borrows on the stack no more, so getrefcount below could
-            # call a request free that something still holds: make a new one each call there
+        if not reuse or sys.version_info >= (3, 14) or COMPILED:
+            # 3.14 counts references it borrows on the stack no more, and compiled code keeps
+            # its own, so getrefcount below could call a request free that something still
+            # holds: make a new one each call there
             return make
         # the last two made: the older is free once its stream ended, the newer's stream
         # may still be ending (its on_end is what calls for the next request)
@@ -428,7 +440,9 @@ Handler = Callable[[bytes, int, int, int, int], int]  # (data, pos, end, flags, 
 class H2Connection:
     """The client side of one HTTP/2 connection (see the module doc)."""
 
-    FLOOD_FRAMES = 1000  # SETTINGS/PING needing a reply, with no stream ending meanwhile
+    FLOOD_FRAMES: ClassVar[int] = (
+        1000  # SETTINGS/PING needing a reply, with no stream ending meanwhile
+    )
     # slots: with more than 30 fields a plain instance keeps them in a dict of its own, where
     # every read on the per-call path is a slower lookup
     __slots__ = (
@@ -768,7 +782,8 @@ class H2Connection:
     # receiving: frames, each to the handler of its type
     def receive(self, data: bytes) -> None:
         """Process bytes from the peer: streams that end call their ``on_end``."""
-        if self.closed is not None:
+        closed = self.closed  # (a local: a handler below may close the connection, and the
+        if closed is not None:  # checks after each must not be taken as known by mypyc)
             return
         if self.buf:
             data = self.buf + data

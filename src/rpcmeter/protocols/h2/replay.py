@@ -102,7 +102,9 @@ class Replaying(Protocol):
     replies_owed: int
     closed: BaseException | None
 
-    def _fail(self, reason: str, message: str, code: ErrorCode = ...) -> None: ...
+    def _fail(
+        self, reason: str, message: str, code: ErrorCode = ErrorCode.PROTOCOL_ERROR
+    ) -> None: ...
 
     def _next_waiting(self) -> None: ...
 

@@ -38,6 +38,8 @@ from __future__ import annotations
 from enum import Enum
 from typing import TypeVar
 
+from mypy_extensions import mypyc_attr
+
 
 class ConnectionState(Enum):
     IDLE = "idle"
@@ -115,6 +117,7 @@ St = TypeVar("St", ConnectionState, StreamState)
 Ev = TypeVar("Ev", ConnectionEvent, StreamEvent)
 
 
+@mypyc_attr(native_class=False)
 class InvalidTransition(RuntimeError):
     """An event that the current state does not allow (a bug of the caller)."""
 
