@@ -2,8 +2,9 @@
 
 With ``RPCMETER_COMPILE=1`` in the environment, ``pip install`` compiles the client's per-request
 path with mypyc (mypy's compiler of type-annotated Python to C extensions): the HTTP/2 connection
-core, the HTTP/2 driver and the closed loop. The compiled modules behave as the Python ones (the
-same tests pass against both) and cost about a third fewer instructions a request. Without it
+core and its transport, the connection slot, the HTTP/2 and gRPC clients and the closed loop.
+The compiled modules behave as the Python ones (the same tests pass against both) and cost about
+a third fewer instructions a request. Without it
 (the default), everything stays pure Python. An editable install puts the compiled modules next
 to their sources: after editing one of them, install again, or delete ``src/**/*.so`` to run the
 Python again.
@@ -18,6 +19,8 @@ COMPILED = [
     "src/rpcmeter/protocols/h2/frames.py",
     "src/rpcmeter/protocols/h2/replay.py",
     "src/rpcmeter/protocols/h2/state.py",
+    "src/rpcmeter/protocols/h2/transport.py",
+    "src/rpcmeter/connect.py",
     "src/rpcmeter/drivers/http2.py",
     "src/rpcmeter/drivers/grpc_h2.py",
     "src/rpcmeter/drivers/h2client.py",

@@ -29,6 +29,8 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Generic, Protocol, TypeVar
 
+from mypy_extensions import mypyc_attr
+
 from rpcmeter.tls import HANDSHAKE_TIMEOUT_S, TlsTransport, open_tls, set_ready
 
 P = TypeVar("P", bound=asyncio.Protocol)
@@ -107,6 +109,7 @@ async def open_stream(
     return transport, proto
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # drivers/stream.py's StreamSlot
 class Slot(ABC, Generic[C, R]):
     """One connection kept in service (a client's connection ``i``): ``conn`` takes the requests
     while it can. When it stops (the server announced the end of the connection, or closed it),

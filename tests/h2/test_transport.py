@@ -55,7 +55,7 @@ def test_a_session_replaces_a_connection_whose_stream_ids_ran_out(server: Endpoi
                 all_done.set_result(None)
 
         for _ in range(10):
-            session.request(req, on_end)
+            session.start(req, on_end)
         await asyncio.wait_for(all_done, 10)
         assert session.proto is not first and not first.conn.accepting
         session.close()

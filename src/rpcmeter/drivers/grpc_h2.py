@@ -173,7 +173,7 @@ class GrpcH2Client(H2Client):
     def channel(self, index: int) -> Channel:
         if self.timeout_s is not None:
             return partial(self.timed_call, self.session(index))
-        return partial(self.session(index).request, self.prepared, self.on_end)
+        return partial(self.session(index).start, self.prepared, self.on_end)
 
     def timed_call(self, session: Session, done: Done, req: Request | None = None) -> None:
         """A call (of ``req``, else the prepared request) that ends as

@@ -278,7 +278,7 @@ def _h2_turns(client: PlanCall, session: Any, call: Call[GrpcEntry], state: Loop
         make = Request.framer(conn.prepare(client.headers, None).block, conn.peer_frame)
         client.turns = [make(frame(e.message)) for e in call.entries]  # type: ignore[arg-type]
     reqs = client.turns
-    request = session.request
+    request = session.start
     on_end = super(PlanCall, client).on_end
     sent = client.sent
     n = len(reqs)
@@ -386,7 +386,7 @@ def _h2_numbered(client: PlanCall, session: Any, spliced: Spliced, state: LoopSt
     """A loop's channel of one call whose request number alone varies, spliced
     (:func:`_spliced`): each request made in one Python call, the framer's aside."""
     piece, heads, head_of, framer = spliced
-    request = session.request
+    request = session.start
     on_end = super(PlanCall, client).on_end
     sent = client.sent
     counter = state.counter
@@ -415,7 +415,7 @@ def _h2_channel(
 ) -> Channel:
     """A loop's channel of one call (its payloads each a prepared request or how to make one;
     with an ``expect`` that varies, each with the values it was made with)."""
-    request = session.request if client.ctx.reuse else client.one_shot
+    request = session.start if client.ctx.reuse else client.one_shot
     # without an expect that varies, the client's own on_end (no call through PlanCall's)
     on_end = client.on_end if client.templated is not None else super(PlanCall, client).on_end
     values = client.values

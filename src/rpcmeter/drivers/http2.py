@@ -110,7 +110,7 @@ class Http2Client(H2Client):
         """Loop ``index``'s channel, sending ``bodies`` in turn (checking replies against
         ``expects`` when given)."""
         requests = [self.prepare(index, b) for b in bodies]
-        request = self.session(index).request if self.ctx.reuse else self.one_shot
+        request = self.session(index).start if self.ctx.reuse else self.one_shot
         if expects is None:
             return partial(request, requests[0], self.on_end)
         pairs = list(zip(requests, expects, strict=True))
@@ -136,7 +136,7 @@ class Http2Client(H2Client):
         """Loop ``index``'s channel of each call of ``plan`` (requests that vary: see
         :mod:`rpcmeter.drivers.http_plan`); ``validated`` gives an entry's reply check."""
         conn = self.preparer(index)
-        request = self.session(index).request if self.ctx.reuse else self.one_shot
+        request = self.session(index).start if self.ctx.reuse else self.one_shot
         out = []
         for call in plan.calls:
             payloads: list[Any] = []

@@ -238,8 +238,6 @@ class Session(Slot[H2Protocol, tuple[Stream, Request]]):
         self.send((stream, req))
         return stream
 
-    request = start
-
     # the Slot's part
     def attach(self, conn: H2Protocol) -> None:
         conn.session = self
