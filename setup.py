@@ -4,10 +4,9 @@ With ``RPCMETER_COMPILE=1`` in the environment, ``pip install`` compiles the cli
 path with mypyc (mypy's compiler of type-annotated Python to C extensions): the HTTP/2 connection
 core and its transport, the connection slot, the HTTP/2 and gRPC clients and the closed loop.
 The compiled modules behave as the Python ones (the same tests pass against both) and cost about
-a third fewer instructions a request. Without it
-(the default), everything stays pure Python. An editable install puts the compiled modules next
-to their sources: after editing one of them, install again, or delete ``src/**/*.so`` to run the
-Python again.
+a third fewer instructions a request. Without it (the default), everything stays pure Python. An
+editable install puts the compiled modules next to their sources: after editing one of them,
+install again, or delete ``src/**/*.so`` to run the Python again.
 """
 
 import os

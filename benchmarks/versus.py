@@ -187,7 +187,21 @@ class Served:
 
 
 def greeter_command(flag: str, endpoint: Endpoint, certs: RunCertificates | None) -> list[str]:
-    command = [str(build()), "-grpc", "", "-http", "", "-https", ""]
+    """The greeter serving only ``flag`` (``-grpc``, ``-http``, ``-https``, ``-canned`` or
+    ``-canned-tls``) on ``endpoint``, with ``certs`` for TLS."""
+    command = [
+        str(build()),
+        "-grpc",
+        "",
+        "-http",
+        "",
+        "-https",
+        "",
+        "-canned",
+        "",
+        "-canned-tls",
+        "",
+    ]
     command[command.index(flag) + 1] = f"127.0.0.1:{endpoint.port}"
     if certs is not None:
         command += ["-cert", certs.cert_file, "-key", certs.key_file]
@@ -248,9 +262,7 @@ def serve(
         if mode == "grpc" or (mode in ("https", "h2") and certs is None):
             raise ValueError(f"the canned server cannot serve {mode} here")
         flag = "-canned-tls" if mode in ("https", "h2") else "-canned"
-        command = [str(build()), "-grpc", "", flag, f"127.0.0.1:{endpoint.port}"]
-        if certs is not None:
-            command += ["-cert", certs.cert_file, "-key", certs.key_file]
+        command = greeter_command(flag, endpoint, certs)
         what = f"canned server (GOMAXPROCS {n}, CPUs {where})"
     else:
         command = greeter_command(GREETER_FLAGS[mode], endpoint, certs)

@@ -36,6 +36,8 @@ const (
 	maxFrame     = 1 << 24
 )
 
+var cannedBodyBytes = []byte(cannedBody) // a reply's DATA payload, made once
+
 // HTTP/2 frame types and flags.
 const (
 	frameData         = 0x0
@@ -219,7 +221,7 @@ func (c *h2conn) reply(stream uint32) {
 	}
 	c.window -= int64(len(cannedBody))
 	c.out = appendFrame(c.out, frameHeaders, flagEndHeaders, stream, c.r.block)
-	c.out = appendFrame(c.out, frameData, flagEndStream, stream, []byte(cannedBody))
+	c.out = appendFrame(c.out, frameData, flagEndStream, stream, cannedBodyBytes)
 }
 
 // frame handles one frame: its type, flags, stream, payload (padding and priority taken off)
@@ -266,6 +268,13 @@ func (c *h2conn) frame(kind, flags byte, stream uint32, p []byte, size int) erro
 			return errors.New("the client's stream window is smaller than a reply")
 		}
 		c.out = appendFrame(c.out, frameSettings, flagAck, 0, nil)
+	case frameRstStream: // a reply still waiting for window is not sent
+		for i, s := range c.waiting {
+			if s == stream {
+				c.waiting = append(c.waiting[:i], c.waiting[i+1:]...)
+				break
+			}
+		}
 	case framePing:
 		if flags&flagAck == 0 {
 			c.out = appendFrame(c.out, framePing, flagAck, 0, p)

@@ -440,9 +440,8 @@ Handler = Callable[[bytes, int, int, int, int], int]  # (data, pos, end, flags, 
 class H2Connection:
     """The client side of one HTTP/2 connection (see the module doc)."""
 
-    FLOOD_FRAMES: ClassVar[int] = (
-        1000  # SETTINGS/PING needing a reply, with no stream ending meanwhile
-    )
+    # SETTINGS/PING needing a reply, with no stream ending meanwhile
+    FLOOD_FRAMES: ClassVar[int] = 1000
     # slots: with more than 30 fields a plain instance keeps them in a dict of its own, where
     # every read on the per-call path is a slower lookup
     __slots__ = (
@@ -782,8 +781,10 @@ class H2Connection:
     # receiving: frames, each to the handler of its type
     def receive(self, data: bytes) -> None:
         """Process bytes from the peer: streams that end call their ``on_end``."""
-        closed = self.closed  # (a local: a handler below may close the connection, and the
-        if closed is not None:  # checks after each must not be taken as known by mypyc)
+        # read into a local: a handler below may close the connection, and mypyc must not take
+        # the checks after each as already known from this one
+        closed = self.closed
+        if closed is not None:
             return
         if self.buf:
             data = self.buf + data
