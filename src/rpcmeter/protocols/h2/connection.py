@@ -72,7 +72,7 @@ import struct
 import sys
 from collections import deque
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Final, Protocol
 
 import hpack
 from mypy_extensions import mypyc_attr
@@ -148,20 +148,21 @@ __all__ = [  # what the drivers, servers and tests take from here (the vocabular
     "new_stream",
 ]
 
-OPEN, HALF_CLOSED_LOCAL, CLOSED = (
-    StreamState.OPEN,
-    StreamState.HALF_CLOSED_LOCAL,
-    StreamState.CLOSED,
-)
+# (Final, these and the constants below: compiled, a module's constant is then a C static, or
+# a literal inlined, not a lookup in the module's dict each time it is read)
+OPEN: Final = StreamState.OPEN
+HALF_CLOSED_LOCAL: Final = StreamState.HALF_CLOSED_LOCAL
+CLOSED: Final = StreamState.CLOSED
 # Small ints for the per-request paths: CPython compares (and adds) ints below 2**30 ("compact")
 # and plain ints quickly, while an IntEnum member or a larger int (the 31-bit stream id limit,
 # 2**31 streams) takes the generic, several times slower, route.
-DATA_KIND, HEADERS_KIND = int(DATA), int(HEADERS)
-HEADERS_ENDING = END_HEADERS | END_STREAM
-COMPACT_MAX = (1 << 30) - 1
+DATA_KIND: Final = int(DATA)
+HEADERS_KIND: Final = int(HEADERS)
+HEADERS_ENDING: Final = END_HEADERS | END_STREAM
+COMPACT_MAX: Final = (1 << 30) - 1
 # more streams than can ever be open at once (2**30 client stream ids in all): a peer's larger
 # MAX_CONCURRENT_STREAMS, or none, means no limit
-NO_STREAM_LIMIT = COMPACT_MAX
+NO_STREAM_LIMIT: Final = COMPACT_MAX
 # whether this module runs compiled by mypyc (``RPCMETER_COMPILE=1``, setup.py), not as Python
 COMPILED = not __file__.endswith(".py")
 MEMORY_REPR = re.compile(r"\s*(?:from\s*)?<memory at 0x[0-9a-fA-F]+>:?")
@@ -412,11 +413,11 @@ class Request:
 
 
 # a frame's head up to its stream id: (length << 8 | type, flags)
-_HEAD5 = struct.Struct(">IB").pack
+_HEAD5: Final = struct.Struct(">IB").pack
 MIDS_KEPT = 4096  # Request.framer: the sizes of body whose frames' middle part it keeps
 # a stream id's 4 bytes (a quarter quicker than ``int.to_bytes(4)``, whose byte order is parsed
 # on every call)
-SID_BYTES = struct.Struct(">I").pack
+SID_BYTES: Final = struct.Struct(">I").pack
 
 
 def never_indexed(headers: Iterable[tuple[bytes, bytes]]) -> list[hpack.HeaderTuple]:
@@ -854,7 +855,7 @@ class H2Connection:
                     and n - pos >= recorded.size
                 ):
                     assert replayer is not None
-                    stop = replayer.replay(self, data, pos, recorded)
+                    stop = self._replay(replayer, data, pos, recorded)
                     if stop != pos:
                         pos = stop
                         if self.closed is not None:
@@ -964,10 +965,73 @@ class H2Connection:
             and end - pos - HEAD_LEN == recorded.first_len
             and flags == recorded.first_flags
         ):
-            stop = replayer.replay(self, data, pos, recorded)
+            stop = self._replay(replayer, data, pos, recorded)
             if stop != pos:
                 return stop
         return self._on_headers(data, pos, end, flags, sid)
+
+    def _replay(self, replayer: Replayer, data: bytes, pos: int, recorded: Replay) -> int:
+        """At a HEADERS frame at ``pos`` as long as ``recorded``'s first: end the streams of the
+        replies from there that are byte for byte ``recorded`` but for their stream id (on
+        streams open here, awaiting their first header block, buffering their DATA); the
+        position after the last (``pos`` when there is none, and the frame is parsed). The walk
+        of :mod:`~rpcmeter.protocols.h2.replay`, here where the streams and the connection are
+        this module's own classes (compiled, their fields are read and set as C struct members,
+        one call a read)."""
+        gen = self.blocks.gen
+        if recorded.gen == gen:
+            streams = self.streams
+            parts, size, flow = recorded.parts, recorded.size, recorded.flow
+            head, trail = recorded.head, recorded.trail
+            chunks, received = recorded.chunks, recorded.received
+            last = len(data) - size  # where the last whole reply may start
+            window = self.recv_window
+            start = pos
+            # (int.from_bytes bound once: compiled, a call through the class looks the method
+            # up by name on every reply, at about 700 instructions)
+            from_bytes = int.from_bytes
+            while pos <= last:
+                ident = data[pos + 5 : pos + 9]
+                sid = from_bytes(ident)
+                stream = streams.get(sid)
+                if (
+                    stream is None
+                    or stream.headers is not None
+                    or stream.on_data is not None
+                    or stream.on_headers is not None
+                    or data[pos : pos + size] != ident.join(parts)
+                ):
+                    break
+                window -= flow
+                if window < 0:
+                    self.recv_window = window
+                    self._fail(
+                        "flow_control_error",
+                        "DATA beyond the connection window",
+                        ErrorCode.FLOW_CONTROL_ERROR,
+                    )
+                    return pos
+                stream.headers = head
+                stream.trailers = trail
+                stream.chunks = chunks
+                stream.received = received
+                stream.replay = recorded
+                stream.state = CLOSED  # RECV_END (see rpcmeter.protocols.h2.state)
+                del streams[sid]
+                stream.on_end(stream)
+                if self.waiting:
+                    self._next_waiting()
+                pos += size
+                if self.closed is not None:
+                    break
+            self.recv_window = window
+            if pos != start:
+                self.replies_owed = 0
+                if self.closed is None and window < self.window >> 1:
+                    self._window_update()
+                return pos
+        replayer.missed(recorded, gen)
+        return pos
 
     def _on_headers(self, data: bytes, pos: int, end: int, flags: int, sid: int) -> int:
         if flags & (PADDED | PRIORITY_FLAG):

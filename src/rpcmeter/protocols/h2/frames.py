@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import struct
 from enum import IntEnum
+from typing import Final
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 HEAD = struct.Struct(">HBBBL")  # length (24 bits: 16 + 8), type, flags, stream id
-HEAD_LEN = 9
+HEAD_LEN: Final = 9
 
 
 class FrameType(IntEnum):
@@ -38,8 +39,12 @@ class FrameType(IntEnum):
 ) = FrameType
 
 # flags (one bit each; which frames carry which: RFC 9113, section 6)
-END_STREAM = ACK = 0x1
-END_HEADERS, PADDED, PRIORITY_FLAG = 0x4, 0x8, 0x20
+# (Final: the compiled build inlines them where they are read; see Contributing)
+END_STREAM: Final = 0x1
+ACK: Final = 0x1
+END_HEADERS: Final = 0x4
+PADDED: Final = 0x8
+PRIORITY_FLAG: Final = 0x20
 
 
 class SettingCode(IntEnum):
@@ -72,11 +77,11 @@ class ErrorCode(IntEnum):
 
 CODES = {int(code): code.name for code in ErrorCode}
 
-MAX_WINDOW = (1 << 31) - 1
-MAX_STREAM_ID = (1 << 31) - 1
-DEFAULT_WINDOW = 65_535
-DEFAULT_FRAME = 16_384
-MAX_FRAME_LIMIT = (1 << 24) - 1
+MAX_WINDOW: Final = (1 << 31) - 1
+MAX_STREAM_ID: Final = (1 << 31) - 1
+DEFAULT_WINDOW: Final = 65_535
+DEFAULT_FRAME: Final = 16_384
+MAX_FRAME_LIMIT: Final = (1 << 24) - 1
 
 
 def error_name(code: int) -> str:

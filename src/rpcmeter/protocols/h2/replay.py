@@ -7,7 +7,7 @@ that ended its stream (:meth:`Replayer.record`): a contiguous run of its own fra
 DATA without padding, and HEADERS or the last DATA ending the stream, or one HEADERS:
 trailers-only), its header blocks in the connection's block cache. At each HEADERS frame of the
 recorded first frame's length and flags (in the connection's read loop: where the rest of the
-read can hold the recorded reply), :meth:`Replayer.replay` compares the bytes from there with
+read can hold the recorded reply), the connection's ``_replay`` compares the bytes from there with
 the recording around each stream id; each reply that is the same ends its stream in that one
 comparison, with the recorded header views, payloads and window use (the same header blocks mean
 the same while the cache stands, ``blocks.gen``, and the same DATA frames the same payloads). A
@@ -19,7 +19,6 @@ hypothesis, that both end every stream the same way and use the window the same.
 
 from __future__ import annotations
 
-from collections import deque
 from typing import Any, Protocol
 
 from rpcmeter.protocols.h2.frames import (
@@ -29,13 +28,10 @@ from rpcmeter.protocols.h2.frames import (
     HEAD_LEN,
     HEADERS,
     MAX_STREAM_ID,
-    ErrorCode,
 )
-from rpcmeter.protocols.h2.state import StreamState
 
 RECORD_EVERY = 64  # streams ended between tries to record a reply
 REPLAY_MISSES = 64  # replies unlike the recorded one before it is dropped
-CLOSED = StreamState.CLOSED
 
 
 class Replay:
@@ -88,27 +84,13 @@ class Generation(Protocol):
 
 
 class Replaying(Protocol):
-    """What the layer reads and moves of the connection under it."""
+    """What the layer reads of the connection under it (the walk that replays, which moves its
+    streams and window, is the connection's own: ``H2Connection._replay``)."""
 
-    streams: dict[int, Any]
-    waiting: deque[Any]
     cache: dict[bytes, Any]
 
     @property
     def blocks(self) -> Generation: ...
-
-    recv_window: int
-    window: int
-    replies_owed: int
-    closed: BaseException | None
-
-    def _fail(
-        self, reason: str, message: str, code: ErrorCode = ErrorCode.PROTOCOL_ERROR
-    ) -> None: ...
-
-    def _next_waiting(self) -> None: ...
-
-    def _window_update(self) -> None: ...
 
 
 class Replayer:
@@ -129,64 +111,12 @@ class Replayer:
             if self.wait <= 0:
                 self.record(conn, data, end, stream)
 
-    def replay(self, conn: Replaying, data: bytes, pos: int, recorded: Replay) -> int:
-        """At a HEADERS frame at ``pos`` as long as ``recorded``'s first: end the streams of the
-        replies from there that are byte for byte ``recorded`` but for their stream id (on
-        streams open here, awaiting their first header block, buffering their DATA); the
-        position after the last (``pos`` when there is none, and the frame is parsed). (One
-        call a read: the walk is here, not in a method of its own.)"""
-        if recorded.gen == conn.blocks.gen:
-            streams = conn.streams
-            parts, size, flow = recorded.parts, recorded.size, recorded.flow
-            head, trail = recorded.head, recorded.trail
-            chunks, received = recorded.chunks, recorded.received
-            last = len(data) - size  # where the last whole reply may start
-            window = conn.recv_window
-            start = pos
-            while pos <= last:
-                ident = data[pos + 5 : pos + 9]
-                sid = int.from_bytes(ident)
-                stream = streams.get(sid)
-                if (
-                    stream is None
-                    or stream.headers is not None
-                    or stream.on_data is not None
-                    or stream.on_headers is not None
-                    or data[pos : pos + size] != ident.join(parts)
-                ):
-                    break
-                window -= flow
-                if window < 0:
-                    conn.recv_window = window
-                    conn._fail(
-                        "flow_control_error",
-                        "DATA beyond the connection window",
-                        ErrorCode.FLOW_CONTROL_ERROR,
-                    )
-                    return pos
-                stream.headers = head
-                stream.trailers = trail
-                stream.chunks = chunks
-                stream.received = received
-                stream.replay = recorded
-                stream.state = CLOSED  # RECV_END (see rpcmeter.protocols.h2.state)
-                del streams[sid]
-                stream.on_end(stream)
-                if conn.waiting:
-                    conn._next_waiting()
-                pos += size
-                if conn.closed is not None:
-                    break
-            conn.recv_window = window
-            if pos != start:
-                conn.replies_owed = 0
-                if conn.closed is None and window < conn.window >> 1:
-                    conn._window_update()
-                return pos
+    def missed(self, recorded: Replay, gen: int) -> None:
+        """``recorded`` was tried at a reply that was not it, with the block cache at ``gen``:
+        dropped after :data:`REPLAY_MISSES` such tries, or once the cache outlives it."""
         recorded.misses += 1
-        if recorded.misses > REPLAY_MISSES or recorded.gen != conn.blocks.gen:
+        if recorded.misses > REPLAY_MISSES or recorded.gen != gen:
             self.recorded = None
-        return pos
 
     def record(self, conn: Replaying, data: bytes, end: int, stream: Any) -> None:
         """Record the reply of ``stream`` (ended) that ends at ``end`` of ``data`` when it can be
