@@ -18,7 +18,7 @@ from rpcmeter.events import IntervalFigures, RunEvents, RunListener
 from rpcmeter.execute import RunOptions, run_suite
 from rpcmeter.exporter import PrometheusExporter, parse_address
 from rpcmeter.live import LiveView
-from rpcmeter.metrics.environment import compiled
+from rpcmeter.metrics.environment import compiled, stale_compiled
 from rpcmeter.plan import Case
 from rpcmeter.reporters import registry, tables, terminal
 from rpcmeter.reporters.build import build as build_view
@@ -881,6 +881,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         args = parser.parse_args(["run", *(argv or [])])
     signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
+    stale = stale_compiled()
+    if stale:
+        print(
+            f"rpcmeter: warning: {len(stale)} compiled module(s) older than their edited source "
+            f"({', '.join(stale)}): the compiled code runs; rebuild (RPCMETER_COMPILE=1 pip "
+            "install --no-build-isolation --no-deps -e .) or delete src/**/*.so",
+            file=sys.stderr,
+        )
     try:
         if args.command == "run":
             return cmd_run(args, sys.stdout, sys.stderr)

@@ -4,9 +4,12 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
+import importlib.machinery
 import importlib.metadata
 import importlib.util
 import ipaddress
+import json
 import os
 import platform
 import shutil
@@ -120,6 +123,37 @@ def compiled() -> bool:
     setup.py) rather than running as Python: its HTTP/2 core is then a C extension."""
     spec = importlib.util.find_spec("rpcmeter.protocols.h2.connection")
     return spec is not None and spec.origin is not None and not spec.origin.endswith(".py")
+
+
+# written by setup.py when it compiles: each compiled module's source path (under src/) and the
+# SHA-256 of the source it was compiled from
+COMPILED_SOURCES = Path(__file__).resolve().parent.parent / "compiled_sources.json"
+
+
+def stale_compiled(record: Path = COMPILED_SOURCES) -> list[str]:
+    """The compiled modules whose source was edited after the build (``rpcmeter/connect.py``...):
+    their compiled code runs, not the edit. Only modules whose built extension is still there
+    count; none when nothing was compiled."""
+    try:
+        hashes = json.loads(record.read_text())
+    except (OSError, ValueError):
+        return []
+    if not isinstance(hashes, dict):
+        return []
+    root = record.parent.parent
+    stale = []
+    for rel, digest in sorted(hashes.items()):
+        source = root / str(rel)
+        built = (source.with_name(source.stem + s) for s in importlib.machinery.EXTENSION_SUFFIXES)
+        if not any(path.exists() for path in built):
+            continue
+        try:
+            now = hashlib.sha256(source.read_bytes()).hexdigest()
+        except OSError:
+            continue
+        if now != digest:
+            stale.append(str(rel))
+    return stale
 
 
 def capture(packages: tuple[str, ...] = (), version: str | None = None) -> dict[str, Any]:
