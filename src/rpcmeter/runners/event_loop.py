@@ -44,15 +44,12 @@ from rpcmeter.runners.recording import (
     mix_of,
     tagging,
 )
-from rpcmeter.runners.spec import LoadSpec
+from rpcmeter.runners.spec import NO_END, LoadSpec
 from rpcmeter.runners.spin import Spin, waking
 from rpcmeter.runners.windows import Shipper, Windows, start_windows, stop_quietly
 
 TICK_S = 0.02
-# no deadline: later than any clock reading, and the largest int the compiled build holds
-# unboxed (2**62 - 1), so that the test of each reply's time against it is one machine compare
-# (2**62 took an object compare, about 400 instructions a request)
-NO_DEADLINE = (1 << 62) - 1
+NO_DEADLINE = NO_END  # a closed loop without a deadline (see NO_END)
 
 
 def new_event_loop(kind: str = "uvloop") -> asyncio.AbstractEventLoop:
