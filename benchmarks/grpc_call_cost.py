@@ -44,8 +44,9 @@ from rpcmeter.endpoints import Endpoint
 from rpcmeter.protocols.grpc import frame, method_path
 from rpcmeter.protocols.h2.header_blocks import huffman_table
 from rpcmeter.protocols.h2.transport import H2Protocol, Session
-from rpcmeter.runners.event_loop import NO_DEADLINE, Phase, closed_loop
+from rpcmeter.runners.event_loop import Phase, closed_loop
 from rpcmeter.runners.recording import Recorder, ThreadStats
+from rpcmeter.runners.spec import NO_END
 from rpcmeter.servers.process import ServerProcess, new_endpoint
 from rpcmeter.workloads import NoopParams
 
@@ -74,7 +75,7 @@ def start_loops(client: GrpcH2Client, streams: int, stats: ThreadStats) -> Phase
     rec = Recorder(stats, Call.server_time)
     phase = Phase(asyncio.get_running_loop(), streams)
     for i in range(streams):
-        closed_loop(client.channel(i), rec, phase, None, NO_DEADLINE, ())
+        closed_loop(client.channel(i), rec, phase, None, NO_END, ())
     return phase
 
 

@@ -36,8 +36,9 @@ from rpcmeter.drivers.http2 import Http2Client
 from rpcmeter.endpoints import Endpoint
 from rpcmeter.protocols.h2.header_blocks import huffman_table
 from rpcmeter.protocols.h2.transport import H2Protocol
-from rpcmeter.runners.event_loop import NO_DEADLINE, Phase, closed_loop
+from rpcmeter.runners.event_loop import Phase, closed_loop
 from rpcmeter.runners.recording import Recorder, ThreadStats
+from rpcmeter.runners.spec import NO_END
 from rpcmeter.workloads import NoopParams
 
 Capture = tuple[int, list[bytes]]  # reads before the loops started, every read's bytes
@@ -53,7 +54,7 @@ def start_loops(client: Http2Client, streams: int, stats: ThreadStats) -> tuple[
     rec = Recorder(stats, False)
     phase = Phase(asyncio.get_running_loop(), streams)
     for i in range(streams):
-        closed_loop(client.channel(i, [b""], None), rec, phase, None, NO_DEADLINE, ())
+        closed_loop(client.channel(i, [b""], None), rec, phase, None, NO_END, ())
     return phase, rec
 
 

@@ -31,8 +31,9 @@ from versus import callgrind_instructions, layout, serve
 from rpcmeter.drivers import driver_class
 from rpcmeter.drivers.base import DriverContext, EventDriver
 from rpcmeter.endpoints import Endpoint
-from rpcmeter.runners.event_loop import NO_DEADLINE, Phase, closed_loop
+from rpcmeter.runners.event_loop import Phase, closed_loop
 from rpcmeter.runners.recording import Recorder, ThreadStats
+from rpcmeter.runners.spec import NO_END
 from rpcmeter.workloads import NoopParams
 
 Tracer = Any  # sys.settrace's callback
@@ -63,7 +64,7 @@ async def rpcmeter_loop(port: int, http: str, n: int, tracer: Tracer = None) -> 
             phase = Phase(loop, 1)
             if traced:
                 sys.settrace(tracer)
-            closed_loop(driver.channel(0), rec, phase, count, NO_DEADLINE, ())
+            closed_loop(driver.channel(0), rec, phase, count, NO_END, ())
             await phase.finished
             sys.settrace(None)
     finally:

@@ -63,8 +63,9 @@ from rpcmeter.metrics.connections import ConnectionCosts
 from rpcmeter.protocols import grpc_schema as gs
 from rpcmeter.protocols.grpc import frame
 from rpcmeter.protocols.h2.transport import H2Protocol, Session
-from rpcmeter.runners.event_loop import NO_DEADLINE, Phase, closed_loop
+from rpcmeter.runners.event_loop import Phase, closed_loop
 from rpcmeter.runners.recording import Recorder, ThreadStats, call_names
+from rpcmeter.runners.spec import NO_END
 from rpcmeter.workloads import MixParams, NoopParams, WorkloadParams
 
 VARIANTS = ("fixed", "placeholder", "data-file", "mix")
@@ -150,7 +151,7 @@ def http_round(variant: str, loops: int, requests: int, data_file: Path) -> tupl
         phase = Phase(loop, len(channels))
         t0 = time.process_time()
         for ch in channels:
-            closed_loop(ch, rec, phase, requests, NO_DEADLINE, ())
+            closed_loop(ch, rec, phase, requests, NO_END, ())
         reduce(lambda _, done: loop.run_until_complete(done), [phase.finished], None)
         cpu = time.process_time() - t0
     finally:
@@ -242,7 +243,7 @@ async def grpc_round(
     rec = Recorder(stats, False, call_names(channels[0]))
     phase = Phase(asyncio.get_running_loop(), loops)
     for ch in channels:
-        closed_loop(ch, rec, phase, None, NO_DEADLINE, ())
+        closed_loop(ch, rec, phase, None, NO_END, ())
     cpu = replay(proto.data_received, cap[1][cap[0] :])
     n = answered()
     if stats.errors or n == 0:

@@ -49,7 +49,6 @@ from rpcmeter.runners.spin import Spin, waking
 from rpcmeter.runners.windows import Shipper, Windows, start_windows, stop_quietly
 
 TICK_S = 0.02
-NO_DEADLINE = NO_END  # a closed loop without a deadline (see NO_END)
 
 
 def new_event_loop(kind: str = "uvloop") -> asyncio.AbstractEventLoop:
@@ -373,7 +372,7 @@ def event_load(
         stats.start_ns = max(windows.base_ns, clock())
         for i, ch in enumerate(channels):
             spans = spec.spans(windows.base_ns, i)
-            closed_loop(ch, rec, phase, requests, NO_DEADLINE, fatal, spin, spans)
+            closed_loop(ch, rec, phase, requests, NO_END, fatal, spin, spans)
         if spin is not None and spin.budget_ns is not None:
             spin.wake()  # the loop did not run while the gate was closed
         loop.call_later(TICK_S, tick)
