@@ -1,22 +1,36 @@
 """Build hook (the project itself is described in pyproject.toml).
 
-With ``RPCMETER_COMPILE=1`` in the environment, ``pip install`` compiles the client's per-request
-path with mypyc (mypy's compiler of type-annotated Python to C extensions): the HTTP/2 connection
-core and its transport, the connection slot, the HTTP/2 and gRPC clients and the closed loop.
-The compiled modules behave as the Python ones (the same tests pass against both) and cost about
-a third to a half fewer instructions a request. Without it (the default), everything stays pure
-Python. An editable install puts the compiled modules next to their sources: after editing one of
-them, install again, or delete ``src/**/*.so`` to run the Python again (rpcmeter warns when a
-compiled module is older than its source: ``compiled_sources.json`` records what each was built
-from).
+``pip install`` compiles the client's per-request path with mypyc (mypy's compiler of
+type-annotated Python to C extensions): the HTTP/2 connection core and its transport, the
+connection slot, the HTTP/2 and gRPC clients and the closed loop. The compiled modules behave as
+the Python ones (the same tests pass against both) and cost about a third to a half fewer
+instructions a request. It takes a C compiler, Python's headers and about a minute and a quarter on two cores.
+
+``RPCMETER_COMPILE`` chooses:
+
+- unset (the default): compile, and where that fails (no C compiler, no headers, mypy not
+  installable) install the Python modules alone, saying why in pip's output (``pip install -v``);
+- ``1``: compile, and stop the install where that fails;
+- ``0``: install the Python modules alone.
+
+``compiled_sources.json`` records what each module was compiled from (its SHA-256). An editable
+install puts the compiled modules next to their sources; after editing one of them, rpcmeter runs
+every compiled module as Python until the next install (:mod:`rpcmeter.compiled`), and says so.
+An editable install again over sources that have not changed keeps the compiled modules there.
 """
 
+from __future__ import annotations
+
 import hashlib
+import importlib.machinery
 import json
 import os
+import sys
 from pathlib import Path
+from typing import Any
 
-from setuptools import setup
+from setuptools import Extension, setup
+from setuptools.command.build_ext import build_ext
 
 COMPILED = [
     "src/rpcmeter/protocols/h2/connection.py",
@@ -31,24 +45,128 @@ COMPILED = [
     "src/rpcmeter/runners/event_loop.py",
 ]
 
-
-# what each compiled module was compiled from: rpcmeter warns when a source no longer matches
-# (rpcmeter.metrics.environment.stale_compiled)
+# what each compiled module was compiled from (rpcmeter.compiled reads it)
 SOURCES = Path("src/rpcmeter/compiled_sources.json")
 
+# mypy's checks for the build: the compiled modules themselves, on their own annotations. The
+# project's configuration (strict, the pydantic plugin) is for `mypy`, run with every dependency
+# installed; the build's isolated environment has only the build's requirements, so a module
+# it cannot find is untyped here, and the modules not compiled are followed without their errors.
+MYPY_FLAGS = ["--config-file", "", "--ignore-missing-imports", "--follow-imports", "silent"]
 
-def ext_modules() -> list[object]:
-    if os.environ.get("RPCMETER_COMPILE", "0") != "1":
-        return []
-    from mypyc.build import mypycify
-
-    modules = list(mypycify(COMPILED, opt_level="3"))  # (a type error stops here, unrecorded)
-    hashes = {
-        path.removeprefix("src/"): hashlib.sha256(Path(path).read_bytes()).hexdigest()
-        for path in COMPILED
-    }
-    SOURCES.write_text(json.dumps(hashes, indent=1, sort_keys=True) + "\n")
-    return modules
+CHOICE = os.environ.get("RPCMETER_COMPILE", "")
 
 
-setup(ext_modules=ext_modules())
+def short(error: BaseException) -> str:
+    """An error in one short line: its kind and the start of its message."""
+    text = str(error).strip().splitlines()
+    return f"{type(error).__name__}: {text[0][:160]}" if text else type(error).__name__
+
+
+def say(message: str) -> None:
+    print(f"rpcmeter build: {message}", file=sys.stderr, flush=True)
+
+
+# what setuptools runs for pip's questions before a build (the requirements, the metadata): each
+# lists the extensions' sources, which finalizes build_ext, but none builds them
+METADATA_ONLY = {"egg_info", "dist_info", "sdist"}
+MADE: list[Any] = []  # mypyc's extensions, once made
+
+
+class BuildExt(build_ext):
+    """build_ext that asks mypyc for the extensions only for a build (not for the metadata), and
+    installs the Python modules alone where compiling fails and ``RPCMETER_COMPILE`` is unset."""
+
+    def finalize_options(self) -> None:
+        if set(self.distribution.commands) <= METADATA_ONLY:
+            self.skip()
+        elif CHOICE == "0":
+            self.give_up("RPCMETER_COMPILE=0")
+        elif self.up_to_date():
+            self.skip()
+            say("the compiled modules beside the sources were built from them: kept")
+        else:
+            self.distribution.ext_modules = self.mypyc_extensions()
+        super().finalize_options()
+
+    def run(self) -> None:
+        if not self.extensions:
+            return
+        try:
+            super().run()
+        except (Exception, SystemExit) as e:  # the C compiler's errors
+            for built in self.get_outputs():  # (those it made before it failed)
+                Path(built).unlink(missing_ok=True)
+            self.give_up(f"the C compiler failed ({short(e)})")
+            return
+        # recorded only once every extension is built: a failed build leaves no record that
+        # would call the extensions of an earlier one fresh
+        hashes = {
+            path.removeprefix("src/"): hashlib.sha256(Path(path).read_bytes()).hexdigest()
+            for path in COMPILED
+        }
+        record = Path(self.build_lib) / SOURCES.relative_to("src")
+        for target in {SOURCES, record} if self.inplace else {record}:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(json.dumps(hashes, indent=1, sort_keys=True) + "\n")
+        say(f"compiled {len(COMPILED)} modules with mypyc")
+
+    def skip(self) -> None:
+        """Build nothing (and list nothing as built)."""
+        self.distribution.ext_modules = []
+        self.extensions = []
+
+    def up_to_date(self) -> bool:
+        """Whether an editable install's extensions beside the sources were built from these very
+        sources (installed again for another extra, say): then they stay, uncompiled again."""
+        if not (self.editable_mode or self.inplace) or not any(Path("src").glob("*__mypyc.*")):
+            return False
+        try:
+            hashes = json.loads(SOURCES.read_text())
+        except (OSError, ValueError):
+            return False
+        for path in map(Path, COMPILED):
+            built = (path.with_name(path.stem + s) for s in importlib.machinery.EXTENSION_SUFFIXES)
+            digest = hashlib.sha256(path.read_bytes()).hexdigest()
+            if hashes.get(path.as_posix().removeprefix("src/")) != digest or not any(
+                b.exists() for b in built
+            ):
+                return False
+        return True
+
+    def mypyc_extensions(self) -> list[Any]:
+        """mypyc's extensions (made once a build: setuptools may finalize build_ext again)."""
+        if MADE:
+            return MADE
+        try:
+            from mypyc.build import mypycify
+
+            MADE.extend(mypycify([*MYPY_FLAGS, *COMPILED], opt_level="3"))
+            return MADE
+        except (Exception, SystemExit) as e:  # mypyc exits on a type error
+            self.give_up(f"mypyc could not compile the hot path ({short(e)})")
+            return []
+
+    def give_up(self, why: str) -> None:
+        """Install the Python modules alone: an editable install's extensions beside the sources
+        (this build's or an earlier one's) and their record go too, or they would run."""
+        if CHOICE == "1":
+            raise SystemExit(
+                f"rpcmeter build: {why}; RPCMETER_COMPILE=1 asks for the compiled build"
+            )
+        self.skip()
+        if self.editable_mode or self.inplace:
+            SOURCES.unlink(missing_ok=True)
+            for path in map(Path, COMPILED):
+                for built in path.parent.glob(f"{path.stem}.*"):
+                    if built.suffix != ".py":
+                        built.unlink()
+            for group in Path("src").glob("*__mypyc.*"):
+                group.unlink()
+        if CHOICE != "0":
+            say(f"{why}: installing the Python modules alone (RPCMETER_COMPILE=0 skips compiling)")
+
+
+# one placeholder extension marks the distribution as compiled; BuildExt replaces it with mypyc's
+placeholder = [Extension("rpcmeter.protocols.h2.connection", [])]
+setup(ext_modules=placeholder, cmdclass={"build_ext": BuildExt})

@@ -15,7 +15,11 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from rpcmeter.compiled import prefer_python
 from rpcmeter.version import __version__
+
+# before any compiled module is imported: run them as Python after an edit (or when asked)
+prefer_python()
 
 _EXPORTS = {
     "Histogram": "rpcmeter.metrics.histogram",

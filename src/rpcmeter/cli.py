@@ -13,12 +13,13 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from rpcmeter import analysis, gate, model
+from rpcmeter.compiled import stale
 from rpcmeter.errors import RpcmeterError, SuiteError, UsageError
 from rpcmeter.events import IntervalFigures, RunEvents, RunListener
 from rpcmeter.execute import RunOptions, run_suite
 from rpcmeter.exporter import PrometheusExporter, parse_address
 from rpcmeter.live import LiveView
-from rpcmeter.metrics.environment import compiled, stale_compiled
+from rpcmeter.metrics.environment import compiled
 from rpcmeter.plan import Case
 from rpcmeter.reporters import registry, tables, terminal
 from rpcmeter.reporters.build import build as build_view
@@ -881,12 +882,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         args = parser.parse_args(["run", *(argv or [])])
     signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
-    stale = stale_compiled()
-    if stale:
+    edited = stale()
+    if edited:
         print(
-            f"rpcmeter: warning: {len(stale)} compiled module(s) older than their edited source "
-            f"({', '.join(stale)}): the compiled code runs; rebuild (RPCMETER_COMPILE=1 pip "
-            "install --no-build-isolation --no-deps -e .) or delete src/**/*.so",
+            f"rpcmeter: warning: {len(edited)} compiled module(s) older than their edited source "
+            f"({', '.join(edited)}): every compiled module runs as Python until rpcmeter is "
+            "installed again (pip install -e .)",
             file=sys.stderr,
         )
     try:

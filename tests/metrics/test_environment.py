@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-import importlib.machinery
-import json
 import shutil
 import subprocess
 from pathlib import Path
@@ -12,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from rpcmeter import cli, model
+from rpcmeter import model
 from rpcmeter.cli import build_parser
 from rpcmeter.metrics import environment
 from rpcmeter.protocols.h2 import connection
@@ -41,47 +38,6 @@ def test_capture_says_whether_the_hot_path_runs_compiled(
     with pytest.raises(SystemExit):
         build_parser().parse_args(["--version"])
     assert capsys.readouterr().out.strip().endswith("(compiled)") is connection.COMPILED
-
-
-def _built_tree(tmp_path: Path) -> tuple[Path, Path]:
-    """A src/ tree as setup.py leaves it: a module, its built extension, the record of its source."""
-    pkg = tmp_path / "src" / "pkg"
-    pkg.mkdir(parents=True)
-    source = pkg / "hot.py"
-    source.write_text("X = 1\n")
-    (pkg / ("hot" + importlib.machinery.EXTENSION_SUFFIXES[0])).write_bytes(b"\x7fELF")
-    record = pkg / "compiled_sources.json"
-    digest = hashlib.sha256(source.read_bytes()).hexdigest()
-    record.write_text(json.dumps({"pkg/hot.py": digest}))
-    return source, record
-
-
-def test_stale_compiled_names_a_module_edited_after_its_build(tmp_path: Path) -> None:
-    source, record = _built_tree(tmp_path)
-    assert environment.stale_compiled(record) == []
-    source.write_text("X = 2\n")
-    assert environment.stale_compiled(record) == ["pkg/hot.py"]
-    # without its built extension the edited source is what runs: nothing is stale
-    for built in source.parent.iterdir():
-        if built.name.startswith("hot.") and built.suffix != ".py":
-            built.unlink()
-    assert environment.stale_compiled(record) == []
-    assert environment.stale_compiled(tmp_path / "missing.json") == []
-    record.write_text("not json")
-    assert environment.stale_compiled(record) == []
-
-
-def test_cli_warns_of_a_stale_compiled_module(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> None:
-    source, record = _built_tree(tmp_path)
-    source.write_text("X = 2\n")
-    monkeypatch.setattr(cli, "stale_compiled", lambda: environment.stale_compiled(record))
-    # the warning comes first, whatever the command then does (here: fail, no history yet)
-    assert cli.main(["history", "--store", str(tmp_path / "runs.db")]) == 2
-    err = capsys.readouterr().err.splitlines()
-    assert "warning: 1 compiled module(s) older than their edited source (pkg/hot.py)" in err[0]
-    assert "no history database" in err[1]
 
 
 def test_capture_suite_resolves_names_and_records_variant_packages() -> None:

@@ -4,12 +4,10 @@
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import importlib.machinery
 import importlib.metadata
 import importlib.util
 import ipaddress
-import json
 import os
 import platform
 import shutil
@@ -119,41 +117,12 @@ def capture_suite(suite: Suite, packages: Mapping[str, Iterable[str]]) -> dict[s
 
 
 def compiled() -> bool:
-    """Whether rpcmeter's per-request path was compiled by mypyc at install (``RPCMETER_COMPILE=1``,
-    setup.py) rather than running as Python: its HTTP/2 core is then a C extension."""
+    """Whether rpcmeter's per-request path runs compiled (mypyc, at install: setup.py) rather than
+    as Python: its HTTP/2 core is then a C extension. False where the build is Python, and where
+    the compiled modules run as Python (an edited source, ``RPCMETER_PYTHON=1``:
+    :mod:`rpcmeter.compiled`)."""
     spec = importlib.util.find_spec("rpcmeter.protocols.h2.connection")
     return spec is not None and spec.origin is not None and not spec.origin.endswith(".py")
-
-
-# written by setup.py when it compiles: each compiled module's source path (under src/) and the
-# SHA-256 of the source it was compiled from
-COMPILED_SOURCES = Path(__file__).resolve().parent.parent / "compiled_sources.json"
-
-
-def stale_compiled(record: Path = COMPILED_SOURCES) -> list[str]:
-    """The compiled modules whose source was edited after the build (``rpcmeter/connect.py``...):
-    their compiled code runs, not the edit. Only modules whose built extension is still there
-    count; none when nothing was compiled."""
-    try:
-        hashes = json.loads(record.read_text())
-    except (OSError, ValueError):
-        return []
-    if not isinstance(hashes, dict):
-        return []
-    root = record.parent.parent
-    stale = []
-    for rel, digest in sorted(hashes.items()):
-        source = root / str(rel)
-        built = (source.with_name(source.stem + s) for s in importlib.machinery.EXTENSION_SUFFIXES)
-        if not any(path.exists() for path in built):
-            continue
-        try:
-            now = hashlib.sha256(source.read_bytes()).hexdigest()
-        except OSError:
-            continue
-        if now != digest:
-            stale.append(str(rel))
-    return stale
 
 
 def capture(packages: tuple[str, ...] = (), version: str | None = None) -> dict[str, Any]:
