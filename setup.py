@@ -4,7 +4,8 @@
 type-annotated Python to C extensions): the HTTP/2 connection core and its transport, the
 connection slot, the HTTP/2 and gRPC clients and the closed loop. The compiled modules behave as
 the Python ones (the same tests pass against both) and cost about a third to a half fewer
-instructions a request. It takes a C compiler, Python's headers and about a minute and a quarter on two cores.
+instructions a request. It takes a C compiler, Python's headers and about a minute and a quarter
+on two cores.
 
 ``RPCMETER_COMPILE`` chooses:
 
