@@ -46,8 +46,10 @@ COMPILED = [
     "src/rpcmeter/runners/event_loop.py",
 ]
 
-# what each compiled module was compiled from (rpcmeter.compiled reads it)
+# what each compiled module was compiled from, and why nothing was where the install went on
+# without compiling (rpcmeter.compiled reads both)
 SOURCES = Path("src/rpcmeter/compiled_sources.json")
+NOT_COMPILED = Path("src/rpcmeter/not_compiled.txt")
 
 # mypy's checks for the build: the compiled modules themselves, on their own annotations. The
 # project's configuration (strict, the pydantic plugin) is for `mypy`, run with every dependency
@@ -59,9 +61,16 @@ CHOICE = os.environ.get("RPCMETER_COMPILE", "")
 
 
 def short(error: BaseException) -> str:
-    """An error in one short line: its kind and the start of its message."""
+    """An error in one short line: its kind and the start of its message (of a command that
+    failed, the program and how it ended, not the whole command line)."""
     text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0][:160]}" if text else type(error).__name__
+    if not text:
+        return type(error).__name__
+    line = text[0]
+    if line.startswith("Command '['") and "]'" in line:
+        program = line.removeprefix("Command '['").split("'", 1)[0]
+        line = program + line.rsplit("]'", 1)[1]
+    return f"{type(error).__name__}: {line[:160]}"
 
 
 def say(message: str) -> None:
@@ -106,11 +115,22 @@ class BuildExt(build_ext):
             path.removeprefix("src/"): hashlib.sha256(Path(path).read_bytes()).hexdigest()
             for path in COMPILED
         }
-        record = Path(self.build_lib) / SOURCES.relative_to("src")
-        for target in {SOURCES, record} if self.inplace else {record}:
-            target.parent.mkdir(parents=True, exist_ok=True)
-            target.write_text(json.dumps(hashes, indent=1, sort_keys=True) + "\n")
+        self.write(SOURCES, json.dumps(hashes, indent=1, sort_keys=True) + "\n")
+        self.write(NOT_COMPILED, None)
         say(f"compiled {len(COMPILED)} modules with mypyc")
+
+    def write(self, path: Path, text: str | None) -> None:
+        """``path`` (under src/) with ``text``, or removed: in the build (what a wheel holds),
+        and beside the sources for an editable install."""
+        # (before build_ext's own options are final, as where it gives up: the build's)
+        build_lib = self.build_lib or self.get_finalized_command("build").build_lib
+        built = Path(build_lib) / path.relative_to("src")
+        for target in {path, built} if (self.editable_mode or self.inplace) else {built}:
+            if text is None:
+                target.unlink(missing_ok=True)
+            else:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                target.write_text(text)
 
     def skip(self) -> None:
         """Build nothing (and list nothing as built)."""
@@ -156,8 +176,9 @@ class BuildExt(build_ext):
                 f"rpcmeter build: {why}; RPCMETER_COMPILE=1 asks for the compiled build"
             )
         self.skip()
+        self.write(SOURCES, None)
+        self.write(NOT_COMPILED, why + "\n")
         if self.editable_mode or self.inplace:
-            SOURCES.unlink(missing_ok=True)
             for path in map(Path, COMPILED):
                 for built in path.parent.glob(f"{path.stem}.*"):
                     if built.suffix != ".py":

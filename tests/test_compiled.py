@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from rpcmeter import cli, compiled
+from rpcmeter import __version__, cli, compiled
 
 ROOT = Path(__file__).resolve().parent.parent
 # the tests of the compiled modules, run again as Python when the compiled build is installed
@@ -122,6 +122,51 @@ def test_cli_warns_of_a_stale_compiled_module(
     assert "no history database" in err[1]
 
 
+def test_not_compiled_is_the_installs_reason(tmp_path: Path) -> None:
+    note = tmp_path / "not_compiled.txt"
+    assert compiled.not_compiled(note) is None
+    note.write_text("the C compiler failed (CompileError: no cc)\n")
+    assert compiled.not_compiled(note) == "the C compiler failed (CompileError: no cc)"
+    note.write_text("\n")
+    assert compiled.not_compiled(note) is None
+
+
+@pytest.mark.parametrize(
+    ("runs_compiled", "why", "built", "says"),
+    [
+        (True, None, {}, "(compiled)"),
+        (
+            False,
+            "RPCMETER_COMPILE=0",
+            {},
+            "(Python: the install did not compile: RPCMETER_COMPILE=0)",
+        ),
+        (
+            False,
+            None,
+            {"rpcmeter/connect.py": Path("connect.py")},
+            "(Python: compiled modules' sources edited",
+        ),
+        (False, None, {}, f"rpcmeter {__version__}\n"),
+    ],
+)
+def test_version_says_which_build_runs(
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    runs_compiled: bool,
+    why: str | None,
+    built: dict[str, Path],
+    says: str,
+) -> None:
+    monkeypatch.setattr(cli, "compiled", lambda: runs_compiled)
+    monkeypatch.setattr(cli, "not_compiled", lambda: why)
+    monkeypatch.setattr(cli, "sources", lambda: built)
+    monkeypatch.delenv(compiled.PYTHON_ENV, raising=False)
+    with pytest.raises(SystemExit):
+        cli.build_parser().parse_args(["--version"])
+    assert says in capsys.readouterr().out
+
+
 def _which(env: dict[str, str], path: Path | None = None) -> list[str]:
     """Whether the HTTP/2 core runs compiled, and where rpcmeter.connect came from, in a fresh
     interpreter."""
@@ -143,6 +188,15 @@ def test_the_installed_build_runs_compiled_unless_asked_for_python() -> None:
     assert _which({compiled.PYTHON_ENV: ""})[0] == "True"
     compiled_flag, connect = _which({compiled.PYTHON_ENV: "1"})
     assert compiled_flag == "False" and connect.endswith("connect.py")
+    for value, says in (("", "(compiled)"), ("1", "(Python: RPCMETER_PYTHON=1)")):
+        version = subprocess.run(
+            [sys.executable, "-m", "rpcmeter", "--version"],
+            env={**os.environ, compiled.PYTHON_ENV: value},
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert version.stdout.strip().endswith(says)
 
 
 @needs_build

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import shutil
 import signal
 import sys
@@ -13,7 +14,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from rpcmeter import analysis, gate, model
-from rpcmeter.compiled import stale
+from rpcmeter.compiled import PYTHON_ENV, not_compiled, sources, stale
 from rpcmeter.errors import RpcmeterError, SuiteError, UsageError
 from rpcmeter.events import IntervalFigures, RunEvents, RunListener
 from rpcmeter.execute import RunOptions, run_suite
@@ -664,6 +665,20 @@ def cmd_tag(args: argparse.Namespace, out: TextIO) -> int:
     return 0
 
 
+def _which_build() -> str:
+    """What ``--version`` adds: the client's hot path compiled, or why it runs as Python."""
+    if compiled():
+        return " (compiled)"
+    why = not_compiled()
+    if why is not None:
+        return f" (Python: the install did not compile: {why})"
+    if sources():  # compiled at install, running as Python (rpcmeter.compiled)
+        if os.environ.get(PYTHON_ENV) == "1":
+            return f" (Python: {PYTHON_ENV}=1)"
+        return " (Python: compiled modules' sources edited since the install)"
+    return ""
+
+
 def build_parser() -> argparse.ArgumentParser:
     from rpcmeter.version import __version__
 
@@ -671,8 +686,9 @@ def build_parser() -> argparse.ArgumentParser:
         prog="rpcmeter",
         description="Measure and compare request/response systems.",
     )
-    built = " (compiled)" if compiled() else ""
-    parser.add_argument("--version", action="version", version=f"rpcmeter {__version__}{built}")
+    parser.add_argument(
+        "--version", action="version", version=f"rpcmeter {__version__}{_which_build()}"
+    )
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     _add_run(sub)
     _add_report(sub)

@@ -28,6 +28,8 @@ from pathlib import Path
 from types import ModuleType
 
 RECORD = Path(__file__).resolve().with_name("compiled_sources.json")
+# written by setup.py where the install went on without compiling: why
+NOT_COMPILED = RECORD.with_name("not_compiled.txt")
 PYTHON_ENV = "RPCMETER_PYTHON"  # "1": run the compiled modules as Python
 
 
@@ -66,6 +68,15 @@ def stale(record: Path = RECORD) -> list[str]:
         if now != hashes[rel]:
             edited.append(rel)
     return sorted(edited)
+
+
+def not_compiled(note: Path = NOT_COMPILED) -> str | None:
+    """Why the install went on without compiling (``RPCMETER_COMPILE=0``, the C compiler failed
+    ...), where it did; None otherwise."""
+    try:
+        return note.read_text().strip() or None
+    except OSError:
+        return None
 
 
 class SourceFirst(importlib.abc.MetaPathFinder):
