@@ -23,7 +23,7 @@ An editable install again over sources that have not changed keeps the compiled 
 from __future__ import annotations
 
 import hashlib
-import importlib.machinery
+import importlib.util
 import json
 import os
 import sys
@@ -40,6 +40,7 @@ COMPILED = [
     "src/rpcmeter/protocols/h2/state.py",
     "src/rpcmeter/protocols/h2/transport.py",
     "src/rpcmeter/connect.py",
+    "src/rpcmeter/tls_transport.py",
     "src/rpcmeter/drivers/http2.py",
     "src/rpcmeter/drivers/grpc_h2.py",
     "src/rpcmeter/drivers/h2client.py",
@@ -81,6 +82,17 @@ def say(message: str) -> None:
 # lists the extensions' sources, which finalizes build_ext, but none builds them
 METADATA_ONLY = {"egg_info", "dist_info", "sdist"}
 MADE: list[Any] = []  # mypyc's extensions, once made
+
+
+def record_checks() -> Any:
+    """``rpcmeter/compiled.py``, loaded by its path (the package itself cannot be imported while
+    it is built; that module imports nothing of it): its ``sources`` and ``stale`` read the
+    record of the compiled sources."""
+    spec = importlib.util.spec_from_file_location("rpcmeter_compiled", "src/rpcmeter/compiled.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 class BuildExt(build_ext):
@@ -140,20 +152,14 @@ class BuildExt(build_ext):
     def up_to_date(self) -> bool:
         """Whether an editable install's extensions beside the sources were built from these very
         sources (installed again for another extra, say): then they stay, uncompiled again."""
-        if not (self.editable_mode or self.inplace) or not any(Path("src").glob("*__mypyc.*")):
+        # (setuptools finalizes build_ext once before it sets editable_mode: the command says)
+        editable = self.editable_mode or "editable_wheel" in self.distribution.commands
+        if not (editable or self.inplace) or not any(Path("src").glob("*__mypyc.*")):
             return False
-        try:
-            hashes = json.loads(SOURCES.read_text())
-        except (OSError, ValueError):
-            return False
-        for path in map(Path, COMPILED):
-            built = (path.with_name(path.stem + s) for s in importlib.machinery.EXTENSION_SUFFIXES)
-            digest = hashlib.sha256(path.read_bytes()).hexdigest()
-            if hashes.get(path.as_posix().removeprefix("src/")) != digest or not any(
-                b.exists() for b in built
-            ):
-                return False
-        return True
+        check = record_checks()
+        built = check.sources(SOURCES.resolve())
+        wanted = {path.removeprefix("src/") for path in COMPILED}
+        return set(built) == wanted and not check.stale(SOURCES.resolve())
 
     def mypyc_extensions(self) -> list[Any]:
         """mypyc's extensions (made once a build: setuptools may finalize build_ext again)."""

@@ -1,5 +1,5 @@
 """The TLS transport's cost per HTTPS/1.1 request, in instructions: rpcmeter's
-:class:`~rpcmeter.tls.TlsTransport` (with a protocol that only counts replies and writes the next
+:class:`~rpcmeter.tls_transport.TlsTransport` (with a protocol that only counts replies and writes the next
 request) against the floor's bare read and write through OpenSSL's memory BIOs, each in a client
 process of its own under valgrind's callgrind, against nginx (HTTPS, one worker).
 

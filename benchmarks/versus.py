@@ -89,8 +89,11 @@ def callgrind_instructions(script: str, *args: str) -> int:
         script,
         *args,
     ]
-    env = {**os.environ, "PYTHONHASHSEED": "0"}  # the same start-up in every run: counts that
-    # differ by a few requests' worth are not lost in a start-up that hashed otherwise
+    # the same start-up in every run (counts that differ by a few requests' worth are not lost in
+    # a start-up that hashed otherwise), and no OpenBLAS worker threads (numpy's: waiting for
+    # work they poll, and callgrind counts that polling, so a run's count varied by hundreds of
+    # instructions a request with how long it ran; with one thread, by tens)
+    env = {**os.environ, "PYTHONHASHSEED": "0", "OPENBLAS_NUM_THREADS": "1"}
     out = subprocess.run(command, capture_output=True, text=True, check=True, timeout=1800, env=env)
     found = re.search(r"Collected : (\d+)", out.stderr)
     if found is None:

@@ -24,6 +24,7 @@ HOT_PATH_TESTS = [
     "tests/h2",
     "tests/drivers/test_http2.py",
     "tests/drivers/test_grpc_h2.py",
+    "tests/drivers/test_tls.py",
     "tests/runners/test_event_loop.py",
     "tests/runners/test_open_loop_schedule.py",
 ]
@@ -88,6 +89,7 @@ def test_one_edited_module_runs_every_compiled_module_as_python(pkg_path: Path) 
     made["hot"].write_text("WHO = 'edited'\n")
     finder = compiled.prefer_python(record, environ={})
     assert finder is not None and sys.meta_path[0] is finder
+    assert finder.edited == ["pkg/hot.py"] and compiled.running_python() is finder
     try:
         # the path's finder would take the extensions, which fail to load
         hot, other = (importlib.import_module(f"pkg.{n}") for n in ("hot", "other"))
@@ -100,7 +102,7 @@ def test_one_edited_module_runs_every_compiled_module_as_python(pkg_path: Path) 
 def test_rpcmeter_python_runs_a_fresh_build_as_python(pkg_path: Path) -> None:
     made = _built_tree(pkg_path, "hot")
     finder = compiled.prefer_python(_record(pkg_path), environ={compiled.PYTHON_ENV: "1"})
-    assert finder is not None
+    assert finder is not None and finder.edited == []  # asked for, nothing edited
     try:
         assert importlib.import_module("pkg.hot").__file__ == str(made["hot"])
     finally:
@@ -113,7 +115,8 @@ def test_cli_warns_of_a_stale_compiled_module(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     _built_tree(tmp_path, "hot")["hot"].write_text("WHO = 'edited'\n")
-    monkeypatch.setattr(cli, "stale", lambda: compiled.stale(_record(tmp_path)))
+    finder = compiled.SourceFirst({}, compiled.stale(_record(tmp_path)))
+    monkeypatch.setattr(cli, "running_python", lambda: finder)
     # the warning comes first, whatever the command then does (here: fail, no history yet)
     assert cli.main(["history", "--store", str(tmp_path / "runs.db")]) == 2
     err = capsys.readouterr().err.splitlines()
@@ -132,22 +135,18 @@ def test_not_compiled_is_the_installs_reason(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(
-    ("runs_compiled", "why", "built", "says"),
+    ("runs_compiled", "why", "edited", "says"),
     [
-        (True, None, {}, "(compiled)"),
+        (True, None, None, "(compiled)"),
         (
             False,
             "RPCMETER_COMPILE=0",
-            {},
+            None,
             "(Python: the install did not compile: RPCMETER_COMPILE=0)",
         ),
-        (
-            False,
-            None,
-            {"rpcmeter/connect.py": Path("connect.py")},
-            "(Python: compiled modules' sources edited",
-        ),
-        (False, None, {}, f"rpcmeter {__version__}\n"),
+        (False, None, ["rpcmeter/connect.py"], "(Python: compiled modules' sources edited"),
+        (False, None, [], "(Python: RPCMETER_PYTHON=1)"),
+        (False, None, None, f"rpcmeter {__version__}\n"),
     ],
 )
 def test_version_says_which_build_runs(
@@ -155,13 +154,15 @@ def test_version_says_which_build_runs(
     capsys: pytest.CaptureFixture[str],
     runs_compiled: bool,
     why: str | None,
-    built: dict[str, Path],
+    edited: list[str] | None,
     says: str,
 ) -> None:
+    """``edited``: None where the compiled modules were not put aside, else the finder's list
+    (empty: RPCMETER_PYTHON=1 asked for the Python)."""
+    finder = None if edited is None else compiled.SourceFirst({}, edited)
     monkeypatch.setattr(cli, "compiled", lambda: runs_compiled)
     monkeypatch.setattr(cli, "not_compiled", lambda: why)
-    monkeypatch.setattr(cli, "sources", lambda: built)
-    monkeypatch.delenv(compiled.PYTHON_ENV, raising=False)
+    monkeypatch.setattr(cli, "running_python", lambda: finder)
     with pytest.raises(SystemExit):
         cli.build_parser().parse_args(["--version"])
     assert says in capsys.readouterr().out

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import shutil
 import signal
 import sys
@@ -14,7 +13,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from rpcmeter import analysis, gate, model
-from rpcmeter.compiled import PYTHON_ENV, not_compiled, sources, stale
+from rpcmeter.compiled import PYTHON_ENV, not_compiled, running_python
 from rpcmeter.errors import RpcmeterError, SuiteError, UsageError
 from rpcmeter.events import IntervalFigures, RunEvents, RunListener
 from rpcmeter.execute import RunOptions, run_suite
@@ -672,11 +671,12 @@ def _which_build() -> str:
     why = not_compiled()
     if why is not None:
         return f" (Python: the install did not compile: {why})"
-    if sources():  # compiled at install, running as Python (rpcmeter.compiled)
-        if os.environ.get(PYTHON_ENV) == "1":
-            return f" (Python: {PYTHON_ENV}=1)"
+    finder = running_python()  # compiled at install, running as Python (rpcmeter.compiled)
+    if finder is None:
+        return ""
+    if finder.edited:
         return " (Python: compiled modules' sources edited since the install)"
-    return ""
+    return f" (Python: {PYTHON_ENV}=1)"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -898,7 +898,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command is None:
         args = parser.parse_args(["run", *(argv or [])])
     signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
-    edited = stale()
+    finder = running_python()
+    edited = finder.edited if finder is not None else []
     if edited:
         print(
             f"rpcmeter: warning: {len(edited)} compiled module(s) older than their edited source "

@@ -81,10 +81,13 @@ def not_compiled(note: Path = NOT_COMPILED) -> str | None:
 
 class SourceFirst(importlib.abc.MetaPathFinder):
     """Imports the named modules from their Python source, ahead of the path's own finders
-    (which would take the extension beside it)."""
+    (which would take the extension beside it). ``edited``: the compiled modules whose source
+    changed since the build (``rpcmeter/connect.py``...), none where ``RPCMETER_PYTHON=1``
+    asked for the Python."""
 
-    def __init__(self, modules: Mapping[str, Path]) -> None:
+    def __init__(self, modules: Mapping[str, Path], edited: Sequence[str] = ()) -> None:
         self.modules = dict(modules)
+        self.edited = list(edited)
 
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
@@ -102,10 +105,17 @@ def prefer_python(
     of them is stale or ``RPCMETER_PYTHON=1``; the finder, or None when the compiled build runs
     (or there is none)."""
     modules = sources(record)
-    if not modules or (environ.get(PYTHON_ENV) != "1" and not stale(record)):
+    edited = stale(record) if modules else []
+    if not modules or (environ.get(PYTHON_ENV) != "1" and not edited):
         return None
     finder = SourceFirst(
-        {rel.removesuffix(".py").replace("/", "."): s for rel, s in modules.items()}
+        {rel.removesuffix(".py").replace("/", "."): s for rel, s in modules.items()}, edited
     )
     sys.meta_path.insert(0, finder)
     return finder
+
+
+def running_python() -> SourceFirst | None:
+    """The finder :func:`prefer_python` put on ``sys.meta_path`` (the compiled modules run as
+    Python, and it says why), or None."""
+    return next((f for f in sys.meta_path if isinstance(f, SourceFirst)), None)

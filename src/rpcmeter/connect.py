@@ -5,7 +5,7 @@
 :func:`open_stream` connects a non-blocking socket (:func:`connect_socket`), then, given an
 ``ssl.SSLContext``, runs the TLS handshake on the loop (:func:`rpcmeter.tls.open_tls`); the
 protocol then runs on the loop's own transport (cleartext) or on a
-:class:`~rpcmeter.tls.TlsTransport`. Given ``record``, it reports the connect time and the
+:class:`~rpcmeter.tls_transport.TlsTransport`. Given ``record``, it reports the connect time and the
 handshake time (ns) as ``record("connect", ns)`` and ``record("handshake", ns)`` (a resumed one
 as ``handshake_resumed``), the parts of :class:`~rpcmeter.metrics.connections.ConnectionCosts`.
 
@@ -31,7 +31,8 @@ from typing import Any, Generic, Protocol, TypeVar
 
 from mypy_extensions import mypyc_attr
 
-from rpcmeter.tls import HANDSHAKE_TIMEOUT_S, TlsTransport, open_tls, set_ready
+from rpcmeter.tls import HANDSHAKE_TIMEOUT_S, open_tls
+from rpcmeter.tls_transport import TlsTransport, set_ready
 
 P = TypeVar("P", bound=asyncio.Protocol)
 R = TypeVar("R")  # a request as a slot queues it

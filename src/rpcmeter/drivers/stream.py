@@ -43,7 +43,7 @@ Every connection is opened in two timed steps: the TCP (or Unix) connect, then, 
 (``ctx.tls``, :mod:`rpcmeter.tls`), the handshake; both go into the client's
 :class:`~rpcmeter.metrics.connections.ConnectionCosts` (resumed handshakes apart), and with a
 connection per request the request's own time (write to reply) too. A TLS connection then runs
-on :class:`rpcmeter.tls.TlsTransport` (the event loop watching the socket, OpenSSL's memory
+on :class:`rpcmeter.tls_transport.TlsTransport` (the event loop watching the socket, OpenSSL's memory
 BIOs between: measured at 0.4x the client CPU per request of uvloop's TLS transport).
 """
 

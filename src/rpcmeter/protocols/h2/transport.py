@@ -15,7 +15,7 @@ made outside a read is written at once.
 Connections are opened by :func:`rpcmeter.connect.open_stream`, as the HTTP/1.1 driver's are.
 TLS: :func:`open_connection` takes an ``ssl.SSLContext`` (whose ALPN protocols should include
 ``h2``) and a server name; the connection then runs on
-:class:`rpcmeter.tls.TlsTransport` (every record a read brings in one ``data_received``), a failed handshake raises
+:class:`rpcmeter.tls_transport.TlsTransport` (every record a read brings in one ``data_received``), a failed handshake raises
 :class:`~rpcmeter.tls.TlsError` and a connection that did not negotiate ``h2`` fails with reason
 ``alpn``. With a :class:`~rpcmeter.tls.ResumingContext` (``tls.resume``) every connection after
 the first offers the session of the last one opened. Given ``record``, it reports the connect

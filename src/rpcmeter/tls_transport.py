@@ -1,0 +1,231 @@
+"""The TLS transport of the event-loop drivers: TLS over a non-blocking socket through OpenSSL's
+memory BIOs, the loop watching the socket, with no asyncio SSL protocol in the path. It is opened
+by :func:`rpcmeter.tls.open_tls` (the handshake) and carries HTTP/1.1 and the raw frames
+(:mod:`rpcmeter.drivers.stream`), HTTP/2 and gRPC (:mod:`rpcmeter.protocols.h2.transport`).
+
+A module of its own, importing nothing of rpcmeter's, so that the compiled build (``setup.py``)
+compiles it with the rest of the hot path: a read and a write are native code then.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+import ssl
+from collections.abc import Callable
+from typing import Any
+
+READ_SIZE = 65536  # one decrypted read (a TLS record holds 16 KiB at most)
+SOCKET_READ = 65536  # one recv of a TLS transport (a larger buffer is an mmap per read)
+
+
+class TlsTransport:
+    """An asyncio transport running TLS over a non-blocking socket through memory BIOs: the loop
+    watches the file descriptor (``add_reader``); each readable event is one ``recv`` of all the
+    socket holds, handed to OpenSSL's incoming BIO, and every record in it is decrypted before
+    one ``data_received`` (a multiplexed protocol, HTTP/2, answers them in one write); a write
+    encrypts into the outgoing BIO and sends the records with one ``send``. OpenSSL reading the
+    socket itself (an ``SSLSocket``) reads each record in two system calls (its 5-byte header,
+    then the rest) and one record a read; uvloop's TLS transport adds Python layers and copies
+    (measured: see ``benchmarks/vs_wrk.py --tls`` and ``benchmarks/vs_h2load.py --tls``).
+
+    Writes that do not go out at once are kept and flushed when the socket is writable;
+    ``get_extra_info("ssl_object")`` is the :class:`ssl.SSLObject` (``session``,
+    ``session_reused``, ``selected_alpn_protocol()``, ``version()``)."""
+
+    def __init__(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        sock: socket.socket,
+        tls: ssl.SSLObject,
+        incoming: ssl.MemoryBIO,
+        outgoing: ssl.MemoryBIO,
+        protocol: asyncio.Protocol,
+    ) -> None:
+        self.loop = loop
+        self.sock = sock
+        self.fd = sock.fileno()
+        self.tls = tls
+        self.incoming = incoming
+        self.outgoing = outgoing
+        self.protocol = protocol
+        self.pending: list[bytes] = []  # encrypted, not yet sent (the socket was full)
+        self.closing = False
+        # the C methods of the hot path, bound once (the SSLObject's own C object when it has
+        # one: its Python wrappers cost a call more each way), in closures: a read and a write
+        # cost no attribute lookups (benchmarks/tls_call_cost.py, HTTPS/1.1 against nginx:
+        # 1,500 instructions a request above the bare floor client, 3,090 as methods)
+        c_tls = getattr(tls, "_sslobj", tls)
+        self.read: Callable[[int], bytes] = c_tls.read
+        self.send: Callable[[bytes], int] = sock.send
+        self.write: Callable[[bytes], None] = self._writer(sock.send, c_tls.write, outgoing.read)
+        protocol.connection_made(self)  # type: ignore[arg-type]
+        if not self.closing:  # the protocol may refuse the connection at once (ALPN)
+            loop.add_reader(self.fd, self._reader(sock.recv, incoming, c_tls.read, protocol))
+            if incoming.pending:  # records that came with the end of the handshake
+                loop.call_soon(self._decrypt, None)
+
+    def _reader(
+        self,
+        recv: Callable[[int], bytes],
+        incoming: ssl.MemoryBIO,
+        read: Callable[[int], bytes],
+        protocol: asyncio.Protocol,
+    ) -> Callable[[], None]:
+        """The readable event's callback: one ``recv``, into the incoming BIO; the one record
+        it usually brings decrypted and delivered, or every record (:meth:`_decrypt`)."""
+        feed, outgoing, deliver = incoming.write, self.outgoing, protocol.data_received
+        lost, decrypt, send = self._lost, self._decrypt, self._send
+        want_read, ended = ssl.SSLWantReadError, (ssl.SSLZeroReturnError, ssl.SSLEOFError)
+
+        def readable() -> None:
+            try:
+                data = recv(SOCKET_READ)
+            except (BlockingIOError, InterruptedError):
+                return
+            except OSError as exc:
+                lost(exc)
+                return
+            if not data:
+                lost(None)
+                return
+            feed(data)
+            try:
+                chunk = read(READ_SIZE)  # one record's data at most
+            except want_read:  # the rest of the record is still on its way
+                return
+            except ended:
+                lost(None)
+                return
+            except OSError as exc:  # ssl.SSLError: an alert, a bad record
+                lost(exc)
+                return
+            if incoming.pending or not chunk:  # more records (or the server's close_notify)
+                decrypt(chunk)
+            else:  # the common case: the one record a read brought
+                deliver(chunk)
+                if outgoing.pending and not self.closing:  # what reading made OpenSSL answer
+                    send(outgoing.read())
+
+        return readable
+
+    def _writer(
+        self,
+        sock_send: Callable[[bytes], int],
+        encrypt: Callable[[bytes], int],
+        encrypted: Callable[[], bytes],
+    ) -> Callable[[bytes], None]:
+        """``write``: encrypt into the outgoing BIO, one ``send`` of the records; what does not
+        go out waits (in order) for the socket to be writable."""
+        pending, lost = self.pending, self._lost
+
+        def write(data: bytes) -> None:
+            if self.closing:
+                return
+            try:
+                encrypt(data)
+            except OSError as exc:
+                lost(exc)
+                return
+            out = encrypted()
+            if pending:
+                pending.append(out)
+                return
+            try:
+                n = sock_send(out)
+            except (BlockingIOError, InterruptedError):
+                n = 0
+            except OSError as exc:
+                lost(exc)
+                return
+            if n < len(out):
+                pending.append(out[n:])
+                self.loop.add_writer(self.fd, self._writable)
+
+        return write
+
+    def _decrypt(self, first: bytes | None = None) -> None:
+        """Decrypt every whole record the incoming BIO holds (after ``first``, already read);
+        one delivery."""
+        read, incoming = self.read, self.incoming
+        chunks: list[bytes] = []
+        end: tuple[Exception | None] | None = None  # the connection ended after these
+        try:
+            chunk = read(READ_SIZE) if first is None else first
+            while True:
+                if not chunk:  # the server's close_notify
+                    end = (None,)
+                    break
+                chunks.append(chunk)
+                if not incoming.pending:
+                    break
+                chunk = read(READ_SIZE)
+        except ssl.SSLWantReadError:  # the rest of a record is still on its way
+            pass
+        except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
+            end = (None,)
+        except OSError as exc:  # ssl.SSLError: an alert, a bad record
+            end = (exc,)
+        if chunks and not self.closing:
+            self.protocol.data_received(chunks[0] if len(chunks) == 1 else b"".join(chunks))
+        if self.outgoing.pending and not self.closing:  # what reading made OpenSSL answer
+            self._send(self.outgoing.read())
+        if end is not None:
+            self._lost(end[0])
+
+    def _send(self, data: bytes) -> None:
+        if self.pending:
+            self.pending.append(data)
+            return
+        try:
+            n = self.send(data)
+        except (BlockingIOError, InterruptedError):
+            n = 0
+        except OSError as exc:
+            self._lost(exc)
+            return
+        if n < len(data):
+            self.pending.append(data[n:])
+            self.loop.add_writer(self.fd, self._writable)
+
+    def _writable(self) -> None:
+        data = b"".join(self.pending)
+        self.pending.clear()
+        self.loop.remove_writer(self.fd)
+        self._send(data)  # what does not go out waits for the socket again
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        if name == "ssl_object":
+            return self.tls
+        if name == "socket":
+            return self.sock
+        if name == "peername":
+            return self.sock.getpeername()
+        return default
+
+    def is_closing(self) -> bool:
+        return self.closing
+
+    def close(self) -> None:
+        self._lost(None)
+
+    def abort(self) -> None:
+        self._lost(None)
+
+    def _lost(self, exc: Exception | None) -> None:
+        if self.closing:
+            return
+        self.closing = True
+        self.pending.clear()
+        self.loop.remove_reader(self.fd)
+        self.loop.remove_writer(self.fd)
+        with contextlib.suppress(OSError):
+            self.sock.close()
+        self.loop.call_soon(self.protocol.connection_lost, exc)
+
+
+def set_ready(future: asyncio.Future[None]) -> None:
+    """A descriptor watch's callback: resolve ``future`` (once; the watch may fire again)."""
+    if not future.done():
+        future.set_result(None)
