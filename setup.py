@@ -129,7 +129,23 @@ class BuildExt(build_ext):
         }
         self.write(SOURCES, json.dumps(hashes, indent=1, sort_keys=True) + "\n")
         self.write(NOT_COMPILED, None)
+        self.drop_old_groups()
         say(f"compiled {len(COMPILED)} modules with mypyc")
+
+    def drop_old_groups(self) -> None:
+        """Remove the shared libraries of earlier builds' mypyc groups (named by a hash of what
+        they held) that a reused build folder, or an editable install's src/, still holds: a
+        wheel would pack them, and nothing imports them."""
+        made = {Path(p).name for p in self.get_outputs() if "__mypyc." in Path(p).name}
+        if not made:  # (this build's own group is not known: keep everything)
+            return
+        # only this Python's (another's may serve another editable install of the same tree)
+        tags = {name.split("__mypyc", 1)[1] for name in made}  # ".cpython-311-x86_64-...so"
+        in_place = self.editable_mode or self.inplace  # (else src/'s belong to another install)
+        for folder in {Path(self.build_lib), Path("src")} if in_place else {Path(self.build_lib)}:
+            for old in folder.glob("*__mypyc.*"):
+                if old.name not in made and old.name.split("__mypyc", 1)[1] in tags:
+                    old.unlink()
 
     def write(self, path: Path, text: str | None) -> None:
         """``path`` (under src/) with ``text``, or removed: in the build (what a wheel holds),
