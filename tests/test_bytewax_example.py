@@ -20,6 +20,7 @@ import psutil
 import pytest
 
 from tests.support import registry
+from tests.support.interrupt import ctrl_c_default
 
 SUITE = Path(__file__).resolve().parent.parent / "examples" / "bytewax" / "suite.toml"
 VERSION = "0.21.1"  # a wheel for every CPython the project supports
@@ -63,6 +64,7 @@ def rpcmeter(cache: Path, marker: str, out: Path, *args: str) -> subprocess.Pope
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
+        preexec_fn=ctrl_c_default,  # Ctrl-C reaches it as from a terminal, however pytest runs
     )
 
 
