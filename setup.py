@@ -41,6 +41,8 @@ COMPILED = [
     "src/rpcmeter/protocols/h2/transport.py",
     "src/rpcmeter/connect.py",
     "src/rpcmeter/tls_transport.py",
+    "src/rpcmeter/drivers/stream_connection.py",
+    "src/rpcmeter/drivers/http_connection.py",
     "src/rpcmeter/drivers/http2.py",
     "src/rpcmeter/drivers/grpc_h2.py",
     "src/rpcmeter/drivers/h2client.py",
@@ -141,8 +143,9 @@ class BuildExt(build_ext):
             return
         # only this Python's (another's may serve another editable install of the same tree)
         tags = {name.split("__mypyc", 1)[1] for name in made}  # ".cpython-311-x86_64-...so"
-        in_place = self.editable_mode or self.inplace  # (else src/'s belong to another install)
-        for folder in {Path(self.build_lib), Path("src")} if in_place else {Path(self.build_lib)}:
+        # (src/'s belong to another install unless this one is in place)
+        folders = {Path(self.build_lib), Path("src")} if self.in_place() else {Path(self.build_lib)}
+        for folder in folders:
             for old in folder.glob("*__mypyc.*"):
                 if old.name not in made and old.name.split("__mypyc", 1)[1] in tags:
                     old.unlink()
@@ -153,7 +156,7 @@ class BuildExt(build_ext):
         # (before build_ext's own options are final, as where it gives up: the build's)
         build_lib = self.build_lib or self.get_finalized_command("build").build_lib
         built = Path(build_lib) / path.relative_to("src")
-        for target in {path, built} if (self.editable_mode or self.inplace) else {built}:
+        for target in {path, built} if self.in_place() else {built}:
             if text is None:
                 target.unlink(missing_ok=True)
             else:
@@ -165,12 +168,16 @@ class BuildExt(build_ext):
         self.distribution.ext_modules = []
         self.extensions = []
 
+    def in_place(self) -> bool:
+        """Whether the extensions go beside the sources (an editable install, ``--inplace``)."""
+        # (setuptools finalizes build_ext once before it sets editable_mode: the command says)
+        editable = self.editable_mode or "editable_wheel" in self.distribution.commands
+        return bool(editable or self.inplace)
+
     def up_to_date(self) -> bool:
         """Whether an editable install's extensions beside the sources were built from these very
         sources (installed again for another extra, say): then they stay, uncompiled again."""
-        # (setuptools finalizes build_ext once before it sets editable_mode: the command says)
-        editable = self.editable_mode or "editable_wheel" in self.distribution.commands
-        if not (editable or self.inplace) or not any(Path("src").glob("*__mypyc.*")):
+        if not self.in_place() or not any(Path("src").glob("*__mypyc.*")):
             return False
         check = record_checks()
         built = check.sources(SOURCES.resolve())
@@ -200,7 +207,7 @@ class BuildExt(build_ext):
         self.skip()
         self.write(SOURCES, None)
         self.write(NOT_COMPILED, why + "\n")
-        if self.editable_mode or self.inplace:
+        if self.in_place():
             for path in map(Path, COMPILED):
                 for built in path.parent.glob(f"{path.stem}.*"):
                     if built.suffix != ".py":

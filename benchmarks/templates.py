@@ -55,8 +55,9 @@ from rpcmeter.drivers.grpc import GrpcUnavailable, error_for
 from rpcmeter.drivers.grpc_calls import prepare_mix
 from rpcmeter.drivers.grpc_h2 import GrpcH2Client
 from rpcmeter.drivers.grpc_plan import PlanCall, grpc_plan, h2_channels
-from rpcmeter.drivers.http import HttpConnection, HttpDriver
-from rpcmeter.drivers.stream import StreamSlot
+from rpcmeter.drivers.http import HttpDriver
+from rpcmeter.drivers.http_connection import HttpConnection
+from rpcmeter.drivers.stream_connection import StreamSlot
 from rpcmeter.drivers.varying import MIX_KEY, LoopState, MixChannel, loop_of, mix_key
 from rpcmeter.endpoints import Endpoint
 from rpcmeter.metrics.connections import ConnectionCosts

@@ -25,6 +25,11 @@ HOT_PATH_TESTS = [
     "tests/drivers/test_http2.py",
     "tests/drivers/test_grpc_h2.py",
     "tests/drivers/test_tls.py",
+    "tests/drivers/test_http.py",
+    "tests/drivers/test_stream.py",
+    "tests/drivers/test_raw.py",
+    "tests/faults/test_buffers.py",
+    "tests/faults/test_server_ends_connections.py",
     "tests/runners/test_event_loop.py",
     "tests/runners/test_open_loop_schedule.py",
 ]

@@ -10,7 +10,7 @@ handshake time (ns) as ``record("connect", ns)`` and ``record("handshake", ns)``
 as ``handshake_resumed``), the parts of :class:`~rpcmeter.metrics.connections.ConnectionCosts`.
 
 A :class:`Slot` keeps one connection in service for every protocol that keeps connections
-alive (HTTP/1.1 and raw frames: :class:`rpcmeter.drivers.stream.StreamSlot`; HTTP/2 and gRPC:
+alive (HTTP/1.1 and raw frames: :class:`rpcmeter.drivers.stream_connection.StreamSlot`; HTTP/2 and gRPC:
 :class:`rpcmeter.protocols.h2.transport.Session`): when the server ends a connection (HTTP/2's GOAWAY,
 HTTP/1.1's ``Connection: close``, or a close after a complete reply) it opens the replacement at
 once, moves the requests the server will not process to it, and lets the old connection finish
@@ -28,8 +28,6 @@ from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Generic, Protocol, TypeVar
-
-from mypy_extensions import mypyc_attr
 
 from rpcmeter.tls import HANDSHAKE_TIMEOUT_S, open_tls
 from rpcmeter.tls_transport import TlsTransport, set_ready
@@ -110,7 +108,6 @@ async def open_stream(
     return transport, proto
 
 
-@mypyc_attr(allow_interpreted_subclasses=True)  # drivers/stream.py's StreamSlot
 class Slot(ABC, Generic[C, R]):
     """One connection kept in service (a client's connection ``i``): ``conn`` takes the requests
     while it can. When it stops (the server announced the end of the connection, or closed it),

@@ -10,11 +10,11 @@ from typing import Any
 import pytest
 
 from rpcmeter.drivers.base import ReplyError, ReplyMismatch
-from rpcmeter.drivers.http import (
+from rpcmeter.drivers.http import build_request
+from rpcmeter.drivers.http_connection import (
     HttpConnection,
     KeepAliveRequired,
     announces_close,
-    build_request,
 )
 from rpcmeter.endpoints import Endpoint
 from rpcmeter.errors import SuiteError

@@ -8,8 +8,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from rpcmeter.drivers.http import HttpConnection
-from rpcmeter.drivers.stream import SendChannel, StreamSlot
+from rpcmeter.drivers.http_connection import HttpConnection
+from rpcmeter.drivers.stream import SendChannel
+from rpcmeter.drivers.stream_connection import StreamSlot
 from rpcmeter.runners.event_loop import Phase, closed_loop
 from rpcmeter.runners.recording import Recorder, ThreadStats
 

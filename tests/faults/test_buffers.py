@@ -10,9 +10,9 @@ from collections.abc import Callable
 
 import pytest
 
-from rpcmeter.drivers.http import HttpConnection
+from rpcmeter.drivers.http_connection import HttpConnection
 from rpcmeter.drivers.raw import RawConnection
-from rpcmeter.drivers.stream import StreamConnection
+from rpcmeter.drivers.stream_connection import StreamConnection
 from rpcmeter.protocols.raw import reply_frame
 from tests.support.marks import timing_sensitive
 

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from rpcmeter.drivers.base import DriverContext
-from rpcmeter.drivers.stream import StreamConnection
+from rpcmeter.drivers.stream_connection import StreamConnection
 from rpcmeter.endpoints import Endpoint
 from rpcmeter.errors import ConnectionClosed, ProtocolError
 from rpcmeter.runners import closed_loop

@@ -18,7 +18,8 @@ from typing import Any
 from rpcmeter.drivers.base import Channel, Done, DriverContext, EventDriver, ReplyError
 from rpcmeter.drivers.h2client import H2Client
 from rpcmeter.drivers.http import HttpCommon, validated
-from rpcmeter.drivers.stream import loop_bodies, mismatch
+from rpcmeter.drivers.stream import loop_bodies
+from rpcmeter.drivers.stream_connection import mismatch
 from rpcmeter.drivers.varying import Fill, LoopState, MixChannel, Plan, channel_of, loop_of
 from rpcmeter.metrics.connections import ConnectionCosts
 from rpcmeter.protocols.bodies import expected_reply

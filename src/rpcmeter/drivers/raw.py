@@ -33,7 +33,8 @@ from collections.abc import Callable
 from typing import ClassVar
 
 from rpcmeter.drivers.base import Caller, ReplyError
-from rpcmeter.drivers.stream import StreamConnection, StreamDriver, mismatch
+from rpcmeter.drivers.stream import StreamDriver
+from rpcmeter.drivers.stream_connection import StreamConnection, mismatch
 from rpcmeter.errors import ConnectionClosed, ProtocolError, RequestLost
 from rpcmeter.metrics.connections import ConnectionCosts
 from rpcmeter.protocols.bodies import CODES, expected_reply
