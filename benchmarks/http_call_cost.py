@@ -7,10 +7,13 @@ nginx (one worker) on one keep-alive connection.
 Each client runs ``--few`` requests, then ``--many``; the difference of the two runs'
 instruction counts divided by the difference of their requests is the count per request,
 without the start-up and the connection (exact and steady, where CPU time on a shared machine is
-not). With ``--trace``, no valgrind: rpcmeter's client runs once in this process with Python's
-opcode tracing, and prints the bytecodes each of its functions runs a request::
+not). With ``--tls``, HTTPS/1.1: rpcmeter's client over its TLS transport, against the floor
+of ``tls_call_cost.py`` (one ``recv``, one decrypted record, one encrypted request and one
+``send`` a reply), nginx serving HTTPS with a certificate made for the run. With ``--trace``, no
+valgrind: rpcmeter's client runs once in this process with Python's opcode tracing, and prints
+the bytecodes each of its functions runs a request::
 
-    python benchmarks/http_call_cost.py [--http 1|2] [--few 1000] [--many 11000] [--trace]
+    python benchmarks/http_call_cost.py [--http 1|2] [--tls] [--few 1000] [--many 11000] [--trace]
 
 Needs valgrind (not with ``--trace``) and nginx; the callgrind runs take a minute or two.
 """
@@ -26,6 +29,7 @@ import sys
 from types import FrameType
 from typing import Any
 
+from tls_call_cost import floor_connection
 from versus import callgrind_instructions, layout, serve
 
 from rpcmeter.drivers import driver_class
@@ -34,14 +38,17 @@ from rpcmeter.endpoints import Endpoint
 from rpcmeter.runners.event_loop import Phase, closed_loop
 from rpcmeter.runners.recording import Recorder, ThreadStats
 from rpcmeter.runners.spec import NO_END
+from rpcmeter.tls import ClientTls, RunCertificates, TlsSettings, client_context
 from rpcmeter.workloads import NoopParams
 
 Tracer = Any  # sys.settrace's callback
 
 
-async def rpcmeter_loop(port: int, http: str, n: int, tracer: Tracer = None) -> None:
+async def rpcmeter_loop(
+    port: int, http: str, n: int, ca_file: str = "", tracer: Tracer = None
+) -> None:
     """``n`` requests of rpcmeter's HTTP driver on one connection, one in flight (after 100
-    untraced ones, when ``tracer`` is given)."""
+    untraced ones, when ``tracer`` is given); over TLS trusting ``ca_file`` when given."""
     options = {"path": "/", "method": "GET"}
     if http == "2":
         options["http"] = "2"
@@ -52,6 +59,7 @@ async def rpcmeter_loop(port: int, http: str, n: int, tracer: Tracer = None) -> 
         validate=False,
         threads=1,
         connections=1,
+        tls=ClientTls(TlsSettings(), ca_file, None) if ca_file else None,
     )
     driver = driver_class("http", options)(ctx)
     assert isinstance(driver, EventDriver)
@@ -74,11 +82,17 @@ async def rpcmeter_loop(port: int, http: str, n: int, tracer: Tracer = None) -> 
         raise RuntimeError(f"the client went wrong: {dict(stats.errors)}, {stats.ok} requests")
 
 
-async def floor_loop(port: int, n: int) -> None:
-    """The floor: a protocol that counts replies and writes the next request."""
+async def floor_loop(port: int, n: int, ca_file: str = "") -> None:
+    """The floor: a protocol that counts replies and writes the next request (over TLS, the
+    bare reads and writes through memory BIOs of ``tls_call_cost.py``)."""
     request = f"GET / HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode()
     loop = asyncio.get_running_loop()
     done: asyncio.Future[None] = loop.create_future()
+    if ca_file:
+        context = client_context(ClientTls(TlsSettings(), ca_file, None), ["http/1.1"])
+        floor_connection(loop, port, context, request, n, lambda: done.set_result(None))
+        await done
+        return
 
     class Floor(asyncio.Protocol):
         left = n
@@ -99,18 +113,21 @@ async def floor_loop(port: int, n: int) -> None:
     transport.close()
 
 
-def client(kind: str, port: int, http: str, n: int) -> None:
+def client(kind: str, port: int, http: str, n: int, ca_file: str) -> None:
     import uvloop
 
-    uvloop.run(floor_loop(port, n) if kind == "floor" else rpcmeter_loop(port, http, n))
+    if kind == "floor":
+        uvloop.run(floor_loop(port, n, ca_file))
+    else:
+        uvloop.run(rpcmeter_loop(port, http, n, ca_file))
 
 
-def instructions(kind: str, port: int, http: str, n: int) -> int:
+def instructions(kind: str, port: int, http: str, n: int, ca_file: str) -> int:
     """The instructions of one client process under callgrind."""
-    return callgrind_instructions(__file__, "--client", kind, str(port), http, str(n))
+    return callgrind_instructions(__file__, "--client", kind, str(port), http, str(n), ca_file)
 
 
-def traced(port: int, http: str, n: int) -> None:
+def traced(port: int, http: str, n: int, ca_file: str) -> None:
     """Bytecodes a request in each of rpcmeter's functions, by Python's opcode tracing."""
     import uvloop
 
@@ -123,7 +140,7 @@ def traced(port: int, http: str, n: int) -> None:
             counts[f"{os.path.basename(code.co_filename)}:{code.co_name}"] += 1
         return tracer
 
-    uvloop.run(rpcmeter_loop(port, http, n, tracer))
+    uvloop.run(rpcmeter_loop(port, http, n, ca_file, tracer))
     print(f"rpcmeter: {sum(counts.values()) / n:.0f} bytecodes/request")
     for name, count in counts.most_common(10):
         if count >= n / 10:
@@ -132,35 +149,53 @@ def traced(port: int, http: str, n: int) -> None:
 
 def main() -> int:
     if len(sys.argv) > 1 and sys.argv[1] == "--client":
-        which, at, http, n = sys.argv[2:6]
-        client(which, int(at), http, int(n))
+        which, at, http, n, ca_file = sys.argv[2:7]
+        client(which, int(at), http, int(n), ca_file)
         return 0
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--http", choices=("1", "2"), default="1", help="2: h2c")
     parser.add_argument("--few", type=int, default=1000, help="requests, first run")
     parser.add_argument("--many", type=int, default=11000, help="and in the second run")
+    parser.add_argument("--tls", action="store_true", help="HTTPS/1.1 (not with --http 2)")
     parser.add_argument("--trace", action="store_true", help="bytecodes a request, no valgrind")
     args = parser.parse_args()
     if not 0 < args.few < args.many:
         parser.error("--few must be above 0 and below --many")
+    if args.tls and args.http == "2":
+        parser.error("--tls is HTTPS/1.1 only")
     if not args.trace and shutil.which("valgrind") is None:
         print("needs valgrind (Debian: apt-get install valgrind)", file=sys.stderr)
         return 2
-    with serve("nginx", "h2c" if args.http == "2" else "http", layout(1)) as served:
-        port = served.endpoint.port or 0
-        if args.trace:
-            traced(port, args.http, args.many)
-            return 0
-        counts: dict[str, float] = {}
-        kinds = ("floor", "rpcmeter") if args.http == "1" else ("rpcmeter",)
-        for kind in kinds:
-            few = instructions(kind, port, args.http, args.few)
-            many = instructions(kind, port, args.http, args.many)
-            counts[kind] = (many - few) / (args.many - args.few)
-            print(f"  {kind:<10} {counts[kind]:9,.0f} instructions/request", flush=True)
+    certs = RunCertificates() if args.tls else None
+    mode = "https" if args.tls else "h2c" if args.http == "2" else "http"
+    ca_file = certs.ca_file if certs is not None else ""
+    try:
+        counts = measure(mode, certs, ca_file, args)
+    finally:
+        if certs is not None:
+            certs.close()
     if "floor" in counts:
         print(f"rpcmeter - floor: {counts['rpcmeter'] - counts['floor']:,.0f} instructions/request")
     return 0
+
+
+def measure(
+    mode: str, certs: RunCertificates | None, ca_file: str, args: argparse.Namespace
+) -> dict[str, float]:
+    """Instructions a request of each client against nginx serving ``mode`` (none traced)."""
+    counts: dict[str, float] = {}
+    with serve("nginx", mode, layout(1), certs) as served:
+        port = served.endpoint.port or 0
+        if args.trace:
+            traced(port, args.http, args.many, ca_file)
+            return counts
+        kinds = ("floor", "rpcmeter") if args.http == "1" else ("rpcmeter",)
+        for kind in kinds:
+            few = instructions(kind, port, args.http, args.few, ca_file)
+            many = instructions(kind, port, args.http, args.many, ca_file)
+            counts[kind] = (many - few) / (args.many - args.few)
+            print(f"  {kind:<10} {counts[kind]:9,.0f} instructions/request", flush=True)
+    return counts
 
 
 if __name__ == "__main__":

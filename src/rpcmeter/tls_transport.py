@@ -52,6 +52,10 @@ class TlsTransport:
         self.protocol = protocol
         self.pending: list[bytes] = []  # encrypted, not yet sent (the socket was full)
         self.closing = False
+        self.wrote = False  # a write since the reader last delivered (it sent what OpenSSL held)
+        # OpenSSL may hold part of a record (in the incoming BIO or its own buffer): until a
+        # read took one record whole and left the BIO empty, the next bytes may not start one
+        self.partial = True
         # the C methods of the hot path, bound once (the SSLObject's own C object when it has
         # one: its Python wrappers cost a call more each way), in closures: a read and a write
         # cost no attribute lookups (benchmarks/tls_call_cost.py, HTTPS/1.1 against nginx:
@@ -68,20 +72,28 @@ class TlsTransport:
 
     def _reader(
         self,
-        recv: Callable[[int], bytes],
+        recv: Callable[..., bytes],
         incoming: ssl.MemoryBIO,
-        read: Callable[[int], bytes],
+        read: Callable[..., bytes],
         protocol: asyncio.Protocol,
     ) -> Callable[[], None]:
         """The readable event's callback: one ``recv``, into the incoming BIO; the one record
-        it usually brings decrypted and delivered, or every record (:meth:`_decrypt`)."""
+        it usually brings decrypted and delivered, or every record (:meth:`_decrypt`). A read
+        that is one whole record (its header's length, the BIO empty before) leaves nothing in
+        the BIO, which is then not asked (a C attribute read: about 280 instructions). What
+        reading made OpenSSL answer is sent after the delivery, unless a write of the protocol's
+        took it along (a request sent from a reply's callback): then asking the BIO is spared."""
         feed, outgoing, deliver = incoming.write, self.outgoing, protocol.data_received
         lost, decrypt, send = self._lost, self._decrypt, self._send
         want_read, ended = ssl.SSLWantReadError, (ssl.SSLZeroReturnError, ssl.SSLEOFError)
+        # the sizes as the objects the C calls take (compiled, an int constant is made into
+        # one at every call, and a module global is a dict lookup)
+        socket_read: object = SOCKET_READ
+        read_size: object = READ_SIZE
 
         def readable() -> None:
             try:
-                data = recv(SOCKET_READ)
+                data = recv(socket_read)
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:
@@ -91,9 +103,12 @@ class TlsTransport:
                 lost(None)
                 return
             feed(data)
+            n = len(data)
+            whole = not self.partial and n > 5 and n == 5 + (data[3] << 8 | data[4])
             try:
-                chunk = read(READ_SIZE)  # one record's data at most
+                chunk = read(read_size)  # one record's data at most
             except want_read:  # the rest of the record is still on its way
+                self.partial = True
                 return
             except ended:
                 lost(None)
@@ -101,12 +116,14 @@ class TlsTransport:
             except OSError as exc:  # ssl.SSLError: an alert, a bad record
                 lost(exc)
                 return
-            if incoming.pending or not chunk:  # more records (or the server's close_notify)
+            if not chunk or (not whole and incoming.pending):  # close_notify, or more records
                 decrypt(chunk)
             else:  # the common case: the one record a read brought
+                self.partial = False
+                self.wrote = False
                 deliver(chunk)
-                if outgoing.pending and not self.closing:  # what reading made OpenSSL answer
-                    send(outgoing.read())
+                if not self.wrote and not self.closing and outgoing.pending:
+                    send(outgoing.read())  # what reading made OpenSSL answer
 
         return readable
 
@@ -128,7 +145,8 @@ class TlsTransport:
             except OSError as exc:
                 lost(exc)
                 return
-            out = encrypted()
+            out = encrypted()  # (with anything OpenSSL had to send: see _reader)
+            self.wrote = True
             if pending:
                 pending.append(out)
                 return
@@ -158,11 +176,12 @@ class TlsTransport:
                     end = (None,)
                     break
                 chunks.append(chunk)
-                if not incoming.pending:
+                if not incoming.pending:  # every record read whole
+                    self.partial = False
                     break
                 chunk = read(READ_SIZE)
         except ssl.SSLWantReadError:  # the rest of a record is still on its way
-            pass
+            self.partial = True
         except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
             end = (None,)
         except OSError as exc:  # ssl.SSLError: an alert, a bad record

@@ -1,0 +1,114 @@
+"""The TLS transport against a real TLS server that chooses how its records meet the socket: several
+records in one send, one record cut across sends, a record with the start of the next, records
+larger than one TLS record can hold. Every byte must reach the protocol, in order, whatever the
+transport's shortcut for a read that is one whole record."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import ssl
+import threading
+import time
+from collections.abc import Iterator
+
+import pytest
+
+from rpcmeter.tls import RunCertificates, open_tls
+from rpcmeter.tls_transport import TlsTransport
+
+pytestmark = pytest.mark.timeout(60)
+
+# each step: the messages (each its own record, or several when larger than 16 KiB) and where the
+# step's bytes are cut into sends (offsets; negative ones count from the end)
+Step = tuple[list[bytes], list[int]]
+
+SCRIPT: list[Step] = [
+    ([b"one record, alone"], []),
+    ([b"three", b"records in", b"one send"], []),
+    ([b"a record cut after one byte, then after its header"], [1, 5]),
+    ([b"a record alone again"], []),
+    ([b"a whole record", b"and the start of the next"], [-20]),
+    ([b"a header cut in two"], [3]),
+    ([bytes(range(256)) * 200], []),  # 51,200 bytes: four records
+    ([b"x" * 40_000, b"after it"], [7, 20_000]),
+    ([b"the last, alone"], []),
+]
+
+
+@pytest.fixture(scope="module")
+def certs() -> Iterator[RunCertificates]:
+    made = RunCertificates()
+    yield made
+    made.close()
+
+
+def _serve(listener: socket.socket, certs: RunCertificates, script: list[Step]) -> None:
+    """Accept one connection, do the handshake over memory BIOs, then send the script's records
+    cut as it says (a pause between sends so that each is read on its own), and close (without
+    a close_notify)."""
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(certs.cert_file, certs.key_file)
+    conn, _ = listener.accept()
+    with conn:
+        incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+        tls = context.wrap_bio(incoming, outgoing, server_side=True)
+        while True:
+            try:
+                tls.do_handshake()
+                break
+            except ssl.SSLWantReadError:
+                conn.sendall(outgoing.read())
+                incoming.write(conn.recv(65536))
+        conn.sendall(outgoing.read())  # the Finished, the session tickets
+        time.sleep(0.05)
+        for messages, cuts in script:
+            records = b""
+            for message in messages:
+                tls.write(message)
+                records += outgoing.read()
+            at = sorted(c % len(records) for c in cuts)
+            for start, end in zip([0, *at], [*at, len(records)], strict=True):
+                conn.sendall(records[start:end])
+                time.sleep(0.05)
+        conn.shutdown(socket.SHUT_WR)
+        time.sleep(0.05)
+
+
+class Collect(asyncio.Protocol):
+    def __init__(self) -> None:
+        self.data: list[bytes] = []
+        self.ended: asyncio.Future[Exception | None] = asyncio.get_running_loop().create_future()
+
+    def data_received(self, data: bytes) -> None:
+        self.data.append(data)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.ended.set_result(exc)
+
+
+async def _client(port: int, ca_file: str) -> tuple[TlsTransport, Collect]:
+    loop = asyncio.get_running_loop()
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setblocking(False)
+    await loop.sock_connect(sock, ("127.0.0.1", port))
+    context = ssl.create_default_context(cafile=ca_file)
+    transport, proto = await open_tls(loop, sock, context, "127.0.0.1", Collect, 10.0)
+    await asyncio.wait_for(proto.ended, 20)
+    return transport, proto
+
+
+def test_every_byte_arrives_however_records_meet_the_reads(certs: RunCertificates) -> None:
+    with socket.create_server(("127.0.0.1", 0)) as listener:
+        server = threading.Thread(target=_serve, args=(listener, certs, SCRIPT), daemon=True)
+        server.start()
+        transport, proto = asyncio.run(_client(listener.getsockname()[1], certs.ca_file))
+        server.join(10)
+    assert b"".join(proto.data) == b"".join(m for messages, _ in SCRIPT for m in messages)
+    assert proto.ended.result() is None  # the server's close, not an error
+    # the pauses let most sends arrive as reads of their own: more deliveries than steps would
+    # need if every read held everything
+    assert len(proto.data) >= 5
+    assert transport.closing
+    # the last step, one record alone, left nothing of a record behind (either way it was read)
+    assert not transport.partial
