@@ -3,7 +3,7 @@ driver's loops run in :mod:`rpcmeter.runners.event_loop`; what they record is
 :mod:`rpcmeter.runners.recording`).
 
 The hot loop is two monotonic clock reads around the call and one store into a preallocated
-``array('q')``; every chunk of requests it publishes its count (for the progress line) and checks
+buffer of int64s (:func:`~rpcmeter.runners.recording.samples`); every chunk of requests it publishes its count (for the progress line) and checks
 the deadline and the stop flag. Full buffers are folded into a :class:`Histogram` between chunks,
 so memory does not grow with the number of requests.
 """
