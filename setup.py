@@ -47,6 +47,7 @@ COMPILED = [
     "src/rpcmeter/drivers/grpc_h2.py",
     "src/rpcmeter/drivers/h2client.py",
     "src/rpcmeter/runners/event_loop.py",
+    "src/rpcmeter/runners/recorder.py",
 ]
 
 # what each compiled module was compiled from, and why nothing was where the install went on

@@ -45,7 +45,8 @@ from rpcmeter.protocols.grpc import frame, method_path
 from rpcmeter.protocols.h2.header_blocks import huffman_table
 from rpcmeter.protocols.h2.transport import H2Protocol, Session
 from rpcmeter.runners.event_loop import Phase, closed_loop
-from rpcmeter.runners.recording import Recorder, ThreadStats
+from rpcmeter.runners.recorder import Recorder
+from rpcmeter.runners.recording import ThreadStats
 from rpcmeter.runners.spec import NO_END
 from rpcmeter.servers.process import ServerProcess, new_endpoint
 from rpcmeter.workloads import NoopParams

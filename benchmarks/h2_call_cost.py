@@ -37,7 +37,8 @@ from rpcmeter.endpoints import Endpoint
 from rpcmeter.protocols.h2.header_blocks import huffman_table
 from rpcmeter.protocols.h2.transport import H2Protocol
 from rpcmeter.runners.event_loop import Phase, closed_loop
-from rpcmeter.runners.recording import Recorder, ThreadStats
+from rpcmeter.runners.recorder import Recorder
+from rpcmeter.runners.recording import ThreadStats
 from rpcmeter.runners.spec import NO_END
 from rpcmeter.workloads import NoopParams
 

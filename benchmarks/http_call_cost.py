@@ -36,7 +36,8 @@ from rpcmeter.drivers import driver_class
 from rpcmeter.drivers.base import DriverContext, EventDriver
 from rpcmeter.endpoints import Endpoint
 from rpcmeter.runners.event_loop import Phase, closed_loop
-from rpcmeter.runners.recording import Recorder, ThreadStats
+from rpcmeter.runners.recorder import Recorder
+from rpcmeter.runners.recording import ThreadStats
 from rpcmeter.runners.spec import NO_END
 from rpcmeter.tls import ClientTls, RunCertificates, TlsSettings, client_context
 from rpcmeter.workloads import NoopParams

@@ -26,7 +26,8 @@ from typing import Any
 from rpcmeter.runners import open_loop
 from rpcmeter.runners.event_loop import new_event_loop
 from rpcmeter.runners.open_loop import EventLoad, EventPacer, LoopWaker, Schedule, measure_open
-from rpcmeter.runners.recording import Recorder, ThreadStats
+from rpcmeter.runners.recorder import Recorder
+from rpcmeter.runners.recording import ThreadStats
 from rpcmeter.runners.spec import Pacing
 
 Result = tuple[float, float, float]  # lag p50 us, lag p99 us, CPU us per request

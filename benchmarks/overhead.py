@@ -44,7 +44,8 @@ from rpcmeter.live import HISTORY, LiveView
 from rpcmeter.placement import available_cpus
 from rpcmeter.runners.client import run_chunk
 from rpcmeter.runners.closed_loop import run_closed_loop
-from rpcmeter.runners.recording import Recorder, ThreadStats
+from rpcmeter.runners.recorder import Recorder
+from rpcmeter.runners.recording import ThreadStats
 from rpcmeter.runners.spec import LoadSpec
 from rpcmeter.servers.process import ServerProcess, new_endpoint
 from rpcmeter.workloads import SimpleParams

@@ -65,7 +65,8 @@ from rpcmeter.protocols import grpc_schema as gs
 from rpcmeter.protocols.grpc import frame
 from rpcmeter.protocols.h2.transport import H2Protocol, Session
 from rpcmeter.runners.event_loop import Phase, closed_loop
-from rpcmeter.runners.recording import Recorder, ThreadStats, call_names
+from rpcmeter.runners.recorder import Recorder
+from rpcmeter.runners.recording import ThreadStats, call_names
 from rpcmeter.runners.spec import NO_END
 from rpcmeter.workloads import MixParams, NoopParams, WorkloadParams
 

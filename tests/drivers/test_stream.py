@@ -12,7 +12,8 @@ from rpcmeter.drivers.http_connection import HttpConnection
 from rpcmeter.drivers.stream import SendChannel
 from rpcmeter.drivers.stream_connection import StreamSlot
 from rpcmeter.runners.event_loop import Phase, closed_loop
-from rpcmeter.runners.recording import Recorder, ThreadStats
+from rpcmeter.runners.recorder import Recorder
+from rpcmeter.runners.recording import ThreadStats
 
 REQUEST = b"GET /noop HTTP/1.1\r\nHost: x\r\n\r\n"
 OK = b"HTTP/1.1 200 OK\r\nDate: Sun, 22 Nov 2026 01:04:45 GMT\r\nContent-Length: 0\r\n\r\n"

@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 
 from rpcmeter.runners.open_loop import Schedule, measure_open
-from rpcmeter.runners.recording import Recorder, ThreadStats
+from rpcmeter.runners.recorder import Recorder
+from rpcmeter.runners.recording import ThreadStats
 from rpcmeter.runners.spec import Pacing
 from tests.support.marks import timing_sensitive
 
@@ -166,7 +167,7 @@ def run_event_loop(
 
     from rpcmeter.runners.event_loop import new_event_loop
     from rpcmeter.runners.open_loop import EventLoad, EventPacer
-    from rpcmeter.runners.recording import Recorder
+    from rpcmeter.runners.recorder import Recorder
 
     loop = new_event_loop()
     stats = ThreadStats()

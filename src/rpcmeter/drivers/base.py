@@ -48,7 +48,7 @@ client process; the runner (:mod:`rpcmeter.runners.event_loop`) runs every loop 
   ``own`` returns ``None`` when it cannot (a shared connection, replies to validate).
 
 The closed-loop runner reads the clock, calls ``channel(done)``, and in ``done`` reads the clock
-again, stores the latency into the same :class:`~rpcmeter.runners.recording.Recorder` buffers as the
+again, stores the latency into the same :class:`~rpcmeter.runners.recorder.Recorder` buffers as the
 thread loops, and sends the next request. The open-loop scheduler
 (:class:`~rpcmeter.runners.open_loop.EventPacer`) uses the same interface: it calls
 ``channel(done)`` at each request's intended send time without waiting for the previous reply,

@@ -22,6 +22,7 @@ from rpcmeter.drivers import driver_class
 from rpcmeter.drivers.base import Caller, Driver, EventDriver
 from rpcmeter.runners.event_loop import event_load
 from rpcmeter.runners.open_loop import client_schedule, measure_open
+from rpcmeter.runners.recorder import Recorder, tagged_caller
 from rpcmeter.runners.recording import (
     BUFFER,
     CHUNK_TARGET_NS,
@@ -29,10 +30,8 @@ from rpcmeter.runners.recording import (
     ClientReport,
     Gate,
     LoadReport,
-    Recorder,
     ThreadStats,
     call_names,
-    tagged_caller,
     warm_up,
 )
 from rpcmeter.runners.spec import NO_END, LoadSpec

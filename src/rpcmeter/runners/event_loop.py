@@ -31,18 +31,17 @@ from rpcmeter.drivers.base import Channel, Done, EventDriver, Ownership
 from rpcmeter.errors import describe
 from rpcmeter.protocols.timing import ServerTime
 from rpcmeter.runners.open_loop import EventLoad, EventPacer, client_schedule
+from rpcmeter.runners.recorder import Recorder, tagging
 from rpcmeter.runners.recording import (
     BUFFER,
     MAX_CHUNK,
     Gate,
     LoadReport,
-    Recorder,
     ThreadStats,
     Window,
     call_names,
     is_fatal,
     mix_of,
-    tagging,
 )
 from rpcmeter.runners.spec import NO_END, LoadSpec
 from rpcmeter.runners.spin import Spin, waking

@@ -42,15 +42,8 @@ from dataclasses import dataclass
 
 from rpcmeter.drivers.base import Caller, Channel, Done
 from rpcmeter.protocols.timing import ServerTime
-from rpcmeter.runners.recording import (
-    BUFFER,
-    CHUNK_TARGET_NS,
-    MAX_CHUNK,
-    Recorder,
-    ThreadStats,
-    mix_of,
-    tagging,
-)
+from rpcmeter.runners.recorder import Recorder, tagging
+from rpcmeter.runners.recording import BUFFER, CHUNK_TARGET_NS, MAX_CHUNK, ThreadStats, mix_of
 from rpcmeter.runners.spec import LoadSpec, Pacing
 from rpcmeter.runners.spin import Spin, waking
 from rpcmeter.runners.stages import LoadStage, RateProfile

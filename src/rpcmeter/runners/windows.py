@@ -2,7 +2,7 @@
 them to the parent once per interval; the parent merges them into the case's time series and its
 stages' figures (:class:`Timeline`), and tells its listeners each interval as it settles.
 
-In a client, each loop's :class:`~rpcmeter.runners.recording.Recorder` folds into the tally of the
+In a client, each loop's :class:`~rpcmeter.runners.recorder.Recorder` folds into the tally of the
 window it is in; between its batches (where it already publishes progress and checks the clock)
 a loop that has crossed a window's end closes the window: the window goes to the client's
 :class:`Windows` box and is added to the loop's totals. Nothing is added per request. A thread
