@@ -418,6 +418,10 @@ MIDS_KEPT = 4096  # Request.framer: the sizes of body whose frames' middle part 
 # a stream id's 4 bytes (a quarter quicker than ``int.to_bytes(4)``, whose byte order is parsed
 # on every call)
 SID_BYTES: Final = struct.Struct(">I").pack
+# a stream id from its 4 bytes, kept an object (compiled, a C static: ``int.from_bytes`` was a
+# lookup on the type and a bound method made at every read, and an id taken as an int was made an
+# object again for the streams' dict, a new one above 256)
+SID_OF: Final[Callable[[bytes], Any]] = int.from_bytes
 
 
 def never_indexed(headers: Iterable[tuple[bytes, bytes]]) -> list[hpack.HeaderTuple]:
@@ -987,12 +991,9 @@ class H2Connection:
             last = len(data) - size  # where the last whole reply may start
             window = self.recv_window
             start = pos
-            # (int.from_bytes bound once: compiled, a call through the class looks the method
-            # up by name on every reply, at about 700 instructions)
-            from_bytes = int.from_bytes
             while pos <= last:
                 ident = data[pos + 5 : pos + 9]
-                sid = from_bytes(ident)
+                sid = SID_OF(ident)
                 stream = streams.get(sid)
                 if (
                     stream is None
