@@ -7,9 +7,10 @@ service, ``benchmarks/greeter/route_guide.proto``) and ``kitchen.Kitchen``
 prints ``listening PORT`` once it serves; with ``--reflection`` it also serves grpcio's server
 reflection (``grpc.reflection.v1alpha`` only, as grpcio-reflection does); with ``--api-key K``
 every call (reflection's too) without the metadata ``x-api-key: K`` is refused
-(``UNAUTHENTICATED``). With ``--record FILE`` it writes, when it stops, what every
-``GetFeature`` call carried (its point's latitude and its ``x-request-id`` metadata) as JSON
-lines. It stops on SIGTERM.
+(``UNAUTHENTICATED``). With ``--record FILE`` it writes what every ``GetFeature`` call carried
+(its point's latitude and its ``x-request-id`` metadata) as JSON lines, each before the call is
+answered (so a server that rpcmeter had to kill at the end, slow to stop on a busy machine, has
+written them all). It stops on SIGTERM.
 
 RouteGuide: ``GetFeature`` answers the feature at a point (an unnamed one where there is none),
 ``ListFeatures`` streams the features inside a rectangle, ``RecordRoute`` sums up a stream of
@@ -82,13 +83,20 @@ def serve(args: argparse.Namespace) -> int:
         for f in json.loads(FEATURES.read_text())
     ]
 
-    seen: list[tuple[int, str]] = []  # --record: each GetFeature's latitude and x-request-id
+    # --record: each GetFeature's latitude and x-request-id, a line apiece, written at once
+    record = None
+    if args.record:  # (closed when the server stops)
+        record = open(args.record, "w", buffering=1, encoding="utf-8")  # noqa: SIM115
+    lock = threading.Lock()
 
     class RouteGuide(rg_grpc.RouteGuideServicer):  # type: ignore[misc, name-defined]
         def GetFeature(self, point: Any, context: Any) -> Any:
-            if args.record:
+            if record is not None:
                 meta = dict(context.invocation_metadata())
-                seen.append((point.latitude, str(meta.get("x-request-id", ""))))
+                rid = str(meta.get("x-request-id", ""))
+                line = json.dumps({"latitude": point.latitude, "request_id": rid})
+                with lock:
+                    record.write(line + "\n")
             for feature in db:
                 if feature.location == point:
                     return feature
@@ -166,9 +174,8 @@ def serve(args: argparse.Namespace) -> int:
     print(f"listening {port}", flush=True)
     stop.wait()
     server.stop(grace=None)
-    if args.record:
-        lines = [json.dumps({"latitude": lat, "request_id": rid}) for lat, rid in list(seen)]
-        Path(args.record).write_text("".join(f"{ln}\n" for ln in lines))
+    if record is not None:
+        record.close()
     return 0
 
 
