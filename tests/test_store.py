@@ -203,3 +203,30 @@ def test_a_store_from_a_newer_rpcmeter_is_refused(tmp_path: Path) -> None:
     sqlite3.connect(path).execute("PRAGMA user_version=99").connection.commit()
     with pytest.raises(StoreError, match="newer than this rpcmeter"):
         Store(path)
+
+
+@pytest.mark.parametrize("read_only", [False, True])
+def test_a_store_created_by_another_run_while_opening_is_used(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, read_only: bool
+) -> None:
+    """Another run creates the database just after this one's first read of it: the store
+    must see either the empty file or the whole schema, never an empty version with tables
+    (which it refuses as another program's database)."""
+    path = tmp_path / "h.db"
+    path.touch()  # the other run's connection made the file, and has written nothing yet
+    connect = sqlite3.connect
+    statements: list[str] = []
+
+    class Racing(sqlite3.Connection):
+        def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
+            statements.append(sql)
+            if len(statements) == 2:  # between this run's first statement and its second
+                with monkeypatch.context() as m:
+                    m.setattr(sqlite3, "connect", connect)
+                    Store(path).close()  # the other run creates the schema
+            return super().execute(sql, *args)
+
+    monkeypatch.setattr(sqlite3, "connect", lambda *a, **k: connect(*a, factory=Racing, **k))
+    with Store(path, create=False, read_only=read_only) as store:
+        assert store.runs() == []
+    assert len(statements) >= 2, "the other run never created the database"

@@ -176,8 +176,7 @@ class Store:
         try:
             self.db = sqlite3.connect(self.path, timeout=30, isolation_level=None)
             # look before anything is written (the journal mode changes the file's header)
-            version = self.db.execute("PRAGMA user_version").fetchone()[0]
-            tables = self.db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0]
+            version, tables = self._schema_state()
             self._check_version(version, tables)
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=NORMAL")
@@ -212,8 +211,7 @@ class Store:
         for mode in modes:
             try:
                 self.db = sqlite3.connect(f"{uri}?{mode}", uri=True, timeout=30)
-                version = self.db.execute("PRAGMA user_version").fetchone()[0]
-                tables = self.db.execute("SELECT COUNT(*) FROM sqlite_master").fetchone()[0]
+                version, tables = self._schema_state()
             except sqlite3.Error as exc:
                 self.close()
                 failure = exc
@@ -228,6 +226,17 @@ class Store:
         raise StoreError(
             f"{self.path}: cannot read the history database: {failure} (nothing was written to it)"
         )
+
+    def _schema_state(self) -> tuple[int, int]:
+        """The database's schema version and how many tables, indexes and the like it holds,
+        read in one statement, so in one read transaction: read apart, a run creating the
+        database between the two reads made it look like another program's (version 0 with
+        tables)."""
+        row = self.db.execute(
+            "SELECT (SELECT user_version FROM pragma_user_version), "
+            "(SELECT COUNT(*) FROM sqlite_master)"
+        ).fetchone()
+        return int(row[0]), int(row[1])
 
     def _check_version(self, version: int, tables: int) -> None:
         """A StoreError for a database this rpcmeter cannot use (a newer schema, or another

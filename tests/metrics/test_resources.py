@@ -232,3 +232,18 @@ def test_a_load_process_that_did_not_report_makes_the_client_totals_unknown() ->
     assert cpu.client_user_s is None and cpu.client_us_per_request is None
     assert cpu.client_cpus_given == 2.0 and memory.client_peak_rss_bytes is None
     assert cpu.server_us_per_request == pytest.approx(1000.0)
+
+
+def test_spans_between_readings_sum_to_the_whole_when_the_split_shifts() -> None:
+    # a process's total is exact and its user/system split sampled at ticks, so one part can
+    # shrink between readings while the total grows: the spans must still add up to the whole
+    go, middle, end = CpuTimes(0.5, 0.5, 0.0), CpuTimes(0.45, 0.6, 1.0), CpuTimes(0.6, 0.6, 2.0)
+    whole, first, second = end - go, middle - go, end - middle
+    assert whole.total_s == pytest.approx(0.2)
+    assert first.total_s == pytest.approx(0.05) and first.user_s == 0.0
+    assert first.sys_s == pytest.approx(0.05)
+    assert second.total_s == pytest.approx(0.15) and second.sys_s == 0.0
+    assert first.total_s + second.total_s == pytest.approx(whole.total_s)
+    assert (first.at, second.at) == (1.0, 1.0)
+    # nothing spent reads as nothing, never less
+    assert (go - middle).total_s == 0.0

@@ -63,12 +63,17 @@ class CpuTimes:
         return self.user_s + self.sys_s
 
     def __sub__(self, other: CpuTimes) -> CpuTimes:
-        return CpuTimes(
+        """The CPU spent from ``other`` to this reading. The total is the difference of the
+        totals; the split follows the parts' own differences. A part can shrink between two
+        readings (a process's total is exact, its split into user and system is sampled at clock
+        ticks, see :func:`split_total`): clamping each part at 0 alone would count the other's
+        growth twice, and the spans between marks would then sum to more than the whole."""
+        user, system = split_total(
+            max(0.0, self.total_s - other.total_s),
             max(0.0, self.user_s - other.user_s),
             max(0.0, self.sys_s - other.sys_s),
-            self.at - other.at,
-            self.source,
         )
+        return CpuTimes(user, system, self.at - other.at, self.source)
 
 
 CpuTicks = list[tuple[float, float]]  # per CPU: (busy seconds, total seconds) since boot
