@@ -9,7 +9,11 @@ instruction counts divided by the difference of their requests is the count per 
 without the start-up and the connection (exact and steady, where CPU time on a shared machine is
 not). With ``--tls``, HTTPS/1.1: rpcmeter's client over its TLS transport, against the floor
 of ``tls_call_cost.py`` (one ``recv``, one decrypted record, one encrypted request and one
-``send`` a reply), nginx serving HTTPS with a certificate made for the run. With ``--trace``, no
+``send`` a reply), nginx serving HTTPS with a certificate made for the run. Where h2load is
+installed, it is counted too, the same way (``-c 1 -m 1``, ``--h1`` over HTTP/1.1): a C client's
+count beside rpcmeter's. Callgrind counts user space only: the kernel's work for each client's
+system calls (a ``recv`` and a ``send`` a request for each) is not in these figures, as it is in
+the CPU time the ``vs_*`` benchmarks compare. With ``--trace``, no
 valgrind: rpcmeter's client runs once in this process with Python's opcode tracing, and prints
 the bytecodes each of its functions runs a request::
 
@@ -30,7 +34,7 @@ from types import FrameType
 from typing import Any
 
 from tls_call_cost import floor_connection
-from versus import callgrind_instructions, layout, serve
+from versus import callgrind_command, callgrind_instructions, layout, serve
 
 from rpcmeter.drivers import driver_class
 from rpcmeter.drivers.base import DriverContext, EventDriver
@@ -124,7 +128,13 @@ def client(kind: str, port: int, http: str, n: int, ca_file: str) -> None:
 
 
 def instructions(kind: str, port: int, http: str, n: int, ca_file: str) -> int:
-    """The instructions of one client process under callgrind."""
+    """The instructions of one client process under callgrind (h2load: the peer, one
+    connection, one request in flight, over HTTP/1.1 with ``--h1``)."""
+    if kind == "h2load":
+        scheme = "https" if ca_file else "http"
+        h1 = ["--h1"] if http == "1" else []
+        url = f"{scheme}://127.0.0.1:{port}/"
+        return callgrind_command(["h2load", *h1, "-n", str(n), "-c", "1", "-m", "1", url])
     return callgrind_instructions(__file__, "--client", kind, str(port), http, str(n), ca_file)
 
 
@@ -177,6 +187,8 @@ def main() -> int:
             certs.close()
     if "floor" in counts:
         print(f"rpcmeter - floor: {counts['rpcmeter'] - counts['floor']:,.0f} instructions/request")
+    if "h2load" in counts:
+        print(f"rpcmeter / h2load: {counts['rpcmeter'] / counts['h2load']:.2f}x instructions")
     return 0
 
 
@@ -191,6 +203,8 @@ def measure(
             traced(port, args.http, args.many, ca_file)
             return counts
         kinds = ("floor", "rpcmeter") if args.http == "1" else ("rpcmeter",)
+        if shutil.which("h2load") is not None:
+            kinds += ("h2load",)
         for kind in kinds:
             few = instructions(kind, port, args.http, args.few, ca_file)
             many = instructions(kind, port, args.http, args.many, ca_file)

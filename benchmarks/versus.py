@@ -81,14 +81,13 @@ def pinned(command: list[str], cpu: int, timeout_s: float) -> tuple[str, float]:
 def callgrind_instructions(script: str, *args: str) -> int:
     """The instructions of ``script`` run with ``args`` in a Python process of its own under
     valgrind's callgrind (the ``*_call_cost.py`` benchmarks' clients), hash seed fixed."""
-    command = [
-        "valgrind",
-        "--tool=callgrind",
-        "--callgrind-out-file=/dev/null",
-        os.path.realpath(sys.executable),
-        script,
-        *args,
-    ]
+    return callgrind_command([os.path.realpath(sys.executable), script, *args])
+
+
+def callgrind_command(program: list[str]) -> int:
+    """The instructions (in user space: the kernel's work for its system calls is not counted)
+    of ``program`` under valgrind's callgrind."""
+    command = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *program]
     # the same start-up in every run (counts that differ by a few requests' worth are not lost in
     # a start-up that hashed otherwise), and no OpenBLAS worker threads (numpy's: waiting for
     # work they poll, and callgrind counts that polling, so a run's count varied by hundreds of

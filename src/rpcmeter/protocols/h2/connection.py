@@ -251,6 +251,7 @@ class Stream:
     request: Request | None = None  # what it sent, while it may be sent again (see _goaway)
     chunks: Sequence[bytes] = ()
     on_end: Callable[[Stream], object]
+    ident = b""  # its id as its frames carry it (4 bytes), once it started
 
     def body(self) -> bytes:
         """Every DATA payload received, joined."""
@@ -418,10 +419,6 @@ MIDS_KEPT = 4096  # Request.framer: the sizes of body whose frames' middle part 
 # a stream id's 4 bytes (a quarter quicker than ``int.to_bytes(4)``, whose byte order is parsed
 # on every call)
 SID_BYTES: Final = struct.Struct(">I").pack
-# a stream id from its 4 bytes, kept an object (compiled, a C static: ``int.from_bytes`` was a
-# lookup on the type and a bound method made at every read, and an id taken as an int was made an
-# object again for the streams' dict, a new one above 256)
-SID_OF: Final[Callable[[bytes], Any]] = int.from_bytes
 
 
 def never_indexed(headers: Iterable[tuple[bytes, bytes]]) -> list[hpack.HeaderTuple]:
@@ -644,8 +641,10 @@ class H2Connection:
             stream.id = sid
             stream.state = HALF_CLOSED_LOCAL  # START_ENDED
             stream.request = req
-            self.streams[sid] = stream
-            self.out.append(SID_BYTES(sid).join(req.parts))
+            key: Any = sid  # the id made an object once, for the dict and the packing both
+            self.streams[key] = stream
+            stream.ident = ident = SID_BYTES(key)
+            self.out.append(ident.join(req.parts))
             return stream
         stream.state = StreamState.IDLE
         self.submit(stream, req)
@@ -679,6 +678,7 @@ class H2Connection:
         stream.id = sid
         stream.request = req
         self.streams[sid] = stream
+        stream.ident = ident = SID_BYTES(sid)
         if req.frame_size != self.peer_frame:
             req.build(self.peer_frame)
         body = req.body
@@ -687,17 +687,17 @@ class H2Connection:
         if body is None:
             if not req.end_stream:
                 stream.send_window = window
-            self.out.append(SID_BYTES(sid).join(req.parts))
+            self.out.append(ident.join(req.parts))
             return
         n = len(body)
         if n <= self.send_window and n <= window:  # the whole request at once
             self.send_window -= n
             if not req.end_stream:
                 stream.send_window = window - n
-            self.out.append(SID_BYTES(sid).join(req.parts))
+            self.out.append(ident.join(req.parts))
             return
         stream.send_window = window
-        self.out.append(SID_BYTES(sid).join(req.head_parts))
+        self.out.append(ident.join(req.head_parts))
         stream.unsent = body
         self._send_body(stream)
 
@@ -800,6 +800,13 @@ class H2Connection:
         pos = 0
         unpack, handlers, streams, cache, replayer, data_kind, headers_kind, limit = self.invariants
         continuing = self.continuing  # (read again after every handler: only they set it)
+        # the header's fields as native ints (unpack gives objects: untyped, every length and
+        # position sum below was an object's, each compare a boxed int's); the stream id stays
+        # the object it came as, for the streams' dict
+        hi: int
+        lo: int
+        kind: int
+        flags: int
         while n - pos >= HEAD_LEN:
             hi, lo, kind, flags, sid = unpack(data, pos)
             length = hi << 8 | lo
@@ -992,15 +999,18 @@ class H2Connection:
             window = self.recv_window
             start = pos
             while pos <= last:
-                ident = data[pos + 5 : pos + 9]
-                sid = SID_OF(ident)
+                # the id as its 4 bytes read (no slice, no call), made an object once for the
+                # dict; the stream's own packed id then stands in the recorded reply's parts
+                sid: Any = (
+                    data[pos + 5] << 24 | data[pos + 6] << 16 | data[pos + 7] << 8 | data[pos + 8]
+                )
                 stream = streams.get(sid)
                 if (
                     stream is None
                     or stream.headers is not None
                     or stream.on_data is not None
                     or stream.on_headers is not None
-                    or data[pos : pos + size] != ident.join(parts)
+                    or data[pos : pos + size] != stream.ident.join(parts)
                 ):
                     break
                 window -= flow
