@@ -202,9 +202,9 @@ def measure(
         if args.trace:
             traced(port, args.http, args.many, ca_file)
             return counts
-        kinds = ("floor", "rpcmeter") if args.http == "1" else ("rpcmeter",)
+        kinds = ["floor", "rpcmeter"] if args.http == "1" else ["rpcmeter"]
         if shutil.which("h2load") is not None:
-            kinds += ("h2load",)
+            kinds.append("h2load")
         for kind in kinds:
             few = instructions(kind, port, args.http, args.few, ca_file)
             many = instructions(kind, port, args.http, args.many, ca_file)
