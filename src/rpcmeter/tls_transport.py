@@ -166,11 +166,13 @@ class TlsTransport:
     def _decrypt(self, first: bytes | None = None) -> None:
         """Decrypt every whole record the incoming BIO holds (after ``first``, already read);
         one delivery."""
-        read, incoming = self.read, self.incoming
+        read: Callable[..., bytes] = self.read
+        incoming = self.incoming
+        size: object = READ_SIZE  # (an object once: see _reader)
         chunks: list[bytes] = []
         end: tuple[Exception | None] | None = None  # the connection ended after these
         try:
-            chunk = read(READ_SIZE) if first is None else first
+            chunk = read(size) if first is None else first
             while True:
                 if not chunk:  # the server's close_notify
                     end = (None,)
@@ -179,7 +181,7 @@ class TlsTransport:
                 if not incoming.pending:  # every record read whole
                     self.partial = False
                     break
-                chunk = read(READ_SIZE)
+                chunk = read(size)
         except ssl.SSLWantReadError:  # the rest of a record is still on its way
             self.partial = True
         except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
