@@ -16,6 +16,7 @@ import pytest
 
 from rpcmeter.tls import RunCertificates, open_tls
 from rpcmeter.tls_transport import TlsTransport
+from tests.support.marks import timing_sensitive
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -98,6 +99,7 @@ async def _client(port: int, ca_file: str) -> tuple[TlsTransport, Collect]:
     return transport, proto
 
 
+@timing_sensitive  # (how many reads the sends make rests on the pauses between them)
 def test_every_byte_arrives_however_records_meet_the_reads(certs: RunCertificates) -> None:
     with socket.create_server(("127.0.0.1", 0)) as listener:
         server = threading.Thread(target=_serve, args=(listener, certs, SCRIPT), daemon=True)
