@@ -106,6 +106,7 @@ from rpcmeter.protocols.h2.frames import (
     SettingCode,
     error_name,
     frame,
+    stream_id_at,
 )
 from rpcmeter.protocols.h2.header_blocks import HeaderBlocks
 from rpcmeter.protocols.h2.replay import Replay, Replayer
@@ -809,7 +810,7 @@ class H2Connection:
                 length = data[pos] << 16 | data[pos + 1] << 8 | data[pos + 2]
                 kind = data[pos + 3]
                 flags = data[pos + 4]
-                sid = data[pos + 5] << 24 | data[pos + 6] << 16 | data[pos + 7] << 8 | data[pos + 8]
+                sid = stream_id_at(data, pos)
             else:  # interpreted, the one call costs less than the nine reads
                 hi, lo, kind, flags, sid = unpack(data, pos)
                 length = hi << 8 | lo
@@ -1002,11 +1003,9 @@ class H2Connection:
             window = self.recv_window
             start = pos
             while pos <= last:
-                # the id as its 4 bytes read (no slice, no call), made an object once for the
-                # dict; the stream's own packed id then stands in the recorded reply's parts
-                sid: Any = (
-                    data[pos + 5] << 24 | data[pos + 6] << 16 | data[pos + 7] << 8 | data[pos + 8]
-                )
+                # the id made an object once, for the dict; the stream's own packed id then
+                # stands in the recorded reply's parts
+                sid: Any = stream_id_at(data, pos)
                 stream = streams.get(sid)
                 if (
                     stream is None

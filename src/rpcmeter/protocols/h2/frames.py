@@ -12,6 +12,12 @@ HEAD = struct.Struct(">HBBBL")  # length (24 bits: 16 + 8), type, flags, stream 
 HEAD_LEN: Final = 9
 
 
+def stream_id_at(data: bytes, pos: int) -> int:
+    """The stream id (its 4 bytes as sent, the reserved bit too) of the frame header at ``pos``,
+    read byte by byte: compiled, native ints, with no slice and no call into Python."""
+    return data[pos + 5] << 24 | data[pos + 6] << 16 | data[pos + 7] << 8 | data[pos + 8]
+
+
 class FrameType(IntEnum):
     DATA = 0
     HEADERS = 1
