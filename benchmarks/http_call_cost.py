@@ -1,4 +1,4 @@
-"""rpcmeter's whole per-request cost over HTTP/1.1 (or h2c, ``--http 2``) in instructions, one
+"""rpcmeter's whole per-request cost over HTTP/1.1 (or HTTP/2, ``--http 2``) in instructions, one
 request in flight: the HTTP driver's closed loop (the loop, the recorder, the driver, the
 connection, uvloop) and, over HTTP/1.1, the floor's bare uvloop protocol that reads a reply and
 writes the next request, each in a client process of its own under valgrind's callgrind, against
@@ -9,7 +9,8 @@ instruction counts divided by the difference of their requests is the count per 
 without the start-up and the connection (exact and steady, where CPU time on a shared machine is
 not). With ``--tls``, HTTPS/1.1: rpcmeter's client over its TLS transport, against the floor
 of ``tls_call_cost.py`` (one ``recv``, one decrypted record, one encrypted request and one
-``send`` a reply), nginx serving HTTPS with a certificate made for the run. Where h2load is
+``send`` a reply), nginx serving HTTPS with a certificate made for the run; with ``--http 2
+--tls``, HTTP/2 over TLS (h2 by ALPN; rpcmeter and h2load, no floor). Where h2load is
 installed, it is counted too, the same way (``-c 1 -m 1``, ``--h1`` over HTTP/1.1): a C client's
 count beside rpcmeter's. Callgrind counts user space only: the kernel's work for each client's
 system calls (a ``recv`` and a ``send`` a request for each) is not in these figures, as it is in
@@ -167,18 +168,24 @@ def main() -> int:
     parser.add_argument("--http", choices=("1", "2"), default="1", help="2: h2c")
     parser.add_argument("--few", type=int, default=1000, help="requests, first run")
     parser.add_argument("--many", type=int, default=11000, help="and in the second run")
-    parser.add_argument("--tls", action="store_true", help="HTTPS/1.1 (not with --http 2)")
+    parser.add_argument(
+        "--tls", action="store_true", help="over TLS: HTTPS/1.1, or HTTP/2 with --http 2"
+    )
     parser.add_argument("--trace", action="store_true", help="bytecodes a request, no valgrind")
     args = parser.parse_args()
     if not 0 < args.few < args.many:
         parser.error("--few must be above 0 and below --many")
-    if args.tls and args.http == "2":
-        parser.error("--tls is HTTPS/1.1 only")
     if not args.trace and shutil.which("valgrind") is None:
         print("needs valgrind (Debian: apt-get install valgrind)", file=sys.stderr)
         return 2
     certs = RunCertificates() if args.tls else None
-    mode = "https" if args.tls else "h2c" if args.http == "2" else "http"
+    mode = (
+        ("h2" if args.http == "2" else "https")
+        if args.tls
+        else "h2c"
+        if args.http == "2"
+        else "http"
+    )
     ca_file = certs.ca_file if certs is not None else ""
     try:
         counts = measure(mode, certs, ca_file, args)
