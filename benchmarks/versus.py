@@ -167,6 +167,20 @@ def add_server_arguments(parser: argparse.ArgumentParser, choices: Sequence[str]
         )
 
 
+def check_timing(
+    parser: argparse.ArgumentParser, args: argparse.Namespace, whole_seconds: bool = False
+) -> None:
+    """A one-line usage error for a ``--duration`` the peer cannot run (under 1 ms, or a
+    fraction of a second where it takes whole seconds) or ``--rounds`` below 1."""
+    d = args.duration
+    if whole_seconds and (d < 1 or d != int(d)):
+        parser.error(f"--duration {d:g}: whole seconds here (the peer takes no fraction)")
+    if d < 0.001:
+        parser.error(f"--duration {d:g}: 1 ms at least")
+    if args.rounds < 1:
+        parser.error(f"--rounds {args.rounds}: 1 at least")
+
+
 def server_kind(args: argparse.Namespace, lay: Layout) -> str:
     chosen = getattr(args, "server", "go")
     if chosen != "auto":

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from greeter_server import METHOD, PROTO, REPLY, REQUEST
 from h2bench import run_floor
-from versus import Run, add_server_arguments, against, layout, pinned, run_rpcmeter
+from versus import Run, add_server_arguments, against, check_timing, layout, pinned, run_rpcmeter
 
 from rpcmeter.endpoints import Endpoint
 from rpcmeter.protocols import grpc_schema as gs
@@ -91,6 +91,7 @@ def main() -> int:
     parser.add_argument("--grpcio", action="store_true", help="also rpcmeter with grpcio's client")
     add_server_arguments(parser, ["go"])
     args = parser.parse_args()
+    check_timing(parser, args)
     lay = layout(args.server_cpus)
     ghz = ghz_path()
     if ghz is None:

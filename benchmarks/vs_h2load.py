@@ -34,6 +34,7 @@ from versus import (
     Run,
     add_server_arguments,
     against,
+    check_timing,
     layout,
     need,
     pinned,
@@ -64,13 +65,13 @@ def run_h2load(
             "-m",
             str(streams),
             "-D",
-            f"{duration:g}",
+            f"{duration * 1000:.0f}ms",  # h2load takes no fraction of a second
             f"{'https' if tls else 'http'}://127.0.0.1:{endpoint.port}{path}",
         ],
         cpu,
         duration + 60,
     )
-    rate = re.search(r"finished in [\d.]+s, ([\d.]+) req/s", out)
+    rate = re.search(r"finished in [\d.]+m?s, ([\d.]+) req/s", out)
     done = re.search(r"requests: \d+ total, \d+ started, (\d+) done, (\d+) succeeded", out)
     codes = re.search(r"status codes: (\d+) 2xx", out)
     if rate is None or done is None or codes is None:
@@ -90,6 +91,7 @@ def main() -> int:
     parser.add_argument("--tls", action="store_true", help="HTTP/2 over TLS (h2 by ALPN)")
     add_server_arguments(parser, ["nginx", "go", "canned"])
     args = parser.parse_args()
+    check_timing(parser, args)
     if need("h2load"):
         print("needs h2load (Debian: apt-get install nghttp2-client)", file=sys.stderr)
         return 2

@@ -42,6 +42,7 @@ from versus import (
     Run,
     add_server_arguments,
     against,
+    check_timing,
     children_cpu_s,
     layout,
     need,
@@ -177,6 +178,7 @@ def main() -> int:
     parser.add_argument("--tls", action="store_true", help="HTTPS (a certificate made for the run)")
     add_server_arguments(parser, ["nginx", "go", "canned"])
     args = parser.parse_args()
+    check_timing(parser, args, whole_seconds=True)  # wrk takes no fraction of a second
     if need("wrk"):
         print("needs wrk (Debian: apt-get install wrk)", file=sys.stderr)
         return 2
