@@ -129,6 +129,14 @@ def table(rows: list[Row]) -> str:
     return "\n".join(lines)
 
 
+def write_json(path: Path, rows: list[Row]) -> None:
+    kept = [
+        {"path": r.path, "server_cpus": r.server_cpus, "summary": r.summary, "verdict": r.verdict()}
+        for r in rows
+    ]
+    path.write_text(json.dumps(kept, indent=1))
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--server-cpus", type=int, nargs="*", default=[], help="one run each")
@@ -157,18 +165,10 @@ def main() -> int:
             extra = one if args.one and one is not None else []
             summary, why = run_one(script, [*own, *extra, *sizing, *common], timeout_s)
             rows.append(Row(path, cpus, summary, why))
+            print(f"  {rows[-1].verdict()}", file=sys.stderr, flush=True)
+            if args.json is not None:  # after each, so that a run cut short keeps what it took
+                write_json(args.json, rows)
     print(table(rows))
-    if args.json is not None:
-        kept = [
-            {
-                "path": r.path,
-                "server_cpus": r.server_cpus,
-                "summary": r.summary,
-                "verdict": r.verdict(),
-            }
-            for r in rows
-        ]
-        args.json.write_text(json.dumps(kept, indent=1))
     if not any(r.summary for r in rows):
         return 2
     return 1 if any(r.verdict() == "missed" for r in rows) else 0
