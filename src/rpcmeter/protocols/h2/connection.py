@@ -678,8 +678,9 @@ class H2Connection:
         self.last_id = sid
         stream.id = sid
         stream.request = req
-        self.streams[sid] = stream
-        stream.ident = ident = SID_BYTES(sid)
+        key: Any = sid  # the id made an object once, for the dict and the packing both
+        self.streams[key] = stream
+        stream.ident = ident = SID_BYTES(key)
         if req.frame_size != self.peer_frame:
             req.build(self.peer_frame)
         body = req.body
