@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import socket
 import ssl
 from collections.abc import Callable
@@ -22,10 +23,14 @@ SOCKET_READ = 65536  # one recv of a TLS transport (a larger buffer is an mmap p
 
 class TlsTransport:
     """An asyncio transport running TLS over a non-blocking socket through memory BIOs: the loop
-    watches the file descriptor (``add_reader``); each readable event is one ``recv`` of all the
+    watches the file descriptor (``add_reader``); each readable event is one ``read`` of all the
     socket holds, handed to OpenSSL's incoming BIO, and every record in it is decrypted before
     one ``data_received`` (a multiplexed protocol, HTTP/2, answers them in one write); a write
-    encrypts into the outgoing BIO and sends the records with one ``send``. OpenSSL reading the
+    encrypts into the outgoing BIO and sends the records with one ``write``. The socket is read
+    and written with ``os.read`` and ``os.write`` on its descriptor, the same system calls as
+    ``recv`` and ``send`` without flags: they take their arguments by the fast calling
+    convention, where the socket's methods parse theirs with ``PyArg_ParseTuple`` (about 440
+    instructions a request each way, ``benchmarks/tls_call_cost.py``). OpenSSL reading the
     socket itself (an ``SSLSocket``) reads each record in two system calls (its 5-byte header,
     then the rest) and one record a read; uvloop's TLS transport adds Python layers and copies
     (measured: see ``benchmarks/vs_wrk.py --tls`` and ``benchmarks/vs_h2load.py --tls``).
@@ -62,22 +67,20 @@ class TlsTransport:
         # 1,500 instructions a request above the bare floor client, 3,090 as methods)
         c_tls = getattr(tls, "_sslobj", tls)
         self.read: Callable[[int], bytes] = c_tls.read
-        self.send: Callable[[bytes], int] = sock.send
-        self.write: Callable[[bytes], None] = self._writer(sock.send, c_tls.write, outgoing.read)
+        self.write: Callable[[bytes], None] = self._writer(c_tls.write, outgoing.read)
         protocol.connection_made(self)  # type: ignore[arg-type]
         if not self.closing:  # the protocol may refuse the connection at once (ALPN)
-            loop.add_reader(self.fd, self._reader(sock.recv, incoming, c_tls.read, protocol))
+            loop.add_reader(self.fd, self._reader(incoming, c_tls.read, protocol))
             if incoming.pending:  # records that came with the end of the handshake
                 loop.call_soon(self._decrypt, None)
 
     def _reader(
         self,
-        recv: Callable[..., bytes],
         incoming: ssl.MemoryBIO,
         read: Callable[..., bytes],
         protocol: asyncio.Protocol,
     ) -> Callable[[], None]:
-        """The readable event's callback: one ``recv``, into the incoming BIO; the one record
+        """The readable event's callback: one ``read``, into the incoming BIO; the one record
         it usually brings decrypted and delivered, or every record (:meth:`_decrypt`). A read
         that is one whole record (its header's length, the BIO empty before) leaves nothing in
         the BIO, which is then not asked (a C attribute read: about 280 instructions). What
@@ -86,14 +89,16 @@ class TlsTransport:
         feed, outgoing, deliver = incoming.write, self.outgoing, protocol.data_received
         lost, decrypt, send = self._lost, self._decrypt, self._send
         want_read, ended = ssl.SSLWantReadError, (ssl.SSLZeroReturnError, ssl.SSLEOFError)
-        # the sizes as the objects the C calls take (compiled, an int constant is made into
-        # one at every call, and a module global is a dict lookup)
+        # the descriptor and the sizes as the objects the C calls take (compiled, an int
+        # constant is made into one at every call, and a module global is a dict lookup)
+        fd: object = self.fd
         socket_read: object = SOCKET_READ
         read_size: object = READ_SIZE
+        read_socket: Callable[..., bytes] = os.read
 
         def readable() -> None:
             try:
-                data = recv(socket_read)
+                data = read_socket(fd, socket_read)
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:
@@ -103,10 +108,13 @@ class TlsTransport:
                 lost(None)
                 return
             feed(data)
-            n = len(data)
-            whole = not self.partial and n > 5 and n == 5 + (data[3] << 8 | data[4])
+            n = len(data) - 5
+            whole = not self.partial and n > 0 and n == (data[3] << 8 | data[4])
             try:
-                chunk = read(read_size)  # one record's data at most
+                # one record's data at most: a whole record's plaintext is shorter than the
+                # record, so asking for its length takes all of it (and a buffer of that size,
+                # where asking for READ_SIZE allocated 64 KiB and shrank it, each read)
+                chunk = read(n if whole else read_size)
             except want_read:  # the rest of the record is still on its way
                 self.partial = True
                 return
@@ -128,14 +136,13 @@ class TlsTransport:
         return readable
 
     def _writer(
-        self,
-        sock_send: Callable[[bytes], int],
-        encrypt: Callable[[bytes], int],
-        encrypted: Callable[[], bytes],
+        self, encrypt: Callable[[bytes], int], encrypted: Callable[[], bytes]
     ) -> Callable[[bytes], None]:
-        """``write``: encrypt into the outgoing BIO, one ``send`` of the records; what does not
-        go out waits (in order) for the socket to be writable."""
+        """``write``: encrypt into the outgoing BIO, one ``write`` of the records to the socket;
+        what does not go out waits (in order) for the socket to be writable."""
         pending, lost = self.pending, self._lost
+        fd: object = self.fd
+        write_socket: Callable[..., int] = os.write
 
         def write(data: bytes) -> None:
             if self.closing:
@@ -151,7 +158,7 @@ class TlsTransport:
                 pending.append(out)
                 return
             try:
-                n = sock_send(out)
+                n = write_socket(fd, out)
             except (BlockingIOError, InterruptedError):
                 n = 0
             except OSError as exc:
@@ -200,7 +207,7 @@ class TlsTransport:
             self.pending.append(data)
             return
         try:
-            n = self.send(data)
+            n = os.write(self.fd, data)
         except (BlockingIOError, InterruptedError):
             n = 0
         except OSError as exc:
