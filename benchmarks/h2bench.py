@@ -7,8 +7,8 @@ headers with ``int.from_bytes`` (a reply ends at a frame carrying END_STREAM), n
 no status check, no clock and no bookkeeping. It is not a usable load generator; rpcmeter's
 distance from it is the cost of its own work per call. Over TLS (``ca_file``) the floor runs on
 the mechanism rpcmeter's TLS transport uses, with nothing of its own: OpenSSL's memory BIOs, one
-``recv`` per readable event, every record in it decrypted, one ``send`` per write (the loop's
-own TLS transport is slower than rpcmeter's, so it would be no floor).
+``os.read`` of the socket per readable event, every record in it decrypted, one ``os.write`` per
+write (the loop's own TLS transport is slower than rpcmeter's, so it would be no floor).
 """
 
 from __future__ import annotations
@@ -70,7 +70,7 @@ class Floor(asyncio.Protocol):
 
 FLOOR = (
     """
-import asyncio, resource, socket, ssl, sys, time, uvloop
+import asyncio, os, resource, socket, ssl, sys, time, uvloop
 """
     + FLOOR_PROTOCOL
     + """
@@ -96,22 +96,23 @@ preface = (b"PRI * HTTP/2.0\\r\\n\\r\\nSM\\r\\n\\r\\n" + frame(4, 0, 0, (4).to_b
 """
     + FLOOR_TLS_HANDSHAKE
     + """
-class Tls:  # over TLS: memory BIOs, one recv a readable event, one send a write
+class Tls:  # over TLS: memory BIOs, one read a readable event, one write a write
     def __init__(self, loop, protocol):
         context = ssl.create_default_context(cafile=ca_file)
         context.set_alpn_protocols(["h2"])
         self.sock, self.tls, self.inc, self.out = handshake(context, host, int(port))
         assert self.tls.selected_alpn_protocol() == "h2"
         self.protocol = protocol
+        self.fd = self.sock.fileno()
         protocol.connection_made(self)
-        loop.add_reader(self.sock.fileno(), self.readable)
+        loop.add_reader(self.fd, self.readable)
 
     def write(self, data):
         self.tls._sslobj.write(data)
-        self.sock.send(self.out.read())
+        os.write(self.fd, self.out.read())  # os.read and os.write, as rpcmeter's transport
 
     def readable(self):
-        self.inc.write(self.sock.recv(65536))
+        self.inc.write(os.read(self.fd, 65536))
         chunks = []
         try:
             while True:

@@ -8,8 +8,8 @@ Each client runs ``--few`` requests, then ``--many``; the difference of the two 
 instruction counts divided by the difference of their requests is the count per request,
 without the start-up and the connection (exact and steady, where CPU time on a shared machine is
 not). With ``--tls``, HTTPS/1.1: rpcmeter's client over its TLS transport, against the floor
-of ``tls_call_cost.py`` (one ``recv``, one decrypted record, one encrypted request and one
-``send`` a reply), nginx serving HTTPS with a certificate made for the run; with ``--http 2
+of ``tls_call_cost.py`` (one ``read`` of the socket, one decrypted record, one encrypted request
+and one ``write`` a reply), nginx serving HTTPS with a certificate made for the run; with ``--http 2
 --tls``, HTTP/2 over TLS (h2 by ALPN; rpcmeter and h2load, no floor). Where h2load is
 installed, it is counted too, the same way (``-c 1 -m 1``, ``--h1`` over HTTP/1.1): a C client's
 count beside rpcmeter's. Callgrind counts user space only: the kernel's work for each client's
@@ -96,8 +96,9 @@ async def floor_loop(port: int, n: int, ca_file: str = "") -> None:
     done: asyncio.Future[None] = loop.create_future()
     if ca_file:
         context = client_context(ClientTls(TlsSettings(), ca_file, None), ["http/1.1"])
-        floor_connection(loop, port, context, request, n, lambda: done.set_result(None))
+        sock = floor_connection(loop, port, context, request, n, lambda: done.set_result(None))
         await done
+        sock.close()
         return
 
     class Floor(asyncio.Protocol):

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import shutil
 import socket
 import ssl
@@ -48,9 +49,11 @@ def client(kind: str, port: int, ca_file: str, conns: int, each: int) -> None:
             if left[0] == 0:
                 done.set_result(None)
 
+        socks: list[socket.socket] = []  # the floor's, held while it reads their descriptors
         if kind == "floor":
-            for _ in range(conns):
-                floor_connection(loop, port, ctx, request, each, finished)
+            socks = [
+                floor_connection(loop, port, ctx, request, each, finished) for _ in range(conns)
+            ]
         else:
 
             class Counting(asyncio.Protocol):
@@ -77,6 +80,8 @@ def client(kind: str, port: int, ca_file: str, conns: int, each: int) -> None:
                 )
                 proto.write(request)
         await done
+        for sock in socks:
+            sock.close()
 
     uvloop.run(main())
 
@@ -88,21 +93,25 @@ def floor_connection(
     request: bytes,
     each: int,
     finished: Callable[[], None],
-) -> None:
-    """The floor: a blocking handshake, then one ``recv``, one decrypted record, one encrypted
-    request and one ``send`` per reply, in one closure."""
+) -> socket.socket:
+    """The floor: a blocking handshake, then one ``read`` of the socket, one decrypted record,
+    one encrypted request and one ``write`` per reply, in one closure (``os.read`` and
+    ``os.write`` on the descriptor, as the transport's). Returns the socket, for the caller to
+    hold while the loop reads it (once collected, it closes its descriptor)."""
     names: dict[str, Any] = {"socket": socket, "ssl": ssl}
     exec(FLOOR_TLS_HANDSHAKE, names)  # the handshake of the other benchmarks' floors
+    sock: socket.socket
     sock, tls, incoming, outgoing = names["handshake"](ctx, "127.0.0.1", port)
     c_tls = getattr(tls, "_sslobj", tls)
-    recv, send, feed, read = sock.recv, sock.send, incoming.write, c_tls.read
-    encrypt, encrypted, fd = c_tls.write, outgoing.read, sock.fileno()
+    feed, read, encrypt, encrypted = incoming.write, c_tls.read, c_tls.write, outgoing.read
+    fd, os_read, os_write = sock.fileno(), os.read, os.write  # as the transport's
     left = [each]
 
     def readable() -> None:
-        feed(recv(65536))
+        data = os_read(fd, 65536)
+        feed(data)
         try:
-            read(65536)
+            read(len(data))  # one record's plaintext is shorter than the record
         except ssl.SSLWantReadError:
             return
         left[0] -= 1
@@ -111,11 +120,12 @@ def floor_connection(
             finished()
             return
         encrypt(request)
-        send(encrypted())
+        os_write(fd, encrypted())
 
     loop.add_reader(fd, readable)
     encrypt(request)
-    send(encrypted())
+    os_write(fd, encrypted())
+    return sock
 
 
 def instructions(kind: str, port: int, ca_file: str, conns: int, each: int) -> int:

@@ -76,7 +76,7 @@ def run_wrk(url: str, connections: int, duration: float, cpu: int) -> tuple[floa
 
 FLOOR = (
     """
-import asyncio, resource, socket, ssl, sys, time, uvloop
+import asyncio, os, resource, socket, ssl, sys, time, uvloop
 host, port, path, n_conns, duration, ca_file = sys.argv[1:7]
 request = f"GET {path} HTTP/1.1\\r\\nHost: {host}:{port}\\r\\n\\r\\n".encode()
 replies = 0
@@ -91,21 +91,22 @@ class Floor(asyncio.Protocol):
         self.write(request)
 
 def tls_reader(sock, tls, incoming, outgoing):  # over TLS: memory BIOs, as rpcmeter's
-    recv, send, feed, read = sock.recv, sock.send, incoming.write, tls._sslobj.read
-    encrypt, encrypted = tls._sslobj.write, outgoing.read
+    fd, os_read, os_write = sock.fileno(), os.read, os.write  # as rpcmeter's: no arg parsing
+    feed, read, encrypt, encrypted = incoming.write, tls._sslobj.read, tls._sslobj.write, outgoing.read
     def readable():
         global replies
-        feed(recv(65536))
+        data = os_read(fd, 65536)
+        feed(data)
         try:
-            read(65536)
+            read(len(data))  # one record's plaintext is shorter than the record
         except ssl.SSLWantReadError:
             return
         replies += 1
         encrypt(request)
-        send(encrypted())
+        os_write(fd, encrypted())
     def write(data):
         encrypt(data)
-        send(encrypted())
+        os_write(fd, encrypted())
     return readable, write
 
 """
@@ -115,9 +116,10 @@ async def main():
     loop = asyncio.get_running_loop()
     if ca_file:
         context = ssl.create_default_context(cafile=ca_file)
-        writes = []
+        writes, conns = [], []  # (the sockets held: the floor reads their descriptors)
         for _ in range(int(n_conns)):
             conn = handshake(context, host, int(port))
+            conns.append(conn)
             readable, write = tls_reader(*conn)
             loop.add_reader(conn[0].fileno(), readable)
             writes.append(write)
