@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 READ_SIZE = 65536  # one decrypted read (a TLS record holds 16 KiB at most)
-SOCKET_READ = 65536  # one recv of a TLS transport (a larger buffer is an mmap per read)
+SOCKET_READ = 65536  # one read of a TLS transport's socket (a larger buffer is an mmap per read)
 
 
 class TlsTransport:
@@ -203,6 +203,8 @@ class TlsTransport:
             self._lost(end[0])
 
     def _send(self, data: bytes) -> None:
+        if self.closing:  # the descriptor is closed, and its number may be another's by now
+            return
         if self.pending:
             self.pending.append(data)
             return
