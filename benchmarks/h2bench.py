@@ -96,38 +96,48 @@ preface = (b"PRI * HTTP/2.0\\r\\n\\r\\nSM\\r\\n\\r\\n" + frame(4, 0, 0, (4).to_b
 """
     + FLOOR_TLS_HANDSHAKE
     + """
-class Tls:  # over TLS: memory BIOs, one read a readable event, one write a write
+class Tls:  # over TLS: memory BIOs, one os.read a readable event, one os.write a write
     def __init__(self, loop, protocol):
         context = ssl.create_default_context(cafile=ca_file)
         context.set_alpn_protocols(["h2"])
-        self.sock, self.tls, self.inc, self.out = handshake(context, host, int(port))
-        assert self.tls.selected_alpn_protocol() == "h2"
+        self.sock, tls, inc, out = handshake(context, host, int(port))  # (held: fd is read)
+        assert tls.selected_alpn_protocol() == "h2"
         self.protocol = protocol
-        self.fd = self.sock.fileno()
+        fd, os_read, os_write, feed = self.sock.fileno(), os.read, os.write, inc.write
+        deliver = protocol.data_received
+        read, encrypt, encrypted, aligned = tls._sslobj.read, tls._sslobj.write, out.read, [False]
+
+        def write(data):
+            encrypt(data)
+            os_write(fd, encrypted())
+
+        def readable():  # as rpcmeter's transport: a whole record read by its length
+            data = os_read(fd, 65536)
+            feed(data)
+            n = len(data) - 5
+            size = n if aligned[0] and n > 0 and n == (data[3] << 8 | data[4]) else 65536
+            chunks = []
+            try:
+                while True:
+                    chunks.append(read(size))
+                    if not inc.pending:
+                        aligned[0] = True
+                        break
+                    size = 65536
+            except ssl.SSLWantReadError:
+                aligned[0] = False
+            if chunks:
+                deliver(b"".join(chunks))
+
+        self.write = write
         protocol.connection_made(self)
-        loop.add_reader(self.fd, self.readable)
-
-    def write(self, data):
-        self.tls._sslobj.write(data)
-        os.write(self.fd, self.out.read())  # os.read and os.write, as rpcmeter's transport
-
-    def readable(self):
-        self.inc.write(os.read(self.fd, 65536))
-        chunks = []
-        try:
-            while True:
-                chunks.append(self.tls._sslobj.read(65536))
-                if not self.inc.pending:
-                    break
-        except ssl.SSLWantReadError:
-            pass
-        if chunks:
-            self.protocol.data_received(b"".join(chunks))
+        loop.add_reader(fd, readable)
 
 async def main():
     loop = asyncio.get_running_loop()
     if ca_file:
-        conns = [Tls(loop, Floor()).protocol for _ in range(int(n_conns))]
+        held = [Tls(loop, Floor()) for _ in range(int(n_conns))]  # their sockets stay open
+        conns = [t.protocol for t in held]
     else:
         conns = [(await loop.create_connection(Floor, host, int(port)))[1]
                  for _ in range(int(n_conns))]
