@@ -180,13 +180,9 @@ def main() -> int:
         print("needs valgrind (Debian: apt-get install valgrind)", file=sys.stderr)
         return 2
     certs = RunCertificates() if args.tls else None
-    mode = (
-        ("h2" if args.http == "2" else "https")
-        if args.tls
-        else "h2c"
-        if args.http == "2"
-        else "http"
-    )
+    mode = {("1", False): "http", ("2", False): "h2c", ("1", True): "https", ("2", True): "h2"}[
+        (args.http, args.tls)
+    ]
     ca_file = certs.ca_file if certs is not None else ""
     try:
         counts = measure(mode, certs, ca_file, args)
