@@ -29,7 +29,6 @@ from __future__ import annotations
 import contextlib
 import math
 import os
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -468,20 +467,9 @@ def apply_quotas(cpus: Cpus, enabled: bool = True, server_memory: int | None = N
     return quotas
 
 
-def enter(procs: str | Sequence[str] | None, cpus: Sequence[int] | None) -> None:
-    """Place the calling process (a child before it runs its command: all it starts is placed
-    too): into the cgroup (or cgroups, one per hierarchy) whose ``cgroup.procs`` file is
-    ``procs`` (where it can; see :func:`joined`) and onto ``cpus``."""
-    for path in [procs] if isinstance(procs, str) else procs or ():
-        with contextlib.suppress(OSError), open(path, "w") as f:
-            f.write(str(os.getpid()))
-    if cpus:
-        os.sched_setaffinity(0, cpus)
-
-
 def joined(group: Cgroup | None, pid: int) -> str | None:
-    """After :func:`enter`: None when ``pid`` is in ``group`` (or there is no group), else why
-    it is not (:func:`join_cgroup`, tried once more)."""
+    """After :func:`rpcmeter.launch.place`: None when ``pid`` is in ``group`` (or there is no
+    group), else why it is not (:func:`join_cgroup`, tried once more)."""
     if group is None or pid in group.pids():
         return None
     return join_cgroup(group, [pid])

@@ -20,6 +20,7 @@ from typing import Any
 
 from rpcmeter.drivers import driver_class
 from rpcmeter.drivers.base import Caller, Driver, EventDriver
+from rpcmeter.launch import die_with_parent
 from rpcmeter.runners.event_loop import event_load
 from rpcmeter.runners.open_loop import client_schedule, measure_open
 from rpcmeter.runners.recorder import Recorder, tagged_caller
@@ -36,7 +37,6 @@ from rpcmeter.runners.recording import (
 )
 from rpcmeter.runners.spec import NO_END, LoadSpec
 from rpcmeter.runners.windows import Windows, start_windows, stop_quietly
-from rpcmeter.servers.process import die_with_parent
 
 
 def run_chunk(call: Caller, rec: Recorder, k: int, fatal: tuple[type[BaseException], ...]) -> int:

@@ -59,7 +59,7 @@ from typing import Any
 
 import psutil
 
-from rpcmeter import placement
+from rpcmeter import launch, placement
 from rpcmeter.endpoints import Endpoint
 from rpcmeter.envs import Env
 from rpcmeter.placeholders import fill
@@ -128,17 +128,16 @@ def run_once(
         "--",
         *argv,
     ]
-    pin = list(cpus) if cpus else None
-    procs = str(cgroup.procs) if cgroup is not None else None
-    proc = subprocess.Popen(
+    proc = launch.spawn(
         launcher,
+        procs=[str(cgroup.procs)] if cgroup is not None else [],
+        cpus=cpus,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         env=dict(env),
         cwd=cwd,
         start_new_session=True,
-        preexec_fn=(lambda: placement.enter(procs, pin)) if pin or procs else None,
     )
     note = placement.joined(cgroup, proc.pid)  # the launcher, starting up: it is there or never
     WATCHDOG.guard(proc.pid)  # on SIGTERM the launcher kills its tree

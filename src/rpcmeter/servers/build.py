@@ -45,8 +45,8 @@ from typing import Any
 
 from rpcmeter.envs import Env, last_error_line, locked
 from rpcmeter.errors import RpcmeterError
+from rpcmeter.launch import spawn
 from rpcmeter.placeholders import fill
-from rpcmeter.servers.process import die_with_parent
 from rpcmeter.suite_model import ServerSpec, Suite
 from rpcmeter.watchdog import WATCHDOG
 
@@ -209,15 +209,15 @@ def run_build(req: BuildRequest, log: Path) -> float:
     start = time.monotonic()
     with log.open("wb") as out:
         try:
-            proc = subprocess.Popen(
-                list(req.argv),
+            proc = spawn(
+                req.argv,
+                parent=parent,
                 cwd=req.cwd,
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=subprocess.STDOUT,
                 env=req.environ(),
                 start_new_session=True,
-                preexec_fn=lambda: die_with_parent(parent),
             )
         except FileNotFoundError:
             raise BuildError(f"{req.argv[0]}: not found") from None

@@ -10,14 +10,12 @@ those that left the tree and those that exited unseen included (:meth:`ServerPro
 from __future__ import annotations
 
 import contextlib
-import ctypes
 import itertools
 import os
 import shlex
 import signal
 import socket
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -29,10 +27,10 @@ import psutil
 
 from rpcmeter.endpoints import Endpoint
 from rpcmeter.errors import ServerError
+from rpcmeter.launch import spawn
 from rpcmeter.placement import (
     Cgroup,
     accounting_cgroup,
-    enter,
     hierarchy,
     join_cgroup,
     tracking_cgroup,
@@ -42,23 +40,6 @@ from rpcmeter.watchdog import WATCHDOG
 _LIVE: set[ServerProcess] = set()
 _LIVE_LOCK = threading.Lock()
 _SERIAL = itertools.count(1)
-
-
-_PR_SET_PDEATHSIG = 1
-
-
-def die_with_parent(parent: int) -> None:
-    """Linux: have the kernel kill this process when the thread that started it ends, so even a
-    SIGKILLed rpcmeter leaves no server or client behind. ``parent`` is the expected parent pid
-    (if it is already gone, exit now)."""
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
-    except (OSError, AttributeError):
-        return
-    if os.getppid() != parent:
-        os._exit(1)
 
 
 def free_port(host: str = "127.0.0.1") -> int:
@@ -173,20 +154,18 @@ class ServerProcess:
         if memory is not None and not self._nested(memory) and hierarchy(memory.path) not in taken:
             procs.append(str(memory.procs))  # a hierarchy of its own (v1): joined at the start
 
-        def _in_child() -> None:
-            die_with_parent(parent)
-            enter(procs, cpus)  # before the command runs, so that all it starts is inside
-
-        try:
-            self.proc = subprocess.Popen(
+        try:  # placed before the command runs, so that all it starts is inside
+            self.proc = spawn(
                 self.command,
+                parent=parent,
+                procs=procs,
+                cpus=cpus,
                 stdin=subprocess.DEVNULL,
                 stdout=self._log,
                 stderr=subprocess.STDOUT,
                 env={**os.environ, **self.env},
                 cwd=self.cwd,
                 start_new_session=True,
-                preexec_fn=_in_child,
             )
         except OSError as exc:
             self._remove_cgroup()
