@@ -111,19 +111,18 @@ class Tls:  # over TLS: memory BIOs, one os.read a readable event, one os.write 
             encrypt(data)
             os_write(fd, encrypted())
 
-        def readable():  # as rpcmeter's transport: a whole record read by its length
+        def readable():  # as rpcmeter's transport: a record read by what can hold it
             data = os_read(fd, 65536)
             feed(data)
-            n = len(data) - 5
-            size = n if aligned[0] and n > 0 and n == (data[3] << 8 | data[4]) else 65536
+            size = len(data) if aligned[0] else 65536  # at a record's start: no more than that
             chunks = []
             try:
                 while True:
                     chunks.append(read(size))
-                    if not inc.pending:
+                    size = inc.pending  # the next record's start: it holds no more than that
+                    if not size:
                         aligned[0] = True
                         break
-                    size = 65536
             except ssl.SSLWantReadError:
                 aligned[0] = False
             if chunks:

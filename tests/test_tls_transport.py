@@ -6,6 +6,7 @@ transport's shortcut for a read that is one whole record."""
 from __future__ import annotations
 
 import asyncio
+import itertools
 import socket
 import ssl
 import threading
@@ -33,6 +34,8 @@ SCRIPT: list[Step] = [
     ([b"a header cut in two"], [3]),
     ([bytes(range(256)) * 200], []),  # 51,200 bytes: four records
     ([b"x" * 40_000, b"after it"], [7, 20_000]),
+    ([b"a", b"y" * 10_000, b"b"], []),  # a short record before a long one: each read whole
+    ([b"s", b"z" * 5_000], [-100]),  # a short record, then a long one cut before its end
     ([b"the last, alone"], []),
 ]
 
@@ -46,8 +49,10 @@ def certs() -> Iterator[RunCertificates]:
 
 def _serve(listener: socket.socket, certs: RunCertificates, script: list[Step]) -> None:
     """Accept one connection, do the handshake over memory BIOs, then send the script's records
-    cut as it says (a pause between sends so that each is read on its own), and close (without
-    a close_notify)."""
+    cut as it says (a pause between sends so that each is read on its own), each step only once
+    the client said it had the last one whole (as a client in a closed loop asks again only
+    once it has its reply: a record left inside OpenSSL would stop the script), and close
+    (without a close_notify)."""
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(certs.cert_file, certs.key_file)
     conn, _ = listener.accept()
@@ -62,8 +67,12 @@ def _serve(listener: socket.socket, certs: RunCertificates, script: list[Step]) 
                 conn.sendall(outgoing.read())
                 incoming.write(conn.recv(65536))
         conn.sendall(outgoing.read())  # the Finished, the session tickets
+        conn.settimeout(5)
         time.sleep(0.05)
-        for messages, cuts in script:
+        acks = b""
+        for step, (messages, cuts) in enumerate(script):
+            while len(acks) < step:  # the client has every earlier step whole
+                acks = acked(tls, incoming, conn, acks)
             records = b""
             for message in messages:
                 tls.write(message)
@@ -76,13 +85,35 @@ def _serve(listener: socket.socket, certs: RunCertificates, script: list[Step]) 
         time.sleep(0.05)
 
 
+def acked(tls: ssl.SSLObject, incoming: ssl.MemoryBIO, conn: socket.socket, acks: bytes) -> bytes:
+    """``acks`` and the client's next acknowledgements (one byte a step it has whole)."""
+    while True:
+        try:
+            return acks + tls.read(64)
+        except ssl.SSLWantReadError:
+            incoming.write(conn.recv(65536))
+
+
+ENDS = list(
+    itertools.accumulate(sum(len(m) for m in messages) for messages, _ in SCRIPT)
+)  # how many bytes the client has at the end of each step
+
+
 class Collect(asyncio.Protocol):
     def __init__(self) -> None:
         self.data: list[bytes] = []
         self.ended: asyncio.Future[Exception | None] = asyncio.get_running_loop().create_future()
+        self.size = self.steps = 0
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self.transport = transport
 
     def data_received(self, data: bytes) -> None:
         self.data.append(data)
+        self.size += len(data)
+        while self.steps < len(ENDS) and self.size >= ENDS[self.steps]:
+            self.steps += 1
+            self.transport.write(b"k")  # type: ignore[attr-defined]
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.ended.set_result(exc)

@@ -108,13 +108,15 @@ class TlsTransport:
                 lost(None)
                 return
             feed(data)
-            n = len(data) - 5
-            whole = not self.partial and n > 0 and n == (data[3] << 8 | data[4])
+            n = len(data)
+            partial = self.partial
+            whole = not partial and n > 5 and n - 5 == (data[3] << 8 | data[4])
             try:
-                # one record's data at most: a whole record's plaintext is shorter than the
-                # record, so asking for its length takes all of it (and a buffer of that size,
-                # where asking for READ_SIZE allocated 64 KiB and shrank it, each read)
-                chunk = read(n if whole else read_size)
+                # one record's data at most. At a record's start (nothing held of one) no
+                # record's plaintext is longer than what was read, so asking for that much
+                # takes the first record whole, in a buffer of that size (asking for READ_SIZE
+                # allocated 64 KiB and shrank it, each read)
+                chunk = read(read_size if partial else n)
             except want_read:  # the rest of the record is still on its way
                 self.partial = True
                 return
@@ -175,20 +177,23 @@ class TlsTransport:
         one delivery."""
         read: Callable[..., bytes] = self.read
         incoming = self.incoming
-        size: object = READ_SIZE  # (an object once: see _reader)
         chunks: list[bytes] = []
         end: tuple[Exception | None] | None = None  # the connection ended after these
         try:
-            chunk = read(size) if first is None else first
+            chunk = read(READ_SIZE) if first is None else first
             while True:
                 if not chunk:  # the server's close_notify
                     end = (None,)
                     break
                 chunks.append(chunk)
-                if not incoming.pending:  # every record read whole
+                left = incoming.pending
+                if not left:  # every record read whole
                     self.partial = False
                     break
-                chunk = read(size)
+                # a read that returned data took its record whole: the next starts the BIO, and
+                # no record's plaintext is longer than what the BIO holds (a buffer that size,
+                # not READ_SIZE's 64 KiB allocated and shrunk)
+                chunk = read(left)
         except ssl.SSLWantReadError:  # the rest of a record is still on its way
             self.partial = True
         except (ssl.SSLZeroReturnError, ssl.SSLEOFError):
