@@ -24,16 +24,18 @@ rpcmeter imports :func:`spawn` and :func:`die_with_parent` from it.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import os
-import signal
-import subprocess
 import sys
-from collections.abc import Sequence
-from typing import Any
+
+TYPE_CHECKING = False  # (not typing's: the launcher imports no more than it runs, below)
+if TYPE_CHECKING:
+    import subprocess
+    from collections.abc import Sequence
+    from typing import Any
 
 _PR_SET_PDEATHSIG = 1
+_SIGKILL = 9  # (Linux's; the signal module's import is a tenth of the launcher's start-up)
 
 
 def die_with_parent(parent: int) -> None:
@@ -43,7 +45,7 @@ def die_with_parent(parent: int) -> None:
     if not sys.platform.startswith("linux"):
         return
     try:
-        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, _SIGKILL, 0, 0, 0)
     except (OSError, AttributeError):
         return
     if os.getppid() != parent:
@@ -55,8 +57,11 @@ def place(procs: Sequence[str], cpus: Sequence[int] | None) -> None:
     is placed too): into the cgroups whose ``cgroup.procs`` files are ``procs`` (where it can:
     the caller checks, and says why not) and onto ``cpus``."""
     for path in procs:
-        with contextlib.suppress(OSError), open(path, "w") as f:
-            f.write(str(os.getpid()))
+        try:
+            with open(path, "w") as f:
+                f.write(str(os.getpid()))
+        except OSError:
+            pass
     if cpus:
         os.sched_setaffinity(0, cpus)
 
@@ -73,6 +78,8 @@ def spawn(
     cgroups ``procs`` and on ``cpus`` before ``argv`` runs: through the launcher when any of
     these is asked for. Returns once the command runs (its ``exec`` done); raises the
     :class:`OSError` of a command that could not be started, as ``Popen`` does."""
+    import subprocess  # (here: the launcher itself has no use for it, and it is slow to import)
+
     if parent is None and not procs and not cpus:
         return subprocess.Popen(list(argv), **popen)
     launcher = [sys.executable, "-I", "-S", os.path.abspath(__file__)]  # no PYTHON* variables
