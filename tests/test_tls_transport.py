@@ -91,7 +91,10 @@ def acked(tls: ssl.SSLObject, incoming: ssl.MemoryBIO, conn: socket.socket, acks
         try:
             return acks + tls.read(64)
         except ssl.SSLWantReadError:
-            incoming.write(conn.recv(65536))
+            data = conn.recv(65536)
+            if not data:  # the client went: no acknowledgement will come
+                raise ConnectionError("the client closed before it had every step") from None
+            incoming.write(data)
 
 
 ENDS = list(
