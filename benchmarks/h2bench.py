@@ -98,7 +98,7 @@ preface = (b"PRI * HTTP/2.0\\r\\n\\r\\nSM\\r\\n\\r\\n" + frame(4, 0, 0, (4).to_b
     + """
 class Tls:  # over TLS: memory BIOs, one os.read a readable event, one os.write a write
     def __init__(self, loop, protocol):
-        context = ssl.create_default_context(cafile=ca_file)
+        context = floor_context(ca_file)
         context.set_alpn_protocols(["h2"])
         self.sock, tls, inc, out = handshake(context, host, int(port))  # (held: fd is read)
         assert tls.selected_alpn_protocol() == "h2"

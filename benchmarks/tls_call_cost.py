@@ -6,7 +6,9 @@ process of its own under valgrind's callgrind, against nginx (HTTPS, one worker)
 Each client runs ``--connections`` keep-alive connections for ``n`` requests each, once with
 ``--few`` and once with ``--many``; the difference of the two runs' instruction counts divided by
 the difference of their requests is the count per request, without the start-up, the handshakes
-and the end (exact and steady, where CPU time on a shared machine is not)::
+and the end (exact and steady, where CPU time on a shared machine is not). A third client is
+rpcmeter's transport on a context as the ``ssl`` module makes it, which frees OpenSSL's record
+buffers after each record (rpcmeter's contexts keep them: :mod:`rpcmeter.tls_buffers`)::
 
     python benchmarks/tls_call_cost.py [--connections 10] [--few 200] [--many 1200]
 
@@ -29,15 +31,23 @@ from versus import FLOOR_TLS_HANDSHAKE, callgrind_instructions, layout, serve
 
 from rpcmeter.connect import open_stream
 from rpcmeter.tls import ClientTls, RunCertificates, TlsSettings, client_context
+from rpcmeter.tls_buffers import record_buffers_kept
 
 
 def client(kind: str, port: int, ca_file: str, conns: int, each: int) -> None:
     """One client process's work (run under valgrind): ``conns`` connections, ``each`` requests
-    on each, by the floor's code or on rpcmeter's transport."""
+    on each, by the floor's code or on rpcmeter's transport (``released``: on a context that
+    releases the record buffers)."""
     import uvloop
 
     request = f"GET /noop HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\n\r\n".encode()
-    ctx = client_context(ClientTls(TlsSettings(), ca_file, None), ["http/1.1"])
+    if kind == "released":
+        ctx = ssl.create_default_context(cafile=ca_file)
+        ctx.set_alpn_protocols(["http/1.1"])
+        assert record_buffers_kept(ctx) is False
+    else:
+        ctx = client_context(ClientTls(TlsSettings(), ca_file, None), ["http/1.1"])
+        assert record_buffers_kept(ctx) is True
 
     async def main() -> None:
         loop = asyncio.get_running_loop()
@@ -153,7 +163,7 @@ def main() -> int:
         with serve("nginx", "https", layout(1), certs) as served:
             port = served.endpoint.port or 0
             counts: dict[str, float] = {}
-            for kind in ("floor", "rpcmeter"):
+            for kind in ("floor", "rpcmeter", "released"):
                 few = instructions(kind, port, certs.ca_file, args.connections, args.few)
                 many = instructions(kind, port, certs.ca_file, args.connections, args.many)
                 counts[kind] = (many - few) / ((args.many - args.few) * args.connections)
@@ -161,6 +171,8 @@ def main() -> int:
     finally:
         certs.close()
     print(f"rpcmeter - floor: {counts['rpcmeter'] - counts['floor']:,.0f} instructions/request")
+    kept = counts["released"] - counts["rpcmeter"]
+    print(f"buffers released - kept: {kept:,.0f} instructions/request")
     return 0
 
 

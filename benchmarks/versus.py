@@ -363,10 +363,17 @@ class ServerLoad:
 
 # ---- the clients --------------------------------------------------------------------------------
 
-# a floor client's blocking TLS handshake through memory BIOs, as rpcmeter's transport does it
-# (floor scripts include it; it needs ``socket`` and ``ssl``): the socket, the TLS object and its
-# incoming and outgoing BIOs, the socket non-blocking once the handshake is done
+# a floor client's context and blocking TLS handshake through memory BIOs, as rpcmeter's
+# transport does them (floor scripts include it; it needs ``socket`` and ``ssl``): the context keeps
+# OpenSSL's record buffers (rpcmeter.tls_buffers); the handshake returns the socket, the TLS object
+# and its incoming and outgoing BIOs, the socket non-blocking once the handshake is done
 FLOOR_TLS_HANDSHAKE = """
+def floor_context(ca_file):
+    from rpcmeter.tls_buffers import keep_record_buffers
+    context = ssl.create_default_context(cafile=ca_file)
+    assert keep_record_buffers(context)
+    return context
+
 def handshake(context, host, port):
     sock = socket.create_connection((host, port))
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)

@@ -115,7 +115,7 @@ def tls_reader(sock, tls, incoming, outgoing):  # over TLS: memory BIOs, as rpcm
 async def main():
     loop = asyncio.get_running_loop()
     if ca_file:
-        context = ssl.create_default_context(cafile=ca_file)
+        context = floor_context(ca_file)
         writes, conns = [], []  # (the sockets held: the floor reads their descriptors)
         for _ in range(int(n_conns)):
             conn = handshake(context, host, int(port))

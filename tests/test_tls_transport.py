@@ -16,6 +16,7 @@ from collections.abc import Iterator
 import pytest
 
 from rpcmeter.tls import RunCertificates, open_tls
+from rpcmeter.tls_buffers import keep_record_buffers
 from rpcmeter.tls_transport import TlsTransport
 from tests.support.marks import timing_sensitive
 
@@ -122,23 +123,28 @@ class Collect(asyncio.Protocol):
         self.ended.set_result(exc)
 
 
-async def _client(port: int, ca_file: str) -> tuple[TlsTransport, Collect]:
+async def _client(port: int, ca_file: str, keep: bool) -> tuple[TlsTransport, Collect]:
     loop = asyncio.get_running_loop()
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setblocking(False)
     await loop.sock_connect(sock, ("127.0.0.1", port))
     context = ssl.create_default_context(cafile=ca_file)
+    if keep:  # OpenSSL's buffers kept between records, as rpcmeter's contexts keep them
+        assert keep_record_buffers(context)
     transport, proto = await open_tls(loop, sock, context, "127.0.0.1", Collect, 10.0)
     await asyncio.wait_for(proto.ended, 20)
     return transport, proto
 
 
 @timing_sensitive  # (how many reads the sends make rests on the pauses between them)
-def test_every_byte_arrives_however_records_meet_the_reads(certs: RunCertificates) -> None:
+@pytest.mark.parametrize("keep", [True, False], ids=["buffers-kept", "buffers-released"])
+def test_every_byte_arrives_however_records_meet_the_reads(
+    certs: RunCertificates, keep: bool
+) -> None:
     with socket.create_server(("127.0.0.1", 0)) as listener:
         server = threading.Thread(target=_serve, args=(listener, certs, SCRIPT), daemon=True)
         server.start()
-        transport, proto = asyncio.run(_client(listener.getsockname()[1], certs.ca_file))
+        transport, proto = asyncio.run(_client(listener.getsockname()[1], certs.ca_file, keep))
         server.join(10)
     assert b"".join(proto.data) == b"".join(m for messages, _ in SCRIPT for m in messages)
     assert proto.ended.result() is None  # the server's close, not an error

@@ -40,6 +40,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, ValidationError, field_validator
 
+from rpcmeter.tls_buffers import keep_record_buffers
 from rpcmeter.tls_transport import SOCKET_READ, TlsTransport, set_ready
 
 HANDSHAKE_TIMEOUT_S = 10.0
@@ -246,10 +247,13 @@ def client_context(tls: ClientTls, alpn: Sequence[str] = ()) -> ssl.SSLContext:
 
     With ``resume``, the context is a :class:`ResumingContext`: call its ``remember`` with a
     connection's ``ssl_object`` (after a reply, when TLS 1.3 tickets have arrived) and the next
-    connections offer that session."""
+    connections offer that session.
+
+    Its connections keep OpenSSL's record buffers (:mod:`rpcmeter.tls_buffers`)."""
     s = tls.settings
     cls = ResumingContext if s.resume else ssl.SSLContext
     ctx = cls(ssl.PROTOCOL_TLS_CLIENT)
+    keep_record_buffers(ctx)
     if s.verify:
         if tls.ca_file is not None:
             ctx.load_verify_locations(cafile=tls.ca_file)
