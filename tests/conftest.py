@@ -30,3 +30,18 @@ def _short_idle_window() -> Iterator[None]:
     rpcmeter.suite_model.DEFAULT_IDLE_S = 0.05
     yield
     rpcmeter.suite_model.DEFAULT_IDLE_S = saved
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Say why each rerun test failed before it passed (pytest-rerunfailures keeps the reason to
+    itself): the end of its failure, so that a timing-sensitive test's flakes can be read from a
+    CI log."""
+    reruns = terminalreporter.stats.get("rerun", [])
+    if not reruns:
+        return
+    terminalreporter.section("why tests were rerun")
+    for report in reruns:
+        lines = report.longreprtext.splitlines()
+        terminalreporter.write_line(f"{report.nodeid} ({report.when}):")
+        for line in lines[-30:]:
+            terminalreporter.write_line(f"    {line}")
