@@ -1,4 +1,4 @@
-"""OpenSSL's record buffers kept for the life of a connection, as C clients keep them.
+"""OpenSSL's record buffers kept for the life of a connection, as wrk keeps them.
 
 CPython's ``ssl`` module sets ``SSL_MODE_RELEASE_BUFFERS`` on every context it makes: OpenSSL
 then frees a connection's read buffer after each record it has read, and its write buffer after
@@ -6,7 +6,7 @@ each record it has written, and allocates them again for the next one (about 17 
 a client that sends one request and reads one reply at a time, that is two allocations and two
 frees a request, in OpenSSL and in the C library: about 1,260 instructions of the 22,700 a
 request costs the HTTPS/1.1 floor client (``benchmarks/vs_wrk.py``), measured with callgrind
-against the Go greeter. wrk and h2load keep their buffers.
+against the Go greeter. wrk keeps its buffers (h2load sets the mode, as CPython does).
 
 :func:`keep_record_buffers` clears that mode on a context, before it makes connections (each
 takes its context's mode when it is made). The ``ssl`` module has no call for it: this module
