@@ -116,12 +116,15 @@ def floor_connection(
     feed, read, encrypt, encrypted = incoming.write, c_tls.read, c_tls.write, outgoing.read
     fd, os_read, os_write = sock.fileno(), os.read, os.write  # as the transport's
     left = [each]
+    size = [65536]
 
     def readable() -> None:
-        data = os_read(fd, 65536)
+        data = os_read(fd, size[0])
         feed(data)
+        n = len(data)
+        size[0] = 479 if n < 479 else 65536  # a short reply: a small read next, as the transport
         try:
-            read(len(data))  # one record's plaintext is shorter than the record
+            read(n)  # one record's plaintext is shorter than the record
         except ssl.SSLWantReadError:
             return
         left[0] -= 1

@@ -93,12 +93,16 @@ class Floor(asyncio.Protocol):
 def tls_reader(sock, tls, incoming, outgoing):  # over TLS: memory BIOs, as rpcmeter's
     fd, os_read, os_write = sock.fileno(), os.read, os.write  # as rpcmeter's: no arg parsing
     feed, read, encrypt, encrypted = incoming.write, tls._sslobj.read, tls._sslobj.write, outgoing.read
+    size = 65536
     def readable():
         global replies
-        data = os_read(fd, 65536)
+        nonlocal size
+        data = os_read(fd, size)
         feed(data)
+        n = len(data)
+        size = 479 if n < 479 else 65536  # a short reply: the next read small, as rpcmeter's
         try:
-            read(len(data))  # one record's plaintext is shorter than the record
+            read(n)  # one record's plaintext is shorter than the record
         except ssl.SSLWantReadError:
             return
         replies += 1

@@ -17,7 +17,7 @@ import pytest
 
 from rpcmeter.tls import RunCertificates, open_tls
 from rpcmeter.tls_buffers import keep_record_buffers
-from rpcmeter.tls_transport import TlsTransport
+from rpcmeter.tls_transport import SMALL_READ, TlsTransport
 from tests.support.marks import timing_sensitive
 
 pytestmark = pytest.mark.timeout(60)
@@ -37,6 +37,10 @@ SCRIPT: list[Step] = [
     ([b"x" * 40_000, b"after it"], [7, 20_000]),
     ([b"a", b"y" * 10_000, b"b"], []),  # a short record before a long one: each read whole
     ([b"s", b"z" * 5_000], [-100]),  # a short record, then a long one cut before its end
+    # a short record alone makes the next read small (SMALL_READ): a long record after it comes
+    # in a small read and then a large one
+    ([b"short, alone"], []),
+    ([b"w" * 3_000], []),
     ([b"the last, alone"], []),
 ]
 
@@ -154,3 +158,4 @@ def test_every_byte_arrives_however_records_meet_the_reads(
     assert transport.closing
     # the last step, one record alone, left nothing of a record behind (either way it was read)
     assert not transport.partial
+    assert transport.socket_read == SMALL_READ  # and made the next read a small one

@@ -19,14 +19,19 @@ from typing import Any
 
 READ_SIZE = 65536  # one decrypted read (a TLS record holds 16 KiB at most)
 SOCKET_READ = 65536  # one read of a TLS transport's socket (a larger buffer is an mmap per read)
+# a read of the socket after one that was one short record alone: small enough for the bytes
+# object to come from Python's own allocator (at most 512 bytes with its 33-byte header), where
+# SOCKET_READ's is a C library malloc of 64 KiB, shrunk to what came (about 440 instructions a read)
+SMALL_READ = 479
 
 
 class TlsTransport:
     """An asyncio transport running TLS over a non-blocking socket through memory BIOs: the loop
-    watches the file descriptor (``add_reader``); each readable event is one ``read`` of all the
-    socket holds, handed to OpenSSL's incoming BIO, and every record in it is decrypted before
-    one ``data_received`` (a multiplexed protocol, HTTP/2, answers them in one write); a write
-    encrypts into the outgoing BIO and sends the records with one ``write``. The socket is read
+    watches the file descriptor (``add_reader``); each readable event is one ``read`` of what the
+    socket holds (up to 64 KiB; up to ``SMALL_READ`` after a read of one short record), handed to
+    OpenSSL's incoming BIO, and every record in it is decrypted before one ``data_received`` (a
+    multiplexed protocol, HTTP/2, answers them in one write); a write encrypts into the outgoing
+    BIO and sends the records with one ``write``. The socket is read
     and written with ``os.read`` and ``os.write`` on its descriptor, the same system calls as
     ``recv`` and ``send`` without flags: they take their arguments by the fast calling
     convention, where the socket's methods parse theirs with ``PyArg_ParseTuple`` (about 440
@@ -61,6 +66,7 @@ class TlsTransport:
         # OpenSSL may hold part of a record (in the incoming BIO or its own buffer): until a
         # read took one record whole and left the BIO empty, the next bytes may not start one
         self.partial = True
+        self.socket_read: object = SOCKET_READ  # the next read's size (see _reader)
         # the C methods of the hot path, bound once (the SSLObject's own C object when it has
         # one: its Python wrappers cost a call more each way), in closures: a read and a write
         # cost no attribute lookups (benchmarks/tls_call_cost.py, HTTPS/1.1 against nginx:
@@ -92,13 +98,15 @@ class TlsTransport:
         # the descriptor and the sizes as the objects the C calls take (compiled, an int
         # constant is made into one at every call, and a module global is a dict lookup)
         fd: object = self.fd
-        socket_read: object = SOCKET_READ
+        large: object = SOCKET_READ
+        small: object = SMALL_READ
+        small_n = SMALL_READ
         read_size: object = READ_SIZE
         read_socket: Callable[..., bytes] = os.read
 
         def readable() -> None:
             try:
-                data = read_socket(fd, socket_read)
+                data = read_socket(fd, self.socket_read)
             except (BlockingIOError, InterruptedError):
                 return
             except OSError as exc:
@@ -111,6 +119,11 @@ class TlsTransport:
             n = len(data)
             partial = self.partial
             whole = not partial and n > 5 and n - 5 == (data[3] << 8 | data[4])
+            # the next read's size: after one short record alone (a short reply, the socket
+            # emptied) most likely another, a small read; after anything else (a read that
+            # filled the small size: the loop's watch is level-triggered, so the socket is
+            # readable again at once; several records; a long record's parts) a large read
+            self.socket_read = small if whole and n < small_n else large
             try:
                 # one record's data at most. At a record's start (nothing held of one) no
                 # record's plaintext is longer than what was read, so asking for that much
