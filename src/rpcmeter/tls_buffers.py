@@ -14,9 +14,9 @@ reaches OpenSSL's ``SSL_CTX_ctrl`` through :mod:`ctypes`, with the ``SSL_CTX`` p
 the context object, whose C struct (``PySSLContext`` in CPython's ``Modules/_ssl.c``) begins with
 it after the object header (uvloop and other extensions read it there too). Before it changes
 anything it checks that the pointer is the context's: OpenSSL's options at that pointer must be
-the context's ``options``, and the mode must have the flag. Where any of that does not hold
-(another Python, another library, a layout it does not know) it changes nothing and says so by
-returning False: the connection works as before and costs what it did.
+the context's ``options``. Where that cannot be checked or does not hold (another Python, no
+shared library to reach, a layout it does not know) it changes nothing and says so by returning
+False: the connection works as before and costs what it did.
 
 Memory: the buffers are allocated once per connection and stay; only what a record fills is
 touched. 2,000 idle HTTPS connections that each made one small request used 34.2 KiB of resident
@@ -49,7 +49,7 @@ def _functions() -> tuple[Callable[..., int], Callable[..., int]] | None:
         lib = ctypes.CDLL(getattr(_ssl, "__file__", None))
         get_options = lib.SSL_CTX_get_options
         ctrl = lib.SSL_CTX_ctrl
-    except (OSError, AttributeError):  # no shared library to reach, or no such function
+    except (OSError, AttributeError, TypeError):  # no library to open, or no such function
         return None
     get_options.restype = ctypes.c_uint64
     get_options.argtypes = [ctypes.c_void_p]
