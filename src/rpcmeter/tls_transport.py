@@ -31,14 +31,14 @@ class TlsTransport:
     socket holds (up to 64 KiB; up to ``SMALL_READ`` after a read of one short record), handed to
     OpenSSL's incoming BIO, and every record in it is decrypted before one ``data_received`` (a
     multiplexed protocol, HTTP/2, answers them in one write); a write encrypts into the outgoing
-    BIO and sends the records with one ``write``. The socket is read
-    and written with ``os.read`` and ``os.write`` on its descriptor, the same system calls as
-    ``recv`` and ``send`` without flags: they take their arguments by the fast calling
-    convention, where the socket's methods parse theirs with ``PyArg_ParseTuple`` (about 440
-    instructions a request each way, ``benchmarks/tls_call_cost.py``). OpenSSL reading the
-    socket itself (an ``SSLSocket``) reads each record in two system calls (its 5-byte header,
-    then the rest) and one record a read; uvloop's TLS transport adds Python layers and copies
-    (measured: see ``benchmarks/vs_wrk.py --tls`` and ``benchmarks/vs_h2load.py --tls``).
+    BIO and sends the records with one ``write``. The socket is read and written with
+    ``os.read`` and ``os.write`` on its descriptor, the same system calls as ``recv`` and
+    ``send`` without flags: they take their arguments by the fast calling convention, where the
+    socket's methods parse theirs with ``PyArg_ParseTuple`` (about 440 instructions a request
+    each way, ``benchmarks/tls_call_cost.py``). OpenSSL reading the socket itself (an
+    ``SSLSocket``) reads each record in two system calls (its 5-byte header, then the rest) and
+    one record a read; uvloop's TLS transport adds Python layers and copies (measured: see
+    ``benchmarks/vs_wrk.py --tls`` and ``benchmarks/vs_h2load.py --tls``).
 
     Writes that do not go out at once are kept and flushed when the socket is writable;
     ``get_extra_info("ssl_object")`` is the :class:`ssl.SSLObject` (``session``,
