@@ -18,6 +18,7 @@ import psutil
 import pytest
 
 from rpcmeter.store import STORE_ENV, Store, resolve_run
+from tests.support.marks import timing_sensitive
 from tests.support.synthetic import written
 
 pytestmark = pytest.mark.timeout(240)
@@ -54,6 +55,7 @@ def rpcmeter(*args: str, cwd: Path, check: bool = True) -> subprocess.CompletedP
     return proc
 
 
+@timing_sensitive  # (an A/A comparison of 4 repetitions: its verdicts rest on timing noise)
 def test_example_run_twice_then_compare_shows_verdicts(tmp_path: Path) -> None:
     demo = str(ROOT / "examples" / "rpyc-thread-binding.toml")
     # run 1: default, bind, their pinned copies and twin (an identical copy of default: an A/A
