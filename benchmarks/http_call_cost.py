@@ -34,7 +34,7 @@ import sys
 from types import FrameType
 from typing import Any
 
-from tls_call_cost import floor_connection
+from tls_call_cost import Job, floor_connection
 from versus import callgrind_command, callgrind_instructions, layout, serve
 
 from rpcmeter.drivers import driver_class
@@ -96,7 +96,7 @@ async def floor_loop(port: int, n: int, ca_file: str = "") -> None:
     done: asyncio.Future[None] = loop.create_future()
     if ca_file:
         context = client_context(ClientTls(TlsSettings(), ca_file, None), ["http/1.1"])
-        sock = floor_connection(loop, port, context, request, n, lambda: done.set_result(None))
+        sock = floor_connection(Job(loop, port, context, request, n, lambda: done.set_result(None)))
         await done
         sock.close()
         return
