@@ -190,8 +190,10 @@ def has_pending(tls: ssl.SSLSocket, ctx: ssl.SSLContext) -> Callable[[], int]:
 def sslsocket_connection(job: Job, ahead: bool) -> ssl.SSLSocket:
     """An ``SSLSocket`` client: OpenSSL reads and writes the socket. A read takes one record's
     data (479 bytes asked after a short reply, as the floor's reads, and the rest of a longer
-    record's in a second read); with ``ahead``, OpenSSL is then asked whether it holds more records, which a
-    whole reply never leaves here (each reply is one record), so finding any is an error."""
+    record's in a second read); with ``ahead``, OpenSSL is then asked whether it holds more
+    records. A whole reply never leaves any here (each reply is one record), so finding some
+    ends the client process (an exception in a loop's callback is only logged: the run would
+    wait forever)."""
     loop, port, ctx, request, each, finished = job
     sock = socket.create_connection(("127.0.0.1", port))
     sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
@@ -213,7 +215,7 @@ def sslsocket_connection(job: Job, ahead: bool) -> ssl.SSLSocket:
             n += len(read(65536))
         size[0] = 479 if n < 479 else 65536
         if pending is not None and pending():
-            raise RuntimeError("OpenSSL holds more records than one reply")
+            raise SystemExit("OpenSSL holds more records than one reply")
         left[0] -= 1
         if left[0] == 0:
             loop.remove_reader(fd)
