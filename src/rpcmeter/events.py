@@ -11,6 +11,9 @@ Results travel as the typed model (:class:`rpcmeter.model.Result`, :class:`rpcme
 frozen: a listener cannot change what the others get. A listener that cannot record a finished
 run (a StoreError) does not stop the others: they get the run as failed with that reason, and
 the first such error is raised once all have it (:meth:`RunEvents.finish`).
+
+Ctrl-C or SIGTERM never cuts a run's start, a finished case or the run's end in two: each is
+told to every listener before the interrupt is raised (:func:`rpcmeter.interrupts.deferred`).
 """
 
 from __future__ import annotations
@@ -19,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, TypeVar
 
+from rpcmeter import interrupts
 from rpcmeter.derived import document
 from rpcmeter.errors import RpcmeterError
 from rpcmeter.metrics.histogram import Histogram
@@ -93,8 +97,9 @@ class RunEvents(RunListener):
         return listener
 
     def run_started(self, result: Result) -> None:
-        for listener in self.listeners:
-            listener.run_started(result)
+        with interrupts.deferred():  # every listener records it, or none is cut short
+            for listener in self.listeners:
+                listener.run_started(result)
 
     def case_started(self, case: Case, total: int) -> None:
         for listener in self.listeners:
@@ -113,8 +118,9 @@ class RunEvents(RunListener):
             listener.note(message)
 
     def case_finished(self, result: Result, case: CaseResult) -> None:
-        for listener in self.listeners:
-            listener.case_finished(result, case)
+        with interrupts.deferred():
+            for listener in self.listeners:
+                listener.case_finished(result, case)
 
     def run_finished(self, result: Result) -> None:
         _, error = self.finish(result)
@@ -125,6 +131,10 @@ class RunEvents(RunListener):
         """Every listener gets the final result; after one that cannot record it, the others get
         the run as failed with its reason (when it had completed). Returns the result as the
         last listener got it and the first such error."""
+        with interrupts.deferred():
+            return self._finish(result)
+
+    def _finish(self, result: Result) -> tuple[Result, RpcmeterError | None]:
         first: RpcmeterError | None = None
         for listener in self.listeners:
             try:
@@ -143,12 +153,16 @@ class RunEvents(RunListener):
 
 
 class JsonWriter(RunListener):
-    """Keeps the result document at ``path``: rewritten after every case (a crash loses at most
+    """Keeps the result document at ``path``: written when the run starts (its header, no
+    case), rewritten after every case (a crash loses at most
     the case in flight; the cases so far, without the comparisons) and when the run finishes
     (with its comparisons and warnings)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
+
+    def run_started(self, result: Result) -> None:
+        write_json(result.to_json(), self.path)  # the header, no case yet
 
     def case_finished(self, result: Result, case: CaseResult) -> None:
         write_json(result.to_json(), self.path)

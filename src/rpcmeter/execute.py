@@ -14,7 +14,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from rpcmeter import model, record
+from rpcmeter import interrupts, model, record
 from rpcmeter import placement as placement_mod
 from rpcmeter.drivers.base import TargetSpec
 from rpcmeter.endpoints import Endpoint, remote_endpoint
@@ -30,7 +30,7 @@ from rpcmeter.result import now_iso
 from rpcmeter.runners.client_reports import PARSERS
 from rpcmeter.runners.closed_loop import preload_drivers, run_closed_loop
 from rpcmeter.runners.command import command_line, run_command
-from rpcmeter.runners.distributed import LoadCluster, open_cluster, run_distributed
+from rpcmeter.runners.distributed import LoadCluster, open_cluster, parse_cluster, run_distributed
 from rpcmeter.runners.recording import LoadInterrupted, LoadOutcome
 from rpcmeter.runners.round_trip import RoundTrip
 from rpcmeter.runners.spec import LoadHooks, LoadSpec
@@ -79,10 +79,8 @@ def run_suite(
     options = options or RunOptions()
     cpus = placement_mod.resolve(suite.placement, where=suite.path)
     quotas = placement_mod.apply_quotas(cpus, suite.resources.cgroup, suite.placement.server_memory)
-    cluster: LoadCluster | None = None
     try:
-        cluster = open_cluster(options.cluster) if options.cluster else None
-        if cluster is not None and cluster.local is None:
+        if options.cluster and not isinstance(parse_cluster(options.cluster), int):
             # the workers are elsewhere: local client CPUs do not apply
             cpus = placement_mod.Cpus(cpus.server, None)
         plans = plan_variants(suite, cpus)
@@ -97,8 +95,6 @@ def run_suite(
             )
         )
     except BaseException:
-        if cluster is not None:
-            cluster.close()
         quotas.close()
         raise
     if suite.profile is not None and options.profile_dir is None:
@@ -106,17 +102,20 @@ def run_suite(
     cases = expand(suite) if drive is None else []
     total = len(cases) if drive is None else (planned or 0)
     run.set(planned_cases=total)
-    if cluster is not None:
-        run.cluster(cluster.describe())
-
-    certs = run_certificates(suite, run)
 
     # the JSON file first: a run it cannot record is failed before the others record it
     events = RunEvents(*([JsonWriter(options.output)] if options.output else []), options.events)
 
-    events.run_started(run.result)
+    cluster: LoadCluster | None = None
+    certs: RunCertificates | None = None
     unrecorded: RpcmeterError | None = None
     try:
+        # from here on the document and the store hold the run, however it ends
+        events.run_started(run.result)
+        if options.cluster:
+            cluster = open_cluster(options.cluster)
+            run.cluster(cluster.describe())
+        certs = run_certificates(suite, run)
         environments = prepare_environments(suite, run, events)
         plans = {v: replace(plan, env=environments.get(v)) for v, plan in plans.items()}
         builds = prepare_server_builds(suite, run, events, plans)
@@ -128,11 +127,13 @@ def run_suite(
             try:
                 recorded = bench.run_case(case)
             except CaseInterrupted as exc:  # kept as it is, and the run ends
-                run.add_case(exc.case)
-                events.case_finished(run.result, exc.case)
+                with interrupts.deferred():
+                    run.add_case(exc.case)
+                    events.case_finished(run.result, exc.case)
                 raise
-            run.add_case(recorded)
-            events.case_finished(run.result, recorded)
+            with interrupts.deferred():  # recorded, and told to every listener, or neither
+                run.add_case(recorded)
+                events.case_finished(run.result, recorded)
             return recorded
 
         if drive is None:
@@ -149,15 +150,22 @@ def run_suite(
         run.set(status="failed", reason=reason)
         raise
     finally:
-        stop_all()
-        if certs is not None:
-            certs.close()
-        if cluster is not None:
-            cluster.close()
-        quotas.close()
-        run.set(finished_at=now_iso())
-        # every listener has the result before an error of one is raised
-        final, unrecorded = events.finish(run.result)
+        # stopping all it started, and recording how it ended, is not cut short by a signal
+        with interrupts.deferred():
+            if interrupts.stopping() and run.result.status in ("running", "failed"):
+                # interrupted, even where a library wrapped the KeyboardInterrupt in an error
+                run.set(status="interrupted", reason=None)
+            try:
+                stop_all()
+            finally:
+                if certs is not None:
+                    certs.close()
+                if cluster is not None:
+                    cluster.close()
+                quotas.close()
+                run.set(finished_at=now_iso())
+                # every listener has the result before an error of one is raised
+                final, unrecorded = events.finish(run.result)
     if unrecorded is not None:
         raise unrecorded
     return final

@@ -134,7 +134,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from rpcmeter import model
+from rpcmeter import interrupts, model
 from rpcmeter.errors import NoSuchRun, StoreError
 from rpcmeter.metrics.histogram import Histogram
 
@@ -186,22 +186,24 @@ def check_output(path: str | Path, probe: bool = True) -> None:
 
 def write_json(result: Document, path: str | Path) -> None:
     """Write atomically (temporary file in the same directory, then rename): a crash never
-    leaves half a document. Only a regular file is replaced so (:func:`check_output`); any
-    failure is a StoreError naming the file."""
+    leaves half a document, and Ctrl-C or SIGTERM waits until it is in place
+    (:func:`rpcmeter.interrupts.deferred`). Only a regular file is replaced so
+    (:func:`check_output`); any failure is a StoreError naming the file."""
     target = Path(path)
     check_output(target, probe=False)
     tmp = None
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(dumps(result))
-        os.replace(tmp, target)
-    except OSError as exc:
-        raise StoreError(f"{target}: cannot write the result: {exc.strerror or exc}") from None
-    finally:
-        if tmp is not None and os.path.lexists(tmp):
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
+    with interrupts.deferred():
+        try:
+            fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(dumps(result))
+            os.replace(tmp, target)
+        except OSError as exc:
+            raise StoreError(f"{target}: cannot write the result: {exc.strerror or exc}") from None
+        finally:
+            if tmp is not None and os.path.lexists(tmp):
+                with contextlib.suppress(OSError):
+                    os.unlink(tmp)
 
 
 def read_json(path: str | Path) -> Result:

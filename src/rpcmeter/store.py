@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from rpcmeter import model
+from rpcmeter import interrupts, model
 from rpcmeter.derived import document
 from rpcmeter.errors import NoSuchRun, StoreError
 from rpcmeter.events import RunListener
@@ -288,6 +288,13 @@ class Store:
 
     @contextmanager
     def transaction(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction; Ctrl-C or SIGTERM waits until it is committed or rolled back
+        (:func:`rpcmeter.interrupts.deferred`)."""
+        with interrupts.deferred(), self._transaction() as db:
+            yield db
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
         try:
             self.db.execute("BEGIN IMMEDIATE")
             try:

@@ -1,0 +1,114 @@
+"""Ctrl-C and SIGTERM: one KeyboardInterrupt, and never half a write or half a shutdown.
+
+The command line installs the handlers (:func:`handled`): SIGINT and SIGTERM raise
+KeyboardInterrupt in the main thread, which ends the run as ``interrupted``. SIGINT stays
+ignored when rpcmeter started with it ignored (a background job of a shell).
+
+A section that must not be cut in two runs inside :func:`deferred`: writing a result document
+and renaming it into place, a history store transaction, telling every listener that the run
+ended, stopping what the run started. A signal that arrives there is held, and raised as
+KeyboardInterrupt when the outermost such section ends.
+
+After the first interrupt every later signal is held, not raised: a second Ctrl-C (or a
+SIGTERM after a Ctrl-C) cannot cut short the shutdown that the first one began. Each step of
+that shutdown has its own time limit (a server's ``stop_timeout_s``, the cluster's close).
+
+Without the handlers installed (rpcmeter used as a library) :func:`deferred` does nothing.
+"""
+
+from __future__ import annotations
+
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from types import FrameType
+
+Handler = Callable[[int, FrameType | None], object] | int | signal.Handlers | None
+
+
+@dataclass
+class _State:
+    installed: bool = False
+    depth: int = 0  # how many deferred sections the main thread is in
+    pending: bool = False  # a signal arrived while it was held
+    stopping: bool = False  # the first interrupt was raised: later signals are held
+
+    def reset(self) -> None:
+        self.installed, self.depth, self.pending, self.stopping = False, 0, False, False
+
+
+_state = _State()
+
+
+def _on_signal(signum: int, frame: FrameType | None) -> None:
+    if _state.depth or _state.stopping:
+        _state.pending = True
+        return
+    _state.stopping = True
+    raise KeyboardInterrupt
+
+
+def stopping() -> bool:
+    """Whether an interrupt was raised (or is held) since the handlers were installed."""
+    return _state.stopping or _state.pending
+
+
+@contextmanager
+def handled() -> Iterator[None]:
+    """SIGINT and SIGTERM raise KeyboardInterrupt while inside (see the module's text). An
+    interrupted block leaves the handlers installed, holding every later signal, so that the
+    interpreter's exit (and the exit handlers of libraries) is not cut short either; otherwise
+    the previous handlers come back."""
+    if _state.installed and not _state.stopping:  # inside another: that one decides
+        yield
+        return
+    names: list[int] = [signal.SIGTERM]
+    if signal.getsignal(signal.SIGINT) is not signal.SIG_IGN:
+        names.append(signal.SIGINT)
+    before: dict[int, Handler] = {n: signal.getsignal(n) for n in names}
+    _state.reset()
+    for n in names:
+        signal.signal(n, _on_signal)
+    _state.installed = True
+    try:
+        yield
+    finally:
+        if not stopping():
+            _state.installed = False
+            for n, handler in before.items():
+                signal.signal(n, handler)
+
+
+class Held:
+    """Signals held from now until :meth:`release` (a :func:`deferred` section that is not a
+    block: it may end in another function, e.g. when a run has started)."""
+
+    def __init__(self) -> None:
+        self.active = _state.installed and threading.current_thread() is threading.main_thread()
+        if self.active:
+            _state.depth += 1
+
+    def release(self) -> None:
+        """End the section (again: nothing); a signal held meanwhile is raised now, as
+        KeyboardInterrupt, when no other section holds signals."""
+        if not self.active:
+            return
+        self.active = False
+        _state.depth -= 1
+        if not _state.depth and _state.pending and not _state.stopping:
+            _state.pending = False
+            _state.stopping = True
+            raise KeyboardInterrupt
+
+
+@contextmanager
+def deferred() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM while inside; one that arrived is raised as KeyboardInterrupt
+    when the outermost section ends (also when the section raised: the interrupt wins)."""
+    held = Held()
+    try:
+        yield
+    finally:
+        held.release()
