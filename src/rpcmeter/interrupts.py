@@ -58,10 +58,11 @@ def stopping() -> bool:
 @contextmanager
 def handled() -> Iterator[None]:
     """SIGINT and SIGTERM raise KeyboardInterrupt while inside (see the module's text). An
-    interrupted block leaves the handlers installed, holding every later signal, so that the
-    interpreter's exit (and the exit handlers of libraries) is not cut short either; otherwise
-    the previous handlers come back."""
-    if _state.installed and not _state.stopping:  # inside another: that one decides
+    interrupted block leaves both ignored, so that the interpreter's exit (the exit handlers
+    of libraries, and its finalization, which puts back the default action of every signal
+    that has a Python handler) is not cut short either; otherwise the previous handlers come
+    back."""
+    if _state.installed:  # inside another: that one decides
         yield
         return
     names: list[int] = [signal.SIGTERM]
@@ -75,10 +76,9 @@ def handled() -> Iterator[None]:
     try:
         yield
     finally:
-        if not stopping():
-            _state.installed = False
-            for n, handler in before.items():
-                signal.signal(n, handler)
+        _state.installed = False
+        for n, handler in before.items():
+            signal.signal(n, signal.SIG_IGN if stopping() else handler)
 
 
 class Held:
