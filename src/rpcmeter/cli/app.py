@@ -5,7 +5,6 @@ status."""
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 from collections.abc import Callable, Sequence
 from typing import TextIO
@@ -63,10 +62,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _sigterm_as_interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
-
-
 def _warn_if_edited() -> None:
     from rpcmeter.compiled import running_python
 
@@ -82,18 +77,24 @@ def _warn_if_edited() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    if args.command is None:
-        args = parser.parse_args(["run", *(argv or [])])
-    signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
-    _warn_if_edited()
-    handler: Handler = args.handler
-    try:
-        return handler(args, sys.stdout, sys.stderr)
-    except RpcmeterError as exc:
-        print(f"rpcmeter: error: {printable(str(exc))}", file=sys.stderr)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        print("\nrpcmeter: interrupted; servers and clients stopped", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    from rpcmeter import interrupts  # (light: first, so that a signal is handled from here on)
+
+    with interrupts.handled():
+        try:
+            parser = build_parser()
+            args = parser.parse_args(argv)
+            if args.command is None:
+                args = parser.parse_args(["run", *(argv or [])])
+            _warn_if_edited()
+            handler: Handler = args.handler
+            return handler(args, sys.stdout, sys.stderr)
+        except BaseException as exc:
+            # Ctrl-C or SIGTERM, also where a library wrapped the KeyboardInterrupt in an
+            # error of its own (pydantic's serializers do)
+            if isinstance(exc, KeyboardInterrupt) or interrupts.stopping():
+                print("\nrpcmeter: interrupted; servers and clients stopped", file=sys.stderr)
+                return EXIT_INTERRUPTED
+            if isinstance(exc, RpcmeterError):
+                print(f"rpcmeter: error: {printable(str(exc))}", file=sys.stderr)
+                return exc.exit_code
+            raise

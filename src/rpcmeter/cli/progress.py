@@ -119,5 +119,9 @@ class Began(RunListener):
 
     began = False
 
+    def __init__(self, on_start: Callable[[], None] = lambda: None) -> None:
+        self.on_start = on_start  # called once the run has started (every listener has it)
+
     def run_started(self, result: model.Result) -> None:
         self.began = True
+        self.on_start()

@@ -12,6 +12,7 @@ from rpcmeter.errors import UsageError
 
 if TYPE_CHECKING:
     from rpcmeter.execute import RunOptions
+    from rpcmeter.interrupts import Held
     from rpcmeter.reporters.view import View
     from rpcmeter.result import Result
     from rpcmeter.suite import Suite
@@ -178,7 +179,22 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 def run_and_report(suite: Suite, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     """Run ``suite`` with the options of :func:`add_run_outputs` (and, where the parser has
     them, the rate search's and the cluster's), print its tables and write what was asked for;
-    the exit status."""
+    the exit status.
+
+    Ctrl-C or SIGTERM from here until the run has started waits until it has: the suite is
+    read, so the run's document and store entry then exist, marked ``interrupted``."""
+    from rpcmeter import interrupts
+
+    held = interrupts.Held()
+    try:
+        return _run_and_report(suite, args, out, err, held)
+    finally:
+        held.release()
+
+
+def _run_and_report(
+    suite: Suite, args: argparse.Namespace, out: TextIO, err: TextIO, held: Held
+) -> int:
     from rpcmeter import gate
     from rpcmeter.cli.output import render_report, write_reports
     from rpcmeter.cli.progress import Began, Progress
@@ -205,7 +221,7 @@ def run_and_report(suite: Suite, args: argparse.Namespace, out: TextIO, err: Tex
     )
     store = None if args.no_store else Store(options.store_path(args))
     recorder = events.subscribe(store.listener()) if store is not None else None
-    began = events.subscribe(Began())
+    began = events.subscribe(Began(held.release))
     try:
         result = _run_or_search(args, suite, run_options)
     except RpcmeterError as exc:
