@@ -79,6 +79,17 @@ def handled() -> Iterator[None]:
         _state.installed = False
         for n, handler in before.items():
             signal.signal(n, signal.SIG_IGN if stopping() else handler)
+        if stopping():
+            _forget_caught_interrupt()
+
+
+def _forget_caught_interrupt() -> None:
+    """CPython marks the process to end by SIGINT (exit status -2, not the one asked for) when
+    a KeyboardInterrupt leaves code that ``exec`` or ``eval`` ran from a string, even when the
+    interrupt was caught further up: dataclasses, named tuples and pydantic make classes so,
+    and an interrupt while rpcmeter imports them lands there. Each such evaluation clears the
+    mark as it starts; this one ends normally."""
+    eval("None")
 
 
 class Held:

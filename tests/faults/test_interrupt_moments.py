@@ -11,6 +11,7 @@ handles SIGTERM (its handler is installed first thing), so a slow start does not
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sqlite3
@@ -18,6 +19,7 @@ import subprocess
 import sys
 import textwrap
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -55,6 +57,7 @@ class Left:
     """What an interrupted run left behind."""
 
     when: str
+    began: bool  # the run had begun when it was interrupted
     code: int
     stderr: str
     document: Result | None
@@ -78,14 +81,19 @@ def handles_sigterm(pid: int) -> bool:
     return bool(int(caught.split()[1], 16) & (1 << (signal.SIGTERM - 1)))
 
 
-def descendants(pid: int) -> set[tuple[int, float]]:
+def descendants(pid: int) -> dict[tuple[int, float], str]:
+    """rpcmeter's processes: (pid, start time) -> command line."""
+    found = {}
     try:
-        return {(c.pid, c.create_time()) for c in psutil.Process(pid).children(recursive=True)}
+        for c in psutil.Process(pid).children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                found[c.pid, c.create_time()] = " ".join(c.cmdline())
     except psutil.Error:
-        return set()
+        pass
+    return found
 
 
-def alive(seen: set[tuple[int, float]]) -> list[str]:
+def alive(seen: Iterable[tuple[int, float]]) -> list[str]:
     left = []
     for pid, created in seen:
         try:
@@ -97,20 +105,55 @@ def alive(seen: set[tuple[int, float]]) -> list[str]:
     return left
 
 
+@dataclass(frozen=True)
+class Phase:
+    """A moment of a run: ``seconds`` after ``seen(where, descendants)`` first holds (where:
+    the run's directory; descendants: the command lines of rpcmeter's processes)."""
+
+    name: str
+    seen: Callable[[Path, list[str]], bool]
+    began: bool  # the run had begun by then: its document must exist
+
+    def at(self, seconds: float) -> tuple[Phase, float]:
+        return self, seconds
+
+
+# rpcmeter handles signals (it may still be reading the suite)
+START = Phase("start", lambda where, procs: True, began=False)
+# the store is open: the suite is read, the run is about to begin
+STORE = Phase("store open", lambda where, procs: (where / "h.db").exists(), began=True)
+# the run's document exists: it has begun (environments, builds, the cluster come next)
+DOCUMENT = Phase("run began", lambda where, procs: (where / "r.json").exists(), began=True)
+# a variant's environment is being made (the cache appears as it starts)
+ENV = Phase("environment build", lambda where, procs: (where / "cache").exists(), began=True)
+# a local Dask cluster is starting (its workers fork from a forkserver)
+CLUSTER = Phase(
+    "cluster start", lambda where, procs: any("forkserver" in p for p in procs), began=True
+)
+# a case is done (the next one runs)
+CASE = Phase(
+    "after a case",
+    lambda where, procs: (where / "r.json").exists() and bool(read_json(where / "r.json").cases),
+    began=True,
+)
+
+
 def interrupt(
     tmp: Path,
     suite: str,
-    moment: float,
+    when: tuple[Phase, float],
     *extra: str,
     sig: signal.Signals = signal.SIGTERM,
     again_s: float | None = None,
-    after_case: bool = False,
 ) -> Left:
-    """Run ``suite`` and send ``sig`` ``moment`` seconds after rpcmeter handles signals (or,
-    ``after_case``, after its document holds a case): SIGINT to its process group, as a
-    terminal does; SIGTERM to it alone, as ``timeout`` does. And ``sig`` again ``again_s``
-    later (during its shutdown)."""
-    where = tmp / f"{sig.name}-{moment:g}{'-after-case' if after_case else ''}"
+    """Run ``suite`` and send ``sig`` at ``when`` (a phase, and seconds after it is seen):
+    SIGINT to its process group, as a terminal does; SIGTERM to it alone, as ``timeout``
+    does. And ``sig`` again ``again_s`` later (during its shutdown)."""
+    phase, moment = when
+    name = f"{sig.name} {moment:g} s after {phase.name}" + (
+        f", again {again_s:g} s later" if again_s else ""
+    )
+    where = tmp / name.replace(" ", "-").replace(",", "")
     where.mkdir()
     (where / "s.toml").write_text(suite)
     out, db = where / "r.json", where / "h.db"
@@ -126,16 +169,16 @@ def interrupt(
             start_new_session=True,
             preexec_fn=ctrl_c_default,  # Ctrl-C reaches it even when this test's is ignored
         )
-        seen: set[tuple[int, float]] = set()
+        seen: dict[tuple[int, float], str] = {}
         try:
-            deadline = time.monotonic() + 60
-            while not handles_sigterm(proc.pid) and proc.poll() is None:
-                assert time.monotonic() < deadline, "rpcmeter never handled SIGTERM"
+            deadline = time.monotonic() + 120
+            while not handles_sigterm(proc.pid):
+                assert proc.poll() is None and time.monotonic() < deadline, "no SIGTERM handler"
                 time.sleep(0.01)
-            while after_case and not (out.exists() and read_json(out).cases):
-                assert time.monotonic() < deadline + 120, "no case finished"
+            while not phase.seen(where, list(seen.values())):
+                assert proc.poll() is None and time.monotonic() < deadline, f"no {phase.name}"
                 seen |= descendants(proc.pid)
-                time.sleep(0.1)
+                time.sleep(0.02)
             at = time.monotonic() + moment
             while time.monotonic() < at:
                 seen |= descendants(proc.pid)
@@ -168,9 +211,9 @@ def interrupt(
         finally:
             con.close()
     document = read_json(out) if out.exists() else None  # a damaged one fails here
-    when = f"{sig.name} {moment:g} s {'after a case' if after_case else 'in'}"
     return Left(
-        when + (f", again {again_s:g} s later" if again_s else ""),
+        name,
+        phase.began,
         code,
         stderr,
         document,
@@ -181,6 +224,7 @@ def interrupt(
 
 
 def check(left: Left) -> None:
+    print(left.describe())  # what each moment left (pytest -s shows it)
     what = f"{left.describe()}\n{left.stderr}"
     assert left.code == 130, what
     assert "Traceback" not in left.stderr, what
@@ -189,7 +233,7 @@ def check(left: Left) -> None:
     assert left.integrity in (None, "ok"), what
     doc = left.document
     if doc is None:  # the run had not begun: the store holds no run either
-        assert left.runs == [], what
+        assert not left.began and left.runs == [], what
         return
     assert doc.status == "interrupted", what
     assert left.runs == [("interrupted", len(doc.cases))], what
@@ -208,21 +252,14 @@ def check_spread(lefts: list[Left]) -> None:
 def test_interrupted_while_a_local_cluster_starts_or_runs(tmp_path: Path) -> None:
     pytest.importorskip("distributed")
     lefts = []
-    for moment in (0.0, 0.4, 1.2, 2.4):
-        lefts.append(interrupt(tmp_path, PLAIN, moment, "--cluster", "local:2"))
+    for when in (START.at(0), STORE.at(0), DOCUMENT.at(0), CLUSTER.at(0.3), CASE.at(0.5)):
+        lefts.append(interrupt(tmp_path, PLAIN, when, "--cluster", "local:2"))
         check(lefts[-1])
     # a terminal's Ctrl-C goes to every process of the group, Dask's workers included; and
     # a second one while rpcmeter stops what it started
     lefts.append(
         interrupt(
-            tmp_path,
-            PLAIN,
-            0.0,
-            "--cluster",
-            "local:2",
-            sig=signal.SIGINT,
-            again_s=0.3,
-            after_case=True,
+            tmp_path, PLAIN, CASE.at(0), "--cluster", "local:2", sig=signal.SIGINT, again_s=0.3
         )
     )
     check(lefts[-1])
@@ -234,9 +271,9 @@ def test_interrupted_while_a_local_cluster_starts_or_runs(tmp_path: Path) -> Non
 @pytest.mark.skipif(find_uv() is None, reason="uv is needed to build the environment offline")
 def test_interrupted_while_a_variant_environment_is_built_or_runs(tmp_path: Path) -> None:
     lefts = []
-    for moment in (0.2, 0.5, 0.9, 1.5):
-        lefts.append(interrupt(tmp_path, IN_ENV, moment))
+    for when in (START.at(0.1), STORE.at(0), ENV.at(0), ENV.at(0.3), CASE.at(0.3)):
+        lefts.append(interrupt(tmp_path, IN_ENV, when))
         check(lefts[-1])
-    lefts.append(interrupt(tmp_path, IN_ENV, 0.3, sig=signal.SIGINT, again_s=0.05, after_case=True))
+    lefts.append(interrupt(tmp_path, IN_ENV, CASE.at(0), sig=signal.SIGINT, again_s=0.05))
     check(lefts[-1])
     check_spread(lefts)
