@@ -16,6 +16,7 @@ import importlib.util
 import os
 import re
 import shlex
+import statistics
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -441,4 +442,63 @@ def test_links_to_repository_files_point_at_their_copies_in_the_site() -> None:
     assert repo_files.repo_links(page, text, DOCS) == ["examples/rpyc-thread-binding.toml"]
     assert repo_files.rewrite(page, text, DOCS) == text.replace(
         "../../examples/rpyc-thread-binding.toml", "../repo/examples/rpyc-thread-binding.toml"
+    )
+
+
+# ---- sentence length ----------------------------------------------------------------------------
+
+MEDIAN_WORDS = 16  # the most words the median sentence of docs/ may have
+LONG_WORDS = 40  # a sentence over this many words is long ...
+LONG_SHARE = 0.05  # ... and at most this share of sentences may be
+
+
+def sentences(markdown: str) -> list[str]:
+    """The prose sentences of a page: code blocks, tables and headings left out, inline code as
+    one word, links as their text; fragments under three words are not sentences. The same
+    count as the before-stop hook's (section 2c), regex for regex."""
+    t = re.sub(r"```.*?```", "", markdown, flags=re.S)
+    t = re.sub(r"^\s*[|#].*$", "", t, flags=re.M)
+    t = re.sub(r"`[^`]*`", "X", t)
+    t = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", t).replace("\n", " ")
+    parts = re.split(r"(?<=[.!?:;])\s+(?=[A-Z(`])", t)
+    return [" ".join(x.split()) for x in parts if len(x.split()) >= 3]
+
+
+def test_sentences_splits_prose_and_skips_code_and_tables() -> None:
+    text = (
+        "# A heading that is long enough\n\nOne short sentence here. Another one: with a colon "
+        "here.\n\n```\nNot. Prose. At. All.\n```\n\n| a | b. C d e |\n\nThe `code` counts "
+        "as one word.\n"
+    )
+    assert sentences(text) == [
+        "One short sentence here.",
+        "Another one: with a colon here.",
+        "The X counts as one word.",
+    ]
+
+
+def test_docs_sentences_are_short() -> None:
+    """The median sentence of docs/ has at most 16 words and at most 5 % have over 40; on failure
+    the longest sentences are listed page by page."""
+    by_page = {
+        _name(p): sentences(p.read_text(errors="ignore"))
+        for p in sorted(DOCS.rglob("*.md"))
+        if "hooks" not in p.relative_to(DOCS).parts
+    }
+    lengths = sorted(len(s.split()) for page in by_page.values() for s in page)
+    assert lengths, "no prose found under docs/"
+    median = statistics.median(lengths)
+    share = sum(n > LONG_WORDS for n in lengths) / len(lengths)
+    if median <= MEDIAN_WORDS and share <= LONG_SHARE:
+        return
+    worst: list[str] = []
+    for page, found in by_page.items():
+        longest = sorted((s for s in found if len(s.split()) > LONG_WORDS), key=len, reverse=True)
+        if longest:
+            worst.append(f"{page}: {len(longest)} over {LONG_WORDS} words")
+            worst += [f"  ({len(s.split())}) {s[:160]}" for s in longest[:3]]
+    pytest.fail(
+        f"docs/ prose: median sentence {median:g} words (aim <= {MEDIAN_WORDS}), "
+        f"{share:.0%} over {LONG_WORDS} (aim <= {LONG_SHARE:.0%}); the longest:\n"
+        + "\n".join(worst)
     )
