@@ -334,7 +334,7 @@ def _keys(markdown: str) -> set[str]:
 
 
 def test_the_suite_reference_names_every_key_kind_and_driver() -> None:
-    from rpcmeter.drivers import REGISTRY
+    from rpcmeter.drivers import REGISTRY, driver_class
     from rpcmeter.suite_model import Suite
     from rpcmeter.workloads import KINDS
 
@@ -349,7 +349,12 @@ def test_the_suite_reference_names_every_key_kind_and_driver() -> None:
         assert f"### `{kind}`" in text
         assert set(cls.field_names()) <= keys
     for driver in REGISTRY:
-        assert f"| `{driver}` |" in text
+        assert f"### `{driver}`" in text
+        section = text.split(f"### `{driver}`", 1)[1].split("\n### ", 1)[0]
+        for key in driver_class(driver).option_keys or ():
+            row = next(line for line in section.splitlines() if line.startswith(f"| `{key}` |"))
+            meaning, example = row.split(" | ")[4:6]
+            assert meaning and example.startswith(f"`{key} = "), row
 
 
 def test_the_reference_picks_up_a_new_key(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -362,7 +367,9 @@ def test_the_reference_picks_up_a_new_key(monkeypatch: pytest.MonkeyPatch) -> No
         __base__=suite_model.Load,
         brand_new_s=(float, Field(2.5, gt=0, description="a key added after the docs")),
     )
-    suite = create_model("Suite", __base__=suite_model.Suite, load=(load, load()))
+    suite = create_model(
+        "Suite", __base__=suite_model.Suite, load=(load, Field(load(), description="the load"))
+    )
     monkeypatch.setattr(suite_model, "Suite", suite)
     reference.generated.cache_clear()
     try:
@@ -370,7 +377,56 @@ def test_the_reference_picks_up_a_new_key(monkeypatch: pytest.MonkeyPatch) -> No
     finally:
         reference.generated.cache_clear()
     row = next(line for line in text.splitlines() if line.startswith("| `brand_new_s` |"))
-    assert row == "| `brand_new_s` | number | 2.5 | > 0 | a key added after the docs |"
+    assert row == (
+        "| `brand_new_s` | number | 2.5 | > 0 "
+        "| a key added after the docs Example: `brand_new_s = 2.5`. |"
+    )
+
+
+def test_a_suite_key_without_a_description_fails_the_reference(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from pydantic import Field, create_model
+
+    from rpcmeter import suite_model
+
+    suite = create_model("Suite", __base__=suite_model.Suite, mystery_s=(float, Field(1.0, gt=0)))
+    monkeypatch.setattr(suite_model, "Suite", suite)
+    reference.generated.cache_clear()
+    try:
+        with pytest.raises(
+            reference.Undescribed, match=r"1 suite keys .*: \(top level\) mystery_s"
+        ):
+            reference.generated("suite")
+    finally:
+        reference.generated.cache_clear()
+
+
+def test_a_driver_option_without_a_row_fails_the_reference(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from rpcmeter import driver_options
+
+    monkeypatch.delitem(driver_options.OPTIONS, "nodelay")
+    reference.generated.cache_clear()
+    try:
+        with pytest.raises(reference.Undescribed, match=r"driver options .*: rpyc\.nodelay$"):
+            reference.generated("suite")
+    finally:
+        reference.generated.cache_clear()
+
+
+def test_the_suite_reference_names_no_code_constants() -> None:
+    """A reader sees what a key means, not the name of a constant in the code
+    (``repeat`` once read "unset with 2+ variants: COMPARE_REPEAT")."""
+    constants = {
+        name
+        for path in (ROOT / "src" / "rpcmeter").rglob("*.py")
+        for name in re.findall(r"^([A-Z][A-Z0-9]*_[A-Z0-9_]+)\s*[:=]", path.read_text(), re.M)
+    }
+    assert "COMPARE_REPEAT" in constants
+    words = set(re.findall(r"\b[A-Z][A-Z0-9_]+\b", reference.generated("suite")))
+    assert words & constants == set()
 
 
 def test_the_result_reference_names_every_field() -> None:

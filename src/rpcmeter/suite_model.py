@@ -747,6 +747,7 @@ class Resources(_Model):
         ge=0,
         le=3600,
         description="Seconds the server's idle CPU is measured before the load (0: skip); default 1.",
+        examples=[0.5],
     )
     sample_interval_s: float = Field(
         0.25, gt=0, le=60, description="How often the server's process tree is sampled (memory)."
