@@ -12,13 +12,16 @@
 from __future__ import annotations
 
 import argparse
+import base64
 import importlib.util
+import json
 import os
 import re
 import shlex
 import statistics
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -26,6 +29,8 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel
+
+from tests.reporters import test_html
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -558,3 +563,126 @@ def test_docs_sentences_are_short() -> None:
         f"{share:.0%} over {LONG_WORDS} (aim <= {LONG_SHARE:.0%}); the longest:\n"
         + "\n".join(worst)
     )
+
+
+# ---- the built site in a browser ----------------------------------------------------------------
+
+SHOTS_ENV = "RPCMETER_DOCS_SCREENSHOTS"  # a directory to keep the screenshots in
+WIDTH = 1280
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The site as ``mkdocs build --strict`` makes it, from this checkout."""
+    pytest.importorskip("mkdocs", reason="mkdocs is in the docs extra")
+    out = tmp_path_factory.mktemp("site")
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "NO_MKDOCS_2_WARNING": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return out
+
+
+chromium = test_html.chromium  # the headless Chromium fixture of the HTML report's tests
+
+SEARCH_JS = """
+(() => {
+  const toggle = document.querySelector('#__search');
+  const input = document.querySelector('input.md-search__input');
+  toggle.checked = true;
+  toggle.dispatchEvent(new Event('change'));
+  input.value = %s;
+  input.dispatchEvent(new Event('input', {bubbles: true}));
+  input.dispatchEvent(new KeyboardEvent('keyup', {bubbles: true}));
+  return true;
+})()
+"""
+
+# Every code block and table: its width, the width of what it holds, and whether it scrolls.
+WIDTHS_JS = """
+JSON.stringify({
+  page: document.documentElement.scrollWidth,
+  blocks: Array.from(document.querySelectorAll(
+      '.md-typeset pre > code, .md-typeset__scrollwrap, .md-typeset table')).map(e => ({
+    tag: e.tagName, text: e.textContent.slice(0, 60), client: e.clientWidth,
+    scroll: e.scrollWidth, overflow: getComputedStyle(e).overflowX,
+    clipped: e.closest('.md-typeset__scrollwrap, pre > code') === null
+      && e.tagName === 'TABLE' && e.scrollWidth > e.clientWidth + 1,
+  })),
+})
+"""
+
+
+def _opened(ws_url: str, page_file: Path) -> test_html.Page:
+    page = test_html.Page(ws_url)
+    page.call(
+        "Emulation.setDeviceMetricsOverride",
+        width=WIDTH,
+        height=900,
+        deviceScaleFactor=1,
+        mobile=False,
+    )
+    page.open(page_file.as_uri())
+    return page
+
+
+def test_search_works_on_the_site_opened_from_disk(site: Path, chromium: str) -> None:
+    page = _opened(chromium, site / "index.html")
+    try:
+        page.value(SEARCH_JS % json.dumps("reflection"))
+        found: list[str] = []
+        for _ in range(200):  # at most 20 s
+            found = page.value(
+                "Array.from(document.querySelectorAll('.md-search-result__item > a'))"
+                ".map(a => a.href)"
+            )
+            if found:
+                break
+            time.sleep(0.1)
+        requested = page.requested()
+    finally:
+        page.close()
+    assert any(href.startswith((site / "protocols/grpc.html").as_uri()) for href in found), found
+    assert page.errors() == []
+    # nothing from the network: every request went to a file of the site (or is inline)
+    assert {u for u in requested if not u.startswith(("file:", "data:"))} == set()
+
+
+@pytest.mark.parametrize(
+    "name", ["index", "getting-started", "protocols/grpc", "reference/suite", "tutorial"]
+)
+def test_code_blocks_and_tables_are_whole_or_scroll_at_1280_px(
+    site: Path, chromium: str, name: str, tmp_path: Path
+) -> None:
+    """At 1280 px nothing of a code block or a table is cut: each fits, or scrolls sideways; and
+    the page itself is no wider than the window. A screenshot of each page is kept (in
+    $RPCMETER_DOCS_SCREENSHOTS when set)."""
+    page_file = site / f"{name}.html"
+    if not page_file.exists():
+        pytest.skip(f"{name}.md is not in this checkout")
+    page = _opened(chromium, page_file)
+    try:
+        found = json.loads(page.value(WIDTHS_JS))
+        shot = page.call("Page.captureScreenshot", format="png")["data"]
+    finally:
+        page.close()
+    shots = Path(os.environ.get(SHOTS_ENV) or tmp_path)
+    shots.mkdir(parents=True, exist_ok=True)
+    png = shots / f"{name.replace('/', '-')}-{WIDTH}.png"
+    png.write_bytes(base64.b64decode(shot))
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert found["page"] <= WIDTH, "the page is wider than the window"
+    assert found["blocks"], f"{name}: no code block or table found"
+    cut = [
+        b
+        for b in found["blocks"]
+        if b["clipped"]
+        or (b["scroll"] > b["client"] + 1 and b["overflow"] not in ("auto", "scroll"))
+    ]
+    assert cut == [], f"{name}: cut at {WIDTH} px: {cut[:3]}"
