@@ -30,7 +30,7 @@ def main() -> None:
     pb2, pb2_grpc = grpc.protos_and_services("greeter.proto")
 
     class Greeter(pb2_grpc.GreeterServicer):  # type: ignore[misc,name-defined]
-        def SayHello(self, request: Any, context: Any) -> Any:  # noqa: N802 (gRPC's name)
+        def SayHello(self, request: Any, context: Any) -> Any:
             return pb2.HelloReply(message=f"Hello, {request.name}")
 
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=8))
