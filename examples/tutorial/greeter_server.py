@@ -3,8 +3,8 @@ needs no .proto file to call it.
 
     python greeter_server.py --port 50051
 
-It stops on SIGTERM. The stubs are generated when it starts (grpcio-tools), from greeter.proto
-beside this file.
+It stops on SIGTERM. The stubs are generated when it starts (grpcio-tools), from the greeter.proto
+of benchmarks/greeter (the Go greeter's service).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ def main() -> None:
     parser.add_argument("--port", type=int, default=50051)
     args = parser.parse_args()
 
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks" / "greeter"))
     pb2, pb2_grpc = grpc.protos_and_services("greeter.proto")
 
     class Greeter(pb2_grpc.GreeterServicer):  # type: ignore[misc,name-defined]
