@@ -85,7 +85,7 @@ def run_suite(
             cpus = placement_mod.Cpus(cpus.server, None)
         plans = plan_variants(suite, cpus)
         preload_drivers(dict.fromkeys(p.driver for p in plans.values()))
-        if cluster is None and any(suite.driver_of(v) != "command" for v in suite.variants):
+        if not options.cluster and any(suite.driver_of(v) != "command" for v in suite.variants):
             start_forkserver()  # it imports the client code while the servers start
         packages = tuple(dict.fromkeys(p for d in plans.values() for p in d.driver.packages))
         run = RunRecord(
