@@ -132,7 +132,7 @@ CLUSTER = Phase(
 )
 # a case is done (the next one runs)
 CASE = Phase(
-    "after a case",
+    "a finished case",
     lambda where, procs: (where / "r.json").exists() and bool(read_json(where / "r.json").cases),
     began=True,
 )
