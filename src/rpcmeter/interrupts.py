@@ -123,3 +123,20 @@ def deferred() -> Iterator[None]:
         yield
     finally:
         held.release()
+
+
+@contextmanager
+def sigint_ignored() -> Iterator[None]:
+    """SIGINT ignored while inside (from the main thread; elsewhere nothing changes). A process
+    started meanwhile starts with it ignored, and Python then installs no KeyboardInterrupt
+    handler there: a terminal's Ctrl-C, sent to the whole process group, is rpcmeter's to
+    handle, and such a process would print a traceback. A Ctrl-C meanwhile is lost: keep it
+    to the few milliseconds a process takes to start."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, before)

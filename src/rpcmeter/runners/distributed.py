@@ -198,22 +198,15 @@ def open_cluster(spec: str, *, timeout_s: float = 60.0) -> LoadCluster:
 
 def _start_forkserver(dist: Any) -> None:
     """Start the process the local workers are forked from (``multiprocessing-method``
-    forkserver, :data:`LOAD_WORKER_CONFIG`) with SIGINT ignored: it and every worker forked
-    from it (a restarted one too) then ignore it from their first instruction. A terminal's
-    Ctrl-C goes to the whole process group; it is rpcmeter's to handle (it closes the
-    cluster), and a worker would print a KeyboardInterrupt traceback. Only a Ctrl-C in the
-    few milliseconds this start takes is lost."""
+    forkserver, :data:`LOAD_WORKER_CONFIG`) with SIGINT ignored
+    (:func:`rpcmeter.interrupts.sigint_ignored`): it and every worker forked from it (a
+    restarted one too) then ignore it from their first instruction. rpcmeter closes them on
+    Ctrl-C; a worker would print a KeyboardInterrupt traceback."""
     import multiprocessing.forkserver
 
     dist.utils.get_mp_context()  # Dask's preload (distributed and its packages)
-    if threading.current_thread() is not threading.main_thread():
+    with interrupts.sigint_ignored():
         multiprocessing.forkserver.ensure_running()
-        return
-    before = signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
-        multiprocessing.forkserver.ensure_running()
-    finally:
-        signal.signal(signal.SIGINT, before)
 
 
 # ---- on the worker --------------------------------------------------------------------------
