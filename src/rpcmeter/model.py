@@ -605,6 +605,9 @@ class SuiteInfo(Part):
     matrix_keys: list[str] = []
     repeat: int = 1
     seed: int | None = None
+    # what made the run's {{uuid}} values: drawn at random for each run, so that ids never
+    # repeat from run to run (the other random values come from ``seed``)
+    uuid_seed: str | None = None
     # ``validate`` is a BaseModel method's name: the field is validate_replies in Python
     validate_replies: bool | None = Field(default=None, alias="validate")
     load: Json = {}

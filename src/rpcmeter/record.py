@@ -672,7 +672,7 @@ def new_result(
         status="running",
         started_at=now_iso(),
         finished_at=None,
-        suite=describe_suite(suite),
+        suite=describe_suite(suite).model_copy(update={"uuid_seed": uuid.uuid4().hex}),
         environment=env,
     )
 

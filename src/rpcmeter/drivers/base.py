@@ -86,6 +86,7 @@ class DriverContext:
     options: Mapping[str, Any] = field(default_factory=dict)
     validate: bool = False
     seed: int = 0
+    uuid_seed: str | None = None  # the run's, for {{uuid}} (rpcmeter.protocols.templates)
     client_index: int = 0
     clients: int = 1  # client processes in the case (request numbers: rpcmeter.drivers.varying)
     threads: int = 1  # concurrent closed loops in this client (load.concurrency or load.threads)
