@@ -238,6 +238,11 @@ class Driver(TargetSpec, ABC):
         """Totals the driver kept (bytes_out, bytes_in, ...)."""
         return {}
 
+    def setup(self) -> dict[str, int]:
+        """Counts that describe how the client was set up (the HTTP/1.1 driver's connections
+        and loops), reported with the counters as they are rather than since the gate opened."""
+        return {}
+
     def connection_costs(self) -> ConnectionCosts | None:
         """Connect and handshake times of the connections it opened (None: not measured)."""
         return None
