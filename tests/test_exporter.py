@@ -58,7 +58,7 @@ def test_a_scrape_during_the_run_and_after_matches_the_result() -> None:
             "resources": {"idle_s": 0},
         }
     )
-    exporter = PrometheusExporter("127.0.0.1", 0)
+    exporter = PrometheusExporter("127.0.0.1", 0, linger_s=0)
     try:
         scraper = _Scraper(exporter.port)
         result = run_suite(suite, RunOptions(events=RunEvents(exporter, scraper)))
@@ -67,7 +67,7 @@ def test_a_scrape_during_the_run_and_after_matches_the_result() -> None:
         exporter.close()
     (case,) = result.cases
     assert case.status == "ok", case.reason
-    labels = (("case", "0"), ("variant", "default"), ("workload", "simple"))
+    labels = (("case", "0"), ("run", result.run_id), ("variant", "default"), ("workload", "simple"))
     (during,) = scraper.during
     # during the run: the first interval counted (about 60 requests), the case running
     assert 0 < during["rpcmeter_requests_total"][labels] < case.requests
