@@ -24,7 +24,8 @@ Rules and their thresholds:
   the cell (p99: 1,000; p99.9: 10,000) (:func:`min_requests`);
 - the server used more than :data:`IDLE_BURN_PCT` % of a core while idle;
 - an HTTP/1.1 case had more loops than ``load.connections``: it pipelined
-  (``options.pipeline = true``), or opened a connection per loop (:func:`http1_connections`).
+  (``options.pipeline = true``), or opened a connection per loop (:func:`http1_connections`);
+- streams ended with another number of replies than ``messages`` expected (:func:`stream_counts`).
 
 The comparisons' own warnings (verdicts that rest on fewer than 5 repetitions or on repetitions
 spread by more than 10 %) and each case's (:func:`rpcmeter.derived.case_warnings`) join these
@@ -295,6 +296,26 @@ def http1_connections(result: Result) -> list[str]:
     return out
 
 
+def stream_counts(result: Result) -> list[str]:
+    """Streaming cases whose streams ended with another number of replies than the workload's
+    ``messages`` expected (measured all the same: :mod:`rpcmeter.drivers.grpc_stream`)."""
+    out: list[str] = []
+    for case in _ok_cases(result):
+        s = case.stream
+        if s is None or not s.count_mismatch:
+            continue
+        mode = case.params.get("mode", "server")
+        expected = 1 if mode == "client" else case.params.get("messages")
+        replies = s.messages_in / s.streams if s.streams else 0.0
+        out.append(
+            f"{_case_label(case)}: {s.count_mismatch:,} of {s.streams:,} streams ended with "
+            f"another number of replies than messages = {expected} expected ({replies:.3g} per "
+            "stream on average); measured all the same (leave messages out to read whatever "
+            "the server sends)"
+        )
+    return out
+
+
 RULES: list[Rule] = [
     breakdown_mod.warnings_for,
     client_saturation,
@@ -305,6 +326,7 @@ RULES: list[Rule] = [
     too_few_requests,
     idle_burn,
     http1_connections,
+    stream_counts,
 ]
 
 

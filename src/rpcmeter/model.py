@@ -314,6 +314,9 @@ class Stream(Part):
     streams_per_s: float | None = None
     messages_per_s: float | None = None
     messages_per_stream: float | None = None
+    # streams that ended with another number of replies than the workload's messages said
+    # (measured all the same: a stream is read until the server ends it)
+    count_mismatch: int = 0
     bytes_out_per_message: float | None = None
     bytes_in_per_message: float | None = None
     first_message: Latency | None = None
