@@ -17,6 +17,10 @@ and workers and the warmup's streams are left out like the warmup's bytes. The s
   ``messages`` said (:meth:`~rpcmeter.workloads.StreamParams.expected_replies`). A stream is read
   until the server ends it: such a stream is measured all the same, and counted here.
 
+A stream's request message may vary (placeholders in a schema call's ``data``, a data file): each
+stream takes its loop's next message (:func:`stream_messages`; the values drawn once per stream,
+as a unary call's per request), and every request message of that stream is that one.
+
 Two clients: :class:`GrpcStreamH2` on rpcmeter's HTTP/2 connection (the default; a stream's
 requests are DATA frames on one HTTP/2 stream, flow control obeyed by the connection, replies
 parsed from the DATA frames as they arrive) and :func:`grpcio_stream_caller` on grpcio's stubs
@@ -35,7 +39,7 @@ import asyncio
 import queue
 import time
 from array import array
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from functools import partial
 from itertools import repeat
 from typing import Any
@@ -44,8 +48,10 @@ import grpc
 
 from rpcmeter.drivers.base import Caller, Channel, Done, ReplyCheck, ReplyError
 from rpcmeter.drivers.grpc_h2 import GrpcH2Client
+from rpcmeter.drivers.varying import Fill, LoopState, loop_of, source
 from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.protocols.grpc import DEADLINE_EXCEEDED, frame
+from rpcmeter.protocols.grpc_schema import MessageTemplate, PreparedCall
 from rpcmeter.protocols.h2.connection import Request
 from rpcmeter.protocols.h2.connection import Stream as H2Stream
 from rpcmeter.protocols.h2.transport import Session
@@ -89,12 +95,37 @@ class StreamFigures:
         return out
 
 
+Messages = Sequence[bytes | Fill[bytes]]  # a stream's framed request message, in turn
+
+
+def stream_messages(call: PreparedCall | None) -> Messages | None:
+    """The framed request messages of a schema call whose message varies (placeholders in its
+    data, a data file's messages), each fixed bytes or made from a stream's values; None when
+    every stream sends the one message."""
+    if call is None or not call.messages:
+        return None
+    out: list[bytes | Fill[bytes]] = []
+    for msg in call.entries():
+        if isinstance(msg, MessageTemplate):
+            out.append(Fill(msg.exprs, msg.filler(call.files, msg.exprs, framed=True)))
+        else:
+            out.append(frame(msg))
+    return out
+
+
+def message_source(messages: Messages, ctx: Any, index: int) -> Callable[[], bytes]:
+    """Loop ``index``'s next framed request message, one per stream (its request number
+    advanced each time)."""
+    return source(messages, LoopState(loop_of(ctx, index)), advance=True)
+
+
 class Call:
     """One stream in flight (the HTTP/2 stream's ``user``)."""
 
     __slots__ = (
         "done",
         "failed",
+        "framed",
         "got",
         "have",
         "last",
@@ -107,10 +138,11 @@ class Call:
         "timer",
     )
 
-    def __init__(self, done: Done, session: Session, t0: int) -> None:
+    def __init__(self, done: Done, session: Session, t0: int, framed: bytes = b"") -> None:
         self.done = done
         self.session = session
         self.t0 = t0
+        self.framed = framed  # its request message, framed
         self.last = t0  # the time the current sample is measured from
         self.got = 0
         self.sent = 0
@@ -132,9 +164,11 @@ class GrpcStreamH2(GrpcH2Client):
         *args: Any,
         params: StreamParams,
         max_message_bytes: int = MAX_MESSAGE_BYTES,
+        messages: Messages | None = None,
     ) -> None:
         super().__init__(*args)
         self.params = params
+        self.messages = messages  # the request message per stream, when it varies
         self.max_message = max_message_bytes
         self.figures = StreamFigures()
         self.expected = params.expected_replies()  # None: whatever the server sends
@@ -154,19 +188,30 @@ class GrpcStreamH2(GrpcH2Client):
             self.prepared = conn.prepare(self.headers, self.framed * self.requests)
 
     def channel(self, index: int) -> Channel:
-        return partial(self.start, self.session(index))
+        session = self.session(index)
+        if self.messages is None:
+            return partial(self.start, session)
+        message = message_source(self.messages, self.ctx, index)
+        return lambda done: self.start(session, done, message())
 
-    def start(self, session: Session, done: Done) -> None:
+    def start(self, session: Session, done: Done, framed: bytes | None = None) -> None:
         clock = time.perf_counter_ns
-        call = Call(done, session, clock())
-        stream = session.start(self.prepared, self.on_end, call)
+        prepared = self.prepared
+        if framed is None:
+            framed = self.framed
+        elif self.ping_pong:  # the stream's own message: the first now, the others after replies
+            prepared = Request(prepared.block, framed, end_stream=self.requests == 1)
+        else:
+            prepared = Request(prepared.block, framed * self.requests)
+        call = Call(done, session, clock(), framed)
+        stream = session.start(prepared, self.on_end, call)
         stream.on_data = self.on_data
         call.stream = stream
         n = 1 if self.ping_pong else self.requests
         call.sent = n
         counts = self.figures.counts
         counts["messages_out"] += n
-        counts["bytes_out"] += n * len(self.request_message)
+        counts["bytes_out"] += n * (len(framed) - 5)
         if self.timeout_s is not None:
             call.timer = self.loop.call_later(self.timeout_s, self.expire, call)
 
@@ -222,10 +267,10 @@ class GrpcStreamH2(GrpcH2Client):
                 proto = call.session.holder(stream)
                 if proto is not None:
                     call.sent += 1
-                    proto.conn.send_data(stream, self.framed, call.sent == self.requests)
+                    proto.conn.send_data(stream, call.framed, call.sent == self.requests)
                     proto.flush()
                     figures.counts["messages_out"] += 1
-                    figures.counts["bytes_out"] += len(self.request_message)
+                    figures.counts["bytes_out"] += len(call.framed) - 5
                     call.last = clock()
         if pos < n:
             rest = data[pos:]
@@ -286,9 +331,11 @@ def grpcio_stream_caller(
     timeout: float | None,
     figures: StreamFigures,
     status_error: Callable[[grpc.RpcError], BaseException],
+    message: Callable[[], bytes] | None = None,
 ) -> Caller:
     """One blocking streaming call per invocation on grpcio's stubs, recording what
-    :class:`GrpcStreamH2` records (see the module doc)."""
+    :class:`GrpcStreamH2` records (see the module doc); ``message``, when the request message
+    varies, gives each stream's (framed: :func:`message_source`)."""
     clock = time.perf_counter_ns
     mode = params.mode
     n_req = params.requests_per_stream()
@@ -307,7 +354,10 @@ def grpcio_stream_caller(
     sample_first = mode == "client" or ping_pong  # the first reply is a message sample too
 
     def replies(
-        t0: int, it: Iterator[bytes], turns: queue.SimpleQueue[bytes | None] | None = None
+        t0: int,
+        it: Iterator[bytes],
+        request: bytes,
+        turns: queue.SimpleQueue[bytes | None] | None = None,
     ) -> int:
         """Read, check and time every reply; with ``turns``, send a request after each."""
         got = 0
@@ -335,28 +385,31 @@ def grpcio_stream_caller(
                     turns.put(None)
         return got
 
+    fixed = request
+
     def call() -> None:
         got = 0
+        request = fixed if message is None else message()[5:]
         try:
             t0 = clock()
             if mode == "server":
                 counts["messages_out"] += 1
                 counts["bytes_out"] += len(request)
-                got = replies(t0, unary_stream(request, **opts))
+                got = replies(t0, unary_stream(request, **opts), request)
             elif mode == "client":
                 counts["messages_out"] += n_req
                 counts["bytes_out"] += n_req * len(request)
-                got = replies(t0, iter((stream_unary(repeat(request, n_req), **opts),)))
+                got = replies(t0, iter((stream_unary(repeat(request, n_req), **opts),)), request)
             elif ping_pong:
                 turns: queue.SimpleQueue[bytes | None] = queue.SimpleQueue()
                 turns.put(request)
                 counts["messages_out"] += 1
                 counts["bytes_out"] += len(request)
-                got = replies(t0, stream_stream(iter(turns.get, None), **opts), turns)
+                got = replies(t0, stream_stream(iter(turns.get, None), **opts), request, turns)
             else:
                 counts["messages_out"] += n_req
                 counts["bytes_out"] += n_req * len(request)
-                got = replies(t0, stream_stream(repeat(request, n_req), **opts))
+                got = replies(t0, stream_stream(repeat(request, n_req), **opts), request)
         except grpc.RpcError as exc:
             raise status_error(exc) from None
         finally:
