@@ -46,7 +46,7 @@ from typing import Any
 
 import grpc
 
-from rpcmeter.drivers.base import Caller, Channel, Done, ReplyCheck, ReplyError
+from rpcmeter.drivers.base import Caller, Channel, Done, DriverContext, ReplyCheck, ReplyError
 from rpcmeter.drivers.grpc_h2 import GrpcH2Client
 from rpcmeter.drivers.varying import Fill, LoopState, loop_of, source
 from rpcmeter.metrics.histogram import Histogram
@@ -113,7 +113,7 @@ def stream_messages(call: PreparedCall | None) -> Messages | None:
     return out
 
 
-def message_source(messages: Messages, ctx: Any, index: int) -> Callable[[], bytes]:
+def message_source(messages: Messages, ctx: DriverContext, index: int) -> Callable[[], bytes]:
     """Loop ``index``'s next framed request message, one per stream (its request number
     advanced each time)."""
     return source(messages, LoopState(loop_of(ctx, index)), advance=True)
