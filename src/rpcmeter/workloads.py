@@ -158,9 +158,7 @@ class StreamParams(WorkloadParams):
     kind: ClassVar[str] = "stream"
     mode: StreamMode = "server"  # which side streams: server, client or both (bidi)
     # a stream that ends with another number of replies is measured all the same, and counted
-    messages: Annotated[int, Ge(1), Le(100_000_000)] | None = (
-        None  # requests sent; replies expected (unset: any)
-    )
+    messages: Annotated[int, Ge(1), Le(10**8)] | None = None  # requests sent, replies expected
     request_bytes: Annotated[int, Ge(0), Le(_MAX_BYTES)] = 100  # a request message's size
     reply_bytes: Annotated[int, Ge(0), Le(_MAX_BYTES)] = 100  # a reply message's size
     pattern: StreamPattern = "ping-pong"  # bidi: ping-pong (one at a time) or flood
