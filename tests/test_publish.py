@@ -14,6 +14,9 @@ from typing import Any
 
 import pytest
 
+from rpcmeter import publish as site_module
+from rpcmeter.cli import main
+from rpcmeter.cli import publish as publish_command
 from rpcmeter.errors import UsageError
 from rpcmeter.publish import publish, suite_file
 from rpcmeter.store import Store
@@ -169,6 +172,42 @@ def test_publish_refuses_a_directory_that_is_not_a_site(tmp_path: Path) -> None:
     with pytest.raises(UsageError, match="not an rpcmeter site"):
         publish(other, tmp_path / "h.db")
     assert [p.name for p in other.iterdir()] == ["notes.txt"]
+
+
+def test_publish_command(
+    site: dict[str, Any], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert publish_command.DEFAULT_PLOTS == site_module.DEFAULT_PLOTS
+    out = tmp_path / "site"
+    argv = ["publish", str(out), "--store", str(site["store"]), "--plots", "0", "--jobs", "1"]
+    assert main([*argv, "--last", "3"]) == 0
+    said = capsys.readouterr().out.splitlines()
+    assert said[0].startswith(f"published 3 runs of 1 suite(s) to {out}: 3 run pages rendered")
+    assert said[1] == f"open {out / 'index.html'}"
+    assert main(argv) == 0
+    assert "12 runs of 1 suite(s)" in capsys.readouterr().out
+    # errors a user can cause: one line
+    for bad, code, words in (
+        (["publish", str(out), "--store", str(tmp_path / "none.db")], 2, "no history database"),
+        (["publish", str(site["repo"]), "--store", str(site["store"])], 2, "not an rpcmeter site"),
+        ([*argv, "--last", "0"], 2, "--last 0"),
+    ):
+        assert main(bad) == code
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and err.startswith("rpcmeter: error: ") and words in err
+
+
+def test_an_unreadable_run_gets_a_page_that_says_why(tmp_path: Path) -> None:
+    make_store(tmp_path / "h.db", "0" * 40, runs=3)
+    with Store(tmp_path / "h.db") as store:
+        store.db.execute('UPDATE cases SET document = \'{"id": "x"}\' WHERE run = 2')
+    done = publish(tmp_path / "site", tmp_path / "h.db", jobs=1, plots=0)
+    assert done.runs == 3
+    page = (tmp_path / "site" / "runs" / "2.html").read_text(encoding="utf-8")
+    assert "run 2" in page and "cases[0]" in page
+    assert "run 2" in (tmp_path / "site" / "compare" / "2-3.html").read_text(encoding="utf-8")
+    index = (tmp_path / "site" / "index.html").read_text(encoding="utf-8")
+    assert 'id="run-2"' in index and 'id="run-3"' in index
 
 
 # ---- in a real browser ---------------------------------------------------------------------------
