@@ -113,7 +113,8 @@ def _steps_cell(steps: Sequence[StepNote], shown: int = 3) -> str:
 def index_page(rows: Sequence[RunRow], suites: Sequence[SuiteLink], source: str) -> str:
     """Every run, newest first, with what it brought; the suites; a filter."""
     suite_items = "".join(
-        f'<li><a href="{e(s.page)}">{e(s.name)}</a> · {s.runs} runs · {s.steps} steps</li>'
+        f'<li><a href="{e(s.page)}">{e(s.name or "(no name)")}</a> · {s.runs} runs · '
+        f"{s.steps} steps</li>"
         for s in suites
     )
     lines = []
@@ -148,7 +149,7 @@ def index_page(rows: Sequence[RunRow], suites: Sequence[SuiteLink], source: str)
             f'<tr class="run" id="run-{r.id}" data-search="{e(search)}">'
             f'<td><a href="runs/{r.id}.html">{r.id}</a></td>'
             f'<td class="l">{e(r.when[:16].replace("T", " "))}</td>'
-            f'<td class="l"><a href="{e(r.suite_page)}">{e(r.suite)}</a></td>'
+            f'<td class="l"><a href="{e(r.suite_page)}">{e(r.suite or "(no name)")}</a></td>'
             f'<td class="l"><code>{e(r.revision)}</code>{branch}</td>'
             f'<td class="msg">{message}</td><td class="l">{tags}</td><td class="l">{status}</td>'
             f'<td>{cases}</td><td class="steps">{_steps_cell(r.steps)}</td><td>{compare}</td></tr>'
