@@ -50,9 +50,7 @@ def build_store(path: Path, runs: int, first: int = 1) -> None:
         sources: dict[bool, list[int]] = {}
         for slow in (False, True):
             docs = [
-                synthetic_document(
-                    spec(1.2 if slow else 1.0), seed=s + (100 if slow else 0), cpu=True
-                )
+                synthetic_document(spec(1.2 if slow else 1.0), seed=s, cpu=True)
                 for s in range(FAMILY)
             ]
             for doc in docs:
@@ -60,26 +58,28 @@ def build_store(path: Path, runs: int, first: int = 1) -> None:
                 doc["run_id"] = f"template{slow:d}{doc['run_id']}"
             sources[slow] = [store.save(d) for d in docs]
         cols = (
-            "finished_at, status, suite_name, suite_path, suite_sha256, git_branch, git_dirty, "
+            "status, suite_name, suite_path, suite_sha256, git_branch, git_dirty, "
             "variants, cases, planned_cases, environment"
         )
         with store.transaction():
             for n in range(first, first + runs):
                 src = sources[n >= STEP_AT][n % FAMILY]
                 commit = f"{n:040x}"
-                when = (
-                    f"2026-{1 + n // 600 % 12:02d}-{1 + n // 24 % 28:02d}T{n % 24:02d}:00:00+00:00"
-                )
+                day = f"2026-{1 + n // 600 % 12:02d}-{1 + n // 24 % 28:02d}T{n % 24:02d}"
+                when, end = f"{day}:00:00+00:00", f"{day}:01:00+00:00"
                 db.execute(
-                    f"INSERT INTO runs (run_id, started_at, git_commit, {cols}, document) "
-                    f"SELECT ?, ?, ?, {cols}, json_set(document, '$.run_id', ?, '$.started_at', ?,"
-                    " '$.suite.git', json(?)) FROM runs WHERE id = ?",
+                    "INSERT INTO runs (run_id, started_at, finished_at, git_commit, "
+                    f"{cols}, document) "
+                    f"SELECT ?, ?, ?, ?, {cols}, json_set(document, '$.run_id', ?, '$.started_at',"
+                    " ?, '$.finished_at', ?, '$.suite.git', json(?)) FROM runs WHERE id = ?",
                     (
                         f"run{n:08d}",
                         when,
+                        end,
                         commit,
                         f"run{n:08d}",
                         when,
+                        end,
                         json.dumps({"commit": commit, "branch": "main", "dirty": False}),
                         src,
                     ),
