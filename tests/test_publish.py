@@ -76,7 +76,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     store = tmp / "h.db"
     make_store(store, commit)
     out = tmp / "site"
-    first = publish(out, store, jobs=2, plots=2, repo=tmp / "repo")
+    first = publish(out, store, jobs=2, plots=1, repo=tmp / "repo")
     return {"dir": out, "store": store, "first": first, "commit": commit, "repo": tmp / "repo"}
 
 
@@ -188,6 +188,13 @@ def test_publish_command(
     assert said[1] == f"open {out / 'index.html'}"
     assert main(argv) == 0
     assert "12 runs of 1 suite(s)" in capsys.readouterr().out
+    # a suite with no runs publishes nothing, and leaves the site as it was
+    assert main([*argv, "--suite", "other"]) == 0
+    assert (
+        capsys.readouterr().out
+        == f"no runs of suite 'other' in {site['store']}: nothing published\n"
+    )
+    assert len(list((out / "runs").iterdir())) == RUNS
     # errors a user can cause: one line
     for bad, code, words in (
         (["publish", str(out), "--store", str(tmp_path / "none.db")], 2, "no history database"),

@@ -57,16 +57,20 @@ def cmd_publish(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
         raise UsageError(f"--plots {args.plots}: 0 or more runs")
     if args.jobs is not None and args.jobs < 1:
         raise UsageError(f"--jobs {args.jobs}: at least 1 process")
+    store = options.store_path(args)
     done = publish(
         args.directory,
-        options.store_path(args),
+        store,
         suite=args.suite,
         last=args.last,
         jobs=args.jobs,
         plots=args.plots,
         repo=args.repo,
     )
+    if not done.runs:
+        suite = f" of suite {args.suite!r}" if args.suite else ""
+        out.write(f"no runs{suite} in {store}: nothing published\n")
+        return 0
     out.write(done.line() + "\n")
-    if done.runs:
-        out.write(f"open {done.directory / 'index.html'}\n")
+    out.write(f"open {done.directory / 'index.html'}\n")
     return 0

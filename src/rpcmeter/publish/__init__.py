@@ -443,6 +443,8 @@ def publish(
     manifest = _read_manifest(out)
     with Store(store_path, read_only=True) as store:
         infos = store.runs(last, suite=suite)[::-1]  # oldest first
+    if not infos:  # nothing to show: the directory is left as it is (a mistyped --suite)
+        return Published(out, 0, 0, 0, 0, 0, time.perf_counter() - start, 0)
     try:
         for sub in ("runs", "compare", "suites", "data", "assets"):
             (out / sub).mkdir(parents=True, exist_ok=True)

@@ -119,7 +119,8 @@ SITE_JS = r"""
     var every = Math.max(1, Math.ceil(s.x.length / 8));
     s.x.forEach(function (i, j) {
       if (j % every === 0 || j === s.x.length - 1)
-        svg.appendChild(svgEl("text", {x: X(i), y: H - B + 12, "text-anchor": "middle"}, String(runs[i].id)));
+        svg.appendChild(svgEl("text", {x: X(i), y: H - B + 12,
+          "text-anchor": j === s.x.length - 1 ? "end" : j === 0 ? "start" : "middle"}, String(runs[i].id)));
     });
     svg.appendChild(svgEl("text", {x: L, y: H - 2}, "run"));
     svg.appendChild(svgEl("text", {x: 2, y: T + 8}, s.unit));
