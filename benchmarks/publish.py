@@ -11,6 +11,7 @@ a third after 10 new runs.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import resource
@@ -64,7 +65,7 @@ def build_store(path: Path, runs: int, first: int = 1) -> None:
         with store.transaction():
             for n in range(first, first + runs):
                 src = sources[n >= STEP_AT][n % FAMILY]
-                commit = f"{n:040x}"
+                commit = hashlib.sha1(f"revision {n}".encode()).hexdigest()
                 day = f"2026-{1 + n // 600 % 12:02d}-{1 + n // 24 % 28:02d}T{n % 24:02d}"
                 when, end = f"{day}:00:00+00:00", f"{day}:01:00+00:00"
                 db.execute(
