@@ -481,7 +481,9 @@ def comparison_warnings(rows: Sequence[ComparisonRow]) -> list[str]:
     """Verdicts resting on too few repetitions or on spread above 10 % between repetitions."""
     warnings: list[str] = []
     undecided = [r for r in rows if not can_decide(r.n, r.n_baseline)]
-    thin = [r for r in rows if min(r.n, r.n_baseline) < MIN_REPEAT and r not in undecided]
+    # by identity: a row's == compares every field, and this ran rows x rows of them
+    undecided_ids = {id(r) for r in undecided}
+    thin = [r for r in rows if min(r.n, r.n_baseline) < MIN_REPEAT and id(r) not in undecided_ids]
     if undecided:
         fewest = min(min(r.n, r.n_baseline) for r in undecided)
         warnings.append(

@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TextIO
 
-from rpcmeter.cli import grpc, history, run, trend
+from rpcmeter.cli import grpc, history, publish, run, trend
 from rpcmeter.errors import RpcmeterError
 from rpcmeter.text import printable
 
@@ -58,6 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_parser(sub)
     history.add_parsers(sub)
     trend.add_parser(sub)
+    publish.add_parser(sub)
     grpc.add_parsers(sub)
     return parser
 
