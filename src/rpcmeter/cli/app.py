@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TextIO
 
-from rpcmeter.cli import grpc, history, run, trend
+from rpcmeter.cli import grpc, history, http, run, trend
 from rpcmeter.errors import RpcmeterError
 from rpcmeter.text import printable
 
@@ -60,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     history.add_parsers(sub)
     trend.add_parser(sub)
     grpc.add_parsers(sub)
+    http.add_parser(sub)
     return parser
 
 
@@ -86,6 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.command is None:
         args = parser.parse_args(["run", *(argv or [])])
+    args.argv = list(argv) if argv is not None else sys.argv[1:]  # as typed: --save-suite's note
     signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     _warn_if_edited()
     handler: Handler = args.handler
