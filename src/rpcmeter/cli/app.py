@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TextIO
 
-from rpcmeter.cli import grpc, history, http, run, trend
+from rpcmeter.cli import grpc, grpc_oneline, history, http, run, trend
 from rpcmeter.errors import RpcmeterError
 from rpcmeter.text import printable
 
@@ -84,10 +84,11 @@ def _warn_if_edited() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    typed = list(argv) if argv is not None else sys.argv[1:]
+    args = parser.parse_args(grpc_oneline.implicit_load(typed))
     if args.command is None:
         args = parser.parse_args(["run", *(argv or [])])
-    args.argv = list(argv) if argv is not None else sys.argv[1:]  # as typed: --save-suite's note
+    args.argv = typed  # as typed: what a one-liner's suite says made it
     signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     _warn_if_edited()
     handler: Handler = args.handler

@@ -19,6 +19,7 @@ from rpcmeter.text import printable
 PERCENTILES = (10.0, 25.0, 50.0, 75.0, 90.0, 95.0, 99.0, 99.9, 99.99)
 HISTOGRAM_ROWS = 11  # as oha draws it
 BAR = "■"
+STATUS_KINDS = ("http_", "grpc:")  # error kinds that are a reply's status
 
 
 def _cell(view: View) -> Cell | None:
@@ -90,16 +91,23 @@ def histogram_lines(cell: Cell, width: int) -> list[str]:
     return out
 
 
-def status_lines(cell: Cell, errors: dict[str, int], ok: int) -> list[str]:
-    """Replies by status: the successes, then each failing status (``http_503``, ``grpc_...``)."""
-    kinds = [k for k in errors if k.startswith(("http_", "grpc_"))]
+def status_lines(errors: dict[str, int], ok: int, grpc: bool) -> list[str]:
+    """Replies by status: the successes, then each failing status (``http_503``,
+    ``grpc:NOT_FOUND``)."""
+    kinds = [k for k in errors if k.startswith(STATUS_KINDS)]
     if not kinds and not ok:
         return []
-    ok_label = "[grpc OK]" if any(k.startswith("grpc_") for k in kinds) else "[2xx]"
-    rows = [(ok_label, ok)] + [(f"[{k.split('_', 1)[1]}]", errors[k]) for k in sorted(kinds)]
+    ok_label = "[OK]" if grpc else "[2xx]"
+    rows = [(ok_label, ok)] + [(f"[{k[5:]}]", errors[k]) for k in sorted(kinds)]
     w = max(len(f"{n:,}") for _, n in rows)
     lw = max(len(label) for label, _ in rows)
     return [f"  {label:<{lw}} {n:>{w},} replies" for label, n in rows]
+
+
+def _driver(view: View) -> str:
+    suite = view.document.get("suite") if isinstance(view.document, dict) else None
+    driver = suite.get("driver") if isinstance(suite, dict) else None
+    return driver if isinstance(driver, str) else ""
 
 
 def render(view: View, width: int = 120, color: bool = False) -> str:
@@ -169,10 +177,10 @@ def render(view: View, width: int = 120, color: bool = False) -> str:
             row += f" {text}  "
         lines.append(row.rstrip())
         lines += ["", "Latency histogram:", *histogram_lines(cell, min(width, 100))]
-    status = status_lines(cell, errors, ok)
+    status = status_lines(errors, ok, _driver(view) == "grpc")
     if status:
         lines += ["", "Status:", *status]
-    other = {k: n for k, n in errors.items() if not k.startswith(("http_", "grpc_"))}
+    other = {k: n for k, n in errors.items() if not k.startswith(STATUS_KINDS)}
     if other:
         lines += ["", "Errors:"]
         samples = {k: s for c in cell.cases for k, s in c.error_samples.items()}
