@@ -226,3 +226,49 @@ def test_usage_errors_are_one_line(
     assert exc.value.code == 2
     assert err.startswith("rpcmeter: error: ") and message in err, err
     assert err.count("\n") == 1
+
+
+def test_https_with_a_ca_or_insecure_over_both_protocols(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The built-in server over TLS with a certificate of the test's own CA: --cacert trusts
+    it (HTTP/2 by ALPN here), --insecure does not check it, and without either it fails."""
+    import json
+    import socket
+    import time
+
+    import trustme
+
+    from rpcmeter.servers.process import new_endpoint
+
+    ca = trustme.CA()
+    cert = ca.issue_cert("localhost", "127.0.0.1")
+    ca_file, cert_file, key_file = tmp_path / "ca.pem", tmp_path / "c.pem", tmp_path / "c.key"
+    ca_file.write_bytes(ca.cert_pem.bytes())
+    cert_file.write_bytes(b"".join(p.bytes() for p in cert.cert_chain_pems))
+    key_file.write_bytes(cert.private_key_pem.bytes())
+    ep = new_endpoint("tcp")
+    tls = {"tls": {"cert_file": str(cert_file), "key_file": str(key_file)}}
+    command = [sys.executable, "-m", "rpcmeter.servers.http_server", "--port", str(ep.port)]
+    proc = subprocess.Popen([*command, "--options", json.dumps(tls)])
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", ep.port or 0), timeout=1).close()
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, "no server"
+                time.sleep(0.05)
+        base = ["http", f"https://localhost:{ep.port}/noop", "-c", "1", "-n", "20", *QUIET]
+        assert main([*base, "--cacert", str(ca_file), "--http2"]) == 0
+        out = capsys.readouterr().out
+        assert "[2xx] 20 replies" in out and "20 ok, 0 failed" in out
+        assert main([*base, "--insecure"]) == 0
+        out = capsys.readouterr().out
+        assert "[2xx] 20 replies" in out and "verification OFF" in out
+        assert main(base) == 1  # the system's CAs do not know the test's
+        assert "certificate" in capsys.readouterr().out.lower()
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
