@@ -64,7 +64,7 @@ def test_load_by_reflection_with_placeholders_and_expect(
     assert status == 0, captured
     assert "2 in flight · 40 requests" in captured.out
     assert "40 ok, 0 failed" in captured.out and "[OK] 40 replies" in captured.out
-    assert "Latency histogram:" in captured.out
+    assert "Latency histogram (each row: the requests up to its latency):" in captured.out
     assert "asking its server (grpc reflection)" in captured.err
     # a reply that differs from --expect is a mismatch, with its sample
     status = main([*argv, "--expect", "name=nowhere"])

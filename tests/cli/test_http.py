@@ -41,7 +41,7 @@ def test_one_url_prints_one_screen(server: Endpoint, capsys: pytest.CaptureFixtu
     assert "requests/s" in out and "client CPU" in out and "us per request" in out
     assert "server CPU     - (a server rpcmeter did not start)" in out
     assert "p99 " in out and "p99.9 " in out
-    assert "Latency histogram:" in out and "■" in out
+    assert "Latency histogram (each row: the requests up to its latency):" in out and "■" in out
     assert "[2xx] 200 replies" in out
 
 

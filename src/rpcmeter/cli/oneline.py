@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 # how many repetitions a comparison of several targets gets by default: rpcmeter.suite's
 # COMPARE_REPEAT (checked by the tests; kept here so that the parser stays light)
 COMPARE_REPEAT = 5
+WRITTEN_BY = "written by: "  # the suite's description: rpcmeter.reporters.single reads it
 DEFAULT_REQUESTS = 200  # oha's default -n (in total, over all connections)
 DEFAULT_CONNECTIONS = 50  # oha's and ghz's default -c
 
@@ -227,7 +228,7 @@ def suite_document(
     repeat = args.repeat if args.repeat is not None else (COMPARE_REPEAT if n_variants > 1 else 1)
     return {
         "name": args.name or name,
-        "description": f"written by: {command}",
+        "description": f"{WRITTEN_BY}{command}",
         "repeat": repeat,
     }
 

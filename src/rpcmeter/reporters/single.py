@@ -19,6 +19,8 @@ from rpcmeter.text import printable
 PERCENTILES = (10.0, 25.0, 50.0, 75.0, 90.0, 95.0, 99.0, 99.9, 99.99)
 HISTOGRAM_ROWS = 11  # as oha draws it
 BAR = "■"
+WRITTEN_BY = "written by: "  # how a one-liner's suite describes itself (rpcmeter.cli.oneline)
+DEFAULT_NAMES = ("http ", "grpc ")  # its name when --name gives none
 STATUS_KINDS = ("http_", "grpc:")  # error kinds that are a reply's status
 
 
@@ -114,9 +116,12 @@ def render(view: View, width: int = 120, color: bool = False) -> str:
     """The screen of one target (``color`` is taken and ignored: the screen is plain text)."""
     cell = _cell(view)
     run = view.run
-    lines = [printable(run.title)]
-    if run.description:
-        lines.append(printable(run.description))
+    command = run.description.removeprefix(WRITTEN_BY)
+    if run.description.startswith(WRITTEN_BY):  # a one-liner's: the command line says it all
+        own_name = not run.title.startswith(DEFAULT_NAMES)
+        lines = [printable(run.title), printable(command)] if own_name else [printable(command)]
+    else:
+        lines = [printable(run.title)] + ([printable(command)] if command else [])
     if cell is None or not cell.cases:
         return "\n".join([*lines, "no case ran", ""])
     lines.append(load_line(cell))
@@ -176,7 +181,11 @@ def render(view: View, width: int = 120, color: bool = False) -> str:
                 row = " "
             row += f" {text}  "
         lines.append(row.rstrip())
-        lines += ["", "Latency histogram:", *histogram_lines(cell, min(width, 100))]
+        lines += [
+            "",
+            "Latency histogram (each row: the requests up to its latency):",
+            *histogram_lines(cell, min(width, 100)),
+        ]
     status = status_lines(errors, ok, _driver(view) == "grpc")
     if status:
         lines += ["", "Status:", *status]
