@@ -234,3 +234,20 @@ def test_usage_errors_are_one_line(
     assert exc.value.code == 2
     assert err.startswith("rpcmeter: error: ") and message in err, err
     assert err.count("\n") == 1
+
+
+def test_a_request_that_does_not_fit_the_method_names_its_flag(
+    address: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Checked against the schema the server gives, before the run starts."""
+    argv = ["grpc", address, FEATURE, "--no-store"]
+    assert main([*argv, "-d", '{"latitude": "north"}']) == 2
+    err = capsys.readouterr().err
+    assert err == 'rpcmeter: error: -d: latitude: expected int32, got "north"\n'
+    assert main([*argv, "--expect", "location.lat=3"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("rpcmeter: error: --expect: location.lat: routeguide.Point has no ")
+    assert main(["grpc", address, f"{FEATURE}s", "--no-store"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("rpcmeter: error: no method 'routeguide.RouteGuide/GetFeatures' in ")
+    assert "(closest: routeguide.RouteGuide/GetFeature" in err

@@ -369,6 +369,25 @@ def load_targets(args: argparse.Namespace) -> tuple[list[tuple[str | None, str]]
     return addresses, call
 
 
+def check_request(found: Schema, call: str, options: dict[str, Any]) -> None:
+    """``-d`` and ``--expect`` against the method's messages: a mistake is a usage error
+    naming the flag, before the run (which compiles them again, as a suite's)."""
+    from rpcmeter.protocols.grpc_schema import SchemaError, compile_call
+
+    if "data_file" in options:
+        return  # a suite's own check names the file and the line
+    try:
+        compile_call(
+            found, call, options.get("data"), options.get("expect"), ("METHOD", "-d", "--expect")
+        )
+    except SchemaError as exc:
+        text = str(exc)
+        for flag in ("-d", "--expect"):
+            if text.startswith(f"{flag}."):
+                text = f"{flag}: {text.removeprefix(flag + '.')}"
+        raise UsageError(text) from None
+
+
 def replies_due(
     args: argparse.Namespace,
     address: str,
@@ -426,7 +445,9 @@ def suite_of(
     # a streaming method runs the stream workload of its mode: the method's kind is asked for
     from rpcmeter.protocols.grpc_schema import streaming
 
-    method = method_of(schema(args, addresses[0][1], meta), call)
+    found = schema(args, addresses[0][1], meta)
+    method = method_of(found, call)
+    check_request(found, call, options)
     kind = streaming(method)
     command = oneline.command_line("rpcmeter grpc", argv)
     shown = " ".join(a for _, a in addresses)

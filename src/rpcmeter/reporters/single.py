@@ -170,6 +170,19 @@ def render(view: View, width: int = 120, color: bool = False) -> str:
             f"{sum(o.scheduled for o in opened):,} scheduled · {late:,} late · "
             f"{dropped:,} dropped"
         )
+    streams = [c.stream for c in cell.ok_cases if c.stream is not None]
+    if streams:
+        lines += ["", "Streams (a request above is a whole stream):"]
+        lines.append(
+            f"  messages/s     {fmt_rate(_mean(x.messages_per_s for x in streams))} · "
+            f"{_mean(x.messages_per_stream for x in streams):,.1f} per stream"
+        )
+        for label, key in (("first message", "first_message"), ("per message", "message")):
+            got = [getattr(x, key) for x in streams if getattr(x, key) is not None]
+            if got:
+                p50 = _mean(g.p50_us for g in got)
+                p99 = _mean(g.p99_us for g in got)
+                lines.append(f"  {label:<14} p50 {fmt_ms(p50)} ms · p99 {fmt_ms(p99)} ms")
     if h.count:
         lines += ["", "Latency percentiles (ms):"]
         values = h.percentiles(PERCENTILES)
