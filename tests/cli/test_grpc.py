@@ -221,6 +221,7 @@ def test_the_builtin_server_has_no_reflection(capsys: pytest.CaptureFixture[str]
         (["h", FEATURE], "expected 'host:port' or a Unix socket path, got 'h'"),
         (["h:1", "nomethod"], "'nomethod' is no method"),
         (["--call", FEATURE], "no address to call"),
+        (["h:1", FEATURE, "--bogus"], "grpc: unrecognized arguments: --bogus (see rpcmeter grpc"),
         (["h:1", FEATURE, "--proto", "missing.proto"], "--proto missing.proto: no such file"),
     ],
 )

@@ -213,6 +213,7 @@ def test_run_reads_the_saved_suite_from_stdin(server: Endpoint, tmp_path: Path) 
         (["-c", "0", "http://h/"], "argument -c/--connections: 0: at least 1"),
         (["a=http://h/", "a=http://g/"], "two targets named 'a'"),
         (["--insecure", "http://h/"], "--insecure and --cacert are for https:// URLs"),
+        (["--bogus", "http://h/"], "http: unrecognized arguments: --bogus (see rpcmeter http"),
     ],
 )
 def test_usage_errors_are_one_line(

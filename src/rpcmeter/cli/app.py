@@ -84,7 +84,10 @@ def _warn_if_edited() -> None:
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     typed = list(argv) if argv is not None else sys.argv[1:]
-    args = parser.parse_args(grpc_oneline.implicit_load(typed))
+    args, extra = parser.parse_known_args(grpc_oneline.implicit_load(typed))
+    if extra:  # a one-liner names a flag it does not know in one line (oneline.brief_errors)
+        brief = getattr(args, "brief_parser", None)
+        (brief or parser).error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command is None:
         args = parser.parse_args(["run", *(argv or [])])
     args.argv = typed  # as typed: what a one-liner's suite says made it

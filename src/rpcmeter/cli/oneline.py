@@ -100,6 +100,7 @@ def brief_errors(p: argparse.ArgumentParser) -> None:
         )
 
     p.error = error  # type: ignore[method-assign]
+    p.set_defaults(brief_parser=p)  # main() reports arguments left over through it
 
 
 def add_load_flags(p: argparse.ArgumentParser, connections_flag: Sequence[str]) -> None:
