@@ -273,3 +273,19 @@ def test_https_with_a_ca_or_insecure_over_both_protocols(
     finally:
         proc.terminate()
         proc.wait(timeout=10)
+
+
+def test_a_jsonl_data_file_sends_its_requests_in_turn(
+    server: Endpoint, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    lines = tmp_path / "requests.jsonl"
+    lines.write_text(
+        '{"method": "PUT", "path": "/kv/i47a-file-a", "body": "a"}\n'
+        '{"method": "PUT", "path": "/kv/i47a-file-b", "body": "{{request_number}}"}\n'
+    )
+    before = tally(server)
+    argv = ["http", url(server, "/"), "-D", str(lines), "-c", "1", "-n", "20", *QUIET]
+    assert main(argv) == 0, capsys.readouterr()
+    after = tally(server)
+    assert after["puts"] - before["puts"] == 20
+    assert after["keys"] - before["keys"] == 2  # the two keys, each stored, then replaced
