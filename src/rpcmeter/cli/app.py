@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TextIO
 
-from rpcmeter.cli import grpc, history, publish, run, trend
+from rpcmeter.cli import grpc, grpc_oneline, history, http, publish, run, trend
 from rpcmeter.errors import RpcmeterError
 from rpcmeter.text import printable
 
@@ -60,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     trend.add_parser(sub)
     publish.add_parser(sub)
     grpc.add_parsers(sub)
+    http.add_parser(sub)
     return parser
 
 
@@ -83,9 +84,14 @@ def _warn_if_edited() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    typed = list(argv) if argv is not None else sys.argv[1:]
+    args, extra = parser.parse_known_args(grpc_oneline.implicit_load(typed))
+    if extra:  # a one-liner names a flag it does not know in one line (oneline.brief_errors)
+        brief = getattr(args, "brief_parser", None)
+        (brief or parser).error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command is None:
         args = parser.parse_args(["run", *(argv or [])])
+    args.argv = typed  # as typed: what a one-liner's suite says made it
     signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
     _warn_if_edited()
     handler: Handler = args.handler

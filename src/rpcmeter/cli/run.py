@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -28,7 +29,11 @@ next:
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("run", help="run a suite (the built-in demo when no suite is given)")
-    p.add_argument("suite", nargs="?", help="suite file (TOML); default: the built-in demo")
+    p.add_argument(
+        "suite",
+        nargs="?",
+        help="suite file (TOML); - reads it from standard input; default: the built-in demo",
+    )
     options.add_set_option(p)
     p.add_argument(
         "--quick",
@@ -169,10 +174,22 @@ def check_rate_search(args: argparse.Namespace) -> None:
 
 
 def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from rpcmeter.suite import builtin_suite_path, load_suite
+    import sys
+
+    from rpcmeter.suite import builtin_suite_path, load_suite, load_suite_bytes
 
     check_run_outputs(args)
     check_rate_search(args)
+    if args.suite == "-":  # the suite's text on standard input
+        suite = load_suite_bytes(
+            sys.stdin.buffer.read(),
+            "<stdin>",
+            args.overrides,
+            quick=args.quick,
+            only_workloads=args.workload,
+            only_variants=args.variant,
+        )
+        return run_and_report(suite, args, out, err)
     path = Path(args.suite) if args.suite else builtin_suite_path("demo")
     suite = load_suite(
         path,
@@ -187,10 +204,17 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return status
 
 
-def run_and_report(suite: Suite, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+def run_and_report(
+    suite: Suite,
+    args: argparse.Namespace,
+    out: TextIO,
+    err: TextIO,
+    render: Callable[[View, int, bool], str] | None = None,
+) -> int:
     """Run ``suite`` with the options of :func:`add_run_outputs` (and, where the parser has
     them, the rate search's and the cluster's), print its tables and write what was asked for;
-    the exit status."""
+    the exit status. ``render(view, width, color)``: the text printed instead of the terminal
+    report's (a one-liner's single target)."""
     from rpcmeter import gate
     from rpcmeter.cli.output import render_report, write_reports
     from rpcmeter.cli.progress import Began, Progress
@@ -239,7 +263,10 @@ def run_and_report(suite: Suite, args: argparse.Namespace, out: TextIO, err: Tex
         view = build_view(result)
         if json_out is not None:
             json_out.write(render_report(view, "json", args, json_out))
-        out.write(render_report(view, "text", args, out))
+        if render is not None:
+            out.write(render(view, options.width(args, out), out.isatty()))
+        else:
+            out.write(render_report(view, "text", args, out))
         if args.output:
             out.write(f"\nresult written to {args.output}\n")
         write_reports(view, args, out, ("html", "plots"))

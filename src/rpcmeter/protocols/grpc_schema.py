@@ -861,6 +861,33 @@ def skeleton(desc: Descriptor, depth: int = 0) -> dict[str, Any]:
     return out
 
 
+def typed_skeleton(desc: Descriptor, within: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Message ``desc`` as JSON with each field's type as its value (:func:`type_name`; every
+    member of a oneof, marked ``oneof NAME``; a message inside itself by its name): what
+    ``rpcmeter grpc describe`` prints."""
+    within = (*within, desc.full_name)
+    out: dict[str, Any] = {}
+    for f in desc.fields:
+        oneof = _real_oneof(f)
+        if _is_map(f):
+            key_type = type_name(f.message_type.fields_by_name["key"])
+            out[f.name] = {f"<{key_type}>": _typed(f.message_type.fields_by_name["value"], within)}
+        elif _repeated(f):
+            out[f.name] = [_typed(f, within)]
+        else:
+            value = _typed(f, within)
+            if oneof is not None and isinstance(value, str):
+                value = f"{value} (oneof {oneof.name})"
+            out[f.name] = value
+    return out
+
+
+def _typed(f: FieldDescriptor, within: tuple[str, ...]) -> Any:
+    if not _is_table(f) or f.message_type.full_name in within:
+        return type_name(f)
+    return typed_skeleton(f.message_type, within)
+
+
 def _default(f: FieldDescriptor, depth: int) -> Any:
     if f.type == FieldDescriptor.TYPE_ENUM:
         return f.enum_type.values[0].name
