@@ -53,6 +53,7 @@ from pydantic import BaseModel, ConfigDict, JsonValue
 
 from rpcmeter.aggregate import Cell, PointKey, baseline, cells, variant_names
 from rpcmeter.model import Json, Result, Run
+from rpcmeter.text import warning
 
 CONFIDENCE = 0.95
 ALPHA = 0.05
@@ -523,22 +524,21 @@ def row_label(row: ComparisonRow) -> str:
 
 
 def comparison_warnings(rows: Sequence[ComparisonRow]) -> list[str]:
-    """Verdicts resting on too few repetitions or on spread above 10 % between repetitions."""
+    """Verdicts resting on few repetitions or on spread above 10 % between repetitions (each a
+    headline and its details: :func:`rpcmeter.text.warning`). Ratios with no verdict at all
+    (too few repetitions) say why in their tables (``reporters.tables.undecided_note``)."""
     warnings: list[str] = []
-    undecided = [r for r in rows if not can_decide(r.n, r.n_baseline)]
-    thin = [r for r in rows if min(r.n, r.n_baseline) < MIN_REPEAT and r not in undecided]
-    if undecided:
-        fewest = min(min(r.n, r.n_baseline) for r in undecided)
-        warnings.append(
-            f"{len(undecided)} of {len(rows)} comparisons: no verdict, as few as {fewest} "
-            f"repetition(s) per side, too few for the test to reach 5 %; use repeat >= "
-            f"{MIN_REPEAT}"
-        )
+    thin = [
+        r for r in rows if min(r.n, r.n_baseline) < MIN_REPEAT and can_decide(r.n, r.n_baseline)
+    ]
     if thin:
         fewest = min(min(r.n, r.n_baseline) for r in thin)
         warnings.append(
-            f"{len(thin)} of {len(rows)} comparisons: verdicts rest on as few as {fewest} "
-            f"repetitions; use repeat >= {MIN_REPEAT}"
+            warning(
+                f"{len(thin)} of {len(rows)} verdicts rest on as few as {fewest} repetitions",
+                f"a verdict there needs every repetition of one side beyond every one of the "
+                f"other; use repeat >= {MIN_REPEAT}",
+            )
         )
     noisy: dict[str, tuple[float, str]] = {}  # cell -> worst CV and its metric
     for r in rows:
@@ -549,8 +549,11 @@ def comparison_warnings(rows: Sequence[ComparisonRow]) -> list[str]:
         label, (cv, short) = max(noisy.items(), key=lambda kv: kv[1][0])
         cells_compared = len({row_label(r) for r in rows})
         warnings.append(
-            f"{len(noisy)} of {cells_compared} compared cells rest on repetitions spread by more "
-            f"than {MAX_CV:.0%} (worst: {label}, {short} CV {cv:.0%}); their verdicts are weak"
+            warning(
+                f"{len(noisy)} of {cells_compared} compared cells vary by over {MAX_CV:.0%} "
+                "between repetitions: weak verdicts",
+                f"worst: {label}, {short} CV {cv:.0%}",
+            )
         )
     return warnings
 

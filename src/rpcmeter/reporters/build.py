@@ -66,6 +66,8 @@ def build(result: Result, derived: Derived | None = None) -> View:
     comparisons = derived.comparisons
     verdicts = analysis.has_verdicts(comparisons)
     summary = summary_grid(comparisons) if verdicts else None
+    # the ratios of every compared variant, with their verdicts or why there is none
+    compared = bool(comparisons.rows)
     run = Run(
         name=suite.name,
         description=suite.description or "",
@@ -95,7 +97,7 @@ def build(result: Result, derived: Derived | None = None) -> View:
         comparisons=comparisons,
         has_verdicts=verdicts,
         comparison_tables=tuple(
-            [*comparison_grids(comparisons), *([summary] if summary else [])] if verdicts else []
+            [*comparison_grids(comparisons), *([summary] if summary else [])] if compared else []
         ),
         rates=tuple(rate_series(result)),
         max_rate=tuple(result.max_rate or []),
@@ -163,14 +165,14 @@ def _workload(
 ) -> WorkloadView:
     kinds = {c.kind for c in result.cases if c.workload == workload}
     kind = "command" if "command" in kinds else "idle" if kinds == {"idle"} else "requests"
-    verdicts = analysis.has_verdicts(comparisons)
+    compared = bool(comparisons.rows)  # the comparison tables give the ratios
     return WorkloadView(
         name=workload,
         kind=kind,
         cells=grid,
-        summary=workload_grid(workload, grid, keys, names, base, verdicts, walls=True),
+        summary=workload_grid(workload, grid, keys, names, base, compared, walls=True),
         summary_narrow=workload_grid(
-            workload, grid, keys, names, base, verdicts, walls=len(names) <= 2
+            workload, grid, keys, names, base, compared, walls=len(names) <= 2
         ),
         ranking=ranking_grid(workload, grid, keys, base) if len(names) > 1 else None,
         breakdown=breakdown_grid(workload, grid, keys, several=len(names) > 1),
@@ -419,6 +421,7 @@ def _problems(result: Result) -> Iterator[Problem]:
             errors=tuple(c.errors.items()),
             error_sample=next(iter(c.error_samples.values()), ""),
             server_output_tail=c.server_output_tail or "",
+            samples=tuple(c.error_samples.items()),
         )
 
 
