@@ -10,8 +10,10 @@ from pathlib import Path
 import pytest
 
 from rpcmeter import model
+from rpcmeter.checks import min_requests
 from rpcmeter.cli import main
 from rpcmeter.result import write_json
+from rpcmeter.suite import builtin_suite_path, load_suite
 from tests.reporters.test_exports import golden_result
 from tests.support.synthetic import CellSpec, synthetic_result, with_case
 
@@ -127,3 +129,14 @@ def test_html_summary_uses_the_terminals_words_for_cpu(
     assert '<span class="slower">1 more</span>' in cpu[0]
     assert '<span class="faster">1 less</span>' in cpu[0]
     assert "slower</span>" not in cpu[0] and "faster</span>" not in cpu[0]
+
+
+@pytest.mark.parametrize("quick", [False, True])
+def test_demo_gives_every_cell_requests_enough_for_its_p99(quick: bool) -> None:
+    """`rpcmeter run` and `rpcmeter run --quick`: every cell of the demo gets the requests its
+    p99 needs, so a quiet machine raises no warning about too few of them."""
+    suite = load_suite(builtin_suite_path("demo"), quick=quick)
+    threads = suite.matrix["threads"][0] * suite.matrix["clients"][0]
+    for name, workload in suite.workloads.items():
+        per_thread = workload.requests or suite.load.requests or 0
+        assert per_thread * threads * suite.repeat >= min_requests(99), name
