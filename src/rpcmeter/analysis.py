@@ -51,8 +51,10 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, JsonValue
 
+from rpcmeter import run_differences
 from rpcmeter.aggregate import Cell, PointKey, baseline, cells, variant_names
 from rpcmeter.model import Json, Result, Run
+from rpcmeter.run_differences import Difference
 from rpcmeter.text import warning
 
 CONFIDENCE = 0.95
@@ -126,11 +128,16 @@ class Comparison(_Frozen):
     rows: tuple[ComparisonRow, ...]
     summary: tuple[SummaryRow, ...]
     warnings: tuple[str, ...]
+    # two runs: what differed between their environments (rpcmeter.run_differences)
+    environment: tuple[Difference, ...] = ()
 
     def to_json(self) -> Json:
         """The comparison document, as the result's ``comparisons`` and ``compare --format
-        json`` write it (a row's ``call`` only where it compares one call of a mix)."""
-        doc: Json = self.model_dump(mode="json")
+        json`` write it (a row's ``call`` only where it compares one call of a mix; the
+        ``environment`` only where two runs' environments differed)."""
+        doc: Json = self.model_dump(
+            mode="json", exclude={"environment"} if not self.environment else None
+        )
         for row in doc["rows"]:  # type: ignore[union-attr]
             if isinstance(row, dict) and row.get("call") is None:
                 row.pop("call", None)
@@ -585,6 +592,15 @@ def compare_runs(a: Result, b: Result, label_a: str = "A", label_b: str = "B") -
                 if base is not None:
                     pairs.append(Pair(workload, point, variant, base, other))
     doc = compare_pairs(pairs, "runs", label_a, label_b)
+    found = run_differences.differences(a, b)
+    verdicts = sum(1 for r in doc.rows if r.call is None and r.verdict in ("faster", "slower"))
+    beside = run_differences.warning_of(found, verdicts)
+    doc = doc.model_copy(
+        update={
+            "environment": tuple(found),
+            "warnings": (*doc.warnings, *([beside] if beside else [])),
+        }
+    )
     if a.suite.sha256 != b.suite.sha256:
         different = (
             "the two runs used different suite files; only the cases they share are compared"

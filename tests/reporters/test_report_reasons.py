@@ -98,7 +98,7 @@ def test_warnings_are_one_line_in_the_terminal_and_whole_in_the_html(
         "warning: comparisons against default: 1 of 4 compared cells vary by over 10% between "
         "repetitions: weak verdicts",
     ]
-    assert "(each warning's details: the HTML report, --html, and the result's JSON)" in text
+    assert "(each warning's details: the HTML report (--html) and the result's JSON)" in text
     assert "worst: bind · simple · threads=4, throughput CV 17 %" not in text
     page = _html(path, tmp_path)
     assert "<li>1 of 8 results vary by more than 10 % between repetitions<br>" in page

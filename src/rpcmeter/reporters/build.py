@@ -20,7 +20,14 @@ from rpcmeter.rates import rate_series
 from rpcmeter.reporters.calls import calls_grid
 from rpcmeter.reporters.format import fmt_ms, fmt_num, fmt_rate, fmt_ratio
 from rpcmeter.reporters.plots import Cells, Timeline
-from rpcmeter.reporters.tables import Grid, GridCell, Mark, comparison_grids, summary_grid
+from rpcmeter.reporters.tables import (
+    Grid,
+    GridCell,
+    Mark,
+    comparison_grids,
+    environment_grid,
+    summary_grid,
+)
 from rpcmeter.reporters.view import (
     CaseFigures,
     ComparisonView,
@@ -44,11 +51,20 @@ from rpcmeter.reporters.workload_tables import (
 
 
 def comparison_view(doc: analysis.Comparison, header: list[str]) -> ComparisonView:
+    """Two runs compared: the comparison tables, the geometric means and, beside them, what
+    differed between the runs' environments."""
     summary = summary_grid(doc)
+    environment = environment_grid(doc)
     return ComparisonView(
         tuple(header),
         doc,
-        tuple([*comparison_grids(doc), *([summary] if summary else [])]),
+        tuple(
+            [
+                *comparison_grids(doc),
+                *([summary] if summary else []),
+                *([environment] if environment else []),
+            ]
+        ),
         doc.warnings,
     )
 

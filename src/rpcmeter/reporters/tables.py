@@ -128,6 +128,23 @@ def comparison_grids(doc: analysis.Comparison) -> list[Grid]:
     return grids
 
 
+def environment_grid(doc: analysis.Comparison) -> Grid | None:
+    """Two runs compared: what differed between their environments, a row each, each of which
+    may explain a difference in the figures (:mod:`rpcmeter.run_differences`). None when
+    nothing did."""
+    if not doc.environment:
+        return None
+    grid = Grid(
+        f"what differed between the runs' environments ({_versus(doc)}): it may explain "
+        "differences",
+        ["what", doc.baseline, doc.against or ""],
+        left=1,
+    )
+    for d in doc.environment:
+        grid.rows.append([d.what, Mark(d.baseline, "warn"), Mark(d.other, "warn")])
+    return grid
+
+
 def summary_grid(doc: analysis.Comparison) -> Grid | None:
     """Per compared variant: the geometric mean of its ratios across cases, per metric, with how
     many cases were faster, slower and the same."""

@@ -125,17 +125,17 @@ def _print_samples(console: Console, problem: Problem) -> None:
         console.print(_text(f"  {line[:300]}", "dim"))
 
 
-def _print_warnings(console: Console, warnings: tuple[str, ...]) -> None:
-    """Each warning as its one-line headline; where they have details, a line saying where
+RUN_DETAILS = "the HTML report (--html) and the result's JSON"
+COMPARE_DETAILS = "--format markdown or json"
+
+
+def _print_warnings(console: Console, warnings: tuple[str, ...], where: str) -> None:
+    """Each warning as its one-line headline; where they have details, a line saying ``where``
     those are (the reports show them whole: :func:`rpcmeter.text.warning`)."""
     for w in warnings:
         console.print(_text(f"warning: {headline(w)}", "yellow"))
     if any(details(w) for w in warnings):
-        console.print(
-            _text(
-                "  (each warning's details: the HTML report, --html, and the result's JSON)", "dim"
-            )
-        )
+        console.print(_text(f"  (each warning's details: {where})", "dim"))
 
 
 def render_comparison(view: ComparisonView, width: int = 120, color: bool = False) -> str:
@@ -148,7 +148,7 @@ def render_comparison(view: ComparisonView, width: int = 120, color: bool = Fals
     _print_grids(console, view.tables)
     if view.warnings:
         console.print()
-    _print_warnings(console, view.warnings)
+    _print_warnings(console, view.warnings, COMPARE_DETAILS)
     return buf.getvalue()
 
 
@@ -222,7 +222,7 @@ def render(view: View, width: int = 120, color: bool = False) -> str:
         _print_samples(console, p)
     if view.warnings:
         console.print()
-    _print_warnings(console, view.warnings)
+    _print_warnings(console, view.warnings, RUN_DETAILS)
     return buf.getvalue()
 
 
