@@ -54,8 +54,6 @@ from pydantic import BaseModel, ConfigDict, JsonValue
 from rpcmeter import run_differences
 from rpcmeter.aggregate import Cell, PointKey, baseline, cells, variant_names
 from rpcmeter.model import Json, Result, Run
-from rpcmeter.run_differences import Difference
-from rpcmeter.text import warning
 
 # the metrics are named where the command line reads them (re-exported here)
 from rpcmeter.names import CALL_METRICS as CALL_METRICS
@@ -64,6 +62,8 @@ from rpcmeter.names import METRIC_BY_NAME as METRIC_BY_NAME
 from rpcmeter.names import METRICS as METRICS
 from rpcmeter.names import Metric as Metric
 from rpcmeter.names import verdict_word as verdict_word
+from rpcmeter.run_differences import Difference
+from rpcmeter.text import warning
 
 CONFIDENCE = 0.95
 ALPHA = 0.05

@@ -201,14 +201,7 @@ def render(view: View, width: int = 120, color: bool = False) -> str:
     if view.problems:
         console.print()
     for p in view.failed:
-        point = " ".join(f"{k}={v}" for k, v in p.point)
-        console.print(
-            _text(
-                f"{p.status}: {p.variant} · {p.workload} · {point} (rep {p.repetition}): "
-                f"{p.reason}",
-                "red",
-            )
-        )
+        console.print(_text(f"{p.status}: {p.where} (rep {p.repetition}): {p.reason}", "red"))
         _print_samples(console, p)
         if p.server_output_tail:
             tail = p.server_output_tail.splitlines()[-1][:200]
@@ -216,9 +209,8 @@ def render(view: View, width: int = 120, color: bool = False) -> str:
     for p in view.problems:
         if p.status != "ok":
             continue
-        point = " ".join(f"{k}={v}" for k, v in p.point)
         kinds = ", ".join(f"{k}: {n:,}" for k, n in p.errors)
-        console.print(_text(f"errors: {p.variant} · {p.workload} · {point}: {kinds}", "yellow"))
+        console.print(_text(f"errors: {p.where}: {kinds}", "yellow"))
         _print_samples(console, p)
     if view.warnings:
         console.print()
