@@ -136,7 +136,7 @@ def client_saturation(result: Result) -> list[str]:
         out.append(
             warning(
                 f"the clients' CPUs were busy with other work in {len(crowded)} of {len(loaded)} "
-                "cases: their latencies include waiting for a CPU",
+                "cases: latencies include the wait",
                 f"worst: {_case_label(case)}: those CPUs {total:.0f} % busy{clients}. Run on a "
                 "quieter machine or give the clients CPUs no other process uses "
                 "(placement.client_cpus).",
@@ -149,8 +149,8 @@ def governor(result: Result) -> list[str]:
     governors = result.environment.cpu_governor or {}
     return [
         warning(
-            f"the CPU frequency governor of CPUs {_cpu_list(cpus)} is {name!r}, not "
-            "'performance': clock changes add noise",
+            f"CPUs {_cpu_list(cpus)} run the {name!r} frequency governor, not 'performance': "
+            "clock changes add noise",
             "Set it with `cpupower frequency-set -g performance`.",
         )
         for name, cpus in governors.items()
