@@ -504,6 +504,8 @@ def comparison_warnings(rows: Sequence[ComparisonRow]) -> list[str]:
         )
     noisy: dict[str, tuple[float, str]] = {}  # cell -> worst CV and its metric
     for r in rows:
+        if not can_decide(r.n, r.n_baseline):
+            continue  # no verdict to weaken (its table says why)
         cvs = [c for c in (r.cv, r.cv_baseline) if c is not None]
         if cvs and max(cvs) > MAX_CV and max(cvs) > noisy.get(row_label(r), (0.0, ""))[0]:
             noisy[row_label(r)] = (max(cvs), METRIC_BY_NAME[r.metric].short)
