@@ -67,9 +67,27 @@ def comparison_title(doc: analysis.Comparison, workload: str) -> str:
     )
 
 
+def undecided_note(rows: Sequence[analysis.ComparisonRow]) -> str:
+    """Why some of ``rows`` have no verdict and how many repetitions one needs (empty when every
+    row could reach one): the test cannot reach 5 % with fewer than
+    :data:`~rpcmeter.analysis.GATE_MIN_REPEAT` repetitions a side."""
+    few = [r for r in rows if not analysis.can_decide(r.n, r.n_baseline)]
+    if not few:
+        return ""
+    fewest = min(min(r.n, r.n_baseline) for r in few)
+    plural = "" if fewest == 1 else "s"
+    some = "" if len(few) == len(rows) else f"{len(few)} of {len(rows)} ratios: "
+    return (
+        f"{some}no verdict with {fewest} repetition{plural} a side: the test needs at least "
+        f"{analysis.GATE_MIN_REPEAT} a side to reach {analysis.ALPHA:.0%}; "
+        f"use repeat >= {analysis.MIN_REPEAT}"
+    )
+
+
 def comparison_grids(doc: analysis.Comparison) -> list[Grid]:
     """One grid per workload: a row per matrix point and compared variant, a column per metric
-    with the ratio, its interval and the verdict."""
+    with the ratio, its interval and the verdict; its note says why a ratio has no verdict
+    (too few repetitions: :func:`undecided_note`)."""
     by_workload: dict[str, list[analysis.ComparisonRow]] = {}
     for row in doc.rows:
         by_workload.setdefault(row.workload, []).append(row)
@@ -82,6 +100,7 @@ def comparison_grids(doc: analysis.Comparison) -> list[Grid]:
             comparison_title(doc, workload),
             [*keys, "variant", *(["call"] if calls else []), *(m.short for m in metrics)],
             left=0,
+            note=undecided_note(rows),
         )
         index: dict[tuple[str, ...], dict[str, analysis.ComparisonRow]] = {}
         for r in rows:
@@ -107,6 +126,23 @@ def comparison_grids(doc: analysis.Comparison) -> list[Grid]:
             grid.rows.append(cols)
         grids.append(grid)
     return grids
+
+
+def environment_grid(doc: analysis.Comparison) -> Grid | None:
+    """Two runs compared: what differed between their environments, a row each, each of which
+    may explain a difference in the figures (:mod:`rpcmeter.run_differences`). None when
+    nothing did."""
+    if not doc.environment:
+        return None
+    grid = Grid(
+        f"what differed between the runs' environments ({_versus(doc)}): it may explain "
+        "differences",
+        ["what", doc.baseline, doc.against or ""],
+        left=1,
+    )
+    for d in doc.environment:
+        grid.rows.append([d.what, Mark(d.baseline, "warn"), Mark(d.other, "warn")])
+    return grid
 
 
 def summary_grid(doc: analysis.Comparison) -> Grid | None:

@@ -189,11 +189,13 @@ def run_closed_loop(spec: LoadSpec, hooks: LoadHooks | None = None) -> LoadOutco
                     timeline.finish(i, {}, None)  # it ships nothing more
                     continue
                 if msg[0] == "windows":
-                    timeline.add(i, msg[1], msg[2], msg[3])
+                    timeline.add(i, msg[1], msg[2], msg[3], msg[4])
                 elif msg[0] == "result":
                     results[i] = msg[1]
                     pending.discard(i)
-                    timeline.finish(i, msg[1].windows, (msg[1].cpu_user_s, msg[1].cpu_sys_s))
+                    report = msg[1]
+                    cpu = (report.cpu_user_s, report.cpu_sys_s)
+                    timeline.finish(i, report.windows, cpu, report.ended_ns)
                 elif msg[0] == "error":  # the client's load raised: it says why, then exits
                     outcome.failure = outcome.failure or msg[1]
                     pending.discard(i)
