@@ -39,6 +39,7 @@ from rpcmeter.reporters.workload_tables import (
     stream_grid,
     workload_grid,
 )
+from rpcmeter.text import printable
 
 
 def comparison_view(doc: analysis.Comparison, header: list[str]) -> ComparisonView:
@@ -145,7 +146,7 @@ def timeline_of(case: Case, keys: list[str]) -> Timeline:
             sum(i.errors.values()) / i.seconds if i.seconds > 0 else 0.0 for i in intervals
         ),
         stages=tuple(
-            (s.start_s, f"{s.label()}: {s.load(short=True)}")
+            (s.start_s, f"{printable(s.label())}: {s.load(short=True)}")
             for s in case.stages or ()
             if s.start_s >= 0
         ),
@@ -216,7 +217,7 @@ def stage_grid(case: Case) -> Grid:
     for s, failed in zip(stages, errors, strict=True):
         lat = s.latency
         row: list[GridCell] = [
-            s.label() if s.complete else Mark(f"{s.label()}*", "warn"),
+            printable(s.label()) if s.complete else Mark(f"{printable(s.label())}*", "warn"),
             s.load(short=True),
             fmt_rate(s.throughput_rps if s.throughput_rps is not None else math.nan),
         ]

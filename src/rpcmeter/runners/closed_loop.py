@@ -189,7 +189,7 @@ def run_closed_loop(spec: LoadSpec, hooks: LoadHooks | None = None) -> LoadOutco
                 hooks.on_progress(sum(progress), time.perf_counter() - t_go)
         if hooks.on_end:
             hooks.on_end()
-        timeline.close_all()
+        timeline.close_all(ran_through=outcome.failure is None and len(results) == clients)
         outcome.series = timeline.series()
         merge_results(outcome, results)
         if len(results) < clients and outcome.failure is None:

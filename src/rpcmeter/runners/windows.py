@@ -177,9 +177,14 @@ class Timeline:
         else:
             self._settle(min(self.through.values()))
 
-    def close_all(self) -> None:
-        """Settle every window seen (the clients are done, or gone)."""
-        self._settle(max(self.seen, self.settled_through, max(self.open, default=-1) + 1))
+    def close_all(self, ran_through: bool = False) -> None:
+        """Settle every window seen (the clients are done, or gone). ``ran_through``: every
+        client ran its whole load, so every stage ran, even a last one in which no request fell
+        (a client ships no empty window): all the clock's windows are settled."""
+        upto = max(self.seen, self.settled_through, max(self.open, default=-1) + 1)
+        if ran_through and self.clock.windows is not None:
+            upto = max(upto, self.clock.windows)
+        self._settle(upto)
 
     def _pieces(self, pieces: dict[int, Window]) -> None:
         for index, piece in sorted(pieces.items()):
