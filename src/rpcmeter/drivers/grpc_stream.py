@@ -43,14 +43,13 @@ import grpc
 from rpcmeter.drivers.base import Caller, Channel, Done, ReplyCheck, ReplyError
 from rpcmeter.drivers.grpc_h2 import GrpcH2Client
 from rpcmeter.metrics.histogram import Histogram
-from rpcmeter.protocols.grpc import DEADLINE_EXCEEDED, frame
+from rpcmeter.protocols.grpc import DEADLINE_EXCEEDED, MAX_MESSAGE_BYTES, frame
 from rpcmeter.protocols.h2.connection import Request
 from rpcmeter.protocols.h2.connection import Stream as H2Stream
 from rpcmeter.protocols.h2.transport import Session
 from rpcmeter.workloads import StreamParams
 
 PREFIX = "stream"
-MAX_MESSAGE_BYTES = 4 * 1024 * 1024  # gRPC's default limit on a received message
 FOLD = 1 << 16
 
 
@@ -137,8 +136,8 @@ class GrpcStreamH2(GrpcH2Client):
         max_message_bytes: int = MAX_MESSAGE_BYTES,
     ) -> None:
         super().__init__(*args)
-        self.params = params
         self.max_message = max_message_bytes
+        self.params = params
         self.figures = StreamFigures()
         self.replies = params.replies_per_stream()
         self.requests = params.requests_per_stream()

@@ -1227,8 +1227,14 @@ class ReflectionSession:
         return self.queue.pop(0).SerializeToString() if self.queue else None
 
     def feed(self, data: bytes) -> None:
-        """One reply of the server's."""
-        reply = self.pb.ServerReflectionResponse.FromString(data)
+        """One reply of the server's (SchemaError when it does not parse)."""
+        try:
+            reply = self.pb.ServerReflectionResponse.FromString(data)
+        except (DecodeError, RuntimeError, ValueError):
+            raise SchemaError(
+                f"reflection: the server's reflection reply does not parse ({len(data)} bytes "
+                "that are not a ServerReflectionResponse)"
+            ) from None
         which = reply.WhichOneof("message_response")
         if which == "error_response":
             asked = reply.original_request
@@ -1249,7 +1255,13 @@ class ReflectionSession:
                     self.ask("file_containing_symbol", name)
         elif which == "file_descriptor_response":
             for blob in reply.file_descriptor_response.file_descriptor_proto:
-                proto = descriptor_pb2.FileDescriptorProto.FromString(blob)
+                try:
+                    proto = descriptor_pb2.FileDescriptorProto.FromString(blob)
+                except (DecodeError, RuntimeError, ValueError):
+                    raise SchemaError(
+                        "reflection: the server's reflection reply does not parse (a file "
+                        "descriptor that is not a FileDescriptorProto)"
+                    ) from None
                 self.files.setdefault(proto.name, proto)
             for proto in list(self.files.values()):
                 for dep in proto.dependency:
