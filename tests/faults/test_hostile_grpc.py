@@ -53,7 +53,9 @@ def test_garbage_reflection_reply_in_run_and_describe(
     path.write_text(suite("garbage", REFLECTED))
     assert main(["run", str(path), "--no-store"]) == 2
     err = one_line(capsys)
-    assert err.startswith(f"rpcmeter: error: {path}: variants.default: options.reflection: reflection: "), err
+    assert err.startswith(
+        f"rpcmeter: error: {path}: variants.default: options.reflection: reflection: "
+    ), err
     assert NO_PARSE in err
     assert main(["describe", str(path)]) == 2
     err = one_line(capsys)
@@ -77,7 +79,7 @@ def test_a_unary_reply_over_the_limit_fails_alike_on_both_clients(
     out = tmp_path / "out.json"
     variants = (
         '[variants.h2]\n[variants.grpcio]\noptions = { client = "grpcio" }\n'
-        '[variants.raised]\noptions = { max_message_bytes = 16_000_000 }\n'
+        "[variants.raised]\noptions = { max_message_bytes = 16_000_000 }\n"
     )
     path.write_text(suite("big", 'method = "/x.Big/Get", request_hex = ""', variants, 3))
     assert main(["run", str(path), "--no-store", "-o", str(out)]) == 0
