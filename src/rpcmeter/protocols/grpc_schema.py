@@ -34,6 +34,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -418,6 +419,26 @@ def _parse_error(exc: Exception) -> str:
     return str(exc).splitlines()[0].rstrip(".") if str(exc) else type(exc).__name__
 
 
+_TOO_DEEP = re.compile(r"Message too deep\. Max recursion depth is (\d+)")
+_FIELD_OF = re.compile(r"Failed to parse (\S+) field: ")
+
+
+def _too_deep(exc: Exception, where: str) -> str | None:
+    """The one line for data nested deeper than protobuf's limit (its parser says so once per
+    level, ``Failed to parse tree field: ...``): the path, its repeated names said once."""
+    text = str(exc)
+    deep = _TOO_DEEP.search(text)
+    if deep is None:
+        return None
+    names = _FIELD_OF.findall(text)
+    path = ".".join(names[:3])
+    if len(names) > 3:
+        kinds = ", ".join(sorted(set(names)))
+        path += f"... ({len(names)} levels of {kinds})"
+    at = f"{where}.{path}" if path else where
+    return f"{at}: nested deeper than protobuf's limit of {deep.group(1)}"
+
+
 def _fits(desc: Descriptor, name: str, value: Any) -> bool:
     """Whether field ``name`` of ``desc`` takes ``value`` (protobuf's JSON mapping decides)."""
     try:
@@ -515,6 +536,9 @@ class RequestEncoder:
         try:
             json_format.ParseDict(data, msg)
         except (json_format.ParseError, ValueError, TypeError, AttributeError, KeyError) as exc:
+            deep = _too_deep(exc, where)
+            if deep is not None:
+                raise SchemaError(deep) from None
             problem = locate(self.desc, data, where)
             raise SchemaError(problem or f"{where}: {_parse_error(exc)}") from None
         return msg
