@@ -1,17 +1,23 @@
 """Server builds against a hostile build cache, through the command line: a marker that is
 JSON but not a build's record (``[]``) is built again, as a garbled one is; a cache directory
 that cannot be written (``.rpcmeter/builds`` read-only) builds without the cache, with a
-warning, and the run measures."""
+warning, and the run measures. And a build whose command kills rpcmeter (SIGKILL) the moment
+it has started a child of its own leaves nothing behind: the watchdog knew of the build before
+its command ran."""
 
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
+import psutil
 import pytest
 
+from rpcmeter import watchdog
 from rpcmeter.cli import main
 from tests.faults.test_read_only_store import SRC, as_reader
 
@@ -19,10 +25,12 @@ pytestmark = pytest.mark.timeout(120)
 HOSTILE = Path(__file__).with_name("hostile.py")
 
 
-def write_suite(project: Path) -> Path:
-    """A suite whose server (hostile.py's http server, answering well) names a build that
-    counts its runs in built.txt."""
-    build = [sys.executable, "-c", "open('built.txt', 'a').write('x'); print('built')"]
+COUNTS = [sys.executable, "-c", "open('built.txt', 'a').write('x'); print('built')"]
+
+
+def write_suite(project: Path, build: list[str] = COUNTS) -> Path:
+    """A suite whose server (hostile.py's http server, answering well) names a build (by
+    default one that counts its runs in built.txt)."""
     command = [sys.executable, str(HOSTILE), "http", "ok", "--port", "{port}"]
     path = project / "suite.toml"
     path.write_text(
@@ -84,3 +92,30 @@ def test_a_read_only_cache_builds_without_it(tmp_path: Path) -> None:
     assert [c["status"] for c in doc["cases"]] == ["ok"] and doc["cases"][0]["ok"] == 20
     build = doc["environment"]["variant_builds"]["default"]
     assert build["cached"] is False and build["output_tail"] == "built"
+
+
+def test_a_build_that_kills_rpcmeter_at_once_leaves_nothing_behind(tmp_path: Path) -> None:
+    # the build starts a child, then SIGKILLs rpcmeter (its parent) at once: before, rpcmeter
+    # told its watchdog of the build only after the command ran, and the child lived on
+    build = ["sh", "-c", "sleep 300 & echo $! > child.pid; kill -KILL $PPID; wait"]
+    path = write_suite(tmp_path, build)
+    proc = subprocess.run(
+        [sys.executable, "-m", "rpcmeter", "run", str(path), "--no-store"],
+        capture_output=True,
+        timeout=100,
+        check=False,
+        cwd=tmp_path,
+        start_new_session=True,
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    deadline = time.monotonic() + 30
+    while not (tmp_path / "child.pid").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    try:
+        child = psutil.Process(int((tmp_path / "child.pid").read_text()))
+    except psutil.NoSuchProcess:
+        return  # stopped already
+    _, alive = psutil.wait_procs([child], timeout=5 + watchdog.GRACE_S)
+    for p in alive:
+        p.kill()
+    assert alive == [], "the build's child outlived rpcmeter"

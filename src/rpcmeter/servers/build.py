@@ -209,11 +209,18 @@ def run_build(req: BuildRequest, log: Path) -> float:
     """Run the build, its output to ``log``; its wall time, or :class:`BuildError`."""
     parent = os.getpid()
     start = time.monotonic()
+    started: list[int] = []
+
+    def guard(pid: int) -> None:  # before the build's command runs: all it starts is stopped
+        started.append(pid)
+        WATCHDOG.guard(pid)
+
     with log.open("wb") as out:
         try:
             proc = spawn(
                 req.argv,
                 parent=parent,
+                on_start=guard,
                 cwd=req.cwd,
                 stdin=subprocess.DEVNULL,
                 stdout=out,
@@ -221,11 +228,14 @@ def run_build(req: BuildRequest, log: Path) -> float:
                 env=req.environ(),
                 start_new_session=True,
             )
-        except FileNotFoundError:
-            raise BuildError(f"{req.argv[0]}: not found") from None
-        except PermissionError:
-            raise BuildError(f"{req.argv[0]}: permission denied") from None
-        WATCHDOG.guard(proc.pid)
+        except OSError as exc:
+            for pid in started:  # its launcher ended: nothing of it is left to stop
+                WATCHDOG.release(pid)
+            if isinstance(exc, FileNotFoundError):
+                raise BuildError(f"{req.argv[0]}: not found") from None
+            if isinstance(exc, PermissionError):
+                raise BuildError(f"{req.argv[0]}: permission denied") from None
+            raise
         try:
             code = proc.wait(req.timeout_s)
         except subprocess.TimeoutExpired:
