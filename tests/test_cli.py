@@ -12,7 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from rpcmeter.cli import Progress, _width, case_fraction, fmt_eta
+from rpcmeter.cli.options import width as _width
+from rpcmeter.cli.progress import Progress, case_fraction, fmt_eta
 from rpcmeter.plan import expand
 from rpcmeter.suite import build_suite
 

@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from rpcmeter.cli import EXIT_UNDECIDED, main
+from rpcmeter.cli import main
+from rpcmeter.gate import UNDECIDED as EXIT_UNDECIDED
 from rpcmeter.result import write_json
 from rpcmeter.store import STORE_ENV, Store
 from tests.support.synthetic import document, parsed, synthetic_result, written

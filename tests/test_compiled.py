@@ -121,7 +121,7 @@ def test_cli_warns_of_a_stale_compiled_module(
 ) -> None:
     _built_tree(tmp_path, "hot")["hot"].write_text("WHO = 'edited'\n")
     finder = compiled.SourceFirst({}, compiled.stale(_record(tmp_path)))
-    monkeypatch.setattr(cli, "running_python", lambda: finder)
+    monkeypatch.setattr(compiled, "running_python", lambda: finder)
     # the warning comes first, whatever the command then does (here: fail, no history yet)
     assert cli.main(["history", "--store", str(tmp_path / "runs.db")]) == 2
     err = capsys.readouterr().err.splitlines()
@@ -165,9 +165,9 @@ def test_version_says_which_build_runs(
     """``edited``: None where the compiled modules were not put aside, else the finder's list
     (empty: RPCMETER_PYTHON=1 asked for the Python)."""
     finder = None if edited is None else compiled.SourceFirst({}, edited)
-    monkeypatch.setattr(cli, "compiled", lambda: runs_compiled)
-    monkeypatch.setattr(cli, "not_compiled", lambda: why)
-    monkeypatch.setattr(cli, "running_python", lambda: finder)
+    monkeypatch.setattr(compiled, "runs_compiled", lambda: runs_compiled)
+    monkeypatch.setattr(compiled, "not_compiled", lambda: why)
+    monkeypatch.setattr(compiled, "running_python", lambda: finder)
     with pytest.raises(SystemExit):
         cli.build_parser().parse_args(["--version"])
     assert says in capsys.readouterr().out

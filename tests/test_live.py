@@ -7,7 +7,7 @@ import io
 import math
 import re
 
-from rpcmeter.cli import Progress
+from rpcmeter.cli.progress import Progress
 from rpcmeter.events import IntervalFigures
 from rpcmeter.live import LiveView, sparkline
 from rpcmeter.plan import expand

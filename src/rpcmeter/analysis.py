@@ -54,6 +54,14 @@ from pydantic import BaseModel, ConfigDict, JsonValue
 from rpcmeter.aggregate import Cell, PointKey, baseline, cells, variant_names
 from rpcmeter.model import Json, Result, Run
 
+# the metrics are named where the command line reads them (re-exported here)
+from rpcmeter.names import CALL_METRICS as CALL_METRICS
+from rpcmeter.names import CPU_WORDS as CPU_WORDS
+from rpcmeter.names import METRIC_BY_NAME as METRIC_BY_NAME
+from rpcmeter.names import METRICS as METRICS
+from rpcmeter.names import Metric as Metric
+from rpcmeter.names import verdict_word as verdict_word
+
 CONFIDENCE = 0.95
 ALPHA = 0.05
 RESAMPLES = 2000
@@ -134,59 +142,6 @@ class Comparison(_Frozen):
             if isinstance(row, dict) and row.get("call") is None:
                 row.pop("call", None)
         return doc
-
-
-@dataclass(frozen=True)
-class Metric:
-    name: str  # as given to --metric
-    path: str  # key path in a case document
-    label: str  # in sentences
-    short: str  # in table headers
-    unit: str
-    higher_is_better: bool = False
-    words: tuple[str, str] = ("faster", "slower")  # how faster / slower read in tables
-
-
-CPU_WORDS = ("less", "more")  # CPU time: less is better
-
-
-METRICS: tuple[Metric, ...] = (
-    Metric("mean", "latency.mean_us", "mean latency", "mean", "us"),
-    Metric("p50", "latency.p50_us", "median latency", "p50", "us"),
-    Metric("p99", "latency.p99_us", "p99 latency", "p99", "us"),
-    Metric("throughput", "throughput_rps", "throughput", "req/s", "1/s", higher_is_better=True),
-    Metric(
-        "server_cpu",
-        "cpu.server_us_per_request",
-        "server CPU per request",
-        "server CPU",
-        "us",
-        words=CPU_WORDS,
-    ),
-    Metric(
-        "client_cpu",
-        "cpu.client_us_per_request",
-        "client CPU per request",
-        "client CPU",
-        "us",
-        words=CPU_WORDS,
-    ),
-    # whole commands (runners/command.py): CPU seconds per run, user and system apart
-    Metric("user_cpu", "command.user_s", "user CPU per run", "user s", "s", words=CPU_WORDS),
-    Metric("sys_cpu", "command.sys_s", "system CPU per run", "sys s", "s", words=CPU_WORDS),
-)
-METRIC_BY_NAME = {m.name: m for m in METRICS}
-# compared for each call of a mix (paths in ``cases[].calls[]``)
-CALL_METRICS = tuple(m for m in METRICS if m.name in ("mean", "p50", "p99", "throughput"))
-
-
-def verdict_word(metric_name: str, verdict: str) -> str:
-    """How a stored verdict reads in a table: ``faster``/``slower`` in the metric's own words
-    (``less``/``more`` for CPU time); ``same``, ``unknown`` and anything else unchanged."""
-    m = METRIC_BY_NAME.get(metric_name)
-    if m is None or verdict not in ("faster", "slower"):
-        return verdict
-    return m.words[0] if verdict == "faster" else m.words[1]
 
 
 # Whole commands (runners/command.py) record every run of a case: there each run is a repetition.

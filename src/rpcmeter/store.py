@@ -27,7 +27,6 @@ result JSON file.
 from __future__ import annotations
 
 import json
-import os
 import re
 import sqlite3
 from collections.abc import Iterator
@@ -40,16 +39,11 @@ from rpcmeter import model
 from rpcmeter.derived import document
 from rpcmeter.errors import NoSuchRun, StoreError
 from rpcmeter.events import RunListener
+from rpcmeter.names import DEFAULT_STORE
+from rpcmeter.names import STORE_ENV as STORE_ENV
 from rpcmeter.result import Document, Result, _clean, now_iso, parse, read_json
 
-DEFAULT_PATH = Path(".rpcmeter") / "history.db"
-STORE_ENV = "RPCMETER_STORE"
-
-
-def default_path() -> Path:
-    """The history the commands use without ``--store``: ``$RPCMETER_STORE`` when set, else
-    ``.rpcmeter/history.db`` under the current directory."""
-    return Path(os.environ.get(STORE_ENV) or DEFAULT_PATH)
+DEFAULT_PATH = DEFAULT_STORE
 
 
 SCHEMA_VERSION = 2

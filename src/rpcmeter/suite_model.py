@@ -479,7 +479,7 @@ class Placement(_Model):
         return v
 
 
-DEFAULT_IDLE_S = 1.0  # resources.idle_s when a suite does not set it
+DEFAULT_IDLE_S = 0.25  # resources.idle_s when a suite does not set it
 
 
 Variant.model_rebuild()

@@ -41,7 +41,7 @@ import math
 import statistics
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 import numpy as np
 
@@ -49,13 +49,10 @@ from rpcmeter import analysis
 from rpcmeter.aggregate import PointKey, cells
 from rpcmeter.analysis import Metric
 from rpcmeter.model import Result
+from rpcmeter.names import BY as BY
+from rpcmeter.names import DEFAULT_THRESHOLD as DEFAULT_THRESHOLD
+from rpcmeter.names import METRIC_ALIASES, By
 from rpcmeter.store import RunInfo
-
-By = Literal["run", "revision", "date"]
-BY: tuple[By, ...] = ("run", "revision", "date")
-#: ``--metric`` names: the comparison metrics, and ``rps`` for throughput.
-METRIC_ALIASES = {"rps": "throughput"}
-DEFAULT_THRESHOLD = 1.05
 
 MIN_SEGMENT = 2  # points on each side of a step, at least
 PENALTY = 8.0  # per change point, in units of sigma**2 * log(n)

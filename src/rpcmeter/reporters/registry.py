@@ -10,6 +10,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from rpcmeter.errors import StoreError
+from rpcmeter.names import COLUMN_FORMATS as COLUMN_FORMATS
+from rpcmeter.names import TEXT_FORMATS as TEXT_FORMATS
 from rpcmeter.reporters import csv, json, markdown, terminal
 from rpcmeter.reporters.view import ComparisonView, View
 
@@ -87,14 +89,9 @@ REPORTERS: dict[str, Reporter] = {
     )
 }
 
-TEXT_FORMATS = tuple(name for name, r in REPORTERS.items() if r.compare is not None)
-
 
 def get(name: str) -> Reporter:
     return REPORTERS[name]
-
-
-COLUMN_FORMATS = ("text", "markdown")  # the formats a column set is drawn in
 
 
 def render_columns(view: View, name: str, fmt: str, options: Options) -> str:

@@ -1,0 +1,7 @@
+"""``python -m rpcmeter.cli``: the same as the ``rpcmeter`` command."""
+
+import sys
+
+from rpcmeter.cli.app import main
+
+sys.exit(main())
