@@ -1,6 +1,7 @@
 """Values a suite accepted until they failed elsewhere, or that were blamed on the wrong thing:
 each is now one line when the suite loads, naming what and where, exit 2, before any server
-starts (the suites' server commands would fail if one were started)."""
+starts (the suites' server commands would fail if one were started); and `grpc list
+--timeout` that no call can meet, a usage error before it asks the server."""
 
 from __future__ import annotations
 
@@ -88,3 +89,13 @@ def test_a_value_that_cannot_work_is_refused_when_the_suite_loads(
     assert "invalid TOML" not in err and len(err) < 300, err
     for part in says:
         assert part in err, err
+
+
+@pytest.mark.parametrize("timeout", ["0", "-1", "nan", "inf"])
+def test_grpc_list_timeout_that_no_call_can_meet_is_a_usage_error(
+    timeout: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # nothing listens at port 1: a timeout taken would blame the server (DEADLINE_EXCEEDED)
+    err = one_line_error(["grpc", "list", "127.0.0.1:1", "--timeout", timeout], capsys)
+    assert err.startswith("rpcmeter: error: grpc list --timeout: seconds above 0"), err
+    assert f"(got {float(timeout):g})" in err, err
