@@ -24,7 +24,10 @@ Rules and their thresholds:
 - too few requests for the percentiles shown: a percentile ``p`` needs at least
   :data:`MIN_TAIL_SAMPLES` samples above it, i.e. ``MIN_TAIL_SAMPLES / (1 - p/100)`` requests in
   the cell (p99: 1,000; p99.9: 10,000) (:func:`min_requests`);
-- the server used more than :data:`IDLE_BURN_PCT` % of a core while idle.
+- the server used more than :data:`IDLE_BURN_PCT` % of a core while idle;
+- an HTTP/1.1 case had more loops than ``load.connections``: it pipelined
+  (``options.pipeline = true``), or opened a connection per loop (:func:`http1_connections`);
+- streams ended with another number of replies than ``messages`` expected (:func:`stream_counts`).
 
 The comparisons' own warnings (verdicts that rest on fewer than 5 repetitions or on repetitions
 spread by more than 10 %) and each case's (:func:`rpcmeter.derived.case_warnings`) join these
@@ -290,6 +293,51 @@ def idle_burn(result: Result) -> list[str]:
     ]
 
 
+def http1_connections(result: Result) -> list[str]:
+    """HTTP/1.1 cases whose loops outnumbered ``load.connections``: pipelined
+    (``options.pipeline = true``), or given a connection each (:mod:`rpcmeter.drivers.http`)."""
+    out: list[str] = []
+    for case in _ok_cases(result):
+        counters = case.counters or {}
+        loops, conns = counters.get("http1.loops"), counters.get("http1.connections")
+        asked = counters.get("http1.connections_asked")
+        if loops is None or conns is None or asked is None:
+            continue
+        if loops > conns:
+            out.append(
+                f"{_case_label(case)}: HTTP/1.1 pipelined (options.pipeline = true): {loops} "
+                f"loops over {conns} connections (all clients); wrk, oha and h2load send one "
+                "request at a time per connection"
+            )
+        elif conns > asked:
+            out.append(
+                f"{_case_label(case)}: {conns} connections, one per loop, where load.connections "
+                f"gives {asked} (all clients): HTTP/1.1 sends one request at a time per "
+                f"connection, as wrk and oha do; options.pipeline = true pipelines over {asked}"
+            )
+    return out
+
+
+def stream_counts(result: Result) -> list[str]:
+    """Streaming cases whose streams ended with another number of replies than the workload's
+    ``messages`` expected (measured all the same: :mod:`rpcmeter.drivers.grpc_stream`)."""
+    out: list[str] = []
+    for case in _ok_cases(result):
+        s = case.stream
+        if s is None or not s.count_mismatch:
+            continue
+        mode = case.params.get("mode", "server")
+        expected = 1 if mode == "client" else case.params.get("messages")
+        replies = s.messages_in / s.streams if s.streams else 0.0
+        out.append(
+            f"{_case_label(case)}: {s.count_mismatch:,} of {s.streams:,} streams ended with "
+            f"another number of replies than messages = {expected} expected ({replies:.3g} per "
+            "stream on average); measured all the same (leave messages out to read whatever "
+            "the server sends)"
+        )
+    return out
+
+
 RULES: list[Rule] = [
     breakdown_mod.warnings_for,
     client_saturation,
@@ -300,6 +348,8 @@ RULES: list[Rule] = [
     spread,
     too_few_requests,
     idle_burn,
+    http1_connections,
+    stream_counts,
 ]
 
 
