@@ -20,8 +20,6 @@ Modes (every protocol unless said otherwise):
   ``grpc.reflection.v1`` and ``v1alpha``, answers every request with bytes that are not a
   reflection reply).
 - ``big``: answers every unary call with a message of :data:`BIG` bytes (grpc).
-- ``noterm``: answers as ``ok`` does, and ignores SIGTERM (stopping it takes its grace period,
-  then SIGKILL).
 
 The grpc server (grpcio, no stubs: bytes in, bytes out) answers every other unary call with an
 empty message.
@@ -35,7 +33,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
-import signal
 import socket
 import struct
 import threading
@@ -207,8 +204,6 @@ def main() -> None:
     parser.add_argument("mode")
     parser.add_argument("--port", type=int, required=True)
     args = parser.parse_args()
-    if args.mode == "noterm":
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     if args.protocol == "zmq":
         serve_zmq(args.mode, args.port)
     elif args.protocol == "grpc":
