@@ -17,6 +17,8 @@ Rules and their thresholds:
   processes competing with the clients make them wait for CPU time);
 - the CPU frequency governor is not ``performance`` (where it is readable);
 - server or clients were not pinned to CPUs, or they share a CPU;
+- a memory limit for the server (``placement.server_memory``) where the server is at an
+  ``address`` (rpcmeter did not start it: the limit limits nothing);
 - a target host name (such as ``localhost``) resolves to an IPv6 address first;
 - a metric (throughput, mean latency) varies between repetitions with a coefficient of variation
   above :data:`SPREAD_CV`;
@@ -214,6 +216,26 @@ def _placement(result: Result, place: Placement, remote: bool) -> list[str]:
     return []
 
 
+def remote_memory(result: Result) -> list[str]:
+    """A memory limit for the server (``placement.server_memory``) where the server is one at
+    an ``address``: rpcmeter did not start it, so the limit recorded limits nothing."""
+    place = result.environment.placement
+    if place is None or place.server_memory_bytes is None or not result.cases:
+        return []
+    targets = {v: p.target for v, p in (place.by_variant or {}).items()}
+    remote = [v for v, t in targets.items() if t == "remote"]
+    if not targets and place.target == "remote":
+        which = "the server at an address is"
+    elif remote:
+        which = f"the servers of variant(s) {', '.join(map(repr, remote))}, at an address, are"
+    else:
+        return []
+    return [
+        f"placement.server_memory limits nothing for a server rpcmeter did not start: {which} "
+        "not placed in its cgroup; limit the memory where that server runs."
+    ]
+
+
 def ipv6_first(result: Result) -> list[str]:
     resolved = result.environment.resolved_hosts or {}
     return [
@@ -348,6 +370,7 @@ RULES: list[Rule] = [
     client_saturation,
     governor,
     placement,
+    remote_memory,
     ipv6_first,
     spread,
     too_few_requests,

@@ -48,6 +48,7 @@ from rpcmeter.reporters.workload_tables import (
     stream_grid,
     workload_grid,
 )
+from rpcmeter.text import printable
 
 
 def comparison_view(doc: analysis.Comparison, header: list[str]) -> ComparisonView:
@@ -220,7 +221,7 @@ def timelines_of(cases: Sequence[Case], keys: list[str]) -> list[Timeline]:
                 rps=tuple(s.ok / s.seconds if s.seconds > 0 else 0.0 for s in line),
                 errors_ps=tuple(s.errors / s.seconds if s.seconds > 0 else 0.0 for s in line),
                 stages=tuple(
-                    (s.start_s, f"{s.label()}: {s.load(short=True)}")
+                    (s.start_s, f"{printable(s.label())}: {s.load(short=True)}")
                     for s in group[0].stages or ()
                     if s.start_s >= 0
                 ),
@@ -295,7 +296,7 @@ def stage_grid(case: Case) -> Grid:
     for s, failed in zip(stages, errors, strict=True):
         lat = s.latency
         row: list[GridCell] = [
-            s.label() if s.complete else Mark(f"{s.label()}*", "warn"),
+            printable(s.label()) if s.complete else Mark(f"{printable(s.label())}*", "warn"),
             s.load(short=True),
             fmt_rate(s.throughput_rps if s.throughput_rps is not None else math.nan),
         ]

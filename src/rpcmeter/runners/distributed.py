@@ -533,7 +533,8 @@ def run_distributed(
         if hooks.on_end and t_go is not None:
             hooks.on_end()
         usage1 = _usage(dc, [a for a in used if a in cluster.workers()]) if t_go else {}
-        timeline.close_all()
+        whole = outcome.failure is None and not lost and len(results) == clients
+        timeline.close_all(ran_through=whole)
         outcome.series = timeline.series()
     except KeyboardInterrupt:
         outcome.series = timeline.series()

@@ -196,10 +196,14 @@ class Timeline:
         else:
             self._settle(min(self.through.values()))
 
-    def close_all(self) -> None:
+    def close_all(self, ran_through: bool = False) -> None:
         """Settle every window seen (the clients are done, or gone); CPU spread past the last
-        window (read after the loops ended) counts in it."""
+        window (read after the loops ended) counts in it. ``ran_through``: every client ran its
+        whole load, so every stage ran, even a last one in which no request fell (a client ships
+        no empty window): all the clock's windows are settled."""
         upto = max(self.seen, self.settled_through, max(self.open, default=-1) + 1)
+        if ran_through and self.clock.windows is not None:
+            upto = max(upto, self.clock.windows)
         for index in [i for i in self.cpu if i >= upto > 0]:
             user, system = self.cpu.pop(index)
             self._cpu_in(upto - 1, user, system)
