@@ -146,6 +146,13 @@ class Target(_Model):
     command: CommandLine = None
     cwd: str | None = None
     env: dict[str, str] = Field(default_factory=dict)
+    # driver "command", as hyperfine: every command line (the hooks' too) run by /bin/sh (pipes,
+    # redirections; default: split and run without a shell); ``setup`` once before a case's
+    # runs, ``prepare`` before each run, ``cleanup`` once after them, none of them measured
+    shell: bool = False
+    setup: CommandLine = None
+    prepare: CommandLine = None
+    cleanup: CommandLine = None
     # TLS (rpcmeter.tls): true or a table; verification on unless ``verify = false``
     tls: TlsSettings | None = None
 

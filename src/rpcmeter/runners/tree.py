@@ -136,18 +136,24 @@ def _kill_tree(group: int) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
-# Forked by /bin/sh in the background: the shell reports the pid on fd 3 and exits; the command
-# waits (reading a line on fd 4) until the launcher has reaped the shell (else the shell could reap
+# Forked by /bin/sh in the background: the shell reports the pid on fd 3 and exits. The forked
+# process runs env, which resets SIGINT and SIGQUIT to their defaults (a shell ignores them in
+# background commands), and env a second small shell that says it runs (an empty line on fd 3)
+# and waits (reading a line on fd 4) until the launcher has reaped the first (else it could reap
 # a command that ends at once) and says go (a launcher gone before that leaves it an end of file:
-# it exits), then runs through env, which resets SIGINT and SIGQUIT to their defaults (a shell
-# ignores them in background commands).
-_SMALL_PARENT_SCRIPT = '{ read _ <&4 || exit; exec 3>&- 4<&-; exec "$@"; } & echo $! >&3'
+# it exits). Only then does it ``exec`` the
+# command, or, in shell mode, evaluate the command line: what is timed is the command's own start
+# and run, not that of env or of a shell.
+_SMALL_PARENT_SCRIPT = '"$@" & echo $! >&3'
+_WAITER = 'echo >&3; exec 3>&-; read _ <&4 || exit; exec 4<&-; exec "$@"'
+_SHELL_WAITER = 'echo >&3; exec 3>&-; read _ <&4 || exit; exec 4<&-; eval "$1"'
 _DEFAULT_SIGNALS = "--default-signal=INT,QUIT"
 
 
-def small_parent() -> list[str] | None:
+def small_parent(shell: bool = False) -> list[str] | None:
     """The argv prefix that starts a command from a small process (``/bin/sh`` and ``env``), or
-    None where that is not available (no ``/bin/sh``, or an ``env`` without ``--default-signal``)."""
+    None where that is not available (no ``/bin/sh``, or an ``env`` without ``--default-signal``).
+    With ``shell``, what follows the prefix is one command line that the small shell evaluates."""
     env = shutil.which("env")
     if env is None or not os.access("/bin/sh", os.X_OK):
         return None
@@ -156,7 +162,20 @@ def small_parent() -> list[str] | None:
     )
     if probe.returncode != 0:
         return None
-    return ["/bin/sh", "-c", _SMALL_PARENT_SCRIPT, "sh", env, _DEFAULT_SIGNALS, "--"]
+    waiter = _SHELL_WAITER if shell else _WAITER
+    return [
+        "/bin/sh",
+        "-c",
+        _SMALL_PARENT_SCRIPT,
+        "sh",
+        env,
+        _DEFAULT_SIGNALS,
+        "--",
+        "/bin/sh",
+        "-c",
+        waiter,
+        "sh",
+    ]
 
 
 def _resolve(command: str) -> str:
@@ -170,17 +189,18 @@ def _resolve(command: str) -> str:
 
 
 def _spawn_from_small_parent(
-    prefix: list[str], argv: Sequence[str], actions: list[Any], spawned: list[int]
+    prefix: list[str], argv: Sequence[str], actions: list[Any], spawned: list[int], shell: bool
 ) -> tuple[int, int, int]:
     """Fork ``argv`` from the small parent ``prefix`` (:func:`small_parent`) and reap that parent:
     the command's pid, the parent's (the leader of the command's process group, added to
     ``spawned`` at once), and the fd on which a line lets the command run."""
     pid_read, pid_write = os.pipe()
     go_read, go_write = os.pipe()
+    command = list(argv) if shell else [_resolve(argv[0]), *argv[1:]]
     try:
         helper = os.posix_spawn(
             prefix[0],
-            [*prefix, _resolve(argv[0]), *argv[1:]],
+            [*prefix, *command],
             os.environ,
             file_actions=[
                 *actions,
@@ -197,42 +217,81 @@ def _spawn_from_small_parent(
         for fd in (pid_write, go_read):
             os.close(fd)
     with os.fdopen(pid_read, "rb") as pipe:
-        line = pipe.readline()
+        # the pid (from the first shell) and an empty line (the waiting shell runs: env and its
+        # exec are done), in either order
+        lines = sorted([pipe.readline(), pipe.readline()])
     os.waitpid(helper, 0)
-    if not line.strip().isdigit():
+    ready, line = lines
+    if not line.strip().isdigit() or ready != b"\n":
         os.close(go_write)
         raise OSError(0, "the shell that starts it failed")
     return int(line), helper, go_write
 
 
-def run_tree(argv: Sequence[str], log_fd: int, timeout_s: float, linger_s: float) -> TreeUsage:
+class Launcher:
+    """Runs command trees one after another in this process (the child subreaper): the small
+    parent is found once, and SIGTERM kills the tree of the run in progress."""
+
+    def __init__(self) -> None:
+        self.subreaper = become_subreaper()
+        self.prefixes: dict[bool, list[str] | None] = {}
+        self.spawned: list[int] = []
+        signal.signal(signal.SIGALRM, _on_alarm)
+        signal.signal(signal.SIGTERM, self._terminate)
+
+    def _terminate(self, signum: int, frame: FrameType | None) -> None:  # rpcmeter is gone
+        for group in self.spawned:
+            _kill_tree(group)
+        os._exit(128 + signum)
+
+    def prefix(self, shell: bool) -> list[str] | None:
+        if shell not in self.prefixes:
+            self.prefixes[shell] = small_parent(shell)
+        return self.prefixes[shell]
+
+    def run(
+        self, argv: Sequence[str], log_fd: int, timeout_s: float, linger_s: float, shell: bool
+    ) -> TreeUsage:
+        """Spawn ``argv`` (with ``shell``: one command line for ``/bin/sh``; its output to
+        ``log_fd``), reap its whole tree, return the usage."""
+        self.spawned = []
+        return _run_tree(self, argv, log_fd, timeout_s, linger_s, shell)
+
+
+def run_tree(
+    argv: Sequence[str], log_fd: int, timeout_s: float, linger_s: float, shell: bool = False
+) -> TreeUsage:
     """Spawn ``argv`` (its output to ``log_fd``), reap its whole tree, return the usage."""
-    usage = TreeUsage(subreaper=become_subreaper())
-    signal.signal(signal.SIGALRM, _on_alarm)
+    return Launcher().run(argv, log_fd, timeout_s, linger_s, shell)
+
+
+def _run_tree(
+    launcher: Launcher,
+    argv: Sequence[str],
+    log_fd: int,
+    timeout_s: float,
+    linger_s: float,
+    shell: bool,
+) -> TreeUsage:
+    usage = TreeUsage(subreaper=launcher.subreaper)
     actions = [
         (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
         (os.POSIX_SPAWN_DUP2, log_fd, 1),
         (os.POSIX_SPAWN_DUP2, log_fd, 2),
     ]
-    spawned: list[int] = []
-
-    def _terminate(signum: int, frame: FrameType | None) -> None:  # rpcmeter is gone: stop all
-        for group in spawned:
-            _kill_tree(group)
-        os._exit(128 + signum)
-
-    signal.signal(signal.SIGTERM, _terminate)
-    prefix = small_parent()
+    spawned = launcher.spawned
+    prefix = launcher.prefix(shell)
     try:
         if prefix is None:
             usage.rss_floor_bytes = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+            command = ["/bin/sh", "-c", argv[0]] if shell else list(argv)
             start = time.perf_counter_ns()
             pid = os.posix_spawnp(
-                argv[0], list(argv), os.environ, file_actions=actions, setpgroup=0
+                command[0], command, os.environ, file_actions=actions, setpgroup=0
             )
             group = pid
         else:
-            pid, group, go = _spawn_from_small_parent(prefix, argv, actions, spawned)
+            pid, group, go = _spawn_from_small_parent(prefix, argv, actions, spawned, shell)
             start = time.perf_counter_ns()
             os.write(go, b"go\n")  # the command runs now
             os.close(go)
@@ -276,19 +335,46 @@ def run_tree(argv: Sequence[str], log_fd: int, timeout_s: float, linger_s: float
     return usage
 
 
+def serve(launcher: Launcher, requests: Any, replies: Any) -> None:
+    """``--serve``: one run per JSON line read from ``requests`` (``{"argv", "log", "timeout",
+    "linger", "shell"}``; the log is emptied first), its usage written as one JSON line to
+    ``replies``, until the end of ``requests``. rpcmeter runs a case's runs through one launcher
+    so that a run costs a fork and an exec, not the start of an interpreter."""
+    for line in requests:
+        if not line.strip():
+            continue
+        req = json.loads(line)
+        fd = os.open(req["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
+        try:
+            usage = launcher.run(
+                req["argv"], fd, req["timeout"], req["linger"], bool(req.get("shell"))
+            )
+        finally:
+            os.close(fd)
+        replies.write(json.dumps(asdict(usage)) + "\n")
+        replies.flush()
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m rpcmeter.runners.tree")
     parser.add_argument("--timeout", type=float, default=600.0)
     parser.add_argument("--linger", type=float, default=10.0)
     parser.add_argument("--log", default=os.devnull)
+    parser.add_argument("--shell", action="store_true", help="COMMAND is one line for /bin/sh")
+    parser.add_argument(
+        "--serve", action="store_true", help="run what standard input asks, a JSON line a run"
+    )
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
+    if args.serve:
+        serve(Launcher(), sys.stdin, sys.stdout)
+        return 0
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
         parser.error("no command given")
     fd = os.open(args.log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     try:
-        usage = run_tree(command, fd, args.timeout, args.linger)
+        usage = run_tree(command, fd, args.timeout, args.linger, args.shell)
     finally:
         os.close(fd)
     sys.stdout.write(json.dumps(asdict(usage)) + "\n")
