@@ -10,7 +10,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TextIO
 
-from rpcmeter.cli import grpc, history, run, trend
+from rpcmeter.cli import cmd, grpc, history, run, trend
 from rpcmeter.errors import RpcmeterError
 from rpcmeter.text import printable
 
@@ -60,6 +60,7 @@ def build_parser() -> argparse.ArgumentParser:
     history.add_parsers(sub)
     trend.add_parser(sub)
     grpc.add_parsers(sub)
+    cmd.add_parser(sub)
     return parser
 
 

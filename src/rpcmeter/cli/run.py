@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -175,10 +176,17 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return status
 
 
-def run_and_report(suite: Suite, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+def run_and_report(
+    suite: Suite,
+    args: argparse.Namespace,
+    out: TextIO,
+    err: TextIO,
+    summary: Callable[[Result, View], tuple[str, bool]] | None = None,
+) -> int:
     """Run ``suite`` with the options of :func:`add_run_outputs` (and, where the parser has
     them, the rate search's and the cluster's), print its tables and write what was asked for;
-    the exit status."""
+    the exit status. ``summary``: printed in place of the tables (its text, and whether the
+    tables follow it)."""
     from rpcmeter import gate
     from rpcmeter.cli.output import render_report, write_reports
     from rpcmeter.cli.progress import Began, Progress
@@ -223,7 +231,12 @@ def run_and_report(suite: Suite, args: argparse.Namespace, out: TextIO, err: Tex
     view = build_view(result)
     if json_out is not None:
         json_out.write(render_report(view, "json", args, json_out))
-    out.write(render_report(view, "text", args, out))
+    tables = True
+    if summary is not None:
+        text, tables = summary(result, view)
+        out.write(text)
+    if tables:
+        out.write(render_report(view, "text", args, out))
     if args.output:
         out.write(f"\nresult written to {args.output}\n")
     write_reports(view, args, out, ("html", "plots"))

@@ -65,7 +65,8 @@ def build(result: Result, derived: Derived | None = None) -> View:
     derived = derived or derive(result)
     comparisons = derived.comparisons
     verdicts = analysis.has_verdicts(comparisons)
-    summary = summary_grid(comparisons) if verdicts else None
+    commands = bool(result.cases) and all(c.kind == "command" for c in result.cases)
+    summary = summary_grid(comparisons, commands) if verdicts else None
     run = Run(
         name=suite.name,
         description=suite.description or "",
@@ -95,7 +96,9 @@ def build(result: Result, derived: Derived | None = None) -> View:
         comparisons=comparisons,
         has_verdicts=verdicts,
         comparison_tables=tuple(
-            [*comparison_grids(comparisons), *([summary] if summary else [])] if verdicts else []
+            [*comparison_grids(comparisons, commands), *([summary] if summary else [])]
+            if verdicts
+            else []
         ),
         rates=tuple(rate_series(result)),
         max_rate=tuple(result.max_rate or []),
