@@ -22,6 +22,9 @@ each one reports:
   (``rss_floor_bytes`` stays 0); ``sleep`` reads its real 1.6-1.7 MB. Where ``/bin/sh`` or a
   GNU ``env`` is missing the launcher spawns the command itself, and ``rss_floor_bytes`` is its
   own peak: a peak at that floor means "at most this much";
+- the process that becomes the command runs ``env`` and a small shell first (see below): the
+  CPU time it has used when it waits for the go (``/proc/PID/schedstat``, ``start_cpu_s``) is
+  taken out of its user and system time, so that a command's CPU is its own;
 - descendants still alive when the command exited are waited for up to ``--linger`` seconds, then
   killed; they are counted and reported as ``outlived``.
 
@@ -71,11 +74,20 @@ class TreeUsage:
     timed_out: bool = False
     subreaper: bool = False
     rss_floor_bytes: int = 0
+    start_cpu_s: float = 0.0  # CPU of env and the waiting shell, before the command: not counted
     error: str | None = None
 
-    def add(self, usage: Any) -> None:
-        self.user_s += usage.ru_utime
-        self.sys_s += usage.ru_stime
+    def add(self, usage: Any, before_s: float = 0.0) -> None:
+        """Count a reaped process's ``rusage``, less ``before_s`` of CPU it spent before the
+        command started in it (taken from user and system time in their proportion: the kernel
+        splits a process's CPU time that way too)."""
+        user, system = usage.ru_utime, usage.ru_stime
+        total = user + system
+        if before_s > 0 and total > 0:
+            kept = max(0.0, 1 - before_s / total)
+            user, system = user * kept, system * kept
+        self.user_s += user
+        self.sys_s += system
         self.max_rss_bytes = max(self.max_rss_bytes, int(usage.ru_maxrss) * 1024)
         self.processes += 1
 
@@ -176,6 +188,16 @@ def small_parent(shell: bool = False) -> list[str] | None:
         waiter,
         "sh",
     ]
+
+
+def _cpu_s(pid: int) -> float:
+    """The CPU time ``pid`` has used so far (``/proc/PID/schedstat``, nanoseconds), 0 where it
+    cannot be read."""
+    try:
+        with open(f"/proc/{pid}/schedstat", "rb") as f:
+            return int(f.read().split()[0]) / 1e9
+    except (OSError, ValueError, IndexError):
+        return 0.0
 
 
 def _resolve(command: str) -> str:
@@ -292,6 +314,8 @@ def _run_tree(
             group = pid
         else:
             pid, group, go = _spawn_from_small_parent(prefix, argv, actions, spawned, shell)
+            # the process that becomes the command ran env and a shell first (it waits now)
+            usage.start_cpu_s = _cpu_s(pid)
             start = time.perf_counter_ns()
             os.write(go, b"go\n")  # the command runs now
             os.close(go)
@@ -326,7 +350,7 @@ def _run_tree(
             linger_deadline = time.monotonic() + 5.0
             continue
         wpid, status, rusage = got
-        usage.add(rusage)
+        usage.add(rusage, usage.start_cpu_s if wpid == pid else 0.0)
         if wpid == pid:
             usage.wall_s = (time.perf_counter_ns() - start) / 1e9
             usage.exit_code = os.waitstatus_to_exitcode(status)
