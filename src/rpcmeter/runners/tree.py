@@ -16,15 +16,16 @@ each one reports:
   inherits, in its peak, the memory of the process it was forked from (the kernel folds the old
   memory's peak into the new program's at ``exec``): spawned by the launcher itself, any command
   would read at least the launcher's own 10-15 MB. So the command is forked by a small parent
-  instead: ``/bin/sh`` starts it in the background, reports its pid and exits, and the launcher
-  adopts it (``env --default-signal`` undoes the shell's ignoring of SIGINT and SIGQUIT for
-  background commands). The floor is then the shell's and ``env``'s own peak, about 1.7 MB
-  (``rss_floor_bytes`` stays 0); ``sleep`` reads its real 1.6-1.7 MB. Where ``/bin/sh`` or a
-  GNU ``env`` is missing the launcher spawns the command itself, and ``rss_floor_bytes`` is its
+  instead: a subshell of ``/bin/sh`` reports its pid and waits, the launcher kills the shell
+  and adopts the subshell, which then runs the command in its place (``exec``). The floor is
+  then the shell's own peak, about 1.7 MB (``rss_floor_bytes`` stays 0); ``sleep`` reads its real 1.6-1.7 MB. Where
+  ``/bin/sh`` is missing the launcher spawns the command itself, and ``rss_floor_bytes`` is its
   own peak: a peak at that floor means "at most this much";
-- the process that becomes the command runs ``env`` and a small shell first (see below): the
-  CPU time it has used when it waits for the go (``/proc/PID/schedstat``, ``start_cpu_s``) is
-  taken out of its user and system time, so that a command's CPU is its own;
+- the CPU time the subshell used before the command started in its process
+  (``/proc/PID/schedstat``, ``start_cpu_s``) is taken out of its user and system time, so that
+  a command's CPU is its own;
+- the command starts with the default dispositions of SIGINT, SIGQUIT, SIGPIPE and SIGXFSZ (the
+  launcher, a Python process, ignores SIGPIPE and SIGXFSZ);
 - descendants still alive when the command exited are waited for up to ``--linger`` seconds, then
   killed; they are counted and reported as ``outlived``.
 
@@ -45,7 +46,6 @@ import os
 import resource
 import shutil
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
@@ -148,46 +148,27 @@ def _kill_tree(group: int) -> None:
             os.kill(pid, signal.SIGKILL)
 
 
-# Forked by /bin/sh in the background: the shell reports the pid on fd 3 and exits. The forked
-# process runs env, which resets SIGINT and SIGQUIT to their defaults (a shell ignores them in
-# background commands), and env a second small shell that says it runs (an empty line on fd 3)
-# and waits (reading a line on fd 4) until the launcher has reaped the first (else it could reap
-# a command that ends at once) and says go (a launcher gone before that leaves it an end of file:
-# it exits). Only then does it ``exec`` the
-# command, or, in shell mode, evaluate the command line: what is timed is the command's own start
-# and run, not that of env or of a shell.
-_SMALL_PARENT_SCRIPT = '"$@" & echo $! >&3'
-_WAITER = 'echo >&3; exec 3>&-; read _ <&4 || exit; exec 4<&-; exec "$@"'
-_SHELL_WAITER = 'echo >&3; exec 3>&-; read _ <&4 || exit; exec 4<&-; eval "$1"'
-_DEFAULT_SIGNALS = "--default-signal=INT,QUIT"
+# The command's process is forked by a small shell that the launcher starts with the default
+# dispositions of SIGINT, SIGQUIT, SIGPIPE and SIGXFSZ (Python ignores SIGPIPE and SIGXFSZ, and
+# ignored signals are inherited): a subshell in the foreground (so it keeps them, where a
+# background one would ignore SIGINT and SIGQUIT) reports its pid on fd 3 and waits, reading a
+# line on fd 4. The launcher then kills the shell, so that the subshell is orphaned and becomes
+# the launcher's to reap, and says go (a launcher gone before that leaves it an end of file: it
+# exits). Only then does the subshell ``exec`` the command, or, in shell mode, evaluate the
+# command line: what is timed is the command's own start and run, not the shell's.
+_SMALL_PARENT = '( read -r me _ </proc/self/stat && echo "$me" >&3 && exec 3>&- && read _ <&4 || exit; exec 4<&-; %s ); exit'
+_SMALL_PARENT_SCRIPT = _SMALL_PARENT % 'exec "$@"'
+_SHELL_SCRIPT = _SMALL_PARENT % 'eval "$1"'
+DEFAULT_SIGNALS = (signal.SIGINT, signal.SIGQUIT, signal.SIGPIPE, signal.SIGXFSZ)
 
 
 def small_parent(shell: bool = False) -> list[str] | None:
-    """The argv prefix that starts a command from a small process (``/bin/sh`` and ``env``), or
-    None where that is not available (no ``/bin/sh``, or an ``env`` without ``--default-signal``).
-    With ``shell``, what follows the prefix is one command line that the small shell evaluates."""
-    env = shutil.which("env")
-    if env is None or not os.access("/bin/sh", os.X_OK):
+    """The argv prefix that starts a command from a small process (``/bin/sh``), or None where
+    that is not available. With ``shell``, what follows the prefix is one command line that the
+    small shell evaluates."""
+    if not os.access("/bin/sh", os.X_OK) or not os.path.exists("/proc/self/stat"):
         return None
-    probe = subprocess.run(
-        [env, _DEFAULT_SIGNALS, "true"], stdin=subprocess.DEVNULL, capture_output=True
-    )
-    if probe.returncode != 0:
-        return None
-    waiter = _SHELL_WAITER if shell else _WAITER
-    return [
-        "/bin/sh",
-        "-c",
-        _SMALL_PARENT_SCRIPT,
-        "sh",
-        env,
-        _DEFAULT_SIGNALS,
-        "--",
-        "/bin/sh",
-        "-c",
-        waiter,
-        "sh",
-    ]
+    return ["/bin/sh", "-c", _SHELL_SCRIPT if shell else _SMALL_PARENT_SCRIPT, "sh"]
 
 
 def _cpu_s(pid: int) -> float:
@@ -213,9 +194,9 @@ def _resolve(command: str) -> str:
 def _spawn_from_small_parent(
     prefix: list[str], argv: Sequence[str], actions: list[Any], spawned: list[int], shell: bool
 ) -> tuple[int, int, int]:
-    """Fork ``argv`` from the small parent ``prefix`` (:func:`small_parent`) and reap that parent:
-    the command's pid, the parent's (the leader of the command's process group, added to
-    ``spawned`` at once), and the fd on which a line lets the command run."""
+    """Fork ``argv`` from the small parent ``prefix`` (:func:`small_parent`) and kill and reap
+    that parent: the command's pid, the parent's (the leader of the command's process group,
+    added to ``spawned`` at once), and the fd on which a line lets the command run."""
     pid_read, pid_write = os.pipe()
     go_read, go_write = os.pipe()
     command = list(argv) if shell else [_resolve(argv[0]), *argv[1:]]
@@ -230,6 +211,7 @@ def _spawn_from_small_parent(
                 (os.POSIX_SPAWN_DUP2, go_read, 4),
             ],
             setpgroup=0,
+            setsigdef=DEFAULT_SIGNALS,
         )
         spawned.append(helper)
     except BaseException:
@@ -239,12 +221,11 @@ def _spawn_from_small_parent(
         for fd in (pid_write, go_read):
             os.close(fd)
     with os.fdopen(pid_read, "rb") as pipe:
-        # the pid (from the first shell) and an empty line (the waiting shell runs: env and its
-        # exec are done), in either order
-        lines = sorted([pipe.readline(), pipe.readline()])
+        line = pipe.readline()  # the subshell runs and waits
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(helper, signal.SIGKILL)
     os.waitpid(helper, 0)
-    ready, line = lines
-    if not line.strip().isdigit() or ready != b"\n":
+    if not line.strip().isdigit():
         os.close(go_write)
         raise OSError(0, "the shell that starts it failed")
     return int(line), helper, go_write
@@ -309,12 +290,17 @@ def _run_tree(
             command = ["/bin/sh", "-c", argv[0]] if shell else list(argv)
             start = time.perf_counter_ns()
             pid = os.posix_spawnp(
-                command[0], command, os.environ, file_actions=actions, setpgroup=0
+                command[0],
+                command,
+                os.environ,
+                file_actions=actions,
+                setpgroup=0,
+                setsigdef=DEFAULT_SIGNALS,
             )
             group = pid
         else:
             pid, group, go = _spawn_from_small_parent(prefix, argv, actions, spawned, shell)
-            # the process that becomes the command ran env and a shell first (it waits now)
+            # the process that becomes the command ran a subshell first (it waits now)
             usage.start_cpu_s = _cpu_s(pid)
             start = time.perf_counter_ns()
             os.write(go, b"go\n")  # the command runs now
