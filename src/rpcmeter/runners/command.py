@@ -1,8 +1,9 @@
 """Whole-command cases (driver ``command``): the command line is the system under test.
 
 Per case, the command runs ``runs.warmup`` times unmeasured, then at least ``runs.min_runs`` times
-and until its measured runs' own wall time adds up to ``runs.min_time_s`` seconds (at most
-``runs.max_runs``), or exactly ``runs.count`` times. Every run goes through the launcher
+and until its measured runs' own wall time adds up to ``runs.min_time_s`` seconds, and at least
+as many times as hyperfine would (``runs.min_time_s`` over the first run's wall time); at most
+``runs.max_runs``; or exactly ``runs.count`` times. Every run goes through the launcher
 :mod:`rpcmeter.runners.tree`, which reaps the command's whole process tree and reports wall time,
 user and system CPU of every process in it, and the peak memory. One launcher serves all the runs
 of a case (:class:`Launcher`), so a run costs rpcmeter a few forks and execs, not the start of an
@@ -269,8 +270,9 @@ def measure(
 ) -> Outcome:
     """Warmup runs, then the measured runs (see the module documentation), each on ``cpus`` and
     in ``cgroup``, all through one :class:`Launcher`; ``on_go`` is called between them. The
-    minimum time counts the measured runs' own wall time (as hyperfine's does), not rpcmeter's
-    time around them. With ``report``, every successful measured run's output is read by it
+    minimum time counts the measured runs' own wall time, not rpcmeter's time around them, and
+    there are at least as many runs as hyperfine makes (the minimum time over the first run's
+    wall time). With ``report``, every successful measured run's output is read by it
     (:mod:`rpcmeter.runners.client_reports`); output it cannot read ends the case as failed.
     ``hooks``: commands run before and after (:class:`Hooks`); one that fails fails the case."""
     outcome = Outcome()
@@ -327,12 +329,13 @@ def _runs(
     start = time.monotonic()
     told = start
     measured_s = 0.0  # the measured runs' own wall time: what the minimum time counts
+    estimate = 0  # hyperfine's count: the minimum time over the first run's time
     while True:
         n = len(outcome.runs)
         if runs.count is not None:
             if n >= runs.count:
                 break
-        elif (n >= runs.min_runs and measured_s >= runs.min_time_s) or (
+        elif (n >= max(runs.min_runs, estimate) and measured_s >= runs.min_time_s) or (
             runs.max_runs is not None and n >= runs.max_runs
         ):
             break
@@ -342,6 +345,8 @@ def _runs(
         if usage is not None:
             outcome.runs.append(usage)
             measured_s += usage.wall_s
+            if n == 0 and usage.wall_s > 0:
+                estimate = int(min(runs.min_time_s / usage.wall_s, 1e9))
             if report is not None and not outcome.failure:
                 _read_report(report, log, n + 1, outcome)
         now = time.monotonic()
