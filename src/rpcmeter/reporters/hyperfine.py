@@ -57,15 +57,21 @@ def benchmarks(result: Result) -> list[Benchmark]:
     return list(by_name.values())
 
 
-def _time(seconds: float) -> str:
-    """hyperfine's units: µs below 1 ms, ms below 1 s, else s."""
+def _unit(seconds: float) -> tuple[str, float]:
+    """hyperfine's unit for a benchmark, by its mean: µs below 1 ms, ms below 1 s, else s."""
+    if seconds < 1e-3:
+        return "µs", 1e6
+    if seconds < 1:
+        return "ms", 1e3
+    return "s", 1.0
+
+
+def _time(seconds: float, unit: tuple[str, float]) -> str:
+    """``seconds`` in ``unit``, as hyperfine writes them."""
     if math.isnan(seconds):
         return "-"
-    if seconds < 1e-3:
-        return f"{seconds * 1e6:.1f} µs"
-    if seconds < 1:
-        return f"{seconds * 1e3:.1f} ms"
-    return f"{seconds:.3f} s"
+    name, scale = unit
+    return f"{seconds * scale:.{3 if name == 's' else 1}f} {name}"
 
 
 def _mb(size: int) -> str:
@@ -75,17 +81,20 @@ def _mb(size: int) -> str:
 def _benchmark_lines(index: int, b: Benchmark) -> list[str]:
     lines = [f"Benchmark {index}: {b.name}"]
     if b.walls:
+        unit = _unit(b.mean)  # every figure of a benchmark in its mean's unit, as hyperfine
+
+        def t(seconds: float) -> str:
+            return _time(seconds, unit)
+
         user, system = statistics.fmean(b.users), statistics.fmean(b.systems)
-        cpu = f"[User: {_time(user)}, System: {_time(system)}]"
+        cpu = f"[User: {t(user)}, System: {t(system)}]"
         if len(b.walls) == 1:  # as hyperfine: one run has no spread
-            lines.append(f"  Time (abs ≡):        {_time(b.mean):>9}                {cpu}")
+            lines.append(f"  Time (abs ≡):        {t(b.mean):>9}                {cpu}")
         else:
-            lines.append(
-                f"  Time (mean ± σ):     {_time(b.mean):>9} ± {_time(b.stdev):>9}    {cpu}"
-            )
+            lines.append(f"  Time (mean ± σ):     {t(b.mean):>9} ± {t(b.stdev):>9}    {cpu}")
         runs = f"{len(b.walls)} run" + ("s" if len(b.walls) != 1 else "")
         lines.append(
-            f"  Range (min … max):   {_time(min(b.walls)):>9} … {_time(max(b.walls)):>9}    "
+            f"  Range (min … max):   {t(min(b.walls)):>9} … {t(max(b.walls)):>9}    "
             f"{runs}    peak RSS {_mb(b.peak_rss)}"
         )
     lines += [f"  failed: {why}" for why in dict.fromkeys(b.failures)]
