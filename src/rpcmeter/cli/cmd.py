@@ -15,9 +15,10 @@ import argparse
 import itertools
 import math
 import re
+import sys
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 from rpcmeter.errors import UsageError
 
@@ -138,6 +139,13 @@ def add_parser(sub: Any) -> None:
     )
     add_run_outputs(p)
     p.set_defaults(handler=cmd_cmd)
+    p.error = _one_line  # one line, not the usage block
+
+
+def _one_line(message: str) -> NoReturn:
+    """A usage error of ``rpcmeter cmd``: one line, exit 2 (not argparse's usage block)."""
+    sys.stderr.write(f"rpcmeter: error: cmd: {message} (see rpcmeter cmd --help)\n")
+    sys.exit(2)
 
 
 def _count(least: int) -> Any:
