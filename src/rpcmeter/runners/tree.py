@@ -156,9 +156,12 @@ def _kill_tree(group: int) -> None:
 # the launcher's to reap, and says go (a launcher gone before that leaves it an end of file: it
 # exits). Only then does the subshell ``exec`` the command, or, in shell mode, evaluate the
 # command line: what is timed is the command's own start and run, not the shell's.
-_SMALL_PARENT = '( read -r me _ </proc/self/stat && echo "$me" >&3 && exec 3>&- && read _ <&4 || exit; exec 4<&-; %s ); exit'
+_SMALL_PARENT = (
+    '( read -r pid _ </proc/self/stat && echo "$pid" >&3 && exec 3>&- && read _ <&4 || exit;'
+    " exec 4<&-; unset pid; %s ); exit"
+)
 _SMALL_PARENT_SCRIPT = _SMALL_PARENT % 'exec "$@"'
-_SHELL_SCRIPT = _SMALL_PARENT % 'eval "$1"'
+_SHELL_SCRIPT = _SMALL_PARENT % 'eval "shift; $1"'  # the line runs as sh -c runs it: no $1
 DEFAULT_SIGNALS = (signal.SIGINT, signal.SIGQUIT, signal.SIGPIPE, signal.SIGXFSZ)
 
 
