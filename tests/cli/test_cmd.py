@@ -30,7 +30,9 @@ def runs_of(result: dict[str, Any], variant: str) -> list[dict[str, Any]]:
 def test_two_commands_compare_interleaved_with_a_verdict(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code, result = cmd(tmp_path, "-r", "6", "-n", "fast", "-n", "slow", "sleep 0.01", "sleep 0.05")
+    code, result = cmd(
+        tmp_path, "--tables", "-r", "6", "-n", "fast", "-n", "slow", "sleep 0.01", "sleep 0.05"
+    )
     out = capsys.readouterr().out
     assert code == 0 and result is not None
     # three rounds, the commands alternating, six runs of each in all
@@ -41,6 +43,10 @@ def test_two_commands_compare_interleaved_with_a_verdict(
     assert "6 runs" in out and "peak RSS" in out
     assert "fast ran" in out and "times faster than slow" in out
     assert "rpcmeter: slow / fast = " in out and "95 % interval" in out and ": slower" in out
+    # rpcmeter's tables follow (--tables), in a command's words: runs, not requests
+    assert "ratio with 95% interval and verdict (6 runs)" in out
+    assert "runs/s" not in out and "CPU/run" in out and "wall" in out
+    assert "req/s" not in out and "server CPU" not in out
 
 
 @pytest.mark.timeout(120)
@@ -167,3 +173,17 @@ def test_the_minimum_time_counts_the_commands_own_time(tmp_path: Path) -> None:
     hyperfines = int(0.5 / walls[0])
     assert sum(walls) >= 0.5 and len(walls) >= hyperfines
     assert sum(walls[:-1]) < 0.5 or len(walls) - 1 < hyperfines
+
+
+@pytest.mark.timeout(120)
+def test_a_suites_minimum_time_counts_the_commands_own_time(tmp_path: Path) -> None:
+    suite = tmp_path / "suite.toml"
+    suite.write_text(
+        '[target]\ndriver = "command"\ncommand = "sleep 0.01"\n'
+        "[runs]\nwarmup = 0\nmin_runs = 1\nmin_time_s = 0.3\n"
+    )
+    out = tmp_path / "result.json"
+    assert main(["run", str(suite), "--no-store", "--no-live", "-o", str(out)]) == 0
+    walls = [r["wall_s"] for r in json.loads(out.read_text())["cases"][0]["runs"]]
+    # with rpcmeter's time between runs counted (about 100 ms a run), 0.3 s made 3 runs
+    assert sum(walls) >= 0.3 and len(walls) >= int(0.3 / walls[0])
