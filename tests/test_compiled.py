@@ -17,7 +17,6 @@ from pathlib import Path
 import pytest
 
 from rpcmeter import __version__, cli, compiled
-from rpcmeter.metrics import environment
 
 ROOT = Path(__file__).resolve().parent.parent
 # the tests of the compiled modules, run again as Python when the compiled build is installed
@@ -166,7 +165,7 @@ def test_version_says_which_build_runs(
     """``edited``: None where the compiled modules were not put aside, else the finder's list
     (empty: RPCMETER_PYTHON=1 asked for the Python)."""
     finder = None if edited is None else compiled.SourceFirst({}, edited)
-    monkeypatch.setattr(environment, "compiled", lambda: runs_compiled)
+    monkeypatch.setattr(compiled, "runs_compiled", lambda: runs_compiled)
     monkeypatch.setattr(compiled, "not_compiled", lambda: why)
     monkeypatch.setattr(compiled, "running_python", lambda: finder)
     with pytest.raises(SystemExit):

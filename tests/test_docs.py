@@ -12,12 +12,16 @@
 from __future__ import annotations
 
 import argparse
+import base64
 import importlib.util
+import json
 import os
 import re
 import shlex
+import statistics
 import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
@@ -25,6 +29,8 @@ from typing import Any
 
 import pytest
 from pydantic import BaseModel
+
+from tests.reporters import test_html
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -333,7 +339,7 @@ def _keys(markdown: str) -> set[str]:
 
 
 def test_the_suite_reference_names_every_key_kind_and_driver() -> None:
-    from rpcmeter.drivers import REGISTRY
+    from rpcmeter.drivers import REGISTRY, driver_class
     from rpcmeter.suite_model import Suite
     from rpcmeter.workloads import KINDS
 
@@ -348,7 +354,12 @@ def test_the_suite_reference_names_every_key_kind_and_driver() -> None:
         assert f"### `{kind}`" in text
         assert set(cls.field_names()) <= keys
     for driver in REGISTRY:
-        assert f"| `{driver}` |" in text
+        assert f"### `{driver}`" in text
+        section = text.split(f"### `{driver}`", 1)[1].split("\n### ", 1)[0]
+        for key in driver_class(driver).option_keys or ():
+            row = next(line for line in section.splitlines() if line.startswith(f"| `{key}` |"))
+            meaning, example = row.split(" | ")[4:6]
+            assert meaning and example.startswith(f"`{key} = "), row
 
 
 def test_the_reference_picks_up_a_new_key(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -361,7 +372,9 @@ def test_the_reference_picks_up_a_new_key(monkeypatch: pytest.MonkeyPatch) -> No
         __base__=suite_model.Load,
         brand_new_s=(float, Field(2.5, gt=0, description="a key added after the docs")),
     )
-    suite = create_model("Suite", __base__=suite_model.Suite, load=(load, load()))
+    suite = create_model(
+        "Suite", __base__=suite_model.Suite, load=(load, Field(load(), description="the load"))
+    )
     monkeypatch.setattr(suite_model, "Suite", suite)
     reference.generated.cache_clear()
     try:
@@ -369,7 +382,56 @@ def test_the_reference_picks_up_a_new_key(monkeypatch: pytest.MonkeyPatch) -> No
     finally:
         reference.generated.cache_clear()
     row = next(line for line in text.splitlines() if line.startswith("| `brand_new_s` |"))
-    assert row == "| `brand_new_s` | number | 2.5 | > 0 | a key added after the docs |"
+    assert row == (
+        "| `brand_new_s` | number | 2.5 | > 0 "
+        "| a key added after the docs Example: `brand_new_s = 2.5`. |"
+    )
+
+
+def test_a_suite_key_without_a_description_fails_the_reference(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from pydantic import Field, create_model
+
+    from rpcmeter import suite_model
+
+    suite = create_model("Suite", __base__=suite_model.Suite, mystery_s=(float, Field(1.0, gt=0)))
+    monkeypatch.setattr(suite_model, "Suite", suite)
+    reference.generated.cache_clear()
+    try:
+        with pytest.raises(
+            reference.Undescribed, match=r"1 suite keys .*: \(top level\) mystery_s"
+        ):
+            reference.generated("suite")
+    finally:
+        reference.generated.cache_clear()
+
+
+def test_a_driver_option_without_a_row_fails_the_reference(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from rpcmeter import driver_options
+
+    monkeypatch.delitem(driver_options.OPTIONS, "nodelay")
+    reference.generated.cache_clear()
+    try:
+        with pytest.raises(reference.Undescribed, match=r"driver options .*: rpyc\.nodelay$"):
+            reference.generated("suite")
+    finally:
+        reference.generated.cache_clear()
+
+
+def test_the_suite_reference_names_no_code_constants() -> None:
+    """A reader sees what a key means, not the name of a constant in the code
+    (``repeat`` once read "unset with 2+ variants: COMPARE_REPEAT")."""
+    constants = {
+        name
+        for path in (ROOT / "src" / "rpcmeter").rglob("*.py")
+        for name in re.findall(r"^([A-Z][A-Z0-9]*_[A-Z0-9_]+)\s*[:=]", path.read_text(), re.M)
+    }
+    assert "COMPARE_REPEAT" in constants
+    words = set(re.findall(r"\b[A-Z][A-Z0-9_]+\b", reference.generated("suite")))
+    assert words & constants == set()
 
 
 def test_the_result_reference_names_every_field() -> None:
@@ -442,3 +504,185 @@ def test_links_to_repository_files_point_at_their_copies_in_the_site() -> None:
     assert repo_files.rewrite(page, text, DOCS) == text.replace(
         "../../examples/rpyc-thread-binding.toml", "../repo/examples/rpyc-thread-binding.toml"
     )
+
+
+# ---- sentence length ----------------------------------------------------------------------------
+
+MEDIAN_WORDS = 16  # the most words the median sentence of docs/ may have
+LONG_WORDS = 40  # a sentence over this many words is long ...
+LONG_SHARE = 0.05  # ... and at most this share of sentences may be
+
+
+def sentences(markdown: str) -> list[str]:
+    """The prose sentences of a page: code blocks, tables and headings left out, inline code as
+    one word, links as their text; fragments under three words are not sentences. The same
+    count as the before-stop hook's (section 2c), regex for regex."""
+    t = re.sub(r"```.*?```", "", markdown, flags=re.S)
+    t = re.sub(r"^\s*[|#].*$", "", t, flags=re.M)
+    t = re.sub(r"`[^`]*`", "X", t)
+    t = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", t).replace("\n", " ")
+    parts = re.split(r"(?<=[.!?:;])\s+(?=[A-Z(`])", t)
+    return [" ".join(x.split()) for x in parts if len(x.split()) >= 3]
+
+
+def test_sentences_splits_prose_and_skips_code_and_tables() -> None:
+    text = (
+        "# A heading that is long enough\n\nOne short sentence here. Another one: with a colon "
+        "here.\n\n```\nNot. Prose. At. All.\n```\n\n| a | b. C d e |\n\nThe `code` counts "
+        "as one word.\n"
+    )
+    assert sentences(text) == [
+        "One short sentence here.",
+        "Another one: with a colon here.",
+        "The X counts as one word.",
+    ]
+
+
+def test_docs_sentences_are_short() -> None:
+    """The median sentence of docs/ has at most 16 words and at most 5 % have over 40; on failure
+    the longest sentences are listed page by page."""
+    by_page = {
+        _name(p): sentences(p.read_text(errors="ignore"))
+        for p in sorted(DOCS.rglob("*.md"))
+        if "hooks" not in p.relative_to(DOCS).parts
+    }
+    lengths = sorted(len(s.split()) for page in by_page.values() for s in page)
+    assert lengths, "no prose found under docs/"
+    median = statistics.median(lengths)
+    share = sum(n > LONG_WORDS for n in lengths) / len(lengths)
+    if median <= MEDIAN_WORDS and share <= LONG_SHARE:
+        return
+    worst: list[str] = []
+    for page, found in by_page.items():
+        longest = sorted((s for s in found if len(s.split()) > LONG_WORDS), key=len, reverse=True)
+        if longest:
+            worst.append(f"{page}: {len(longest)} over {LONG_WORDS} words")
+            worst += [f"  ({len(s.split())}) {s[:160]}" for s in longest[:3]]
+    pytest.fail(
+        f"docs/ prose: median sentence {median:g} words (aim <= {MEDIAN_WORDS}), "
+        f"{share:.0%} over {LONG_WORDS} (aim <= {LONG_SHARE:.0%}); the longest:\n"
+        + "\n".join(worst)
+    )
+
+
+# ---- the built site in a browser ----------------------------------------------------------------
+
+SHOTS_ENV = "RPCMETER_DOCS_SCREENSHOTS"  # a directory to keep the screenshots in
+WIDTH = 1280
+
+
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The site as ``mkdocs build --strict`` makes it, from this checkout."""
+    pytest.importorskip("mkdocs", reason="mkdocs is in the docs extra")
+    out = tmp_path_factory.mktemp("site")
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src"), "NO_MKDOCS_2_WARNING": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(out)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    return out
+
+
+chromium = test_html.chromium  # the headless Chromium fixture of the HTML report's tests
+
+SEARCH_JS = """
+(() => {
+  const toggle = document.querySelector('#__search');
+  const input = document.querySelector('input.md-search__input');
+  toggle.checked = true;
+  toggle.dispatchEvent(new Event('change'));
+  input.value = %s;
+  input.dispatchEvent(new Event('input', {bubbles: true}));
+  input.dispatchEvent(new KeyboardEvent('keyup', {bubbles: true}));
+  return true;
+})()
+"""
+
+# Every code block and table: its width, the width of what it holds, and whether it scrolls.
+WIDTHS_JS = """
+JSON.stringify({
+  page: document.documentElement.scrollWidth,
+  blocks: Array.from(document.querySelectorAll(
+      '.md-typeset pre > code, .md-typeset__scrollwrap, .md-typeset table')).map(e => ({
+    tag: e.tagName, text: e.textContent.slice(0, 60), client: e.clientWidth,
+    scroll: e.scrollWidth, overflow: getComputedStyle(e).overflowX,
+    clipped: e.closest('.md-typeset__scrollwrap, pre > code') === null
+      && e.tagName === 'TABLE' && e.scrollWidth > e.clientWidth + 1,
+  })),
+})
+"""
+
+
+def _opened(ws_url: str, page_file: Path) -> test_html.Page:
+    page = test_html.Page(ws_url)
+    page.call(
+        "Emulation.setDeviceMetricsOverride",
+        width=WIDTH,
+        height=900,
+        deviceScaleFactor=1,
+        mobile=False,
+    )
+    page.open(page_file.as_uri())
+    return page
+
+
+def test_search_works_on_the_site_opened_from_disk(site: Path, chromium: str) -> None:
+    page = _opened(chromium, site / "index.html")
+    try:
+        page.value(SEARCH_JS % json.dumps("reflection"))
+        found: list[str] = []
+        for _ in range(200):  # at most 20 s
+            found = page.value(
+                "Array.from(document.querySelectorAll('.md-search-result__item > a'))"
+                ".map(a => a.href)"
+            )
+            if found:
+                break
+            time.sleep(0.1)
+        requested = page.requested()
+    finally:
+        page.close()
+    assert any(href.startswith((site / "protocols/grpc.html").as_uri()) for href in found), found
+    assert page.errors() == []
+    # nothing from the network: every request went to a file of the site (or is inline)
+    assert {u for u in requested if not u.startswith(("file:", "data:"))} == set()
+
+
+@pytest.mark.parametrize(
+    "name", ["index", "getting-started", "protocols/grpc", "reference/suite", "tutorial"]
+)
+def test_code_blocks_and_tables_are_whole_or_scroll_at_1280_px(
+    site: Path, chromium: str, name: str, tmp_path: Path
+) -> None:
+    """At 1280 px nothing of a code block or a table is cut: each fits, or scrolls sideways; and
+    the page itself is no wider than the window. A screenshot of each page is kept (in
+    $RPCMETER_DOCS_SCREENSHOTS when set)."""
+    page_file = site / f"{name}.html"
+    if not page_file.exists():
+        pytest.skip(f"{name}.md is not in this checkout")
+    page = _opened(chromium, page_file)
+    try:
+        found = json.loads(page.value(WIDTHS_JS))
+        shot = page.call("Page.captureScreenshot", format="png")["data"]
+    finally:
+        page.close()
+    shots = Path(os.environ.get(SHOTS_ENV) or tmp_path)
+    shots.mkdir(parents=True, exist_ok=True)
+    png = shots / f"{name.replace('/', '-')}-{WIDTH}.png"
+    png.write_bytes(base64.b64decode(shot))
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert found["page"] <= WIDTH, "the page is wider than the window"
+    assert found["blocks"], f"{name}: no code block or table found"
+    cut = [
+        b
+        for b in found["blocks"]
+        if b["clipped"]
+        or (b["scroll"] > b["client"] + 1 and b["overflow"] not in ("auto", "scroll"))
+    ]
+    assert cut == [], f"{name}: cut at {WIDTH} px: {cut[:3]}"

@@ -129,12 +129,16 @@ class SchemaDoc:
         child: Callable[[str, str, str], str],
         value: Callable[[Any], str],
         comments: dict[str, dict[str, str]],
+        opaque: dict[str, str] | None = None,
     ) -> None:
+        opaque = opaque or {}
         self.defs: dict[str, Schema] = schema.get("$defs", {})
         self.child = child
         self.value = value
         self.comments = comments
         self.placed: dict[str, Section] = {}
+        self.undescribed: list[str] = []  # "path key" of every field without a description
+        self.opaque = opaque  # models whose keys are documented elsewhere: (path, text)
         self.root = Section(model=schema.get("title", "root"), path=root_path)
         # breadth first, so that a model is documented under its shortest path ([placement],
         # not [variants.NAME.placement]); printed depth first, each under its parent
@@ -173,6 +177,9 @@ class SchemaDoc:
         """A section's rows; the models first met in it, to fill next."""
         section.heading = f"`{section.path}`"
         section.description = paragraph(model.get("description", ""))
+        if section.model in self.opaque:
+            section.description = self.opaque[section.model]
+            return []
         section.extra = model.get("additionalProperties") is True
         required = set(model.get("required", []))
         new: list[tuple[Section, Schema]] = []
@@ -197,6 +204,11 @@ class SchemaDoc:
                 default = self.value(s["default"])
             comment = self.comments.get(section.model, {}).get(key, "")
             description = s.get("description") or comment
+            if not description:
+                self.undescribed.append(f"{section.path or '(top level)'} {key}")
+            example = self.example(key, s, default)
+            if example:
+                description = f"{description} Example: `{example}`."
             section.rows.append(
                 (
                     f"`{key}`",
@@ -207,6 +219,15 @@ class SchemaDoc:
                 )
             )
         return new
+
+    def example(self, key: str, s: Schema, default: str) -> str:
+        """``key = value`` from the field's first example, else from a default that says
+        something (not none, not empty); "" when neither."""
+        if s.get("examples"):
+            return f"{key} = {self.value(s['examples'][0])}"
+        if default and default not in ("required", "(none)", '""', "[]", "{}"):
+            return f"{key} = {default}"
+        return ""
 
     def type_of(self, s: Schema) -> str:
         name = self._ref(s)
@@ -315,9 +336,11 @@ def suite_reference() -> str:
 
     schema = suite_model.Suite.model_json_schema(by_alias=True, mode="serialization")
     comments = field_comments(*_classes_of(suite_model), *_classes_of(tls))
-    doc = SchemaDoc(schema, "", _toml_child, toml_value, comments)
+    opaque = {"Options": "Each driver reads its own keys: see [Driver options](#driver-options)."}
+    doc = SchemaDoc(schema, "", _toml_child, toml_value, comments, opaque)
     doc.sections[0].heading = "Top level"
     out = [doc.markdown()]
+    undescribed = list(doc.undescribed)
 
     out += ["## Workload kinds", ""]
     out.append(
@@ -338,6 +361,7 @@ def suite_reference() -> str:
             out += [paragraph(text), ""]
         s = TypeAdapter(cls).json_schema(mode="serialization")
         params = SchemaDoc(s, kind, _toml_child, toml_value, kind_comments)
+        undescribed += params.undescribed
         rows = params.sections[0].rows
         if rows:
             out.append("| parameter | type | default | limits | description |")
@@ -348,28 +372,63 @@ def suite_reference() -> str:
         out.append("")
 
     out += driver_options()
+    if undescribed:
+        raise Undescribed("suite keys", undescribed)
     return "\n".join(out)
 
 
+class Undescribed(Exception):
+    """Keys the reference cannot describe: the docs build stops, naming them."""
+
+    def __init__(self, what: str, keys: list[str]) -> None:
+        super().__init__(
+            f"{len(keys)} {what} without a description (give each a Field(description=...), "
+            f"a line comment, a help text or a row in rpcmeter.driver_options): " + ", ".join(keys)
+        )
+
+
 def driver_options() -> list[str]:
+    """Each built-in driver's options, from its ``option_keys`` and the meanings in
+    :mod:`rpcmeter.driver_options` (Undescribed for a key with no row there)."""
+    from rpcmeter.driver_options import option_doc
     from rpcmeter.drivers import REGISTRY, driver_class
 
     out = ["## Driver options", ""]
     out.append(
-        "The keys of `options` (target or variant) that each built-in driver and its built-in "
-        "server read; any other key is a suite error. The protocol guides say what each does."
+        "The keys of `options` (in `[target]` or a variant) that each built-in driver and its "
+        "built-in server read. Any other key is a suite error. A variant's options go over the "
+        "target's."
     )
-    out += ["", "| driver | options |", "| --- | --- |"]
+    out.append("")
+    missing: list[str] = []
     for name in REGISTRY:
+        out += [f"### `{name}`", ""]
         try:
             cls = driver_class(name)
         except KeyError as exc:  # its protocol library is not installed where the docs build
-            out.append(f"| `{name}` | {cell(str(exc).strip(chr(39)))} |")
+            out += [cell(str(exc).strip(chr(39))), ""]
             continue
         keys = cls.option_keys
-        text = "any (not checked)" if keys is None else ", ".join(f"`{k}`" for k in sorted(keys))
-        out.append(f"| `{name}` | {text or '(none)'} |")
-    out.append("")
+        if keys is None:
+            out += ["Any key (not checked).", ""]
+            continue
+        if not keys:
+            out += ["No options.", ""]
+            continue
+        out.append("| option | type | default | allowed | meaning | example |")
+        out.append("| --- | --- | --- | --- | --- | --- |")
+        for key in sorted(keys):
+            doc = option_doc(name, key)
+            if doc is None:
+                missing.append(f"{name}.{key}")
+                continue
+            out.append(
+                f"| `{key}` | {cell(doc.type)} | {cell(doc.default)} | {cell(doc.allowed)} "
+                f"| {cell(doc.meaning)} | `{cell(key + ' = ' + doc.example)}` |"
+            )
+        out.append("")
+    if missing:
+        raise Undescribed("driver options", missing)
     return out
 
 

@@ -119,3 +119,11 @@ def running_python() -> SourceFirst | None:
     """The finder :func:`prefer_python` put on ``sys.meta_path`` (the compiled modules run as
     Python, and it says why), or None."""
     return next((f for f in sys.meta_path if isinstance(f, SourceFirst)), None)
+
+
+def runs_compiled() -> bool:
+    """Whether rpcmeter's per-request path runs compiled (mypyc, at install: setup.py) rather than
+    as Python: its HTTP/2 core is then a C extension. False where the build is Python, and where
+    the compiled modules run as Python (an edited source, ``RPCMETER_PYTHON=1``)."""
+    spec = importlib.util.find_spec("rpcmeter.protocols.h2.connection")
+    return spec is not None and spec.origin is not None and not spec.origin.endswith(".py")

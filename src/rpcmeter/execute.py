@@ -28,7 +28,7 @@ from rpcmeter.profile import CaseProfiler, profile_dir
 from rpcmeter.record import CaseRecord, RunRecord, stage_mark
 from rpcmeter.result import now_iso
 from rpcmeter.runners.client_reports import PARSERS
-from rpcmeter.runners.closed_loop import preload_drivers, run_closed_loop
+from rpcmeter.runners.closed_loop import preload_drivers, run_closed_loop, start_forkserver
 from rpcmeter.runners.command import command_line, run_command
 from rpcmeter.runners.distributed import LoadCluster, open_cluster, run_distributed
 from rpcmeter.runners.recording import LoadInterrupted, LoadOutcome
@@ -87,6 +87,8 @@ def run_suite(
             cpus = placement_mod.Cpus(cpus.server, None)
         plans = plan_variants(suite, cpus)
         preload_drivers(dict.fromkeys(p.driver for p in plans.values()))
+        if cluster is None and any(suite.driver_of(v) != "command" for v in suite.variants):
+            start_forkserver()  # it imports the client code while the servers start
         packages = tuple(dict.fromkeys(p for d in plans.values() for p in d.driver.packages))
         run = RunRecord(
             record.new_result(

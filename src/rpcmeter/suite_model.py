@@ -113,14 +113,40 @@ class ServerSpec(_Model):
     :mod:`rpcmeter.servers.build`.
     """
 
-    command: CommandLine = None
-    cwd: str | None = None
-    env: dict[str, str] = Field(default_factory=dict)
-    ready_timeout_s: float = Field(20.0, gt=0)
-    stop_timeout_s: float = Field(5.0, gt=0)
-    build: CommandLine = None  # run in cwd before the variant's first case
-    build_inputs: list[str] = Field(default_factory=list)  # globs: the files the build's key hashes
-    build_timeout_s: float = Field(1800.0, gt=0)
+    command: CommandLine = Field(
+        None,
+        description="The server's command line, with {host}, {port} and {socket} filled in; unset: the driver's built-in server.",
+        examples=["./my-server --port {port}"],
+    )
+    cwd: str | None = Field(
+        None,
+        description="The directory the server (and its build) runs in, from the suite file's directory.",
+        examples=["server"],
+    )
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description="Environment variables for the server, beside rpcmeter's own.",
+        examples=[{"GOMAXPROCS": "1"}],
+    )
+    ready_timeout_s: float = Field(
+        20.0, gt=0, description="Seconds the server has to accept connections after it starts."
+    )
+    stop_timeout_s: float = Field(
+        5.0, gt=0, description="Seconds the server has to exit after SIGTERM; then it is killed."
+    )
+    build: CommandLine = Field(
+        None,
+        description="A command run in cwd before the variant's first case, once per run; skipped when build_inputs are unchanged.",
+        examples=["cargo build --release"],
+    )
+    build_inputs: list[str] = Field(
+        default_factory=list,
+        description="Glob patterns from cwd (** crosses directories): the files whose hash decides whether build runs again.",
+        examples=[["src/**/*.rs", "Cargo.toml"]],
+    )
+    build_timeout_s: float = Field(
+        1800.0, gt=0, description="Seconds the build has to finish; then it is stopped."
+    )
 
     @model_validator(mode="after")
     def _build_inputs(self) -> ServerSpec:
@@ -135,26 +161,75 @@ class Target(_Model):
     """The system under test. With ``address`` (``"host:port"`` or a Unix socket path), the server
     is remote: rpcmeter starts none and reports its resource figures as unknown."""
 
-    driver: str = "rpyc"
-    transport: str = "tcp"
-    host: Host = "127.0.0.1"
-    address: str | None = None
-    server: ServerSpec = Field(default_factory=lambda: ServerSpec())
-    options: Options = Field(default_factory=lambda: Options())
+    driver: str = Field(
+        "rpyc",
+        description="The driver that makes the requests: http, grpc, zmq, raw, rpyc or command (or a module of your own).",
+        examples=["http"],
+    )
+    transport: str = Field(
+        "tcp",
+        description="How to reach the server: tcp or unix (a Unix socket).",
+        examples=["unix"],
+    )
+    host: Host = Field(
+        "127.0.0.1", description="The address a started server listens on and clients connect to."
+    )
+    address: str | None = Field(
+        None,
+        description='A remote server ("host:port" or a socket path): rpcmeter starts no server.',
+        examples=["10.0.0.5:8080"],
+    )
+    server: ServerSpec = Field(
+        default_factory=lambda: ServerSpec(), description="How the server starts (and builds)."
+    )
+    options: Options = Field(
+        default_factory=lambda: Options(),
+        description="Options of the driver and its built-in server: see Driver options below.",
+        examples=[{"path": "/ping"}],
+    )
     # driver "command": the command line measured as a whole (``{param}`` placeholders), its
     # working directory (relative to the suite file) and extra environment variables
-    command: CommandLine = None
-    cwd: str | None = None
-    env: dict[str, str] = Field(default_factory=dict)
-    # driver "command", as hyperfine: every command line (the hooks' too) run by /bin/sh (pipes,
-    # redirections; default: split and run without a shell); ``setup`` once before a case's
-    # runs, ``prepare`` before each run, ``cleanup`` once after them, none of them measured
-    shell: bool = False
-    setup: CommandLine = None
-    prepare: CommandLine = None
-    cleanup: CommandLine = None
+    command: CommandLine = Field(
+        None,
+        description="Driver command: the command line measured as a whole, with {name} placeholders.",
+        examples=["python -m mypkg --items {items}"],
+    )
+    cwd: str | None = Field(
+        None,
+        description="Driver command: the directory the command runs in, from the suite file's directory.",
+        examples=["work"],
+    )
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description="Driver command: environment variables for the command.",
+        examples=[{"OMP_NUM_THREADS": "1"}],
+    )
+    shell: bool = Field(
+        False,
+        description="Driver command: run every command line (the hooks' too) with /bin/sh, as hyperfine does.",
+        examples=[True],
+    )
+    setup: CommandLine = Field(
+        None,
+        description="Driver command: a command run once before a case's runs, not measured.",
+        examples=["make clean"],
+    )
+    prepare: CommandLine = Field(
+        None,
+        description="Driver command: a command run before each run (warmup runs too), not measured.",
+        examples=["sync"],
+    )
+    cleanup: CommandLine = Field(
+        None,
+        description="Driver command: a command run once after a case's runs, not measured.",
+        examples=["rm -f out.gz"],
+    )
     # TLS (rpcmeter.tls): true or a table; verification on unless ``verify = false``
-    tls: TlsSettings | None = None
+    tls: TlsSettings | None = Field(
+        None,
+        description="TLS: true (every key at its default) or a table; unset: cleartext.",
+        examples=[True],
+    )
 
     @field_validator("tls", mode="before")
     @classmethod
@@ -166,55 +241,140 @@ class GitSource(_Model):
     """A project at a git revision: ``repo`` is a path (relative to the suite file) or a URL;
     ``subdir`` the project's directory inside the repository when it is not the top."""
 
-    repo: str
-    rev: str = "HEAD"
-    subdir: str | None = None
+    repo: str = Field(
+        description="A path (from the suite file) or URL of a git repository.",
+        examples=["https://github.com/bytewax/bytewax"],
+    )
+    rev: str = Field(
+        "HEAD", description="The revision to build: a branch, tag or commit.", examples=["v0.16.0"]
+    )
+    subdir: str | None = Field(
+        None,
+        description="The project's directory inside the repository, when it is not the top.",
+        examples=["python"],
+    )
 
 
 class Runs(_Model):
     """How often a command target runs per case: ``warmup`` runs first (not measured), then at
-    least ``min_runs`` runs and at least ``min_time_s`` seconds (hyperfine's defaults), at most
-    ``max_runs``; or exactly ``count`` runs. ``timeout_s`` bounds one run; descendants still
-    alive ``linger_s`` after the command exited are killed."""
+    least ``min_runs`` runs and at least ``min_time_s`` seconds of their own time (hyperfine's
+    defaults), at most ``max_runs``; or exactly ``count`` runs. ``timeout_s`` bounds one run;
+    descendants still alive ``linger_s`` after the command exited are killed."""
 
-    warmup: int = Field(1, ge=0, le=10_000)
-    min_runs: int = Field(10, ge=1, le=1_000_000)
-    min_time_s: float = Field(3.0, ge=0)
-    max_runs: int | None = Field(None, ge=1)
-    count: int | None = Field(None, ge=1, le=1_000_000)
-    timeout_s: float = Field(600.0, gt=0)
-    linger_s: float = Field(10.0, ge=0)
+    warmup: int = Field(1, ge=0, le=10_000, description="Runs made first and not measured.")
+    min_runs: int = Field(
+        10, ge=1, le=1_000_000, description="At least this many measured runs per case."
+    )
+    min_time_s: float = Field(
+        3.0,
+        ge=0,
+        description="Keep running until the runs' own wall time adds up to this many seconds "
+        "(and min_runs, and as many runs as hyperfine makes: this over the first run's time).",
+    )
+    max_runs: int | None = Field(
+        None, ge=1, description="At most this many measured runs per case.", examples=[50]
+    )
+    count: int | None = Field(
+        None,
+        ge=1,
+        le=1_000_000,
+        description="Exactly this many measured runs (min_runs, min_time_s and max_runs ignored).",
+        examples=[5],
+    )
+    timeout_s: float = Field(
+        600.0, gt=0, description="Seconds one run may take; then it is stopped and fails."
+    )
+    linger_s: float = Field(
+        10.0, ge=0, description="Seconds descendants may outlive the command; then they are killed."
+    )
 
 
 class Variant(_Model):
     """Overrides of the target for one compared variant (any may be left out)."""
 
-    driver: str | None = None
-    options: Options = Field(default_factory=lambda: Options())
-    env: dict[str, str] = Field(default_factory=dict)
-    transport: str | None = None
-    host: Host | None = None
-    address: str | None = None
-    server: ServerSpec | None = None
-    description: str = ""
+    driver: str | None = Field(
+        None, description="This variant's driver, instead of the target's.", examples=["command"]
+    )
+    options: Options = Field(
+        default_factory=lambda: Options(),
+        description="Driver options, over the target's.",
+        examples=[{"bind_threads": True}],
+    )
+    env: dict[str, str] = Field(
+        default_factory=dict,
+        description="Environment variables for this variant's server and clients.",
+        examples=[{"GODEBUG": "madvdontneed=1"}],
+    )
+    transport: str | None = Field(
+        None, description="This variant's transport, instead of the target's.", examples=["unix"]
+    )
+    host: Host | None = Field(
+        None, description="This variant's host, instead of the target's.", examples=["::1"]
+    )
+    address: str | None = Field(
+        None,
+        description="A remote server for this variant: rpcmeter starts none.",
+        examples=["10.0.0.6:8080"],
+    )
+    server: ServerSpec | None = Field(
+        None,
+        description="How this variant's server starts, instead of the target's.",
+        examples=[{"command": "./other-server --port {port}"}],
+    )
+    description: str = Field(
+        "", description="A line for the reports.", examples=["with thread binding"]
+    )
     # environment (rpcmeter.envs): an existing interpreter, and/or an isolated virtualenv with
     # these requirements and/or a project at a git revision installed; the command of a
     # command target (else the target's)
-    python: str | None = None
-    install: list[str] = Field(default_factory=list)
-    git: GitSource | None = None
+    python: str | None = Field(
+        None,
+        description="The interpreter for this variant's server or command ({python}).",
+        examples=["python3.10"],
+    )
+    install: list[str] = Field(
+        default_factory=list,
+        description="Requirements installed into a virtualenv of the variant's own (cached).",
+        examples=[["grpcio==1.60.0"]],
+    )
+    git: GitSource | None = Field(
+        None,
+        description="A project at a git revision, built and installed into the variant's virtualenv.",
+        examples=[{"repo": ".", "rev": "main"}],
+    )
     # what makes the virtualenv and installs into it: uv where it is found ("auto"), or always
     # venv and pip ("pip": for projects whose metadata uv refuses, such as a pyproject.toml
     # whose [project] leaves its version to an old build backend without saying so)
-    installer: Literal["auto", "pip"] = "auto"
-    command: CommandLine = None
+    installer: Literal["auto", "pip"] = Field(
+        "auto",
+        description="What makes the virtualenv: uv where found (auto), or always venv and pip.",
+    )
+    command: CommandLine = Field(
+        None,
+        description="The command line of a command variant, instead of the target's.",
+        examples=["ghz --insecure {host}:{port}"],
+    )
     # a command variant in a suite whose target is a server (Suite.command_client): how many
     # requests one run of its command makes, so that its figures are per request like the others'
-    requests_per_run: int | None = Field(None, ge=1, le=1_000_000_000)
+    requests_per_run: int | None = Field(
+        None,
+        ge=1,
+        le=1_000_000_000,
+        description="A command client: the requests one run makes, so figures are per request.",
+        examples=[1000],
+    )
     # a command client that prints a report of its own (``"ghz"``: ghz's JSON, ``-O json``): its
     # requests, statuses and latencies are read from it (rpcmeter.runners.client_reports)
-    client_report: Literal["ghz"] | None = None  # a command client's own report: ghz -O json
-    tls: TlsSettings | Literal[False] | None = None  # false: cleartext for this variant
+    client_report: Literal["ghz"] | None = Field(
+        None,
+        description="A command client's own report to read: ghz (its JSON, -O json).",
+        examples=["ghz"],
+    )
+    tls: TlsSettings | Literal[False] | None = Field(
+        None,
+        description="TLS for this variant: true, a table, or false for cleartext.",
+        examples=[False],
+    )
 
     @field_validator("tls", mode="before")
     @classmethod
@@ -223,7 +383,11 @@ class Variant(_Model):
 
     # CPUs of this variant's server and clients instead of the suite's [placement] (pinning
     # only: a count takes that many CPUs but sets no cgroup quota)
-    placement: Placement | None = None
+    placement: Placement | None = Field(
+        None,
+        description="CPUs of this variant's server and clients (pinning only, no quota).",
+        examples=[{"server_cpus": [2, 3]}],
+    )
 
 
 class Workload(_Model):
@@ -231,10 +395,20 @@ class Workload(_Model):
     (any key of ``[load]``: ``requests``, ``threads``, ``clients``, ...)."""
 
     model_config = ConfigDict(extra="allow")
-    kind: str = ""
-    requests: int | None = Field(None, ge=1)
-    duration_s: float | None = Field(None, gt=0)
-    warmup: int | None = Field(None, ge=0)
+    kind: str = Field(
+        "",
+        description="The workload kind (see Workload kinds); default: the workload's name.",
+        examples=["echo"],
+    )
+    requests: int | None = Field(
+        None, ge=1, description="Requests per loop for this workload.", examples=[500]
+    )
+    duration_s: float | None = Field(
+        None, gt=0, description="Seconds of load for this workload.", examples=[5.0]
+    )
+    warmup: int | None = Field(
+        None, ge=0, description="Warmup requests per loop for this workload.", examples=[20]
+    )
 
     def _is_load_key(self, key: str) -> bool:
         """A load setting, unless the kind has a parameter of that name (``stream``'s ``mode``)."""
@@ -267,10 +441,16 @@ class Sweep(_Model):
     """Offered rates ``from`` .. ``to`` in ``steps`` steps, evenly spaced (``scale = "linear"``)
     or by a constant factor (``"log"``)."""
 
-    start: float = Field(alias="from", ge=MIN_RATE)
-    to: float = Field(ge=MIN_RATE)
-    steps: int = Field(ge=2, le=1000)
-    scale: Literal["linear", "log"] = "linear"
+    start: float = Field(
+        alias="from", ge=MIN_RATE, description="The first rate, requests/s.", examples=[1000]
+    )
+    to: float = Field(ge=MIN_RATE, description="The last rate, requests/s.", examples=[8000])
+    steps: int = Field(
+        ge=2, le=1000, description="How many rates, from and to included.", examples=[5]
+    )
+    scale: Literal["linear", "log"] = Field(
+        "linear", description="linear: evenly spaced; log: by a constant factor."
+    )
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)
 
@@ -290,12 +470,31 @@ class Stage(_Model):
     ``concurrency`` loops in total (closed loop; loops are started or parked at the stage's
     start). Every stage of a case is measured apart, and the case as a whole."""
 
-    duration_s: float = Field(gt=0, le=1e6)
-    rate: float | None = Field(None, ge=MIN_RATE, le=1e9)  # open loop: requests/s in total
-    concurrency: int | None = Field(None, ge=1, le=1_000_000)  # closed loop: loops in total
-    ramp: Flag = False  # rate: rise linearly from the previous stage's rate (or start_rate)
-    start_rate: float | None = Field(None, ge=MIN_RATE, le=1e9)  # a ramp's first rate
-    name: str = ""  # a label for the reports (default: the stage's number)
+    duration_s: float = Field(gt=0, le=1e6, description="Seconds the stage lasts.", examples=[10.0])
+    rate: float | None = Field(
+        None,
+        ge=MIN_RATE,
+        le=1e9,
+        description="Open loop: requests/s in total over the clients.",
+        examples=[5000],
+    )
+    concurrency: int | None = Field(
+        None,
+        ge=1,
+        le=1_000_000,
+        description="Closed loop: loops in total over the clients.",
+        examples=[16],
+    )
+    ramp: Flag = Field(
+        False,
+        description="Move the rate linearly from the previous stage's rate (or start_rate) to this one.",
+    )
+    start_rate: float | None = Field(
+        None, ge=MIN_RATE, le=1e9, description="Where a ramp starts, requests/s.", examples=[100]
+    )
+    name: str = Field(
+        "", description="A label for the reports; default: the stage's number.", examples=["hold"]
+    )
 
     @model_validator(mode="after")
     def _one_kind(self) -> Stage:
@@ -340,24 +539,78 @@ class Load(_Model):
     ``concurrency`` (closed loop), one after the other for their ``duration_s``; the case runs
     for their sum."""
 
-    mode: Literal["closed", "open"] = "closed"
-    clients: int = Field(1, ge=1, le=1024)
-    threads: int = Field(1, ge=1, le=4096)
-    connections: int = Field(1, ge=1, le=100_000)
-    concurrency: int | None = Field(None, ge=1, le=1_000_000)
-    requests: int = Field(1000, ge=1)
-    duration_s: float | None = Field(None, gt=0)
-    warmup: int = Field(10, ge=0)
-    timeout_s: float = Field(600.0, gt=0)
-    rate: float | None = Field(None, ge=MIN_RATE, le=1e9)
-    rates: list[float] | None = None
-    sweep: Sweep | None = None
-    late_ms: float = Field(1.0, ge=0)
-    max_lag_ms: float | None = Field(None, gt=0)
-    reuse: Flag = True  # false: a new connection (connect, handshake) for every request
-    wait: Literal["block", "spin"] = "block"  # how a client waits for replies
-    spin_us: float | None = Field(None, ge=0, le=60_000_000)  # wait = "spin": polling budget
-    stages: list[Stage] | None = None  # [[load.stages]]: load that changes within a case
+    mode: Literal["closed", "open"] = Field(
+        "closed",
+        description="closed: a loop sends when its last reply came; open: requests go out at rate.",
+    )
+    clients: int = Field(1, ge=1, le=1024, description="Client processes.")
+    threads: int = Field(
+        1, ge=1, le=4096, description="Loops per client process (the default of concurrency)."
+    )
+    connections: int = Field(
+        1, ge=1, le=100_000, description="Connections per client process; loops share them."
+    )
+    concurrency: int | None = Field(
+        None,
+        ge=1,
+        le=1_000_000,
+        description="Loops per client process (requests in flight); default: threads.",
+        examples=[50],
+    )
+    requests: int = Field(1000, ge=1, description="Measured requests per loop.")
+    duration_s: float | None = Field(
+        None, gt=0, description="Seconds of load instead of a request count.", examples=[10.0]
+    )
+    warmup: int = Field(10, ge=0, description="Requests per loop made first and not measured.")
+    timeout_s: float = Field(
+        600.0, gt=0, description="Seconds a case's clients may run; then the case fails."
+    )
+    rate: float | None = Field(
+        None,
+        ge=MIN_RATE,
+        le=1e9,
+        description="Open loop: requests/s in total over the clients.",
+        examples=[2000],
+    )
+    rates: list[float] | None = Field(
+        None,
+        description="Open loop: several rates, one case each (matrix dimension rate).",
+        examples=[[1000, 2000, 4000]],
+    )
+    sweep: Sweep | None = Field(
+        None,
+        description="Open loop: rates from, to, in steps.",
+        examples=[{"from": 1000, "to": 8000, "steps": 4}],
+    )
+    late_ms: float = Field(
+        1.0, ge=0, description="Open loop: a send more than this behind its slot counts as late."
+    )
+    max_lag_ms: float | None = Field(
+        None,
+        gt=0,
+        description="Open loop: a slot more than this behind is dropped (never sent).",
+        examples=[100.0],
+    )
+    reuse: Flag = Field(
+        True,
+        description="Keep connections open; false: a new connection (and handshake) per request.",
+    )
+    wait: Literal["block", "spin"] = Field(
+        "block",
+        description="How a client waits for replies: sleep in the kernel (block) or poll (spin).",
+    )
+    spin_us: float | None = Field(
+        None,
+        ge=0,
+        le=60_000_000,
+        description='With wait = "spin": poll at most this long, then sleep; unset: no limit.',
+        examples=[50.0],
+    )
+    stages: list[Stage] | None = Field(
+        None,
+        description="Load that changes within a case ([[load.stages]]), measured stage by stage.",
+        examples=[[{"duration_s": 5, "rate": 1000}, {"duration_s": 5, "rate": 5000, "ramp": True}]],
+    )
 
     @field_validator("stages")
     @classmethod
@@ -465,11 +718,23 @@ class Placement(_Model):
     ``server_memory`` limits the server's memory through its cgroup (``memory.max``, v1
     ``memory.limit_in_bytes``), where the machine allows it."""
 
-    server_cpus: int | float | list[int] | Literal["auto", "none"] = "auto"
-    client_cpus: int | float | list[int] | Literal["auto", "none"] = "auto"
+    server_cpus: int | float | list[int] | Literal["auto", "none"] = Field(
+        "auto",
+        description="The server's CPUs: a count (a quota too), a list, auto (apart from the clients) or none.",
+        examples=[2],
+    )
+    client_cpus: int | float | list[int] | Literal["auto", "none"] = Field(
+        "auto",
+        description="The clients' CPUs: a count (a quota too), a list, auto or none.",
+        examples=[[3]],
+    )
     # the server's memory limit in bytes (given as bytes or "512M", "1G", "512MiB": binary
     # multiples, as docker --memory and cgroup files read them), set through its cgroup
-    server_memory: int | None = None  # bytes, or "512M", "1G", "512MiB"
+    server_memory: int | None = Field(
+        None,
+        description='The server\'s memory limit (cgroup): bytes, or a size such as "512M" or "1G".',
+        examples=["512M"],
+    )
 
     @field_validator("server_memory", mode="before")
     @classmethod
@@ -486,7 +751,7 @@ class Placement(_Model):
         return v
 
 
-DEFAULT_IDLE_S = 1.0  # resources.idle_s when a suite does not set it
+DEFAULT_IDLE_S = 0.25  # resources.idle_s when a suite does not set it
 
 
 Variant.model_rebuild()
@@ -500,32 +765,48 @@ class Resources(_Model):
     is sampled (peak memory, processes that come and go). ``cgroup``: apply CPU counts of
     ``placement`` as a cgroup CPU quota where the machine allows it."""
 
-    idle_s: float = Field(default_factory=lambda: DEFAULT_IDLE_S, ge=0, le=3600)
-    sample_interval_s: float = Field(0.25, gt=0, le=60)
-    cgroup: Flag = True
+    idle_s: float = Field(
+        default_factory=lambda: DEFAULT_IDLE_S,
+        ge=0,
+        le=3600,
+        description="Seconds the server's idle CPU is measured before the load (0: skip); default 1.",
+        examples=[0.5],
+    )
+    sample_interval_s: float = Field(
+        0.25, gt=0, le=60, description="How often the server's process tree is sampled (memory)."
+    )
+    cgroup: Flag = Field(
+        True, description="Turn CPU counts of placement into a cgroup CPU quota, where allowed."
+    )
 
 
 class TimeSeries(_Model):
     """The figures of every case over time: ``interval_s`` seconds per interval (each stage
     starts an interval of its own)."""
 
-    interval_s: float = Field(1.0, ge=0.01, le=3600)
+    interval_s: float = Field(
+        1.0, ge=0.01, le=3600, description="Seconds per interval of the figures over time."
+    )
 
 
 class Breakdown(_Model):
     """Where the time goes (:mod:`rpcmeter.breakdown`): before and after each case,
     ``rtt_requests`` ``noop`` requests from one loop on one connection measure the round trip."""
 
-    rtt_requests: int = Field(200, ge=1)
+    rtt_requests: int = Field(
+        200,
+        ge=1,
+        description="No-op requests before and after each case that measure the round trip.",
+    )
 
 
 class Profile(_Model):
     """Profiles per case (:mod:`rpcmeter.profile`): the server process and/or rpcmeter's client
     processes sampled ``rate`` times a second over the measured interval."""
 
-    server: Flag = False
-    client: Flag = False
-    rate: int = Field(100, ge=1, le=1000)
+    server: Flag = Field(False, description="Sample the server process over each case.")
+    client: Flag = Field(False, description="Sample rpcmeter's client processes over each case.")
+    rate: int = Field(100, ge=1, le=1000, description="Samples a second.")
 
 
 class Gate(_Model):
@@ -535,32 +816,107 @@ class Gate(_Model):
     ``better`` must be significantly better than the baseline's, and none in ``not_worse``
     significantly worse (metric names as ``--metric`` takes them)."""
 
-    variants: list[str] = Field(default_factory=list)
-    where: dict[str, Any] = Field(default_factory=dict)
-    better: list[str] = Field(default_factory=list)
-    not_worse: list[str] = Field(default_factory=list)
+    variants: list[str] = Field(
+        default_factory=list,
+        description="The variants judged; default: every one but the baseline.",
+        examples=[["fix"]],
+    )
+    where: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Which cases count: matrix values, and workload.",
+        examples=[{"workload": "slow"}],
+    )
+    better: list[str] = Field(
+        default_factory=list,
+        description="Metrics that must be significantly better than the baseline's.",
+        examples=[["sys_cpu"]],
+    )
+    not_worse: list[str] = Field(
+        default_factory=list,
+        description="Metrics that must not be significantly worse than the baseline's.",
+        examples=[["mean"]],
+    )
 
 
 class Suite(_Model):
-    name: str = "suite"
-    description: str = ""
-    target: Target = Field(default_factory=lambda: Target())
-    variants: dict[str, Variant] = Field(default_factory=lambda: {"default": Variant()})
-    baseline: str | None = None
-    workloads: dict[str, Workload] = Field(default_factory=dict)
-    load: Load = Field(default_factory=lambda: Load())
-    matrix: dict[str, list[Any]] = Field(default_factory=dict)
-    repeat: int = Field(1, ge=1, le=1000)  # unset with 2+ variants: COMPARE_REPEAT
-    seed: int = 0
-    validate_replies: Flag = Field(False, alias="validate")
-    placement: Placement = Field(default_factory=lambda: Placement())
-    runs: Runs = Field(default_factory=lambda: Runs())
-    resources: Resources = Field(default_factory=lambda: Resources())
-    quick: dict[str, Any] = Field(default_factory=dict)
-    gate: Gate | None = None
-    breakdown: Breakdown | None = None
-    profile: Profile | None = None
-    timeseries: TimeSeries = Field(default_factory=lambda: TimeSeries())
+    name: str = Field(
+        "suite", description="The suite's name in reports and history.", examples=["api"]
+    )
+    description: str = Field(
+        "", description="A line for the reports.", examples=["thread binding on and off"]
+    )
+    target: Target = Field(
+        default_factory=lambda: Target(),
+        description="The system under test: driver, server, options.",
+    )
+    variants: dict[str, Variant] = Field(
+        default_factory=lambda: {"default": Variant()},
+        description="What is compared: each variant overrides parts of the target; default: one.",
+        examples=[{"bind": {"options": {"bind_threads": True}}}],
+    )
+    baseline: str | None = Field(
+        None,
+        description="The variant the others are compared with; default: the first.",
+        examples=["default"],
+    )
+    workloads: dict[str, Workload] = Field(
+        default_factory=dict,
+        description="What one request does, by name: a kind and its parameters.",
+        examples=[{"echo": {"request_bytes": 1000}}],
+    )
+    load: Load = Field(
+        default_factory=lambda: Load(),
+        description="How requests are issued: clients, loops, counts, rate.",
+    )
+    matrix: dict[str, list[Any]] = Field(
+        default_factory=dict,
+        description="Values to vary: every combination is a case (load keys, workload parameters).",
+        examples=[{"clients": [1, 4], "request_bytes": [100, 10000]}],
+    )
+    repeat: int = Field(
+        1,
+        ge=1,
+        le=1000,
+        description="Repetitions of every case, interleaved; unset: 5 with two or more variants, else 1.",
+        examples=[10],
+    )
+    seed: int = Field(0, description="Seeds every random draw (request mixes, random waits).")
+    validate_replies: Flag = Field(
+        False,
+        alias="validate",
+        description="Check every reply's content; a wrong one counts as an error.",
+    )
+    placement: Placement = Field(
+        default_factory=lambda: Placement(),
+        description="CPUs and memory for the server and the clients.",
+    )
+    runs: Runs = Field(
+        default_factory=lambda: Runs(), description="How often a whole command runs per case."
+    )
+    resources: Resources = Field(
+        default_factory=lambda: Resources(), description="How CPU and memory are measured."
+    )
+    quick: dict[str, Any] = Field(
+        default_factory=dict,
+        description="Dotted keys set under --quick, over its own small counts.",
+        examples=[{"load.duration_s": 1}],
+    )
+    gate: Gate | None = Field(
+        None,
+        description="The suite's own pass/fail criterion, judged after every run.",
+        examples=[{"better": ["sys_cpu"], "not_worse": ["mean"]}],
+    )
+    breakdown: Breakdown | None = Field(
+        None,
+        description="Where the time goes: measure the round trip around every case.",
+        examples=[{"rtt_requests": 200}],
+    )
+    profile: Profile | None = Field(
+        None, description="Profiles of the server and/or the clients.", examples=[{"server": True}]
+    )
+    timeseries: TimeSeries = Field(
+        default_factory=lambda: TimeSeries(), description="The figures of every case over time."
+    )
 
     model_config = ConfigDict(extra="forbid", populate_by_name=True, allow_inf_nan=False)
 

@@ -54,15 +54,47 @@ class TlsSettings(BaseModel):
 
     model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
-    verify: StrictBool = True  # true or false: "no" and 0 are no booleans
-    ca_file: str | None = None
-    server_name: str | None = None
-    cert_file: str | None = None
-    key_file: str | None = None
-    client_ca_file: str | None = None  # built-in servers: the CA that issued cert_file
-    alpn: list[str] | None = None
-    resume: StrictBool = False
-    handshake_timeout_s: float = Field(HANDSHAKE_TIMEOUT_S, gt=0, le=MAX_WAIT_S)
+    verify: StrictBool = Field(  # true or false: "no" and 0 are no booleans
+        True, description="Check the server's certificate and name; false: trust any."
+    )
+    ca_file: str | None = Field(
+        None,
+        description="The CA (PEM) that issued the server's certificate; default: the run's own CA, "
+        "or the system's for a remote server.",
+        examples=["certs/ca.pem"],
+    )
+    server_name: str | None = Field(
+        None,
+        description="The name sent (SNI) and checked; default: the host.",
+        examples=["api.example.com"],
+    )
+    cert_file: str | None = Field(
+        None,
+        description="A certificate (PEM): the client's for mutual TLS, or a built-in server's own.",
+        examples=["certs/client.pem"],
+    )
+    key_file: str | None = Field(
+        None, description="The private key (PEM) of cert_file.", examples=["certs/client.key"]
+    )
+    client_ca_file: str | None = Field(
+        None,
+        description="Built-in servers: ask clients for a certificate issued by this CA (PEM).",
+        examples=["certs/ca.pem"],
+    )
+    alpn: list[str] | None = Field(
+        None,
+        description="Protocol names offered by ALPN; default: what the driver speaks.",
+        examples=[["h2"]],
+    )
+    resume: StrictBool = Field(
+        False, description="Resume TLS sessions on new connections (a shorter handshake)."
+    )
+    handshake_timeout_s: float = Field(
+        HANDSHAKE_TIMEOUT_S,
+        gt=0,
+        le=MAX_WAIT_S,
+        description="Seconds a TLS handshake may take.",
+    )
 
     @field_validator("alpn")
     @classmethod

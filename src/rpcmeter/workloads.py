@@ -112,41 +112,41 @@ class IdleParams(WorkloadParams):
 @dataclasses.dataclass(frozen=True)
 class CallbackParams(WorkloadParams):
     kind: ClassVar[str] = "callback"
-    depth: Annotated[int, Ge(1), Le(64)] = 1
+    depth: Annotated[int, Ge(1), Le(64)] = 1  # nested calls: 1, the server calls the client once
 
 
 @dataclasses.dataclass(frozen=True)
 class RandomWaitParams(WorkloadParams):
     kind: ClassVar[str] = "random_wait"
-    delay_p: Annotated[float, Ge(0.0), Le(1.0)] = 1.0
-    delay_s: Annotated[float, Ge(0.0), Le(60.0)] = 0.01
-    sub_p: Annotated[float, Ge(0.0), Le(1.0)] = 0.5
-    max_depth: Annotated[int, Ge(0), Le(64)] = 2
+    delay_p: Annotated[float, Ge(0.0), Le(1.0)] = 1.0  # the chance that a level pauses
+    delay_s: Annotated[float, Ge(0.0), Le(60.0)] = 0.01  # a pause is uniform(0, delay_s) seconds
+    sub_p: Annotated[float, Ge(0.0), Le(1.0)] = 0.5  # the chance of a call one level deeper
+    max_depth: Annotated[int, Ge(0), Le(64)] = 2  # the deepest level a call reaches
 
 
 @dataclasses.dataclass(frozen=True)
 class EchoParams(WorkloadParams):
     kind: ClassVar[str] = "echo"
-    request_bytes: Annotated[int, Ge(0), Le(_MAX_BYTES)] = 100
+    request_bytes: Annotated[int, Ge(0), Le(_MAX_BYTES)] = 100  # sent, and sent back
 
 
 @dataclasses.dataclass(frozen=True)
 class PayloadParams(WorkloadParams):
     kind: ClassVar[str] = "payload"
-    request_bytes: Annotated[int, Ge(0), Le(_MAX_BYTES)] = 100
-    reply_bytes: Annotated[int, Ge(0), Le(_MAX_BYTES)] = 100
+    request_bytes: Annotated[int, Ge(0), Le(_MAX_BYTES)] = 100  # the request's size
+    reply_bytes: Annotated[int, Ge(0), Le(_MAX_BYTES)] = 100  # the reply's size
 
 
 @dataclasses.dataclass(frozen=True)
 class SleepParams(WorkloadParams):
     kind: ClassVar[str] = "sleep"
-    ms: Annotated[float, Ge(0.0), Le(3_600_000.0)] = 1.0
+    ms: Annotated[float, Ge(0.0), Le(3_600_000.0)] = 1.0  # milliseconds the server waits
 
 
 @dataclasses.dataclass(frozen=True)
 class FactorialParams(WorkloadParams):
     kind: ClassVar[str] = "factorial"
-    n: Annotated[int, Ge(0), Le(10_000_000)] = 5
+    n: Annotated[int, Ge(0), Le(10_000_000)] = 5  # the server computes n! and replies its digits
 
 
 StreamMode = Literal["server", "client", "bidi"]
@@ -156,11 +156,11 @@ StreamPattern = Literal["ping-pong", "flood"]
 @dataclasses.dataclass(frozen=True)
 class StreamParams(WorkloadParams):
     kind: ClassVar[str] = "stream"
-    mode: StreamMode = "server"
-    messages: Annotated[int, Ge(1), Le(100_000_000)] = 10
-    request_bytes: Annotated[int, Ge(0), Le(_MAX_BYTES)] = 100
-    reply_bytes: Annotated[int, Ge(0), Le(_MAX_BYTES)] = 100
-    pattern: StreamPattern = "ping-pong"  # bidi only
+    mode: StreamMode = "server"  # which side streams: server, client or both (bidi)
+    messages: Annotated[int, Ge(1), Le(100_000_000)] = 10  # messages a stream carries
+    request_bytes: Annotated[int, Ge(0), Le(_MAX_BYTES)] = 100  # a request message's size
+    reply_bytes: Annotated[int, Ge(0), Le(_MAX_BYTES)] = 100  # a reply message's size
+    pattern: StreamPattern = "ping-pong"  # bidi: ping-pong (one at a time) or flood
 
     def __post_init__(self) -> None:
         if self.pattern != "ping-pong" and self.mode != "bidi":
@@ -179,8 +179,8 @@ class CommandParams(WorkloadParams):
     any other parameter (kept in ``values``) fills the ``{name}`` placeholder of that name."""
 
     kind: ClassVar[str] = "command"
-    command: str | list[str] | None = None
-    values: dict[str, Any] = dataclasses.field(default_factory=dict)
+    command: str | list[str] | None = None  # replaces the target's command line
+    values: dict[str, Any] = dataclasses.field(default_factory=dict)  # any other key: a {name}
 
     @classmethod
     def accepts(cls, key: str) -> bool:
@@ -208,7 +208,7 @@ class MixParams(WorkloadParams):
     ``name`` and ``weight`` is the driver's to check."""
 
     kind: ClassVar[str] = "mix"
-    calls: tuple[dict[str, Any], ...] = ()
+    calls: tuple[dict[str, Any], ...] = ()  # the calls, each a table with name and weight
 
     def __post_init__(self) -> None:
         if not self.calls:

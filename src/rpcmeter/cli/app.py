@@ -20,10 +20,9 @@ Handler = Callable[[argparse.Namespace, TextIO, TextIO], int]
 
 def _which_build() -> str:
     """What ``--version`` adds: the client's hot path compiled, or why it runs as Python."""
-    from rpcmeter.compiled import PYTHON_ENV, not_compiled, running_python
-    from rpcmeter.metrics.environment import compiled
+    from rpcmeter.compiled import PYTHON_ENV, not_compiled, running_python, runs_compiled
 
-    if compiled():
+    if runs_compiled():
         return " (compiled)"
     why = not_compiled()
     if why is not None:

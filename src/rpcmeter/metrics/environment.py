@@ -18,6 +18,8 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from rpcmeter.compiled import runs_compiled as compiled
+
 if TYPE_CHECKING:
     from rpcmeter.suite_model import Suite
 
@@ -114,15 +116,6 @@ def capture_suite(suite: Suite, packages: Mapping[str, Iterable[str]]) -> dict[s
             name: {p: package_version(p) for p in packages[name]} for name in suite.variants
         },
     }
-
-
-def compiled() -> bool:
-    """Whether rpcmeter's per-request path runs compiled (mypyc, at install: setup.py) rather than
-    as Python: its HTTP/2 core is then a C extension. False where the build is Python, and where
-    the compiled modules run as Python (an edited source, ``RPCMETER_PYTHON=1``:
-    :mod:`rpcmeter.compiled`)."""
-    spec = importlib.util.find_spec("rpcmeter.protocols.h2.connection")
-    return spec is not None and spec.origin is not None and not spec.origin.endswith(".py")
 
 
 def capture(packages: tuple[str, ...] = (), version: str | None = None) -> dict[str, Any]:

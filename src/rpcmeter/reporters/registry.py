@@ -90,11 +90,8 @@ REPORTERS: dict[str, Reporter] = {
 }
 
 
-
 def get(name: str) -> Reporter:
     return REPORTERS[name]
-
-
 
 
 def render_columns(view: View, name: str, fmt: str, options: Options) -> str:

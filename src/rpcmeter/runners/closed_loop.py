@@ -14,6 +14,7 @@ import math
 import multiprocessing as mp
 import multiprocessing.connection
 import signal
+import threading
 import time
 from collections.abc import Iterable
 from typing import Any
@@ -58,6 +59,18 @@ def mp_context() -> Any:
         if "forkserver" in methods:
             _CTX.set_forkserver_preload(_PRELOAD)
     return _CTX
+
+
+def start_forkserver() -> None:
+    """Start the forkserver now, in the background, so that it imports the client code while
+    the run prepares (the server starting, its readiness probe, the idle window): the first
+    client process then starts at once. Call it after :func:`preload_drivers`; without a
+    forkserver (spawn) it does nothing."""
+    if mp_context().get_start_method() != "forkserver":
+        return
+    from multiprocessing import forkserver
+
+    threading.Thread(target=forkserver.ensure_running, name="forkserver", daemon=True).start()
 
 
 def run_closed_loop(spec: LoadSpec, hooks: LoadHooks | None = None) -> LoadOutcome:
