@@ -437,7 +437,10 @@ def _compared(pair: Pair) -> Iterator[tuple[str | None, Metric, list[float], lis
     """What a pair compares: each metric of the whole cells (call None), then, for a mix, each
     call's (:data:`CALL_METRICS`) where both sides have replies of it; with the values of each
     side."""
+    whole = all(c.kind == "command" for cell in (pair.base, pair.other) for c in cell.cases)
     for m in METRICS:
+        if whole and m.name not in RUN_VALUES:
+            continue  # a whole command's p50, p99 and runs/s per repetition say what its runs do
         yield None, m, metric_values(pair.base, m), metric_values(pair.other, m)
     base, other = pair.base, pair.other
     for call in base.call_names():

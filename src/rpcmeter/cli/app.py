@@ -12,7 +12,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TextIO
 
-from rpcmeter.cli import grpc, grpc_oneline, history, http, publish, run, trend
+from rpcmeter.cli import cmd, grpc, grpc_oneline, history, http, publish, run, trend
 from rpcmeter.errors import RpcmeterError
 from rpcmeter.text import printable
 
@@ -63,6 +63,7 @@ def build_parser() -> argparse.ArgumentParser:
     publish.add_parser(sub)
     grpc.add_parsers(sub)
     http.add_parser(sub)
+    cmd.add_parser(sub)
     return parser
 
 

@@ -84,7 +84,8 @@ def build(result: Result, derived: Derived | None = None) -> View:
     derived = derived or derive(result)
     comparisons = derived.comparisons
     verdicts = analysis.has_verdicts(comparisons)
-    summary = summary_grid(comparisons) if verdicts else None
+    commands = bool(result.cases) and all(c.kind == "command" for c in result.cases)
+    summary = summary_grid(comparisons, commands) if verdicts else None
     # the ratios of every compared variant, with their verdicts or why there is none
     compared = bool(comparisons.rows)
     run = Run(
@@ -116,7 +117,9 @@ def build(result: Result, derived: Derived | None = None) -> View:
         comparisons=comparisons,
         has_verdicts=verdicts,
         comparison_tables=tuple(
-            [*comparison_grids(comparisons), *([summary] if summary else [])] if compared else []
+            [*comparison_grids(comparisons, commands), *([summary] if summary else [])]
+            if compared
+            else []
         ),
         rates=tuple(rate_series(result)),
         max_rate=tuple(result.max_rate or []),
