@@ -737,11 +737,14 @@ def load_suite_bytes(
         ) from None
     try:
         raw = tomllib.loads(text)
-        suite = build_suite(raw, where, overrides, quick, only_workloads, only_variants)
     except tomllib.TOMLDecodeError as exc:
         raise SuiteError(f"{where}: invalid TOML: {exc}") from None
     except RecursionError:
         raise SuiteError(f"{where}: invalid TOML: tables or arrays nested too deeply") from None
+    try:
+        suite = build_suite(raw, where, overrides, quick, only_workloads, only_variants)
+    except RecursionError:  # not the file's TOML: a value it gives, or a file it names
+        raise SuiteError(f"{where}: a value nested too deeply to use") from None
     suite.source_text = text
     suite.source_hash = hashlib.sha256(text.encode("utf-8")).hexdigest()
     return suite

@@ -237,11 +237,17 @@ class MixParams(WorkloadParams):
                 raise ValueError(
                     f"calls[{i}].weight: must be a number above 0 (got {w!r}, call {name!r})"
                 )
+            if not math.isfinite(w):
+                raise ValueError(f"calls[{i}].weight: must be finite (got {w!r}, call {name!r})")
             if not isinstance(call.get("name", ""), str) or not name.strip():
                 raise ValueError(f"calls[{i}].name: expected a non-empty string")
             if name in seen:
                 raise ValueError(f"calls[{i}].name: {name!r} names two calls")
             seen.add(name)
+        if not math.isfinite(sum(self.weights())):
+            raise ValueError(
+                "calls: the weights add up to more than a float holds: scale them down"
+            )
 
     def model_dump(self) -> dict[str, Any]:
         return {"calls": [dict(c) for c in self.calls]}

@@ -12,6 +12,8 @@ from rpcmeter.cli import grpc_oneline, options
 from rpcmeter.errors import UsageError
 from rpcmeter.text import printable
 
+MAX_TIMEOUT_S = 86400.0  # grpc list --timeout: a day (grpcio takes no infinite deadline)
+
 
 def add_parsers(sub: Any) -> None:
     p = sub.add_parser(
@@ -77,6 +79,11 @@ def cmd_grpc_list(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from rpcmeter.protocols.grpc_schema import SchemaError, listing
     from rpcmeter.tls import ClientTls, TlsSettings
 
+    if not (0 < args.timeout <= MAX_TIMEOUT_S):  # nan too: no call could finish in it
+        raise UsageError(
+            f"grpc list --timeout: seconds above 0 and at most {MAX_TIMEOUT_S:g}, e.g. 10 "
+            f"(got {args.timeout:g})"
+        )
     try:
         endpoint = remote_endpoint(args.address)
     except ValueError as exc:

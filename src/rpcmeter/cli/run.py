@@ -210,11 +210,13 @@ def run_and_report(
     out: TextIO,
     err: TextIO,
     render: Callable[[View, int, bool], str] | None = None,
+    summary: Callable[[Result, View], tuple[str, bool]] | None = None,
 ) -> int:
     """Run ``suite`` with the options of :func:`add_run_outputs` (and, where the parser has
     them, the rate search's and the cluster's), print its tables and write what was asked for;
     the exit status. ``render(view, width, color)``: the text printed instead of the terminal
-    report's (a one-liner's single target)."""
+    report's (a one-liner's single target). ``summary``: printed before the tables (its text,
+    and whether the tables follow it)."""
     from rpcmeter import gate
     from rpcmeter.cli.output import render_report, write_reports
     from rpcmeter.cli.progress import Began, Progress
@@ -263,9 +265,13 @@ def run_and_report(
         view = build_view(result)
         if json_out is not None:
             json_out.write(render_report(view, "json", args, json_out))
+        tables = True
+        if summary is not None:
+            text, tables = summary(result, view)
+            out.write(text)
         if render is not None:
             out.write(render(view, options.width(args, out), out.isatty()))
-        else:
+        elif tables:
             out.write(render_report(view, "text", args, out))
         if args.output:
             out.write(f"\nresult written to {args.output}\n")

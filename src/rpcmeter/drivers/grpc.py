@@ -90,7 +90,7 @@ from rpcmeter.drivers.grpc_plan import (
     h2_channels,
     plan_checks,
 )
-from rpcmeter.drivers.grpc_stream import MAX_MESSAGE_BYTES, GrpcStreamH2, stream_messages
+from rpcmeter.drivers.grpc_stream import GrpcStreamH2, stream_messages
 from rpcmeter.drivers.stream import ExactReply
 from rpcmeter.drivers.varying import LoopState, MixChannel, Plan, loop_of
 from rpcmeter.errors import SuiteError
@@ -102,7 +102,7 @@ from rpcmeter.protocols.bodies import (
     check_variant_options,
     stream_metadata,
 )
-from rpcmeter.protocols.grpc import method_path, stream_method_path
+from rpcmeter.protocols.grpc import MAX_MESSAGE_BYTES, method_path, stream_method_path
 from rpcmeter.protocols.grpc_schema import PreparedCall
 from rpcmeter.tls import ClientTls
 from rpcmeter.workloads import MixParams, StreamParams
@@ -311,7 +311,7 @@ class GrpcDriver(GrpcCommon, EventDriver):
                 messages=self.messages,
             )
         else:
-            self.h2 = GrpcH2Client(*args)
+            self.h2 = GrpcH2Client(*args, max_message_bytes=self.max_message)
         await self.h2.open(self.connect_timeout_s)
 
     async def open_plan(self, plan: Plan[GrpcEntry]) -> None:
@@ -329,6 +329,7 @@ class GrpcDriver(GrpcCommon, EventDriver):
                 error_for,
                 GrpcUnavailable,
                 templated=templated,
+                max_message_bytes=self.max_message,
             )
             if k == 0:
                 await client.open(self.connect_timeout_s)

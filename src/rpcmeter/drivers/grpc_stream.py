@@ -50,7 +50,7 @@ from rpcmeter.drivers.base import Caller, Channel, Done, DriverContext, ReplyChe
 from rpcmeter.drivers.grpc_h2 import GrpcH2Client
 from rpcmeter.drivers.varying import Fill, LoopState, loop_of, source
 from rpcmeter.metrics.histogram import Histogram
-from rpcmeter.protocols.grpc import DEADLINE_EXCEEDED, frame
+from rpcmeter.protocols.grpc import DEADLINE_EXCEEDED, MAX_MESSAGE_BYTES, frame
 from rpcmeter.protocols.grpc_schema import MessageTemplate, PreparedCall
 from rpcmeter.protocols.h2.connection import Request
 from rpcmeter.protocols.h2.connection import Stream as H2Stream
@@ -58,7 +58,6 @@ from rpcmeter.protocols.h2.transport import Session
 from rpcmeter.workloads import StreamParams
 
 PREFIX = "stream"
-MAX_MESSAGE_BYTES = 4 * 1024 * 1024  # gRPC's default limit on a received message
 FOLD = 1 << 16
 
 
