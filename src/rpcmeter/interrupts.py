@@ -10,7 +10,8 @@ ended, stopping what the run started. A signal that arrives there is held, and r
 KeyboardInterrupt when the outermost such section ends.
 
 After the first interrupt every later signal is held, not raised: a second Ctrl-C (or a
-SIGTERM after a Ctrl-C) cannot cut short the shutdown that the first one began. Each step of
+SIGTERM after a Ctrl-C) cannot cut short the shutdown that the first one began. The first
+such signal is answered with one line (``stopping what it started; please wait``). Each step of
 that shutdown has its own time limit (a server's ``stop_timeout_s``, the cluster's close).
 
 Without the handlers installed (rpcmeter used as a library) :func:`deferred` does nothing.
@@ -18,6 +19,8 @@ Without the handlers installed (rpcmeter used as a library) :func:`deferred` doe
 
 from __future__ import annotations
 
+import contextlib
+import os
 import signal
 import threading
 from collections.abc import Callable, Iterator
@@ -34,15 +37,21 @@ class _State:
     depth: int = 0  # how many deferred sections the main thread is in
     pending: bool = False  # a signal arrived while it was held
     stopping: bool = False  # the first interrupt was raised: later signals are held
+    said: bool = False  # a later signal was answered: rpcmeter is stopping, please wait
 
     def reset(self) -> None:
-        self.installed, self.depth, self.pending, self.stopping = False, 0, False, False
+        self.installed, self.depth, self.pending = False, 0, False
+        self.stopping = self.said = False
 
 
 _state = _State()
 
 
 def _on_signal(signum: int, frame: FrameType | None) -> None:
+    if _state.stopping and not _state.said:  # a raw write: a handler may run inside a print
+        _state.said = True
+        with contextlib.suppress(OSError):
+            os.write(2, b"\nrpcmeter: stopping what it started; please wait\n")
     if _state.depth or _state.stopping:
         _state.pending = True
         return

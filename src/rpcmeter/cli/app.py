@@ -9,7 +9,7 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import TextIO
 
-from rpcmeter.cli import grpc, history, run, trend
+from rpcmeter.cli import cmd, grpc, grpc_oneline, history, http, publish, run, trend
 from rpcmeter.errors import RpcmeterError
 from rpcmeter.text import printable
 
@@ -57,7 +57,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_parser(sub)
     history.add_parsers(sub)
     trend.add_parser(sub)
+    publish.add_parser(sub)
     grpc.add_parsers(sub)
+    http.add_parser(sub)
+    cmd.add_parser(sub)
     return parser
 
 
@@ -81,9 +84,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     with interrupts.handled():
         try:
             parser = build_parser()
-            args = parser.parse_args(argv)
+            typed = list(argv) if argv is not None else sys.argv[1:]
+            args, extra = parser.parse_known_args(grpc_oneline.implicit_load(typed))
+            if extra:  # a one-liner names a flag it does not know in one line (brief_errors)
+                brief = getattr(args, "brief_parser", None)
+                (brief or parser).error(f"unrecognized arguments: {' '.join(extra)}")
             if args.command is None:
                 args = parser.parse_args(["run", *(argv or [])])
+            args.argv = typed  # as typed: what a one-liner's suite says made it
             _warn_if_edited()
             handler: Handler = args.handler
             return handler(args, sys.stdout, sys.stderr)
