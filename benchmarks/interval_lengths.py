@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import argparse
 
-from rpcmeter.execute import run_suite
-from rpcmeter.suite import build_suite
+from rpcmeter.plan.load import build_suite
+from rpcmeter.run.execute import run_suite
 
 
 def main() -> None:

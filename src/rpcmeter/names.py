@@ -2,8 +2,8 @@
 
 ``rpcmeter --help`` and every command's ``--help`` list these choices: the metrics a comparison,
 a gate or a trend reads, how a trend groups runs, the text formats, the column sets and where the
-history lives. The modules that compute with them (:mod:`rpcmeter.analysis`, :mod:`rpcmeter.trend`,
-:mod:`rpcmeter.store`, :mod:`rpcmeter.reporters.registry`) import them from here, so the
+history lives. The modules that compute with them (:mod:`rpcmeter.analysis.compare`, :mod:`rpcmeter.history.trend`,
+:mod:`rpcmeter.history.store`, :mod:`rpcmeter.reporters.registry`) import them from here, so the
 parser and the code agree without the parser importing numpy, scipy or the result model.
 
 This module imports nothing of rpcmeter's.

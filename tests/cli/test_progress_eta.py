@@ -13,8 +13,8 @@ import pytest
 
 from rpcmeter.cli import main
 from rpcmeter.cli.progress import Progress, case_fraction, case_seconds
-from rpcmeter.plan import expand
-from rpcmeter.suite import build_suite
+from rpcmeter.plan.cases import expand
+from rpcmeter.plan.load import build_suite
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -17,8 +17,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from rpcmeter import watchdog
 from rpcmeter.cli import main
+from rpcmeter.host import watchdog as watchdog
 from tests.faults.test_read_only_store import SRC, as_reader
 
 pytestmark = pytest.mark.timeout(120)

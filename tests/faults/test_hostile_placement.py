@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from rpcmeter.checks import remote_memory
+from rpcmeter.analysis.checks import remote_memory
 from rpcmeter.cli import main
 from rpcmeter.model import Placement
 from rpcmeter.servers.process import ServerProcess, expand_command, new_endpoint

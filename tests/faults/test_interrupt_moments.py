@@ -26,9 +26,9 @@ from pathlib import Path
 import psutil
 import pytest
 
-from rpcmeter.envs import find_uv
+from rpcmeter.host.envs import find_uv
 from rpcmeter.model import Result
-from rpcmeter.result import read_json
+from rpcmeter.result.document import read_json
 from tests.support.interrupt import ctrl_c_default
 from tests.support.marks import timing_sensitive
 

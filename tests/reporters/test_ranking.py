@@ -10,10 +10,10 @@ from rich.console import Console
 from rich.table import Table
 
 from rpcmeter import model
-from rpcmeter.aggregate import cells
 from rpcmeter.reporters.build import build
 from rpcmeter.reporters.terminal import grid_table, render
-from rpcmeter.result import Result
+from rpcmeter.result.cells import cells
+from rpcmeter.result.document import Result
 from tests.support.synthetic import document
 
 

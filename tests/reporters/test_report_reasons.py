@@ -10,10 +10,10 @@ from pathlib import Path
 import pytest
 
 from rpcmeter import model
-from rpcmeter.checks import min_requests
+from rpcmeter.analysis.checks import min_requests
 from rpcmeter.cli import main
-from rpcmeter.result import write_json
-from rpcmeter.suite import builtin_suite_path, load_suite
+from rpcmeter.plan.load import builtin_suite_path, load_suite
+from rpcmeter.result.document import write_json
 from tests.reporters.test_exports import golden_result
 from tests.support.synthetic import CellSpec, synthetic_result, with_case
 

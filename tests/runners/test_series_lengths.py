@@ -12,7 +12,7 @@ import pytest
 
 from rpcmeter.cli import main
 from rpcmeter.reporters.build import build
-from rpcmeter.result import Result
+from rpcmeter.result.document import Result
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -79,7 +79,7 @@ def _warn_if_edited() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    from rpcmeter import interrupts  # (light: first, so that a signal is handled from here on)
+    from rpcmeter.host import interrupts  # (light: first, so that a signal is handled from here on)
 
     with interrupts.handled():
         try:

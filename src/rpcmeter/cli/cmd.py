@@ -307,7 +307,7 @@ def _too_few(doc: dict[str, Any]) -> int | None:
 
 def cmd_cmd(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from rpcmeter.cli.run import check_run_outputs, run_and_report
-    from rpcmeter.suite import build_suite
+    from rpcmeter.plan.load import build_suite
 
     check_run_outputs(args)
     doc = suite_document(args)

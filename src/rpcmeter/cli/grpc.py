@@ -58,8 +58,8 @@ def add_parsers(sub: Any) -> None:
 def cmd_describe(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from rpcmeter.cli.progress import Progress
     from rpcmeter.drivers.grpc_calls import describe_calls
-    from rpcmeter.execute import suite_calls
-    from rpcmeter.suite import load_suite
+    from rpcmeter.plan.load import load_suite
+    from rpcmeter.run.execute import suite_calls
 
     suite = load_suite(Path(args.suite), args.overrides)
     lines = describe_calls(suite_calls(suite, Progress(err)))
@@ -75,9 +75,9 @@ def cmd_describe(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 def cmd_grpc_list(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from rpcmeter.drivers.grpc_calls import reflect
-    from rpcmeter.endpoints import remote_endpoint
+    from rpcmeter.net.endpoints import remote_endpoint
+    from rpcmeter.net.tls import ClientTls, TlsSettings
     from rpcmeter.protocols.grpc_schema import SchemaError, listing
-    from rpcmeter.tls import ClientTls, TlsSettings
 
     if not (0 < args.timeout <= MAX_TIMEOUT_S):  # nan too: no call could finish in it
         raise UsageError(

@@ -7,9 +7,9 @@ from collections.abc import Callable
 from typing import TextIO
 
 from rpcmeter import model
-from rpcmeter.events import IntervalFigures, RunListener
-from rpcmeter.live import LiveView
-from rpcmeter.plan import Case
+from rpcmeter.plan.cases import Case
+from rpcmeter.reporters.live import LiveView
+from rpcmeter.run.events import IntervalFigures, RunListener
 from rpcmeter.text import printable
 
 
@@ -59,7 +59,7 @@ class Progress(RunListener):
     ) -> None:
         self.stream = stream
         self.tty = stream.isatty()
-        # on a terminal, with ``live``: the line and the last interval's figures (rpcmeter.live)
+        # on a terminal, with ``live``: the line and the last interval's figures (rpcmeter.reporters.live)
         self.live = LiveView(stream) if live and self.tty else None
         self.clock = clock
         self.last = 0.0

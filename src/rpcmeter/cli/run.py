@@ -12,12 +12,12 @@ from rpcmeter.cli.options import CREATES
 from rpcmeter.errors import UsageError
 
 if TYPE_CHECKING:
-    from rpcmeter.execute import RunOptions
-    from rpcmeter.exporter import PrometheusExporter
-    from rpcmeter.interrupts import Held
+    from rpcmeter.host.interrupts import Held
     from rpcmeter.reporters.view import View
-    from rpcmeter.result import Result
-    from rpcmeter.suite import Suite
+    from rpcmeter.result.document import Result
+    from rpcmeter.run.execute import RunOptions
+    from rpcmeter.run.exporter import PrometheusExporter
+    from rpcmeter.suite.model import Suite
 
 # What the built-in demo's output ends with.
 DEMO_NEXT = """
@@ -177,7 +177,7 @@ def check_rate_search(args: argparse.Namespace) -> None:
 def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     import sys
 
-    from rpcmeter.suite import builtin_suite_path, load_suite, load_suite_bytes
+    from rpcmeter.plan.load import builtin_suite_path, load_suite, load_suite_bytes
 
     check_run_outputs(args)
     check_rate_search(args)
@@ -221,7 +221,7 @@ def run_and_report(
 
     Ctrl-C or SIGTERM from here until the run has started waits until it has: the suite is
     read, so the run's document and store entry then exist, marked ``interrupted``."""
-    from rpcmeter import interrupts
+    from rpcmeter.host import interrupts as interrupts
 
     held = interrupts.Held()
     try:
@@ -239,16 +239,16 @@ def _run_and_report(
     render: Callable[[View, int, bool], str] | None,
     summary: Callable[[Result, View], tuple[str, bool]] | None,
 ) -> int:
-    from rpcmeter import gate
     from rpcmeter.cli.output import render_report, write_reports
     from rpcmeter.cli.progress import Began, Progress
     from rpcmeter.errors import RpcmeterError, SuiteError
-    from rpcmeter.events import RunEvents
-    from rpcmeter.execute import RunOptions
-    from rpcmeter.exporter import LINGER_S, PrometheusExporter, parse_address
+    from rpcmeter.history.store import Store
+    from rpcmeter.reporters import gate as gate
     from rpcmeter.reporters.build import build as build_view
-    from rpcmeter.result import check_output
-    from rpcmeter.store import Store
+    from rpcmeter.result.document import check_output
+    from rpcmeter.run.events import RunEvents
+    from rpcmeter.run.execute import RunOptions
+    from rpcmeter.run.exporter import LINGER_S, PrometheusExporter, parse_address
 
     json_out = out if args.output is not None and str(args.output) == "-" else None
     if json_out is not None:  # -o -: the document alone on stdout, the tables on stderr
@@ -332,7 +332,7 @@ def _seconds(text: str) -> float:
 
 def _linger(exporter: PrometheusExporter, err: TextIO) -> None:
     """Keep the finished run's figures at --prometheus until a scrape read them (see
-    :meth:`rpcmeter.exporter.PrometheusExporter.close`), saying so while it waits."""
+    :meth:`rpcmeter.run.exporter.PrometheusExporter.close`), saying so while it waits."""
     wait = exporter.lingers()
     if wait > 0:
         err.write(
@@ -347,9 +347,9 @@ def _after_run(
     result: Result, view: View, args: argparse.Namespace, stored: int | None, out: TextIO
 ) -> int:
     """Exports, the baseline tag or comparison, and the gate after a run."""
-    from rpcmeter import analysis
+    from rpcmeter.analysis import compare as analysis
     from rpcmeter.cli.output import compare_output, gate_status, run_header, write_reports
-    from rpcmeter.store import Store
+    from rpcmeter.history.store import Store
 
     write_reports(view, args, out, ("csv", "markdown"))
     store_path = options.store_path(args)
@@ -370,12 +370,12 @@ def _after_run(
 
 
 def _run_or_search(args: argparse.Namespace, suite: Suite, run_options: RunOptions) -> Result:
-    from rpcmeter.execute import run_suite
+    from rpcmeter.run.execute import run_suite
 
     if not getattr(args, "find_max_rate", False):
         return run_suite(suite, run_options)
-    from rpcmeter.maxrate import find_max_rate
-    from rpcmeter.rates import parse_slo
+    from rpcmeter.analysis.rates import parse_slo
+    from rpcmeter.run.maxrate import find_max_rate
 
     return find_max_rate(
         suite,

@@ -59,7 +59,7 @@ from rpcmeter.protocols.templates import (
     text_formatter,
 )
 from rpcmeter.protocols.timing import ServerTime, trailer_times
-from rpcmeter.workloads import MixParams
+from rpcmeter.suite.workloads import MixParams
 
 HEADS_KEPT = 4096  # the sizes of a message's varying part whose head _spliced keeps
 

@@ -14,7 +14,7 @@ and workers and the warmup's streams are left out like the warmup's bytes. The s
   connection to the reply (every request goes out at once, as fast as flow control allows);
 - ``messages_out``, ``messages_in``, ``bytes_out``, ``bytes_in``: message counts and bodies;
 - ``count_mismatch``: streams that ended with another number of replies than the workload's
-  ``messages`` said (:meth:`~rpcmeter.workloads.StreamParams.expected_replies`). A stream is read
+  ``messages`` said (:meth:`~rpcmeter.suite.workloads.StreamParams.expected_replies`). A stream is read
   until the server ends it: such a stream is measured all the same, and counted here.
 
 A stream's request message may vary (placeholders in a schema call's ``data``, a data file): each
@@ -55,7 +55,7 @@ from rpcmeter.protocols.grpc_schema import MessageTemplate, PreparedCall
 from rpcmeter.protocols.h2.connection import Request
 from rpcmeter.protocols.h2.connection import Stream as H2Stream
 from rpcmeter.protocols.h2.transport import Session
-from rpcmeter.workloads import StreamParams
+from rpcmeter.suite.workloads import StreamParams
 
 PREFIX = "stream"
 FOLD = 1 << 16

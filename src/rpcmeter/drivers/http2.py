@@ -34,7 +34,7 @@ from rpcmeter.protocols.http_request import (
 )
 from rpcmeter.protocols.templates import BytesFormat, Template, Values, text_parts
 from rpcmeter.protocols.timing import ServerTime, parse_server_timing
-from rpcmeter.workloads import WorkloadParams
+from rpcmeter.suite.workloads import WorkloadParams
 
 
 @dataclass(frozen=True, slots=True)  # read on every reply: slots read quickest

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import struct
 
-from rpcmeter.endpoints import Endpoint
+from rpcmeter.net.endpoints import Endpoint
 from rpcmeter.protocols.timing import QUEUE_TIME_KEY, SERVER_TIME_KEY
 
 SERVICE = "rpcmeter.Bench"

@@ -1,6 +1,6 @@
 """Building the view (:class:`~rpcmeter.reporters.view.View`): the one reading of a result for
 reports. :func:`build` reads the result once, with what is derived from it
-(:mod:`rpcmeter.derived`): its cells, comparisons, tables (:mod:`.workload_tables`), header,
+(:mod:`rpcmeter.analysis.derived`): its cells, comparisons, tables (:mod:`.workload_tables`), header,
 problems, warnings, notes and JSON document; :func:`comparison_view` does the same for two runs
 compared."""
 
@@ -10,13 +10,12 @@ import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from rpcmeter import analysis, checks
-from rpcmeter.aggregate import Cell, PointKey, baseline, cells, variant_names
-from rpcmeter.derived import Derived, derive, document
+from rpcmeter.analysis import checks as checks
+from rpcmeter.analysis import compare as analysis
+from rpcmeter.analysis.derived import Derived, derive, document
+from rpcmeter.analysis.rates import rate_series
 from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.model import Case, CaseProfile, Interval, Part, Placement, Result
-from rpcmeter.profile import summary_lines as profile_summary
-from rpcmeter.rates import rate_series
 from rpcmeter.reporters.calls import calls_grid
 from rpcmeter.reporters.format import fmt_ms, fmt_num, fmt_rate, fmt_ratio
 from rpcmeter.reporters.plots import Cells, Timeline
@@ -48,6 +47,8 @@ from rpcmeter.reporters.workload_tables import (
     stream_grid,
     workload_grid,
 )
+from rpcmeter.result.cells import Cell, PointKey, baseline, cells, variant_names
+from rpcmeter.run.profile import summary_lines as profile_summary
 from rpcmeter.text import printable
 
 
@@ -75,7 +76,7 @@ def comparison_view(doc: analysis.Comparison, header: list[str]) -> ComparisonVi
 
 def build(result: Result, derived: Derived | None = None) -> View:
     """The view of a result (the only reading of the result for reports), with what is derived
-    from it (:func:`rpcmeter.derived.derive` when not given)."""
+    from it (:func:`rpcmeter.analysis.derived.derive` when not given)."""
     suite = result.suite
     grid_all = cells(result)
     names = variant_names(result)
@@ -358,7 +359,7 @@ def _given(part: Part, field: str) -> object:
 
 
 def describe_placement(placement: Placement) -> str:
-    """One phrase for a placement as :func:`rpcmeter.placement.applied` gives it (with its
+    """One phrase for a placement as :func:`rpcmeter.host.placement.applied` gives it (with its
     ``target``)."""
 
     def cpus(value: list[int] | None) -> str:
@@ -484,7 +485,7 @@ def profile_lines(result: Result, workload: str) -> list[str]:
 
 
 def _profiles(case: Case) -> Mapping[str, CaseProfile]:
-    """A case's profiles: role -> its profile (rpcmeter.profile)."""
+    """A case's profiles: role -> its profile (rpcmeter.run.profile)."""
     return case.profiles or {}
 
 

@@ -14,8 +14,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from rpcmeter import analysis
-from rpcmeter.aggregate import Cell, PointKey
+from rpcmeter.analysis import compare as analysis
 from rpcmeter.errors import StoreError
 from rpcmeter.reporters.format import fmt_ms, fmt_rate, fmt_ratio, fmt_s
 from rpcmeter.reporters.plots import (
@@ -29,6 +28,7 @@ from rpcmeter.reporters.plots import (
 )
 from rpcmeter.reporters.tables import Grid, GridCell, Mark, RatioCell, undecided_note
 from rpcmeter.reporters.view import View, WorkloadView
+from rpcmeter.result.cells import Cell, PointKey
 from rpcmeter.text import details, headline
 
 MAX_SHOWN_WARNINGS = 8  # more are folded away (a failed run can list one per case)
@@ -285,7 +285,7 @@ def expected_plots(view: View) -> list[str]:
 
 
 def profile_figures(workload: WorkloadView) -> str:
-    """The profiles of the workload's cases (:mod:`rpcmeter.profile`): the flame graph inline,
+    """The profiles of the workload's cases (:mod:`rpcmeter.run.profile`): the flame graph inline,
     links to it and to the raw profile, and the top frames by self time."""
     out: list[str] = []
     for profile in workload.profiles:

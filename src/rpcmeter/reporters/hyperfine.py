@@ -14,7 +14,7 @@ import statistics
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from rpcmeter import analysis
+from rpcmeter.analysis import compare as analysis
 from rpcmeter.model import Result
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from rpcmeter import analysis
+from rpcmeter.analysis import compare as analysis
 from rpcmeter.reporters.format import fmt_ratio
 from rpcmeter.reporters.tables import Grid, GridCell, Mark, RatioCell
 from rpcmeter.reporters.view import ComparisonView, View

@@ -22,7 +22,7 @@ Plot kinds, in report order for each workload:
 - ``rate``: open-loop latency against offered rate (a sweep or a rate search), one plot per
   variant and combination of the other matrix keys: corrected p50, p99 and p99.9 (from the
   intended send time) and the uncorrected p99 (dashed), the knee marked
-  (:func:`rpcmeter.rates.rate_series`).
+  (:func:`rpcmeter.analysis.rates.rate_series`).
 - ``time-latency`` and ``time-throughput``: one case over time (its series' intervals,
   :class:`Timeline`): p50, p99 and the maximum per interval, and requests/s (errors/s beside
   them when there are errors), with the case's stage boundaries marked.
@@ -37,10 +37,10 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Literal, TypeVar
 
-from rpcmeter import analysis
-from rpcmeter.aggregate import Cell, PointKey
-from rpcmeter.rates import Series as RateSeries
-from rpcmeter.rates import uncorrected_hist
+from rpcmeter.analysis import compare as analysis
+from rpcmeter.analysis.rates import Series as RateSeries
+from rpcmeter.analysis.rates import uncorrected_hist
+from rpcmeter.result.cells import Cell, PointKey
 
 Cells = Mapping[PointKey, Mapping[str, Cell]]  # one workload's cells: point -> variant -> cell
 
@@ -201,7 +201,7 @@ def comparison(
 ) -> Comparison | None:
     """The comparison of ``variant`` against the baseline on ``metric`` (``mean``, ``p99``,
     ``throughput``, ...: the statistics engine's metric names) in a comparison
-    (:func:`rpcmeter.analysis.compare_variants`), if it has one."""
+    (:func:`rpcmeter.analysis.compare.compare_variants`), if it has one."""
     for row in doc.rows:
         if (
             row.workload == workload
@@ -551,7 +551,7 @@ RATE_LINES: tuple[tuple[str, str, LineStyle, str], ...] = (
 
 def rate_plots(rates: Sequence[RateSeries], workload: str) -> list[Plot]:
     """Latency against offered rate, one plot per open-loop series of ``workload``
-    (:func:`rpcmeter.rates.rate_series`)."""
+    (:func:`rpcmeter.analysis.rates.rate_series`)."""
     plots = []
     for series in rates:
         if series.workload != workload or len(series.points) < 2:

@@ -11,7 +11,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from rpcmeter import analysis
+from rpcmeter.analysis import compare as analysis
 from rpcmeter.names import COMMAND_SHORT
 from rpcmeter.reporters.format import fmt_ratio
 
@@ -72,7 +72,7 @@ def comparison_title(doc: analysis.Comparison, workload: str, commands: bool = F
 def undecided_note(rows: Sequence[analysis.ComparisonRow]) -> str:
     """Why some of ``rows`` have no verdict and how many repetitions one needs (empty when every
     row could reach one): the test cannot reach 5 % with fewer than
-    :data:`~rpcmeter.analysis.GATE_MIN_REPEAT` repetitions a side."""
+    :data:`~rpcmeter.analysis.compare.GATE_MIN_REPEAT` repetitions a side."""
     few = [r for r in rows if not analysis.can_decide(r.n, r.n_baseline)]
     if not few:
         return ""
@@ -143,7 +143,7 @@ def comparison_grids(doc: analysis.Comparison, commands: bool = False) -> list[G
 
 def environment_grid(doc: analysis.Comparison) -> Grid | None:
     """Two runs compared: what differed between their environments, a row each, each of which
-    may explain a difference in the figures (:mod:`rpcmeter.run_differences`). None when
+    may explain a difference in the figures (:mod:`rpcmeter.analysis.run_differences`). None when
     nothing did."""
     if not doc.environment:
         return None
@@ -188,7 +188,7 @@ def summary_grid(doc: analysis.Comparison, commands: bool = False) -> Grid | Non
 def regression_lines(
     doc: analysis.Comparison, rows: Sequence[analysis.ComparisonRow], pct: float
 ) -> list[str]:
-    """One line per regression (rows from :func:`rpcmeter.analysis.regressions` of ``doc``)."""
+    """One line per regression (rows from :func:`rpcmeter.analysis.compare.regressions` of ``doc``)."""
     out = []
     for r in rows:
         m = analysis.METRIC_BY_NAME[r.metric]
@@ -202,7 +202,7 @@ def regression_lines(
 
 
 def undecided_lines(doc: analysis.Comparison, rows: Sequence[analysis.ComparisonRow]) -> list[str]:
-    """One line per case a gate cannot settle (rows from :func:`rpcmeter.analysis.undecided`)."""
+    """One line per case a gate cannot settle (rows from :func:`rpcmeter.analysis.compare.undecided`)."""
     out = []
     for r in rows:
         m = analysis.METRIC_BY_NAME[r.metric]

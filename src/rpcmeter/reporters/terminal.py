@@ -15,8 +15,8 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from rpcmeter.analysis.rates import ACHIEVED_MIN, KNEE_FACTOR, Series
 from rpcmeter.model import MaxRate
-from rpcmeter.rates import ACHIEVED_MIN, KNEE_FACTOR, Series
 from rpcmeter.reporters.fit import FitTable
 from rpcmeter.reporters.format import fmt_ms, fmt_rate, fmt_ratio
 from rpcmeter.reporters.tables import Grid, GridCell, Mark, RatioCell

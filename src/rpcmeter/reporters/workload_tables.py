@@ -8,9 +8,7 @@ from __future__ import annotations
 import math
 import statistics
 
-from rpcmeter import analysis
-from rpcmeter.aggregate import Cell, PointKey
-from rpcmeter.breakdown import overhead_cell
+from rpcmeter.analysis import compare as analysis
 from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.model import Connections
 from rpcmeter.reporters.format import (
@@ -25,6 +23,8 @@ from rpcmeter.reporters.format import (
 )
 from rpcmeter.reporters.plots import Cells
 from rpcmeter.reporters.tables import Grid, GridCell, Mark
+from rpcmeter.result.breakdown import overhead_cell
+from rpcmeter.result.cells import Cell, PointKey
 
 
 def workload_grid(
@@ -424,7 +424,7 @@ def command_grid(
     """A whole-command workload: one row per matrix point and variant, with means over runs (wall
     time, user, system and total CPU of the process tree, CPUs kept busy, peak memory of the
     largest process) and, for every variant but the baseline, the wall and CPU ratios to the
-    baseline with the verdicts of the run's comparisons (rpcmeter.analysis: run by run)."""
+    baseline with the verdicts of the run's comparisons (rpcmeter.analysis.compare: run by run)."""
     rows = {(r.workload, tuple(r.point.items()), r.variant, r.metric): r for r in comparisons.rows}
     compared = len(names) > 1
     note = "means over runs" + (f"; ratios to {base}, verdicts over runs" if compared else "")

@@ -20,7 +20,7 @@ from typing import Any
 
 from rpcmeter.drivers import driver_class
 from rpcmeter.drivers.base import Caller, Driver, EventDriver
-from rpcmeter.launch import die_with_parent
+from rpcmeter.host.launch import die_with_parent
 from rpcmeter.runners.event_loop import event_load
 from rpcmeter.runners.open_loop import client_schedule, measure_open
 from rpcmeter.runners.recorder import Recorder, tagged_caller

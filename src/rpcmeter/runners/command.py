@@ -22,7 +22,7 @@ explicitly (a whole command usually wants every CPU).
 A run that exits with a non-zero status, times out or cannot start ends the case as failed, with
 the status and the last line of the command's output; the runs measured before it are kept.
 
-The case document (see :mod:`rpcmeter.result`) gets, besides the common fields:
+The case document (see :mod:`rpcmeter.result.document`) gets, besides the common fields:
 
 - ``runs``: every measured run, ``{"wall_s", "user_s", "sys_s", "cpu_s", "max_rss_bytes",
   "exit_code", "processes"}`` (``cpu_s`` = user + system; ``processes``: how many processes of
@@ -38,13 +38,13 @@ The case document (see :mod:`rpcmeter.result`) gets, besides the common fields:
   ``server_peak_rss_bytes``.
 
 A *command client* (a ``command`` variant in a suite whose target starts a server;
-:meth:`~rpcmeter.suite_model.Suite.command_client`) runs the same way against the server
-started for its case, or the one at its ``address`` (:class:`rpcmeter.execute.CommandClientCase`):
+:meth:`~rpcmeter.suite.model.Suite.command_client`) runs the same way against the server
+started for its case, or the one at its ``address`` (:class:`rpcmeter.run.execute.CommandClientCase`):
 its command line also takes ``{host}``, ``{port}``, ``{socket}``, ``{requests_per_run}``,
 ``{scheme}`` and with TLS ``{ca_file}`` and ``{server_name}`` (:func:`command_line`); each run
 is pinned to the client CPUs and, with a client CPU quota, starts in the clients' cgroup
 (:func:`run_once`); its case is counted in requests, with no latency
-(:meth:`rpcmeter.record.CaseRecord.client_runs`).
+(:meth:`rpcmeter.result.record.CaseRecord.client_runs`).
 """
 
 from __future__ import annotations
@@ -64,26 +64,27 @@ from typing import Any
 
 import psutil
 
-from rpcmeter import launch, placement
-from rpcmeter.endpoints import Endpoint
-from rpcmeter.envs import Env
-from rpcmeter.placeholders import fill, fill_line
-from rpcmeter.plan import Case
+from rpcmeter.host import launch as launch
+from rpcmeter.host import placement as placement
+from rpcmeter.host.envs import Env
+from rpcmeter.host.watchdog import WATCHDOG
+from rpcmeter.net.endpoints import Endpoint
+from rpcmeter.net.tls import ClientTls
+from rpcmeter.net.tls import server_name as tls_server_name
+from rpcmeter.plan.cases import Case
+from rpcmeter.plan.targets import command_of
 from rpcmeter.runners import tree
 from rpcmeter.runners.client_reports import ClientReport, ReportError
-from rpcmeter.suite import Runs, Suite
-from rpcmeter.targets import command_of
-from rpcmeter.tls import ClientTls
-from rpcmeter.tls import server_name as tls_server_name
-from rpcmeter.watchdog import WATCHDOG
-from rpcmeter.workloads import CommandParams
+from rpcmeter.suite.model import Runs, Suite
+from rpcmeter.suite.placeholders import fill, fill_line
+from rpcmeter.suite.workloads import CommandParams
 
 # ---- one run ----------------------------------------------------------------------------------
 
 
 @dataclass
 class Outcome:
-    """The measured runs of one case (what each used; :func:`rpcmeter.record.command_run` is
+    """The measured runs of one case (what each used; :func:`rpcmeter.result.record.command_run` is
     one as the case records it), and why it stopped early if it did."""
 
     runs: list[tree.TreeUsage] = field(default_factory=list)
@@ -401,7 +402,7 @@ def command_line(
 ) -> CommandLine:
     """The command line of ``case``, its placeholders filled (``{cpus}``: how many CPUs it runs
     on, ``cpus`` where it is pinned, else every CPU this process may use); with ``server``, a
-    command client's (:meth:`~rpcmeter.suite_model.Suite.command_client`), which also gets where that
+    command client's (:meth:`~rpcmeter.suite.model.Suite.command_client`), which also gets where that
     server listens (``{host}``, ``{port}``, ``{socket}``), ``{requests_per_run}``, the case's
     load shape (``{connections}``, ``{concurrency}``, ``{duration_s}``, ``{requests}`` per
     loop), the ``scheme`` of the server's URLs when it has them (``{scheme}``: ``https`` with

@@ -45,8 +45,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO, Any
 
-from rpcmeter import interrupts, model
+from rpcmeter import model
 from rpcmeter.errors import ClusterError
+from rpcmeter.host import interrupts as interrupts
 from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.metrics.resources import N, client_total
 from rpcmeter.runners import client_process
@@ -100,7 +101,7 @@ class LoadCluster:
 
     def describe(self) -> dict[str, Any]:
         """The cluster as the result records it, as JSON values (``environment.cluster``;
-        :meth:`rpcmeter.record.RunRecord.cluster`)."""
+        :meth:`rpcmeter.result.record.RunRecord.cluster`)."""
         workers = self.workers()
         return {
             "spec": self.spec,
@@ -199,7 +200,7 @@ def open_cluster(spec: str, *, timeout_s: float = 60.0) -> LoadCluster:
 def _start_forkserver(dist: Any) -> None:
     """Start the process the local workers are forked from (``multiprocessing-method``
     forkserver, :data:`LOAD_WORKER_CONFIG`) with SIGINT ignored
-    (:func:`rpcmeter.interrupts.sigint_ignored`): it and every worker forked from it (a
+    (:func:`rpcmeter.host.interrupts.sigint_ignored`): it and every worker forked from it (a
     restarted one too) then ignore it from their first instruction. rpcmeter closes them on
     Ctrl-C; a worker would print a KeyboardInterrupt traceback."""
     import multiprocessing.forkserver

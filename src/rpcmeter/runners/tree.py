@@ -29,7 +29,7 @@ each one reports:
 - descendants still alive when the command exited are waited for up to ``--linger`` seconds, then
   killed; they are counted and reported as ``outlived``.
 
-On SIGTERM (sent by :mod:`rpcmeter.watchdog` when rpcmeter died without stopping it) the launcher
+On SIGTERM (sent by :mod:`rpcmeter.host.watchdog` when rpcmeter died without stopping it) the launcher
 kills the command's tree and exits.
 
 The launcher prints one JSON object on its standard output; the command's own output goes to

@@ -20,7 +20,7 @@ when its inputs change, or when its markers are removed too. Without ``build_inp
 has no files in it: the build then runs once per directory and command, until its marker goes.
 
 The build runs in a session of its own (stopped as a whole on a timeout, an error or Ctrl-C, and
-by :mod:`rpcmeter.watchdog` if rpcmeter is killed). One that cannot start or fails fails its
+by :mod:`rpcmeter.host.watchdog` if rpcmeter is killed). One that cannot start or fails fails its
 variants in one line (``rust-tonic: build failed: cargo: not found``); the other variants run.
 The result records every build: its command, directory, key, whether it was cached, its time
 and the tail of its output (``environment.variant_builds``).
@@ -45,12 +45,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rpcmeter.envs import Env, last_error_line, locked
 from rpcmeter.errors import RpcmeterError
-from rpcmeter.launch import spawn
-from rpcmeter.placeholders import fill
-from rpcmeter.suite_model import ServerSpec, Suite
-from rpcmeter.watchdog import WATCHDOG
+from rpcmeter.host.envs import Env, last_error_line, locked
+from rpcmeter.host.launch import spawn
+from rpcmeter.host.watchdog import WATCHDOG
+from rpcmeter.suite.model import ServerSpec, Suite
+from rpcmeter.suite.placeholders import fill
 
 BUILD_FORMAT = 1
 TAIL_LINES = 20
@@ -142,7 +142,7 @@ class Build:
 
     def describe(self) -> dict[str, Any]:
         """What the result records of the build, as JSON values (``environment.variant_builds``;
-        :meth:`rpcmeter.record.RunRecord.builds`)."""
+        :meth:`rpcmeter.result.record.RunRecord.builds`)."""
         return {
             "command": self.request.describe(),
             "cwd": str(self.request.cwd),
