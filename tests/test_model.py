@@ -12,7 +12,7 @@ import pytest
 from rpcmeter.analysis import compare as analysis
 from rpcmeter.analysis.derived import case_warnings, derive, document
 from rpcmeter.metrics.histogram import Histogram
-from rpcmeter.model import SCHEMA_VERSION, Case, ModelError, Result
+from rpcmeter.model import SCHEMA_VERSION, Bytes, Case, ModelError, Result
 from tests.support.synthetic import CellSpec, synthetic_document, synthetic_result
 
 GOLDEN = Path(__file__).parent / "reporters" / "golden"
@@ -58,6 +58,22 @@ def test_absent_and_null_stay_as_they_were_and_unknown_keys_are_kept() -> None:
     assert back["cases"][0]["server_time"] is None  # type: ignore[index, call-overload]
     assert back["cases"][0]["a_future_figure"] == {"x": [1, 2.5, None]}  # type: ignore[index, call-overload]
     assert back["environment"]["cpu_governor"] == {"performance": [0, 1]}  # type: ignore[index, call-overload]
+
+
+def test_a_part_rpcmeter_writes_refuses_a_key_the_model_does_not_name() -> None:
+    doc = synthetic_document({("w", (), "a"): [100.0]})
+    read = Result.from_json(doc).cases[0]
+    fields = {k: getattr(read, k) for k in Case.model_fields if k in read.model_fields_set}
+    assert Case.written(**fields) == read  # every named field is accepted
+    with pytest.raises(ModelError, match=r"Case\.throughput_rp: the result model has no such"):
+        Case.written(**fields, throughput_rp=5.0)  # a misspelt field
+    # a part built beside it with a misspelt field is found too, where it is
+    bad = Bytes(out_per_request=1.0, in_per_requests=2.0)
+    with pytest.raises(ModelError, match=r"Case\.bytes\.in_per_requests"):
+        Case.written(**{**fields, "bytes": bad})
+    # a document read from disk keeps such a key (a newer version's, a driver's own figure)
+    doc["cases"][0]["throughput_rp"] = 5.0
+    assert Result.from_json(doc).cases[0].model_extra == {"throughput_rp": 5.0}
 
 
 def test_nan_is_written_as_null() -> None:

@@ -84,6 +84,31 @@ class Part(BaseModel):
         fields this one also has) set to its values."""
         return self.model_copy(update={k: getattr(other, k) for k in other.model_fields_set})
 
+    @classmethod
+    def written(cls, **fields: Any) -> Self:
+        """The part rpcmeter writes: like ``cls(**fields)``, but a key the model does not name,
+        here or in a part given as a value, is an error (a misspelt field), where a document read
+        from disk keeps such keys (:meth:`Result.from_json`)."""
+        part = cls(**fields)
+        unknown = unknown_keys(part, cls.__name__)
+        if unknown:
+            raise ModelError(unknown[0], "the result model has no such field")
+        return part
+
+
+def unknown_keys(value: object, where: str) -> list[str]:
+    """The dotted paths of the keys no model names, in ``value`` and the parts it holds."""
+    if isinstance(value, Part):
+        found = [f"{where}.{k}" for k in value.model_extra or {}]
+        for name in type(value).model_fields:
+            found += unknown_keys(getattr(value, name), f"{where}.{name}")
+        return found
+    if isinstance(value, list | tuple):
+        return [k for i, v in enumerate(value) for k in unknown_keys(v, f"{where}[{i}]")]
+    if isinstance(value, dict):
+        return [k for n, v in value.items() for k in unknown_keys(v, f"{where}.{n}")]
+    return []
+
 
 def clean(value: Any) -> Any:
     """NaN and infinities become null (JSON has no such numbers)."""

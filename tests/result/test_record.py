@@ -12,12 +12,14 @@ from rpcmeter.analysis.derived import case_warnings
 from rpcmeter.host import placement as placement
 from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.metrics.resources import CpuTimes, TreeMonitor
+from rpcmeter.model import Result
 from rpcmeter.plan.cases import expand
 from rpcmeter.plan.load import build_suite
-from rpcmeter.result.record import CaseRecord
+from rpcmeter.result.record import CaseRecord, RunRecord
 from rpcmeter.runners.command import Outcome
 from rpcmeter.runners.recording import ClientReport, LoadOutcome, ThreadStats
 from rpcmeter.runners.tree import TreeUsage
+from tests.support.synthetic import synthetic_document
 
 
 def record() -> CaseRecord:
@@ -46,6 +48,19 @@ def test_a_load_becomes_the_case_with_its_histogram_as_an_object() -> None:
     doc = case.dump()
     assert doc["histogram"] == load.hist.to_dict() and doc["endpoint"] == "unix:/tmp/x"
     assert "open_loop" not in doc and doc["server_time"] is None  # never set / set to null
+
+
+def test_a_misspelt_field_is_refused_when_the_case_or_the_run_is_written() -> None:
+    r = record()
+    r.load(outcome([1_000]))
+    r.fields["throughput_rp"] = 5.0  # what a typo in a writer would do
+    with pytest.raises(model.ModelError, match="throughput_rp"):
+        r.build()
+    run = RunRecord(Result.from_json(synthetic_document({("w", (), "a"): [100.0]})))
+    run.set(status="complete")
+    with pytest.raises(model.ModelError, match=r"Result\.statuss"):
+        run.set(statuss="complete")
+    assert run.result.status == "complete"
 
 
 def test_an_open_loop_adds_the_uncorrected_figures_and_the_schedule() -> None:

@@ -498,7 +498,7 @@ class CaseRecord:
             f["placement"] = f["placement"].model_copy(update={"notes": list(self.notes)})
         if f.get("stream") is not None:
             f["stream"] = stream_with_cpu(f["stream"], f["cpu"])
-        return model.Case(**f)
+        return model.Case.written(**f)
 
 
 def interval_of(i: Interval) -> model.Interval:
@@ -665,7 +665,7 @@ def new_result(
     machine = model.Environment.model_validate(environment.capture(packages, __version__))
     env = machine.model_copy(update={"placement": placement})
     env = env.updated(model.Environment.model_validate(environment.capture_suite(suite, drivers)))
-    return model.Result(
+    return model.Result.written(
         schema_version=model.SCHEMA_VERSION,
         rpcmeter_version=__version__,
         run_id=uuid.uuid4().hex[:12],
@@ -698,6 +698,9 @@ class RunRecord:
 
     def set(self, **fields: Any) -> None:
         """Header fields: ``status``, ``reason``, ``finished_at``, ``planned_cases``."""
+        for name in fields:
+            if name not in model.Result.model_fields:
+                raise model.ModelError(f"Result.{name}", "the result model has no such field")
         self.changes.update(fields)
         self._result = None
 
