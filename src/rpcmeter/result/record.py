@@ -17,6 +17,7 @@ import math
 import statistics
 import uuid
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -677,6 +678,18 @@ def new_result(
     )
 
 
+@dataclass
+class Preparation:
+    """What a run prepares before its first case, as the run's steps describe it; recorded once
+    (:meth:`RunRecord.prepared`), however the preparation ended."""
+
+    cluster: Mapping[str, Any] | None = None  # rpcmeter.runners.distributed.LoadCluster.describe
+    tls: dict[str, model.Tls] = field(default_factory=dict)  # by variant (:func:`tls_of`)
+    environments: dict[str, Env | EnvError] = field(default_factory=dict)  # rpcmeter.host.envs
+    builds: dict[str, Mapping[str, Any]] = field(default_factory=dict)  # Build.describe
+    schemas: dict[str, Mapping[str, Any]] = field(default_factory=dict)  # describe_prepared
+
+
 class RunRecord:
     """A run's result as it grows: its header, its cases in order, what the run adds to its
     environment and how it ended. :attr:`result` is the frozen :class:`rpcmeter.model.Result`
@@ -709,42 +722,42 @@ class RunRecord:
         the placement, TLS, the variants' environments and packages)."""
         self.set(environment=self.result.environment.updated(parts))
 
-    def cluster(self, described: Mapping[str, Any]) -> None:
-        """The cluster the load comes from (rpcmeter.runners.distributed.LoadCluster.describe)."""
-        self.environment(model.Environment(cluster=model.Cluster.model_validate(described)))
-
-    def builds(self, described: Mapping[str, Mapping[str, Any]]) -> None:
-        """The variants' server builds (rpcmeter.servers.build.Build.describe)."""
-        builds = {v: model.VariantBuild.model_validate(b) for v, b in described.items()}
-        self.environment(model.Environment(variant_builds=builds))
-
-    def tls(self, described: Mapping[str, model.Tls]) -> None:
-        """Each TLS variant's settings and fingerprints (:func:`tls_of`)."""
-        if described:
-            self.environment(model.Environment(tls=dict(described)))
-
-    def variant_envs(self, environments: Mapping[str, Env | EnvError]) -> None:
-        """The variants' prepared environments (rpcmeter.host.envs), or why each has none, and the
-        versions of the packages installed in them."""
-        packages = dict(self.result.environment.variant_packages or {})
-        packages.update(
-            {
-                name: dict(env.packages)
-                for name, env in environments.items()
-                if not isinstance(env, EnvError)
-            }
-        )
-        described = model.Environment(
-            variant_envs={
+    def prepared(self, prep: Preparation) -> None:
+        """What the run prepared before its first case, added to the environment at once: the
+        cluster the load comes from, each TLS variant's settings and fingerprints
+        (:func:`tls_of`), the variants' environments (rpcmeter.host.envs, or why each has none)
+        with the versions of the packages installed there, their server builds
+        (rpcmeter.servers.build) and what their drivers describe of the calls (``schemas``)."""
+        parts: dict[str, Any] = {}
+        if prep.cluster is not None:
+            parts["cluster"] = model.Cluster.model_validate(prep.cluster)
+        if prep.tls:
+            parts["tls"] = dict(prep.tls)
+        if prep.environments:
+            packages = dict(self.result.environment.variant_packages or {})
+            packages.update(
+                {
+                    name: dict(env.packages)
+                    for name, env in prep.environments.items()
+                    if not isinstance(env, EnvError)
+                }
+            )
+            parts["variant_envs"] = {
                 name: model.VariantEnv(error=str(env))
                 if isinstance(env, EnvError)
                 else model.VariantEnv.model_validate(env.describe())
-                for name, env in environments.items()
+                for name, env in prep.environments.items()
             }
-        )
-        if packages:
-            described = described.model_copy(update={"variant_packages": packages})
-        self.environment(described)
+            if packages:
+                parts["variant_packages"] = packages
+        if prep.builds:
+            parts["variant_builds"] = {
+                v: model.VariantBuild.model_validate(b) for v, b in prep.builds.items()
+            }
+        if prep.schemas:
+            parts["schemas"] = {v: model.Schema.model_validate(d) for v, d in prep.schemas.items()}
+        if parts:
+            self.environment(model.Environment(**parts))
 
     def matrix_key(self, key: str) -> None:
         """A matrix key the run adds (the rate of a rate search)."""

@@ -103,7 +103,8 @@ def run_suite(
         raise
     if suite.profile is not None and options.profile_dir is None:
         options = replace(options, profile_dir=profile_dir(options.output, run.header.run_id))
-    cases = expand(suite) if drive is None else []
+    every_case = expand(suite)
+    cases = every_case if drive is None else []
     total = len(cases) if drive is None else (planned or 0)
     run.set(planned_cases=total)
 
@@ -116,26 +117,33 @@ def run_suite(
     try:
         # from here on the document and the store hold the run, however it ends
         events.run_started(run.result)
-        if options.cluster:
-            cluster = open_cluster(options.cluster)
-            run.cluster(cluster.describe())
-        certs = run_certificates(suite, run)
-        environments = prepare_environments(suite, run, events)
-        plans = {v: replace(plan, env=environments.get(v)) for v, plan in plans.items()}
-        builds = prepare_server_builds(suite, run, events, plans)
-        bench = Bench(
-            suite,
-            options,
-            plans,
-            quotas,
-            cluster,
-            total,
-            certs,
-            events,
-            builds,
-            uuid_seed=run.header.suite.uuid_seed,
-        )
-        prepare_calls(bench, run)
+        prep = record.Preparation()
+        try:  # what was prepared is recorded at once, however the preparation ends
+            if options.cluster:
+                cluster = open_cluster(options.cluster)
+                prep.cluster = cluster.describe()
+            certs = run_certificates(plans)
+            prep.tls = tls_described(plans, certs)
+            prep.environments = prepare_environments(suite, events)
+            plans = {v: replace(p, env=prep.environments.get(v)) for v, p in plans.items()}
+            builds = prepare_server_builds(suite, events, plans)
+            prep.builds = {v: b.describe() for v, b in builds.items()}
+            bench = Bench(
+                suite,
+                options,
+                plans,
+                quotas,
+                cluster,
+                total,
+                certs,
+                events,
+                builds,
+                uuid_seed=run.header.suite.uuid_seed,
+            )
+            prepared, prep.schemas = prepare_calls(bench, first_cases(every_case))
+            bench = replace(bench, prepared=prepared)
+        finally:
+            run.prepared(prep)
 
         def run_one(case: Case) -> model.Case:
             events.case_started(case, total)
@@ -186,92 +194,96 @@ def run_suite(
     return final
 
 
-def run_certificates(suite: Suite, run: RunRecord) -> RunCertificates | None:
-    """With TLS to a server rpcmeter starts, a CA and server certificate made for the run;
-    the result's ``environment.tls`` records each TLS variant's settings and fingerprints."""
-    tls = {v: suite.tls_of(v) for v in suite.variants}
-    managed = {v: suite.address_of(v) is None for v in suite.variants}
-    certs = RunCertificates() if any(tls[v] and managed[v] for v in tls) else None
-    run.tls({v: record.tls_of(t, certs, managed[v]) for v, t in tls.items() if t is not None})
-    return certs
+def run_certificates(plans: Mapping[str, VariantPlan]) -> RunCertificates | None:
+    """With TLS to a server rpcmeter starts, a CA and server certificate made for the run."""
+    managed = any(p.tls is not None and p.address is None for p in plans.values())
+    return RunCertificates() if managed else None
 
 
-def prepare_environments(
-    suite: Suite, run: RunRecord, events: RunListener
-) -> dict[str, Env | EnvError]:
+def tls_described(
+    plans: Mapping[str, VariantPlan], certs: RunCertificates | None
+) -> dict[str, model.Tls]:
+    """What the result's ``environment.tls`` records of each TLS variant: its settings and
+    fingerprints."""
+    return {
+        v: record.tls_of(p.tls, certs, p.address is None)
+        for v, p in plans.items()
+        if p.tls is not None
+    }
+
+
+def prepare_environments(suite: Suite, events: RunListener) -> dict[str, Env | EnvError]:
     """Make (or reuse) the variants' environments before any case runs (rpcmeter.host.envs)."""
 
     def note(variant: str, message: str) -> None:
         events.note(f"{variant}: {message}")
 
-    environments = prepare_variants(suite, note)
-    if environments:
-        run.variant_envs(environments)  # and the versions as installed there
-    return environments
+    return prepare_variants(suite, note)
 
 
 def prepare_server_builds(
-    suite: Suite, run: RunRecord, events: RunListener, plans: Mapping[str, VariantPlan]
+    suite: Suite, events: RunListener, plans: Mapping[str, VariantPlan]
 ) -> dict[str, Build]:
     """Build (or find built) the servers of the variants that name a ``server.build``
-    (rpcmeter.servers.build), before any case runs; the result records every build."""
+    (rpcmeter.servers.build), before any case runs."""
 
     def managed(variant: str) -> bool:  # rpcmeter starts its server
         plan = plans[variant]
         return plan.target in ("server", "client") and plan.address is None
 
     environments = {v: p.env for v, p in plans.items() if p.env is not None}
-    builds = prepare_builds(
+    return prepare_builds(
         suite, environments, managed, lambda v, message: events.note(f"{v}: {message}")
     )
-    if builds:
-        run.builds({v: b.describe() for v, b in builds.items()})
-    return builds
 
 
-def prepare_calls(bench: Bench, run: RunRecord | None = None) -> None:
-    """What each variant's clients are handed (``DriverContext.prepared``, in
-    ``bench.prepared``): what its driver prepared when the suite was loaded, or for a driver
-    that asks the server (gRPC's reflection; :meth:`~rpcmeter.drivers.base.Driver.ask_server`)
-    its answer, asked once now, before the cases: of the remote server, or of the variant's
-    server started for the question (as its first case starts it) and stopped. The result's
-    environment records what the drivers describe of it (``schemas``)."""
-    suite = bench.suite
-    bench.prepared.update(suite.prepared)
+def first_cases(cases: Sequence[Case]) -> dict[str, Case]:
+    """Each variant's first case."""
     first: dict[str, Case] = {}
-    for case in expand(suite):
+    for case in cases:
         first.setdefault(case.variant, case)
+    return first
+
+
+def prepare_calls(
+    bench: Bench, first: Mapping[str, Case]
+) -> tuple[dict[str, Mapping[str, Any]], dict[str, Mapping[str, Any]]]:
+    """What each variant's clients are handed (``DriverContext.prepared``, for
+    ``bench.prepared``), and what the drivers describe of it (the result's ``schemas``): what its
+    driver prepared when the suite was loaded, or for a driver that asks the server (gRPC's
+    reflection; :meth:`~rpcmeter.drivers.base.Driver.ask_server`) its answer, asked once now,
+    before the cases: of the remote server, or of the variant's server started for the question
+    (as its ``first`` case starts it) and stopped."""
+    suite = bench.suite
+    prepared: dict[str, Mapping[str, Any]] = dict(suite.prepared)
     for vname, case in first.items():
         plan = bench.plans[vname]
         options = suite.options_of(vname)
         if plan.target in ("server", "remote") and plan.driver.asks_server(options):
             bench.events.note(f"{vname}: asking its server ({plan.driver.name} reflection)")
-            bench.prepared[vname] = ServerCase(bench, case).ask(plan.driver)
-    schemas = {}
+            prepared[vname] = ServerCase(bench, case).ask(plan.driver)
+    schemas: dict[str, Mapping[str, Any]] = {}
     for vname, plan in bench.plans.items():
-        described = plan.driver.describe_prepared(bench.prepared.get(vname, {}))
+        described = plan.driver.describe_prepared(prepared.get(vname, {}))
         if described is not None:
-            schemas[vname] = model.Schema.model_validate(described)
-    if schemas and run is not None:
-        run.environment(model.Environment(schemas=schemas))
+            schemas[vname] = described
+    return prepared, schemas
 
 
 def suite_calls(suite: Suite, events: RunListener | None = None) -> dict[str, Mapping[str, Any]]:
     """What each variant's clients would be handed (:func:`prepare_calls`) without running a
     case (``rpcmeter describe``): a server is started only to be asked (gRPC reflection), with
     rpcmeter's own Python (no variant environment is prepared)."""
-    tls = {v: suite.tls_of(v) for v in suite.variants}
-    managed = any(tls[v] is not None and suite.address_of(v) is None for v in tls)
-    certs = RunCertificates() if managed else None
     plans = plan_variants(suite, placement_mod.resolve(suite.placement, where=suite.path))
+    certs = run_certificates(plans)
     bench = Bench(suite, RunOptions(), plans, certs=certs, events=events or RunListener())
     try:
-        prepare_calls(bench)
+        prepared, _ = prepare_calls(bench, first_cases(expand(suite)))
     finally:
         stop_all()
         if certs is not None:
             certs.close()
-    return bench.prepared
+    return prepared
 
 
 def server_command(
@@ -326,7 +338,7 @@ class Bench:
     events: RunListener = field(default_factory=RunListener)  # the run's progress goes here
     builds: Mapping[str, Build] = field(default_factory=dict)  # the variants' server builds
     # variant -> what its clients are handed (DriverContext.prepared; see prepare_calls)
-    prepared: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    prepared: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
     uuid_seed: str | None = None  # the run's, for {{uuid}} (recorded in the result's suite)
 
     def run_case(self, case: Case) -> model.Case:
