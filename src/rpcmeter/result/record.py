@@ -655,17 +655,29 @@ def describe_suite(suite: Suite) -> model.SuiteInfo:
 
 def new_result(
     suite: Suite,
-    packages: tuple[str, ...],
-    placement: model.Placement,
-    drivers: dict[str, tuple[str, ...]],
+    plans: Mapping[str, VariantPlan],
+    quotas: placement_mod.CpuQuotas,
+    certs: RunCertificates | None,
+    planned_cases: int,
 ) -> model.Result:
-    """A run's result before its first case: the suite and the environment (the machine, the
-    packages the drivers use, ``placement`` as applied)."""
+    """A run's result before its first case, written once from its plan: the suite and the
+    environment (the machine, the packages the drivers use, the placement as applied
+    (:func:`placement_doc`), each TLS variant's settings and fingerprints (:func:`tls_of`, with
+    the run's certificates ``certs``)) and the cases planned."""
     from rpcmeter.version import __version__
 
+    placement = placement_doc(plans, quotas)
+    tls = {
+        v: tls_of(p.tls, certs, p.address is None) for v, p in plans.items() if p.tls is not None
+    }
+    packages = tuple(dict.fromkeys(p for d in plans.values() for p in d.driver.packages))
+    drivers = {v: plan.driver.packages for v, plan in plans.items()}
+    described = describe_suite(suite).model_copy(update={"uuid_seed": uuid.uuid4().hex})
     machine = model.Environment.model_validate(environment.capture(packages, __version__))
     env = machine.model_copy(update={"placement": placement})
     env = env.updated(model.Environment.model_validate(environment.capture_suite(suite, drivers)))
+    if tls:
+        env = env.updated(model.Environment(tls=tls))
     return model.Result.written(
         schema_version=model.SCHEMA_VERSION,
         rpcmeter_version=__version__,
@@ -673,8 +685,9 @@ def new_result(
         status="running",
         started_at=now_iso(),
         finished_at=None,
-        suite=describe_suite(suite).model_copy(update={"uuid_seed": uuid.uuid4().hex}),
+        suite=described,
         environment=env,
+        planned_cases=planned_cases,
     )
 
 
@@ -684,7 +697,6 @@ class Preparation:
     (:meth:`RunRecord.prepared`), however the preparation ended."""
 
     cluster: Mapping[str, Any] | None = None  # rpcmeter.runners.distributed.LoadCluster.describe
-    tls: dict[str, model.Tls] = field(default_factory=dict)  # by variant (:func:`tls_of`)
     environments: dict[str, Env | EnvError] = field(default_factory=dict)  # rpcmeter.host.envs
     builds: dict[str, Mapping[str, Any]] = field(default_factory=dict)  # Build.describe
     schemas: dict[str, Mapping[str, Any]] = field(default_factory=dict)  # describe_prepared
@@ -724,15 +736,12 @@ class RunRecord:
 
     def prepared(self, prep: Preparation) -> None:
         """What the run prepared before its first case, added to the environment at once: the
-        cluster the load comes from, each TLS variant's settings and fingerprints
-        (:func:`tls_of`), the variants' environments (rpcmeter.host.envs, or why each has none)
+        cluster the load comes from, the variants' environments (rpcmeter.host.envs, or why each has none)
         with the versions of the packages installed there, their server builds
         (rpcmeter.servers.build) and what their drivers describe of the calls (``schemas``)."""
         parts: dict[str, Any] = {}
         if prep.cluster is not None:
             parts["cluster"] = model.Cluster.model_validate(prep.cluster)
-        if prep.tls:
-            parts["tls"] = dict(prep.tls)
         if prep.environments:
             packages = dict(self.result.environment.variant_packages or {})
             packages.update(

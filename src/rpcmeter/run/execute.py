@@ -81,38 +81,46 @@ def run_suite(
     options = options or RunOptions()
     cpus = placement_mod.resolve(suite.placement, where=suite.path)
     quotas = placement_mod.apply_quotas(cpus, suite.resources.cgroup, suite.placement.server_memory)
+    certs: RunCertificates | None = None
     try:
         if options.cluster and not isinstance(parse_cluster(options.cluster), int):
             # the workers are elsewhere: local client CPUs do not apply
             cpus = placement_mod.Cpus(cpus.server, None)
         plans = plan_variants(suite, cpus)
+        every_case = expand(suite)
+        cases = every_case if drive is None else []
         preload_drivers(dict.fromkeys(p.driver for p in plans.values()))
         if not options.cluster and any(suite.driver_of(v) != "command" for v in suite.variants):
             start_forkserver()  # it imports the client code while the servers start
-        packages = tuple(dict.fromkeys(p for d in plans.values() for p in d.driver.packages))
+        # with TLS to a server rpcmeter starts, a CA and server certificate made for the run
+        managed_tls = any(p.tls is not None and p.address is None for p in plans.values())
+        certs = RunCertificates() if managed_tls else None
+        # the header, once: the suite, the machine, the placement as applied, TLS, the budget
         run = RunRecord(
             record.new_result(
-                suite,
-                packages,
-                record.placement_doc(plans, quotas),
-                {v: plan.driver.packages for v, plan in plans.items()},
+                suite, plans, quotas, certs, len(cases) if drive is None else (planned or 0)
             )
         )
     except BaseException:
+        if certs is not None:
+            certs.close()
         quotas.close()
         raise
+    total = run.header.planned_cases or 0
     if suite.profile is not None and options.profile_dir is None:
         options = replace(options, profile_dir=profile_dir(options.output, run.header.run_id))
-    every_case = expand(suite)
-    cases = every_case if drive is None else []
-    total = len(cases) if drive is None else (planned or 0)
-    run.set(planned_cases=total)
 
     # the JSON file first: a run it cannot record is failed before the others record it
     events = RunEvents(*([JsonWriter(options.output)] if options.output else []), options.events)
 
+    def note(variant: str, message: str) -> None:
+        events.note(f"{variant}: {message}")
+
+    def managed(variant: str) -> bool:  # rpcmeter starts its server
+        plan = plans[variant]
+        return plan.target in ("server", "client") and plan.address is None
+
     cluster: LoadCluster | None = None
-    certs: RunCertificates | None = None
     unrecorded: RpcmeterError | None = None
     try:
         # from here on the document and the store hold the run, however it ends
@@ -122,11 +130,11 @@ def run_suite(
             if options.cluster:
                 cluster = open_cluster(options.cluster)
                 prep.cluster = cluster.describe()
-            certs = run_certificates(plans)
-            prep.tls = tls_described(plans, certs)
-            prep.environments = prepare_environments(suite, events)
+            # the variants' environments (rpcmeter.host.envs), then their servers' builds
+            prep.environments = prepare_variants(suite, note)
             plans = {v: replace(p, env=prep.environments.get(v)) for v, p in plans.items()}
-            builds = prepare_server_builds(suite, events, plans)
+            environments = {v: p.env for v, p in plans.items() if p.env is not None}
+            builds = prepare_builds(suite, environments, managed, note)
             prep.builds = {v: b.describe() for v, b in builds.items()}
             bench = Bench(
                 suite,
@@ -140,7 +148,10 @@ def run_suite(
                 builds,
                 uuid_seed=run.header.suite.uuid_seed,
             )
-            prepared, prep.schemas = prepare_calls(bench, first_cases(every_case))
+            first: dict[str, Case] = {}  # each variant's first case
+            for case in every_case:
+                first.setdefault(case.variant, case)
+            prepared, prep.schemas = prepare_calls(bench, first)
             bench = replace(bench, prepared=prepared)
         finally:
             run.prepared(prep)
@@ -194,57 +205,6 @@ def run_suite(
     return final
 
 
-def run_certificates(plans: Mapping[str, VariantPlan]) -> RunCertificates | None:
-    """With TLS to a server rpcmeter starts, a CA and server certificate made for the run."""
-    managed = any(p.tls is not None and p.address is None for p in plans.values())
-    return RunCertificates() if managed else None
-
-
-def tls_described(
-    plans: Mapping[str, VariantPlan], certs: RunCertificates | None
-) -> dict[str, model.Tls]:
-    """What the result's ``environment.tls`` records of each TLS variant: its settings and
-    fingerprints."""
-    return {
-        v: record.tls_of(p.tls, certs, p.address is None)
-        for v, p in plans.items()
-        if p.tls is not None
-    }
-
-
-def prepare_environments(suite: Suite, events: RunListener) -> dict[str, Env | EnvError]:
-    """Make (or reuse) the variants' environments before any case runs (rpcmeter.host.envs)."""
-
-    def note(variant: str, message: str) -> None:
-        events.note(f"{variant}: {message}")
-
-    return prepare_variants(suite, note)
-
-
-def prepare_server_builds(
-    suite: Suite, events: RunListener, plans: Mapping[str, VariantPlan]
-) -> dict[str, Build]:
-    """Build (or find built) the servers of the variants that name a ``server.build``
-    (rpcmeter.servers.build), before any case runs."""
-
-    def managed(variant: str) -> bool:  # rpcmeter starts its server
-        plan = plans[variant]
-        return plan.target in ("server", "client") and plan.address is None
-
-    environments = {v: p.env for v, p in plans.items() if p.env is not None}
-    return prepare_builds(
-        suite, environments, managed, lambda v, message: events.note(f"{v}: {message}")
-    )
-
-
-def first_cases(cases: Sequence[Case]) -> dict[str, Case]:
-    """Each variant's first case."""
-    first: dict[str, Case] = {}
-    for case in cases:
-        first.setdefault(case.variant, case)
-    return first
-
-
 def prepare_calls(
     bench: Bench, first: Mapping[str, Case]
 ) -> tuple[dict[str, Mapping[str, Any]], dict[str, Mapping[str, Any]]]:
@@ -275,10 +235,14 @@ def suite_calls(suite: Suite, events: RunListener | None = None) -> dict[str, Ma
     case (``rpcmeter describe``): a server is started only to be asked (gRPC reflection), with
     rpcmeter's own Python (no variant environment is prepared)."""
     plans = plan_variants(suite, placement_mod.resolve(suite.placement, where=suite.path))
-    certs = run_certificates(plans)
+    managed_tls = any(p.tls is not None and p.address is None for p in plans.values())
+    certs = RunCertificates() if managed_tls else None
     bench = Bench(suite, RunOptions(), plans, certs=certs, events=events or RunListener())
     try:
-        prepared, _ = prepare_calls(bench, first_cases(expand(suite)))
+        first: dict[str, Case] = {}  # each variant's first case
+        for case in expand(suite):
+            first.setdefault(case.variant, case)
+        prepared, _ = prepare_calls(bench, first)
     finally:
         stop_all()
         if certs is not None:
