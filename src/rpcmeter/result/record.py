@@ -673,11 +673,14 @@ def new_result(
     packages = tuple(dict.fromkeys(p for d in plans.values() for p in d.driver.packages))
     drivers = {v: plan.driver.packages for v, plan in plans.items()}
     described = describe_suite(suite).model_copy(update={"uuid_seed": uuid.uuid4().hex})
-    machine = model.Environment.model_validate(environment.capture(packages, __version__))
-    env = machine.model_copy(update={"placement": placement})
-    env = env.updated(model.Environment.model_validate(environment.capture_suite(suite, drivers)))
-    if tls:
-        env = env.updated(model.Environment(tls=tls))
+    env = model.Environment.model_validate(
+        {
+            **environment.capture(packages, __version__),  # the machine
+            "placement": placement,
+            **environment.capture_suite(suite, drivers),  # what the suite depends on
+            **({"tls": tls} if tls else {}),
+        }
+    )
     return model.Result.written(
         schema_version=model.SCHEMA_VERSION,
         rpcmeter_version=__version__,

@@ -173,6 +173,7 @@ def request_of(suite: Suite, spec: ServerSpec, env: Env | None) -> BuildRequest 
     if spec.build is None:
         return None
     directory = suite_dir(suite)
+    cwd = Path(server_cwd(suite, spec) or directory)
     values = {"python": env.python if env else sys.executable, "suite_dir": str(directory)}
     try:
         argv = fill(spec.build, values)
@@ -180,7 +181,6 @@ def request_of(suite: Suite, spec: ServerSpec, env: Env | None) -> BuildRequest 
         raise BuildError(
             f"server.build: unknown placeholder {{{exc.args[0]}}} (known: python, suite_dir)"
         ) from None
-    cwd = Path(server_cwd(suite, spec) or directory)
     extra = dict(spec.env)
     if env is not None and env.root is not None:
         extra["VIRTUAL_ENV"] = str(env.root)
@@ -196,13 +196,6 @@ def request_of(suite: Suite, spec: ServerSpec, env: Env | None) -> BuildRequest 
 
 def _tail(text: str, lines: int = TAIL_LINES) -> str:
     return "\n".join(text.rstrip().splitlines()[-lines:])
-
-
-def _stop_group(proc: subprocess.Popen[bytes]) -> None:
-    """Kill what is left of a build's session (the build, and anything it left running)."""
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
-    proc.wait()
 
 
 def run_build(req: BuildRequest, log: Path) -> float:
@@ -244,7 +237,9 @@ def run_build(req: BuildRequest, log: Path) -> float:
                 _tail(log.read_text(errors="replace")),
             ) from None
         finally:  # on every way out (Ctrl-C too): the build, and helpers it left in its session
-            _stop_group(proc)
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
             WATCHDOG.release(proc.pid)
     seconds = time.monotonic() - start
     if code != 0:
