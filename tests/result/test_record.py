@@ -15,7 +15,7 @@ from rpcmeter.metrics.resources import CpuTimes, TreeMonitor
 from rpcmeter.model import Result
 from rpcmeter.plan.cases import expand
 from rpcmeter.plan.load import build_suite
-from rpcmeter.result.record import CaseRecord, RunRecord
+from rpcmeter.result.record import CaseFields, CaseRecord, RunRecord
 from rpcmeter.runners.command import Outcome
 from rpcmeter.runners.recording import ClientReport, LoadOutcome, ThreadStats
 from rpcmeter.runners.tree import TreeUsage
@@ -53,7 +53,7 @@ def test_a_load_becomes_the_case_with_its_histogram_as_an_object() -> None:
 def test_a_misspelt_field_is_refused_when_the_case_or_the_run_is_written() -> None:
     r = record()
     r.load(outcome([1_000]))
-    r.fields["throughput_rp"] = 5.0  # what a typo in a writer would do
+    r.fields["throughput_rp"] = 5.0  # type: ignore[typeddict-unknown-key]  # mypy refuses it too
     with pytest.raises(model.ModelError, match="throughput_rp"):
         r.build()
     run = RunRecord(Result.from_json(synthetic_document({("w", (), "a"): [100.0]})))
@@ -61,6 +61,10 @@ def test_a_misspelt_field_is_refused_when_the_case_or_the_run_is_written() -> No
     with pytest.raises(model.ModelError, match=r"Result\.statuss"):
         run.set(statuss="complete")
     assert run.result.status == "complete"
+
+
+def test_the_fields_a_case_record_fills_are_the_case_model_s() -> None:
+    assert set(CaseFields.__annotations__) == set(model.Case.model_fields)
 
 
 def test_an_open_loop_adds_the_uncorrected_figures_and_the_schedule() -> None:

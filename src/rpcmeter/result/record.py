@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from rpcmeter import model
 from rpcmeter.errors import EnvError
@@ -50,13 +50,63 @@ if TYPE_CHECKING:
     from rpcmeter.suite.model import Suite
 
 
+class CaseFields(TypedDict, total=False):
+    """A case's fields as :class:`CaseRecord` fills them: :class:`rpcmeter.model.Case`'s, typed,
+    so a misspelt key or a value of the wrong type is a type error where it is written."""
+
+    id: int
+    variant: str
+    workload: str
+    kind: str
+    point: model.Json
+    params: model.Json
+    repetition: int
+    status: model.Status
+    reason: str | None
+    started_at: str | None
+    endpoint: str | None
+    placement: model.Placement
+    server_managed: bool
+    requests: int
+    ok: int
+    errors: dict[str, int]
+    error_samples: dict[str, str]
+    wall_s: float
+    throughput_rps: float
+    latency: model.Latency | None
+    histogram: Histogram | None
+    latency_uncorrected: model.Latency | None
+    histogram_uncorrected: Histogram | None
+    open_loop: model.OpenLoop
+    stages: list[model.Stage]
+    series: model.Series
+    server_time: model.ServerTime | None
+    bytes: model.Bytes | None
+    breakdown: model.Breakdown
+    network_rtt_us: model.Stats
+    counters: dict[str, int]
+    stream: model.Stream
+    calls: list[model.CallStats]
+    connections: model.Connections
+    clients: list[model.Client]
+    workers: list[model.Worker]
+    spread: model.Spread
+    cpu: model.Cpu
+    memory: model.Memory
+    runs: list[model.Run]
+    command: model.Command
+    output_tail: str
+    server_output_tail: str
+    profiles: dict[str, model.CaseProfile]
+
+
 class CaseRecord:
     """What one case measured, filled step by step (a case is ``ok`` until a step says
     otherwise); :meth:`build` makes the frozen :class:`rpcmeter.model.Case`."""
 
     def __init__(self, case: Case, cpus: placement_mod.Cpus) -> None:
         self.case = case
-        self.fields: dict[str, Any] = {
+        self.fields: CaseFields = {
             "id": case.index,
             "variant": case.variant,
             "workload": case.workload,
@@ -494,7 +544,7 @@ class CaseRecord:
 
     def build(self) -> model.Case:
         """The case's result (the stream section's CPU per message from the case's CPU)."""
-        f = dict(self.fields)
+        f = self.fields.copy()
         if self.notes:
             f["placement"] = f["placement"].model_copy(update={"notes": list(self.notes)})
         if f.get("stream") is not None:
