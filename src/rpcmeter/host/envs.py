@@ -143,7 +143,7 @@ class Env:
 
     def describe(self) -> dict[str, Any]:
         """What the result records of this environment, as JSON values
-        (``environment.variant_envs``; :meth:`rpcmeter.result.record.RunRecord.variant_envs`)."""
+        (``environment.variant_envs``; :meth:`rpcmeter.result.record.RunRecord.prepared`)."""
         return {
             "source": self.source,
             "python": self.python,

@@ -101,7 +101,7 @@ class LoadCluster:
 
     def describe(self) -> dict[str, Any]:
         """The cluster as the result records it, as JSON values (``environment.cluster``;
-        :meth:`rpcmeter.result.record.RunRecord.cluster`)."""
+        :meth:`rpcmeter.result.record.RunRecord.prepared`)."""
         workers = self.workers()
         return {
             "spec": self.spec,

@@ -142,7 +142,7 @@ class Build:
 
     def describe(self) -> dict[str, Any]:
         """What the result records of the build, as JSON values (``environment.variant_builds``;
-        :meth:`rpcmeter.result.record.RunRecord.builds`)."""
+        :meth:`rpcmeter.result.record.RunRecord.prepared`)."""
         return {
             "command": self.request.describe(),
             "cwd": str(self.request.cwd),
