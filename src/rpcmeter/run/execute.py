@@ -66,6 +66,55 @@ CaseRunner = Callable[[Case], model.Case]  # runs one case and records it in the
 Driving = Callable[[RunRecord, CaseRunner], None]
 
 
+@dataclass(frozen=True)
+class RunPlan:
+    """What a run settles before its document is written (:func:`plan_run`): its options, each
+    variant's plan, every case (expanded once), the CPU quotas applied, the certificates made
+    for it and its record, whose header says all of that."""
+
+    options: RunOptions
+    plans: Mapping[str, VariantPlan]
+    cases: list[Case]
+    quotas: placement_mod.CpuQuotas
+    certs: RunCertificates | None
+    run: RunRecord
+
+
+def plan_run(
+    suite: Suite, options: RunOptions, drive: Driving | None, planned: int | None
+) -> RunPlan:
+    """Plan the run of ``suite``: CPUs and quotas, the variants' plans, the cases, the
+    certificates, the drivers loaded, and the result's header written once from them (its
+    ``planned_cases``: the cases, or ``planned`` when ``drive`` chooses them). What it made is
+    released if it fails."""
+    cpus = placement_mod.resolve(suite.placement, where=suite.path)
+    quotas = placement_mod.apply_quotas(cpus, suite.resources.cgroup, suite.placement.server_memory)
+    certs: RunCertificates | None = None
+    try:
+        if options.cluster and not isinstance(parse_cluster(options.cluster), int):
+            # the workers are elsewhere: local client CPUs do not apply
+            cpus = placement_mod.Cpus(cpus.server, None)
+        plans = plan_variants(suite, cpus)
+        every_case = expand(suite)
+        preload_drivers(dict.fromkeys(p.driver for p in plans.values()))
+        if not options.cluster and any(suite.driver_of(v) != "command" for v in suite.variants):
+            start_forkserver()  # it imports the client code while the servers start
+        # with TLS to a server rpcmeter starts, a CA and server certificate made for the run
+        managed_tls = any(p.tls is not None and p.address is None for p in plans.values())
+        certs = RunCertificates() if managed_tls else None
+        # the header, once: the suite, the machine, the placement as applied, TLS, the budget
+        total = len(every_case) if drive is None else (planned or 0)
+        run = RunRecord(record.new_result(suite, plans, quotas, certs, total))
+    except BaseException:
+        if certs is not None:
+            certs.close()
+        quotas.close()
+        raise
+    if suite.profile is not None and options.profile_dir is None:
+        options = replace(options, profile_dir=profile_dir(options.output, run.header.run_id))
+    return RunPlan(options, plans, every_case, quotas, certs, run)
+
+
 def run_suite(
     suite: Suite,
     options: RunOptions | None = None,
@@ -78,37 +127,9 @@ def run_suite(
     ``drive(run, run_case)``, when given, chooses the cases instead (the rate search runs
     cases whose rates depend on earlier results; ``run`` is the run's record); ``planned`` is
     then its case budget."""
-    options = options or RunOptions()
-    cpus = placement_mod.resolve(suite.placement, where=suite.path)
-    quotas = placement_mod.apply_quotas(cpus, suite.resources.cgroup, suite.placement.server_memory)
-    certs: RunCertificates | None = None
-    try:
-        if options.cluster and not isinstance(parse_cluster(options.cluster), int):
-            # the workers are elsewhere: local client CPUs do not apply
-            cpus = placement_mod.Cpus(cpus.server, None)
-        plans = plan_variants(suite, cpus)
-        every_case = expand(suite)
-        cases = every_case if drive is None else []
-        preload_drivers(dict.fromkeys(p.driver for p in plans.values()))
-        if not options.cluster and any(suite.driver_of(v) != "command" for v in suite.variants):
-            start_forkserver()  # it imports the client code while the servers start
-        # with TLS to a server rpcmeter starts, a CA and server certificate made for the run
-        managed_tls = any(p.tls is not None and p.address is None for p in plans.values())
-        certs = RunCertificates() if managed_tls else None
-        # the header, once: the suite, the machine, the placement as applied, TLS, the budget
-        run = RunRecord(
-            record.new_result(
-                suite, plans, quotas, certs, len(cases) if drive is None else (planned or 0)
-            )
-        )
-    except BaseException:
-        if certs is not None:
-            certs.close()
-        quotas.close()
-        raise
+    plan = plan_run(suite, options or RunOptions(), drive, planned)
+    options, plans, quotas, certs, run = plan.options, plan.plans, plan.quotas, plan.certs, plan.run
     total = run.header.planned_cases or 0
-    if suite.profile is not None and options.profile_dir is None:
-        options = replace(options, profile_dir=profile_dir(options.output, run.header.run_id))
 
     # the JSON file first: a run it cannot record is failed before the others record it
     events = RunEvents(*([JsonWriter(options.output)] if options.output else []), options.events)
@@ -149,12 +170,13 @@ def run_suite(
                 uuid_seed=run.header.suite.uuid_seed,
             )
             first: dict[str, Case] = {}  # each variant's first case
-            for case in every_case:
+            for case in plan.cases:
                 first.setdefault(case.variant, case)
             prepared, prep.schemas = prepare_calls(bench, first)
             bench = replace(bench, prepared=prepared)
         finally:
-            run.prepared(prep)
+            with interrupts.deferred():
+                run.prepared(prep)
 
         def run_one(case: Case) -> model.Case:
             events.case_started(case, total)
@@ -171,7 +193,7 @@ def run_suite(
             return recorded
 
         if drive is None:
-            for case in cases:
+            for case in plan.cases:
                 run_one(case)
         else:
             drive(run, run_one)
