@@ -94,16 +94,18 @@ def run_h2load(url: str, c: int, d: float, streams: int | None, cpu: int) -> tup
 
 
 def run_rpcmeter(
-    argv: list[str], out: Path, cpu: int, timeout_s: float, own: list[float]
+    argv: list[str], out: Path, cpu: int, timeout_s: float, own: list[float], rest: list[float]
 ) -> tuple[float, float]:
     """(requests/s, client CPU seconds per request, start-up included) of one rpcmeter run;
-    the CPU per request of its own report (measured requests only) is appended to ``own``."""
+    the CPU per request of its own report (measured requests only) is appended to ``own``, the
+    CPU seconds outside the measured requests (start-up, client process, warm-up) to ``rest``."""
     command = [sys.executable, "-m", "rpcmeter", *argv, "--no-store", "--no-live", "-o", str(out)]
     _, cpu_s = pinned(command, cpu, timeout_s)
     case = json.loads(out.read_text())["cases"][0]
     if case["status"] != "ok" or case["errors"]:
         raise RuntimeError(f"rpcmeter: the case failed: {case['reason'] or case['errors']}")
     own.append(float(case["cpu"]["client_us_per_request"]) / 1e6)
+    rest.append(cpu_s - own[-1] * int(case["ok"]))
     return float(case["throughput_rps"]), cpu_s / int(case["ok"])
 
 
@@ -134,6 +136,7 @@ def main() -> int:
     c, d, cpu = args.connections, args.duration, lay.client_cpu
     streams = args.streams if args.http2 else None
     own: dict[str, list[float]] = {"one-liner": [], "suite": []}
+    rest: dict[str, list[float]] = {"one-liner": [], "suite": []}
     server = (
         builtin(lay)
         if args.server == "builtin"
@@ -156,12 +159,26 @@ def main() -> int:
         clients: list[tuple[str, Run]] = [
             (
                 "one-liner",
-                partial(run_rpcmeter, oneline, t / "a.json", cpu, timeout_s, own["one-liner"]),
+                partial(
+                    run_rpcmeter,
+                    oneline,
+                    t / "a.json",
+                    cpu,
+                    timeout_s,
+                    own["one-liner"],
+                    rest["one-liner"],
+                ),
             ),
             (
                 "suite",
                 partial(
-                    run_rpcmeter, ["run", str(saved)], t / "b.json", cpu, timeout_s, own["suite"]
+                    run_rpcmeter,
+                    ["run", str(saved)],
+                    t / "b.json",
+                    cpu,
+                    timeout_s,
+                    own["suite"],
+                    rest["suite"],
                 ),
             ),
         ]
@@ -176,10 +193,10 @@ def main() -> int:
         print(f"{served.description}, clients on CPU {cpu}; {what}, {d:g} s per run")
         print("one-liner: rpcmeter " + " ".join(oneline))
         runs = rounds(clients, args.rounds, served)
-    return report(runs, own, args.rounds)
+    return report(runs, own, rest, args.rounds)
 
 
-def report(runs: Runs, own: dict[str, list[float]], n: int) -> int:
+def report(runs: Runs, own: dict[str, list[float]], rest: dict[str, list[float]], n: int) -> int:
     """The medians, the ratios and the ``SUMMARY`` line."""
     print(f"\nmedians of {n} rounds (CPU: the whole process, start-up included):")
     out: dict[str, object] = {"clients": {}, "ratios": {}}
@@ -192,7 +209,12 @@ def report(runs: Runs, own: dict[str, list[float]], n: int) -> int:
     for name, figures in own.items():
         us = statistics.median(figures) * 1e6
         out["clients"][name]["cpu_us_own"] = round(us, 3)  # type: ignore[index]
-        print(f"  {name:<10} own report: {us:.2f} us CPU/req (the measured requests only)")
+        outside = statistics.median(rest[name])
+        out["clients"][name]["cpu_s_outside"] = round(outside, 3)  # type: ignore[index]
+        print(
+            f"  {name:<10} own report: {us:.2f} us CPU/req (the measured requests only); "
+            f"{outside:.2f} s CPU outside them (start-up...)"
+        )
     one = runs.median("one-liner")
     for other in runs.by_client:
         if other == "one-liner":
