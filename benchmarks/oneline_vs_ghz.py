@@ -9,8 +9,9 @@ Both run the very same flags, as a ghz user types them::
 against the Go greeter server (``benchmarks/greeter``, grpc-go; see :mod:`versus`), pinned to
 the server CPUs, each client pinned to the client CPU with ``taskset``, alternating for
 ``--rounds`` rounds. Each run prints calls/s and the client's CPU per call: the whole process's
-(``getrusage(RUSAGE_CHILDREN)``, start-up included, for both) and, for rpcmeter, also the CPU
-its own report gives (the measured calls only). Then the medians, and rpcmeter / ghz for calls/s
+(``getrusage(RUSAGE_CHILDREN)``, start-up and every process it started included: see
+:mod:`subreaper`), for both, and for rpcmeter also the CPU its own report gives (the measured
+calls only) and its CPU outside those calls. Then the medians, and rpcmeter / ghz for calls/s
 and CPU per call. A run where the server was busier than 85 % is marked ``server-bound``: both
 clients then wait on the server, and the calls/s ratio says little.
 
@@ -32,6 +33,7 @@ import tempfile
 from pathlib import Path
 
 from greeter_server import PROTO, BuildError
+from subreaper import become_subreaper, run_counted
 from versus import (
     SERVER_BOUND,
     Run,
@@ -40,7 +42,6 @@ from versus import (
     check_timing,
     layout,
     pct,
-    pinned,
     rounds,
     serve,
 )
@@ -73,7 +74,7 @@ def flags(args: argparse.Namespace, address: str) -> list[str]:
 
 def run_ghz(ghz: str, argv: list[str], cpu: int, timeout_s: float) -> tuple[float, float]:
     """(calls/s, client CPU seconds per call) of one ghz run (every call must be OK)."""
-    out, cpu_s = pinned([ghz, *argv, "--format", "json"], cpu, timeout_s)
+    out, cpu_s = run_counted([ghz, *argv, "--format", "json"], cpu, timeout_s)
     report = json.loads(out)
     ok = report["statusCodeDistribution"].get("OK", 0)
     if ok < report["count"] - int(argv[argv.index("-c") + 1]):  # those in flight are cancelled
@@ -88,7 +89,7 @@ def run_oneline(
     report: the measured calls only, the CPU seconds outside those calls) of one ``rpcmeter grpc``
     run."""
     command = [sys.executable, "-m", "rpcmeter", "grpc", *argv, "--no-store", "--no-live"]
-    _, cpu_s = pinned([*command, "-o", str(out)], cpu, timeout_s)
+    _, cpu_s = run_counted([*command, "-o", str(out)], cpu, timeout_s)
     case = json.loads(out.read_text())["cases"][0]
     if case["status"] != "ok" or case["errors"]:
         raise RuntimeError(f"rpcmeter grpc failed: {case['reason'] or case['errors']}")
@@ -106,6 +107,7 @@ def main() -> int:
     parser.add_argument("--reflection", action="store_true", help="no --proto: reflection")
     add_server_arguments(parser, ["go"])
     args = parser.parse_args()
+    become_subreaper()  # rpcmeter's client processes counted (see subreaper)
     check_timing(parser, args, whole_seconds=False)
     ghz = ghz_path()
     if ghz is None:

@@ -13,7 +13,8 @@ With ``--http2`` every client speaks h2c with ``--streams`` requests in flight p
 (rpcmeter ``--http2 -p``, oha ``--http2 -p``, h2load ``-m``); wrk, HTTP/1.1 only, sits out.
 
 It prints requests/s, the client's CPU per request (the whole process's, from
-``getrusage(RUSAGE_CHILDREN)``, start-up included) and how busy the server was; then the
+``getrusage(RUSAGE_CHILDREN)``, start-up and every process it started included: see
+:mod:`subreaper`) and how busy the server was; then the
 medians, the CPU per request rpcmeter's own report gives (the measured requests only), and the
 ratios one-liner / suite (expected 1 within the noise: both build the same Suite and run the
 same code) and one-liner / each peer.
@@ -40,7 +41,8 @@ from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 
-from versus import Layout, Run, Runs, Served, layout, pct, pinned, rounds, serve
+from subreaper import become_subreaper, run_counted
+from versus import Layout, Run, Runs, Served, layout, pct, rounds, serve
 
 from rpcmeter.servers import nginx
 from rpcmeter.servers.process import ServerProcess, new_endpoint
@@ -54,7 +56,7 @@ def tool(name: str) -> str | None:
 
 def run_wrk(url: str, c: int, d: float, cpu: int) -> tuple[float, float]:
     """(requests/s, client CPU seconds per request) of one wrk run."""
-    out, cpu_s = pinned(["wrk", "-t1", f"-c{c}", f"-d{d:g}s", url], cpu, d + 60)
+    out, cpu_s = run_counted(["wrk", "-t1", f"-c{c}", f"-d{d:g}s", url], cpu, d + 60)
     requests = re.search(r"(\d+) requests in", out)
     rate = re.search(r"Requests/sec:\s*([\d.]+)", out)
     errors = re.search(r"Non-2xx or 3xx responses: (\d+)", out)
@@ -69,7 +71,7 @@ def run_oha(
     """(requests/s, client CPU seconds per request) of one oha run (every reply 200)."""
     h2 = ["--http2", "-p", str(streams)] if streams else []
     command = [oha, "--no-tui", "--output-format", "json", "-c", str(c), "-z", f"{d:g}s", *h2]
-    out, cpu_s = pinned([*command, url], cpu, d + 60)
+    out, cpu_s = run_counted([*command, url], cpu, d + 60)
     report = json.loads(out)
     codes = report["statusCodeDistribution"]
     ok = int(codes.get("200", 0))
@@ -83,7 +85,9 @@ def run_oha(
 def run_h2load(url: str, c: int, d: float, streams: int | None, cpu: int) -> tuple[float, float]:
     """(requests/s, client CPU seconds per request) of one h2load run (every request OK)."""
     mode = ["-m", str(streams)] if streams else ["--h1"]
-    out, cpu_s = pinned(["h2load", "-t1", "-c", str(c), "-D", f"{d:g}", *mode, url], cpu, d + 60)
+    out, cpu_s = run_counted(
+        ["h2load", "-t1", "-c", str(c), "-D", f"{d:g}", *mode, url], cpu, d + 60
+    )
     rate = re.search(r"finished in [\d.]+\w+, ([\d.]+) req/s", out)
     done = re.search(
         r"requests: \d+ total, \d+ started, \d+ done, (\d+) succeeded, (\d+) failed", out
@@ -100,7 +104,7 @@ def run_rpcmeter(
     the CPU per request of its own report (measured requests only) is appended to ``own``, the
     CPU seconds outside the measured requests (start-up, client process, warm-up) to ``rest``."""
     command = [sys.executable, "-m", "rpcmeter", *argv, "--no-store", "--no-live", "-o", str(out)]
-    _, cpu_s = pinned(command, cpu, timeout_s)
+    _, cpu_s = run_counted(command, cpu, timeout_s)
     case = json.loads(out.read_text())["cases"][0]
     if case["status"] != "ok" or case["errors"]:
         raise RuntimeError(f"rpcmeter: the case failed: {case['reason'] or case['errors']}")
@@ -128,6 +132,7 @@ def main() -> int:
     parser.add_argument("--http2", action="store_true", help="h2c for every client (no wrk)")
     parser.add_argument("--streams", type=int, default=10, help="--http2: in flight per connection")
     args = parser.parse_args()
+    become_subreaper()  # rpcmeter's client processes counted (see subreaper)
     if args.duration < 1 or args.duration != int(args.duration):
         parser.error(f"--duration {args.duration:g}: whole seconds (h2load takes no fraction)")
     if args.server == "nginx" and nginx.executable() is None:
