@@ -23,10 +23,10 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from rpcmeter.analysis import METRIC_BY_NAME
 from rpcmeter.drivers.base import TargetSpec
 from rpcmeter.endpoints import remote_endpoint
 from rpcmeter.errors import SuiteError
+from rpcmeter.names import METRIC_BY_NAME
 from rpcmeter.suite_model import (
     Breakdown,
     Gate,

@@ -215,6 +215,7 @@ def run_and_report(
     them, the rate search's and the cluster's), print its tables and write what was asked for;
     the exit status. ``render(view, width, color)``: the text printed instead of the terminal
     report's (a one-liner's single target)."""
+    _start_forkserver(suite, args)
     from rpcmeter import gate
     from rpcmeter.cli.output import render_report, write_reports
     from rpcmeter.cli.progress import Began, Progress
@@ -290,6 +291,30 @@ def run_and_report(
     finally:
         if exporter is not None:
             _linger(exporter, err)
+
+
+def _start_forkserver(suite: Suite, args: argparse.Namespace) -> None:
+    """Start the forkserver before this process imports the run's code: it imports the client
+    code (seconds on a busy machine) while this process imports the rest, and the first client
+    starts at once. What :func:`rpcmeter.execute.run_suite` does, earlier: the same drivers
+    preloaded, on the same condition (no cluster, a variant with a client); nothing where a
+    driver cannot be loaded (the run reports that)."""
+    if getattr(args, "cluster", None) or all(
+        suite.driver_of(v) == "command" for v in suite.variants
+    ):
+        return
+    from rpcmeter.runners.closed_loop import preload_drivers, start_forkserver
+    from rpcmeter.targets import target_class
+
+    try:
+        drivers = [
+            target_class(suite.driver_of(v), {**suite.target.options, **suite.variants[v].options})
+            for v in suite.variants
+        ]
+    except KeyError:
+        return
+    preload_drivers(dict.fromkeys(drivers))
+    start_forkserver()
 
 
 def _seconds(text: str) -> float:
