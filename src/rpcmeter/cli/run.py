@@ -222,7 +222,6 @@ def run_and_report(
     from rpcmeter.errors import RpcmeterError, SuiteError
     from rpcmeter.events import RunEvents
     from rpcmeter.execute import RunOptions
-    from rpcmeter.exporter import LINGER_S, PrometheusExporter, parse_address
     from rpcmeter.reporters.build import build as build_view
     from rpcmeter.result import check_output
     from rpcmeter.store import Store
@@ -235,7 +234,9 @@ def run_and_report(
     progress = Progress(err, live=not args.no_live)
     events = RunEvents(progress)
     exporter = None
-    if args.prometheus is not None:
+    if args.prometheus is not None:  # imported only here: prometheus_client
+        from rpcmeter.exporter import LINGER_S, PrometheusExporter, parse_address
+
         linger = LINGER_S if args.prometheus_linger is None else args.prometheus_linger
         exporter = events.subscribe(PrometheusExporter(*parse_address(args.prometheus), linger))
     run_options = RunOptions(
