@@ -34,9 +34,8 @@ from mypy_extensions import mypyc_attr
 from rpcmeter.drivers.base import Channel, Done, DriverContext, ReplyCheck, ReplyError
 from rpcmeter.drivers.h2client import H2Client
 from rpcmeter.protocols.grpc import DEADLINE_EXCEEDED, QUEUE_TIME, SERVER_TIME, frame, grpc_timeout
-from rpcmeter.protocols.h2.replay import Replay
-from rpcmeter.protocols.h2.request import Request
-from rpcmeter.protocols.h2.stream import Stream as H2Stream
+from rpcmeter.protocols.h2.connection import Replay, Request
+from rpcmeter.protocols.h2.connection import Stream as H2Stream
 from rpcmeter.protocols.h2.transport import Session
 from rpcmeter.protocols.timing import ServerTime
 
@@ -142,7 +141,7 @@ class GrpcH2Client(H2Client):
         headers += [(k.lower().encode(), v.encode()) for k, v in metadata]
         self.headers = headers
         self.counts = [0, 0]  # calls answered with a message, message bytes in (but `good`'s)
-        # the recorded replies (rpcmeter.protocols.h2.replay.Replay) whose reply passed every check:
+        # the recorded replies (rpcmeter.protocols.h2.connection.Replay) whose reply passed every check:
         # a stream that ends as one of them passes them again (the same header views, payloads)
         self.good: dict[Replay, Verdict] = {}
         # the last reply parsed frame by frame that passed every check (a server whose replies

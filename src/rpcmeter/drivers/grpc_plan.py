@@ -10,7 +10,7 @@ turns them into what it sends:
   path, headers, reply check and counts); an entry that does not vary is one prepared request
   (a data file's, prepared once for every loop and sent in turn by one call: :func:`_h2_turns`),
   one that varies is framed per request (:meth:`Request.framed
-  <rpcmeter.protocols.h2.request.Request.framed>`), its header block from
+  <rpcmeter.protocols.h2.connection.Request.framed>`), its header block from
   :func:`~rpcmeter.protocols.h2.fields.block_filler`; the usual one (metadata that does not
   vary) has its message's varying part made alone and joined to a head kept per size, in the
   loop's request made again in place (:func:`_spliced`), and a call whose request number alone
@@ -45,9 +45,9 @@ from rpcmeter.drivers.varying import (
 )
 from rpcmeter.protocols.grpc import PREFIX, frame
 from rpcmeter.protocols.grpc_schema import MessageTemplate, PreparedCall, TemplatedExpect
+from rpcmeter.protocols.h2.connection import Request
+from rpcmeter.protocols.h2.connection import Stream as H2Stream
 from rpcmeter.protocols.h2.fields import block_filler
-from rpcmeter.protocols.h2.request import Request
-from rpcmeter.protocols.h2.stream import Stream as H2Stream
 from rpcmeter.protocols.request_data import Rotation
 from rpcmeter.protocols.templates import (
     Expr,
@@ -270,7 +270,7 @@ def _turns_alone(client: PlanCall, call: Call[GrpcEntry]) -> bool:
 def _h2_turns(client: PlanCall, session: Any, call: Call[GrpcEntry], state: LoopState) -> Channel:
     """A loop's channel of fixed messages in turn (a data file), from the loop's offset: each
     entry one prepared request, made once for every loop of the client under the call's one
-    header block (:meth:`Request.framer <rpcmeter.protocols.h2.request.Request.framer>`:
+    header block (:meth:`Request.framer <rpcmeter.protocols.h2.connection.Request.framer>`:
     the frames' head and the block shared), so that thousands of entries cost the hot path
     little more than one fixed request."""
     conn = session.proto.conn

@@ -44,8 +44,8 @@ from rpcmeter.drivers.base import Caller, Channel, Done, ReplyCheck, ReplyError
 from rpcmeter.drivers.grpc_h2 import GrpcH2Client
 from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.protocols.grpc import DEADLINE_EXCEEDED, frame
-from rpcmeter.protocols.h2.request import Request
-from rpcmeter.protocols.h2.stream import Stream as H2Stream
+from rpcmeter.protocols.h2.connection import Request
+from rpcmeter.protocols.h2.connection import Stream as H2Stream
 from rpcmeter.protocols.h2.transport import Session
 from rpcmeter.workloads import StreamParams
 
