@@ -19,6 +19,7 @@ from rpcmeter.analysis import (
     verdict_of,
 )
 from rpcmeter.errors import UsageError
+from rpcmeter.reporters.tables import undecided_note
 from tests.support.synthetic import document, parsed, synthetic_result
 
 MEAN = analysis.METRIC_BY_NAME["mean"]
@@ -150,7 +151,10 @@ def test_cpu_metrics_absent_are_skipped() -> None:
 def test_warnings_for_few_repetitions_and_spread() -> None:
     result = synthetic_result({("w", (), "a"): [100, 150, 80], ("w", (), "b"): [100, 101, 102]})
     warnings = compare_variants(result).warnings
-    assert any("no verdict, as few as 3 repetition(s)" in w for w in warnings)
+    assert not any("no verdict" in w for w in warnings)  # the table says why (undecided_note)
+    assert undecided_note(compare_variants(result).rows).startswith(
+        "no verdict with 3 repetitions a side: the test needs at least 4 a side"
+    )
     assert {r.verdict for r in compare_variants(result).rows} == {"unknown"}
     four = synthetic_result({("w", (), "a"): [100, 101, 99, 100], ("w", (), "b"): [80] * 4})
     assert any(
@@ -158,14 +162,16 @@ def test_warnings_for_few_repetitions_and_spread() -> None:
     )
     assert analysis.can_decide(4, 4) and analysis.can_decide(3, 5)
     assert not analysis.can_decide(3, 3) and not analysis.can_decide(1, 20)
+    assert not any("compared cells vary" in w for w in warnings)  # no verdict to weaken
+    noisy = synthetic_result({("w", (), "a"): [100, 150, 80, 120], ("w", (), "b"): [100] * 4})
     assert any(
-        "1 of 1 compared cells rest on repetitions spread by more than 10%" in w and "mean CV" in w
-        for w in warnings
+        "1 of 1 compared cells vary by over 10%" in w and "req/s CV" in w
+        for w in compare_variants(noisy).warnings
     )
     one = synthetic_result({("w", (), "a"): [100], ("w", (), "b"): [90]})
     doc = compare_variants(one)
     assert {r.verdict for r in doc.rows} == {"unknown"}
-    assert any("no verdict, as few as 1 repetition(s)" in w for w in doc.warnings)
+    assert "no verdict with 1 repetition a side" in undecided_note(doc.rows)
     assert not analysis.has_verdicts(doc)
 
 

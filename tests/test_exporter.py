@@ -3,7 +3,13 @@ run and checked against its result."""
 
 from __future__ import annotations
 
+import json
+import socket
+import subprocess
+import sys
+import time
 import urllib.request
+from pathlib import Path
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -58,7 +64,7 @@ def test_a_scrape_during_the_run_and_after_matches_the_result() -> None:
             "resources": {"idle_s": 0},
         }
     )
-    exporter = PrometheusExporter("127.0.0.1", 0)
+    exporter = PrometheusExporter("127.0.0.1", 0, linger_s=0)
     try:
         scraper = _Scraper(exporter.port)
         result = run_suite(suite, RunOptions(events=RunEvents(exporter, scraper)))
@@ -67,7 +73,7 @@ def test_a_scrape_during_the_run_and_after_matches_the_result() -> None:
         exporter.close()
     (case,) = result.cases
     assert case.status == "ok", case.reason
-    labels = (("case", "0"), ("variant", "default"), ("workload", "simple"))
+    labels = (("case", "0"), ("run", result.run_id), ("variant", "default"), ("workload", "simple"))
     (during,) = scraper.during
     # during the run: the first interval counted (about 60 requests), the case running
     assert 0 < during["rpcmeter_requests_total"][labels] < case.requests
@@ -98,3 +104,67 @@ def test_addresses() -> None:
     for bad in ("9464", "host:", "h:99999", "h:x"):
         with pytest.raises(UsageError, match="expected \\[HOST\\]:PORT"):
             parse_address(bad)
+
+
+@pytest.mark.timeout(120)
+def test_the_command_line_keeps_the_last_figures_for_a_scrape(tmp_path: Path) -> None:
+    """``rpcmeter run --prometheus ... --prometheus-linger 60``: after the run, the endpoint
+    still answers (the series labelled with the run's id, holding every request), and the
+    command ends once that scrape read them, well before the 60 s."""
+
+    suite = tmp_path / "prom.toml"
+    suite.write_text(
+        "\n".join(
+            [
+                'name = "prom"',
+                "[target]",
+                'driver = "rpyc"',
+                'transport = "unix"',
+                "[workloads.simple]",
+                "[load]",
+                "requests = 50",
+                "warmup = 2",
+                "[resources]",
+                "idle_s = 0",
+            ]
+        )
+    )
+    out = tmp_path / "prom.json"
+    with socket.socket() as s:  # a free port
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    args = ["run", str(suite), "-o", str(out), "--no-store", "--no-live"]
+    args += ["--prometheus", f"127.0.0.1:{port}", "--prometheus-linger", "60"]
+    command = subprocess.Popen(
+        [sys.executable, "-m", "rpcmeter", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 90
+        while not (out.exists() and json.loads(out.read_text())["status"] == "complete"):
+            assert command.poll() is None and time.monotonic() < deadline
+            time.sleep(0.05)
+        time.sleep(0.5)  # the tables printed: the run is over
+        assert command.poll() is None  # still answering, for the scrape to come
+        doc = json.loads(out.read_text())
+        after = scrape(port)
+        _, err = command.communicate(timeout=30)  # that scrape ends it
+    finally:
+        if command.poll() is None:
+            command.kill()
+            command.communicate()
+    assert command.returncode == 0, err
+    (case,) = doc["cases"]
+    labels = (("case", "0"), ("run", doc["run_id"]), ("variant", "default"), ("workload", "simple"))
+    assert after["rpcmeter_requests_total"][labels] == case["requests"] == 50
+    assert after["rpcmeter_case_running"][labels] == 0
+    assert "rpcmeter: --prometheus: answering for up to 60 s more" in err
+
+
+def test_linger_needs_prometheus(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from rpcmeter.cli import main
+
+    assert main(["run", str(tmp_path / "x.toml"), "--prometheus-linger", "1"]) == 2
+    assert "--prometheus-linger is for --prometheus" in capsys.readouterr().err

@@ -10,7 +10,16 @@ import pytest
 from rpcmeter.analysis import metric
 from rpcmeter.result import Result
 from rpcmeter.store import RunInfo, Store
-from rpcmeter.trend import collect, find_steps, gated, holds_without_any_point, trend_metric
+from rpcmeter.trend import (
+    PENALTY,
+    _candidates,
+    collect,
+    find_steps,
+    gated,
+    holds_without_any_point,
+    noise_sigma,
+    trend_metric,
+)
 from tests.support.synthetic import document, synthetic_result
 
 MEAN = metric("mean")
@@ -92,6 +101,31 @@ def test_two_steps_are_both_found() -> None:
     assert [(s.index, s.verdict) for s in steps] == [(8, "slower"), (16, "faster")]
     assert steps[0].ratio == pytest.approx(1.25, rel=0.05)
     assert steps[1].ratio == pytest.approx(0.72, rel=0.05)
+
+
+def test_candidates_are_ruptures_pelt_candidates() -> None:
+    """The PELT search on cumulative sums finds exactly the change points ruptures' PELT finds
+    (l2 cost, the same minimum segment), on noisy series with and without steps, and flat ones."""
+    import math
+
+    ruptures = pytest.importorskip("ruptures")
+    rng = np.random.default_rng(1)
+    found = 0
+    for trial in range(200):
+        n = int(rng.integers(4, 100))
+        values = np.exp(rng.normal(0, rng.choice([0.001, 0.01, 0.05]), n)) * 100
+        for _ in range(int(rng.integers(0, 3))):
+            values[int(rng.integers(1, n)) :] *= rng.choice([0.8, 1.1, 1.5])
+        if trial % 10 == 0:
+            values[:] = 100.0
+        logs = np.log(values)
+        sigma = noise_sigma(logs)
+        pen = PENALTY * sigma**2 * math.log(n)
+        pelt = ruptures.Pelt(model="l2", min_size=2, jump=1).fit(logs.reshape(-1, 1))
+        expected = pelt.predict(pen=pen)[:-1]
+        assert _candidates(logs, sigma) == expected, (trial, n)
+        found += len(expected)
+    assert found > 50  # the series had change points to find
 
 
 def test_too_short_or_unusable_series() -> None:

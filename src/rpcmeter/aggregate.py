@@ -26,6 +26,7 @@ class Cell:
     variant: str
     cases: list[Case] = field(default_factory=list)
     _hist: Histogram | None = None
+    _percentiles: dict[str, float] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def ok_cases(self) -> list[Case]:
@@ -116,10 +117,23 @@ class Cell:
             return h.min / 1e3
         if stat == "max":
             return h.max / 1e3
-        pct = float(stat[1:])
-        if stat.startswith("p9") and len(stat) > 3:  # p999 -> 99.9, p9999 -> 99.99
-            pct = float(stat[1:3] + "." + stat[3:])
-        return h.percentile(pct) / 1e3
+        if stat not in self._percentiles:
+            # the reports ask each cell for several: one pass over the histogram for them all
+            wanted = list(dict.fromkeys([stat, *COMMON_PERCENTILES]))
+            found = h.percentiles([_percent(s) for s in wanted])
+            self._percentiles.update((s, v / 1e3) for s, v in zip(wanted, found, strict=True))
+        return self._percentiles[stat]
+
+
+COMMON_PERCENTILES = ("p50", "p90", "p95", "p99", "p999")
+
+
+def _percent(stat: str) -> float:
+    """``p50`` -> 50, ``p999`` -> 99.9, ``p9999`` -> 99.99."""
+    pct = float(stat[1:])
+    if stat.startswith("p9") and len(stat) > 3:
+        pct = float(stat[1:3] + "." + stat[3:])
+    return pct
 
 
 def values_at(value: object, parts: list[str]) -> list[float]:

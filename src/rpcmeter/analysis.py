@@ -51,6 +51,7 @@ from typing import Literal
 import numpy as np
 from pydantic import BaseModel, ConfigDict, JsonValue
 
+from rpcmeter import run_differences
 from rpcmeter.aggregate import Cell, PointKey, baseline, cells, variant_names
 from rpcmeter.model import Json, Result, Run
 
@@ -61,6 +62,8 @@ from rpcmeter.names import METRIC_BY_NAME as METRIC_BY_NAME
 from rpcmeter.names import METRICS as METRICS
 from rpcmeter.names import Metric as Metric
 from rpcmeter.names import verdict_word as verdict_word
+from rpcmeter.run_differences import Difference
+from rpcmeter.text import warning
 
 CONFIDENCE = 0.95
 ALPHA = 0.05
@@ -133,11 +136,16 @@ class Comparison(_Frozen):
     rows: tuple[ComparisonRow, ...]
     summary: tuple[SummaryRow, ...]
     warnings: tuple[str, ...]
+    # two runs: what differed between their environments (rpcmeter.run_differences)
+    environment: tuple[Difference, ...] = ()
 
     def to_json(self) -> Json:
         """The comparison document, as the result's ``comparisons`` and ``compare --format
-        json`` write it (a row's ``call`` only where it compares one call of a mix)."""
-        doc: Json = self.model_dump(mode="json")
+        json`` write it (a row's ``call`` only where it compares one call of a mix; the
+        ``environment`` only where two runs' environments differed)."""
+        doc: Json = self.model_dump(
+            mode="json", exclude={"environment"} if not self.environment else None
+        )
         for row in doc["rows"]:  # type: ignore[union-attr]
             if isinstance(row, dict) and row.get("call") is None:
                 row.pop("call", None)
@@ -429,7 +437,10 @@ def _compared(pair: Pair) -> Iterator[tuple[str | None, Metric, list[float], lis
     """What a pair compares: each metric of the whole cells (call None), then, for a mix, each
     call's (:data:`CALL_METRICS`) where both sides have replies of it; with the values of each
     side."""
+    whole = all(c.kind == "command" for cell in (pair.base, pair.other) for c in cell.cases)
     for m in METRICS:
+        if whole and m.name not in RUN_VALUES:
+            continue  # a whole command's p50, p99 and runs/s per repetition say what its runs do
         yield None, m, metric_values(pair.base, m), metric_values(pair.other, m)
     base, other = pair.base, pair.other
     for call in base.call_names():
@@ -478,25 +489,26 @@ def row_label(row: ComparisonRow) -> str:
 
 
 def comparison_warnings(rows: Sequence[ComparisonRow]) -> list[str]:
-    """Verdicts resting on too few repetitions or on spread above 10 % between repetitions."""
+    """Verdicts resting on few repetitions or on spread above 10 % between repetitions (each a
+    headline and its details: :func:`rpcmeter.text.warning`). Ratios with no verdict at all
+    (too few repetitions) say why in their tables (``reporters.tables.undecided_note``)."""
     warnings: list[str] = []
-    undecided = [r for r in rows if not can_decide(r.n, r.n_baseline)]
-    thin = [r for r in rows if min(r.n, r.n_baseline) < MIN_REPEAT and r not in undecided]
-    if undecided:
-        fewest = min(min(r.n, r.n_baseline) for r in undecided)
-        warnings.append(
-            f"{len(undecided)} of {len(rows)} comparisons: no verdict, as few as {fewest} "
-            f"repetition(s) per side, too few for the test to reach 5 %; use repeat >= "
-            f"{MIN_REPEAT}"
-        )
+    thin = [
+        r for r in rows if min(r.n, r.n_baseline) < MIN_REPEAT and can_decide(r.n, r.n_baseline)
+    ]
     if thin:
         fewest = min(min(r.n, r.n_baseline) for r in thin)
         warnings.append(
-            f"{len(thin)} of {len(rows)} comparisons: verdicts rest on as few as {fewest} "
-            f"repetitions; use repeat >= {MIN_REPEAT}"
+            warning(
+                f"{len(thin)} of {len(rows)} verdicts rest on as few as {fewest} repetitions",
+                f"a verdict there needs every repetition of one side beyond every one of the "
+                f"other; use repeat >= {MIN_REPEAT}",
+            )
         )
     noisy: dict[str, tuple[float, str]] = {}  # cell -> worst CV and its metric
     for r in rows:
+        if not can_decide(r.n, r.n_baseline):
+            continue  # no verdict to weaken (its table says why)
         cvs = [c for c in (r.cv, r.cv_baseline) if c is not None]
         if cvs and max(cvs) > MAX_CV and max(cvs) > noisy.get(row_label(r), (0.0, ""))[0]:
             noisy[row_label(r)] = (max(cvs), METRIC_BY_NAME[r.metric].short)
@@ -504,8 +516,11 @@ def comparison_warnings(rows: Sequence[ComparisonRow]) -> list[str]:
         label, (cv, short) = max(noisy.items(), key=lambda kv: kv[1][0])
         cells_compared = len({row_label(r) for r in rows})
         warnings.append(
-            f"{len(noisy)} of {cells_compared} compared cells rest on repetitions spread by more "
-            f"than {MAX_CV:.0%} (worst: {label}, {short} CV {cv:.0%}); their verdicts are weak"
+            warning(
+                f"{len(noisy)} of {cells_compared} compared cells vary by over {MAX_CV:.0%} "
+                "between repetitions: weak verdicts",
+                f"worst: {label}, {short} CV {cv:.0%}",
+            )
         )
     return warnings
 
@@ -537,6 +552,15 @@ def compare_runs(a: Result, b: Result, label_a: str = "A", label_b: str = "B") -
                 if base is not None:
                     pairs.append(Pair(workload, point, variant, base, other))
     doc = compare_pairs(pairs, "runs", label_a, label_b)
+    found = run_differences.differences(a, b)
+    verdicts = sum(1 for r in doc.rows if r.call is None and r.verdict in ("faster", "slower"))
+    beside = run_differences.warning_of(found, verdicts)
+    doc = doc.model_copy(
+        update={
+            "environment": tuple(found),
+            "warnings": (*doc.warnings, *([beside] if beside else [])),
+        }
+    )
     if a.suite.sha256 != b.suite.sha256:
         different = (
             "the two runs used different suite files; only the cases they share are compared"

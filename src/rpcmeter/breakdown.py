@@ -66,6 +66,7 @@ import math
 
 from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.model import Breakdown, Result, Stats
+from rpcmeter.text import warning
 
 Z95 = 1.959964
 
@@ -212,8 +213,10 @@ def warnings_for(result: Result) -> list[str]:
                 "clock is not the one it claims"
             )
         out.append(
-            f"{label}: overhead {_or_nan(o.mean):,.1f} us is negative beyond the noise "
-            f"(95 % interval {_or_nan(o.ci95[0]):,.1f} to {_or_nan(o.ci95[1]):,.1f} us); "
-            f"likely cause: {cause}"
+            warning(
+                f"{label}: overhead {_or_nan(o.mean):,.1f} us is negative beyond the noise",
+                f"95 % interval {_or_nan(o.ci95[0]):,.1f} to {_or_nan(o.ci95[1]):,.1f} us; "
+                f"likely cause: {cause}",
+            )
         )
     return out

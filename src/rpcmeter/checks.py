@@ -1,7 +1,8 @@
 """Measurement warnings: pure functions of a result document.
 
-``warnings_for(result)`` runs every rule in :data:`RULES` and returns their sentences, each one
-saying what was seen and what to do about it. A rule is a function ``(result) -> list[str]``; to
+``warnings_for(result)`` runs every rule in :data:`RULES` and returns their warnings, each a
+one-line headline (what was seen, which the terminal prints) and its details (where it was worst,
+what to do about it, which the reports show): :func:`rpcmeter.text.warning`. A rule is a function ``(result) -> list[str]``; to
 add one, write it here and append it to ``RULES``. The result's ``warnings``
 (:mod:`rpcmeter.derived`) hold the sentences; the terminal prints them under the tables.
 
@@ -16,13 +17,18 @@ Rules and their thresholds:
   processes competing with the clients make them wait for CPU time);
 - the CPU frequency governor is not ``performance`` (where it is readable);
 - server or clients were not pinned to CPUs, or they share a CPU;
+- a memory limit for the server (``placement.server_memory``) where the server is at an
+  ``address`` (rpcmeter did not start it: the limit limits nothing);
 - a target host name (such as ``localhost``) resolves to an IPv6 address first;
 - a metric (throughput, mean latency) varies between repetitions with a coefficient of variation
   above :data:`SPREAD_CV`;
 - too few requests for the percentiles shown: a percentile ``p`` needs at least
   :data:`MIN_TAIL_SAMPLES` samples above it, i.e. ``MIN_TAIL_SAMPLES / (1 - p/100)`` requests in
   the cell (p99: 1,000; p99.9: 10,000) (:func:`min_requests`);
-- the server used more than :data:`IDLE_BURN_PCT` % of a core while idle.
+- the server used more than :data:`IDLE_BURN_PCT` % of a core while idle;
+- an HTTP/1.1 case had more loops than ``load.connections``: it pipelined
+  (``options.pipeline = true``), or opened a connection per loop (:func:`http1_connections`);
+- streams ended with another number of replies than ``messages`` expected (:func:`stream_counts`).
 
 The comparisons' own warnings (verdicts that rest on fewer than 5 repetitions or on repetitions
 spread by more than 10 %) and each case's (:func:`rpcmeter.derived.case_warnings`) join these
@@ -38,6 +44,7 @@ from typing import Any
 from rpcmeter import breakdown as breakdown_mod
 from rpcmeter.aggregate import Cell, cells
 from rpcmeter.model import Case, Placement, Result
+from rpcmeter.text import warning
 
 CLIENT_SATURATION_PCT = 90.0
 IDLE_BURN_PCT = 5.0
@@ -119,10 +126,12 @@ def client_saturation(result: Result) -> list[str]:
         given = _finite(case.cpu.client_cpus_given)
         of = f"their {given:g} CPU(s)" if given else "their CPUs"
         out.append(
-            f"the load generator was saturated in {len(saturated)} of {len(loaded)} cases "
-            f"(worst: {_case_label(case)}: the clients used {own:.0f} % of {of}), so those "
-            "results measure the client, not the server: give the clients more CPUs "
-            "(placement.client_cpus) or use fewer clients and threads."
+            warning(
+                f"the load generator was saturated in {len(saturated)} of {len(loaded)} cases: "
+                "they measure the client, not the server",
+                f"worst: {_case_label(case)}: the clients used {own:.0f} % of {of}. Give the "
+                "clients more CPUs (placement.client_cpus) or use fewer clients and threads.",
+            )
         )
     if crowded:
         _, case = max(crowded, key=lambda x: x[0])
@@ -130,11 +139,13 @@ def client_saturation(result: Result) -> list[str]:
         total = _finite(case.cpu.client_cpus_busy_pct)
         clients = f", the clients' own share {own:.0f} %" if own is not None else ""
         out.append(
-            f"the clients' CPUs were busy with other work in {len(crowded)} of {len(loaded)} "
-            f"cases (worst: {_case_label(case)}: those CPUs {total:.0f} % busy{clients}), so "
-            "the clients waited for CPU time and the latencies include that wait: run on a "
-            "quieter machine or give the clients CPUs no other process uses "
-            "(placement.client_cpus)."
+            warning(
+                f"the clients' CPUs were busy with other work in {len(crowded)} of {len(loaded)} "
+                "cases: latencies include the wait",
+                f"worst: {_case_label(case)}: those CPUs {total:.0f} % busy{clients}. Run on a "
+                "quieter machine or give the clients CPUs no other process uses "
+                "(placement.client_cpus).",
+            )
         )
     return out
 
@@ -142,8 +153,11 @@ def client_saturation(result: Result) -> list[str]:
 def governor(result: Result) -> list[str]:
     governors = result.environment.cpu_governor or {}
     return [
-        f"the CPU frequency governor of CPUs {_cpu_list(cpus)} is {name!r}, not 'performance': "
-        "clock changes add noise; set it with `cpupower frequency-set -g performance`."
+        warning(
+            f"CPUs {_cpu_list(cpus)} run the {name!r} frequency governor, not 'performance': "
+            "clock changes add noise",
+            "Set it with `cpupower frequency-set -g performance`.",
+        )
         for name, cpus in governors.items()
         if name != "performance"
     ]
@@ -174,34 +188,63 @@ def _placement(result: Result, place: Placement, remote: bool) -> list[str]:
         if client is not None:
             return []
         return [
-            "the clients ran without CPU pinning, so the OS may move them: set "
-            "placement.client_cpus."
+            warning(
+                "the clients ran without CPU pinning: the OS may move them",
+                "Set placement.client_cpus.",
+            )
         ]
     if server is None or client is None:
         sides = " and ".join(
             side for side, cpus in (("the server", server), ("the clients", client)) if not cpus
         )
         return [
-            f"{sides} ran without CPU pinning, so server and clients compete for the same CPUs "
-            "and the OS may move them: set placement.server_cpus and placement.client_cpus"
-            + (" (this machine has a single CPU)" if len(env.cpus_available or []) < 2 else "")
-            + "."
+            warning(
+                f"{sides} ran without CPU pinning: server and clients compete for CPUs",
+                "The OS may move them. Set placement.server_cpus and placement.client_cpus"
+                + (" (this machine has a single CPU)" if len(env.cpus_available or []) < 2 else "")
+                + ".",
+            )
         ]
     shared = sorted(set(server) & set(client))
     if shared:
         return [
-            f"server and clients share CPU(s) {_cpu_list(shared)}, so each side's CPU use slows "
-            "the other: give them separate CPUs (placement.server_cpus, placement.client_cpus)."
+            warning(
+                f"server and clients share CPU(s) {_cpu_list(shared)}: each side slows the other",
+                "Give them separate CPUs (placement.server_cpus, placement.client_cpus).",
+            )
         ]
     return []
+
+
+def remote_memory(result: Result) -> list[str]:
+    """A memory limit for the server (``placement.server_memory``) where the server is one at
+    an ``address``: rpcmeter did not start it, so the limit recorded limits nothing."""
+    place = result.environment.placement
+    if place is None or place.server_memory_bytes is None or not result.cases:
+        return []
+    targets = {v: p.target for v, p in (place.by_variant or {}).items()}
+    remote = [v for v, t in targets.items() if t == "remote"]
+    if not targets and place.target == "remote":
+        which = "the server at an address is"
+    elif remote:
+        which = f"the servers of variant(s) {', '.join(map(repr, remote))}, at an address, are"
+    else:
+        return []
+    return [
+        f"placement.server_memory limits nothing for a server rpcmeter did not start: {which} "
+        "not placed in its cgroup; limit the memory where that server runs."
+    ]
 
 
 def ipv6_first(result: Result) -> list[str]:
     resolved = result.environment.resolved_hosts or {}
     return [
-        f"target host {host!r} resolves to {addrs[0]} (IPv6) first: a server listening on IPv4 "
-        "only makes every new connection try IPv6 first, which can stall it by up to a second; "
-        'use host = "127.0.0.1" (or "::1") instead of a name.'
+        warning(
+            f"target host {host!r} resolves to {addrs[0]} (IPv6) first",
+            "A server listening on IPv4 only makes every new connection try IPv6 first, which "
+            'can stall it by up to a second; use host = "127.0.0.1" (or "::1") instead of a '
+            "name.",
+        )
         for host, addrs in resolved.items()
         if addrs and ":" in addrs[0]
     ]
@@ -232,10 +275,13 @@ def spread(result: Result) -> list[str]:
         return []
     cv, name, worst = max(wide, key=lambda x: x[0])
     return [
-        f"{len(wide)} of {len(measured)} results vary by more than {SPREAD_CV * 100:.0f} % between "
-        f"repetitions (worst: {_cell_label(worst)}, {name} CV {cv * 100:.0f} %): the machine was busy "
-        "or the cases too short; use more requests (or load.duration_s), more repetitions and a "
-        "quiet machine."
+        warning(
+            f"{len(wide)} of {len(measured)} results vary by more than {SPREAD_CV * 100:.0f} % "
+            "between repetitions",
+            f"worst: {_cell_label(worst)}, {name} CV {cv * 100:.0f} %. The machine was busy or "
+            "the cases too short; use more requests (or load.duration_s), more repetitions and a "
+            "quiet machine.",
+        )
     ]
 
 
@@ -248,9 +294,13 @@ def too_few_requests(result: Result) -> list[str]:
         return []
     count, fewest = min(short, key=lambda x: x[0])
     return [
-        f"{len(short)} of {len(measured)} results have fewer than {need:,} requests (fewest: "
-        f"{_cell_label(fewest)}, {count:,}), too few for a p{top:g} resting on at least "
-        f"{MIN_TAIL_SAMPLES} samples: use more requests (load.requests) or repetitions."
+        warning(
+            f"{len(short)} of {len(measured)} results have fewer than {need:,} requests: too few "
+            f"for their p{top:g}",
+            f"fewest: {_cell_label(fewest)}, {count:,}. A p{top:g} rests on at least "
+            f"{MIN_TAIL_SAMPLES} samples above it; use more requests (load.requests) or "
+            "repetitions.",
+        )
     ]
 
 
@@ -261,11 +311,58 @@ def idle_burn(result: Result) -> list[str]:
         if pct is not None and pct > IDLE_BURN_PCT:
             worst[case.variant] = max(pct, worst.get(case.variant, 0.0))
     return [
-        f"the server of variant {variant!r} used {pct:.0f} % of a core while idle (no requests): "
-        "it busy-polls or runs background work that costs CPU with nobody calling; check how it "
-        "waits for input (a blocking receive instead of polling)."
+        warning(
+            f"the server of variant {variant!r} used {pct:.0f} % of a core while idle",
+            "It busy-polls or runs background work that costs CPU with nobody calling; check how "
+            "it waits for input (a blocking receive instead of polling).",
+        )
         for variant, pct in worst.items()
     ]
+
+
+def http1_connections(result: Result) -> list[str]:
+    """HTTP/1.1 cases whose loops outnumbered ``load.connections``: pipelined
+    (``options.pipeline = true``), or given a connection each (:mod:`rpcmeter.drivers.http`)."""
+    out: list[str] = []
+    for case in _ok_cases(result):
+        counters = case.counters or {}
+        loops, conns = counters.get("http1.loops"), counters.get("http1.connections")
+        asked = counters.get("http1.connections_asked")
+        if loops is None or conns is None or asked is None:
+            continue
+        if loops > conns:
+            out.append(
+                f"{_case_label(case)}: HTTP/1.1 pipelined (options.pipeline = true): {loops} "
+                f"loops over {conns} connections (all clients); wrk, oha and h2load send one "
+                "request at a time per connection"
+            )
+        elif conns > asked:
+            out.append(
+                f"{_case_label(case)}: {conns} connections, one per loop, where load.connections "
+                f"gives {asked} (all clients): HTTP/1.1 sends one request at a time per "
+                f"connection, as wrk and oha do; options.pipeline = true pipelines over {asked}"
+            )
+    return out
+
+
+def stream_counts(result: Result) -> list[str]:
+    """Streaming cases whose streams ended with another number of replies than the workload's
+    ``messages`` expected (measured all the same: :mod:`rpcmeter.drivers.grpc_stream`)."""
+    out: list[str] = []
+    for case in _ok_cases(result):
+        s = case.stream
+        if s is None or not s.count_mismatch:
+            continue
+        mode = case.params.get("mode", "server")
+        expected = 1 if mode == "client" else case.params.get("messages")
+        replies = s.messages_in / s.streams if s.streams else 0.0
+        out.append(
+            f"{_case_label(case)}: {s.count_mismatch:,} of {s.streams:,} streams ended with "
+            f"another number of replies than messages = {expected} expected ({replies:.3g} per "
+            "stream on average); measured all the same (leave messages out to read whatever "
+            "the server sends)"
+        )
+    return out
 
 
 RULES: list[Rule] = [
@@ -273,10 +370,13 @@ RULES: list[Rule] = [
     client_saturation,
     governor,
     placement,
+    remote_memory,
     ipv6_first,
     spread,
     too_few_requests,
     idle_burn,
+    http1_connections,
+    stream_counts,
 ]
 
 

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from rpcmeter import analysis, checks
 from rpcmeter.model import Case, Json, Result
 from rpcmeter.rates import keeps_up
+from rpcmeter.text import warning
 
 
 @dataclass(frozen=True)
@@ -63,10 +64,11 @@ def case_warnings(case: Case) -> list[str]:
     if keeps_up(ol.offered_rps, achieved, ol.dropped, ol.scheduled):
         return []
     return [
-        f"{case.label()}: target rate not reached: {achieved:,.0f} of "
-        f"{ol.offered_rps:,.0f} req/s offered "
-        f"({achieved / ol.offered_rps:.1%}); {ol.late:,} late, "
-        f"{ol.dropped:,} dropped"
+        warning(
+            f"{case.label()}: target rate not reached: {achieved:,.0f} of "
+            f"{ol.offered_rps:,.0f} req/s offered ({achieved / ol.offered_rps:.1%})",
+            f"{ol.late:,} late, {ol.dropped:,} dropped",
+        )
     ]
 
 

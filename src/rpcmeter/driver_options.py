@@ -111,6 +111,13 @@ OPTIONS: dict[str, OptionDoc] = {
     "http": OptionDoc(
         "string", '"1.1"', "The HTTP version: 1.1, or 2 (h2c, or h2 over TLS).", '"2"', '"1.1", "2"'
     ),
+    "pipeline": OptionDoc(
+        "boolean",
+        "false",
+        "HTTP/1.1: pipeline the loops' requests over load.connections. Off: one request at a "
+        "time per connection, as wrk and oha, with a connection per loop.",
+        "true",
+    ),
     "path": OptionDoc(
         "string",
         "the workload's (/noop, /echo, ...)",

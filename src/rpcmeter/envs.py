@@ -264,7 +264,12 @@ def probe_python(python: str) -> dict[str, Any]:
 
 
 def resolve_python(spec: str, base_dir: Path) -> str:
-    """An interpreter path from a name on PATH, a path (relative to the suite) or a venv dir."""
+    """An interpreter path from a name, a path (relative to the suite) or a venv dir.
+
+    A name is looked up as users' tools look it up: on PATH (a pyenv shim stands for the
+    interpreter it runs, when pyenv has selected a version that has it), then in pyenv's
+    versions (``$(pyenv root)/versions/*/bin/NAME``, the newest first), then ``uv python
+    find``. Where none is found, the EnvError says what was tried and how to give a path."""
     path = Path(spec).expanduser()
     if os.sep in spec or spec.startswith("."):
         path = path if path.is_absolute() else base_dir / path
@@ -273,10 +278,86 @@ def resolve_python(spec: str, base_dir: Path) -> str:
         if path.is_file() and os.access(path, os.X_OK):
             return str(path.absolute())
         raise EnvError(f"python {spec!r}: no such interpreter ({path})")
+    tried: list[str] = []
     found = shutil.which(spec)
-    if found is None:
-        raise EnvError(f"python {spec!r}: not found on PATH")
-    return found
+    if found is not None:
+        root = pyenv_root_of(found)
+        if root is None:
+            return found
+        real = _pyenv_shim_target(found)  # the version pyenv selected, when it has the name
+        if real is not None:
+            return real
+        tried.append(f"{found} (a pyenv shim: fails outside pyenv's selected versions)")
+    else:
+        tried.append("PATH: not there")
+        root = pyenv_root()
+    if root is not None:
+        pattern = root / "versions" / "*" / "bin" / spec
+        versions = sorted(root.glob(f"versions/*/bin/{spec}"), key=_version_key, reverse=True)
+        for candidate in versions:
+            if os.access(candidate, os.X_OK):
+                return str(candidate)
+        tried.append(_short(pattern))
+    uv = find_uv()
+    if uv is not None:
+        want = spec.removeprefix("python") if spec[6:7].isdigit() else spec
+        request = ["python", "find", "--no-project", want] if want else []
+        if request:
+            try:
+                out = subprocess.run(
+                    [uv, *request], capture_output=True, text=True, timeout=30, check=False
+                )
+            except (OSError, subprocess.TimeoutExpired):
+                out = None
+            where = out.stdout.strip() if out is not None and out.returncode == 0 else ""
+            if where and os.access(where, os.X_OK):
+                return where
+            tried.append(f"uv python find {want}")
+    raise EnvError(
+        f"python {spec!r}: not found (tried {'; '.join(tried)}): give its path, "
+        f'python = "/path/to/{spec}"'
+    )
+
+
+def pyenv_root() -> Path | None:
+    """pyenv's root (``$PYENV_ROOT``, else ``~/.pyenv``), when there is one."""
+    root = Path(os.environ.get("PYENV_ROOT") or "~/.pyenv").expanduser()
+    return root if (root / "versions").is_dir() else None
+
+
+def pyenv_root_of(executable: str) -> Path | None:
+    """pyenv's root when ``executable`` is one of its shims (None otherwise)."""
+    shims = Path(executable).parent
+    root, named = shims.parent, os.environ.get("PYENV_ROOT")
+    marks = (root / "versions").is_dir() or (root / "bin" / "pyenv").exists()
+    if shims.name != "shims" or not (marks or (named and Path(named).expanduser() == root)):
+        return None
+    return root
+
+
+def _pyenv_shim_target(shim: str) -> str | None:
+    """The interpreter a pyenv shim runs now (None when pyenv has no selected version with it)."""
+    try:
+        out = subprocess.run(
+            [shim, "-c", "import sys; print(sys.executable)"],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            stdin=subprocess.DEVNULL,
+            check=False,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    path = out.stdout.strip()
+    return path if out.returncode == 0 and path and os.path.isabs(path) else None
+
+
+def _version_key(path: Path) -> tuple[tuple[int, str], ...]:
+    """Sorts pyenv's version directories (``3.10.13`` above ``3.10.9``)."""
+    name = path.parent.parent.name
+    return tuple(
+        (int(p), "") if p.isdigit() else (-1, p) for p in name.replace("-", ".").split(".")
+    )
 
 
 def _is_local(entry: str) -> bool:

@@ -122,7 +122,18 @@ def run_suite(
         environments = prepare_environments(suite, run, events)
         plans = {v: replace(plan, env=environments.get(v)) for v, plan in plans.items()}
         builds = prepare_server_builds(suite, run, events, plans)
-        bench = Bench(suite, options, plans, quotas, cluster, total, certs, events, builds)
+        bench = Bench(
+            suite,
+            options,
+            plans,
+            quotas,
+            cluster,
+            total,
+            certs,
+            events,
+            builds,
+            uuid_seed=run.header.suite.uuid_seed,
+        )
         prepare_calls(bench, run)
 
         def run_one(case: Case) -> model.Case:
@@ -306,6 +317,7 @@ class Bench:
     builds: Mapping[str, Build] = field(default_factory=dict)  # the variants' server builds
     # variant -> what its clients are handed (DriverContext.prepared; see prepare_calls)
     prepared: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    uuid_seed: str | None = None  # the run's, for {{uuid}} (recorded in the result's suite)
 
     def run_case(self, case: Case) -> model.Case:
         """Run ``case`` with the runner of its variant's target kind (:data:`RUNNERS`)."""
@@ -452,6 +464,7 @@ class ServerCase(TargetRunner):
             self.tls_client,
             self.bench.prepared.get(self.case.variant),
             self.plan.driver.client_env,
+            self.bench.uuid_seed,
         )
         network = self.network_rtt(endpoint)
         rtt = self.round_trip(load) if self.server is not None else None

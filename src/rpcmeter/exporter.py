@@ -1,7 +1,8 @@
 """The running figures for dashboards (``rpcmeter run --prometheus [HOST]:PORT``): an HTTP
 endpoint in the Prometheus text format (``prometheus-client``), scraped while the run goes on.
 
-Per case (labels ``case``: its number in the run, ``variant``, ``workload``): the counters
+Per case (labels ``run``: the run's id, as in its result; ``case``: its number in the run,
+``variant``, ``workload``): the counters
 ``rpcmeter_requests_total`` and ``rpcmeter_errors_total``, the histogram
 ``rpcmeter_latency_seconds`` (cumulative counts at powers of two from 1 µs to 64 s, read from
 rpcmeter's own histograms merged interval by interval), and the gauges of the last interval
@@ -10,11 +11,18 @@ rpcmeter's own histograms merged interval by interval), and the gauges of the la
 the others) and ``rpcmeter_stage`` its stage's number (0 without stages). It takes each
 interval as the parent settles it (:meth:`rpcmeter.events.RunListener.interval`): the clients
 do nothing more for it.
+
+After the run, the endpoint keeps answering, so that the last figures are scraped
+(:meth:`PrometheusExporter.close`): until one scrape came after the run ended, or for
+``linger_s`` seconds at most (``--prometheus-linger``; default :data:`LINGER_S`, the scrape
+interval of Prometheus's example configuration).
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -26,12 +34,14 @@ from prometheus_client.registry import Collector
 from rpcmeter.errors import UsageError
 from rpcmeter.events import IntervalFigures, RunListener
 from rpcmeter.metrics.histogram import Histogram, bucket_bounds
+from rpcmeter.model import Result
 from rpcmeter.plan import Case
 from rpcmeter.text import printable
 
 #: the upper bounds of the latency buckets, ns: 1 µs, 2 µs, ... 64 s
 BOUNDS_NS = [1000 << k for k in range(27)]
-LABELS = ["case", "variant", "workload"]
+LABELS = ["run", "case", "variant", "workload"]
+LINGER_S = 15.0  # after the run: a scrape interval (Prometheus's example configuration's)
 
 
 def parse_address(text: str) -> tuple[str, int]:
@@ -55,12 +65,17 @@ class _CaseFigures:
 
 class PrometheusExporter(RunListener, Collector):
     """Serves the run's figures at ``http://HOST:PORT/metrics`` from its start to :meth:`close`
-    (``port`` 0: a free port, :attr:`port` says which)."""
+    (``port`` 0: a free port, :attr:`port` says which); after the run, until a scrape read its
+    last figures or ``linger_s`` passed (see the module doc)."""
 
-    def __init__(self, host: str, port: int) -> None:
+    def __init__(self, host: str, port: int, linger_s: float = LINGER_S) -> None:
         self.lock = threading.Lock()
         self.cases: dict[int, _CaseFigures] = {}
         self.running: int | None = None
+        self.run_id = ""
+        self.linger_s = linger_s
+        self.ended: float | None = None  # time.monotonic() when the run ended
+        self.scraped = threading.Event()  # a scrape after the run ended
         self.registry = CollectorRegistry(auto_describe=False)
         self.registry.register(self)
         try:
@@ -70,8 +85,12 @@ class PrometheusExporter(RunListener, Collector):
         self.port: int = self.server.server_port
 
     # the run's events
+    def run_started(self, result: Result) -> None:
+        with self.lock:
+            self.run_id = result.run_id
+
     def case_started(self, case: Case, total: int) -> None:
-        labels = [str(case.index), printable(case.variant), printable(case.workload)]
+        labels = [self.run_id, str(case.index), printable(case.variant), printable(case.workload)]
         with self.lock:
             self.cases[case.index] = _CaseFigures(labels)
             self.running = case.index
@@ -89,7 +108,23 @@ class PrometheusExporter(RunListener, Collector):
                 c.last = figures
                 c.stage = 0 if figures.stage_index is None else figures.stage_index + 1
 
-    def close(self) -> None:
+    def run_finished(self, result: Result) -> None:
+        with self.lock:
+            self.running = None
+            self.ended = time.monotonic()
+
+    def lingers(self) -> float:
+        """Seconds :meth:`close` would wait now for a scrape of the last figures (0: none)."""
+        if self.ended is None or self.scraped.is_set():
+            return 0.0
+        return max(0.0, self.ended + self.linger_s - time.monotonic())
+
+    def close(self, linger: bool = True) -> None:
+        """Stop serving: with ``linger``, once a scrape read the finished run's figures, or
+        ``linger_s`` after the run ended (at once when it did not end: an error, Ctrl-C)."""
+        if linger and (wait := self.lingers()) > 0:
+            with contextlib.suppress(KeyboardInterrupt):  # Ctrl-C: stop now
+                self.scraped.wait(wait)
         self.server.shutdown()
         self.server.server_close()
         self.thread.join(timeout=5)
@@ -117,6 +152,8 @@ class PrometheusExporter(RunListener, Collector):
             "rpcmeter_interval_p99_seconds", "p99 latency, last interval", labels=LABELS
         )
         with self.lock:
+            if self.ended is not None:  # this scrape reads the finished run's figures
+                self.scraped.set()
             for index, c in self.cases.items():
                 requests.add_metric(c.labels, c.requests)
                 errors.add_metric(c.labels, c.errors)

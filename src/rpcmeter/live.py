@@ -18,6 +18,7 @@ from rich.live import Live
 from rich.text import Text
 
 from rpcmeter.events import IntervalFigures
+from rpcmeter.text import printable
 
 HISTORY = 40  # intervals a sparkline shows
 BARS = "▁▂▃▄▅▆▇█"
@@ -101,7 +102,7 @@ class LiveView:
     def _figure_lines(self, f: IntervalFigures) -> Text:
         where = f"{f.start_s:.1f}-{f.start_s + f.seconds:.1f} s"
         if f.stage:
-            where += f" · {f.stage}"
+            where += f" · {printable(f.stage)}"
         out = Text()
         out.append(f"  last interval: {where}", style="dim")
         rows = (

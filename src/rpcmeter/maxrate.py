@@ -88,6 +88,12 @@ def find_max_rate(
     closed = no_open_loop(target_class(suite.driver_of(v)) for v in suite.variants)
     if closed:
         raise UsageError(f"--find-max-rate: {closed}")
+    if suite.load.stages:
+        # the stages set the rate every probe would send: the search would judge rates never sent
+        raise UsageError(
+            "--find-max-rate: the load has stages ([[load.stages]]), which set the rate of every "
+            "probe; search a suite without stages"
+        )
     searched = search_suite(suite)
     # an idle workload sends nothing: there is no rate to search
     bases = [c for c in expand(searched) if c.repetition == 0 and c.kind != "idle"]

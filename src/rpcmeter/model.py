@@ -314,6 +314,9 @@ class Stream(Part):
     streams_per_s: float | None = None
     messages_per_s: float | None = None
     messages_per_stream: float | None = None
+    # streams that ended with another number of replies than the workload's messages said
+    # (measured all the same: a stream is read until the server ends it)
+    count_mismatch: int = 0
     bytes_out_per_message: float | None = None
     bytes_in_per_message: float | None = None
     first_message: Latency | None = None
@@ -605,6 +608,9 @@ class SuiteInfo(Part):
     matrix_keys: list[str] = []
     repeat: int = 1
     seed: int | None = None
+    # what made the run's {{uuid}} values: drawn at random for each run, so that ids never
+    # repeat from run to run (the other random values come from ``seed``)
+    uuid_seed: str | None = None
     # ``validate`` is a BaseModel method's name: the field is validate_replies in Python
     validate_replies: bool | None = Field(default=None, alias="validate")
     load: Json = {}

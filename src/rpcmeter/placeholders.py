@@ -34,3 +34,16 @@ def fill(command: str | Sequence[str], values: Mapping[str, Any]) -> list[str]:
         return _text(values[m.group(1)])
 
     return [_PLACEHOLDER.sub(sub, p) for p in parts]
+
+
+def fill_line(command: str | Sequence[str], values: Mapping[str, Any]) -> str:
+    """``command`` as one line for ``/bin/sh`` (a list is joined, quoted), placeholders filled
+    as they are written (no quoting: as hyperfine's parameters)."""
+    line = command if isinstance(command, str) else shlex.join(command)
+
+    def sub(m: re.Match[str]) -> str:
+        if m.group(0) in ("{{", "}}"):
+            return m.group(0)[0]
+        return _text(values[m.group(1)])
+
+    return _PLACEHOLDER.sub(sub, line)

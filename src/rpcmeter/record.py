@@ -672,7 +672,7 @@ def new_result(
         status="running",
         started_at=now_iso(),
         finished_at=None,
-        suite=describe_suite(suite),
+        suite=describe_suite(suite).model_copy(update={"uuid_seed": uuid.uuid4().hex}),
         environment=env,
     )
 
@@ -854,6 +854,7 @@ def stream_section(figures: dict[str, int], streams_ok: int, wall_s: float) -> m
         streams_per_s=streams_ok / wall_s if wall_s > 0 else 0.0,
         messages_per_s=messages / wall_s if wall_s > 0 else 0.0,
         messages_per_stream=messages / streams_ok if streams_ok else nan,
+        count_mismatch=figures.get(f"{prefix}count_mismatch", 0),
         bytes_out_per_message=figures.get(f"{prefix}bytes_out", 0) / out_n if out_n else nan,
         bytes_in_per_message=figures.get(f"{prefix}bytes_in", 0) / in_n if in_n else nan,
         first_message=model.Latency.of(first) if first.count else None,

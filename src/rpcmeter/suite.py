@@ -65,6 +65,7 @@ __all__ = [
     "build_suite",
     "builtin_suite_path",
     "load_suite",
+    "load_suite_bytes",
     "no_open_loop",
     "round_rate",
     "split_key",
@@ -712,21 +713,38 @@ def load_suite(
         raise SuiteError(f"{p}: no such suite file") from None
     except OSError as exc:
         raise SuiteError(f"{p}: cannot read: {exc.strerror or exc}") from None
+    suite = load_suite_bytes(data, str(p), overrides, quick, only_workloads, only_variants)
+    suite.path = str(p)
+    return suite
+
+
+def load_suite_bytes(
+    data: bytes,
+    where: str,
+    overrides: list[str] | tuple[str, ...] = (),
+    quick: bool = False,
+    only_workloads: list[str] | None = None,
+    only_variants: list[str] | None = None,
+) -> Suite:
+    """Read, override and validate a suite's TOML text (``rpcmeter run -``: standard input);
+    relative paths in it are taken from the current directory."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise SuiteError(
-            f"{p}: not a TOML file: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset "
+            f"{where}: not a TOML file: not UTF-8 text (byte 0x{data[exc.start]:02x} at offset "
             f"{exc.start})"
         ) from None
     try:
         raw = tomllib.loads(text)
-        suite = build_suite(raw, str(p), overrides, quick, only_workloads, only_variants)
     except tomllib.TOMLDecodeError as exc:
-        raise SuiteError(f"{p}: invalid TOML: {exc}") from None
+        raise SuiteError(f"{where}: invalid TOML: {exc}") from None
     except RecursionError:
-        raise SuiteError(f"{p}: invalid TOML: tables or arrays nested too deeply") from None
-    suite.path = str(p)
+        raise SuiteError(f"{where}: invalid TOML: tables or arrays nested too deeply") from None
+    try:
+        suite = build_suite(raw, where, overrides, quick, only_workloads, only_variants)
+    except RecursionError:  # not the file's TOML: a value it gives, or a file it names
+        raise SuiteError(f"{where}: a value nested too deeply to use") from None
     suite.source_text = text
     suite.source_hash = hashlib.sha256(text.encode("utf-8")).hexdigest()
     return suite

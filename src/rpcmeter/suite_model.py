@@ -204,6 +204,26 @@ class Target(_Model):
         description="Driver command: environment variables for the command.",
         examples=[{"OMP_NUM_THREADS": "1"}],
     )
+    shell: bool = Field(
+        False,
+        description="Driver command: run every command line (the hooks' too) with /bin/sh, as hyperfine does.",
+        examples=[True],
+    )
+    setup: CommandLine = Field(
+        None,
+        description="Driver command: a command run once before a case's runs, not measured.",
+        examples=["make clean"],
+    )
+    prepare: CommandLine = Field(
+        None,
+        description="Driver command: a command run before each run (warmup runs too), not measured.",
+        examples=["sync"],
+    )
+    cleanup: CommandLine = Field(
+        None,
+        description="Driver command: a command run once after a case's runs, not measured.",
+        examples=["rm -f out.gz"],
+    )
     # TLS (rpcmeter.tls): true or a table; verification on unless ``verify = false``
     tls: TlsSettings | None = Field(
         None,
@@ -237,16 +257,19 @@ class GitSource(_Model):
 
 class Runs(_Model):
     """How often a command target runs per case: ``warmup`` runs first (not measured), then at
-    least ``min_runs`` runs and at least ``min_time_s`` seconds (hyperfine's defaults), at most
-    ``max_runs``; or exactly ``count`` runs. ``timeout_s`` bounds one run; descendants still
-    alive ``linger_s`` after the command exited are killed."""
+    least ``min_runs`` runs and at least ``min_time_s`` seconds of their own time (hyperfine's
+    defaults), at most ``max_runs``; or exactly ``count`` runs. ``timeout_s`` bounds one run;
+    descendants still alive ``linger_s`` after the command exited are killed."""
 
     warmup: int = Field(1, ge=0, le=10_000, description="Runs made first and not measured.")
     min_runs: int = Field(
         10, ge=1, le=1_000_000, description="At least this many measured runs per case."
     )
     min_time_s: float = Field(
-        3.0, ge=0, description="Keep running until this many seconds have passed (and min_runs)."
+        3.0,
+        ge=0,
+        description="Keep running until the runs' own wall time adds up to this many seconds "
+        "(and min_runs, and as many runs as hyperfine makes: this over the first run's time).",
     )
     max_runs: int | None = Field(
         None, ge=1, description="At most this many measured runs per case.", examples=[50]

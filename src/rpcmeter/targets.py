@@ -95,6 +95,22 @@ def _duration(suite: Suite, workload: str) -> float | None:
     return suite.load.duration_s
 
 
+# a whole command's hooks (Target): commands run around its runs, unmeasured
+HOOKS = ("setup", "prepare", "cleanup")
+
+
+def _names(suite: Suite, command: str | list[str], key: str, where: str) -> list[str]:
+    """The placeholders of a command line; a line that cannot be split (without a shell) is a
+    suite error."""
+    try:
+        names = placeholders(command)
+        if not suite.target.shell:
+            fill(command, dict.fromkeys(names, ""))
+    except ValueError as exc:
+        raise SuiteError(f"{where}: {key}: cannot split the command line: {exc}") from None
+    return names
+
+
 def check_suite(suite: Suite, where: str) -> None:
     """Every command variant and workload has a command line whose placeholders are all known."""
     for wname, w in suite.workloads.items():
@@ -110,11 +126,11 @@ def check_suite(suite: Suite, where: str) -> None:
                     f"{where}: target.command: driver 'command' needs a command line "
                     f"(variant {vname!r}, workload {wname!r})"
                 )
-            try:
-                names = placeholders(command)
-                fill(command, dict.fromkeys(names, ""))
-            except ValueError as exc:
-                raise SuiteError(f"{where}: {key}: cannot split the command line: {exc}") from None
+            names = _names(suite, command, key, where)
+            for hook in HOOKS:
+                given = getattr(suite.target, hook)
+                if given is not None:
+                    names += _names(suite, given, f"target.{hook}", where)
             unknown = [n for n in names if n not in allowed]
             if unknown:
                 needs_tls = client and unknown[0] in TLS_PLACEHOLDERS

@@ -157,19 +157,33 @@ StreamPattern = Literal["ping-pong", "flood"]
 class StreamParams(WorkloadParams):
     kind: ClassVar[str] = "stream"
     mode: StreamMode = "server"  # which side streams: server, client or both (bidi)
-    messages: Annotated[int, Ge(1), Le(100_000_000)] = 10  # messages a stream carries
+    # a stream that ends with another number of replies is measured all the same, and counted
+    messages: Annotated[int, Ge(1), Le(10**8)] | None = None  # requests sent, replies expected
     request_bytes: Annotated[int, Ge(0), Le(_MAX_BYTES)] = 100  # a request message's size
     reply_bytes: Annotated[int, Ge(0), Le(_MAX_BYTES)] = 100  # a reply message's size
     pattern: StreamPattern = "ping-pong"  # bidi: ping-pong (one at a time) or flood
+
+    MESSAGES: ClassVar[int] = 10
 
     def __post_init__(self) -> None:
         if self.pattern != "ping-pong" and self.mode != "bidi":
             raise ValueError(f'pattern {self.pattern!r} is for mode = "bidi" only')
 
+    @property
+    def count(self) -> int:
+        """``messages``, or its default when not given."""
+        return self.MESSAGES if self.messages is None else self.messages
+
     def requests_per_stream(self) -> int:
-        return 1 if self.mode == "server" else self.messages
+        return 1 if self.mode == "server" else self.count
 
     def replies_per_stream(self) -> int:
+        """The replies the built-in server sends (what it is told: rpcmeter-messages)."""
+        return 1 if self.mode == "client" else self.count
+
+    def expected_replies(self) -> int | None:
+        """The replies a stream is expected to end with (None: none expected, read until the
+        server ends the stream): one for client streaming, ``messages`` when given otherwise."""
         return 1 if self.mode == "client" else self.messages
 
 
@@ -223,11 +237,17 @@ class MixParams(WorkloadParams):
                 raise ValueError(
                     f"calls[{i}].weight: must be a number above 0 (got {w!r}, call {name!r})"
                 )
+            if not math.isfinite(w):
+                raise ValueError(f"calls[{i}].weight: must be finite (got {w!r}, call {name!r})")
             if not isinstance(call.get("name", ""), str) or not name.strip():
                 raise ValueError(f"calls[{i}].name: expected a non-empty string")
             if name in seen:
                 raise ValueError(f"calls[{i}].name: {name!r} names two calls")
             seen.add(name)
+        if not math.isfinite(sum(self.weights())):
+            raise ValueError(
+                "calls: the weights add up to more than a float holds: scale them down"
+            )
 
     def model_dump(self) -> dict[str, Any]:
         return {"calls": [dict(c) for c in self.calls]}

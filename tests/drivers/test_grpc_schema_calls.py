@@ -319,3 +319,47 @@ def test_describe_and_grpc_list(tmp_path: Path, capsys: pytest.CaptureFixture[st
         err = capsys.readouterr().err
         assert err.startswith(f"rpcmeter: error: grpc list {address}: no gRPC connection to")
         assert "the server does not speak TLS" in err.splitlines()[-1]
+
+
+def test_placeholders_in_streaming_messages(tmp_path: Path) -> None:
+    """A bidi stream whose note says ``n{{loop}}``, through the command line, with both clients:
+    each stream's messages are made from its loop's values (the server echoes them), so loop 0's
+    streams match an expect of "n0" and loop 1's do not; data files stream in turn too."""
+    suite = tmp_path / "chat.toml"
+    suite.write_text(
+        f"""
+name = "chat"
+repeat = 1
+[target]
+driver = "grpc"
+[target.server]
+command = {json.dumps(server()["command"])}
+cwd = {json.dumps(str(ROOT))}
+ready_timeout_s = 60
+[target.options]
+proto = {json.dumps(str(ROUTE_GUIDE))}
+call = "routeguide.RouteGuide/RouteChat"
+data = {{ message = "n{{{{loop}}}}", location = {{ latitude = 1, longitude = 2 }} }}
+expect = {{ message = "n0", location = {{ latitude = 1, longitude = 2 }} }}
+[variants.h2]
+[variants.grpcio]
+options = {{ client = "grpcio" }}
+[workloads.chat]
+kind = "stream"
+mode = "bidi"
+messages = 3
+[load]
+requests = 4
+warmup = 0
+concurrency = 2
+connections = 1
+[resources]
+idle_s = 0
+"""
+    )
+    out = tmp_path / "chat.json"
+    assert main(["run", str(suite), "-o", str(out), "--no-store"]) in (0, 1)  # half mismatch
+    for case in json.loads(out.read_text())["cases"]:
+        assert case["ok"] == 4 and case["errors"] == {"mismatch": 4}, (case["variant"], case)
+        assert 'message: expected "n0", got "n1"' in case["error_samples"]["mismatch"]
+        assert case["stream"]["messages_in"] == 3 * 4  # the loop-0 streams' replies

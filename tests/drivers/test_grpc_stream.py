@@ -4,6 +4,7 @@ the open loop, bad suites, and servers that break streams (counted by kind, noth
 
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 from typing import Any
@@ -179,7 +180,6 @@ def test_broken_streams_are_counted_by_kind_and_nothing_is_left() -> None:
         }
 
     kinds = {
-        "short": "stream_ended_early",
         "silent": "grpc:DEADLINE_EXCEEDED",
         "reset": "rst_stream:INTERNAL_ERROR",
         "big": "message_too_large",
@@ -237,3 +237,58 @@ def test_reply_messages_split_anywhere_are_reassembled(piece: int) -> None:
         client.on_data(stream, wire[i : i + piece])
     assert ended == [] and call.got == 4 and call.parts == []
     assert client.figures.counts["bytes_in"] == sum(sizes)
+
+
+@pytest.mark.parametrize("client", ["h2", "grpcio"])
+def test_a_stream_is_read_to_its_end_and_messages_is_an_expectation(
+    client: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A server that ends every stream after 2 replies, through the command line: without
+    ``messages`` every stream is read to its end and measured; with ``messages = 5`` too, and
+    the mismatch is counted and said in one line, not a failure of every stream."""
+    from rpcmeter.cli import main
+
+    command = [sys.executable, "-m", "tests.drivers.hostile_stream", "{port}", "short"]
+    suite = tmp_path / "short.toml"
+    suite.write_text(
+        f"""
+name = "short streams"
+repeat = 1
+[target]
+driver = "grpc"
+transport = "tcp"
+options = {{ method = "/x.Y/Stream", request_hex = "", client = "{client}" }}
+[target.server]
+command = {json.dumps(command)}
+cwd = {json.dumps(str(ROOT))}
+[workloads.any]
+kind = "stream"
+mode = "server"
+[workloads.five]
+kind = "stream"
+mode = "server"
+messages = 5
+[load]
+requests = 3
+warmup = 1
+concurrency = 2
+connections = 1
+[resources]
+idle_s = 0
+"""
+    )
+    out = tmp_path / "short.json"
+    assert main(["run", str(suite), "-o", str(out), "--no-store", "--width", "300"]) == 0
+    shown = capsys.readouterr().out
+    cases = {c["workload"]: c for c in json.loads(out.read_text())["cases"]}
+    for case in cases.values():
+        assert case["status"] == "ok" and case["errors"] == {}, case["reason"]
+        assert case["ok"] == 6 and case["stream"]["messages_in"] == 2 * 6
+    assert cases["any"]["stream"]["count_mismatch"] == 0
+    assert cases["five"]["stream"]["count_mismatch"] == 6
+    assert (
+        "default · five: 6 of 6 streams ended with another number of replies than messages = 5 "
+        "expected (2 per stream on average)" in shown
+    )
+    assert "default · any: 6 of 6 streams" not in shown
+    assert leftover("tests.drivers.hostile_stream") == []

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import socket
 import sys
 from pathlib import Path
@@ -283,3 +284,60 @@ def test_reuse_false_needs_a_driver_that_reconnects() -> None:
     suite = {"target": {"driver": "rpyc"}, "load": {"reuse": False}, "workloads": {"simple": {}}}
     with pytest.raises(SuiteError, match=r"load\.reuse: driver 'rpyc' cannot open a connection"):
         build_suite(suite)
+
+
+def test_one_request_per_connection_unless_pipeline(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """HTTP/1.1 with 6 loops over 2 connections, through the command line: a connection per loop
+    (as wrk, oha and h2load: one request in flight per connection), said in one line; with
+    ``pipeline = true`` the 2 connections pipeline, and the output says that too."""
+    from rpcmeter.cli import main
+
+    suite = tmp_path / "pipe.toml"
+    suite.write_text(
+        "\n".join(
+            [
+                'name = "pipe"',
+                "repeat = 1",
+                "[target]",
+                'driver = "http"',
+                'transport = "unix"',
+                "[variants.default]",
+                "[variants.piped]",
+                "options = { pipeline = true }",
+                "[workloads.noop]",
+                "[load]",
+                "concurrency = 6",
+                "connections = 2",
+                "requests = 50",
+                "warmup = 2",
+                "[resources]",
+                "idle_s = 0",
+            ]
+        )
+    )
+    out = tmp_path / "pipe.json"
+    assert main(["run", str(suite), "-o", str(out), "--no-store", "--width", "300"]) == 0
+    shown = capsys.readouterr().out
+    cases = {c["variant"]: c for c in json.loads(out.read_text())["cases"]}
+    for case in cases.values():
+        assert_clean(case, 6 * 50)
+    assert cases["default"]["connections"]["opened"] == 6
+    assert cases["piped"]["connections"]["opened"] == 2
+    assert (
+        "default · noop: 6 connections, one per loop, where load.connections gives 2 "
+        "(all clients): HTTP/1.1 sends one request at a time per connection" in shown
+    )
+    assert "piped · noop: HTTP/1.1 pipelined (options.pipeline = true): 6 loops over 2" in shown
+
+
+def test_pipeline_is_for_http1() -> None:
+    with pytest.raises(SuiteError, match=r"options\.pipeline: HTTP/2 multiplexes"):
+        build_suite(
+            {
+                "target": {"driver": "http", "options": {"http": "2", "pipeline": True}},
+                "workloads": {"noop": {}},
+            },
+            "<suite>",
+        )

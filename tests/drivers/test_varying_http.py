@@ -216,3 +216,48 @@ def test_store_hits_misses_and_tally() -> None:
         "puts": 2,
         "deletes": 1,
     }
+
+
+def test_uuids_differ_from_run_to_run_and_other_values_repeat(
+    kv_server: Endpoint, tmp_path: Path
+) -> None:
+    """Two runs of the same suite and seed through the command line: every ``{{uuid}}`` key is
+    new in the second run (the result names the run's uuid_seed), while the seeded
+    ``{{random_string(n)}}`` keys are the first run's again."""
+    from rpcmeter.cli import main
+
+    suite = tmp_path / "ids.toml"
+    suite.write_text(
+        f"""
+        repeat = 1
+        seed = 7
+        [target]
+        driver = "http"
+        address = "127.0.0.1:{kv_server.port}"
+        [variants.ids]
+        options = {{ method = "PUT", path = "/kv/id-{{{{uuid}}}}", headers = {{ X-Request-Id = "{{{{uuid}}}}" }}, body = "x" }}
+        [variants.seeded]
+        options = {{ method = "PUT", path = "/kv/s-{{{{random_string(16)}}}}", body = "x" }}
+        [workloads.put]
+        kind = "noop"
+        [load]
+        clients = 2
+        concurrency = 2
+        connections = 2
+        requests = 20
+        warmup = 0
+        [resources]
+        idle_s = 0
+        """.replace("\n        ", "\n")
+    )
+    seeds = []
+    for n in (1, 2):
+        out = tmp_path / f"run{n}.json"
+        assert main(["run", str(suite), "-o", str(out), "--no-store"]) == 0
+        doc = json.loads(out.read_text())
+        assert all(c["status"] == "ok" and c["ok"] == 80 for c in doc["cases"])
+        seeds.append(doc["suite"].get("uuid_seed"))
+    counts = tally(kv_server)
+    assert counts["puts"] == 4 * 80
+    assert counts["keys"] == 2 * 80 + 80  # every id new in the second run; the seeded keys again
+    assert seeds[0] != seeds[1] and all(len(s) == 32 for s in seeds)

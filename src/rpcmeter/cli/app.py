@@ -5,12 +5,14 @@ status."""
 from __future__ import annotations
 
 import argparse
+import contextlib
+import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
 from typing import TextIO
 
-from rpcmeter.cli import grpc, history, run, trend
+from rpcmeter.cli import cmd, grpc, grpc_oneline, history, http, publish, run, trend
 from rpcmeter.errors import RpcmeterError
 from rpcmeter.text import printable
 
@@ -58,12 +60,45 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_parser(sub)
     history.add_parsers(sub)
     trend.add_parser(sub)
+    publish.add_parser(sub)
     grpc.add_parsers(sub)
+    http.add_parser(sub)
+    cmd.add_parser(sub)
     return parser
 
 
-def _sigterm_as_interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
+class _Interrupts:
+    """Ctrl-C (SIGINT) and SIGTERM while a command runs: the first raises KeyboardInterrupt (the
+    command stops, and stops what it started); those that come while it stops are noted, not
+    raised. Raised again, one would cut the stopping short (servers, the result document) and
+    could end in a traceback, or in rpcmeter killed by SIGINT instead of exiting with 130."""
+
+    def __init__(self) -> None:
+        self.hit = False
+        self.said = False
+        self.previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+        if self.previous[signal.SIGINT] is signal.default_int_handler:  # (ignored: left so)
+            signal.signal(signal.SIGINT, self.on_signal)
+        signal.signal(signal.SIGTERM, self.on_signal)
+
+    def on_signal(self, signum: int, frame: object) -> None:
+        if not self.hit:
+            self.hit = True
+            raise KeyboardInterrupt
+        if not self.said:  # a raw write: a signal handler may run in the middle of a print
+            self.said = True
+            with contextlib.suppress(OSError):
+                os.write(2, b"\nrpcmeter: stopping what it started; please wait\n")
+
+    def close(self) -> None:
+        """Back to the handlers before; after an interruption the process is ending: a late
+        Ctrl-C is ignored until it exits (Python's own handler is gone while it shuts down,
+        and the signal would kill it: status -2, not 130)."""
+        for signum, handler in self.previous.items():
+            if self.hit:
+                signal.signal(signum, signal.SIG_IGN)
+            elif handler is not None:
+                signal.signal(signum, handler)
 
 
 def _warn_if_edited() -> None:
@@ -82,13 +117,18 @@ def _warn_if_edited() -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    typed = list(argv) if argv is not None else sys.argv[1:]
+    args, extra = parser.parse_known_args(grpc_oneline.implicit_load(typed))
+    if extra:  # a one-liner names a flag it does not know in one line (oneline.brief_errors)
+        brief = getattr(args, "brief_parser", None)
+        (brief or parser).error(f"unrecognized arguments: {' '.join(extra)}")
     if args.command is None:
         args = parser.parse_args(["run", *(argv or [])])
-    signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
-    _warn_if_edited()
-    handler: Handler = args.handler
+    args.argv = typed  # as typed: what a one-liner's suite says made it
+    interrupts = _Interrupts()
     try:
+        _warn_if_edited()
+        handler: Handler = args.handler
         return handler(args, sys.stdout, sys.stderr)
     except RpcmeterError as exc:
         print(f"rpcmeter: error: {printable(str(exc))}", file=sys.stderr)
@@ -96,3 +136,5 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("\nrpcmeter: interrupted; servers and clients stopped", file=sys.stderr)
         return EXIT_INTERRUPTED
+    finally:
+        interrupts.close()

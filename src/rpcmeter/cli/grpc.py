@@ -1,4 +1,6 @@
-"""gRPC's commands: ``describe`` (a suite's schemas) and ``grpc list`` (a server's reflection)."""
+"""gRPC's commands: ``describe`` (a suite's schemas), ``grpc list`` (a server's reflection), and
+the one-liners of :mod:`rpcmeter.cli.grpc_oneline`: ``grpc [load] ADDRESS METHOD``, ``grpc call``
+and ``grpc describe``."""
 
 from __future__ import annotations
 
@@ -6,9 +8,11 @@ import argparse
 from pathlib import Path
 from typing import Any, TextIO
 
-from rpcmeter.cli import options
+from rpcmeter.cli import grpc_oneline, options
 from rpcmeter.errors import UsageError
 from rpcmeter.text import printable
+
+MAX_TIMEOUT_S = 86400.0  # grpc list --timeout: a day (grpcio takes no infinite deadline)
 
 
 def add_parsers(sub: Any) -> None:
@@ -19,8 +23,15 @@ def add_parsers(sub: Any) -> None:
     p.add_argument("suite", help="suite file (TOML)")
     options.add_set_option(p)
     p.set_defaults(handler=cmd_describe)
-    g = sub.add_parser("grpc", help="gRPC tools: list a server's services by reflection")
+    g = sub.add_parser(
+        "grpc",
+        help="load a gRPC method (rpcmeter grpc ADDRESS METHOD, ghz's flags), make one call, "
+        "describe or list a server's schema",
+        description="rpcmeter grpc ADDRESS METHOD [flags] loads a method (the load command); "
+        "call, describe and list ask a server.",
+    )
     gsub = g.add_subparsers(dest="grpc_command", metavar="COMMAND", required=True)
+    grpc_oneline.add_parsers(gsub)
     p = gsub.add_parser(
         "list", help="the services and methods a server's reflection service offers"
     )
@@ -68,6 +79,11 @@ def cmd_grpc_list(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from rpcmeter.protocols.grpc_schema import SchemaError, listing
     from rpcmeter.tls import ClientTls, TlsSettings
 
+    if not (0 < args.timeout <= MAX_TIMEOUT_S):  # nan too: no call could finish in it
+        raise UsageError(
+            f"grpc list --timeout: seconds above 0 and at most {MAX_TIMEOUT_S:g}, e.g. 10 "
+            f"(got {args.timeout:g})"
+        )
     try:
         endpoint = remote_endpoint(args.address)
     except ValueError as exc:

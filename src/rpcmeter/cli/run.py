@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -12,6 +13,7 @@ from rpcmeter.errors import UsageError
 
 if TYPE_CHECKING:
     from rpcmeter.execute import RunOptions
+    from rpcmeter.exporter import PrometheusExporter
     from rpcmeter.reporters.view import View
     from rpcmeter.result import Result
     from rpcmeter.suite import Suite
@@ -27,7 +29,11 @@ next:
 
 def add_parser(sub: Any) -> None:
     p = sub.add_parser("run", help="run a suite (the built-in demo when no suite is given)")
-    p.add_argument("suite", nargs="?", help="suite file (TOML); default: the built-in demo")
+    p.add_argument(
+        "suite",
+        nargs="?",
+        help="suite file (TOML); - reads it from standard input; default: the built-in demo",
+    )
     options.add_set_option(p)
     p.add_argument(
         "--quick",
@@ -88,7 +94,16 @@ def add_run_outputs(p: Any) -> None:
         metavar="[HOST]:PORT",
         help="serve the running figures in the Prometheus text format at "
         "http://HOST:PORT/metrics while the run goes on (e.g. :9464; counters of requests and "
-        "errors, a latency histogram and gauges of the last interval, labelled by case)",
+        "errors, a latency histogram and gauges of the last interval, labelled by run and case)",
+    )
+    p.add_argument(
+        "--prometheus-linger",
+        type=_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="with --prometheus: after the run, keep answering until a scrape read the last "
+        "figures, for this many seconds at most (default 15, a usual scrape interval; 0: stop "
+        "at once)",
     )
     p.add_argument(
         "--no-live",
@@ -141,6 +156,8 @@ def check_run_outputs(args: argparse.Namespace) -> None:
         raise UsageError("--max-error-rate: a fraction between 0 and 1, e.g. 0.01")
     if args.baseline and args.no_store:
         raise UsageError("--baseline needs the history store (drop --no-store)")
+    if args.prometheus_linger is not None and args.prometheus is None:
+        raise UsageError("--prometheus-linger is for --prometheus [HOST]:PORT")
 
 
 def check_rate_search(args: argparse.Namespace) -> None:
@@ -157,10 +174,22 @@ def check_rate_search(args: argparse.Namespace) -> None:
 
 
 def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from rpcmeter.suite import builtin_suite_path, load_suite
+    import sys
+
+    from rpcmeter.suite import builtin_suite_path, load_suite, load_suite_bytes
 
     check_run_outputs(args)
     check_rate_search(args)
+    if args.suite == "-":  # the suite's text on standard input
+        suite = load_suite_bytes(
+            sys.stdin.buffer.read(),
+            "<stdin>",
+            args.overrides,
+            quick=args.quick,
+            only_workloads=args.workload,
+            only_variants=args.variant,
+        )
+        return run_and_report(suite, args, out, err)
     path = Path(args.suite) if args.suite else builtin_suite_path("demo")
     suite = load_suite(
         path,
@@ -175,17 +204,26 @@ def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     return status
 
 
-def run_and_report(suite: Suite, args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+def run_and_report(
+    suite: Suite,
+    args: argparse.Namespace,
+    out: TextIO,
+    err: TextIO,
+    render: Callable[[View, int, bool], str] | None = None,
+    summary: Callable[[Result, View], tuple[str, bool]] | None = None,
+) -> int:
     """Run ``suite`` with the options of :func:`add_run_outputs` (and, where the parser has
     them, the rate search's and the cluster's), print its tables and write what was asked for;
-    the exit status."""
+    the exit status. ``render(view, width, color)``: the text printed instead of the terminal
+    report's (a one-liner's single target). ``summary``: printed before the tables (its text,
+    and whether the tables follow it)."""
     from rpcmeter import gate
     from rpcmeter.cli.output import render_report, write_reports
     from rpcmeter.cli.progress import Began, Progress
     from rpcmeter.errors import RpcmeterError, SuiteError
     from rpcmeter.events import RunEvents
     from rpcmeter.execute import RunOptions
-    from rpcmeter.exporter import PrometheusExporter, parse_address
+    from rpcmeter.exporter import LINGER_S, PrometheusExporter, parse_address
     from rpcmeter.reporters.build import build as build_view
     from rpcmeter.result import check_output
     from rpcmeter.store import Store
@@ -199,15 +237,18 @@ def run_and_report(suite: Suite, args: argparse.Namespace, out: TextIO, err: Tex
     events = RunEvents(progress)
     exporter = None
     if args.prometheus is not None:
-        exporter = events.subscribe(PrometheusExporter(*parse_address(args.prometheus)))
+        linger = LINGER_S if args.prometheus_linger is None else args.prometheus_linger
+        exporter = events.subscribe(PrometheusExporter(*parse_address(args.prometheus), linger))
     run_options = RunOptions(
         output=args.output, events=events, cluster=getattr(args, "cluster", None)
     )
     store = None if args.no_store else Store(options.store_path(args))
     recorder = events.subscribe(store.listener()) if store is not None else None
     began = events.subscribe(Began())
+    ran = False
     try:
         result = _run_or_search(args, suite, run_options)
+        ran = True
     except RpcmeterError as exc:
         # the run began: its document and store entry say "failed"; what the suite asks wrongly
         # and only the run can find (a server without reflection) stays a suite error
@@ -218,32 +259,66 @@ def run_and_report(suite: Suite, args: argparse.Namespace, out: TextIO, err: Tex
         progress.clear()
         if store is not None:
             store.close()
+        if exporter is not None and not ran:  # an error, Ctrl-C: nothing waits for a scrape
+            exporter.close(linger=False)
+    try:
+        view = build_view(result)
+        if json_out is not None:
+            json_out.write(render_report(view, "json", args, json_out))
+        tables = True
+        if summary is not None:
+            text, tables = summary(result, view)
+            out.write(text)
+        if render is not None:
+            out.write(render(view, options.width(args, out), out.isatty()))
+        elif tables:
+            out.write(render_report(view, "text", args, out))
+        if args.output:
+            out.write(f"\nresult written to {args.output}\n")
+        write_reports(view, args, out, ("html", "plots"))
+        stored = recorder.run if recorder is not None else None
+        verdict = _after_run(result, view, args, stored, out)
+        if suite.gate is not None:
+            own = gate.check(view.comparisons, suite.gate)
+            out.write("\n" + "".join(f"{line}\n" for line in own.lines))
+            verdict = gate.worst(verdict, own.status)
+        failed = sum(1 for c in result.cases if c.status != "ok")
+        status = 1 if failed == len(result.cases) else verdict
+        if args.max_error_rate is not None:
+            over = [c for c in result.cases if c.error_rate() > args.max_error_rate]
+            if over:
+                err.write(
+                    f"rpcmeter: {len(over)} of {len(result.cases)} case(s) above "
+                    f"--max-error-rate {args.max_error_rate:g}\n"
+                )
+                status = max(status, 1)
+        return status
+    finally:
         if exporter is not None:
-            exporter.close()
-    view = build_view(result)
-    if json_out is not None:
-        json_out.write(render_report(view, "json", args, json_out))
-    out.write(render_report(view, "text", args, out))
-    if args.output:
-        out.write(f"\nresult written to {args.output}\n")
-    write_reports(view, args, out, ("html", "plots"))
-    stored = recorder.run if recorder is not None else None
-    verdict = _after_run(result, view, args, stored, out)
-    if suite.gate is not None:
-        own = gate.check(view.comparisons, suite.gate)
-        out.write("\n" + "".join(f"{line}\n" for line in own.lines))
-        verdict = gate.worst(verdict, own.status)
-    failed = sum(1 for c in result.cases if c.status != "ok")
-    status = 1 if failed == len(result.cases) else verdict
-    if args.max_error_rate is not None:
-        over = [c for c in result.cases if c.error_rate() > args.max_error_rate]
-        if over:
-            err.write(
-                f"rpcmeter: {len(over)} of {len(result.cases)} case(s) above "
-                f"--max-error-rate {args.max_error_rate:g}\n"
-            )
-            status = max(status, 1)
-    return status
+            _linger(exporter, err)
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 <= value <= 86400:
+        raise argparse.ArgumentTypeError(f"expected seconds from 0 to 86400 (got {text!r})")
+    return value
+
+
+def _linger(exporter: PrometheusExporter, err: TextIO) -> None:
+    """Keep the finished run's figures at --prometheus until a scrape read them (see
+    :meth:`rpcmeter.exporter.PrometheusExporter.close`), saying so while it waits."""
+    wait = exporter.lingers()
+    if wait > 0:
+        err.write(
+            f"rpcmeter: --prometheus: answering for up to {wait:.0f} s more, until a scrape "
+            "reads the last figures (--prometheus-linger 0: stop at once)\n"
+        )
+        err.flush()
+    exporter.close()
 
 
 def _after_run(

@@ -86,6 +86,7 @@ class DriverContext:
     options: Mapping[str, Any] = field(default_factory=dict)
     validate: bool = False
     seed: int = 0
+    uuid_seed: str | None = None  # the run's, for {{uuid}} (rpcmeter.protocols.templates)
     client_index: int = 0
     clients: int = 1  # client processes in the case (request numbers: rpcmeter.drivers.varying)
     threads: int = 1  # concurrent closed loops in this client (load.concurrency or load.threads)
@@ -235,6 +236,11 @@ class Driver(TargetSpec, ABC):
 
     def counters(self) -> dict[str, int]:
         """Totals the driver kept (bytes_out, bytes_in, ...)."""
+        return {}
+
+    def setup(self) -> dict[str, int]:
+        """Counts that describe how the client was set up (the HTTP/1.1 driver's connections
+        and loops), reported with the counters as they are rather than since the gate opened."""
         return {}
 
     def connection_costs(self) -> ConnectionCosts | None:

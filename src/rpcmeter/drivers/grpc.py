@@ -90,7 +90,7 @@ from rpcmeter.drivers.grpc_plan import (
     h2_channels,
     plan_checks,
 )
-from rpcmeter.drivers.grpc_stream import MAX_MESSAGE_BYTES, GrpcStreamH2
+from rpcmeter.drivers.grpc_stream import GrpcStreamH2, stream_messages
 from rpcmeter.drivers.stream import ExactReply
 from rpcmeter.drivers.varying import LoopState, MixChannel, Plan, loop_of
 from rpcmeter.errors import SuiteError
@@ -102,7 +102,7 @@ from rpcmeter.protocols.bodies import (
     check_variant_options,
     stream_metadata,
 )
-from rpcmeter.protocols.grpc import method_path, stream_method_path
+from rpcmeter.protocols.grpc import MAX_MESSAGE_BYTES, method_path, stream_method_path
 from rpcmeter.protocols.grpc_schema import PreparedCall
 from rpcmeter.tls import ClientTls
 from rpcmeter.workloads import MixParams, StreamParams
@@ -260,6 +260,8 @@ class GrpcCommon(Driver):
         self.plan: Plan[GrpcEntry] | None = None
         if self.stream is None:
             self.plan = grpc_plan(ctx, call, self.path, self.request, self.metadata)
+        # a stream's request message, when it varies (None: every stream sends self.request)
+        self.messages = stream_messages(call) if self.stream is not None else None
 
     def schema_call(self) -> PreparedCall | None:
         """The call the run prepared (a schema's), or one compiled here from the options of a
@@ -302,9 +304,14 @@ class GrpcDriver(GrpcCommon, EventDriver):
             GrpcUnavailable,
         )
         if self.stream is not None:
-            self.h2 = GrpcStreamH2(*args, params=self.stream, max_message_bytes=self.max_message)
+            self.h2 = GrpcStreamH2(
+                *args,
+                params=self.stream,
+                max_message_bytes=self.max_message,
+                messages=self.messages,
+            )
         else:
-            self.h2 = GrpcH2Client(*args)
+            self.h2 = GrpcH2Client(*args, max_message_bytes=self.max_message)
         await self.h2.open(self.connect_timeout_s)
 
     async def open_plan(self, plan: Plan[GrpcEntry]) -> None:
@@ -322,6 +329,7 @@ class GrpcDriver(GrpcCommon, EventDriver):
                 error_for,
                 GrpcUnavailable,
                 templated=templated,
+                max_message_bytes=self.max_message,
             )
             if k == 0:
                 await client.open(self.connect_timeout_s)

@@ -291,10 +291,10 @@ def check_workloads(suite: Suite, call: PreparedCall) -> None:
         raise SuiteError(
             f"breakdown: its round trip is a unary call, and {name} streams: drop [breakdown]"
         )
-    if call.varies and call.kind != "unary":
+    if call.expect_varies and call.kind != "unary":
         raise SuiteError(
-            f"options: {name} streams: placeholders, data files and expect with placeholders "
-            "are for unary calls"
+            f"options.expect: {name} streams: an expect with placeholders is for unary calls "
+            "(placeholders in data, and data files, stream)"
         )
     for wname, w in suite.workloads.items():
         quoted = f'"{wname}"' if " " in wname or "." in wname else wname

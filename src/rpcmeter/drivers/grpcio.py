@@ -23,7 +23,7 @@ from rpcmeter.drivers.base import Caller, DriverContext
 from rpcmeter.drivers.grpc import GrpcCommon, status_error
 from rpcmeter.drivers.grpc_calls import channel_credentials
 from rpcmeter.drivers.grpc_plan import grpcio_callers
-from rpcmeter.drivers.grpc_stream import StreamFigures, grpcio_stream_caller
+from rpcmeter.drivers.grpc_stream import StreamFigures, grpcio_stream_caller, message_source
 from rpcmeter.drivers.varying import LoopState, loop_of
 from rpcmeter.protocols.grpc import target
 from rpcmeter.protocols.timing import ServerTime, trailer_times
@@ -143,6 +143,9 @@ class GrpcioDriver(GrpcCommon):
                 self.timeout,
                 self.figures,
                 status_error,
+                None
+                if self.messages is None
+                else message_source(self.messages, self.ctx, thread_index),
             )
         if self.plan is not None:
             counts = [0, 0]

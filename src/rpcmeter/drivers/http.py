@@ -2,8 +2,11 @@
 
 The client path is a raw asyncio protocol whose replies are parsed by httptools (the fastest
 Python client path measured; see ``benchmarks/vs_wrk.py``). Each client opens
-``load.connections`` connections; its ``load.concurrency`` (or ``load.threads``) closed loops
-share them round-robin, so concurrency above connections pipelines requests on a connection.
+``load.connections`` connections, and its ``load.concurrency`` (or ``load.threads``) loops
+share them round-robin. A connection carries one request at a time, as wrk, oha and h2load do:
+with more loops than connections, the client opens one connection per loop instead, and the
+result says so (:func:`rpcmeter.checks.http1_connections`). ``pipeline = true`` pipelines the
+loops' requests over ``load.connections`` instead (the result says so too).
 
 Requests follow the built-in server's URL scheme (:mod:`rpcmeter.servers.http_server`) unless the
 options say otherwise. Options (target or variant ``options``):
@@ -14,6 +17,8 @@ options say otherwise. Options (target or variant ``options``):
   body, :mod:`rpcmeter.protocols.bodies`), ``host`` (the ``Host`` header; default the endpoint's
   address).
 - ``event_loop``: ``uvloop`` (default) or ``asyncio``.
+- ``pipeline``: ``true`` pipelines HTTP/1.1 requests when ``load.concurrency`` exceeds
+  ``load.connections`` (default ``false``: a connection per loop instead; see above).
 - ``http``: ``"1.1"`` (default) or ``"2"``: HTTP/2, the loops' requests multiplexed as streams
   over the connections (:class:`rpcmeter.drivers.http2.Http2Driver`, the path the registry picks
   for it); cleartext with prior knowledge (h2c), or over TLS negotiated by ALPN ``h2``.
@@ -69,6 +74,13 @@ def check_options(opts: Mapping[str, Any]) -> None:
     http = opts.get("http", "1.1")
     if str(http) not in ("1.1", "2"):
         raise SuiteError(f'options.http: expected "1.1" or "2" (got {http!r})')
+    pipeline = opts.get("pipeline", False)
+    if not isinstance(pipeline, bool):
+        raise SuiteError(f"options.pipeline: expected true or false (got {pipeline!r})")
+    if pipeline and str(http) == "2":
+        raise SuiteError(
+            'options.pipeline: HTTP/2 multiplexes its requests; pipelining is for http = "1.1"'
+        )
 
 
 H1Payload = bytes | tuple[bytes, bytes | None]  # a request, or a request and the reply due
@@ -160,6 +172,7 @@ class HttpCommon(Driver):
             "host",
             "event_loop",
             "http",
+            "pipeline",
             "corrupt_every",  # server
             "queue_time",  # server
             "kv_capacity",  # server
@@ -210,8 +223,23 @@ class HttpDriver(HttpCommon, StreamDriver):
     alpn: ClassVar[tuple[str, ...]] = ("http/1.1",)
 
     def __init__(self, ctx: DriverContext) -> None:
+        # one request in flight per connection (as wrk, oha, h2load): a connection per loop
+        # when there are more loops than connections, unless the suite asks to pipeline
+        self.asked = ctx.connections
+        self.shared = ctx.reuse and ctx.threads > ctx.connections  # more loops than connections
+        if self.shared and not ctx.options.get("pipeline"):
+            ctx = replace(ctx, connections=ctx.threads)
         super().__init__(ctx)
         self.payloads: list[tuple[list[Any], bool]] | None = None
+
+    def setup(self) -> dict[str, int]:
+        if not self.shared:  # else what the result says of it (checks.http1_connections)
+            return {}
+        return {
+            "http1.loops": self.ctx.threads,
+            "http1.connections": self.ctx.connections,
+            "http1.connections_asked": self.asked,
+        }
 
     def new_connection(self) -> StreamConnection:
         if self.plan is not None:  # every reply of a HEAD request is a head without its body

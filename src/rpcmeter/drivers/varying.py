@@ -76,19 +76,21 @@ def mix_key(params: object) -> str:
 
 def loop_of(ctx: DriverContext, index: int) -> Loop:
     """Who loop ``index`` of the context's client is (its numbers and seed)."""
-    return Loop(ctx.client_index, index, ctx.clients, ctx.threads, ctx.seed)
+    return Loop(ctx.client_index, index, ctx.clients, ctx.threads, ctx.seed, ctx.uuid_seed)
 
 
 class LoopState:
     """What the requests of one loop share: who it is, its request numbers (``counter``,
-    advanced once per request by whoever sends) and its generator of random values."""
+    advanced once per request by whoever sends), its generator of random values and that of
+    its UUIDs."""
 
-    __slots__ = ("counter", "loop", "rng")
+    __slots__ = ("counter", "loop", "rng", "uuids")
 
     def __init__(self, loop: Loop) -> None:
         self.loop = loop
         self.counter = Counter(loop)
         self.rng = loop.rng("values")
+        self.uuids = loop.uuid_rng()
 
 
 def source(entries: Sequence[P | Fill[P]], state: LoopState, advance: bool) -> Callable[[], P]:
@@ -98,7 +100,10 @@ def source(entries: Sequence[P | Fill[P]], state: LoopState, advance: bool) -> C
     counter = state.counter
     fills = [e for e in entries if isinstance(e, Fill)]
     if len(entries) == 1 and fills:
-        fill, values = fills[0].fill, evaluator(fills[0].exprs, state.loop, counter, state.rng)
+        fill, values = (
+            fills[0].fill,
+            evaluator(fills[0].exprs, state.loop, counter, state.rng, state.uuids),
+        )
         if not advance:
             return lambda: fill(values())
 
@@ -109,7 +114,7 @@ def source(entries: Sequence[P | Fill[P]], state: LoopState, advance: bool) -> C
 
         return numbered
     made = [
-        _filled(e.fill, evaluator(e.exprs, state.loop, counter, state.rng))
+        _filled(e.fill, evaluator(e.exprs, state.loop, counter, state.rng, state.uuids))
         if isinstance(e, Fill)
         else _fixed(e)
         for e in entries
@@ -170,7 +175,10 @@ def channel_of(
         return rotating
     if len(entries) == 1:
         counter = state.counter
-        fill, values = fills[0].fill, evaluator(fills[0].exprs, state.loop, counter, state.rng)
+        fill, values = (
+            fills[0].fill,
+            evaluator(fills[0].exprs, state.loop, counter, state.rng, state.uuids),
+        )
         if advance and fills[0].exprs == NUMBER_ONLY:  # the usual: the request's number alone
             if between is None:
 

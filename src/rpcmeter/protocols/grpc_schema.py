@@ -34,6 +34,7 @@ import functools
 import hashlib
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -418,6 +419,26 @@ def _parse_error(exc: Exception) -> str:
     return str(exc).splitlines()[0].rstrip(".") if str(exc) else type(exc).__name__
 
 
+_TOO_DEEP = re.compile(r"Message too deep\. Max recursion depth is (\d+)")
+_FIELD_OF = re.compile(r"Failed to parse (\S+) field: ")
+
+
+def _too_deep(exc: Exception, where: str) -> str | None:
+    """The one line for data nested deeper than protobuf's limit (its parser says so once per
+    level, ``Failed to parse tree field: ...``): the path, its repeated names said once."""
+    text = str(exc)
+    deep = _TOO_DEEP.search(text)
+    if deep is None:
+        return None
+    names = _FIELD_OF.findall(text)
+    path = ".".join(names[:3])
+    if len(names) > 3:
+        kinds = ", ".join(sorted(set(names)))
+        path += f"... ({len(names)} levels of {kinds})"
+    at = f"{where}.{path}" if path else where
+    return f"{at}: nested deeper than protobuf's limit of {deep.group(1)}"
+
+
 def _fits(desc: Descriptor, name: str, value: Any) -> bool:
     """Whether field ``name`` of ``desc`` takes ``value`` (protobuf's JSON mapping decides)."""
     try:
@@ -515,6 +536,9 @@ class RequestEncoder:
         try:
             json_format.ParseDict(data, msg)
         except (json_format.ParseError, ValueError, TypeError, AttributeError, KeyError) as exc:
+            deep = _too_deep(exc, where)
+            if deep is not None:
+                raise SchemaError(deep) from None
             problem = locate(self.desc, data, where)
             raise SchemaError(problem or f"{where}: {_parse_error(exc)}") from None
         return msg
@@ -859,6 +883,33 @@ def skeleton(desc: Descriptor, depth: int = 0) -> dict[str, Any]:
         else:
             out[f.name] = _default(f, depth)
     return out
+
+
+def typed_skeleton(desc: Descriptor, within: tuple[str, ...] = ()) -> dict[str, Any]:
+    """Message ``desc`` as JSON with each field's type as its value (:func:`type_name`; every
+    member of a oneof, marked ``oneof NAME``; a message inside itself by its name): what
+    ``rpcmeter grpc describe`` prints."""
+    within = (*within, desc.full_name)
+    out: dict[str, Any] = {}
+    for f in desc.fields:
+        oneof = _real_oneof(f)
+        if _is_map(f):
+            key_type = type_name(f.message_type.fields_by_name["key"])
+            out[f.name] = {f"<{key_type}>": _typed(f.message_type.fields_by_name["value"], within)}
+        elif _repeated(f):
+            out[f.name] = [_typed(f, within)]
+        else:
+            value = _typed(f, within)
+            if oneof is not None and isinstance(value, str):
+                value = f"{value} (oneof {oneof.name})"
+            out[f.name] = value
+    return out
+
+
+def _typed(f: FieldDescriptor, within: tuple[str, ...]) -> Any:
+    if not _is_table(f) or f.message_type.full_name in within:
+        return type_name(f)
+    return typed_skeleton(f.message_type, within)
 
 
 def _default(f: FieldDescriptor, depth: int) -> Any:
@@ -1227,8 +1278,14 @@ class ReflectionSession:
         return self.queue.pop(0).SerializeToString() if self.queue else None
 
     def feed(self, data: bytes) -> None:
-        """One reply of the server's."""
-        reply = self.pb.ServerReflectionResponse.FromString(data)
+        """One reply of the server's (SchemaError when it does not parse)."""
+        try:
+            reply = self.pb.ServerReflectionResponse.FromString(data)
+        except (DecodeError, RuntimeError, ValueError):
+            raise SchemaError(
+                f"reflection: the server's reflection reply does not parse ({len(data)} bytes "
+                "that are not a ServerReflectionResponse)"
+            ) from None
         which = reply.WhichOneof("message_response")
         if which == "error_response":
             asked = reply.original_request
@@ -1249,7 +1306,13 @@ class ReflectionSession:
                     self.ask("file_containing_symbol", name)
         elif which == "file_descriptor_response":
             for blob in reply.file_descriptor_response.file_descriptor_proto:
-                proto = descriptor_pb2.FileDescriptorProto.FromString(blob)
+                try:
+                    proto = descriptor_pb2.FileDescriptorProto.FromString(blob)
+                except (DecodeError, RuntimeError, ValueError):
+                    raise SchemaError(
+                        "reflection: the server's reflection reply does not parse (a file "
+                        "descriptor that is not a FileDescriptorProto)"
+                    ) from None
                 self.files.setdefault(proto.name, proto)
             for proto in list(self.files.values()):
                 for dep in proto.dependency:

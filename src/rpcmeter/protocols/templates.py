@@ -9,13 +9,16 @@ A template is text with placeholders in double braces::
                            loop, every Dask worker (:class:`Loop`)
 ``{{client}}``             the client's index (0, 1, ... across the case)
 ``{{loop}}``               the loop's index within its client (0 .. ``load.concurrency`` - 1)
-``{{uuid}}``               a version-4 UUID
+``{{uuid}}``               a version-4 UUID, new in every run (see below)
 ``{{random_int(a, b)}}``   an integer from ``a`` to ``b``, both included
 ``{{random_string(n)}}``   ``n`` letters and digits
 =========================  =====================================================================
 
 The random values come from a generator per loop seeded from the suite's ``seed``, the client and
-the loop (:meth:`Loop.rng`), so a run repeats them. Within one request, each placeholder has one
+the loop (:meth:`Loop.rng`), so a run repeats them. ``{{uuid}}`` is the exception: an id must not
+repeat from run to run (a server that deduplicates by request id would see replays), so its
+generator is seeded from the run's own ``uuid_seed`` (:meth:`Loop.uuid_rng`; drawn at random for
+each run and kept in the result) instead of the suite's ``seed``. Within one request, each placeholder has one
 value wherever it appears (path, headers, body, ``expect``): :func:`values` evaluates a request's
 distinct placeholders once, and every part of the request is formatted from that tuple.
 
@@ -192,13 +195,15 @@ def sample(expr: Expr) -> Value:
 @dataclass(frozen=True)
 class Loop:
     """Who sends: closed loop ``loop`` of client ``client``, in a case of ``clients`` clients of
-    ``loops`` loops each, seeded from the suite's ``seed``."""
+    ``loops`` loops each, seeded from the suite's ``seed`` (``{{uuid}}``: from the run's
+    ``uuid_seed``; None: the suite's ``seed`` too)."""
 
     client: int = 0
     loop: int = 0
     clients: int = 1
     loops: int = 1
     seed: int = 0
+    uuid_seed: str | None = None
 
     @property
     def index(self) -> int:
@@ -214,6 +219,14 @@ class Loop:
         """The generator of one purpose (``values``, ``mix``) for this loop, seeded from the
         suite's seed, the client and the loop (the same run draws the same values)."""
         return random.Random(f"rpcmeter:{purpose}:{self.seed}:{self.client}:{self.loop}")
+
+    def uuid_rng(self) -> random.Random:
+        """The generator of this loop's ``{{uuid}}`` values: seeded from the run's
+        ``uuid_seed`` (unique to the run), the client and the loop; without one, from the
+        suite's seed like the other values."""
+        if self.uuid_seed is None:
+            return self.rng("uuid")
+        return random.Random(f"rpcmeter:uuid:{self.uuid_seed}:{self.client}:{self.loop}")
 
 
 class Counter:
@@ -258,12 +271,17 @@ def _random_string(rng: random.Random, n: int) -> Callable[[], str]:
 
 
 def evaluator(
-    exprs: Sequence[Expr], loop: Loop, counter: Counter, rng: random.Random
+    exprs: Sequence[Expr],
+    loop: Loop,
+    counter: Counter,
+    rng: random.Random,
+    uuids: random.Random | None = None,
 ) -> Callable[[], Values]:
     """A function giving the values of ``exprs`` for the loop's next request: the request
     number read from ``counter`` (which the sender advances), random values drawn from ``rng``
     (the loop's: :meth:`Loop.rng`, shared by every template of the loop, so that no two draw
-    the same sequence)."""
+    the same sequence), UUIDs from ``uuids`` (the loop's :meth:`Loop.uuid_rng`, shared the same
+    way; None: from ``rng``)."""
     fns: list[Callable[[], Value]] = []
     for e in exprs:
         if e.name == "request_number":
@@ -273,7 +291,7 @@ def evaluator(
         elif e.name == "loop":
             fns.append(lambda v=loop.loop: v)  # type: ignore[misc]
         elif e.name == "uuid":
-            fns.append(_uuid(rng))
+            fns.append(_uuid(rng if uuids is None else uuids))
         elif e.name == "random_int":
             fns.append(_random_int(rng, *e.args))
         else:

@@ -65,6 +65,12 @@ class Problem:
     errors: tuple[tuple[str, int], ...]
     error_sample: str
     server_output_tail: str
+    samples: tuple[tuple[str, str], ...] = ()  # each error kind's first kept sample
+
+    @property
+    def sample_lines(self) -> list[str]:
+        """``kind: sample``, one per error kind with a kept sample (what says why it failed)."""
+        return [f"{kind}: {text}" for kind, text in self.samples if text]
 
     @property
     def where(self) -> str:

@@ -33,18 +33,18 @@ def workload_grid(
     keys: list[str],
     names: list[str],
     base: str,
-    verdicts: bool,
+    compared: bool,
     walls: bool = True,
 ) -> Grid:
     """Per matrix point: the baseline's latency and throughput; every other variant as ratios to
-    the baseline (left out when the comparison tables give them with intervals and verdicts);
-    with ``walls``, each variant's wall time."""
-    others = [] if verdicts else [v for v in names if v != base]
+    the baseline (left out when the comparison tables give them, with intervals and verdicts:
+    ``compared``); with ``walls``, each variant's mean time a case took."""
+    others = [] if compared else [v for v in names if v != base]
     columns = [*keys, f"{base}\nmean ms", "\nsd ms", "\np50 ms", "\np99 ms", "\nreq/s"]
     for v in others:
         columns += [f"{v}\nmean", "\np99", "\nreq/s"]
     if walls:
-        columns.append("wall s\n" + " / ".join(names))
+        columns.append("seconds per case\n" + " / ".join(names))
     any_errors = any(c.errors for row in grid.values() for c in row.values())
     if any_errors:
         columns.append("errors")

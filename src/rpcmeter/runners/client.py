@@ -279,6 +279,13 @@ def client_process(
         os._exit(1)
 
 
+def ended_ns(stats: list[ThreadStats], base_ns: int) -> int | None:
+    """When the last of a client's loops ended, in ns from the case's start (``base_ns`` on the
+    client's clock); None when none ran."""
+    ends = [t.end_ns for t in stats if t.end_ns]
+    return max(ends) - base_ns if ends and base_ns else None
+
+
 def client_main(
     spec: LoadSpec, go: Any, stop: Any, progress: Any, conn: Any, start: Any = None
 ) -> None:
@@ -336,5 +343,6 @@ def client_main(
         cpu_sys_s=sys_s,
         max_rss_bytes=rss,
         windows=windows,
+        ended_ns=ended_ns(stats, gate.base_ns),
     )
     conn.send(("result", report))

@@ -457,8 +457,8 @@ def run_distributed(
                 elif kind == "progress":
                     progress[c] = int(item[2])
                 elif kind == "windows":
-                    pieces, through, cpu = pickle.loads(item[2])
-                    timeline.add(c, pieces, through, cpu)
+                    pieces, through, cpu, at_ns = pickle.loads(item[2])
+                    timeline.add(c, pieces, through, cpu, at_ns)
                 elif kind == "error" and outcome.failure is None:
                     outcome.failure = str(item[2])
 
@@ -476,7 +476,7 @@ def run_distributed(
                         timeline.finish(c, {}, None)
                     else:
                         results[c] = r
-                        timeline.finish(c, r.windows, (r.cpu_user_s, r.cpu_sys_s))
+                        timeline.finish(c, r.windows, (r.cpu_user_s, r.cpu_sys_s), r.ended_ns)
                 else:
                     lost[c] = f"failed: {_exception(fut)}"
                     timeline.finish(c, {}, None)
@@ -533,7 +533,8 @@ def run_distributed(
         if hooks.on_end and t_go is not None:
             hooks.on_end()
         usage1 = _usage(dc, [a for a in used if a in cluster.workers()]) if t_go else {}
-        timeline.close_all()
+        whole = outcome.failure is None and not lost and len(results) == clients
+        timeline.close_all(ran_through=whole)
         outcome.series = timeline.series()
     except KeyboardInterrupt:
         outcome.series = timeline.series()

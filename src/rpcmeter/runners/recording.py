@@ -228,8 +228,10 @@ class Gate:
         return user, system
 
     def counters(self) -> dict[str, int]:
-        """The driver's counters (and the client's own) since the gate opened."""
-        return {k: v - self.counters0.get(k, 0) for k, v in self._totals().items()}
+        """The driver's counters (and the client's own) since the gate opened, and its
+        :meth:`~rpcmeter.drivers.base.Driver.setup` counts."""
+        since = {k: v - self.counters0.get(k, 0) for k, v in self._totals().items()}
+        return since | self.driver.setup()
 
     def cpu(self) -> tuple[float, float, int]:
         """User and system CPU seconds since the gate opened, and the peak memory (bytes)."""
@@ -268,6 +270,7 @@ class ClientReport:
     worker: str | None = None
     host: str | None = None
     windows: dict[int, Window] = field(default_factory=dict)  # the windows not shipped yet
+    ended_ns: int | None = None  # when its loops ended, ns from the case's start (its clock)
 
 
 @dataclass

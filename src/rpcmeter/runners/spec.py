@@ -134,11 +134,13 @@ class LoadSpec:
         tls: ClientTls | None = None,
         prepared: Mapping[str, Any] | None = None,
         client_env: Mapping[str, str] | None = None,
+        uuid_seed: str | None = None,
     ) -> LoadSpec:
         """The load of ``case`` against the server at ``endpoint`` (over ``tls``); its clients
         get ``prepared`` (what the driver prepared for the variant; by default what it did when
         the suite was loaded) and ``client_env`` (the driver's
-        :attr:`~rpcmeter.drivers.base.Driver.client_env`) under the variant's environment."""
+        :attr:`~rpcmeter.drivers.base.Driver.client_env`) under the variant's environment, and
+        the run's ``uuid_seed`` (``{{uuid}}``'s generator)."""
         variant, target, load = suite.variants[case.variant], suite.target, case.load
         stages = stages_of(load)
         threads = load.concurrency or load.threads
@@ -152,6 +154,7 @@ class LoadSpec:
                 options={**target.options, **variant.options, "seed": suite.seed},
                 validate=suite.validate_replies,
                 seed=suite.seed,
+                uuid_seed=uuid_seed,
                 clients=load.clients,
                 threads=threads,
                 connections=load.connections,
