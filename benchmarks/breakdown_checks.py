@@ -50,10 +50,10 @@ from pathlib import Path
 from typing import Any
 
 from rpcmeter.drivers.raw import polling_recv
-from rpcmeter.execute import RunOptions, run_suite
+from rpcmeter.plan.load import build_suite
+from rpcmeter.run.execute import RunOptions, run_suite
 from rpcmeter.runners.event_loop import new_event_loop
 from rpcmeter.runners.spin import Spin
-from rpcmeter.suite import build_suite
 
 Wait = tuple[str, float | None]  # load.wait and load.spin_us
 

@@ -40,7 +40,7 @@ from rpcmeter.drivers.grpc import GrpcDriver, GrpcUnavailable, error_for
 from rpcmeter.drivers.grpc_h2 import GrpcH2Client
 from rpcmeter.drivers.h2client import H2Client
 from rpcmeter.drivers.stream import ExactReply
-from rpcmeter.endpoints import Endpoint
+from rpcmeter.net.endpoints import Endpoint
 from rpcmeter.protocols.grpc import frame, method_path
 from rpcmeter.protocols.h2.header_blocks import huffman_table
 from rpcmeter.protocols.h2.transport import H2Protocol, Session
@@ -49,7 +49,7 @@ from rpcmeter.runners.recorder import Recorder
 from rpcmeter.runners.recording import ThreadStats
 from rpcmeter.runners.spec import NO_END
 from rpcmeter.servers.process import ServerProcess, new_endpoint
-from rpcmeter.workloads import NoopParams
+from rpcmeter.suite.workloads import NoopParams
 
 Capture = tuple[int, list[bytes]]  # reads before the loops started, every read's bytes
 

@@ -23,7 +23,7 @@ from typing import Any
 import grpc
 
 from rpcmeter.drivers.grpc import GrpcDriver
-from rpcmeter.placement import available_cpus
+from rpcmeter.host.placement import available_cpus
 from rpcmeter.protocols.grpc import method_path, target
 from rpcmeter.servers.process import ServerProcess, new_endpoint
 

@@ -33,7 +33,7 @@ from versus import cpus
 
 from rpcmeter.drivers.base import ReplyCheck
 from rpcmeter.drivers.stream import ExactReply
-from rpcmeter.endpoints import Endpoint
+from rpcmeter.net.endpoints import Endpoint
 from rpcmeter.protocols import grpc_schema as gs
 
 EXPECT = {"message": "Hello world"}

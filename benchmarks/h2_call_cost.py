@@ -33,14 +33,14 @@ from versus import layout, serve
 
 from rpcmeter.drivers.base import DriverContext
 from rpcmeter.drivers.http2 import Http2Client
-from rpcmeter.endpoints import Endpoint
+from rpcmeter.net.endpoints import Endpoint
 from rpcmeter.protocols.h2.header_blocks import huffman_table
 from rpcmeter.protocols.h2.transport import H2Protocol
 from rpcmeter.runners.event_loop import Phase, closed_loop
 from rpcmeter.runners.recorder import Recorder
 from rpcmeter.runners.recording import ThreadStats
 from rpcmeter.runners.spec import NO_END
-from rpcmeter.workloads import NoopParams
+from rpcmeter.suite.workloads import NoopParams
 
 Capture = tuple[int, list[bytes]]  # reads before the loops started, every read's bytes
 

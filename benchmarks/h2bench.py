@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from versus import FLOOR_TLS_HANDSHAKE, greeter, run_python_floor
 
-from rpcmeter.endpoints import Endpoint
+from rpcmeter.net.endpoints import Endpoint
 
 __all__ = ["FLOOR", "FLOOR_PROTOCOL", "greeter", "run_floor"]
 

@@ -39,13 +39,13 @@ from versus import callgrind_command, callgrind_instructions, layout, serve
 
 from rpcmeter.drivers import driver_class
 from rpcmeter.drivers.base import DriverContext, EventDriver
-from rpcmeter.endpoints import Endpoint
+from rpcmeter.net.endpoints import Endpoint
+from rpcmeter.net.tls import ClientTls, RunCertificates, TlsSettings, client_context
 from rpcmeter.runners.event_loop import Phase, closed_loop
 from rpcmeter.runners.recorder import Recorder
 from rpcmeter.runners.recording import ThreadStats
 from rpcmeter.runners.spec import NO_END
-from rpcmeter.tls import ClientTls, RunCertificates, TlsSettings, client_context
-from rpcmeter.workloads import NoopParams
+from rpcmeter.suite.workloads import NoopParams
 
 Tracer = Any  # sys.settrace's callback
 

@@ -36,19 +36,19 @@ from pathlib import Path
 
 import rpyc
 
-from rpcmeter.analysis import bootstrap_ratio_ci
+from rpcmeter.analysis.compare import bootstrap_ratio_ci
 from rpcmeter.drivers.base import DriverContext
 from rpcmeter.drivers.rpyc import RpycDriver
-from rpcmeter.events import IntervalFigures
-from rpcmeter.live import HISTORY, LiveView
-from rpcmeter.placement import available_cpus
+from rpcmeter.host.placement import available_cpus
+from rpcmeter.reporters.live import HISTORY, LiveView
+from rpcmeter.run.events import IntervalFigures
 from rpcmeter.runners.client import run_chunk
 from rpcmeter.runners.closed_loop import run_closed_loop
 from rpcmeter.runners.recorder import Recorder
 from rpcmeter.runners.recording import ThreadStats
 from rpcmeter.runners.spec import LoadSpec
 from rpcmeter.servers.process import ServerProcess, new_endpoint
-from rpcmeter.workloads import SimpleParams
+from rpcmeter.suite.workloads import SimpleParams
 
 
 def bare_loop(path: str, requests: int, warmup: int) -> float:

@@ -24,8 +24,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))  # the synthetic result documents of the tests
 
+from rpcmeter.history.store import Store  # noqa: E402
 from rpcmeter.publish import publish  # noqa: E402
-from rpcmeter.store import Store  # noqa: E402
 from tests.support.synthetic import CellSpec, synthetic_document  # noqa: E402
 
 FAMILY = 20  # distinct documents per level; the runs cycle through them

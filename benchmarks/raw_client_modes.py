@@ -15,11 +15,11 @@ import statistics
 import sys
 
 from rpcmeter.drivers.base import DriverContext
-from rpcmeter.placement import available_cpus
+from rpcmeter.host.placement import available_cpus
 from rpcmeter.runners.closed_loop import run_closed_loop
 from rpcmeter.runners.spec import LoadSpec
 from rpcmeter.servers.process import ServerProcess, new_endpoint
-from rpcmeter.workloads import NoopParams
+from rpcmeter.suite.workloads import NoopParams
 
 
 def main() -> int:

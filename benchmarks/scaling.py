@@ -27,14 +27,14 @@ import statistics
 
 from rpcmeter.drivers import driver_class
 from rpcmeter.drivers.base import DriverContext
-from rpcmeter.placement import available_cpus
-from rpcmeter.record import load_spread
+from rpcmeter.host.placement import available_cpus
+from rpcmeter.result.record import load_spread
 from rpcmeter.runners.closed_loop import run_closed_loop
 from rpcmeter.runners.distributed import LoadCluster, open_cluster, run_distributed
 from rpcmeter.runners.recording import LoadOutcome
 from rpcmeter.runners.spec import LoadSpec
 from rpcmeter.servers.process import ServerProcess, new_endpoint
-from rpcmeter.workloads import SimpleParams
+from rpcmeter.suite.workloads import SimpleParams
 
 MAX_STEAL = 0.02  # a round during which the hypervisor stole more CPU time is marked
 

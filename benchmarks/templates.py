@@ -59,8 +59,8 @@ from rpcmeter.drivers.http import HttpDriver
 from rpcmeter.drivers.http_connection import HttpConnection
 from rpcmeter.drivers.stream_connection import StreamSlot
 from rpcmeter.drivers.varying import MIX_KEY, LoopState, MixChannel, loop_of, mix_key
-from rpcmeter.endpoints import Endpoint
 from rpcmeter.metrics.connections import ConnectionCosts
+from rpcmeter.net.endpoints import Endpoint
 from rpcmeter.protocols import grpc_schema as gs
 from rpcmeter.protocols.grpc import frame
 from rpcmeter.protocols.h2.transport import H2Protocol, Session
@@ -68,7 +68,7 @@ from rpcmeter.runners.event_loop import Phase, closed_loop
 from rpcmeter.runners.recorder import Recorder
 from rpcmeter.runners.recording import ThreadStats, call_names
 from rpcmeter.runners.spec import NO_END
-from rpcmeter.workloads import MixParams, NoopParams, WorkloadParams
+from rpcmeter.suite.workloads import MixParams, NoopParams, WorkloadParams
 
 VARIANTS = ("fixed", "placeholder", "data-file", "mix")
 LINES = 10_000

@@ -18,7 +18,7 @@ import tracemalloc
 
 import numpy as np
 
-from rpcmeter.record import interval_of
+from rpcmeter.result.record import interval_of
 from rpcmeter.runners.recording import Window
 from rpcmeter.runners.stages import WindowClock
 from rpcmeter.runners.windows import MAX_WINDOWS, Timeline

@@ -1,5 +1,5 @@
 """The TLS transport's cost per HTTPS/1.1 request, in instructions: rpcmeter's
-:class:`~rpcmeter.tls_transport.TlsTransport` (with a protocol that only counts replies and writes the next
+:class:`~rpcmeter.net.tls_transport.TlsTransport` (with a protocol that only counts replies and writes the next
 request) against the floor's bare read and write through OpenSSL's memory BIOs, each in a client
 process of its own under valgrind's callgrind, against nginx (HTTPS, one worker).
 
@@ -8,7 +8,7 @@ Each client runs ``--connections`` keep-alive connections for ``n`` requests eac
 the difference of their requests is the count per request, without the start-up, the handshakes
 and the end (exact and steady, where CPU time on a shared machine is not). A third client is
 rpcmeter's transport on a context as the ``ssl`` module makes it, which frees OpenSSL's record
-buffers after each record (rpcmeter's contexts keep them: :mod:`rpcmeter.tls_buffers`).
+buffers after each record (rpcmeter's contexts keep them: :mod:`rpcmeter.net.tls_buffers`).
 
 ``--sslsocket`` adds two clients that let OpenSSL read the socket itself (an ``SSLSocket``, no
 memory BIOs), as wrk does: ``sslsocket`` reads each record in two system calls (its 5-byte
@@ -39,9 +39,9 @@ from typing import Any, NamedTuple
 
 from versus import FLOOR_TLS_HANDSHAKE, callgrind_instructions, layout, serve
 
-from rpcmeter.connect import open_stream
-from rpcmeter.tls import ClientTls, RunCertificates, TlsSettings, client_context
-from rpcmeter.tls_buffers import _openssl, record_buffers_kept
+from rpcmeter.net.connect import open_stream
+from rpcmeter.net.tls import ClientTls, RunCertificates, TlsSettings, client_context
+from rpcmeter.net.tls_buffers import _openssl, record_buffers_kept
 
 
 def client(kind: str, port: int, ca_file: str, conns: int, each: int) -> None:

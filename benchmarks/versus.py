@@ -45,15 +45,15 @@ import psutil
 from greeter_server import BuildError, build
 
 from rpcmeter.drivers.base import DriverContext
-from rpcmeter.endpoints import Endpoint
+from rpcmeter.host.placement import available_cpus, format_cpus
 from rpcmeter.metrics.resources import CpuTicks, machine_cpu, process_cpu
-from rpcmeter.placement import available_cpus, format_cpus
+from rpcmeter.net.endpoints import Endpoint
+from rpcmeter.net.tls import ClientTls, RunCertificates
 from rpcmeter.runners.closed_loop import run_closed_loop
 from rpcmeter.runners.spec import LoadSpec
 from rpcmeter.servers import nginx
 from rpcmeter.servers.process import ServerProcess, expand_command, free_port
-from rpcmeter.tls import ClientTls, RunCertificates
-from rpcmeter.workloads import NoopParams
+from rpcmeter.suite.workloads import NoopParams
 
 Run = Callable[[], tuple[float, float]]  # (calls/s, client CPU seconds per call)
 SERVER_BOUND = 0.85  # a server busier than this (share of the CPUs it can use) sets the pace
@@ -365,11 +365,11 @@ class ServerLoad:
 
 # a floor client's context and blocking TLS handshake through memory BIOs, as rpcmeter's
 # transport does them (floor scripts include it; it needs ``socket`` and ``ssl``): the context keeps
-# OpenSSL's record buffers (rpcmeter.tls_buffers); the handshake returns the socket, the TLS object
+# OpenSSL's record buffers (rpcmeter.net.tls_buffers); the handshake returns the socket, the TLS object
 # and its incoming and outgoing BIOs, the socket non-blocking once the handshake is done
 FLOOR_TLS_HANDSHAKE = """
 def floor_context(ca_file):
-    from rpcmeter.tls_buffers import keep_record_buffers
+    from rpcmeter.net.tls_buffers import keep_record_buffers
     context = ssl.create_default_context(cafile=ca_file)
     assert keep_record_buffers(context)
     return context

@@ -36,7 +36,7 @@ from greeter_server import METHOD, PROTO, REPLY, REQUEST
 from h2bench import run_floor
 from versus import Run, add_server_arguments, against, check_timing, layout, pinned, run_rpcmeter
 
-from rpcmeter.endpoints import Endpoint
+from rpcmeter.net.endpoints import Endpoint
 from rpcmeter.protocols import grpc_schema as gs
 
 DATA = '{"name": "world"}'  # the request as JSON, for ghz and for rpcmeter's proto option

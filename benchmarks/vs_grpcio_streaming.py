@@ -30,11 +30,11 @@ from versus import cpus
 
 from rpcmeter.drivers.base import DriverContext
 from rpcmeter.drivers.grpc import GrpcDriver
-from rpcmeter.endpoints import Endpoint
+from rpcmeter.net.endpoints import Endpoint
 from rpcmeter.runners.closed_loop import run_closed_loop
 from rpcmeter.runners.spec import LoadSpec
 from rpcmeter.servers.process import ServerProcess, new_endpoint
-from rpcmeter.workloads import StreamParams
+from rpcmeter.suite.workloads import StreamParams
 
 MODES = {
     "server": StreamParams(mode="server"),

@@ -42,9 +42,9 @@ from versus import (
     server_kind,
 )
 
-from rpcmeter.endpoints import Endpoint
+from rpcmeter.net.endpoints import Endpoint
+from rpcmeter.net.tls import ClientTls, RunCertificates, TlsSettings
 from rpcmeter.servers import nginx
-from rpcmeter.tls import ClientTls, RunCertificates, TlsSettings
 
 
 def run_h2load(

@@ -39,11 +39,12 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rpcmeter import envs
 from rpcmeter.errors import EnvError
-from rpcmeter.plan import Case, expand
+from rpcmeter.host import envs as envs
+from rpcmeter.plan.cases import Case, expand
+from rpcmeter.plan.load import load_suite
 from rpcmeter.runners.command import CommandLine, command_line, measure
-from rpcmeter.suite import Runs, load_suite
+from rpcmeter.suite.model import Runs
 
 SUITE = Path(__file__).resolve().parent.parent / "examples" / "bytewax" / "suite.toml"
 ONE_RUN = Runs(warmup=0, count=1)

@@ -6,8 +6,8 @@ from collections.abc import Iterator
 
 import pytest
 
-import rpcmeter.suite_model
-from rpcmeter.store import STORE_ENV
+import rpcmeter.suite.model
+from rpcmeter.history.store import STORE_ENV
 
 
 @pytest.fixture(autouse=True, scope="session")
@@ -26,10 +26,10 @@ def _history_in_a_temporary_directory(
 def _short_idle_window() -> Iterator[None]:
     """Every case measures the server's idle CPU over a quiet window (1 s by default) before its
     load; tests keep it short unless they set ``resources.idle_s`` themselves."""
-    saved = rpcmeter.suite_model.DEFAULT_IDLE_S
-    rpcmeter.suite_model.DEFAULT_IDLE_S = 0.05
+    saved = rpcmeter.suite.model.DEFAULT_IDLE_S
+    rpcmeter.suite.model.DEFAULT_IDLE_S = 0.05
     yield
-    rpcmeter.suite_model.DEFAULT_IDLE_S = saved
+    rpcmeter.suite.model.DEFAULT_IDLE_S = saved
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

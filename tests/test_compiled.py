@@ -149,7 +149,7 @@ def test_not_compiled_is_the_installs_reason(tmp_path: Path) -> None:
             None,
             "(Python: the install did not compile: RPCMETER_COMPILE=0)",
         ),
-        (False, None, ["rpcmeter/connect.py"], "(Python: compiled modules' sources edited"),
+        (False, None, ["rpcmeter/net/connect.py"], "(Python: compiled modules' sources edited"),
         (False, None, [], "(Python: RPCMETER_PYTHON=1)"),
         (False, None, None, f"rpcmeter {__version__}\n"),
     ],
@@ -174,10 +174,10 @@ def test_version_says_which_build_runs(
 
 
 def _which(env: dict[str, str], path: Path | None = None) -> list[str]:
-    """Whether the HTTP/2 core runs compiled, and where rpcmeter.connect came from, in a fresh
+    """Whether the HTTP/2 core runs compiled, and where rpcmeter.net.connect came from, in a fresh
     interpreter."""
     code = (
-        "from rpcmeter.protocols.h2 import connection; import rpcmeter.connect as c; "
+        "from rpcmeter.protocols.h2 import connection; import rpcmeter.net.connect as c; "
         "print(connection.COMPILED, c.__file__)"
     )
     full = {**os.environ, **env}
@@ -228,7 +228,7 @@ def test_an_edited_copy_of_the_installed_build_runs_as_python(tmp_path: Path) ->
         text=True,
     )
     assert warned.returncode == 2
-    assert "(rpcmeter/connect.py): every compiled module runs as Python" in warned.stderr
+    assert "(rpcmeter/net/connect.py): every compiled module runs as Python" in warned.stderr
 
 
 @needs_build

@@ -340,8 +340,8 @@ def _keys(markdown: str) -> set[str]:
 
 def test_the_suite_reference_names_every_key_kind_and_driver() -> None:
     from rpcmeter.drivers import REGISTRY, driver_class
-    from rpcmeter.suite_model import Suite
-    from rpcmeter.workloads import KINDS
+    from rpcmeter.suite.model import Suite
+    from rpcmeter.suite.workloads import KINDS
 
     text = reference.generated("suite")
     keys = _keys(text)
@@ -365,7 +365,7 @@ def test_the_suite_reference_names_every_key_kind_and_driver() -> None:
 def test_the_reference_picks_up_a_new_key(monkeypatch: pytest.MonkeyPatch) -> None:
     from pydantic import Field, create_model
 
-    from rpcmeter import suite_model
+    from rpcmeter.suite import model as suite_model
 
     load = create_model(
         "Load",
@@ -393,7 +393,7 @@ def test_a_suite_key_without_a_description_fails_the_reference(
 ) -> None:
     from pydantic import Field, create_model
 
-    from rpcmeter import suite_model
+    from rpcmeter.suite import model as suite_model
 
     suite = create_model("Suite", __base__=suite_model.Suite, mystery_s=(float, Field(1.0, gt=0)))
     monkeypatch.setattr(suite_model, "Suite", suite)
@@ -410,7 +410,7 @@ def test_a_suite_key_without_a_description_fails_the_reference(
 def test_a_driver_option_without_a_row_fails_the_reference(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    from rpcmeter import driver_options
+    from rpcmeter.suite import driver_options as driver_options
 
     monkeypatch.delitem(driver_options.OPTIONS, "nodelay")
     reference.generated.cache_clear()

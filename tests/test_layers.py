@@ -85,13 +85,18 @@ def test_no_module_imports_itself_back() -> None:
         (("rpcmeter.model",), ("rpcmeter.metrics.histogram",), ()),
         # wire formats know neither side
         (("rpcmeter.protocols",), (), ("rpcmeter.drivers", "rpcmeter.servers")),
-        (("rpcmeter.drivers",), (), ("rpcmeter.servers", "rpcmeter.suite", "rpcmeter.model")),
+        (("rpcmeter.drivers",), (), ("rpcmeter.servers", "rpcmeter.plan.cases", "rpcmeter.model")),
         (("rpcmeter.servers",), (), ("rpcmeter.drivers", "rpcmeter.model")),
         # measuring returns outcomes; recording and what is derived come after
         (
             ("rpcmeter.runners", "rpcmeter.metrics"),
             (),
-            ("rpcmeter.record", "rpcmeter.execute", "rpcmeter.derived", "rpcmeter.breakdown"),
+            (
+                "rpcmeter.result.record",
+                "rpcmeter.run.execute",
+                "rpcmeter.analysis.derived",
+                "rpcmeter.result.breakdown",
+            ),
         ),
         (("rpcmeter.metrics",), (), ("rpcmeter.model",)),
         # reports read the view; only its builder reads the result
@@ -101,7 +106,7 @@ def test_no_module_imports_itself_back() -> None:
                 for m in ("terminal", "markdown", "csv", "json", "html", "figures", "view")
             ),
             (),
-            ("rpcmeter.derived", "rpcmeter.reporters.build"),
+            ("rpcmeter.analysis.derived", "rpcmeter.reporters.build"),
         ),
     ],
 )
@@ -115,3 +120,48 @@ def test_layers_keep_to_their_contracts(
             assert deps <= set(allowed), f"{module} imports {sorted(deps - set(allowed))}"
         bad = sorted(d for d in deps if under(d, *forbidden))
         assert not bad, f"{module} imports {bad}"
+
+
+# The stages, bottom to top: a package imports only packages on its own floor or below. The
+# folders are the stages (docs/architecture.md): what a suite says, the host's side, the plan,
+# measuring, the result, what the results say, a run, the history, the reports, the command line.
+STAGES: tuple[tuple[str, ...], ...] = (
+    ("errors", "names", "text", "compiled", "version", "net"),
+    ("suite",),
+    ("metrics", "protocols"),
+    ("model", "drivers", "host"),
+    ("servers", "plan"),
+    ("runners",),
+    ("result",),
+    ("analysis",),
+    ("run",),
+    ("history",),
+    ("reporters",),
+    ("publish",),
+    ("cli", "__main__"),
+)
+FLOOR = {name: i for i, names in enumerate(STAGES) for name in names}
+
+
+def package_of(module: str) -> str:
+    parts = module.split(".")
+    return parts[1] if len(parts) > 1 else ""
+
+
+def test_every_package_has_a_floor() -> None:
+    packages = {package_of(m) for m in GRAPH} - {""}
+    assert packages - set(FLOOR) == set(), "a package with no place in STAGES"
+    assert len([p for p in PACKAGE.glob("*.py")]) <= 10  # the folders hold the rest
+
+
+def test_stages_import_only_downwards() -> None:
+    """No package imports one on a higher floor (its own floor and below are fine)."""
+    up = sorted(
+        f"{m} -> {d}"
+        for m, deps in GRAPH.items()
+        for d in deps
+        if package_of(m) in FLOOR
+        and package_of(d) in FLOOR
+        and FLOOR[package_of(d)] > FLOOR[package_of(m)]
+    )
+    assert up == []

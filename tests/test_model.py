@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from rpcmeter import analysis
-from rpcmeter.derived import case_warnings, derive, document
+from rpcmeter.analysis import compare as analysis
+from rpcmeter.analysis.derived import case_warnings, derive, document
 from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.model import SCHEMA_VERSION, Case, ModelError, Result
 from tests.support.synthetic import CellSpec, synthetic_document, synthetic_result

@@ -18,8 +18,8 @@ from rpcmeter import publish as site_module
 from rpcmeter.cli import main
 from rpcmeter.cli import publish as publish_command
 from rpcmeter.errors import UsageError
+from rpcmeter.history.store import Store
 from rpcmeter.publish import publish, suite_file
-from rpcmeter.store import Store
 from tests.reporters.test_html import ARTIFACTS, Page, chromium  # noqa: F401
 from tests.support.synthetic import CellSpec, synthetic_document
 

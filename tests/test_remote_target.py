@@ -9,14 +9,14 @@ from typing import Any
 import pytest
 
 from rpcmeter.drivers import driver_class
-from rpcmeter.endpoints import Endpoint, remote_endpoint
 from rpcmeter.errors import SuiteError
-from rpcmeter.execute import run_suite
 from rpcmeter.metrics.network_rtt import HANDSHAKES, NetworkRtt, measurable
+from rpcmeter.net.endpoints import Endpoint, remote_endpoint
+from rpcmeter.plan.load import build_suite
 from rpcmeter.reporters.build import build
 from rpcmeter.reporters.terminal import render
+from rpcmeter.run.execute import run_suite
 from rpcmeter.servers.process import ServerProcess, free_port, new_endpoint
-from rpcmeter.suite import build_suite
 from tests.support.synthetic import written
 
 pytestmark = pytest.mark.timeout(60)

@@ -3,8 +3,8 @@
 A page holds a marker, ``<!-- reference: NAME -->``, and the build replaces it with the
 reference NAME (:data:`GENERATORS`), so no key, field or option is ever documented by hand:
 
-- ``suite``: every suite key, from the JSON schema of :class:`rpcmeter.suite_model.Suite`, then
-  the workload kinds (:data:`rpcmeter.workloads.KINDS`) and each driver's option names;
+- ``suite``: every suite key, from the JSON schema of :class:`rpcmeter.suite.model.Suite`, then
+  the workload kinds (:data:`rpcmeter.suite.workloads.KINDS`) and each driver's option names;
 - ``result``: every field of the result document, from the JSON schema of
   :class:`rpcmeter.model.Result`;
 - ``cli``: every command and option, from :func:`rpcmeter.cli.build_parser`.
@@ -332,7 +332,9 @@ def _json_child(parent: str, key: str, how: str) -> str:
 def suite_reference() -> str:
     from pydantic import TypeAdapter
 
-    from rpcmeter import suite_model, tls, workloads
+    from rpcmeter.net import tls as tls
+    from rpcmeter.suite import model as suite_model
+    from rpcmeter.suite import workloads as workloads
 
     schema = suite_model.Suite.model_json_schema(by_alias=True, mode="serialization")
     comments = field_comments(*_classes_of(suite_model), *_classes_of(tls))
@@ -383,15 +385,16 @@ class Undescribed(Exception):
     def __init__(self, what: str, keys: list[str]) -> None:
         super().__init__(
             f"{len(keys)} {what} without a description (give each a Field(description=...), "
-            f"a line comment, a help text or a row in rpcmeter.driver_options): " + ", ".join(keys)
+            f"a line comment, a help text or a row in rpcmeter.suite.driver_options): "
+            + ", ".join(keys)
         )
 
 
 def driver_options() -> list[str]:
     """Each built-in driver's options, from its ``option_keys`` and the meanings in
-    :mod:`rpcmeter.driver_options` (Undescribed for a key with no row there)."""
-    from rpcmeter.driver_options import option_doc
+    :mod:`rpcmeter.suite.driver_options` (Undescribed for a key with no row there)."""
     from rpcmeter.drivers import REGISTRY, driver_class
+    from rpcmeter.suite.driver_options import option_doc
 
     out = ["## Driver options", ""]
     out.append(

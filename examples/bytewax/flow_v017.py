@@ -6,11 +6,10 @@
 
 from __future__ import annotations
 
+import study
 from bytewax.connectors.stdio import StdOutput
 from bytewax.dataflow import Dataflow
 from bytewax.inputs import DynamicInput, PartitionedInput, StatefulSource, StatelessSource
-
-import study
 
 
 def _batch(source: study.Paced) -> list[int]:
@@ -61,7 +60,7 @@ class PacedDynamic(DynamicInput):
 
 
 def get_flow(
-    input: str = "partitioned",  # noqa: A002 (the study's word)
+    input: str = "partitioned",
     long_input: object = False,
     heavy_map: object = False,
     items: int = 20,

@@ -11,6 +11,7 @@ from __future__ import annotations
 from datetime import datetime
 
 import bytewax.operators as op
+import study
 from bytewax.connectors.stdio import StdOutSink
 from bytewax.dataflow import Dataflow
 from bytewax.inputs import (
@@ -19,8 +20,6 @@ from bytewax.inputs import (
     StatefulSourcePartition,
     StatelessSourcePartition,
 )
-
-import study
 
 
 def _batch(source: study.Paced) -> list[int]:
@@ -71,7 +70,7 @@ class PacedDynamic(DynamicSource[int]):
 
 
 def get_flow(
-    input: str = "partitioned",  # noqa: A002 (the study's word)
+    input: str = "partitioned",
     long_input: object = False,
     heavy_map: object = False,
     items: int = 20,

@@ -7,6 +7,7 @@ with their step id and ``next_batch()`` returns the ready item, or an empty list
 from __future__ import annotations
 
 import bytewax.operators as op
+import study
 from bytewax.connectors.stdio import StdOutSink
 from bytewax.dataflow import Dataflow
 from bytewax.inputs import (
@@ -15,8 +16,6 @@ from bytewax.inputs import (
     StatefulSourcePartition,
     StatelessSourcePartition,
 )
-
-import study
 
 
 def _batch(source: study.Paced) -> list[int]:
@@ -67,7 +66,7 @@ class PacedDynamic(DynamicSource[int]):
 
 
 def get_flow(
-    input: str = "partitioned",  # noqa: A002 (the study's word)
+    input: str = "partitioned",
     long_input: object = False,
     heavy_map: object = False,
     items: int = 20,

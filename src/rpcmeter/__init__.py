@@ -25,10 +25,10 @@ _EXPORTS = {
     "Histogram": "rpcmeter.metrics.histogram",
     "RpcmeterError": "rpcmeter.errors",
     "SuiteError": "rpcmeter.errors",
-    "RunOptions": "rpcmeter.execute",
-    "run_suite": "rpcmeter.execute",
-    "Suite": "rpcmeter.suite",
-    "load_suite": "rpcmeter.suite",
+    "RunOptions": "rpcmeter.run.execute",
+    "run_suite": "rpcmeter.run.execute",
+    "Suite": "rpcmeter.plan.load",
+    "load_suite": "rpcmeter.plan.load",
 }
 
 __all__ = [
@@ -44,9 +44,10 @@ __all__ = [
 
 if TYPE_CHECKING:
     from rpcmeter.errors import RpcmeterError, SuiteError
-    from rpcmeter.execute import RunOptions, run_suite
     from rpcmeter.metrics.histogram import Histogram
-    from rpcmeter.suite import Suite, load_suite
+    from rpcmeter.plan.load import load_suite
+    from rpcmeter.run.execute import RunOptions, run_suite
+    from rpcmeter.suite.model import Suite
 
 
 def __getattr__(name: str) -> Any:

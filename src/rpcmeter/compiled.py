@@ -2,7 +2,7 @@
 (setup.py), or their Python.
 
 setup.py leaves ``compiled_sources.json`` beside this module when it compiles: each compiled
-module's source (``rpcmeter/connect.py``...) and the SHA-256 of the text it was compiled from.
+module's source (``rpcmeter/net/connect.py``...) and the SHA-256 of the text it was compiled from.
 An editable install keeps the extensions next to the sources, and Python imports an extension
 before its source; so after an edit, the extension would still run, not the edit. Here, when any
 compiled module's source no longer matches its record, or ``RPCMETER_PYTHON=1`` asks for it,
@@ -43,7 +43,7 @@ def _hashes(record: Path) -> dict[str, str]:
 
 def sources(record: Path = RECORD) -> dict[str, Path]:
     """The compiled modules whose extension is there, by source path under the install's root
-    (``rpcmeter/connect.py``...), with their source; none when nothing was compiled (or the
+    (``rpcmeter/net/connect.py``...), with their source; none when nothing was compiled (or the
     record is unreadable)."""
     root = record.parent.parent
     found = {}
@@ -56,7 +56,7 @@ def sources(record: Path = RECORD) -> dict[str, Path]:
 
 
 def stale(record: Path = RECORD) -> list[str]:
-    """The compiled modules whose source was edited after the build (``rpcmeter/connect.py``...).
+    """The compiled modules whose source was edited after the build (``rpcmeter/net/connect.py``...).
     Only modules whose extension is still there count; none when nothing was compiled."""
     hashes = _hashes(record)
     edited = []
@@ -82,7 +82,7 @@ def not_compiled(note: Path = NOT_COMPILED) -> str | None:
 class SourceFirst(importlib.abc.MetaPathFinder):
     """Imports the named modules from their Python source, ahead of the path's own finders
     (which would take the extension beside it). ``edited``: the compiled modules whose source
-    changed since the build (``rpcmeter/connect.py``...), none where ``RPCMETER_PYTHON=1``
+    changed since the build (``rpcmeter/net/connect.py``...), none where ``RPCMETER_PYTHON=1``
     asked for the Python."""
 
     def __init__(self, modules: Mapping[str, Path], edited: Sequence[str] = ()) -> None:

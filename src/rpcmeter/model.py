@@ -1,6 +1,6 @@
 """The typed result model: what a run measured, as frozen pydantic models.
 
-The result document (:mod:`rpcmeter.result` describes its JSON) is read into these models at the
+The result document (:mod:`rpcmeter.result.document` describes its JSON) is read into these models at the
 JSON boundary (:meth:`Result.from_json`) and written from them (:meth:`Result.to_json`); in
 between, histograms are :class:`~rpcmeter.metrics.histogram.Histogram` objects and every section
 has its own type. Documents of every earlier ``schema_version`` are brought to the current one
@@ -14,9 +14,9 @@ and ``point``, the environment's extras, the suite's variants) are JSON values, 
 
 This module is the bottom contract: types, validation and schema migrations, importing nothing
 of rpcmeter but :mod:`rpcmeter.metrics.histogram`. What is derived from a result (comparisons,
-warnings) is computed above it, by :mod:`rpcmeter.derived`; documents that stored those still
+warnings) is computed above it, by :mod:`rpcmeter.analysis.derived`; documents that stored those still
 load (what they stored is not read back). What a run measured becomes these parts in one place,
-:mod:`rpcmeter.record`.
+:mod:`rpcmeter.result.record`.
 """
 
 from __future__ import annotations
@@ -151,7 +151,7 @@ class Stats(Part):
 
 
 class Breakdown(Part):
-    """Latency split into round trip, queue, server compute and overhead (rpcmeter.breakdown)."""
+    """Latency split into round trip, queue, server compute and overhead (rpcmeter.result.breakdown)."""
 
     rtt_us: Stats | None = None
     queue_us: Stats | None = None
@@ -480,7 +480,7 @@ class TopFrame(Part):
 
 
 class CaseProfile(Part):
-    """One role's profile of a case (rpcmeter.profile): the sampler, its files and the top frames
+    """One role's profile of a case (rpcmeter.run.profile): the sampler, its files and the top frames
     by self time; or why there is none (``error``, ``note``)."""
 
     tool: str | None = None
@@ -547,7 +547,7 @@ class Case(Part):
     profiles: dict[str, CaseProfile] | None = None  # role -> its profile
 
     def label(self) -> str:
-        """``variant · workload · key=value ...`` (as rpcmeter.plan.Case.label)."""
+        """``variant · workload · key=value ...`` (as rpcmeter.plan.cases.Case.label)."""
         point = " ".join(f"{k}={v}" for k, v in self.point.items())
         return f"{self.variant} · {self.workload}" + (f" · {point}" if point else "")
 
@@ -635,7 +635,7 @@ class Cluster(Part):
 
 
 class Tls(Part):
-    """A variant's TLS as the run used it (rpcmeter.record.tls_of): settings and certificate
+    """A variant's TLS as the run used it (rpcmeter.result.record.tls_of): settings and certificate
     fingerprints, never a key."""
 
     verify: bool = True
@@ -664,7 +664,7 @@ class Schema(Part):
 
 
 class VariantEnv(Part):
-    """A variant's prepared environment (rpcmeter.envs.Env.describe), or why there is none."""
+    """A variant's prepared environment (rpcmeter.host.envs.Env.describe), or why there is none."""
 
     source: str | None = None
     python: str | None = None
@@ -747,7 +747,7 @@ class RateStep(Part):
 
 
 class MaxRate(Part):
-    """One rate search's answer (``--find-max-rate``; rpcmeter.maxrate)."""
+    """One rate search's answer (``--find-max-rate``; rpcmeter.run.maxrate)."""
 
     workload: str
     variant: str
@@ -768,7 +768,7 @@ RunStatus = Literal["running", "complete", "interrupted", "failed"]
 
 
 class Result(Part):
-    """A whole run (its comparisons and warnings: :mod:`rpcmeter.derived`)."""
+    """A whole run (its comparisons and warnings: :mod:`rpcmeter.analysis.derived`)."""
 
     schema_version: int = SCHEMA_VERSION
     rpcmeter_version: str | None = None
@@ -788,7 +788,7 @@ class Result(Part):
 
     def to_json(self) -> Json:
         """The JSON document of what the run measured (NaN and infinities as null; the derived
-        ``warnings`` and ``comparisons``: :func:`rpcmeter.derived.document`)."""
+        ``warnings`` and ``comparisons``: :func:`rpcmeter.analysis.derived.document`)."""
         doc = self.dump()
         doc["schema_version"] = self.schema_version
         return doc

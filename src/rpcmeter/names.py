@@ -2,8 +2,8 @@
 
 ``rpcmeter --help`` and every command's ``--help`` list these choices: the metrics a comparison,
 a gate or a trend reads, how a trend groups runs, the text formats, the column sets and where the
-history lives. The modules that compute with them (:mod:`rpcmeter.analysis`, :mod:`rpcmeter.trend`,
-:mod:`rpcmeter.store`, :mod:`rpcmeter.reporters.registry`) import them from here, so the
+history lives. The modules that compute with them (:mod:`rpcmeter.analysis.compare`, :mod:`rpcmeter.history.trend`,
+:mod:`rpcmeter.history.store`, :mod:`rpcmeter.reporters.registry`) import them from here, so the
 parser and the code agree without the parser importing numpy, scipy or the result model.
 
 This module imports nothing of rpcmeter's.
@@ -57,6 +57,15 @@ METRICS: tuple[Metric, ...] = (
     Metric("sys_cpu", "command.sys_s", "system CPU per run", "sys s", "s", words=CPU_WORDS),
 )
 METRIC_BY_NAME = {m.name: m for m in METRICS}
+# how a metric's column reads where every compared case is a whole command (runners/command.py):
+# a run is no request and the command's CPU no server's
+COMMAND_SHORT = {
+    "mean": "wall",
+    "p50": "p50 wall",
+    "p99": "p99 wall",
+    "throughput": "runs/s",
+    "server_cpu": "CPU/run",
+}
 # compared for each call of a mix (paths in ``cases[].calls[]``)
 CALL_METRICS = tuple(m for m in METRICS if m.name in ("mean", "p50", "p99", "throughput"))
 

@@ -13,3 +13,23 @@ def printable(text: str) -> str:
     if not _CONTROL.search(text):
         return text
     return _CONTROL.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
+# A warning (checks.py, analysis.py, derived.py) is its headline, one short line the terminal
+# prints, then, after a line break, its details (what was seen, what to do), which the reports
+# (HTML, Markdown, JSON) show in full.
+
+
+def warning(headline: str, details: str = "") -> str:
+    """A warning as results keep it: ``headline``, then ``details`` after a line break."""
+    return f"{headline}\n{details}" if details else headline
+
+
+def headline(warning: str) -> str:
+    """A warning's headline: its first line."""
+    return warning.partition("\n")[0]
+
+
+def details(warning: str) -> str:
+    """A warning's details: what follows its first line (empty when none)."""
+    return warning.partition("\n")[2]

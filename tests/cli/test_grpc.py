@@ -18,9 +18,9 @@ from rpcmeter.cli.app import build_parser
 from rpcmeter.cli.grpc_oneline import implicit_load, suite_of
 from rpcmeter.cli.oneline import build
 from rpcmeter.drivers import driver_class
-from rpcmeter.plan import expand
+from rpcmeter.plan.cases import expand
+from rpcmeter.plan.load import load_suite
 from rpcmeter.servers.process import ServerProcess, new_endpoint
-from rpcmeter.suite import load_suite
 
 pytestmark = pytest.mark.timeout(180)
 ROOT = Path(__file__).resolve().parents[2]

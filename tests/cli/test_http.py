@@ -15,12 +15,12 @@ import pytest
 
 from rpcmeter.cli import main
 from rpcmeter.cli.oneline import COMPARE_REPEAT
-from rpcmeter.endpoints import Endpoint
-from rpcmeter.plan import expand
+from rpcmeter.net.endpoints import Endpoint
+from rpcmeter.plan.cases import expand
+from rpcmeter.plan.load import COMPARE_REPEAT as SUITE_COMPARE_REPEAT
+from rpcmeter.plan.load import load_suite
 from rpcmeter.servers import nginx
 from rpcmeter.servers.process import expand_command, new_endpoint
-from rpcmeter.suite import COMPARE_REPEAT as SUITE_COMPARE_REPEAT
-from rpcmeter.suite import load_suite
 from tests.support.kv import kv_server, tally
 
 pytestmark = pytest.mark.timeout(120)

@@ -23,9 +23,9 @@ HEAVY = (
     "rich",
     "uvloop",
     "rpcmeter.model",
-    "rpcmeter.analysis",
-    "rpcmeter.execute",
-    "rpcmeter.store",
+    "rpcmeter.analysis.compare",
+    "rpcmeter.run.execute",
+    "rpcmeter.history.store",
 )
 
 PROBE = """

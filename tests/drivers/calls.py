@@ -8,11 +8,16 @@ from typing import Any, TypeVar, cast
 import pytest
 
 from rpcmeter.drivers.base import Driver, DriverContext, EventDriver
-from rpcmeter.endpoints import Endpoint
 from rpcmeter.errors import SuiteError
+from rpcmeter.net.endpoints import Endpoint
+from rpcmeter.plan.load import build_suite
 from rpcmeter.servers.process import ServerProcess, new_endpoint
-from rpcmeter.suite import build_suite
-from rpcmeter.workloads import WorkloadParams, factorial_digits, lift_int_digit_limit, parse_params
+from rpcmeter.suite.workloads import (
+    WorkloadParams,
+    factorial_digits,
+    lift_int_digit_limit,
+    parse_params,
+)
 from tests.support.blocking import BlockingCalls
 
 D = TypeVar("D", bound=Driver)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from rpcmeter.execute import run_suite
-from rpcmeter.suite import build_suite
+from rpcmeter.plan.load import build_suite
+from rpcmeter.run.execute import run_suite
 from tests.support.synthetic import written
 
 

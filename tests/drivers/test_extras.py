@@ -90,7 +90,7 @@ def test_http_suite_runs_without_any_protocol_library(tmp_path: Path) -> None:
 
 def test_importing_the_package_imports_no_protocol_library() -> None:
     code = (
-        "import sys, rpcmeter, rpcmeter.cli, rpcmeter.execute, rpcmeter.suite;"
+        "import sys, rpcmeter, rpcmeter.cli, rpcmeter.run.execute, rpcmeter.plan.load;"
         "import rpcmeter.drivers.http, rpcmeter.drivers.raw, rpcmeter.runners.client;"
         f"print(sorted(m for m in {sorted(EXTRAS)!r} if m in sys.modules))"
     )

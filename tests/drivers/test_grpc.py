@@ -19,14 +19,14 @@ from grpc_health.v1 import health, health_pb2, health_pb2_grpc  # type: ignore[i
 
 from rpcmeter.drivers.base import ReplyMismatch
 from rpcmeter.drivers.grpc import GrpcDriver, GrpcError, GrpcUnavailable
-from rpcmeter.endpoints import Endpoint
 from rpcmeter.errors import RequestLost, SuiteError
-from rpcmeter.execute import run_suite
+from rpcmeter.net.endpoints import Endpoint
+from rpcmeter.plan.load import build_suite
 from rpcmeter.protocols.bodies import raw_bytes
+from rpcmeter.run.execute import run_suite
 from rpcmeter.runners.recording import is_fatal
 from rpcmeter.servers.process import ServerProcess, new_endpoint
-from rpcmeter.suite import build_suite
-from rpcmeter.workloads import parse_params
+from rpcmeter.suite.workloads import parse_params
 from tests.drivers import calls
 from tests.support.synthetic import written
 

@@ -12,11 +12,11 @@ from rpcmeter.drivers.base import DriverContext, ReplyMismatch
 from rpcmeter.drivers.grpc import GrpcUnavailable, error_for
 from rpcmeter.drivers.grpc_h2 import GrpcH2Client
 from rpcmeter.drivers.stream import ExactReply
-from rpcmeter.endpoints import Endpoint
 from rpcmeter.errors import ReplyError, error_kind
+from rpcmeter.net.endpoints import Endpoint
 from rpcmeter.protocols.grpc import frame
 from rpcmeter.protocols.h2.connection import Stream, new_stream
-from rpcmeter.workloads import NoopParams
+from rpcmeter.suite.workloads import NoopParams
 
 REPLY = b"hello"
 HEAD = [(b":status", b"200"), (b"content-type", b"application/grpc")]

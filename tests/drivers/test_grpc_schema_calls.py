@@ -15,10 +15,10 @@ import pytest
 
 from rpcmeter import model
 from rpcmeter.cli import main
-from rpcmeter.execute import run_suite
+from rpcmeter.plan.load import build_suite
 from rpcmeter.protocols import grpc_schema as gs
+from rpcmeter.run.execute import run_suite
 from rpcmeter.servers.process import ServerProcess, expand_command, new_endpoint
-from rpcmeter.suite import build_suite
 
 pytestmark = pytest.mark.timeout(180)
 ROOT = Path(__file__).resolve().parents[2]

@@ -16,14 +16,14 @@ from rpcmeter.drivers.base import DriverContext
 from rpcmeter.drivers.grpc import GrpcUnavailable, error_for
 from rpcmeter.drivers.grpc_stream import Call, GrpcStreamH2
 from rpcmeter.errors import SuiteError
-from rpcmeter.execute import run_suite
 from rpcmeter.metrics.histogram import Histogram
+from rpcmeter.plan.load import build_suite
 from rpcmeter.protocols.grpc import frame
 from rpcmeter.protocols.h2.connection import new_stream
 from rpcmeter.reporters.terminal import render
+from rpcmeter.run.execute import run_suite
 from rpcmeter.servers.process import new_endpoint
-from rpcmeter.suite import build_suite
-from rpcmeter.workloads import StreamParams
+from rpcmeter.suite.workloads import StreamParams
 from tests.support.marks import timing_sensitive
 from tests.support.synthetic import view_of, written
 

@@ -14,12 +14,12 @@ from typing import Any
 
 import pytest
 
-from rpcmeter.execute import run_suite
 from rpcmeter.model import Result
+from rpcmeter.plan.load import build_suite
 from rpcmeter.protocols import grpc_schema as gs
 from rpcmeter.protocols.grpc import frame
 from rpcmeter.protocols.templates import Expr
-from rpcmeter.suite import build_suite
+from rpcmeter.run.execute import run_suite
 
 pytestmark = pytest.mark.timeout(180)
 ROOT = Path(__file__).resolve().parents[2]

@@ -17,13 +17,13 @@ from rpcmeter.drivers.http_connection import (
     KeepAliveRequired,
     announces_close,
 )
-from rpcmeter.endpoints import Endpoint
 from rpcmeter.errors import SuiteError
-from rpcmeter.execute import run_suite
+from rpcmeter.net.endpoints import Endpoint
+from rpcmeter.plan.load import build_suite
 from rpcmeter.protocols.timing import ServerTime, parse_server_timing
+from rpcmeter.run.execute import run_suite
 from rpcmeter.servers.process import ServerProcess, new_endpoint
-from rpcmeter.suite import build_suite
-from rpcmeter.workloads import factorial_digits, lift_int_digit_limit
+from rpcmeter.suite.workloads import factorial_digits, lift_int_digit_limit
 from tests.drivers.streams import assert_clean, run_cases
 from tests.support.synthetic import written
 

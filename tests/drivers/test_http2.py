@@ -12,9 +12,9 @@ import h2.events
 import pytest
 
 from rpcmeter.errors import SuiteError
+from rpcmeter.plan.load import build_suite
 from rpcmeter.protocols.timing import parse_server_timing
 from rpcmeter.servers.process import ServerProcess, new_endpoint
-from rpcmeter.suite import build_suite
 from tests.drivers.streams import assert_clean, run_cases
 
 pytestmark = pytest.mark.timeout(120)

@@ -14,11 +14,11 @@ from rpyc.utils.factory import connect_stream
 
 from rpcmeter.drivers.base import DriverContext
 from rpcmeter.drivers.rpyc import RpycDriver
-from rpcmeter.endpoints import Endpoint
-from rpcmeter.execute import run_suite
+from rpcmeter.net.endpoints import Endpoint
+from rpcmeter.plan.load import build_suite
+from rpcmeter.run.execute import run_suite
 from rpcmeter.servers.rpyc_server import listen
-from rpcmeter.suite import build_suite
-from rpcmeter.workloads import (
+from rpcmeter.suite.workloads import (
     RandomWaitParams,
     SimpleParams,
     random_wait_expected_s,

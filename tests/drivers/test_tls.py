@@ -15,9 +15,9 @@ import psutil
 import pytest
 import trustme
 
-from rpcmeter.execute import run_suite
+from rpcmeter.plan.load import build_suite
 from rpcmeter.reporters.terminal import render
-from rpcmeter.suite import build_suite
+from rpcmeter.run.execute import run_suite
 from tests.support.marks import timing_sensitive
 from tests.support.synthetic import view_of, written
 

@@ -12,16 +12,16 @@ from typing import Any
 
 import pytest
 
-from rpcmeter.derived import document
-from rpcmeter.endpoints import Endpoint
-from rpcmeter.execute import run_suite
+from rpcmeter.analysis.derived import document
 from rpcmeter.model import Result
+from rpcmeter.net.endpoints import Endpoint
+from rpcmeter.plan.load import build_suite
 from rpcmeter.reporters import html, markdown, terminal
 from rpcmeter.reporters.build import build
+from rpcmeter.run.execute import run_suite
 from rpcmeter.servers.aio import Corrupter
 from rpcmeter.servers.http_server import KvStore
 from rpcmeter.servers.http_server import handle as server_handle
-from rpcmeter.suite import build_suite
 from tests.support import kv
 
 pytestmark = pytest.mark.timeout(180)

@@ -16,12 +16,12 @@ import zmq
 from rpcmeter.drivers.base import ReplyMismatch
 from rpcmeter.drivers.zmq import ZmqDriver
 from rpcmeter.errors import SuiteError
-from rpcmeter.execute import run_suite
+from rpcmeter.plan.load import build_suite
 from rpcmeter.protocols.timing import ServerTime, frame_times
 from rpcmeter.protocols.zmq import address
+from rpcmeter.run.execute import run_suite
 from rpcmeter.servers.process import ServerProcess, new_endpoint, probe
-from rpcmeter.suite import build_suite
-from rpcmeter.workloads import factorial_digits, parse_params
+from rpcmeter.suite.workloads import factorial_digits, parse_params
 from tests.drivers import calls
 from tests.support.synthetic import written
 

@@ -16,7 +16,13 @@ Modes (every protocol unless said otherwise):
 - ``negative``: a reply whose length is negative (http: ``Content-Length: -40``) or below the
   frame's minimum (raw: length 3).
 - ``bad400``: answers ``400 Bad Request`` with ``Connection: close`` and closes (http).
-- ``garbage``: answers bytes that are not a reply at all.
+- ``garbage``: answers bytes that are not a reply at all (grpc: its reflection service,
+  ``grpc.reflection.v1`` and ``v1alpha``, answers every request with bytes that are not a
+  reflection reply).
+- ``big``: answers every unary call with a message of :data:`BIG` bytes (grpc).
+
+The grpc server (grpcio, no stubs: bytes in, bytes out) answers every other unary call with an
+empty message.
 
 A reply carries no server time (raw: 0 ns). Served counts are per process (``die``) or per
 connection (``close``); the probe connection rpcmeter makes before the case sends nothing.
@@ -31,11 +37,12 @@ import socket
 import struct
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 SERVED = 15  # requests answered before ``die`` strikes (after a warmup of 10)
 WARMUP = 10  # requests answered before ``close`` strikes: right after the warmup
 REPLY_HEAD = struct.Struct(">IBQ")  # raw: length, status, server_ns
+BIG = 10_000_000  # grpc ``big``: a reply over gRPC's default limit of 4 MiB
 _count = 0
 _lock = threading.Lock()
 
@@ -162,14 +169,45 @@ def serve_zmq(mode: str, port: int) -> None:
             sock.send(struct.pack(">Q", 0))
 
 
+def serve_grpc(mode: str, port: int) -> None:
+    from concurrent import futures
+
+    import grpc
+
+    def reflection(requests: Iterator[bytes], context: object) -> Iterator[bytes]:
+        for _ in requests:
+            yield b"\xff" * 20  # not a ServerReflectionResponse: wire format corrupt
+
+    def unary(request: bytes, context: object) -> bytes:
+        return b"\x00" * BIG if mode == "big" else b""
+
+    class Handler(grpc.GenericRpcHandler):  # type: ignore[misc]
+        def service(self, details: grpc.HandlerCallDetails) -> object:
+            if details.method.endswith("/ServerReflectionInfo"):
+                garbage = mode == "garbage"
+                return grpc.stream_stream_rpc_method_handler(reflection) if garbage else None
+            return grpc.unary_unary_rpc_method_handler(unary)
+
+    server = grpc.server(
+        futures.ThreadPoolExecutor(4),
+        handlers=[Handler()],
+        options=[("grpc.max_send_message_length", -1)],
+    )
+    server.add_insecure_port(f"127.0.0.1:{port}")
+    server.start()
+    server.wait_for_termination()
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("protocol", choices=["http", "raw", "zmq"])
+    parser.add_argument("protocol", choices=["http", "raw", "zmq", "grpc"])
     parser.add_argument("mode")
     parser.add_argument("--port", type=int, required=True)
     args = parser.parse_args()
     if args.protocol == "zmq":
         serve_zmq(args.mode, args.port)
+    elif args.protocol == "grpc":
+        serve_grpc(args.mode, args.port)
     else:
         serve_stream(args.protocol, args.mode, args.port)
 

@@ -288,7 +288,7 @@ def test_tls_files_are_loaded_with_the_suite(
 
 
 def test_good_tls_files_load(pem_files: Path) -> None:
-    from rpcmeter.suite import load_suite
+    from rpcmeter.plan.load import load_suite
 
     path = pem_files / "good.toml"
     table = 'ca_file = "ca.pem", cert_file = "cert.pem", key_file = "key.pem"'
@@ -309,7 +309,7 @@ def test_trend_threshold_that_no_step_can_pass(
 
 def store_with_a_run(path: Path, result_file: Path) -> None:
     """A history holding one run (the result document in ``result_file``)."""
-    from rpcmeter.store import Store
+    from rpcmeter.history.store import Store
 
     with Store(path) as store:
         store.save(json.loads(result_file.read_text()))

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from rpcmeter.breakdown import breakdown, warnings_for
 from rpcmeter.metrics.histogram import Histogram
+from rpcmeter.result.breakdown import breakdown, warnings_for
 from tests.support.synthetic import completed
 
 

@@ -17,12 +17,12 @@ import pytest
 
 from rpcmeter.drivers.base import DriverContext
 from rpcmeter.drivers.stream_connection import StreamConnection
-from rpcmeter.endpoints import Endpoint
 from rpcmeter.errors import ConnectionClosed, ProtocolError
+from rpcmeter.net.endpoints import Endpoint
 from rpcmeter.runners import closed_loop
 from rpcmeter.runners.closed_loop import GRACE_S, run_closed_loop
 from rpcmeter.runners.recording import LoadOutcome
-from rpcmeter.workloads import NoopParams, SimpleParams
+from rpcmeter.suite.workloads import NoopParams, SimpleParams
 from tests.support.load import spec_and_hooks
 from tests.support.slow_start import SlowToArrive
 

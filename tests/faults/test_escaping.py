@@ -10,7 +10,7 @@ from typing import Any
 from rpcmeter.reporters import csv as csv_reporter
 from rpcmeter.reporters import markdown, terminal
 from rpcmeter.reporters.build import build
-from rpcmeter.result import Result
+from rpcmeter.result.document import Result
 from tests.support.synthetic import parsed
 
 GOLDEN = Path(__file__).parents[1] / "reporters" / "golden" / "result.json"

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from rpcmeter.execute import run_suite
-from rpcmeter.suite import build_suite
+from rpcmeter.plan.load import build_suite
+from rpcmeter.run.execute import run_suite
 from tests.support.synthetic import written
 
 pytestmark = pytest.mark.timeout(180)

@@ -11,11 +11,11 @@ from pathlib import Path
 import pytest
 
 from rpcmeter.drivers.base import DriverContext
-from rpcmeter.endpoints import Endpoint
+from rpcmeter.net.endpoints import Endpoint
 from rpcmeter.runners import client
 from rpcmeter.runners.closed_loop import run_closed_loop
 from rpcmeter.servers.process import ServerProcess, new_endpoint, stop_all
-from rpcmeter.workloads import SimpleParams
+from rpcmeter.suite.workloads import SimpleParams
 from tests.support.load import spec_and_hooks
 
 pytestmark = pytest.mark.timeout(60)
@@ -88,7 +88,7 @@ def ignored_signals(pid: int) -> int:
 def test_ctrl_c_test_reaches_rpcmeter_when_pytest_ignores_sigint(tmp_path: Path) -> None:
     # pytest as a background job of a non-interactive shell starts with SIGINT ignored, and its
     # children inherit that: the Ctrl-C test's rpcmeter must not
-    from tests.test_execute import start_run
+    from tests.run.test_execute import start_run
 
     before = signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from rpcmeter.profile import Sampler, find_tool
+from rpcmeter.host.envs import find_tool
+from rpcmeter.run.profile import Sampler
 
 
 def test_py_spy_beside_the_interpreter_is_found(

@@ -7,14 +7,14 @@ from collections.abc import Iterator
 
 import pytest
 
-from rpcmeter.checks import placement
-from rpcmeter.derived import derive
+from rpcmeter.analysis.checks import placement
+from rpcmeter.analysis.derived import derive
 from rpcmeter.drivers import driver_class
-from rpcmeter.endpoints import Endpoint
-from rpcmeter.execute import run_suite
 from rpcmeter.model import Placement
+from rpcmeter.net.endpoints import Endpoint
+from rpcmeter.plan.load import build_suite
+from rpcmeter.run.execute import run_suite
 from rpcmeter.servers.process import ServerProcess, new_endpoint
-from rpcmeter.suite import build_suite
 from tests.support.synthetic import completed
 
 pytestmark = pytest.mark.timeout(60)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from rpcmeter.cli import main
-from rpcmeter.store import Store
+from rpcmeter.history.store import Store
 from tests.support.synthetic import written
 
 pytestmark = pytest.mark.timeout(120)

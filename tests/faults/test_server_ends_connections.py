@@ -15,10 +15,10 @@ from typing import Any
 import pytest
 import trustme
 
-from rpcmeter.execute import run_suite
+from rpcmeter.plan.load import build_suite
+from rpcmeter.run.execute import run_suite
 from rpcmeter.servers import nginx
 from rpcmeter.servers.process import ServerProcess, new_endpoint
-from rpcmeter.suite import build_suite
 from tests.support.synthetic import written
 
 pytestmark = [

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from rpcmeter.errors import SuiteError
-from rpcmeter.suite import build_suite, load_suite
+from rpcmeter.plan.load import build_suite, load_suite
 
 KEYS = [
     "name", "repeat", "seed", "target", "driver", "transport", "host", "address", "server",

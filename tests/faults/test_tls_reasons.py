@@ -12,10 +12,10 @@ from pathlib import Path
 import pytest
 
 from rpcmeter.drivers import driver_class
-from rpcmeter.endpoints import Endpoint
-from rpcmeter.execute import run_suite
+from rpcmeter.net.endpoints import Endpoint
+from rpcmeter.plan.load import build_suite
+from rpcmeter.run.execute import run_suite
 from rpcmeter.servers.process import ServerProcess, new_endpoint
-from rpcmeter.suite import build_suite
 
 pytestmark = pytest.mark.timeout(120)
 

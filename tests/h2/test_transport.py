@@ -14,12 +14,12 @@ from typing import cast
 import pytest
 import trustme
 
-from rpcmeter.endpoints import Endpoint
+from rpcmeter.net.endpoints import Endpoint
+from rpcmeter.net.tls import ClientTls, TlsSettings, client_context
+from rpcmeter.net.tls_transport import TlsTransport
 from rpcmeter.protocols.h2.connection import H2Connection, H2ConnectionError, Stream
 from rpcmeter.protocols.h2.transport import H2Protocol, Session, open_connection
 from rpcmeter.servers.process import ServerProcess, new_endpoint
-from rpcmeter.tls import ClientTls, TlsSettings, client_context
-from rpcmeter.tls_transport import TlsTransport
 
 pytestmark = pytest.mark.timeout(60)
 GET = [(b":method", b"GET"), (b":scheme", b"http"), (b":path", b"/noop"), (b":authority", b"x")]

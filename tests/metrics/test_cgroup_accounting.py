@@ -10,8 +10,8 @@ from pathlib import Path
 import psutil
 import pytest
 
+from rpcmeter.host.placement import Cgroup, parse_cpu_stat, parse_cpuacct_stat, parse_ns
 from rpcmeter.metrics.resources import TreeMonitor, split_total
-from rpcmeter.placement import Cgroup, parse_cpu_stat, parse_cpuacct_stat, parse_ns
 
 CPU_STAT = """usage_usec 4750190682
 user_usec 3610479303

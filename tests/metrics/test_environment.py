@@ -12,8 +12,8 @@ import pytest
 from rpcmeter import model
 from rpcmeter.cli import build_parser
 from rpcmeter.metrics import environment
+from rpcmeter.plan.load import build_suite
 from rpcmeter.protocols.h2 import connection
-from rpcmeter.suite import build_suite
 
 
 def test_capture_records_machine_settings() -> None:

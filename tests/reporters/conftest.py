@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from rpcmeter.execute import run_suite
-from rpcmeter.result import Result
-from rpcmeter.suite import build_suite, builtin_suite_path, load_suite
+from rpcmeter.plan.load import build_suite, builtin_suite_path, load_suite
+from rpcmeter.result.document import Result
+from rpcmeter.run.execute import run_suite
 
 # 2 workloads x 2 matrix points (clients x threads 1x1, 1x2) x 2 variants, one repetition.
 DEMO_OVERRIDES = [

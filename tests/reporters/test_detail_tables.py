@@ -15,7 +15,7 @@ from rpcmeter.reporters import html, markdown, registry, terminal
 from rpcmeter.reporters.build import build
 from rpcmeter.reporters.tables import Grid
 from rpcmeter.reporters.view import View
-from rpcmeter.result import read_json
+from rpcmeter.result.document import read_json
 from tests.reporters.test_html import chromium, evaluate_in_page
 from tests.support.synthetic import document, synthetic_result
 

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from rpcmeter import model
-from rpcmeter.derived import derive, dumps
+from rpcmeter.analysis.derived import derive, dumps
 from rpcmeter.reporters import csv as csv_reporter
 from rpcmeter.reporters import json as json_reporter
 from rpcmeter.reporters import markdown as markdown_reporter

@@ -17,11 +17,11 @@ from typing import Any
 
 import pytest
 
-from rpcmeter import analysis
+from rpcmeter.analysis import compare as analysis
 from rpcmeter.cli import main
 from rpcmeter.reporters import html
 from rpcmeter.reporters.build import build
-from rpcmeter.result import Result, write_json
+from rpcmeter.result.document import Result, write_json
 from tests.support.synthetic import comparison_document
 
 ARTIFACTS = Path(__file__).resolve().parents[2] / "test-artifacts"
@@ -414,7 +414,7 @@ def test_command_run_report_labels_wall_user_and_system(tmp_path: Path) -> None:
         str(tmp_path / "r.html"),
     ]
     assert main(argv) == 0
-    from rpcmeter.result import read_json
+    from rpcmeter.result.document import read_json
 
     result = read_json(out)
     got = {p.id: p for p in build(result).plots["wait"]}

@@ -14,7 +14,7 @@ from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.reporters import plots
 from rpcmeter.reporters.build import build
 from rpcmeter.reporters.plots import palette, spectrum_percentiles
-from rpcmeter.result import Result
+from rpcmeter.result.document import Result
 from tests.support.synthetic import comparison_document, view_of
 
 

@@ -10,10 +10,10 @@ from rich.console import Console
 from rich.table import Table
 
 from rpcmeter import model
-from rpcmeter.aggregate import cells
 from rpcmeter.reporters.build import build
 from rpcmeter.reporters.terminal import grid_table, render
-from rpcmeter.result import Result
+from rpcmeter.result.cells import cells
+from rpcmeter.result.document import Result
 from tests.support.synthetic import document
 
 
@@ -77,7 +77,8 @@ def test_counters_bytes_and_server_time_get_columns(demo_result: Result) -> None
 def test_terminal_shows_ranking_and_drops_ratios_when_too_wide(demo_result: Result) -> None:
     out = render(build(demo_result), width=200)
     assert out.count("ranked by requests/s") == len(cells(demo_result))
-    assert "as ratios to it" in out  # two variants: the comparison table is there too
+    ratios = "each variant / default, ratio"
+    assert out.count(ratios) == len(cells(demo_result))  # the comparison table is there too
     wide = document(demo_result)
     extra = []
     for name in ("third", "fourth"):
@@ -88,4 +89,7 @@ def test_terminal_shows_ranking_and_drops_ratios_when_too_wide(demo_result: Resu
     out = render(build(model.Result.from_json(wide)), width=200)
     assert "as ratios to it" not in out
     assert out.count("ranked by requests/s") == len(cells(demo_result))
+    assert out.count(ratios) == len(cells(demo_result))  # ratios for any number of variants
+    table = out[out.index(ratios) :]
+    assert all(f" {name} " in table for name in ("bind", "third", "fourth"))
     assert "fourth" in out

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from rpcmeter.analysis import metric
+from rpcmeter.analysis.compare import metric
+from rpcmeter.history.store import Store
+from rpcmeter.history.trend import Trend, collect
 from rpcmeter.reporters import trend as reporter
-from rpcmeter.store import Store
-from rpcmeter.trend import Trend, collect
 from tests.reporters.test_html import Page, chromium
 from tests.support.synthetic import CellSpec, document, synthetic_result
 

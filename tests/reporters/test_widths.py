@@ -12,9 +12,9 @@ import pytest
 
 from rpcmeter import model
 from rpcmeter.cli import main
+from rpcmeter.history.store import Store
 from rpcmeter.reporters import tables, terminal
 from rpcmeter.reporters.build import build
-from rpcmeter.store import Store
 from tests.support.synthetic import document, synthetic_result
 
 GOLDEN = Path(__file__).parent / "golden"

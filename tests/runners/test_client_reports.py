@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 
 from rpcmeter.errors import SuiteError
-from rpcmeter.execute import run_suite
+from rpcmeter.plan.load import load_suite
 from rpcmeter.reporters.build import build
 from rpcmeter.reporters.columns import grpc_bench
+from rpcmeter.run.execute import run_suite
 from rpcmeter.runners.client_reports import ReportError, parse_ghz
-from rpcmeter.suite import load_suite
 
 pytestmark = pytest.mark.timeout(120)
 

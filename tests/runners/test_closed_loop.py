@@ -8,11 +8,11 @@ from typing import Any
 import pytest
 
 from rpcmeter.drivers.base import DriverContext
-from rpcmeter.endpoints import Endpoint
+from rpcmeter.net.endpoints import Endpoint
 from rpcmeter.runners.closed_loop import run_closed_loop
 from rpcmeter.runners.recording import LoadOutcome
 from rpcmeter.runners.spec import LoadSpec
-from rpcmeter.workloads import SimpleParams
+from rpcmeter.suite.workloads import SimpleParams
 from tests.support.load import spec_and_hooks
 
 MOCK = "tests.support.mock_driver:MockDriver"

@@ -10,11 +10,11 @@ from typing import Any
 
 import pytest
 
-from rpcmeter.aggregate import cells
 from rpcmeter.cli import main
 from rpcmeter.errors import SuiteError
-from rpcmeter.placeholders import fill, placeholders
-from rpcmeter.suite import load_suite
+from rpcmeter.plan.load import load_suite
+from rpcmeter.result.cells import cells
+from rpcmeter.suite.placeholders import fill, placeholders
 from tests.support.synthetic import parsed
 
 

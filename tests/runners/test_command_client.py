@@ -15,19 +15,20 @@ import pytest
 
 from rpcmeter.cli import main
 from rpcmeter.drivers import driver_class
-from rpcmeter.endpoints import Endpoint
 from rpcmeter.errors import SuiteError
+from rpcmeter.host.placement import Cgroup, resolve
 from rpcmeter.model import Result
-from rpcmeter.placement import Cgroup, resolve
-from rpcmeter.plan import plan_variants
-from rpcmeter.record import placement_doc
+from rpcmeter.net.endpoints import Endpoint
+from rpcmeter.net.tls import RunCertificates, ServerTls
+from rpcmeter.plan.cases import plan_variants
+from rpcmeter.plan.load import load_suite
 from rpcmeter.reporters import markdown
 from rpcmeter.reporters.build import build
 from rpcmeter.reporters.terminal import render
+from rpcmeter.result.record import placement_doc
 from rpcmeter.runners.command import measure
 from rpcmeter.servers.process import ServerProcess, new_endpoint
-from rpcmeter.suite import Runs, load_suite
-from rpcmeter.tls import RunCertificates, ServerTls
+from rpcmeter.suite.model import Runs
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -17,17 +17,18 @@ import numpy as np
 import psutil
 import pytest
 
-from rpcmeter import placement
 from rpcmeter.drivers import driver_class
 from rpcmeter.drivers.base import DriverContext
-from rpcmeter.endpoints import Endpoint
 from rpcmeter.errors import ClusterError
-from rpcmeter.execute import Bench, RunOptions
+from rpcmeter.host import placement as placement
 from rpcmeter.metrics import streams
 from rpcmeter.metrics.histogram import SUB_BITS, Histogram
-from rpcmeter.plan import expand, plan_variants
-from rpcmeter.record import stream_section
+from rpcmeter.net.endpoints import Endpoint
+from rpcmeter.plan.cases import expand, plan_variants
+from rpcmeter.plan.load import build_suite
 from rpcmeter.reporters.build import spread_lines
+from rpcmeter.result.record import stream_section
+from rpcmeter.run.execute import Bench, RunOptions
 from rpcmeter.runners import distributed as distributed_mod
 from rpcmeter.runners.distributed import (
     ClientProcess,
@@ -40,8 +41,7 @@ from rpcmeter.runners.recording import LoadOutcome, Window
 from rpcmeter.runners.spec import LoadSpec, Pacing
 from rpcmeter.runners.windows import Timeline
 from rpcmeter.servers.process import ServerProcess, new_endpoint
-from rpcmeter.suite import build_suite
-from rpcmeter.workloads import parse_params
+from rpcmeter.suite.workloads import parse_params
 from tests.support import kv
 from tests.support.load import spec_and_hooks
 from tests.support.marks import timing_sensitive

@@ -7,11 +7,11 @@ from typing import Any
 import pytest
 
 from rpcmeter.drivers.base import DriverContext
-from rpcmeter.endpoints import Endpoint
+from rpcmeter.net.endpoints import Endpoint
 from rpcmeter.runners.closed_loop import run_closed_loop
 from rpcmeter.runners.recording import LoadOutcome
 from rpcmeter.runners.spec import LoadSpec
-from rpcmeter.workloads import NoopParams
+from rpcmeter.suite.workloads import NoopParams
 
 MOCK = "tests.support.mock_event_driver:MockEventDriver"
 pytestmark = pytest.mark.timeout(60)

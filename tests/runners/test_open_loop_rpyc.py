@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from rpcmeter.execute import run_suite
 from rpcmeter.metrics.histogram import Histogram
-from rpcmeter.suite import build_suite
+from rpcmeter.plan.load import build_suite
+from rpcmeter.run.execute import run_suite
 from tests.support.marks import timing_sensitive
 from tests.support.stall import check_stall
 from tests.support.synthetic import written

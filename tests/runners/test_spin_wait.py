@@ -14,13 +14,13 @@ import pytest
 
 from rpcmeter.drivers.raw import polling_recv
 from rpcmeter.errors import SuiteError
-from rpcmeter.execute import RunOptions, run_suite
 from rpcmeter.model import Case, Result
+from rpcmeter.plan.load import build_suite
 from rpcmeter.reporters.build import build
 from rpcmeter.reporters.terminal import render
+from rpcmeter.run.execute import RunOptions, run_suite
 from rpcmeter.runners.event_loop import new_event_loop
 from rpcmeter.runners.spin import Spin
-from rpcmeter.suite import build_suite
 from tests.support.marks import timing_sensitive
 
 pytestmark = pytest.mark.timeout(120)

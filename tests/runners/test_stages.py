@@ -12,14 +12,14 @@ import numpy as np
 import pytest
 
 from rpcmeter import model
-from rpcmeter.events import RunEvents, RunListener
-from rpcmeter.execute import RunOptions, run_suite
 from rpcmeter.metrics.histogram import Histogram
-from rpcmeter.plan import Case
+from rpcmeter.plan.cases import Case
+from rpcmeter.plan.load import build_suite
+from rpcmeter.run.events import RunEvents, RunListener
+from rpcmeter.run.execute import RunOptions, run_suite
 from rpcmeter.runners import windows
 from rpcmeter.runners.recording import Window
 from rpcmeter.runners.stages import LoadStage, RateProfile, WindowClock, active_spans, loops_in
-from rpcmeter.suite import build_suite
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -121,7 +121,7 @@ def test_subreaper_is_available_here() -> None:
 @pytest.mark.timeout(60)
 def test_peak_memory_is_the_commands_own_not_the_launchers(tmp_path: Path) -> None:
     # `sleep` holds about 1.6 MB; spawned by the (Python) launcher it read 13-14 MB
-    assert tree.small_parent() is not None  # /bin/sh and GNU env, as on any Linux here
+    assert tree.small_parent() is not None  # /bin/sh and /proc, as on any Linux here
     usage = _run(["sleep", "0.05"], tmp_path)
     assert usage.error is None and usage.exit_code == 0 and usage.processes == 1
     assert 0 < usage.max_rss_bytes < 4 * 1024 * 1024
@@ -136,12 +136,14 @@ def test_peak_memory_is_the_commands_own_not_the_launchers(tmp_path: Path) -> No
 
 @pytest.mark.timeout(60)
 def test_the_command_runs_with_default_signals_and_quick_exits_are_reaped(tmp_path: Path) -> None:
-    # the shell that forks the command ignores SIGINT and SIGQUIT for it; env restores them
+    # a shell ignores SIGINT and SIGQUIT in background commands, and Python (the launcher)
+    # SIGPIPE and SIGXFSZ: the command gets none of them ignored
     log = tmp_path / "out.log"
     usage = _run(["sh", "-c", "grep SigIgn /proc/self/status"], tmp_path)
     assert usage.exit_code == 0
     ignored = int(log.read_text().split()[-1], 16)
     assert not ignored & (1 << (2 - 1)) and not ignored & (1 << (3 - 1))  # SIGINT, SIGQUIT
+    assert not ignored & (1 << (13 - 1)) and not ignored & (1 << (25 - 1))  # SIGPIPE, SIGXFSZ
     # a command that exits at once is still the launcher's to reap (its status is not lost)
     for _ in range(5):
         quick = _run(["sh", "-c", "exit 3"], tmp_path)

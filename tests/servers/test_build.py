@@ -18,12 +18,12 @@ import psutil
 import pytest
 
 from rpcmeter.errors import SuiteError
-from rpcmeter.events import RunEvents, RunListener
-from rpcmeter.execute import RunOptions, run_suite
+from rpcmeter.plan.load import build_suite
+from rpcmeter.run.events import RunEvents, RunListener
+from rpcmeter.run.execute import RunOptions, run_suite
 from rpcmeter.servers.build import BuildError, BuildRequest, make
-from rpcmeter.suite import build_suite
+from tests.run.test_execute import leftovers
 from tests.support.synthetic import written
-from tests.test_execute import leftovers
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -15,7 +15,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from rpcmeter import placement, watchdog
+from rpcmeter.host import placement as placement
+from rpcmeter.host import watchdog as watchdog
 from rpcmeter.servers.process import ServerProcess, new_endpoint
 
 pytestmark = pytest.mark.timeout(120)

@@ -11,10 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from rpcmeter.execute import run_suite
 from rpcmeter.metrics.resources import TreeMonitor
+from rpcmeter.plan.load import build_suite
+from rpcmeter.run.execute import run_suite
 from rpcmeter.servers.process import ServerProcess, new_endpoint
-from rpcmeter.suite import build_suite
 from tests.servers.test_cgroup import needs_cgroups
 from tests.support.synthetic import written
 

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 
 from rpcmeter.drivers.grpc import GrpcDriver, GrpcError
-from rpcmeter.execute import run_suite
+from rpcmeter.plan.load import build_suite
 from rpcmeter.protocols.grpc import frame
+from rpcmeter.run.execute import run_suite
 from rpcmeter.servers.process import ServerProcess, new_endpoint
-from rpcmeter.suite import build_suite
-from rpcmeter.workloads import parse_params
+from rpcmeter.suite.workloads import parse_params
 from tests.drivers import calls
 from tests.drivers.streams import assert_clean, run_cases
 from tests.servers.h2calls import RawGrpc

@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from rpcmeter import placement
 from rpcmeter.errors import SuiteError
-from rpcmeter.execute import run_suite
-from rpcmeter.record import cgroup_of, placement_of, with_cgroups
-from rpcmeter.suite import build_suite
+from rpcmeter.host import placement as placement
+from rpcmeter.plan.load import build_suite
+from rpcmeter.result.record import cgroup_of, placement_of, with_cgroups
+from rpcmeter.run.execute import run_suite
+from tests.run.test_execute import leftovers
 from tests.support.synthetic import written
-from tests.test_execute import leftovers
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from rpcmeter.execute import run_suite
+from rpcmeter.plan.load import build_suite
+from rpcmeter.run.execute import run_suite
 from rpcmeter.servers import nginx
-from rpcmeter.suite import build_suite
 from tests.support.synthetic import written
 
 pytestmark = [

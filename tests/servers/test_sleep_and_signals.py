@@ -17,7 +17,7 @@ from functools import partial
 import pytest
 import uvloop
 
-from rpcmeter.endpoints import Endpoint
+from rpcmeter.net.endpoints import Endpoint
 from rpcmeter.servers.aio import call_later_precisely, sleep_precisely
 from rpcmeter.servers.common import precise_sleep
 from rpcmeter.servers.process import ServerProcess, new_endpoint

@@ -17,13 +17,13 @@ import zmq
 from zmq.utils.monitor import recv_monitor_message
 
 from rpcmeter.drivers.zmq import ZmqDriver
-from rpcmeter.execute import run_suite
+from rpcmeter.plan.load import build_suite
 from rpcmeter.protocols import zmtp
 from rpcmeter.protocols.timing import read_frame_times
 from rpcmeter.protocols.zmq import address
+from rpcmeter.run.execute import run_suite
 from rpcmeter.servers.process import ServerProcess, new_endpoint
-from rpcmeter.suite import build_suite
-from rpcmeter.workloads import lift_int_digit_limit
+from rpcmeter.suite.workloads import lift_int_digit_limit
 from tests.support.synthetic import written
 
 pytestmark = pytest.mark.timeout(120)

@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator
 
 from rpcmeter.drivers import driver_class
-from rpcmeter.endpoints import Endpoint
+from rpcmeter.net.endpoints import Endpoint
 from rpcmeter.servers.process import new_endpoint
 
 

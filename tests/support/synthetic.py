@@ -8,7 +8,9 @@ from typing import Any
 
 import numpy as np
 
-from rpcmeter import analysis, derived, model
+from rpcmeter import model
+from rpcmeter.analysis import compare as analysis
+from rpcmeter.analysis import derived as derived
 from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.reporters.build import build
 from rpcmeter.reporters.view import View
@@ -140,7 +142,7 @@ def parsed(doc: dict[str, Any]) -> model.Result:
 def view_of(value: dict[str, Any] | model.Result) -> View:
     """The view reports draw (:func:`rpcmeter.reporters.build.build`) of a result, or of a test's
     JSON document: a document that gives its own comparisons (a whole comparison document, read
-    through :class:`rpcmeter.analysis.Comparison`) or warnings has them in place of the derived
+    through :class:`rpcmeter.analysis.compare.Comparison`) or warnings has them in place of the derived
     ones."""
     if isinstance(value, model.Result):
         return build(value)
@@ -189,7 +191,7 @@ def comparison_document(
 ) -> dict[str, Any]:
     """A comparison document of variants against ``base`` (as a result stores it) with ``rows``:
     each a row's keys that matter to the test, the rest filled in (no figures, verdict unknown).
-    :class:`rpcmeter.analysis.Comparison` reads it."""
+    :class:`rpcmeter.analysis.compare.Comparison` reads it."""
     blank = {
         "workload": "w",
         "point": {},

@@ -5,12 +5,11 @@ status."""
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 from collections.abc import Callable, Sequence
 from typing import TextIO
 
-from rpcmeter.cli import grpc, grpc_oneline, history, http, publish, run, trend
+from rpcmeter.cli import cmd, grpc, grpc_oneline, history, http, publish, run, trend
 from rpcmeter.errors import RpcmeterError
 from rpcmeter.text import printable
 
@@ -61,11 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
     publish.add_parser(sub)
     grpc.add_parsers(sub)
     http.add_parser(sub)
+    cmd.add_parser(sub)
     return parser
-
-
-def _sigterm_as_interrupt(signum: int, frame: object) -> None:
-    raise KeyboardInterrupt
 
 
 def _warn_if_edited() -> None:
@@ -83,23 +79,29 @@ def _warn_if_edited() -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    typed = list(argv) if argv is not None else sys.argv[1:]
-    args, extra = parser.parse_known_args(grpc_oneline.implicit_load(typed))
-    if extra:  # a one-liner names a flag it does not know in one line (oneline.brief_errors)
-        brief = getattr(args, "brief_parser", None)
-        (brief or parser).error(f"unrecognized arguments: {' '.join(extra)}")
-    if args.command is None:
-        args = parser.parse_args(["run", *(argv or [])])
-    args.argv = typed  # as typed: what a one-liner's suite says made it
-    signal.signal(signal.SIGTERM, _sigterm_as_interrupt)
-    _warn_if_edited()
-    handler: Handler = args.handler
-    try:
-        return handler(args, sys.stdout, sys.stderr)
-    except RpcmeterError as exc:
-        print(f"rpcmeter: error: {printable(str(exc))}", file=sys.stderr)
-        return exc.exit_code
-    except KeyboardInterrupt:
-        print("\nrpcmeter: interrupted; servers and clients stopped", file=sys.stderr)
-        return EXIT_INTERRUPTED
+    from rpcmeter.host import interrupts  # (light: first, so that a signal is handled from here on)
+
+    with interrupts.handled():
+        try:
+            parser = build_parser()
+            typed = list(argv) if argv is not None else sys.argv[1:]
+            args, extra = parser.parse_known_args(grpc_oneline.implicit_load(typed))
+            if extra:  # a one-liner names a flag it does not know in one line (brief_errors)
+                brief = getattr(args, "brief_parser", None)
+                (brief or parser).error(f"unrecognized arguments: {' '.join(extra)}")
+            if args.command is None:
+                args = parser.parse_args(["run", *(argv or [])])
+            args.argv = typed  # as typed: what a one-liner's suite says made it
+            _warn_if_edited()
+            handler: Handler = args.handler
+            return handler(args, sys.stdout, sys.stderr)
+        except BaseException as exc:
+            # Ctrl-C or SIGTERM, also where a library wrapped the KeyboardInterrupt in an
+            # error of its own (pydantic's serializers do)
+            if isinstance(exc, KeyboardInterrupt) or interrupts.stopping():
+                print("\nrpcmeter: interrupted; servers and clients stopped", file=sys.stderr)
+                return EXIT_INTERRUPTED
+            if isinstance(exc, RpcmeterError):
+                print(f"rpcmeter: error: {printable(str(exc))}", file=sys.stderr)
+                return exc.exit_code
+            raise

@@ -12,6 +12,8 @@ from rpcmeter.cli import grpc_oneline, options
 from rpcmeter.errors import UsageError
 from rpcmeter.text import printable
 
+MAX_TIMEOUT_S = 86400.0  # grpc list --timeout: a day (grpcio takes no infinite deadline)
+
 
 def add_parsers(sub: Any) -> None:
     p = sub.add_parser(
@@ -56,8 +58,8 @@ def add_parsers(sub: Any) -> None:
 def cmd_describe(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from rpcmeter.cli.progress import Progress
     from rpcmeter.drivers.grpc_calls import describe_calls
-    from rpcmeter.execute import suite_calls
-    from rpcmeter.suite import load_suite
+    from rpcmeter.plan.load import load_suite
+    from rpcmeter.run.execute import suite_calls
 
     suite = load_suite(Path(args.suite), args.overrides)
     lines = describe_calls(suite_calls(suite, Progress(err)))
@@ -73,10 +75,15 @@ def cmd_describe(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 def cmd_grpc_list(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from rpcmeter.drivers.grpc_calls import reflect
-    from rpcmeter.endpoints import remote_endpoint
+    from rpcmeter.net.endpoints import remote_endpoint
+    from rpcmeter.net.tls import ClientTls, TlsSettings
     from rpcmeter.protocols.grpc_schema import SchemaError, listing
-    from rpcmeter.tls import ClientTls, TlsSettings
 
+    if not (0 < args.timeout <= MAX_TIMEOUT_S):  # nan too: no call could finish in it
+        raise UsageError(
+            f"grpc list --timeout: seconds above 0 and at most {MAX_TIMEOUT_S:g}, e.g. 10 "
+            f"(got {args.timeout:g})"
+        )
     try:
         endpoint = remote_endpoint(args.address)
     except ValueError as exc:

@@ -21,9 +21,9 @@ from rpcmeter.cli import oneline, run
 from rpcmeter.errors import UsageError
 
 if TYPE_CHECKING:
-    from rpcmeter.endpoints import Endpoint
+    from rpcmeter.net.endpoints import Endpoint
+    from rpcmeter.net.tls import ClientTls
     from rpcmeter.protocols.grpc_schema import Schema
-    from rpcmeter.tls import ClientTls
 
 VERBS = ("list", "call", "describe", "load")
 DEFAULT_WORKERS = 50  # ghz's -c
@@ -301,7 +301,7 @@ def tls_table(args: argparse.Namespace) -> dict[str, Any] | None:
 
 
 def client_tls(table: dict[str, Any] | None) -> ClientTls | None:
-    from rpcmeter.tls import ClientTls, TlsSettings
+    from rpcmeter.net.tls import ClientTls, TlsSettings
 
     if table is None:
         return None
@@ -310,7 +310,7 @@ def client_tls(table: dict[str, Any] | None) -> ClientTls | None:
 
 
 def endpoint(address: str) -> Endpoint:
-    from rpcmeter.endpoints import remote_endpoint
+    from rpcmeter.net.endpoints import remote_endpoint
 
     try:
         return remote_endpoint(address)

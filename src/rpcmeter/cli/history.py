@@ -53,8 +53,8 @@ def add_parsers(sub: Any) -> None:
 
 def cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from rpcmeter.cli.output import render_columns, render_report, write_reports
+    from rpcmeter.history.store import resolve_run
     from rpcmeter.reporters.build import build as build_view
-    from rpcmeter.store import resolve_run
 
     view = build_view(resolve_run(args.run, options.store_path(args)).result)
     if args.columns:
@@ -66,8 +66,8 @@ def cmd_report(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def cmd_history(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
+    from rpcmeter.history.store import Store
     from rpcmeter.reporters import tables, terminal
-    from rpcmeter.store import Store
 
     path = options.store_path(args)
     with Store(path, read_only=True) as store:
@@ -104,8 +104,8 @@ def cmd_history(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 def cmd_show(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     from rpcmeter.cli.output import render_columns, render_report
+    from rpcmeter.history.store import resolve_run
     from rpcmeter.reporters.build import build as build_view
-    from rpcmeter.store import resolve_run
 
     view = build_view(resolve_run(args.run, options.store_path(args)).result)
     if args.columns:
@@ -116,9 +116,9 @@ def cmd_show(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def cmd_compare(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from rpcmeter import analysis
+    from rpcmeter.analysis import compare as analysis
     from rpcmeter.cli.output import compare_output, gate_status, run_header
-    from rpcmeter.store import resolve_run
+    from rpcmeter.history.store import resolve_run
 
     path = options.store_path(args)
     a = resolve_run(args.a, path)
@@ -137,7 +137,7 @@ def cmd_compare(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
 
 
 def cmd_tag(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from rpcmeter.store import Store
+    from rpcmeter.history.store import Store
 
     with Store(options.store_path(args), create=False) as store:
         run = store.resolve(args.run)

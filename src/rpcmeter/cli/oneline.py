@@ -3,8 +3,8 @@ load flags, the targets they compare, and the way from flags to a run.
 
 A one-liner writes the suite document a TOML file would parse to (:func:`suite_document`'s
 caller fills ``target``, ``variants`` and ``workloads``), turns it into TOML text and back, and
-builds the :class:`~rpcmeter.suite.Suite` from that text with
-:func:`rpcmeter.suite.build_suite`: the run plans exactly as ``rpcmeter run`` of the same text
+builds the :class:`~rpcmeter.plan.load.Suite` from that text with
+:func:`rpcmeter.plan.load.build_suite`: the run plans exactly as ``rpcmeter run`` of the same text
 does, and ``--save-suite FILE`` writes that text. Several targets are several variants, the first
 the baseline, run interleaved; the suite repeats each case enough for a verdict unless told
 otherwise.
@@ -26,9 +26,9 @@ from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 from rpcmeter.errors import UsageError
 
 if TYPE_CHECKING:
-    from rpcmeter.suite import Suite
+    from rpcmeter.suite.model import Suite
 
-# how many repetitions a comparison of several targets gets by default: rpcmeter.suite's
+# how many repetitions a comparison of several targets gets by default: rpcmeter.plan.load's
 # COMPARE_REPEAT (checked by the tests; kept here so that the parser stays light)
 COMPARE_REPEAT = 5
 WRITTEN_BY = "written by: "  # the suite's description: rpcmeter.reporters.single reads it
@@ -250,7 +250,7 @@ def build(raw: dict[str, Any], where: str, header: str) -> tuple[Suite, str]:
     import hashlib
     import tomllib
 
-    from rpcmeter.suite import build_suite
+    from rpcmeter.plan.load import build_suite
 
     text = to_toml(raw, header)
     suite = build_suite(tomllib.loads(text), where)
@@ -261,7 +261,7 @@ def build(raw: dict[str, Any], where: str, header: str) -> tuple[Suite, str]:
 
 def repeat_note(suite: Suite) -> str | None:
     """What to say when several targets run too few times each for a verdict."""
-    from rpcmeter.analysis import can_decide
+    from rpcmeter.analysis.compare import can_decide
 
     if len(suite.variants) < 2 or can_decide(suite.repeat, suite.repeat):
         return None

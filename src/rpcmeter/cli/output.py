@@ -6,13 +6,14 @@ import argparse
 from pathlib import Path
 from typing import TextIO
 
-from rpcmeter import analysis, gate
+from rpcmeter.analysis import compare as analysis
 from rpcmeter.cli.options import width
 from rpcmeter.errors import UsageError
+from rpcmeter.history.store import RunRef
+from rpcmeter.reporters import gate as gate
 from rpcmeter.reporters import registry
 from rpcmeter.reporters.build import comparison_view
 from rpcmeter.reporters.view import View
-from rpcmeter.store import RunRef
 
 
 def write_reports(
@@ -55,7 +56,7 @@ def run_header(ref: RunRef) -> str:
 
 
 def gate_status(doc: analysis.Comparison, args: argparse.Namespace, out: TextIO) -> int:
-    """--fail-if-slower: the gate's verdict (rpcmeter.gate) printed, its exit status returned."""
+    """--fail-if-slower: the gate's verdict (rpcmeter.reporters.gate) printed, its exit status returned."""
     if args.fail_if_slower is None:
         return 0
     verdict = gate.judge(doc, args.metric, args.fail_if_slower)

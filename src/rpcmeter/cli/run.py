@@ -12,11 +12,12 @@ from rpcmeter.cli.options import CREATES
 from rpcmeter.errors import UsageError
 
 if TYPE_CHECKING:
-    from rpcmeter.execute import RunOptions
-    from rpcmeter.exporter import PrometheusExporter
+    from rpcmeter.host.interrupts import Held
     from rpcmeter.reporters.view import View
-    from rpcmeter.result import Result
-    from rpcmeter.suite import Suite
+    from rpcmeter.result.document import Result
+    from rpcmeter.run.execute import RunOptions
+    from rpcmeter.run.exporter import PrometheusExporter
+    from rpcmeter.suite.model import Suite
 
 # What the built-in demo's output ends with.
 DEMO_NEXT = """
@@ -176,7 +177,7 @@ def check_rate_search(args: argparse.Namespace) -> None:
 def cmd_run(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
     import sys
 
-    from rpcmeter.suite import builtin_suite_path, load_suite, load_suite_bytes
+    from rpcmeter.plan.load import builtin_suite_path, load_suite, load_suite_bytes
 
     check_run_outputs(args)
     check_rate_search(args)
@@ -210,21 +211,44 @@ def run_and_report(
     out: TextIO,
     err: TextIO,
     render: Callable[[View, int, bool], str] | None = None,
+    summary: Callable[[Result, View], tuple[str, bool]] | None = None,
 ) -> int:
     """Run ``suite`` with the options of :func:`add_run_outputs` (and, where the parser has
     them, the rate search's and the cluster's), print its tables and write what was asked for;
     the exit status. ``render(view, width, color)``: the text printed instead of the terminal
-    report's (a one-liner's single target)."""
-    from rpcmeter import gate
+    report's (a one-liner's single target). ``summary``: printed before the tables (its text,
+    and whether the tables follow it).
+
+    Ctrl-C or SIGTERM from here until the run has started waits until it has: the suite is
+    read, so the run's document and store entry then exist, marked ``interrupted``."""
+    from rpcmeter.host import interrupts as interrupts
+
+    _start_forkserver(suite, args)
+    held = interrupts.Held()
+    try:
+        return _run_and_report(suite, args, out, err, held, render, summary)
+    finally:
+        held.release()
+
+
+def _run_and_report(
+    suite: Suite,
+    args: argparse.Namespace,
+    out: TextIO,
+    err: TextIO,
+    held: Held,
+    render: Callable[[View, int, bool], str] | None,
+    summary: Callable[[Result, View], tuple[str, bool]] | None,
+) -> int:
     from rpcmeter.cli.output import render_report, write_reports
     from rpcmeter.cli.progress import Began, Progress
     from rpcmeter.errors import RpcmeterError, SuiteError
-    from rpcmeter.events import RunEvents
-    from rpcmeter.execute import RunOptions
-    from rpcmeter.exporter import LINGER_S, PrometheusExporter, parse_address
+    from rpcmeter.history.store import Store
+    from rpcmeter.reporters import gate as gate
     from rpcmeter.reporters.build import build as build_view
-    from rpcmeter.result import check_output
-    from rpcmeter.store import Store
+    from rpcmeter.result.document import check_output
+    from rpcmeter.run.events import RunEvents
+    from rpcmeter.run.execute import RunOptions
 
     json_out = out if args.output is not None and str(args.output) == "-" else None
     if json_out is not None:  # -o -: the document alone on stdout, the tables on stderr
@@ -234,7 +258,9 @@ def run_and_report(
     progress = Progress(err, live=not args.no_live)
     events = RunEvents(progress)
     exporter = None
-    if args.prometheus is not None:
+    if args.prometheus is not None:  # imported only here: prometheus_client
+        from rpcmeter.run.exporter import LINGER_S, PrometheusExporter, parse_address
+
         linger = LINGER_S if args.prometheus_linger is None else args.prometheus_linger
         exporter = events.subscribe(PrometheusExporter(*parse_address(args.prometheus), linger))
     run_options = RunOptions(
@@ -242,7 +268,7 @@ def run_and_report(
     )
     store = None if args.no_store else Store(options.store_path(args))
     recorder = events.subscribe(store.listener()) if store is not None else None
-    began = events.subscribe(Began())
+    began = events.subscribe(Began(held.release))
     ran = False
     try:
         result = _run_or_search(args, suite, run_options)
@@ -263,9 +289,13 @@ def run_and_report(
         view = build_view(result)
         if json_out is not None:
             json_out.write(render_report(view, "json", args, json_out))
+        tables = True
+        if summary is not None:
+            text, tables = summary(result, view)
+            out.write(text)
         if render is not None:
             out.write(render(view, options.width(args, out), out.isatty()))
-        else:
+        elif tables:
             out.write(render_report(view, "text", args, out))
         if args.output:
             out.write(f"\nresult written to {args.output}\n")
@@ -292,6 +322,30 @@ def run_and_report(
             _linger(exporter, err)
 
 
+def _start_forkserver(suite: Suite, args: argparse.Namespace) -> None:
+    """Start the forkserver before this process imports the run's code: it imports the client
+    code (seconds on a busy machine) while this process imports the rest, and the first client
+    starts at once. What :func:`rpcmeter.run.execute.run_suite` does, earlier: the same drivers
+    preloaded, on the same condition (no cluster, a variant with a client); nothing where a
+    driver cannot be loaded (the run reports that)."""
+    if getattr(args, "cluster", None) or all(
+        suite.driver_of(v) == "command" for v in suite.variants
+    ):
+        return
+    from rpcmeter.plan.targets import target_class
+    from rpcmeter.runners.closed_loop import preload_drivers, start_forkserver
+
+    try:
+        drivers = [
+            target_class(suite.driver_of(v), {**suite.target.options, **suite.variants[v].options})
+            for v in suite.variants
+        ]
+    except KeyError:
+        return
+    preload_drivers(dict.fromkeys(drivers))
+    start_forkserver()
+
+
 def _seconds(text: str) -> float:
     try:
         value = float(text)
@@ -304,7 +358,7 @@ def _seconds(text: str) -> float:
 
 def _linger(exporter: PrometheusExporter, err: TextIO) -> None:
     """Keep the finished run's figures at --prometheus until a scrape read them (see
-    :meth:`rpcmeter.exporter.PrometheusExporter.close`), saying so while it waits."""
+    :meth:`rpcmeter.run.exporter.PrometheusExporter.close`), saying so while it waits."""
     wait = exporter.lingers()
     if wait > 0:
         err.write(
@@ -319,9 +373,9 @@ def _after_run(
     result: Result, view: View, args: argparse.Namespace, stored: int | None, out: TextIO
 ) -> int:
     """Exports, the baseline tag or comparison, and the gate after a run."""
-    from rpcmeter import analysis
+    from rpcmeter.analysis import compare as analysis
     from rpcmeter.cli.output import compare_output, gate_status, run_header, write_reports
-    from rpcmeter.store import Store
+    from rpcmeter.history.store import Store
 
     write_reports(view, args, out, ("csv", "markdown"))
     store_path = options.store_path(args)
@@ -342,12 +396,12 @@ def _after_run(
 
 
 def _run_or_search(args: argparse.Namespace, suite: Suite, run_options: RunOptions) -> Result:
-    from rpcmeter.execute import run_suite
+    from rpcmeter.run.execute import run_suite
 
     if not getattr(args, "find_max_rate", False):
         return run_suite(suite, run_options)
-    from rpcmeter.maxrate import find_max_rate
-    from rpcmeter.rates import parse_slo
+    from rpcmeter.analysis.rates import parse_slo
+    from rpcmeter.run.maxrate import find_max_rate
 
     return find_max_rate(
         suite,

@@ -66,9 +66,9 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_trend(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from rpcmeter import trend
+    from rpcmeter.history import trend as trend
+    from rpcmeter.history.store import Store
     from rpcmeter.reporters import trend as trend_reporter
-    from rpcmeter.store import Store
 
     store_path = options.store_path(args)
 

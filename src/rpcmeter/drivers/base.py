@@ -65,16 +65,16 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, NamedTuple, Protocol
 
-from rpcmeter.endpoints import Endpoint
 from rpcmeter.errors import ReplyError as ReplyError  # drivers raise these; defined below them
 from rpcmeter.errors import ReplyMismatch as ReplyMismatch
+from rpcmeter.net.endpoints import Endpoint
 from rpcmeter.protocols.timing import ServerTime
-from rpcmeter.workloads import WorkloadParams
+from rpcmeter.suite.workloads import WorkloadParams
 
 if TYPE_CHECKING:
     from rpcmeter.metrics.connections import ConnectionCosts
-    from rpcmeter.suite_model import Suite
-    from rpcmeter.tls import ClientTls
+    from rpcmeter.net.tls import ClientTls
+    from rpcmeter.suite.model import Suite
 
 
 @dataclass(frozen=True)
@@ -95,7 +95,7 @@ class DriverContext:
     wait: str = "block"  # "spin": poll for replies without sleeping (load.wait)
     spin_us: float | None = None  # wait = "spin": poll this long, then sleep (None: unbounded)
     env: Mapping[str, str] = field(default_factory=dict)  # set in the client before connecting
-    tls: ClientTls | None = None  # TLS to the server (rpcmeter.tls); None: cleartext
+    tls: ClientTls | None = None  # TLS to the server (rpcmeter.net.tls); None: cleartext
     # what the driver prepared for the variant before its cases (a compiled gRPC call: the
     # suite's load, or Driver.ask_server); empty when there is nothing
     prepared: Mapping[str, Any] = field(default_factory=dict)
@@ -141,7 +141,7 @@ class TargetSpec:
     """What a suite's ``driver`` names, as the suite's checks and the run's plan see it: the
     transports, workloads and options it takes, its built-in server, whether it speaks TLS,
     runs open loops or polls. A protocol driver (:class:`Driver`) is one; a whole command
-    (:class:`rpcmeter.targets.CommandTarget`) is another, run by rpcmeter's command runner."""
+    (:class:`rpcmeter.plan.targets.CommandTarget`) is another, run by rpcmeter's command runner."""
 
     name: ClassVar[str]
     transports: ClassVar[tuple[str, ...]] = ("tcp", "unix")
@@ -150,12 +150,12 @@ class TargetSpec:
     reports_server_time: ClassVar[bool] = False
     open_loop: ClassVar[bool] = True  # requests can go out on a schedule (load.mode = "open")
     # True: the target is a whole command run per request, not a server connected to (its cases
-    # go to rpcmeter.execute.CommandCase)
+    # go to rpcmeter.run.execute.CommandCase)
     whole_command: ClassVar[bool] = False
     # the target options it and its built-in server read; others are a suite error (None: any)
     option_keys: ClassVar[frozenset[str] | None] = None
     packages: ClassVar[tuple[str, ...]] = ()  # distributions whose versions the result records
-    tls: ClassVar[bool] = False  # speaks TLS when the context carries it (rpcmeter.tls)
+    tls: ClassVar[bool] = False  # speaks TLS when the context carries it (rpcmeter.net.tls)
     # the scheme of its servers' URLs (``https`` with TLS): a command client's ``{scheme}``
     url_scheme: ClassVar[str | None] = None
     connection_per_request: ClassVar[bool] = False  # load.reuse = false

@@ -48,7 +48,7 @@ grpc.aio was not faster (``benchmarks/grpc_client_modes.py`` prints the ratio). 
 Python gRPC client costs far more CPU per call than the HTTP driver's (130-220 us against 9-14 us
 in ``examples/grpc-vs-rest.toml``), so with one client CPU it is usually the client that limits a gRPC run.
 
-TLS: the target's or variant's ``tls`` (:mod:`rpcmeter.tls`) makes every channel a secure one
+TLS: the target's or variant's ``tls`` (:mod:`rpcmeter.net.tls`) makes every channel a secure one
 (grpcio's own credentials: ``ca_file`` or the system's CAs, ``cert_file``/``key_file`` for mutual
 TLS, ``server_name`` as the target name override); grpcio cannot skip verification, so
 ``verify = false`` is a suite error. A channel that does not connect is diagnosed with one
@@ -90,11 +90,12 @@ from rpcmeter.drivers.grpc_plan import (
     h2_channels,
     plan_checks,
 )
-from rpcmeter.drivers.grpc_stream import MAX_MESSAGE_BYTES, GrpcStreamH2, stream_messages
+from rpcmeter.drivers.grpc_stream import GrpcStreamH2, stream_messages
 from rpcmeter.drivers.stream import ExactReply
 from rpcmeter.drivers.varying import LoopState, MixChannel, Plan, loop_of
 from rpcmeter.errors import SuiteError
 from rpcmeter.metrics.connections import ConnectionCosts
+from rpcmeter.net.tls import ClientTls
 from rpcmeter.protocols.bodies import (
     KINDS,
     bodies_from_options,
@@ -102,14 +103,13 @@ from rpcmeter.protocols.bodies import (
     check_variant_options,
     stream_metadata,
 )
-from rpcmeter.protocols.grpc import method_path, stream_method_path
+from rpcmeter.protocols.grpc import MAX_MESSAGE_BYTES, method_path, stream_method_path
 from rpcmeter.protocols.grpc_schema import PreparedCall
-from rpcmeter.tls import ClientTls
-from rpcmeter.workloads import MixParams, StreamParams
+from rpcmeter.suite.workloads import MixParams, StreamParams
 
 if TYPE_CHECKING:
-    from rpcmeter.endpoints import Endpoint
-    from rpcmeter.suite_model import Suite
+    from rpcmeter.net.endpoints import Endpoint
+    from rpcmeter.suite.model import Suite
 
 
 class GrpcError(Exception):
@@ -311,7 +311,7 @@ class GrpcDriver(GrpcCommon, EventDriver):
                 messages=self.messages,
             )
         else:
-            self.h2 = GrpcH2Client(*args)
+            self.h2 = GrpcH2Client(*args, max_message_bytes=self.max_message)
         await self.h2.open(self.connect_timeout_s)
 
     async def open_plan(self, plan: Plan[GrpcEntry]) -> None:
@@ -329,6 +329,7 @@ class GrpcDriver(GrpcCommon, EventDriver):
                 error_for,
                 GrpcUnavailable,
                 templated=templated,
+                max_message_bytes=self.max_message,
             )
             if k == 0:
                 await client.open(self.connect_timeout_s)

@@ -47,6 +47,7 @@ import grpc
 from rpcmeter.drivers.base import RAW_BODY_OPTIONS
 from rpcmeter.drivers.varying import MIX_KEY, mix_key
 from rpcmeter.errors import SuiteError
+from rpcmeter.net.tls import ClientTls, probe_handshake
 from rpcmeter.protocols.grpc import target
 from rpcmeter.protocols.grpc_schema import (
     REFLECTION_PATHS,
@@ -62,12 +63,11 @@ from rpcmeter.protocols.grpc_schema import (
 )
 from rpcmeter.protocols.request_data import DataError, read_entries
 from rpcmeter.protocols.templates import TemplateError, is_template, parse
-from rpcmeter.tls import ClientTls, probe_handshake
-from rpcmeter.workloads import MixParams
+from rpcmeter.suite.workloads import MixParams
 
 if TYPE_CHECKING:
-    from rpcmeter.endpoints import Endpoint
-    from rpcmeter.suite_model import Suite
+    from rpcmeter.net.endpoints import Endpoint
+    from rpcmeter.suite.model import Suite
 
 SCHEMA_OPTIONS = frozenset(
     {"call", "proto", "protoset", "import_paths", "reflection", "data", "data_file", "expect"}

@@ -15,7 +15,8 @@ recording: later replays of it count as the same good reply.
 Errors: a non-OK status counts as ``grpc:CODE`` (``UNAVAILABLE`` stops the loop, as a lost
 connection does); a reset stream as ``rst_stream:CODE``; an HTTP status other than 200 as
 ``http_STATUS``; a compressed reply (we ask for none) as ``grpc_compressed``; a reply that is
-not one whole gRPC message as ``grpc_malformed``; a reply its check refuses (``expect_*``, or
+not one whole gRPC message as ``grpc_malformed``; a reply message larger than
+``max_message_bytes`` (default 4 MiB) as ``grpc:RESOURCE_EXHAUSTED``, as grpcio fails it; a reply its check refuses (``expect_*``, or
 a schema call's ``expect``; :class:`~rpcmeter.drivers.base.ReplyCheck`) as ``mismatch``; a
 call with no reply within ``call_timeout_s`` as ``grpc:DEADLINE_EXCEEDED`` (its stream
 cancelled), whatever the server does.
@@ -33,7 +34,15 @@ from mypy_extensions import mypyc_attr
 
 from rpcmeter.drivers.base import Channel, Done, DriverContext, ReplyCheck, ReplyError
 from rpcmeter.drivers.h2client import H2Client
-from rpcmeter.protocols.grpc import DEADLINE_EXCEEDED, QUEUE_TIME, SERVER_TIME, frame, grpc_timeout
+from rpcmeter.protocols.grpc import (
+    DEADLINE_EXCEEDED,
+    MAX_MESSAGE_BYTES,
+    QUEUE_TIME,
+    RESOURCE_EXHAUSTED,
+    SERVER_TIME,
+    frame,
+    grpc_timeout,
+)
 from rpcmeter.protocols.h2.connection import Replay, Request
 from rpcmeter.protocols.h2.connection import Stream as H2Stream
 from rpcmeter.protocols.h2.transport import Session
@@ -120,9 +129,11 @@ class GrpcH2Client(H2Client):
         timeout_s: float | None,
         errors: Callable[[int, str], BaseException],
         unavailable: Callable[[str], BaseException],
+        max_message_bytes: int = MAX_MESSAGE_BYTES,
     ) -> None:
         super().__init__(ctx)
         self.path = path
+        self.max_message = max_message_bytes
         self.request_message = request
         self.check = check
         self.errors = errors
@@ -277,6 +288,10 @@ class GrpcH2Client(H2Client):
             else:
                 error = ReplyError("grpc_malformed", f"a reply of {n} bytes is not one message")
             done(None, error)
+            return
+        if n - 5 > self.max_message:  # as grpcio fails it (max_receive_message_length)
+            message = f"Received message larger than max ({n - 5} vs. {self.max_message})"
+            done(None, self.errors(RESOURCE_EXHAUSTED, message))
             return
         counts = self.counts
         counts[0] += 1

@@ -43,7 +43,7 @@ from rpcmeter.drivers.varying import (
     mix_key,
     source,
 )
-from rpcmeter.protocols.grpc import PREFIX, frame
+from rpcmeter.protocols.grpc import MAX_MESSAGE_BYTES, PREFIX, frame
 from rpcmeter.protocols.grpc_schema import MessageTemplate, PreparedCall, TemplatedExpect
 from rpcmeter.protocols.h2.connection import Request
 from rpcmeter.protocols.h2.connection import Stream as H2Stream
@@ -59,7 +59,7 @@ from rpcmeter.protocols.templates import (
     text_formatter,
 )
 from rpcmeter.protocols.timing import ServerTime, trailer_times
-from rpcmeter.workloads import MixParams
+from rpcmeter.suite.workloads import MixParams
 
 HEADS_KEPT = 4096  # the sizes of a message's varying part whose head _spliced keeps
 
@@ -164,8 +164,14 @@ class PlanCall(GrpcH2Client):
     with an ``expect`` that varies, each reply is checked with the values of its loop's
     request (``values``, by the loop's ``done``)."""
 
-    def __init__(self, *args: Any, templated: TemplatedExpect | None = None) -> None:
+    def __init__(
+        self,
+        *args: Any,
+        templated: TemplatedExpect | None = None,
+        max_message_bytes: int = MAX_MESSAGE_BYTES,
+    ) -> None:
         super().__init__(*args)
+        self.max_message = max_message_bytes
         self.sent = [0]  # message bytes sent (calls whose messages vary)
         self.fixed_size: int | None = None  # the size of its one fixed message
         self.turns: list[Request] | None = None  # its fixed messages in turn (_h2_turns)

@@ -14,7 +14,7 @@ and workers and the warmup's streams are left out like the warmup's bytes. The s
   connection to the reply (every request goes out at once, as fast as flow control allows);
 - ``messages_out``, ``messages_in``, ``bytes_out``, ``bytes_in``: message counts and bodies;
 - ``count_mismatch``: streams that ended with another number of replies than the workload's
-  ``messages`` said (:meth:`~rpcmeter.workloads.StreamParams.expected_replies`). A stream is read
+  ``messages`` said (:meth:`~rpcmeter.suite.workloads.StreamParams.expected_replies`). A stream is read
   until the server ends it: such a stream is measured all the same, and counted here.
 
 A stream's request message may vary (placeholders in a schema call's ``data``, a data file): each
@@ -50,15 +50,14 @@ from rpcmeter.drivers.base import Caller, Channel, Done, DriverContext, ReplyChe
 from rpcmeter.drivers.grpc_h2 import GrpcH2Client
 from rpcmeter.drivers.varying import Fill, LoopState, loop_of, source
 from rpcmeter.metrics.histogram import Histogram
-from rpcmeter.protocols.grpc import DEADLINE_EXCEEDED, frame
+from rpcmeter.protocols.grpc import DEADLINE_EXCEEDED, MAX_MESSAGE_BYTES, frame
 from rpcmeter.protocols.grpc_schema import MessageTemplate, PreparedCall
 from rpcmeter.protocols.h2.connection import Request
 from rpcmeter.protocols.h2.connection import Stream as H2Stream
 from rpcmeter.protocols.h2.transport import Session
-from rpcmeter.workloads import StreamParams
+from rpcmeter.suite.workloads import StreamParams
 
 PREFIX = "stream"
-MAX_MESSAGE_BYTES = 4 * 1024 * 1024  # gRPC's default limit on a received message
 FOLD = 1 << 16
 
 

@@ -25,9 +25,9 @@ from rpcmeter.drivers.grpc_calls import channel_credentials
 from rpcmeter.drivers.grpc_plan import grpcio_callers
 from rpcmeter.drivers.grpc_stream import StreamFigures, grpcio_stream_caller, message_source
 from rpcmeter.drivers.varying import LoopState, loop_of
+from rpcmeter.net.tls import probe_handshake
 from rpcmeter.protocols.grpc import target
 from rpcmeter.protocols.timing import ServerTime, trailer_times
-from rpcmeter.tls import probe_handshake
 
 PROBE_EVERY_S = 0.1  # how often a connecting channel is looked at
 

@@ -11,7 +11,7 @@ connection); a GOAWAY with an error above the stream's id and a connection that 
 (re)opened stop the loop. A graceful GOAWAY or a server closing a connection costs nothing but
 the new connection (:class:`~rpcmeter.protocols.h2.transport.Session`), counted in ``costs``.
 
-TLS: with the case's ``tls`` (:mod:`rpcmeter.tls`) every connection runs over TLS, offering ALPN
+TLS: with the case's ``tls`` (:mod:`rpcmeter.net.tls`) every connection runs over TLS, offering ALPN
 ``h2`` (``:scheme`` https). Each connection's connect and handshake times go into ``costs``.
 
 With ``load.reuse = false`` no connection is kept: every request opens its own
@@ -34,18 +34,14 @@ from mypy_extensions import mypyc_attr
 from rpcmeter.drivers.base import DriverContext, ReplyError
 from rpcmeter.errors import RequestLost
 from rpcmeter.metrics.connections import ConnectionCosts
-from rpcmeter.protocols.h2.connection import (
-    ErrorCode,
-    H2Connection,
-    H2ConnectionError,
-    H2Unavailable,
-    Request,
-    StreamReset,
-    new_stream,
-)
-from rpcmeter.protocols.h2.connection import Stream as H2Stream
+from rpcmeter.net.tls import HANDSHAKE_TIMEOUT_S, TlsError, client_context, server_name, tls_error
+from rpcmeter.protocols.h2.connection import H2Connection
+from rpcmeter.protocols.h2.errors import H2ConnectionError, H2Unavailable, StreamReset
+from rpcmeter.protocols.h2.frames import ErrorCode
+from rpcmeter.protocols.h2.request import Request
+from rpcmeter.protocols.h2.stream import Stream as H2Stream
+from rpcmeter.protocols.h2.stream import new_stream
 from rpcmeter.protocols.h2.transport import H2Protocol, Session, open_connection
-from rpcmeter.tls import HANDSHAKE_TIMEOUT_S, TlsError, client_context, server_name, tls_error
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)  # (so that GrpcH2Client may allow them)

@@ -5,7 +5,7 @@ Python client path measured; see ``benchmarks/vs_wrk.py``). Each client opens
 ``load.connections`` connections, and its ``load.concurrency`` (or ``load.threads``) loops
 share them round-robin. A connection carries one request at a time, as wrk, oha and h2load do:
 with more loops than connections, the client opens one connection per loop instead, and the
-result says so (:func:`rpcmeter.checks.http1_connections`). ``pipeline = true`` pipelines the
+result says so (:func:`rpcmeter.analysis.checks.http1_connections`). ``pipeline = true`` pipelines the
 loops' requests over ``load.connections`` instead (the result says so too).
 
 Requests follow the built-in server's URL scheme (:mod:`rpcmeter.servers.http_server`) unless the
@@ -31,7 +31,7 @@ reply) fails the case with :class:`~rpcmeter.drivers.http_connection.KeepAliveRe
 false``: then every request opens its own connection
 (:class:`~rpcmeter.drivers.stream.StreamDriver`), counted as ``connects``.
 
-HTTPS: the target's or variant's ``tls`` (:mod:`rpcmeter.tls`) runs every connection over TLS
+HTTPS: the target's or variant's ``tls`` (:mod:`rpcmeter.net.tls`) runs every connection over TLS
 (ALPN ``http/1.1``; with ``http = "2"``, ALPN ``h2``). With ``load.reuse = false`` every HTTP/1.1
 request says ``Connection: close``; over HTTP/2 every request opens a connection and is its one
 stream.
@@ -63,10 +63,10 @@ from rpcmeter.protocols.bodies import KINDS, check_variant_options, expected_rep
 from rpcmeter.protocols.http_request import HttpRequest, expect_filler, h1_filler
 from rpcmeter.protocols.http_request import build_request as build_request
 from rpcmeter.protocols.templates import Template
-from rpcmeter.workloads import EchoParams, MixParams, WorkloadParams
+from rpcmeter.suite.workloads import EchoParams, MixParams, WorkloadParams
 
 if TYPE_CHECKING:
-    from rpcmeter.suite_model import Suite
+    from rpcmeter.suite.model import Suite
 
 
 def check_options(opts: Mapping[str, Any]) -> None:

@@ -37,10 +37,10 @@ from rpcmeter.protocols.http_request import (
 )
 from rpcmeter.protocols.request_data import DataError, Entry, read_entries
 from rpcmeter.protocols.templates import Template, is_template, parse
-from rpcmeter.workloads import MixParams, PayloadParams, WorkloadParams
+from rpcmeter.suite.workloads import MixParams, PayloadParams, WorkloadParams
 
 if TYPE_CHECKING:
-    from rpcmeter.suite_model import Suite
+    from rpcmeter.suite.model import Suite
 
 DATA_KEY = "data_files"  # DriverContext.prepared[DATA_KEY]: data file name -> its entries
 OPTION_KEYS = frozenset({"data_file", "expect"})  # beside the driver's request options

@@ -15,7 +15,7 @@ per client and the event loop for more, as ``benchmarks/raw_client_modes.py`` me
 requests/s with eight). A reply with a non-zero status counts as an error of kind
 ``raw_error``. Options: ``io``, ``event_loop`` (``uvloop`` or ``asyncio``).
 
-With ``tls`` (:mod:`rpcmeter.tls`) the frames travel over TLS on either path (connect and
+With ``tls`` (:mod:`rpcmeter.net.tls`) the frames travel over TLS on either path (connect and
 handshake timed); ``load.reuse = false`` (a connection per request) uses the event loop.
 ``load.wait = "spin"`` on the blocking path polls the socket with a zero timeout until the reply
 is there (:func:`polling_recv`; for at most ``load.spin_us``, then it sleeps) instead of sleeping
@@ -37,10 +37,10 @@ from rpcmeter.drivers.stream import StreamDriver
 from rpcmeter.drivers.stream_connection import StreamConnection, mismatch
 from rpcmeter.errors import ConnectionClosed, ProtocolError, RequestLost
 from rpcmeter.metrics.connections import ConnectionCosts
+from rpcmeter.net.tls import client_context, server_name, timed_handshake
 from rpcmeter.protocols.bodies import CODES, expected_reply
 from rpcmeter.protocols.raw import MAX_FRAME, REPLY_HEAD, request_frame
 from rpcmeter.protocols.timing import QUEUE_FOLLOWS, ServerTime, read_frame_times
-from rpcmeter.tls import client_context, server_name, timed_handshake
 
 HEAD = REPLY_HEAD.size  # 13: length, status, server_ns (21 when queue_ns follows)
 UNBOUNDED_NS = 1 << 62  # polling_recv without spin_us: polls until the reply is there

@@ -28,7 +28,7 @@ from rpyc.utils.factory import connect_stream
 from rpcmeter.drivers.base import STALL_OPTIONS, Caller, Driver, ReplyMismatch
 from rpcmeter.protocols.rpyc import protocol_config
 from rpcmeter.protocols.timing import ServerTime
-from rpcmeter.workloads import (
+from rpcmeter.suite.workloads import (
     CallbackParams,
     RandomWaitParams,
     random_wait_level,

@@ -13,10 +13,10 @@ request opens a connection of its own instead, closed after its reply; the laten
 the connect (and the handshake), and the counter ``connects`` counts them.
 
 Every connection is opened in two timed steps: the TCP (or Unix) connect, then, with TLS
-(``ctx.tls``, :mod:`rpcmeter.tls`), the handshake; both go into the client's
+(``ctx.tls``, :mod:`rpcmeter.net.tls`), the handshake; both go into the client's
 :class:`~rpcmeter.metrics.connections.ConnectionCosts` (resumed handshakes apart), and with a
 connection per request the request's own time (write to reply) too. A TLS connection then runs
-on :class:`rpcmeter.tls_transport.TlsTransport` (the event loop watching the socket, OpenSSL's memory
+on :class:`rpcmeter.net.tls_transport.TlsTransport` (the event loop watching the socket, OpenSSL's memory
 BIOs between: measured at 0.4x the client CPU per request of uvloop's TLS transport).
 """
 
@@ -31,7 +31,6 @@ from collections.abc import Callable
 from functools import partial
 from typing import Any, ClassVar
 
-from rpcmeter.connect import open_stream
 from rpcmeter.drivers.base import (
     Channel,
     Done,
@@ -43,16 +42,17 @@ from rpcmeter.drivers.base import (
 )
 from rpcmeter.drivers.stream_connection import StreamConnection, StreamSlot, mismatch
 from rpcmeter.metrics.connections import ConnectionCosts
-from rpcmeter.protocols.bodies import KINDS, expected_reply, request_body
-from rpcmeter.protocols.timing import ServerTime
-from rpcmeter.tls import (
+from rpcmeter.net.connect import open_stream
+from rpcmeter.net.tls import (
     HANDSHAKE_TIMEOUT_S,
     ResumingContext,
     TlsError,
     client_context,
     server_name,
 )
-from rpcmeter.workloads import EchoParams, lift_int_digit_limit
+from rpcmeter.protocols.bodies import KINDS, expected_reply, request_body
+from rpcmeter.protocols.timing import ServerTime
+from rpcmeter.suite.workloads import EchoParams, lift_int_digit_limit
 
 VARIANTS = 8  # distinct request bodies per loop when validating echo
 

@@ -27,7 +27,7 @@ Servers end keep-alive connections (nginx after 1000 requests, Apache httpd afte
 that says the server closes the connection after it (:meth:`StreamConnection.last_reply`: HTTP's
 ``Connection: close`` on a reply other than the connection's first) retires the connection: the
 requests pipelined after that reply, which the server will not process, and those sent from then
-on go to the slot's next connection (:class:`StreamSlot`, a :class:`rpcmeter.connect.Slot`),
+on go to the slot's next connection (:class:`StreamSlot`, a :class:`rpcmeter.net.connect.Slot`),
 opened at once (a loop that owned the old one owns the new one). A server closing a connection
 after a complete reply, with nothing in flight, is the same. A request in flight when the server
 closed a connection that had answered before is lost: it counts as ``connection_closed``
@@ -50,12 +50,12 @@ from typing import cast
 
 from mypy_extensions import mypyc_attr
 
-from rpcmeter.connect import Slot
 from rpcmeter.drivers.base import Done, Moved, ReplyMismatch
 from rpcmeter.errors import ConnectionClosed, ProtocolError, RequestLost
+from rpcmeter.net.connect import Slot
+from rpcmeter.net.tls import TlsError, tls_error
 from rpcmeter.protocols.bodies import check
 from rpcmeter.protocols.timing import ServerTime
-from rpcmeter.tls import TlsError, tls_error
 
 
 def mismatch(body: bytes, expect: bytes) -> ReplyMismatch | None:

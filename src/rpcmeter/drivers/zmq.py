@@ -53,7 +53,7 @@ from rpcmeter.protocols.timing import ServerTime, read_frame_times
 from rpcmeter.protocols.zmq import address, server_mode
 
 if TYPE_CHECKING:
-    from rpcmeter.suite_model import Suite
+    from rpcmeter.suite.model import Suite
 
 RECV_MODES = ("block", "poll", "sleep")
 _CHECK_EVERY = 1024  # busy-poll misses between two looks at the clock

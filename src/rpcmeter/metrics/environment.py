@@ -1,5 +1,5 @@
 """Capture of the machine and software a run measured on, as the JSON values the result's
-``environment`` holds (:func:`rpcmeter.record.new_result` reads them into the model)."""
+``environment`` holds (:func:`rpcmeter.result.record.new_result` reads them into the model)."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from rpcmeter.compiled import runs_compiled as compiled
 
 if TYPE_CHECKING:
-    from rpcmeter.suite_model import Suite
+    from rpcmeter.suite.model import Suite
 
 CPU_SYS = Path("/sys/devices/system/cpu")
 

@@ -11,7 +11,7 @@ writable. rpcmeter takes
 the name resolved once beforehand), and keeps the latencies as a histogram
 (:class:`NetworkRtt`).
 
-It is not the no-op round trip of :mod:`rpcmeter.breakdown`: that is a whole request of the
+It is not the no-op round trip of :mod:`rpcmeter.result.breakdown`: that is a whole request of the
 case's protocol to the server's program and back, so it holds the network's round trip *and*
 the server's and the protocol's least cost (waking up, parsing, replying), and through a load
 balancer that terminates TCP (nginx, HAProxy) every hop behind it. The handshake only sees as far
@@ -26,8 +26,8 @@ import socket
 import struct
 import time
 
-from rpcmeter.endpoints import Endpoint
 from rpcmeter.metrics.histogram import Histogram
+from rpcmeter.net.endpoints import Endpoint
 
 HANDSHAKES = 20  # before and after each case
 TCP_INFO_LEN = 104  # enough of Linux's struct tcp_info for tcpi_rtt

@@ -10,14 +10,14 @@ workload       request body                                reply body
 ``noop``       empty                                       empty
 ``echo``       ``request_bytes`` bytes                     the request, unchanged
 ``payload``    reply size as 4-byte big-endian unsigned,   ``reply_bytes`` bytes
-               then filler up to ``request_bytes`` (at     (:func:`rpcmeter.workloads.payload_bytes`)
+               then filler up to ``request_bytes`` (at     (:func:`rpcmeter.suite.workloads.payload_bytes`)
                least 4 bytes in all)
 ``sleep``      milliseconds as ASCII decimal (``"1.5"``)   empty
 ``factorial``  ``n`` as ASCII decimal (``"30000"``)        decimal digits of ``n!`` in ASCII
 =============  ==========================================  =======================================
 
 Streaming calls (workload ``stream``, gRPC only): every request message is ``request_bytes``
-bytes and every reply message ``reply_bytes`` bytes (:func:`rpcmeter.workloads.payload_bytes`);
+bytes and every reply message ``reply_bytes`` bytes (:func:`rpcmeter.suite.workloads.payload_bytes`);
 the call's header block tells the server how many replies to send and how large
 (:data:`STREAM_MESSAGES_KEY`, :data:`STREAM_REPLY_BYTES_KEY`). Server streaming answers its one
 request with that many replies; client streaming reads every request and answers once;
@@ -39,7 +39,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rpcmeter.errors import ReplyMismatch, SuiteError
-from rpcmeter.workloads import (
+from rpcmeter.suite.workloads import (
     EchoParams,
     FactorialParams,
     PayloadParams,
@@ -54,7 +54,7 @@ from rpcmeter.workloads import (
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from rpcmeter.suite_model import Suite
+    from rpcmeter.suite.model import Suite
 
 KINDS = ("noop", "echo", "payload", "sleep", "factorial")
 OPS: dict[bytes, str] = {

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import struct
 
-from rpcmeter.endpoints import Endpoint
+from rpcmeter.net.endpoints import Endpoint
 from rpcmeter.protocols.timing import QUEUE_TIME_KEY, SERVER_TIME_KEY
 
 SERVICE = "rpcmeter.Bench"
@@ -22,6 +22,8 @@ STREAM_MODES = ("server", "client", "bidi")
 
 # the status codes sent or read by number (grpc.StatusCode names them all)
 OK, INVALID_ARGUMENT, DEADLINE_EXCEEDED, UNIMPLEMENTED, INTERNAL = 0, 3, 4, 12, 13
+RESOURCE_EXHAUSTED = 8
+MAX_MESSAGE_BYTES = 4 * 1024 * 1024  # gRPC's default limit on a received message
 
 SERVER_TIME = SERVER_TIME_KEY.encode()  # the trailers' names as HTTP/2 header names
 QUEUE_TIME = QUEUE_TIME_KEY.encode()

@@ -79,9 +79,15 @@ class HttpRequest:
         return body is None or bool(body) or self.method not in NO_BODY_METHODS
 
 
+def _shown(value: Any, limit: int = 60) -> str:
+    """``value`` as an error shows it: its repr, cut short."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def _template(value: Any, key: str) -> Template:
     if isinstance(value, bool) or not isinstance(value, str | int | float):
-        raise RequestError(f"{key}: expected text (got {value!r})")
+        raise RequestError(f"{key}: expected text (got {_shown(value)})")
     try:
         return parse(str(value))
     except TemplateError as exc:
@@ -110,7 +116,10 @@ def request_from(table: Mapping[str, Any], base: HttpRequest, where: str = "") -
             raise RequestError(f"{at}method: a method cannot take a placeholder ({method!r})")
         req = replace(req, method=method.strip().upper())
     if "path" in table:
-        req = replace(req, path=_template(table["path"], f"{at}path"))
+        path = table["path"]
+        if not isinstance(path, str):  # a number would go out as a path no server takes
+            raise RequestError(f'{at}path: expected text, e.g. "/items/1" (got {_shown(path)})')
+        req = replace(req, path=_template(path, f"{at}path"))
     if "headers" in table:
         headers = table["headers"]
         if not isinstance(headers, Mapping):

@@ -27,6 +27,7 @@ from rpcmeter.protocols.templates import Loop
 
 LINE_FORMATS = (".jsonl", ".ndjson")
 DRAW_BLOCK = 1024  # calls drawn at a time
+TOO_DEEP = "JSON arrays or objects nested too deeply"
 
 
 class DataError(ValueError):
@@ -64,6 +65,8 @@ def read_entries(path: Path, shown: str) -> list[Entry]:
                 raise DataError(
                     f"{shown}:{number}: not JSON: {exc.msg} (column {exc.colno})"
                 ) from None
+            except RecursionError:
+                raise DataError(f"{shown}:{number}: {TOO_DEEP}") from None
     else:
         if not text.strip():
             raise DataError(f"{shown} is empty")
@@ -73,6 +76,8 @@ def read_entries(path: Path, shown: str) -> list[Entry]:
             raise DataError(
                 f"{shown}:{exc.lineno}: not JSON: {exc.msg} (column {exc.colno})"
             ) from None
+        except RecursionError:
+            raise DataError(f"{shown}: {TOO_DEEP}") from None
         if isinstance(doc, list):
             entries = [Entry(v, f"{shown}[{i}]") for i, v in enumerate(doc)]
         else:

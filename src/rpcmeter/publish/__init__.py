@@ -7,7 +7,7 @@ The site, all of it files that open from disk or any static host (no server, no 
     DIR/suites/<suite>.html     each case's trend per metric, drawn in the page from the page's
                                 own JSON; steps marked; a point opens its run; two runs compared
     DIR/runs/<id>.html          the run's HTML report (rpcmeter.reporters.html)
-    DIR/compare/<a>-<b>.html    run b against run a (rpcmeter.analysis.compare_runs): for each run
+    DIR/compare/<a>-<b>.html    run b against run a (rpcmeter.analysis.compare.compare_runs): for each run
                                 and the run before it of its suite, and each tagged run and the
                                 newest run of its suite
     DIR/data/<suite>.json       a suite's trends and steps, as its page carries them
@@ -40,17 +40,17 @@ from multiprocessing import get_context
 from pathlib import Path
 from typing import Any
 
-from rpcmeter import analysis
-from rpcmeter.aggregate import PointKey, cells
+from rpcmeter.analysis import compare as analysis
 from rpcmeter.errors import RpcmeterError, StoreError, UsageError
+from rpcmeter.history.store import RunInfo, Store
+from rpcmeter.history.trend import Trend, TrendPoint, find_steps, revision_label
 from rpcmeter.model import Result
 from rpcmeter.publish import pages
 from rpcmeter.publish.assets import SITE_CSS, SITE_JS
 from rpcmeter.reporters import html
 from rpcmeter.reporters.build import build, comparison_view
 from rpcmeter.reporters.trend import fmt, unit_of
-from rpcmeter.store import RunInfo, Store
-from rpcmeter.trend import Trend, TrendPoint, find_steps, revision_label
+from rpcmeter.result.cells import PointKey, cells
 
 #: the metrics of a suite's trends (those a run measured)
 METRICS = ("mean", "p99", "throughput", "server_cpu", "client_cpu")

@@ -1,24 +1,32 @@
 """Building the view (:class:`~rpcmeter.reporters.view.View`): the one reading of a result for
 reports. :func:`build` reads the result once, with what is derived from it
-(:mod:`rpcmeter.derived`): its cells, comparisons, tables (:mod:`.workload_tables`), header,
+(:mod:`rpcmeter.analysis.derived`): its cells, comparisons, tables (:mod:`.workload_tables`), header,
 problems, warnings, notes and JSON document; :func:`comparison_view` does the same for two runs
 compared."""
 
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
 
-from rpcmeter import analysis, checks
-from rpcmeter.aggregate import Cell, PointKey, baseline, cells, variant_names
-from rpcmeter.derived import Derived, derive, document
-from rpcmeter.model import Case, CaseProfile, Part, Placement, Result
-from rpcmeter.profile import summary_lines as profile_summary
-from rpcmeter.rates import rate_series
+from rpcmeter.analysis import checks as checks
+from rpcmeter.analysis import compare as analysis
+from rpcmeter.analysis.derived import Derived, derive, document
+from rpcmeter.analysis.rates import rate_series
+from rpcmeter.metrics.histogram import Histogram
+from rpcmeter.model import Case, CaseProfile, Interval, Part, Placement, Result
 from rpcmeter.reporters.calls import calls_grid
 from rpcmeter.reporters.format import fmt_ms, fmt_num, fmt_rate, fmt_ratio
 from rpcmeter.reporters.plots import Cells, Timeline
-from rpcmeter.reporters.tables import Grid, GridCell, Mark, comparison_grids, summary_grid
+from rpcmeter.reporters.tables import (
+    Grid,
+    GridCell,
+    Mark,
+    comparison_grids,
+    environment_grid,
+    summary_grid,
+)
 from rpcmeter.reporters.view import (
     CaseFigures,
     ComparisonView,
@@ -39,14 +47,26 @@ from rpcmeter.reporters.workload_tables import (
     stream_grid,
     workload_grid,
 )
+from rpcmeter.result.cells import Cell, PointKey, baseline, cells, variant_names
+from rpcmeter.run.profile import summary_lines as profile_summary
+from rpcmeter.text import printable
 
 
 def comparison_view(doc: analysis.Comparison, header: list[str]) -> ComparisonView:
+    """Two runs compared: the comparison tables, the geometric means and, beside them, what
+    differed between the runs' environments."""
     summary = summary_grid(doc)
+    environment = environment_grid(doc)
     return ComparisonView(
         tuple(header),
         doc,
-        tuple([*comparison_grids(doc), *([summary] if summary else [])]),
+        tuple(
+            [
+                *comparison_grids(doc),
+                *([summary] if summary else []),
+                *([environment] if environment else []),
+            ]
+        ),
         doc.warnings,
     )
 
@@ -56,7 +76,7 @@ def comparison_view(doc: analysis.Comparison, header: list[str]) -> ComparisonVi
 
 def build(result: Result, derived: Derived | None = None) -> View:
     """The view of a result (the only reading of the result for reports), with what is derived
-    from it (:func:`rpcmeter.derived.derive` when not given)."""
+    from it (:func:`rpcmeter.analysis.derived.derive` when not given)."""
     suite = result.suite
     grid_all = cells(result)
     names = variant_names(result)
@@ -65,7 +85,10 @@ def build(result: Result, derived: Derived | None = None) -> View:
     derived = derived or derive(result)
     comparisons = derived.comparisons
     verdicts = analysis.has_verdicts(comparisons)
-    summary = summary_grid(comparisons) if verdicts else None
+    commands = bool(result.cases) and all(c.kind == "command" for c in result.cases)
+    summary = summary_grid(comparisons, commands) if verdicts else None
+    # the ratios of every compared variant, with their verdicts or why there is none
+    compared = bool(comparisons.rows)
     run = Run(
         name=suite.name,
         description=suite.description or "",
@@ -95,7 +118,9 @@ def build(result: Result, derived: Derived | None = None) -> View:
         comparisons=comparisons,
         has_verdicts=verdicts,
         comparison_tables=tuple(
-            [*comparison_grids(comparisons), *([summary] if summary else [])] if verdicts else []
+            [*comparison_grids(comparisons, commands), *([summary] if summary else [])]
+            if compared
+            else []
         ),
         rates=tuple(rate_series(result)),
         max_rate=tuple(result.max_rate or []),
@@ -117,39 +142,98 @@ def build(result: Result, derived: Derived | None = None) -> View:
             for c in result.cases
         ),
         document=document(result, derived),
-        timelines=tuple(timeline_of(c, keys) for c in result.cases if c.series is not None),
+        timelines=tuple(timelines_of(result.cases, keys)),
     )
 
 
-def timeline_of(case: Case, keys: list[str]) -> Timeline:
-    """A case's series as its plots take it (:func:`rpcmeter.reporters.plots.time_plots`)."""
-    intervals = case.series.intervals if case.series is not None else []
-    point = " ".join(f"{k}={case.point[k]}" for k in keys if k in case.point)
-    rep = f"rep {case.repetition}" if case.repetition else ""
-    title = " · ".join(x for x in (case.workload, case.variant, point, rep) if x)
+SHORT_INTERVAL = 0.25  # a case's interval shorter than this share of the series' is drawn with
+# the one before it (the last few replies after a case's end: a few ms, not a second of them)
 
-    def us(value: float | None) -> float:
-        return math.nan if value is None else value
 
-    return Timeline(
-        workload=case.workload,
-        variant=case.variant,
-        case_id=case.id,
-        title=title,
-        x=tuple(i.start_s + i.seconds / 2 for i in intervals),
-        p50_us=tuple(us(i.p50_us) for i in intervals),
-        p99_us=tuple(us(i.p99_us) for i in intervals),
-        max_us=tuple(us(i.max_us) for i in intervals),
-        rps=tuple(i.throughput_rps for i in intervals),
-        errors_ps=tuple(
-            sum(i.errors.values()) / i.seconds if i.seconds > 0 else 0.0 for i in intervals
-        ),
-        stages=tuple(
-            (s.start_s, f"{s.label()}: {s.load(short=True)}")
-            for s in case.stages or ()
-            if s.start_s >= 0
-        ),
-    )
+@dataclass
+class _Slot:
+    """One place in a cell's time line: its repetitions' intervals there, merged."""
+
+    start_s: float
+    stage: int | None
+    seconds: float = 0.0
+    pieces: int = 0
+    ok: int = 0
+    errors: int = 0
+    hist: Histogram = field(default_factory=Histogram)
+
+    def add(self, interval: Interval, piece: bool = True) -> None:
+        self.seconds += interval.seconds
+        self.pieces += piece
+        self.ok += interval.ok
+        self.errors += sum(interval.errors.values())
+        self.hist.merge(interval.decoded())
+
+
+def _slots(case: Case) -> list[_Slot]:
+    """A case's intervals, each short one (:data:`SHORT_INTERVAL`) folded into the one before
+    it in its stage: its replies and its time weigh in there by their real length."""
+    series = case.series
+    out: list[_Slot] = []
+    for i in series.intervals if series is not None else []:
+        short = series is not None and i.seconds < SHORT_INTERVAL * series.interval_s
+        if short and out and out[-1].stage == i.stage:
+            out[-1].add(i, piece=False)
+            continue
+        out.append(_Slot(i.start_s, i.stage))
+        out[-1].add(i)
+    return out
+
+
+def timelines_of(cases: Sequence[Case], keys: list[str]) -> list[Timeline]:
+    """Each cell's cases over time (workload, matrix point and variant), as their plots take
+    them (:func:`rpcmeter.reporters.plots.time_plots`): the repetitions' intervals merged by
+    their place in the case (replies and seconds added, histograms merged), so a cell is one
+    series, each interval weighed by its real length."""
+    cells_: dict[tuple[str, str, str], list[Case]] = {}
+    for c in cases:
+        if c.series is not None and c.series.intervals:
+            point = " ".join(f"{k}={c.point[k]}" for k in keys if k in c.point)
+            cells_.setdefault((c.workload, point, c.variant), []).append(c)
+    out = []
+    for (workload, point, variant), group in cells_.items():
+        slots: dict[float, _Slot] = {}
+        for case in group:
+            for s in _slots(case):
+                have = slots.setdefault(round(s.start_s, 6), _Slot(s.start_s, s.stage))
+                have.seconds += s.seconds
+                have.pieces += s.pieces
+                have.ok += s.ok
+                have.errors += s.errors
+                have.hist.merge(s.hist)
+        line = sorted(slots.values(), key=lambda s: s.start_s)
+        reps = f"{len(group)} repetitions" if len(group) > 1 else ""
+
+        def pct(s: _Slot, p: float) -> float:
+            return s.hist.percentile(p) / 1e3 if s.hist.count else math.nan
+
+        out.append(
+            Timeline(
+                workload=workload,
+                variant=variant,
+                case_id=group[0].id,
+                title=" · ".join(x for x in (workload, point) if x),
+                x=tuple(s.start_s + s.seconds / max(s.pieces, 1) / 2 for s in line),
+                p50_us=tuple(pct(s, 50) for s in line),
+                p99_us=tuple(pct(s, 99) for s in line),
+                max_us=tuple(s.hist.max / 1e3 if s.hist.count else math.nan for s in line),
+                rps=tuple(s.ok / s.seconds if s.seconds > 0 else 0.0 for s in line),
+                errors_ps=tuple(s.errors / s.seconds if s.seconds > 0 else 0.0 for s in line),
+                stages=tuple(
+                    (s.start_s, f"{printable(s.label())}: {s.load(short=True)}")
+                    for s in group[0].stages or ()
+                    if s.start_s >= 0
+                ),
+                point=point,
+                repetitions=reps,
+            )
+        )
+    return out
 
 
 def _workload(
@@ -163,14 +247,14 @@ def _workload(
 ) -> WorkloadView:
     kinds = {c.kind for c in result.cases if c.workload == workload}
     kind = "command" if "command" in kinds else "idle" if kinds == {"idle"} else "requests"
-    verdicts = analysis.has_verdicts(comparisons)
+    compared = bool(comparisons.rows)  # the comparison tables give the ratios
     return WorkloadView(
         name=workload,
         kind=kind,
         cells=grid,
-        summary=workload_grid(workload, grid, keys, names, base, verdicts, walls=True),
+        summary=workload_grid(workload, grid, keys, names, base, compared, walls=True),
         summary_narrow=workload_grid(
-            workload, grid, keys, names, base, verdicts, walls=len(names) <= 2
+            workload, grid, keys, names, base, compared, walls=len(names) <= 2
         ),
         ranking=ranking_grid(workload, grid, keys, base) if len(names) > 1 else None,
         breakdown=breakdown_grid(workload, grid, keys, several=len(names) > 1),
@@ -216,7 +300,7 @@ def stage_grid(case: Case) -> Grid:
     for s, failed in zip(stages, errors, strict=True):
         lat = s.latency
         row: list[GridCell] = [
-            s.label() if s.complete else Mark(f"{s.label()}*", "warn"),
+            printable(s.label()) if s.complete else Mark(f"{printable(s.label())}*", "warn"),
             s.load(short=True),
             fmt_rate(s.throughput_rps if s.throughput_rps is not None else math.nan),
         ]
@@ -275,7 +359,7 @@ def _given(part: Part, field: str) -> object:
 
 
 def describe_placement(placement: Placement) -> str:
-    """One phrase for a placement as :func:`rpcmeter.placement.applied` gives it (with its
+    """One phrase for a placement as :func:`rpcmeter.host.placement.applied` gives it (with its
     ``target``)."""
 
     def cpus(value: list[int] | None) -> str:
@@ -401,7 +485,7 @@ def profile_lines(result: Result, workload: str) -> list[str]:
 
 
 def _profiles(case: Case) -> Mapping[str, CaseProfile]:
-    """A case's profiles: role -> its profile (rpcmeter.profile)."""
+    """A case's profiles: role -> its profile (rpcmeter.run.profile)."""
     return case.profiles or {}
 
 
@@ -419,6 +503,7 @@ def _problems(result: Result) -> Iterator[Problem]:
             errors=tuple(c.errors.items()),
             error_sample=next(iter(c.error_samples.values()), ""),
             server_output_tail=c.server_output_tail or "",
+            samples=tuple(c.error_samples.items()),
         )
 
 

@@ -3,7 +3,7 @@
 One row per matrix point, variant and call: its share of the case's requests, requests/s, errors
 and latency (mean, p50, p99 from its histograms merged over repetitions), and the mix's own row
 first (``(all)``). Comparisons of the calls against the baseline, with their verdicts, are in the
-comparison tables (:mod:`rpcmeter.reporters.tables`; :mod:`rpcmeter.analysis` compares each
+comparison tables (:mod:`rpcmeter.reporters.tables`; :mod:`rpcmeter.analysis.compare` compares each
 call as it compares whole cases).
 """
 
@@ -12,9 +12,9 @@ from __future__ import annotations
 import math
 import statistics
 
-from rpcmeter.aggregate import Cell, PointKey
 from rpcmeter.reporters.format import fmt_ms, fmt_rate
 from rpcmeter.reporters.tables import Grid, GridCell
+from rpcmeter.result.cells import Cell, PointKey
 
 ALL = "(all)"  # the row of the mix as a whole
 

@@ -18,11 +18,11 @@ import math
 import statistics
 from collections.abc import Callable
 
-from rpcmeter.aggregate import Cell, PointKey
 from rpcmeter.model import Case, Json
 from rpcmeter.reporters.format import fmt_num, fmt_rate, fmt_ratio, ratio
 from rpcmeter.reporters.tables import Grid, GridCell, Mark
 from rpcmeter.reporters.view import View, WorkloadView
+from rpcmeter.result.cells import Cell, PointKey
 
 MIB = float(1 << 20)
 RPCMETER = "rpcmeter"  # the client of a variant that is not a command client

@@ -233,19 +233,22 @@ def draw(plot: Plot, colors: dict[str, str]) -> Figure:
 
     handles: list[Any] = []
     seen = set()
-    if plot.style in ("rate", "time"):  # one colour per plot: the legend names the statistics
+    if plot.style in ("rate", "time"):  # the legend names the statistics (by line style) and,
+        # where several variants share the plot (a time plot), their colours
+        stats = dict.fromkeys((s.name, s.linestyle, s.marker) for s in plot.series)
         handles = [
             Line2D(
                 [],
                 [],
                 color="#444444",
-                linestyle=s.linestyle,
-                marker="." if plot.style == "time" else s.marker,
-                label=s.name,
+                linestyle=linestyle,
+                marker="." if plot.style == "time" else marker,
+                label=name,
             )
-            for s in plot.series
+            for name, linestyle, marker in stats
         ]
-        seen = {s.variant for s in plot.series}
+        if len({s.variant for s in plot.series}) == 1:
+            seen = {s.variant for s in plot.series}
     for s in plot.series:
         if s.variant in seen:
             continue

@@ -14,8 +14,7 @@ from html import escape
 from pathlib import Path
 from typing import Any
 
-from rpcmeter import analysis
-from rpcmeter.aggregate import Cell, PointKey
+from rpcmeter.analysis import compare as analysis
 from rpcmeter.errors import StoreError
 from rpcmeter.reporters.format import fmt_ms, fmt_rate, fmt_ratio, fmt_s
 from rpcmeter.reporters.plots import (
@@ -27,8 +26,10 @@ from rpcmeter.reporters.plots import (
     run_mean,
     slug,
 )
-from rpcmeter.reporters.tables import Grid, GridCell, Mark, RatioCell
+from rpcmeter.reporters.tables import Grid, GridCell, Mark, RatioCell, undecided_note
 from rpcmeter.reporters.view import View, WorkloadView
+from rpcmeter.result.cells import Cell, PointKey
+from rpcmeter.text import details, headline
 
 MAX_SHOWN_WARNINGS = 8  # more are folded away (a failed run can list one per case)
 
@@ -111,7 +112,9 @@ def _ratio_cell(
     text = fmt_ratio(comp.ratio)
     if math.isfinite(comp.ci_low) and math.isfinite(comp.ci_high):
         text += f' <span class="ci">[{comp.ci_low:.2f}, {comp.ci_high:.2f}]</span>'
-    if comp.verdict:
+    if not comp.verdict:  # unknown; why: the note under the table (tables.undecided_note)
+        text += ' <span class="same">no verdict</span>'
+    else:
         word = analysis.verdict_word(metric, comp.verdict)
         text += f' <span class="{_verdict_class(comp.verdict)}">{_e(word)}</span>'
     return f"<td>{text}</td>"
@@ -184,7 +187,11 @@ def workload_table(view: View, workload: str, colors: dict[str, str]) -> str:
                     plain = _ratio(get(c), get(b)) if ok and b is not None else math.nan
                     tds += _ratio_cell(view.comparisons, workload, point, v, metric, plain)
             rows.append(f"<tr>{tds}</tr>")
-    return f'<div class="scroll"><table class="cmp"><tr>{head}</tr>{"".join(rows)}</table></div>'
+    note = undecided_note([r for r in view.comparisons.rows if r.workload == workload])
+    why = f'<p class="meta undecided">{_e(note)}</p>' if note else ""
+    return (
+        f'<div class="scroll"><table class="cmp"><tr>{head}</tr>{"".join(rows)}</table></div>' + why
+    )
 
 
 def _env_text(value: Any, packages: bool = False) -> str:
@@ -208,14 +215,23 @@ def _env_rows(env: Mapping[str, Any]) -> Iterable[tuple[str, str]]:
             yield key.replace("_", " "), text
 
 
+def _item(head: str, more: list[str]) -> str:
+    """A warning or a case's problem: its line, then its details and samples beneath."""
+    below = "".join(f'<br><span class="meta">{_e(m)}</span>' for m in more if m)
+    return f"<li>{_e(head)}{below}</li>"
+
+
 def _problems(view: View) -> list[str]:
-    out = list(view.warnings)
+    """The warnings (headline, details beneath) and the cases' failures and errors, each with
+    the first kept sample of each error kind, as list items."""
+    out = [_item(headline(w), [details(w)]) for w in view.warnings]
     for p in view.problems:
         if p.status != "ok":
-            out.append(f"failed: {p.where} (repetition {p.repetition}): {p.reason or None}")
+            head = f"failed: {p.where} (repetition {p.repetition}): {p.reason or None}"
         else:
-            kinds = ", ".join(f"{k}: {n}" for k, n in p.errors)
-            out.append(f"errors: {p.where}: {kinds}")
+            kinds = ", ".join(f"{k}: {n:,}" for k, n in p.errors)
+            head = f"errors: {p.where}: {kinds}"
+        out.append(_item(head, p.sample_lines))
     return out
 
 
@@ -229,8 +245,8 @@ def comparison_summary(view: View, colors: dict[str, str]) -> str:
     base = _e(doc.baseline or view.baseline)
     body = []
     for r in rows:
-        counts = " · ".join(
-            f'<span class="{_verdict_class(v)}">{n} {v}</span>'
+        counts = " · ".join(  # in the metric's words, as the terminal's (less/more for CPU)
+            f'<span class="{_verdict_class(v)}">{n} {_e(analysis.verdict_word(r.metric, v))}</span>'
             for v, n in (
                 ("faster", r.faster),
                 ("slower", r.slower),
@@ -269,7 +285,7 @@ def expected_plots(view: View) -> list[str]:
 
 
 def profile_figures(workload: WorkloadView) -> str:
-    """The profiles of the workload's cases (:mod:`rpcmeter.profile`): the flame graph inline,
+    """The profiles of the workload's cases (:mod:`rpcmeter.run.profile`): the flame graph inline,
     links to it and to the raw profile, and the top frames by self time."""
     out: list[str] = []
     for profile in workload.profiles:
@@ -344,9 +360,9 @@ def render(view: View) -> str:
     out.append(f'<p class="variants">{"".join(vparts)}</p></header>')
     problems = _problems(view)
     if problems:
-        items = "".join(f"<li>{_e(p)}</li>" for p in problems[:MAX_SHOWN_WARNINGS])
+        items = "".join(problems[:MAX_SHOWN_WARNINGS])
         if len(problems) > MAX_SHOWN_WARNINGS:
-            rest = "".join(f"<li>{_e(p)}</li>" for p in problems[MAX_SHOWN_WARNINGS:])
+            rest = "".join(problems[MAX_SHOWN_WARNINGS:])
             items += (
                 f"<li><details><summary>{len(problems) - MAX_SHOWN_WARNINGS} more</summary>"
                 f"<ul>{rest}</ul></details></li>"

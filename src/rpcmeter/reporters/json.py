@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 from rpcmeter.reporters.view import ComparisonView, View
-from rpcmeter.result import _clean, dumps
+from rpcmeter.result.document import _clean, dumps
 
 
 def render(view: View) -> str:

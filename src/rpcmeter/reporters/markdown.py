@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import re
 
-from rpcmeter import analysis
+from rpcmeter.analysis import compare as analysis
 from rpcmeter.reporters.format import fmt_ratio
 from rpcmeter.reporters.tables import Grid, GridCell, Mark, RatioCell
 from rpcmeter.reporters.view import ComparisonView, View
-from rpcmeter.text import printable
+from rpcmeter.text import details, headline, printable
 
 _MARKDOWN = re.compile(r"([\\`*_<>|~]|\](?=\())")
 
@@ -77,12 +77,17 @@ def render(view: View) -> str:
     parts.append(grids_markdown(view.comparison_tables))
     failed = [
         f"{p.variant} · {p.workload} · {analysis.point_label(dict(p.point))} "
-        f"(rep {p.repetition}): {p.reason}"
+        f"(rep {p.repetition}): {p.reason}" + "".join(f"; {line}" for line in p.sample_lines)
         for p in view.failed
     ]
     parts.append(_bullets("Failed cases", failed))
-    parts.append(_bullets("Warnings", list(view.warnings)))
+    parts.append(_bullets("Warnings", _warnings(view.warnings)))
     return "\n".join(p for p in parts if p)
+
+
+def _warnings(warnings: tuple[str, ...]) -> list[str]:
+    """Each warning on one line: its headline, then its details."""
+    return [f"{headline(w)} — {details(w)}" if details(w) else w for w in warnings]
 
 
 def render_comparison(view: ComparisonView) -> str:
@@ -90,5 +95,5 @@ def render_comparison(view: ComparisonView) -> str:
     header = view.header
     parts = [f"## {_escape(header[0])}\n\n" + "".join(f"{_escape(h)}  \n" for h in header[1:])]
     parts.append(grids_markdown(view.tables) if not view.empty else "No case in common.\n")
-    parts.append(_bullets("Warnings", list(view.warnings)))
+    parts.append(_bullets("Warnings", _warnings(view.warnings)))
     return "\n".join(p for p in parts if p)

@@ -22,7 +22,7 @@ Plot kinds, in report order for each workload:
 - ``rate``: open-loop latency against offered rate (a sweep or a rate search), one plot per
   variant and combination of the other matrix keys: corrected p50, p99 and p99.9 (from the
   intended send time) and the uncorrected p99 (dashed), the knee marked
-  (:func:`rpcmeter.rates.rate_series`).
+  (:func:`rpcmeter.analysis.rates.rate_series`).
 - ``time-latency`` and ``time-throughput``: one case over time (its series' intervals,
   :class:`Timeline`): p50, p99 and the maximum per interval, and requests/s (errors/s beside
   them when there are errors), with the case's stage boundaries marked.
@@ -37,10 +37,10 @@ from dataclasses import dataclass, field
 from functools import partial
 from typing import Any, Literal, TypeVar
 
-from rpcmeter import analysis
-from rpcmeter.aggregate import Cell, PointKey
-from rpcmeter.rates import Series as RateSeries
-from rpcmeter.rates import uncorrected_hist
+from rpcmeter.analysis import compare as analysis
+from rpcmeter.analysis.rates import Series as RateSeries
+from rpcmeter.analysis.rates import uncorrected_hist
+from rpcmeter.result.cells import Cell, PointKey
 
 Cells = Mapping[PointKey, Mapping[str, Cell]]  # one workload's cells: point -> variant -> cell
 
@@ -201,7 +201,7 @@ def comparison(
 ) -> Comparison | None:
     """The comparison of ``variant`` against the baseline on ``metric`` (``mean``, ``p99``,
     ``throughput``, ...: the statistics engine's metric names) in a comparison
-    (:func:`rpcmeter.analysis.compare_variants`), if it has one."""
+    (:func:`rpcmeter.analysis.compare.compare_variants`), if it has one."""
     for row in doc.rows:
         if (
             row.workload == workload
@@ -551,7 +551,7 @@ RATE_LINES: tuple[tuple[str, str, LineStyle, str], ...] = (
 
 def rate_plots(rates: Sequence[RateSeries], workload: str) -> list[Plot]:
     """Latency against offered rate, one plot per open-loop series of ``workload``
-    (:func:`rpcmeter.rates.rate_series`)."""
+    (:func:`rpcmeter.analysis.rates.rate_series`)."""
     plots = []
     for series in rates:
         if series.workload != workload or len(series.points) < 2:
@@ -596,9 +596,10 @@ def rate_plots(rates: Sequence[RateSeries], workload: str) -> list[Plot]:
 
 @dataclass(frozen=True)
 class Timeline:
-    """One case over time, as its plots take it: where it runs (``title``), the middle of each
-    interval (seconds from the case's start), its p50, p99 and maximum latency (µs; NaN: no
-    reply), its requests/s and errors/s, and where each stage starts (seconds, label)."""
+    """One cell over time (its repetitions merged), as its plots take it: where it runs
+    (``title``: workload and point), the middle of each interval (seconds from the case's
+    start), its p50, p99 and maximum latency (µs; NaN: no reply), its requests/s and errors/s,
+    and where each stage starts (seconds, label). The variants of a point share a plot."""
 
     workload: str
     variant: str
@@ -611,6 +612,8 @@ class Timeline:
     rps: tuple[float, ...]
     errors_ps: tuple[float, ...]
     stages: tuple[tuple[float, str], ...] = ()
+    point: str = ""
+    repetitions: str = ""  # "5 repetitions" where merged, else empty
 
 
 TIME_LINES: tuple[tuple[str, str, LineStyle], ...] = (
@@ -621,23 +624,33 @@ TIME_LINES: tuple[tuple[str, str, LineStyle], ...] = (
 
 
 def time_plots(timelines: Sequence[Timeline], workload: str) -> list[Plot]:
-    """Latency and throughput over time, a pair per case of ``workload`` with two intervals or
-    more, its stage boundaries marked."""
+    """Latency and throughput over time, a pair per matrix point of ``workload`` whose cells
+    have two intervals or more: a series per variant (its repetitions merged), the stage
+    boundaries marked."""
     plots: list[Plot] = []
+    points: dict[str, list[Timeline]] = {}
     for t in timelines:
-        if t.workload != workload or len(t.x) < 2:
-            continue
-        unit, div = latency_unit(_finite_max(v for _, a, _ in TIME_LINES for v in getattr(t, a)))
+        if t.workload == workload and len(t.x) >= 2:
+            points.setdefault(t.title, []).append(t)
+    for group in points.values():
+        t = group[0]
+        unit, div = latency_unit(
+            _finite_max(v for g in group for _, a, _ in TIME_LINES for v in getattr(g, a))
+        )
         marks = t.stages[1:] if len(t.stages) > 1 else ()  # the first starts with the case
         ident = f"{slug(workload)}-case-{t.case_id}"
         lines = tuple(
-            Series(name, t.variant, t.x, tuple(v / div for v in getattr(t, attr)), linestyle=ls)
+            Series(name, g.variant, g.x, tuple(v / div for v in getattr(g, attr)), linestyle=ls)
+            for g in group
             for name, attr, ls in TIME_LINES
         )
-        throughput = [Series("requests/s", t.variant, t.x, t.rps)]
-        if any(e > 0 for e in t.errors_ps):
-            throughput.append(Series("errors/s", t.variant, t.x, t.errors_ps, linestyle="--"))
-        x_label = "seconds from the case's start"
+        throughput = [Series("requests/s", g.variant, g.x, g.rps) for g in group]
+        for g in group:
+            if any(e > 0 for e in g.errors_ps):
+                throughput.append(Series("errors/s", g.variant, g.x, g.errors_ps, linestyle="--"))
+        x_label = "seconds from the case's start" + (
+            f" ({t.repetitions} merged)" if t.repetitions else ""
+        )
         plots.append(
             Plot(
                 id=f"time-latency-{ident}",

@@ -11,9 +11,9 @@ from __future__ import annotations
 import math
 from collections.abc import Iterable
 
-from rpcmeter.aggregate import Cell
 from rpcmeter.reporters.format import fmt_ms, fmt_rate
 from rpcmeter.reporters.view import View
+from rpcmeter.result.cells import Cell
 from rpcmeter.text import printable
 
 PERCENTILES = (10.0, 25.0, 50.0, 75.0, 90.0, 95.0, 99.0, 99.9, 99.99)

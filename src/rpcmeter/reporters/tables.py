@@ -11,7 +11,8 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from rpcmeter import analysis
+from rpcmeter.analysis import compare as analysis
+from rpcmeter.names import COMMAND_SHORT
 from rpcmeter.reporters.format import fmt_ratio
 
 
@@ -56,20 +57,45 @@ def _versus(doc: analysis.Comparison) -> str:
     return f"{doc.against} / {doc.baseline}" if doc.against else f"each variant / {doc.baseline}"
 
 
-def comparison_title(doc: analysis.Comparison, workload: str) -> str:
+def comparison_title(doc: analysis.Comparison, workload: str, commands: bool = False) -> str:
     rows = [r for r in doc.rows if r.workload == workload]
     reps = sorted({r.n for r in rows} | {r.n_baseline for r in rows})
     shown = f"{reps[0]}" if len(reps) == 1 else f"{reps[0]}-{reps[-1]}"
     plural = "" if shown == "1" else "s"
+    what = "run" if commands else "repetition"
     return (
         f"{workload}: {_versus(doc)}, ratio with {doc.confidence:.0%} interval and verdict "
-        f"({shown} repetition{plural})"
+        f"({shown} {what}{plural})"
     )
 
 
-def comparison_grids(doc: analysis.Comparison) -> list[Grid]:
+def undecided_note(rows: Sequence[analysis.ComparisonRow]) -> str:
+    """Why some of ``rows`` have no verdict and how many repetitions one needs (empty when every
+    row could reach one): the test cannot reach 5 % with fewer than
+    :data:`~rpcmeter.analysis.compare.GATE_MIN_REPEAT` repetitions a side."""
+    few = [r for r in rows if not analysis.can_decide(r.n, r.n_baseline)]
+    if not few:
+        return ""
+    fewest = min(min(r.n, r.n_baseline) for r in few)
+    plural = "" if fewest == 1 else "s"
+    some = "" if len(few) == len(rows) else f"{len(few)} of {len(rows)} ratios: "
+    return (
+        f"{some}no verdict with {fewest} repetition{plural} a side: the test needs at least "
+        f"{analysis.GATE_MIN_REPEAT} a side to reach {analysis.ALPHA:.0%}; "
+        f"use repeat >= {analysis.MIN_REPEAT}"
+    )
+
+
+def _short(m: analysis.Metric, commands: bool) -> str:
+    """A metric's column header; for whole commands, in their words (runs/s, CPU/run)."""
+    return COMMAND_SHORT.get(m.name, m.short) if commands else m.short
+
+
+def comparison_grids(doc: analysis.Comparison, commands: bool = False) -> list[Grid]:
     """One grid per workload: a row per matrix point and compared variant, a column per metric
-    with the ratio, its interval and the verdict."""
+    with the ratio, its interval and the verdict; its note says why a ratio has no verdict
+    (too few repetitions: :func:`undecided_note`). ``commands``: every case is a whole command
+    (its columns say runs/s and CPU/run)."""
     by_workload: dict[str, list[analysis.ComparisonRow]] = {}
     for row in doc.rows:
         by_workload.setdefault(row.workload, []).append(row)
@@ -79,9 +105,15 @@ def comparison_grids(doc: analysis.Comparison) -> list[Grid]:
         metrics = _metrics_in(rows)
         calls = any(r.call is not None for r in rows)  # a mix: a row per call too
         grid = Grid(
-            comparison_title(doc, workload),
-            [*keys, "variant", *(["call"] if calls else []), *(m.short for m in metrics)],
+            comparison_title(doc, workload, commands),
+            [
+                *keys,
+                "variant",
+                *(["call"] if calls else []),
+                *(_short(m, commands) for m in metrics),
+            ],
             left=0,
+            note=undecided_note(rows),
         )
         index: dict[tuple[str, ...], dict[str, analysis.ComparisonRow]] = {}
         for r in rows:
@@ -109,7 +141,24 @@ def comparison_grids(doc: analysis.Comparison) -> list[Grid]:
     return grids
 
 
-def summary_grid(doc: analysis.Comparison) -> Grid | None:
+def environment_grid(doc: analysis.Comparison) -> Grid | None:
+    """Two runs compared: what differed between their environments, a row each, each of which
+    may explain a difference in the figures (:mod:`rpcmeter.analysis.run_differences`). None when
+    nothing did."""
+    if not doc.environment:
+        return None
+    grid = Grid(
+        f"what differed between the runs' environments ({_versus(doc)}): it may explain "
+        "differences",
+        ["what", doc.baseline, doc.against or ""],
+        left=1,
+    )
+    for d in doc.environment:
+        grid.rows.append([d.what, Mark(d.baseline, "warn"), Mark(d.other, "warn")])
+    return grid
+
+
+def summary_grid(doc: analysis.Comparison, commands: bool = False) -> Grid | None:
     """Per compared variant: the geometric mean of its ratios across cases, per metric, with how
     many cases were faster, slower and the same."""
     if not doc.summary:
@@ -117,7 +166,7 @@ def summary_grid(doc: analysis.Comparison) -> Grid | None:
     metrics = _metrics_in(doc.rows)
     grid = Grid(
         f"geometric mean of ratios {_versus(doc)} across cases (cases faster/slower/same)",
-        ["variant", *(m.short for m in metrics)],
+        ["variant", *(_short(m, commands) for m in metrics)],
         left=1,
     )
     by_variant: dict[str, dict[str, analysis.SummaryRow]] = {}
@@ -139,7 +188,7 @@ def summary_grid(doc: analysis.Comparison) -> Grid | None:
 def regression_lines(
     doc: analysis.Comparison, rows: Sequence[analysis.ComparisonRow], pct: float
 ) -> list[str]:
-    """One line per regression (rows from :func:`rpcmeter.analysis.regressions` of ``doc``)."""
+    """One line per regression (rows from :func:`rpcmeter.analysis.compare.regressions` of ``doc``)."""
     out = []
     for r in rows:
         m = analysis.METRIC_BY_NAME[r.metric]
@@ -153,7 +202,7 @@ def regression_lines(
 
 
 def undecided_lines(doc: analysis.Comparison, rows: Sequence[analysis.ComparisonRow]) -> list[str]:
-    """One line per case a gate cannot settle (rows from :func:`rpcmeter.analysis.undecided`)."""
+    """One line per case a gate cannot settle (rows from :func:`rpcmeter.analysis.compare.undecided`)."""
     out = []
     for r in rows:
         m = analysis.METRIC_BY_NAME[r.metric]

@@ -15,17 +15,18 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from rpcmeter.analysis.rates import ACHIEVED_MIN, KNEE_FACTOR, Series
 from rpcmeter.model import MaxRate
-from rpcmeter.rates import ACHIEVED_MIN, KNEE_FACTOR, Series
 from rpcmeter.reporters.fit import FitTable
 from rpcmeter.reporters.format import fmt_ms, fmt_rate, fmt_ratio
 from rpcmeter.reporters.tables import Grid, GridCell, Mark, RatioCell
 from rpcmeter.reporters.view import (
     MAX_RATIO_VARIANTS,
     ComparisonView,
+    Problem,
     View,
 )
-from rpcmeter.text import printable
+from rpcmeter.text import details, headline, printable
 
 __all__ = [
     "grid_table",
@@ -112,7 +113,29 @@ def _print_grids(console: Console, grids: tuple[Grid, ...]) -> None:
     for grid in grids:
         console.print()
         console.print(_text(grid.title, "bold"))
+        if grid.note:  # why a ratio has no verdict
+            console.print(_text(grid.note, "dim"))
         console.print(grid_table(grid, title=False))
+
+
+def _print_samples(console: Console, problem: Problem) -> None:
+    """Under a case's failure or errors line, the first kept sample of each error kind (what
+    says why: ``mismatch: name: expected ..., got ...``), cut to a line."""
+    for line in problem.sample_lines:
+        console.print(_text(f"  {line[:300]}", "dim"))
+
+
+RUN_DETAILS = "the HTML report (--html) and the result's JSON"
+COMPARE_DETAILS = "--format markdown or json"
+
+
+def _print_warnings(console: Console, warnings: tuple[str, ...], where: str) -> None:
+    """Each warning as its one-line headline; where they have details, a line saying ``where``
+    those are (the reports show them whole: :func:`rpcmeter.text.warning`)."""
+    for w in warnings:
+        console.print(_text(f"warning: {headline(w)}", "yellow"))
+    if any(details(w) for w in warnings):
+        console.print(_text(f"  (each warning's details: {where})", "dim"))
 
 
 def render_comparison(view: ComparisonView, width: int = 120, color: bool = False) -> str:
@@ -125,8 +148,7 @@ def render_comparison(view: ComparisonView, width: int = 120, color: bool = Fals
     _print_grids(console, view.tables)
     if view.warnings:
         console.print()
-    for w in view.warnings:
-        console.print(_text(f"warning: {w}", "yellow"))
+    _print_warnings(console, view.warnings, COMPARE_DETAILS)
     return buf.getvalue()
 
 
@@ -179,32 +201,20 @@ def render(view: View, width: int = 120, color: bool = False) -> str:
     if view.problems:
         console.print()
     for p in view.failed:
-        point = " ".join(f"{k}={v}" for k, v in p.point)
-        console.print(
-            _text(
-                f"{p.status}: {p.variant} · {p.workload} · {point} (rep {p.repetition}): "
-                f"{p.reason}",
-                "red",
-            )
-        )
+        console.print(_text(f"{p.status}: {p.where} (rep {p.repetition}): {p.reason}", "red"))
+        _print_samples(console, p)
         if p.server_output_tail:
             tail = p.server_output_tail.splitlines()[-1][:200]
             console.print(_text("  server output: " + tail, "dim"))
     for p in view.problems:
         if p.status != "ok":
             continue
-        point = " ".join(f"{k}={v}" for k, v in p.point)
-        kinds = ", ".join(f"{k}: {n}" for k, n in p.errors)
-        console.print(
-            _text(
-                f"errors: {p.variant} · {p.workload} · {point}: {kinds} ({p.error_sample})",
-                "yellow",
-            )
-        )
+        kinds = ", ".join(f"{k}: {n:,}" for k, n in p.errors)
+        console.print(_text(f"errors: {p.where}: {kinds}", "yellow"))
+        _print_samples(console, p)
     if view.warnings:
         console.print()
-    for w_ in view.warnings:
-        console.print(_text(f"warning: {w_}", "yellow"))
+    _print_warnings(console, view.warnings, RUN_DETAILS)
     return buf.getvalue()
 
 

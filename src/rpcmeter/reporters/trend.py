@@ -10,12 +10,12 @@ from collections.abc import Sequence
 from html import escape
 from pathlib import Path
 
-from rpcmeter import analysis
-from rpcmeter.analysis import Metric
+from rpcmeter.analysis import compare as analysis
+from rpcmeter.analysis.compare import Metric
 from rpcmeter.errors import StoreError
+from rpcmeter.history.trend import Step, Trend, TrendPoint
 from rpcmeter.reporters.plots import Plot, Series, latency_unit, palette, slug
 from rpcmeter.reporters.tables import Grid, GridCell, Mark
-from rpcmeter.trend import Step, Trend, TrendPoint
 
 SPARKS = "▁▂▃▄▅▆▇█"
 SPARK_POINTS = 40  # the newest points a sparkline shows

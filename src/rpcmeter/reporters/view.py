@@ -16,12 +16,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cached_property
 
-from rpcmeter import analysis
-from rpcmeter.aggregate import PointKey
+from rpcmeter.analysis import compare as analysis
+from rpcmeter.analysis.rates import Series
 from rpcmeter.model import CaseProfile, Environment, Json, MaxRate
-from rpcmeter.rates import Series
 from rpcmeter.reporters.plots import Cells, Plot, Timeline, all_plots
 from rpcmeter.reporters.tables import Grid
+from rpcmeter.result.cells import PointKey
 
 MAX_RATIO_VARIANTS = 3  # beyond this many variants the terminal shows the ranking table only
 
@@ -65,6 +65,12 @@ class Problem:
     errors: tuple[tuple[str, int], ...]
     error_sample: str
     server_output_tail: str
+    samples: tuple[tuple[str, str], ...] = ()  # each error kind's first kept sample
+
+    @property
+    def sample_lines(self) -> list[str]:
+        """``kind: sample``, one per error kind with a kept sample (what says why it failed)."""
+        return [f"{kind}: {text}" for kind, text in self.samples if text]
 
     @property
     def where(self) -> str:
@@ -88,7 +94,7 @@ class CaseFigures:
 
 @dataclass(frozen=True)
 class Profile:
-    """One profile of a case (:mod:`rpcmeter.profile`) as stored."""
+    """One profile of a case (:mod:`rpcmeter.run.profile`) as stored."""
 
     case_id: int
     variant: str
@@ -141,7 +147,7 @@ class View:
     variants: tuple[str, ...]
     baseline: str
     workloads: tuple[WorkloadView, ...]
-    comparisons: analysis.Comparison  # rpcmeter.analysis.compare_variants
+    comparisons: analysis.Comparison  # rpcmeter.analysis.compare.compare_variants
     has_verdicts: bool
     comparison_tables: tuple[Grid, ...]  # per workload, then the geometric means
     rates: tuple[Series, ...]  # open loop: latency against offered rate

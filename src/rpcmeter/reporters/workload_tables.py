@@ -8,9 +8,7 @@ from __future__ import annotations
 import math
 import statistics
 
-from rpcmeter import analysis
-from rpcmeter.aggregate import Cell, PointKey
-from rpcmeter.breakdown import overhead_cell
+from rpcmeter.analysis import compare as analysis
 from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.model import Connections
 from rpcmeter.reporters.format import (
@@ -25,6 +23,8 @@ from rpcmeter.reporters.format import (
 )
 from rpcmeter.reporters.plots import Cells
 from rpcmeter.reporters.tables import Grid, GridCell, Mark
+from rpcmeter.result.breakdown import overhead_cell
+from rpcmeter.result.cells import Cell, PointKey
 
 
 def workload_grid(
@@ -33,18 +33,18 @@ def workload_grid(
     keys: list[str],
     names: list[str],
     base: str,
-    verdicts: bool,
+    compared: bool,
     walls: bool = True,
 ) -> Grid:
     """Per matrix point: the baseline's latency and throughput; every other variant as ratios to
-    the baseline (left out when the comparison tables give them with intervals and verdicts);
-    with ``walls``, each variant's wall time."""
-    others = [] if verdicts else [v for v in names if v != base]
+    the baseline (left out when the comparison tables give them, with intervals and verdicts:
+    ``compared``); with ``walls``, each variant's mean time a case took."""
+    others = [] if compared else [v for v in names if v != base]
     columns = [*keys, f"{base}\nmean ms", "\nsd ms", "\np50 ms", "\np99 ms", "\nreq/s"]
     for v in others:
         columns += [f"{v}\nmean", "\np99", "\nreq/s"]
     if walls:
-        columns.append("wall s\n" + " / ".join(names))
+        columns.append("seconds per case\n" + " / ".join(names))
     any_errors = any(c.errors for row in grid.values() for c in row.values())
     if any_errors:
         columns.append("errors")
@@ -424,7 +424,7 @@ def command_grid(
     """A whole-command workload: one row per matrix point and variant, with means over runs (wall
     time, user, system and total CPU of the process tree, CPUs kept busy, peak memory of the
     largest process) and, for every variant but the baseline, the wall and CPU ratios to the
-    baseline with the verdicts of the run's comparisons (rpcmeter.analysis: run by run)."""
+    baseline with the verdicts of the run's comparisons (rpcmeter.analysis.compare: run by run)."""
     rows = {(r.workload, tuple(r.point.items()), r.variant, r.metric): r for r in comparisons.rows}
     compared = len(names) > 1
     note = "means over runs" + (f"; ratios to {base}, verdicts over runs" if compared else "")

@@ -20,7 +20,7 @@ from typing import Any
 
 from rpcmeter.drivers import driver_class
 from rpcmeter.drivers.base import Caller, Driver, EventDriver
-from rpcmeter.launch import die_with_parent
+from rpcmeter.host.launch import die_with_parent
 from rpcmeter.runners.event_loop import event_load
 from rpcmeter.runners.open_loop import client_schedule, measure_open
 from rpcmeter.runners.recorder import Recorder, tagged_caller
@@ -279,6 +279,13 @@ def client_process(
         os._exit(1)
 
 
+def ended_ns(stats: list[ThreadStats], base_ns: int) -> int | None:
+    """When the last of a client's loops ended, in ns from the case's start (``base_ns`` on the
+    client's clock); None when none ran."""
+    ends = [t.end_ns for t in stats if t.end_ns]
+    return max(ends) - base_ns if ends and base_ns else None
+
+
 def client_main(
     spec: LoadSpec, go: Any, stop: Any, progress: Any, conn: Any, start: Any = None
 ) -> None:
@@ -336,5 +343,6 @@ def client_main(
         cpu_sys_s=sys_s,
         max_rss_bytes=rss,
         windows=windows,
+        ended_ns=ended_ns(stats, gate.base_ns),
     )
     conn.send(("result", report))

@@ -153,7 +153,7 @@ def same_layout() -> None:
 def main(parent: int) -> None:
     """The client process: read the spec, run client_main, report on stdout, exit."""
     same_layout()
-    from rpcmeter.launch import die_with_parent
+    from rpcmeter.host.launch import die_with_parent
 
     die_with_parent(parent)  # also when the task's thread ends without stopping us
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle

@@ -68,9 +68,18 @@ def start_forkserver() -> None:
     forkserver (spawn) it does nothing."""
     if mp_context().get_start_method() != "forkserver":
         return
-    from multiprocessing import forkserver
+    from multiprocessing import forkserver, resource_tracker
 
-    threading.Thread(target=forkserver.ensure_running, name="forkserver", daemon=True).start()
+    def start() -> None:
+        # Ctrl-C reaches the whole process group: blocked in this thread, and so in the
+        # forkserver it starts (a mask is inherited), a Ctrl-C while it imports cannot kill it
+        # with a traceback; it ignores SIGINT once it serves. The resource tracker first: its
+        # start unblocks SIGINT in the thread that starts it
+        resource_tracker.ensure_running()
+        signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGINT})
+        forkserver.ensure_running()
+
+    threading.Thread(target=start, name="forkserver", daemon=True).start()
 
 
 def run_closed_loop(spec: LoadSpec, hooks: LoadHooks | None = None) -> LoadOutcome:
@@ -189,11 +198,13 @@ def run_closed_loop(spec: LoadSpec, hooks: LoadHooks | None = None) -> LoadOutco
                     timeline.finish(i, {}, None)  # it ships nothing more
                     continue
                 if msg[0] == "windows":
-                    timeline.add(i, msg[1], msg[2], msg[3])
+                    timeline.add(i, msg[1], msg[2], msg[3], msg[4])
                 elif msg[0] == "result":
                     results[i] = msg[1]
                     pending.discard(i)
-                    timeline.finish(i, msg[1].windows, (msg[1].cpu_user_s, msg[1].cpu_sys_s))
+                    report = msg[1]
+                    cpu = (report.cpu_user_s, report.cpu_sys_s)
+                    timeline.finish(i, report.windows, cpu, report.ended_ns)
                 elif msg[0] == "error":  # the client's load raised: it says why, then exits
                     outcome.failure = outcome.failure or msg[1]
                     pending.discard(i)
@@ -202,7 +213,7 @@ def run_closed_loop(spec: LoadSpec, hooks: LoadHooks | None = None) -> LoadOutco
                 hooks.on_progress(sum(progress), time.perf_counter() - t_go)
         if hooks.on_end:
             hooks.on_end()
-        timeline.close_all()
+        timeline.close_all(ran_through=outcome.failure is None and len(results) == clients)
         outcome.series = timeline.series()
         merge_results(outcome, results)
         if len(results) < clients and outcome.failure is None:

@@ -1,10 +1,14 @@
 """Whole-command cases (driver ``command``): the command line is the system under test.
 
 Per case, the command runs ``runs.warmup`` times unmeasured, then at least ``runs.min_runs`` times
-and for at least ``runs.min_time_s`` seconds (at most ``runs.max_runs``), or exactly
-``runs.count`` times. Every run goes through the launcher :mod:`rpcmeter.runners.tree`, which
-reaps the command's whole process tree and reports wall time, user and system CPU of every process
-in it, and the peak memory.
+and until its measured runs' own wall time adds up to ``runs.min_time_s`` seconds, and at least
+as many times as hyperfine would (``runs.min_time_s`` over the first run's wall time); at most
+``runs.max_runs``; or exactly ``runs.count`` times. Every run goes through the launcher
+:mod:`rpcmeter.runners.tree`, which reaps the command's whole process tree and reports wall time,
+user and system CPU of every process in it, and the peak memory. One launcher serves all the runs
+of a case (:class:`Launcher`), so a run costs rpcmeter a few forks and execs, not the start of an
+interpreter. With ``target.shell`` the command line (and the hooks') is run by ``/bin/sh``;
+``target.setup``, ``prepare`` and ``cleanup`` run around the runs (:class:`Hooks`).
 
 The command line (a string split like a shell would, or a list) takes ``{name}`` placeholders:
 the workload's parameters and the matrix keys, and ``{python}``, the variant's interpreter
@@ -18,7 +22,7 @@ explicitly (a whole command usually wants every CPU).
 A run that exits with a non-zero status, times out or cannot start ends the case as failed, with
 the status and the last line of the command's output; the runs measured before it are kept.
 
-The case document (see :mod:`rpcmeter.result`) gets, besides the common fields:
+The case document (see :mod:`rpcmeter.result.document`) gets, besides the common fields:
 
 - ``runs``: every measured run, ``{"wall_s", "user_s", "sys_s", "cpu_s", "max_rss_bytes",
   "exit_code", "processes"}`` (``cpu_s`` = user + system; ``processes``: how many processes of
@@ -34,13 +38,13 @@ The case document (see :mod:`rpcmeter.result`) gets, besides the common fields:
   ``server_peak_rss_bytes``.
 
 A *command client* (a ``command`` variant in a suite whose target starts a server;
-:meth:`~rpcmeter.suite_model.Suite.command_client`) runs the same way against the server
-started for its case, or the one at its ``address`` (:class:`rpcmeter.execute.CommandClientCase`):
+:meth:`~rpcmeter.suite.model.Suite.command_client`) runs the same way against the server
+started for its case, or the one at its ``address`` (:class:`rpcmeter.run.execute.CommandClientCase`):
 its command line also takes ``{host}``, ``{port}``, ``{socket}``, ``{requests_per_run}``,
 ``{scheme}`` and with TLS ``{ca_file}`` and ``{server_name}`` (:func:`command_line`); each run
 is pinned to the client CPUs and, with a client CPU quota, starts in the clients' cgroup
 (:func:`run_once`); its case is counted in requests, with no latency
-(:meth:`rpcmeter.record.CaseRecord.client_runs`).
+(:meth:`rpcmeter.result.record.CaseRecord.client_runs`).
 """
 
 from __future__ import annotations
@@ -48,6 +52,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import select
 import subprocess
 import sys
 import tempfile
@@ -59,26 +64,27 @@ from typing import Any
 
 import psutil
 
-from rpcmeter import launch, placement
-from rpcmeter.endpoints import Endpoint
-from rpcmeter.envs import Env
-from rpcmeter.placeholders import fill
-from rpcmeter.plan import Case
+from rpcmeter.host import launch as launch
+from rpcmeter.host import placement as placement
+from rpcmeter.host.envs import Env
+from rpcmeter.host.watchdog import WATCHDOG
+from rpcmeter.net.endpoints import Endpoint
+from rpcmeter.net.tls import ClientTls
+from rpcmeter.net.tls import server_name as tls_server_name
+from rpcmeter.plan.cases import Case
+from rpcmeter.plan.targets import command_of
 from rpcmeter.runners import tree
 from rpcmeter.runners.client_reports import ClientReport, ReportError
-from rpcmeter.suite import Runs, Suite
-from rpcmeter.targets import command_of
-from rpcmeter.tls import ClientTls
-from rpcmeter.tls import server_name as tls_server_name
-from rpcmeter.watchdog import WATCHDOG
-from rpcmeter.workloads import CommandParams
+from rpcmeter.suite.model import Runs, Suite
+from rpcmeter.suite.placeholders import fill, fill_line
+from rpcmeter.suite.workloads import CommandParams
 
 # ---- one run ----------------------------------------------------------------------------------
 
 
 @dataclass
 class Outcome:
-    """The measured runs of one case (what each used; :func:`rpcmeter.record.command_run` is
+    """The measured runs of one case (what each used; :func:`rpcmeter.result.record.command_run` is
     one as the case records it), and why it stopped early if it did."""
 
     runs: list[tree.TreeUsage] = field(default_factory=list)
@@ -100,6 +106,113 @@ def _kill(proc: subprocess.Popen[bytes]) -> None:
     proc.wait()
 
 
+@dataclass
+class Hooks:
+    """Commands around the measured one, as hyperfine's: ``setup`` once before a case's runs,
+    ``prepare`` before each run (warmup runs included), ``cleanup`` once after them; none is
+    measured. Each is an argv (with ``shell``, one command line)."""
+
+    setup: list[str] | None = None
+    prepare: list[str] | None = None
+    cleanup: list[str] | None = None
+
+
+class Launcher:
+    """One launcher process (:mod:`rpcmeter.runners.tree`, ``--serve``) that runs a case's runs
+    one after another, placed on ``cpus`` and in ``cgroup`` (it joins them before it starts, so
+    every tree it starts is there). A run then costs rpcmeter a fork and an exec of a small
+    shell, a JSON line each way and a ``wait4``: about a millisecond, not an interpreter's
+    start."""
+
+    def __init__(
+        self,
+        *,
+        env: Mapping[str, str],
+        cwd: str | None,
+        cpus: Sequence[int] | None = None,
+        cgroup: placement.Cgroup | None = None,
+    ) -> None:
+        # the launcher's own errors (closed with it, in __exit__)
+        self.errors = tempfile.TemporaryFile(prefix="rpcmeter-launcher-")  # noqa: SIM115
+        self.proc = launch.spawn(
+            [sys.executable, "-S", "-P", str(Path(tree.__file__)), "--serve"],
+            procs=[str(cgroup.procs)] if cgroup is not None else [],
+            cpus=cpus,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self.errors,
+            env=dict(env),
+            cwd=cwd,
+            start_new_session=True,
+        )
+        # the launcher, starting up: it is in the cgroup or never
+        self.note = placement.joined(cgroup, self.proc.pid)
+        WATCHDOG.guard(self.proc.pid)  # on SIGTERM the launcher kills its tree
+
+    def run(
+        self, argv: Sequence[str], *, runs: Runs, log: Path, shell: bool = False
+    ) -> tree.TreeUsage:
+        """One run of ``argv`` (with ``shell``: one command line for ``/bin/sh``), its output in
+        ``log``: its :class:`~rpcmeter.runners.tree.TreeUsage` (with ``error`` when the launcher
+        failed)."""
+        proc = self.proc
+        assert proc.stdin is not None and proc.stdout is not None
+        request = {
+            "argv": list(argv),
+            "log": str(log),
+            "timeout": runs.timeout_s,
+            "linger": runs.linger_s,
+            "shell": shell,
+        }
+        try:
+            proc.stdin.write(json.dumps(request).encode() + b"\n")
+            proc.stdin.flush()
+            ready, _, _ = select.select([proc.stdout], [], [], runs.timeout_s + runs.linger_s + 30)
+            line = proc.stdout.readline() if ready else b""
+        except BrokenPipeError:
+            line = b""
+        except BaseException:
+            self.close(kill=True)
+            raise
+        try:
+            return tree.TreeUsage(**json.loads(line))
+        except (ValueError, TypeError):
+            return tree.TreeUsage(error="launcher failed: " + self._why())
+
+    def _why(self) -> str:
+        if self.proc.poll() is None:
+            self.close(kill=True)
+        self.errors.seek(0)
+        detail = self.errors.read().decode(errors="replace").strip().splitlines()
+        return detail[-1] if detail else f"status {self.proc.returncode}"
+
+    def close(self, kill: bool = False) -> None:
+        """Let the launcher end (it does at the end of its input), or kill it and its tree."""
+        proc = self.proc
+        if not kill and proc.poll() is None:
+            with contextlib.suppress(OSError):
+                assert proc.stdin is not None
+                proc.stdin.close()
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                kill = True
+        if kill and proc.poll() is None:
+            _kill(proc)
+        for pipe in (proc.stdin, proc.stdout):
+            with contextlib.suppress(OSError):
+                if pipe is not None:
+                    pipe.close()
+        WATCHDOG.release(proc.pid)
+
+    def __enter__(self) -> Launcher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close(kill=exc[0] is not None)
+        self.errors.close()
+
+
 def run_once(
     argv: Sequence[str],
     *,
@@ -109,52 +222,13 @@ def run_once(
     log: Path,
     cpus: Sequence[int] | None = None,
     cgroup: placement.Cgroup | None = None,
+    shell: bool = False,
 ) -> tuple[tree.TreeUsage, str | None]:
-    """One run of ``argv`` through the launcher, placed on ``cpus`` and in ``cgroup`` (the
-    launcher joins them before it starts, so the whole tree is there): its
-    :class:`~rpcmeter.runners.tree.TreeUsage` (with ``error`` when the launcher itself failed),
-    and why it is not in ``cgroup`` if it is not."""
-    launcher = [
-        sys.executable,
-        "-S",
-        "-P",
-        str(Path(tree.__file__)),
-        "--timeout",
-        str(runs.timeout_s),
-        "--linger",
-        str(runs.linger_s),
-        "--log",
-        str(log),
-        "--",
-        *argv,
-    ]
-    proc = launch.spawn(
-        launcher,
-        procs=[str(cgroup.procs)] if cgroup is not None else [],
-        cpus=cpus,
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        env=dict(env),
-        cwd=cwd,
-        start_new_session=True,
-    )
-    note = placement.joined(cgroup, proc.pid)  # the launcher, starting up: it is there or never
-    WATCHDOG.guard(proc.pid)  # on SIGTERM the launcher kills its tree
-    try:
-        out, err = proc.communicate(timeout=runs.timeout_s + runs.linger_s + 30)
-    except BaseException:
-        _kill(proc)
-        raise
-    finally:
-        WATCHDOG.release(proc.pid)
-    try:
-        return tree.TreeUsage(**json.loads(out.decode().strip().splitlines()[-1])), note
-    except (ValueError, IndexError, TypeError):
-        detail = err.decode(errors="replace").strip().splitlines()
-        return tree.TreeUsage(
-            error="launcher failed: " + (detail[-1] if detail else f"status {proc.returncode}")
-        ), note
+    """One run of ``argv`` through a launcher of its own, placed on ``cpus`` and in ``cgroup``:
+    its :class:`~rpcmeter.runners.tree.TreeUsage` (with ``error`` when the launcher itself
+    failed), and why it is not in ``cgroup`` if it is not."""
+    with Launcher(env=env, cwd=cwd, cpus=cpus, cgroup=cgroup) as launcher:
+        return launcher.run(argv, runs=runs, log=log, shell=shell), launcher.note
 
 
 def _tail(log: Path, lines: int = 20) -> str:
@@ -176,6 +250,11 @@ def _problem(usage: tree.TreeUsage, runs: Runs) -> str | None:
     return None
 
 
+# the live view is told of a case's runs at most this often (a run of a fast command takes a few
+# milliseconds: telling it of each would cost more than the run)
+PROGRESS_EVERY_S = 0.2
+
+
 def measure(
     argv: Sequence[str],
     *,
@@ -187,21 +266,27 @@ def measure(
     on_go: Callable[[], None] | None = None,
     cgroup: placement.Cgroup | None = None,
     report: Callable[[str], ClientReport] | None = None,
+    shell: bool = False,
+    hooks: Hooks | None = None,
 ) -> Outcome:
     """Warmup runs, then the measured runs (see the module documentation), each on ``cpus`` and
-    in ``cgroup``; ``on_go`` is called between them. With ``report``, every successful measured
-    run's output is read by it (:mod:`rpcmeter.runners.client_reports`); output it cannot read
-    ends the case as failed."""
+    in ``cgroup``, all through one :class:`Launcher`; ``on_go`` is called between them. The
+    minimum time counts the measured runs' own wall time, not rpcmeter's time around them, and
+    there are at least as many runs as hyperfine makes (the minimum time over the first run's
+    wall time). With ``report``, every successful measured run's output is read by it
+    (:mod:`rpcmeter.runners.client_reports`); output it cannot read ends the case as failed.
+    ``hooks``: commands run before and after (:class:`Hooks`); one that fails fails the case."""
     outcome = Outcome()
-    with tempfile.NamedTemporaryFile(prefix="rpcmeter-command-", suffix=".log") as logf:
+    hooks = hooks or Hooks()
+    with (
+        tempfile.NamedTemporaryFile(prefix="rpcmeter-command-", suffix=".log") as logf,
+        Launcher(env=env, cwd=cwd, cpus=cpus, cgroup=cgroup) as launcher,
+    ):
         log = Path(logf.name)
+        outcome.placement_note = launcher.note
 
-        def once(label: str) -> tree.TreeUsage | None:
-            log.write_bytes(b"")
-            usage, note = run_once(
-                argv, env=env, cwd=cwd, runs=runs, log=log, cpus=cpus, cgroup=cgroup
-            )
-            outcome.placement_note = outcome.placement_note or note
+        def once(label: str, command: Sequence[str] = argv) -> tree.TreeUsage | None:
+            usage = launcher.run(command, runs=runs, log=log, shell=shell)
             problem = _problem(usage, runs)
             if problem is None:
                 return usage
@@ -210,33 +295,70 @@ def measure(
             outcome.failure = f"{label}: {problem}" + (f" ({last})" if last else "")
             return usage if usage.exit_code is not None else None
 
-        for i in range(runs.warmup):
-            if once(f"warmup run {i + 1}") is None or outcome.failure:
-                return outcome
-        if on_go:
-            on_go()
-        start = time.monotonic()
-        while True:
-            n = len(outcome.runs)
-            elapsed = time.monotonic() - start
-            if runs.count is not None:
-                if n >= runs.count:
-                    break
-            elif (n >= runs.min_runs and elapsed >= runs.min_time_s) or (
-                runs.max_runs is not None and n >= runs.max_runs
-            ):
-                break
-            usage = once(f"run {n + 1}")
-            if usage is not None:
-                outcome.runs.append(usage)
-                if report is not None and not outcome.failure:
-                    _read_report(report, log, n + 1, outcome)
-            outcome.elapsed_s = time.monotonic() - start
-            if on_run:
-                on_run(len(outcome.runs), outcome.elapsed_s)
-            if outcome.failure:
-                break
+        def hook(label: str, command: list[str] | None) -> bool:
+            """Run a hook; False when it failed (the case's failure says so)."""
+            return command is None or (once(label, command) is not None and not outcome.failure)
+
+        if not hook("setup", hooks.setup):
+            return outcome
+        _runs(once, hook, hooks, runs, outcome, on_run, on_go, report, log)
+        failure, outcome.failure = outcome.failure, None
+        hook("cleanup", hooks.cleanup)  # after a failed run too, as after a good one
+        outcome.failure = failure or outcome.failure  # the first failure is the one to tell
     return outcome
+
+
+def _runs(
+    once: Callable[[str], tree.TreeUsage | None],
+    hook: Callable[[str, list[str] | None], bool],
+    hooks: Hooks,
+    runs: Runs,
+    outcome: Outcome,
+    on_run: Callable[[int, float], None] | None,
+    on_go: Callable[[], None] | None,
+    report: Callable[[str], ClientReport] | None,
+    log: Path,
+) -> None:
+    """The warmup and measured runs of :func:`measure`, each after ``hooks.prepare``."""
+    for i in range(runs.warmup):
+        if not hook(f"prepare (before warmup run {i + 1})", hooks.prepare):
+            return
+        if once(f"warmup run {i + 1}") is None or outcome.failure:
+            return
+    if on_go:
+        on_go()
+    start = time.monotonic()
+    told = start
+    measured_s = 0.0  # the measured runs' own wall time: what the minimum time counts
+    estimate = 0  # hyperfine's count: the minimum time over the first run's time
+    while True:
+        n = len(outcome.runs)
+        if runs.count is not None:
+            if n >= runs.count:
+                break
+        elif (n >= max(runs.min_runs, estimate) and measured_s >= runs.min_time_s) or (
+            runs.max_runs is not None and n >= runs.max_runs
+        ):
+            break
+        if not hook(f"prepare (before run {n + 1})", hooks.prepare):
+            break
+        usage = once(f"run {n + 1}")
+        if usage is not None:
+            outcome.runs.append(usage)
+            measured_s += usage.wall_s
+            if n == 0 and usage.wall_s > 0:
+                estimate = int(min(runs.min_time_s / usage.wall_s, 1e9))
+            if report is not None and not outcome.failure:
+                _read_report(report, log, n + 1, outcome)
+        now = time.monotonic()
+        outcome.elapsed_s = now - start
+        if on_run and (now - told >= PROGRESS_EVERY_S or outcome.failure):
+            told = now
+            on_run(len(outcome.runs), outcome.elapsed_s)
+        if outcome.failure:
+            break
+    if on_run:
+        on_run(len(outcome.runs), outcome.elapsed_s)
 
 
 def _read_report(
@@ -265,6 +387,8 @@ class CommandLine:
     cwd: str | None
     python: str
     params: dict[str, Any]
+    shell: bool = False  # argv is one line for /bin/sh
+    hooks: Hooks = field(default_factory=Hooks)
 
 
 def command_line(
@@ -278,7 +402,7 @@ def command_line(
 ) -> CommandLine:
     """The command line of ``case``, its placeholders filled (``{cpus}``: how many CPUs it runs
     on, ``cpus`` where it is pinned, else every CPU this process may use); with ``server``, a
-    command client's (:meth:`~rpcmeter.suite_model.Suite.command_client`), which also gets where that
+    command client's (:meth:`~rpcmeter.suite.model.Suite.command_client`), which also gets where that
     server listens (``{host}``, ``{port}``, ``{socket}``), ``{requests_per_run}``, the case's
     load shape (``{connections}``, ``{concurrency}``, ``{duration_s}``, ``{requests}`` per
     loop), the ``scheme`` of the server's URLs when it has them (``{scheme}``: ``https`` with
@@ -315,8 +439,20 @@ def command_line(
     if cwd is not None and not os.path.isabs(cwd) and suite.path:
         cwd = str(Path(suite.path).resolve().parent / cwd)
     runs = suite.runs
+    shell = suite.target.shell
+
+    def line(given: str | list[str] | None) -> list[str] | None:
+        if given is None:
+            return None
+        return [fill_line(given, values)] if shell else fill(given, values)
+
+    target = suite.target
     return CommandLine(
-        argv=fill(command, values),
+        argv=line(command) or [],
+        shell=shell,
+        hooks=Hooks(
+            setup=line(target.setup), prepare=line(target.prepare), cleanup=line(target.cleanup)
+        ),
         environ=environ,
         cwd=cwd,
         python=python,
@@ -348,4 +484,6 @@ def run_command(
         on_go=on_go,
         cgroup=cgroup,
         report=report,
+        shell=line.shell,
+        hooks=line.hooks,
     )

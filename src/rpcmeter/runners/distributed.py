@@ -47,6 +47,7 @@ from typing import IO, Any
 
 from rpcmeter import model
 from rpcmeter.errors import ClusterError
+from rpcmeter.host import interrupts as interrupts
 from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.metrics.resources import N, client_total
 from rpcmeter.runners import client_process
@@ -66,6 +67,7 @@ START_LEAD_NS = 600_000_000
 # to sample every thread's stack, the load loops' included), slower housekeeping ticks. An idle
 # local worker then costs about 7 ms of CPU per second instead of about 34 (measured here).
 LOAD_WORKER_CONFIG = {
+    "distributed.worker.multiprocessing-method": "forkserver",  # see _start_forkserver
     "distributed.worker.profile.enabled": False,
     "distributed.admin.tick.interval": "500ms",
     "distributed.admin.system-monitor.interval": "2s",
@@ -99,7 +101,7 @@ class LoadCluster:
 
     def describe(self) -> dict[str, Any]:
         """The cluster as the result records it, as JSON values (``environment.cluster``;
-        :meth:`rpcmeter.record.RunRecord.cluster`)."""
+        :meth:`rpcmeter.result.record.RunRecord.cluster`)."""
         workers = self.workers()
         return {
             "spec": self.spec,
@@ -110,11 +112,34 @@ class LoadCluster:
         }
 
     def close(self) -> None:
-        with contextlib.suppress(Exception):
-            self.client.close()
-        if self.local is not None:
+        """Disconnect, and close the local cluster with all its processes. Dask's own exit
+        handler then has nothing left to close; where the close failed, the cluster's worker
+        processes are killed and that handler is silenced (it would print a traceback at
+        exit)."""
+        if self.client is not None:
             with contextlib.suppress(Exception):
-                self.local.close()
+                self.client.close()
+        if self.local is None:
+            return
+        with contextlib.suppress(Exception):
+            self.local.close(timeout=30)
+        if getattr(self.local, "status", None) is not _distributed().core.Status.closed:
+            _kill_workers(self.local)
+            import atexit
+
+            from distributed.deploy import spec
+
+            atexit.unregister(spec.close_clusters)
+
+
+def _kill_workers(local: Any) -> None:
+    """Kill the worker processes of ``local``'s nannies that are still alive."""
+    for nanny in list(getattr(local, "_created", ())):
+        process = getattr(getattr(nanny, "process", None), "process", None)  # AsyncProcess
+        pid = getattr(process, "pid", None)
+        if pid:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.kill(pid, signal.SIGKILL)
 
 
 def parse_cluster(spec: str) -> int | str:
@@ -138,30 +163,51 @@ def open_cluster(spec: str, *, timeout_s: float = 60.0) -> LoadCluster:
     where = parse_cluster(spec)
     dist = _distributed()
     local = None
+    client = None
     try:
         if isinstance(where, int):
             import dask
 
-            with dask.config.set(LOAD_WORKER_CONFIG):  # the nannies hand it to their workers
+            # Dask's start cannot be cut short cleanly (a half-started cluster cannot be
+            # closed, and its worker processes stay): Ctrl-C or SIGTERM waits until it is up,
+            # then the cluster is closed as below
+            with interrupts.deferred(), dask.config.set(LOAD_WORKER_CONFIG):
+                _start_forkserver(dist)
                 local = dist.LocalCluster(
                     n_workers=where,
                     threads_per_worker=2,  # load tasks secede: they do not hold these threads
                     processes=True,
                     host="127.0.0.1",
                     dashboard_address=None,
-                    silence_logs=logging.ERROR,
-                )
-            client = dist.Client(local, timeout=timeout_s)
-            client.wait_for_workers(where, timeout=timeout_s)
+                    # a worker that fails is reported with its case; what Dask logs as its
+                    # cluster closes under an interrupt (heartbeats to a closed scheduler) is not
+                    silence_logs=logging.CRITICAL,
+                )  # (the nannies hand the config to their workers)
+                client = dist.Client(local, timeout=timeout_s)
+                client.wait_for_workers(where, timeout=timeout_s)
         else:
             client = dist.Client(where, timeout=timeout_s)
             client.wait_for_workers(1, timeout=timeout_s)
-    except (OSError, TimeoutError) as exc:
-        if local is not None:
-            with contextlib.suppress(Exception):
-                local.close()
-        raise ClusterError(f"--cluster {spec}: cannot use the cluster: {exc}") from None
+    except BaseException as exc:
+        with interrupts.deferred():
+            LoadCluster(spec, client, local).close()
+        if isinstance(exc, (OSError, TimeoutError)):
+            raise ClusterError(f"--cluster {spec}: cannot use the cluster: {exc}") from None
+        raise
     return LoadCluster(spec, client, local)
+
+
+def _start_forkserver(dist: Any) -> None:
+    """Start the process the local workers are forked from (``multiprocessing-method``
+    forkserver, :data:`LOAD_WORKER_CONFIG`) with SIGINT ignored
+    (:func:`rpcmeter.host.interrupts.sigint_ignored`): it and every worker forked from it (a
+    restarted one too) then ignore it from their first instruction. rpcmeter closes them on
+    Ctrl-C; a worker would print a KeyboardInterrupt traceback."""
+    import multiprocessing.forkserver
+
+    dist.utils.get_mp_context()  # Dask's preload (distributed and its packages)
+    with interrupts.sigint_ignored():
+        multiprocessing.forkserver.ensure_running()
 
 
 # ---- on the worker --------------------------------------------------------------------------
@@ -457,8 +503,8 @@ def run_distributed(
                 elif kind == "progress":
                     progress[c] = int(item[2])
                 elif kind == "windows":
-                    pieces, through, cpu = pickle.loads(item[2])
-                    timeline.add(c, pieces, through, cpu)
+                    pieces, through, cpu, at_ns = pickle.loads(item[2])
+                    timeline.add(c, pieces, through, cpu, at_ns)
                 elif kind == "error" and outcome.failure is None:
                     outcome.failure = str(item[2])
 
@@ -476,7 +522,7 @@ def run_distributed(
                         timeline.finish(c, {}, None)
                     else:
                         results[c] = r
-                        timeline.finish(c, r.windows, (r.cpu_user_s, r.cpu_sys_s))
+                        timeline.finish(c, r.windows, (r.cpu_user_s, r.cpu_sys_s), r.ended_ns)
                 else:
                     lost[c] = f"failed: {_exception(fut)}"
                     timeline.finish(c, {}, None)
@@ -533,7 +579,8 @@ def run_distributed(
         if hooks.on_end and t_go is not None:
             hooks.on_end()
         usage1 = _usage(dc, [a for a in used if a in cluster.workers()]) if t_go else {}
-        timeline.close_all()
+        whole = outcome.failure is None and not lost and len(results) == clients
+        timeline.close_all(ran_through=whole)
         outcome.series = timeline.series()
     except KeyboardInterrupt:
         outcome.series = timeline.series()

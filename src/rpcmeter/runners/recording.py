@@ -270,6 +270,7 @@ class ClientReport:
     worker: str | None = None
     host: str | None = None
     windows: dict[int, Window] = field(default_factory=dict)  # the windows not shipped yet
+    ended_ns: int | None = None  # when its loops ended, ns from the case's start (its clock)
 
 
 @dataclass

@@ -1,4 +1,4 @@
-"""The round trip of a case with a breakdown (:mod:`rpcmeter.breakdown`): ``rtt_requests``
+"""The round trip of a case with a breakdown (:mod:`rpcmeter.result.breakdown`): ``rtt_requests``
 requests of the ``noop`` workload from one loop on one connection, on the case's server and
 transport, before and after the case, so that it is the unloaded floor of the transport and
 carries no queueing of its own (:meth:`~rpcmeter.runners.spec.LoadSpec.round_trip`)."""

@@ -16,12 +16,12 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from rpcmeter.drivers.base import DriverContext
-from rpcmeter.endpoints import Endpoint
-from rpcmeter.plan import Case
+from rpcmeter.net.endpoints import Endpoint
+from rpcmeter.net.tls import ClientTls
+from rpcmeter.plan.cases import Case
 from rpcmeter.runners.stages import LoadStage, WindowClock, active_spans, clock_of, loops_in
-from rpcmeter.suite_model import Load, Suite
-from rpcmeter.tls import ClientTls
-from rpcmeter.workloads import NoopParams
+from rpcmeter.suite.model import Load, Suite
+from rpcmeter.suite.workloads import NoopParams
 
 if TYPE_CHECKING:
     from rpcmeter.runners.windows import WindowEvent

@@ -10,8 +10,8 @@ loop closes a window after the batch whose end crossed it, and that batch counts
 batch lasts 10 to 20 ms, and one near a window's end is cut short to end about there, unless
 the server stalls); an event loop closes its window at the window's end (a timer). A :class:`Shipper` thread sends the box's
 windows to the parent shortly after each window ends (``GRACE_NS``), with the client's CPU time
-so far and how far its windows are closed (``through``); the windows left at the end go with the
-client's report.
+so far, when it read it and how far its windows are closed (``through``); the windows left at the
+end go with the client's report, with when its loops ended.
 
 The parent's :class:`Timeline` merges the windows of all clients by index. A window is settled
 once every client has shipped past it: it is then added to its stage's figures (full precision),
@@ -20,6 +20,11 @@ encoded; at most :data:`MAX_WINDOWS` of them, adjacent ones of a stage merged pa
 that, so the memory of a case that runs for hours stays flat) and handed to the listeners
 (``on_window``: the live view, the Prometheus exporter). A piece that comes after its window
 settled (a loop blocked in a long call) is merged in all the same and handed on as ``late``.
+
+An interval is as long as the time it covers: the case's last one ends when the last client's
+loops ended (a second's last few straggling replies make a short interval, not a whole second
+of them). The clients' CPU goes to the intervals it was spent in: the CPU a client used between
+two readings is spread over the windows between them, by how much of each that time covers.
 """
 
 from __future__ import annotations
@@ -78,7 +83,8 @@ class Windows:
 
 class Shipper:
     """Sends a client's closed windows (``("windows", {index: Window}, through, (user_s,
-    sys_s))``) ``GRACE_NS`` after each window's end, until :meth:`stop`."""
+    sys_s), at_ns)``: ``at_ns`` when it read its CPU time, from the case's start) ``GRACE_NS``
+    after each window's end, until :meth:`stop`."""
 
     def __init__(self, windows: Windows, send: Callable[[tuple[Any, ...]], None], cpu: CpuFn):
         self.windows = windows
@@ -97,7 +103,8 @@ class Shipper:
                 return
             index = w.index_at(time.perf_counter_ns() - GRACE_NS)  # the window now running
             try:
-                self.send(("windows", w.take(), index, self.cpu()))
+                cpu, at_ns = self.cpu(), time.perf_counter_ns() - w.base_ns
+                self.send(("windows", w.take(), index, cpu, at_ns))
             except (OSError, ValueError):  # the parent is gone: the client stops on its own
                 return
 
@@ -138,6 +145,8 @@ class Timeline:
         self.cpu: dict[int, tuple[float, float]] = {}  # window -> clients' CPU in it
         self.through = dict.fromkeys(range(clients), 0)  # client -> windows shipped before
         self.last_cpu = dict.fromkeys(range(clients), (0.0, 0.0))
+        self.cpu_at = dict.fromkeys(range(clients), 0)  # client -> when it last read its CPU
+        self.ended: dict[int, int] = {}  # client -> when its loops ended (from the case's start)
         self.done: set[int] = set()
         self.settled_through = 0
         self.intervals: list[Interval] = []
@@ -152,23 +161,33 @@ class Timeline:
         pieces: dict[int, Window],
         through: int,
         cpu: tuple[float, float] | None,
+        at_ns: int | None = None,
     ) -> None:
-        """A client's shipment: its windows, how far they are closed, its CPU so far."""
+        """A client's shipment: its windows, how far they are closed, its CPU so far and when
+        it read it (ns from the case's start; None: unknown, the CPU goes to the window before
+        ``through``)."""
         self._pieces(pieces)
         self.seen = max(self.seen, through)
         if cpu is not None:
-            self._cpu(client, max(0, through - 1), cpu)
+            self._cpu(client, max(0, through - 1), cpu, at_ns)
         self.through[client] = max(self.through.get(client, 0), through)
         self._settle(min(self.through.values()))
 
     def finish(
-        self, client: int, pieces: dict[int, Window], cpu: tuple[float, float] | None
+        self,
+        client: int,
+        pieces: dict[int, Window],
+        cpu: tuple[float, float] | None,
+        ended_ns: int | None = None,
     ) -> None:
-        """A client's last windows and its CPU at the end: it ships nothing more."""
+        """A client's last windows, its CPU at the end and when its loops ended (ns from the
+        case's start; None: unknown): it ships nothing more."""
         self._pieces(pieces)
         last = max([self.through.get(client, 0) - 1, *pieces, 0])
+        if ended_ns is not None:
+            self.ended[client] = ended_ns
         if cpu is not None:
-            self._cpu(client, last, cpu)
+            self._cpu(client, last, cpu, ended_ns)
         self.seen = max(self.seen, last + 1)
         self.through[client] = 1 << 62
         self.done.add(client)
@@ -177,9 +196,18 @@ class Timeline:
         else:
             self._settle(min(self.through.values()))
 
-    def close_all(self) -> None:
-        """Settle every window seen (the clients are done, or gone)."""
-        self._settle(max(self.seen, self.settled_through, max(self.open, default=-1) + 1))
+    def close_all(self, ran_through: bool = False) -> None:
+        """Settle every window seen (the clients are done, or gone); CPU spread past the last
+        window (read after the loops ended) counts in it. ``ran_through``: every client ran its
+        whole load, so every stage ran, even a last one in which no request fell (a client ships
+        no empty window): all the clock's windows are settled."""
+        upto = max(self.seen, self.settled_through, max(self.open, default=-1) + 1)
+        if ran_through and self.clock.windows is not None:
+            upto = max(upto, self.clock.windows)
+        for index in [i for i in self.cpu if i >= upto > 0]:
+            user, system = self.cpu.pop(index)
+            self._cpu_in(upto - 1, user, system)
+        self._settle(upto)
 
     def _pieces(self, pieces: dict[int, Window]) -> None:
         for index, piece in sorted(pieces.items()):
@@ -193,10 +221,39 @@ class Timeline:
                 else:
                     have.add(piece)
 
-    def _cpu(self, client: int, index: int, cpu: tuple[float, float]) -> None:
+    def _cpu(
+        self, client: int, index: int, cpu: tuple[float, float], at_ns: int | None = None
+    ) -> None:
+        """The CPU ``client`` used since its last reading: spread over the windows from that
+        reading to this one (at ``at_ns``), by how much of each window that time covers; all in
+        window ``index`` when the time of the reading is unknown."""
         user0, sys0 = self.last_cpu.get(client, (0.0, 0.0))
         self.last_cpu[client] = cpu
         du, ds = max(0.0, cpu[0] - user0), max(0.0, cpu[1] - sys0)
+        if at_ns is None:
+            self._cpu_in(index, du, ds)
+            return
+        since = self.cpu_at.get(client, 0)
+        self.cpu_at[client] = max(since, at_ns)
+        for window, share in self._spans(since, at_ns):
+            self._cpu_in(window, du * share, ds * share)
+
+    def _spans(self, since_ns: int, until_ns: int) -> list[tuple[int, float]]:
+        """The windows from ``since_ns`` to ``until_ns`` (ns from the case's start), each with
+        the share of that time it covers; the window at ``since_ns`` alone when it is no time."""
+        clock = self.clock
+        first = clock.index_at(since_ns)
+        if until_ns <= since_ns:
+            return [(first, 1.0)]
+        out = []
+        for window in range(first, clock.index_at(until_ns) + 1):
+            lo, hi = max(since_ns, clock.start(window)), min(until_ns, clock.end(window))
+            if hi > lo:
+                out.append((window, (hi - lo) / (until_ns - since_ns)))
+        return out or [(first, 1.0)]
+
+    def _cpu_in(self, index: int, du: float, ds: float) -> None:
+        """CPU seconds (user, system) spent in window ``index``."""
         if index < self.settled_through:  # the window went on without it: its stage takes it
             stage = self.stages.setdefault(self.clock.stage_of(index) or 0, StageTally())
             stage.cpu_user_s += du
@@ -221,7 +278,7 @@ class Timeline:
                 into.cpu_user_s += user
                 into.cpu_sys_s += system
             stage.settled += 1
-            start, end = self.clock.start(index), self.clock.nominal_end(index)
+            start, end = self.clock.start(index), self._end(index)
             self.intervals.append(_interval(index, index, start, end, stage_index, tally))
             self.intervals[-1].cpu_s = user + system
             if len(self.intervals) > MAX_WINDOWS:
@@ -230,6 +287,16 @@ class Timeline:
                 self.on_window(
                     WindowEvent(index, stage_index, start / 1e9, (end - start) / 1e9, tally)
                 )
+
+    def _end(self, index: int) -> int:
+        """Where window ``index`` ends: on the schedule, but the case's last window (once every
+        client has ended) when the last client's loops ended."""
+        end = self.clock.nominal_end(index)
+        ended = max(self.ended.values(), default=None)
+        every = len(self.done) == len(self.through) and len(self.ended) == len(self.through)
+        if ended is None or not every or index + 1 < self.seen:
+            return end
+        return max(ended, self.clock.start(index) + 1)
 
     def _late(self, index: int, piece: Window) -> None:
         stage_index = self.clock.stage_of(index)
@@ -253,7 +320,7 @@ class Timeline:
                 break
         if self.on_window is not None:
             start = self.clock.start(index)
-            seconds = (self.clock.nominal_end(index) - start) / 1e9
+            seconds = (self._end(index) - start) / 1e9
             self.on_window(WindowEvent(index, stage_index, start / 1e9, seconds, piece, late=True))
 
     def _thin(self) -> None:

@@ -33,8 +33,7 @@ from typing import Any
 from rpcmeter.protocols.bodies import compute
 from rpcmeter.protocols.timing import SO_TIMESTAMPNS, STAMP_SPACE, kernel_stamp_ns
 from rpcmeter.servers.common import ServerArgs, announce_ready, exit_on_sigterm, stop_requested
-from rpcmeter.tls import server_context
-from rpcmeter.workloads import lift_int_digit_limit, payload_bytes
+from rpcmeter.suite.workloads import lift_int_digit_limit, payload_bytes
 
 READ_BYTES = 1 << 16  # below malloc's mmap threshold: a read allocates no fresh pages
 
@@ -289,10 +288,14 @@ def serve(
     args: ServerArgs, factory: Callable[[], asyncio.Protocol], alpn: Sequence[str] = ()
 ) -> None:
     """Listen at the endpoint in ``args`` and serve ``factory`` protocols until the first SIGTERM;
-    over TLS when the options carry ``tls`` (:func:`rpcmeter.tls.server_context`, offering
+    over TLS when the options carry ``tls`` (:func:`rpcmeter.net.tls.server_context`, offering
     ``alpn``)."""
     lift_int_digit_limit()
-    tls = server_context(args.options, alpn)
+    tls = None
+    if args.options.get("tls"):  # imported only here: rpcmeter.net.tls loads pydantic (0.2 s)
+        from rpcmeter.net.tls import server_context
+
+        tls = server_context(args.options, alpn)
     loop = new_loop()
     asyncio.set_event_loop(loop)
 

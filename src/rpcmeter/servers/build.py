@@ -20,7 +20,7 @@ when its inputs change, or when its markers are removed too. Without ``build_inp
 has no files in it: the build then runs once per directory and command, until its marker goes.
 
 The build runs in a session of its own (stopped as a whole on a timeout, an error or Ctrl-C, and
-by :mod:`rpcmeter.watchdog` if rpcmeter is killed). One that cannot start or fails fails its
+by :mod:`rpcmeter.host.watchdog` if rpcmeter is killed). One that cannot start or fails fails its
 variants in one line (``rust-tonic: build failed: cargo: not found``); the other variants run.
 The result records every build: its command, directory, key, whether it was cached, its time
 and the tail of its output (``environment.variant_builds``).
@@ -34,21 +34,23 @@ import hashlib
 import json
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from rpcmeter.envs import Env, last_error_line, locked
 from rpcmeter.errors import RpcmeterError
-from rpcmeter.launch import spawn
-from rpcmeter.placeholders import fill
-from rpcmeter.suite_model import ServerSpec, Suite
-from rpcmeter.watchdog import WATCHDOG
+from rpcmeter.host.envs import Env, last_error_line, locked
+from rpcmeter.host.launch import spawn
+from rpcmeter.host.watchdog import WATCHDOG
+from rpcmeter.suite.model import ServerSpec, Suite
+from rpcmeter.suite.placeholders import fill
 
 BUILD_FORMAT = 1
 TAIL_LINES = 20
@@ -140,7 +142,7 @@ class Build:
 
     def describe(self) -> dict[str, Any]:
         """What the result records of the build, as JSON values (``environment.variant_builds``;
-        :meth:`rpcmeter.record.RunRecord.builds`)."""
+        :meth:`rpcmeter.result.record.RunRecord.builds`)."""
         return {
             "command": self.request.describe(),
             "cwd": str(self.request.cwd),
@@ -207,11 +209,18 @@ def run_build(req: BuildRequest, log: Path) -> float:
     """Run the build, its output to ``log``; its wall time, or :class:`BuildError`."""
     parent = os.getpid()
     start = time.monotonic()
+    started: list[int] = []
+
+    def guard(pid: int) -> None:  # before the build's command runs: all it starts is stopped
+        started.append(pid)
+        WATCHDOG.guard(pid)
+
     with log.open("wb") as out:
         try:
             proc = spawn(
                 req.argv,
                 parent=parent,
+                on_start=guard,
                 cwd=req.cwd,
                 stdin=subprocess.DEVNULL,
                 stdout=out,
@@ -219,11 +228,14 @@ def run_build(req: BuildRequest, log: Path) -> float:
                 env=req.environ(),
                 start_new_session=True,
             )
-        except FileNotFoundError:
-            raise BuildError(f"{req.argv[0]}: not found") from None
-        except PermissionError:
-            raise BuildError(f"{req.argv[0]}: permission denied") from None
-        WATCHDOG.guard(proc.pid)
+        except OSError as exc:
+            for pid in started:  # its launcher ended: nothing of it is left to stop
+                WATCHDOG.release(pid)
+            if isinstance(exc, FileNotFoundError):
+                raise BuildError(f"{req.argv[0]}: not found") from None
+            if isinstance(exc, PermissionError):
+                raise BuildError(f"{req.argv[0]}: permission denied") from None
+            raise
         try:
             code = proc.wait(req.timeout_s)
         except subprocess.TimeoutExpired:
@@ -242,40 +254,64 @@ def run_build(req: BuildRequest, log: Path) -> float:
     return seconds
 
 
+def _cached(req: BuildRequest, key: str, count: int, marker: Path, log: Path) -> Build | None:
+    """The build its marker records (None: no marker, or one that is not a build's record: a
+    corrupt marker is built again)."""
+    start = time.monotonic()
+    try:
+        done = json.loads(marker.read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(done, dict):
+        return None
+    seconds, tail = done.get("seconds"), done.get("output_tail", "")
+    if (
+        not isinstance(seconds, int | float)
+        or isinstance(seconds, bool)
+        or not isinstance(tail, str)
+    ):
+        return None
+    built_s = float(seconds)
+    return Build(req, key, True, time.monotonic() - start, built_s, count, tail, str(log))
+
+
 def make(req: BuildRequest, note: Note) -> Build:
-    """Build, or find the build made: see the module documentation."""
+    """Build, or find the build made: see the module documentation. A cache directory that
+    cannot be written (read-only) is read, and the build runs without it, with a warning."""
     start = time.monotonic()
     if not req.cwd.is_dir():
         raise BuildError(f"server.cwd: no such directory {req.cwd}")
     key, count = req.key()
     markers = req.cwd / MARKERS
-    try:
-        markers.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise BuildError(f"cannot write {markers}: {exc.strerror}") from None
+    if markers.exists() and not markers.is_dir():
+        raise BuildError(f"cannot write {markers}: not a directory")
     marker, log = markers / f"{key}.json", markers / f"{key}.log"
-    with locked(markers / f"{key}.lock"):
-        if marker.exists():
-            with contextlib.suppress(OSError, ValueError):
-                done = json.loads(marker.read_text())
-                note(f"build cached ({req.describe()}, key {key})")
-                return Build(
-                    req,
-                    key,
-                    cached=True,
-                    seconds=time.monotonic() - start,
-                    built_s=done.get("seconds"),
-                    inputs=count,
-                    output_tail=done.get("output_tail", ""),
-                    log=str(log),
-                )
+    with contextlib.ExitStack() as stack:
+        try:
+            markers.mkdir(parents=True, exist_ok=True)
+            stack.enter_context(locked(markers / f"{key}.lock"))
+            writable = True
+        except OSError as exc:
+            writable = False
+            note(f"warning: cannot write {markers} ({exc.strerror}): building without the cache")
+        found = _cached(req, key, count, marker, log)
+        if found is not None:
+            note(f"build cached ({req.describe()}, key {key})")
+            found.seconds = time.monotonic() - start
+            return found
+        if not writable:  # its log in a directory of its own, kept only if the build fails
+            log = Path(tempfile.mkdtemp(prefix="rpcmeter-build-")) / f"{key}.log"
         note(f"building: {req.describe()} (in {req.cwd})")
         seconds = run_build(req, log)
         tail = _tail(log.read_text(errors="replace"))
-        doc = {"key": key, "argv": list(req.argv), "seconds": seconds, "output_tail": tail}
-        marker.write_text(json.dumps(doc, indent=1) + "\n")
+        if writable:
+            doc = {"key": key, "argv": list(req.argv), "seconds": seconds, "output_tail": tail}
+            marker.write_text(json.dumps(doc, indent=1) + "\n")
+        else:
+            shutil.rmtree(log.parent, ignore_errors=True)
     note(f"built in {seconds:.1f} s")
-    return Build(req, key, False, time.monotonic() - start, seconds, count, tail, str(log))
+    kept = str(log) if writable else ""
+    return Build(req, key, False, time.monotonic() - start, seconds, count, tail, kept)
 
 
 def prepare_builds(

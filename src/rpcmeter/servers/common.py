@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from rpcmeter.endpoints import Endpoint
+from rpcmeter.net.endpoints import Endpoint
 
 
 @dataclass(frozen=True)

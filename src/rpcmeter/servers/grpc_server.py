@@ -26,7 +26,7 @@ Transports: ``tcp`` (``--host``/``--port``) and ``unix`` (``--socket``, gRPC tar
 Options (JSON): ``server_mode`` = ``"aio"`` (default: grpc.aio, one event loop), ``"sync"`` (the
 threaded server, ``server_workers`` threads, default 16) or ``"h2"`` (python-hyper's ``h2`` on one
 uvloop event loop, with queue times; ``queue_time = false``: uvloop's own transports, none);
-``tls``: serve over TLS (:func:`add_port`; ``h2``: :func:`rpcmeter.tls.server_context`, ALPN
+``tls``: serve over TLS (:func:`add_port`; ``h2``: :func:`rpcmeter.net.tls.server_context`, ALPN
 ``h2``, no queue time).
 """
 
@@ -52,7 +52,7 @@ from rpcmeter.servers.common import (
     parse_server_args,
     precise_sleep,
 )
-from rpcmeter.workloads import lift_int_digit_limit
+from rpcmeter.suite.workloads import lift_int_digit_limit
 
 
 def _sync_stream_handlers() -> dict[str, grpc.RpcMethodHandler]:

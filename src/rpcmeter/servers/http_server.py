@@ -37,7 +37,7 @@ with keys that vary (``path = "/kv/{{random_int(1, 100000)}}"``) show what a cac
 Options (JSON): ``corrupt_every``, ``queue_time`` (see :mod:`rpcmeter.servers.aio`); ``stall_ms``,
 ``stall_after_s``, ``stall_every_s``: the whole server (its event loop) stalls at a known moment
 (:class:`~rpcmeter.servers.common.Stall`); ``tls`` (``cert_file``, ``key_file``,
-``client_ca_files``): serve HTTPS (:func:`rpcmeter.tls.server_context`).
+``client_ca_files``): serve HTTPS (:func:`rpcmeter.net.tls.server_context`).
 """
 
 from __future__ import annotations

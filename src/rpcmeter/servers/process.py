@@ -1,6 +1,6 @@
 """Server process lifecycle: start (pinned, in its own process group and, where the machine allows
 it, its own cgroup), probe until ready, watch, and always stop the whole process tree, on success,
-failure, timeout and Ctrl-C; if rpcmeter is killed outright, :mod:`rpcmeter.watchdog` stops the
+failure, timeout and Ctrl-C; if rpcmeter is killed outright, :mod:`rpcmeter.host.watchdog` stops the
 group and the cgroup. The cgroup holds every process the server starts, also those that start a
 session of their own (``setsid``) and so leave its process group; without one, such a process is
 stopped only while it is still a descendant of the server. The cgroup's CPU accounting (or that of
@@ -25,17 +25,17 @@ from types import TracebackType
 
 import psutil
 
-from rpcmeter.endpoints import Endpoint
 from rpcmeter.errors import ServerError
-from rpcmeter.launch import spawn
-from rpcmeter.placement import (
+from rpcmeter.host.launch import spawn
+from rpcmeter.host.placement import (
     Cgroup,
     accounting_cgroup,
     hierarchy,
     join_cgroup,
     tracking_cgroup,
 )
-from rpcmeter.watchdog import WATCHDOG
+from rpcmeter.host.watchdog import WATCHDOG
+from rpcmeter.net.endpoints import Endpoint
 
 _LIVE: set[ServerProcess] = set()
 _LIVE_LOCK = threading.Lock()

@@ -8,7 +8,7 @@ a Unix socket it is left out: unknown). See :mod:`rpcmeter.protocols.timing`. Re
 pipelined; replies come back in order.
 
 Options (JSON): ``corrupt_every``, ``queue_time`` (see :mod:`rpcmeter.servers.aio`); ``tls``: frames
-over TLS (:func:`rpcmeter.tls.server_context`; no queue time then).
+over TLS (:func:`rpcmeter.net.tls.server_context`; no queue time then).
 """
 
 from __future__ import annotations

@@ -62,7 +62,7 @@ from rpcmeter.servers.common import (
     parse_server_args,
     stop_requested,
 )
-from rpcmeter.workloads import RandomWaitParams, random_wait_level, random_wait_seeds
+from rpcmeter.suite.workloads import RandomWaitParams, random_wait_level, random_wait_seeds
 
 _arrival = threading.local()  # .ns: kernel receive time of the last bytes this thread read
 

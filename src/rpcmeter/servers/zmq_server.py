@@ -60,7 +60,7 @@ from rpcmeter.servers.common import (
     parse_server_args,
     precise_sleep,
 )
-from rpcmeter.workloads import lift_int_digit_limit
+from rpcmeter.suite.workloads import lift_int_digit_limit
 
 
 def handle(message: bytes, queued: int | None = None) -> bytes:

@@ -1,6 +1,6 @@
 """HTTP/2 connections on asyncio transports: :class:`H2Protocol` runs one
 :class:`~rpcmeter.protocols.h2.connection.H2Connection` over a TCP, Unix or TLS stream, and a
-:class:`Session` keeps one such connection in service (a :class:`~rpcmeter.connect.Slot`),
+:class:`Session` keeps one such connection in service (a :class:`~rpcmeter.net.connect.Slot`),
 replacing it when it stops taking new streams (a GOAWAY, stream ids used up, the server closed
 it): the streams a graceful GOAWAY left unprocessed, and those that had not started, go to the
 new connection, opened at once; the old one finishes the streams it has in flight, and is closed
@@ -12,12 +12,12 @@ Writes are coalesced: bytes queued while a read is processed (the requests that 
 callbacks send, WINDOW_UPDATEs, ACKs) go out in one write at the end of that read; a request
 made outside a read is written at once.
 
-Connections are opened by :func:`rpcmeter.connect.open_stream`, as the HTTP/1.1 driver's are.
+Connections are opened by :func:`rpcmeter.net.connect.open_stream`, as the HTTP/1.1 driver's are.
 TLS: :func:`open_connection` takes an ``ssl.SSLContext`` (whose ALPN protocols should include
 ``h2``) and a server name; the connection then runs on
-:class:`rpcmeter.tls_transport.TlsTransport` (every record a read brings in one ``data_received``), a failed handshake raises
-:class:`~rpcmeter.tls.TlsError` and a connection that did not negotiate ``h2`` fails with reason
-``alpn``. With a :class:`~rpcmeter.tls.ResumingContext` (``tls.resume``) every connection after
+:class:`rpcmeter.net.tls_transport.TlsTransport` (every record a read brings in one ``data_received``), a failed handshake raises
+:class:`~rpcmeter.net.tls.TlsError` and a connection that did not negotiate ``h2`` fails with reason
+``alpn``. With a :class:`~rpcmeter.net.tls.ResumingContext` (``tls.resume``) every connection after
 the first offers the session of the last one opened. Given ``record``, it reports the connect
 time and the TLS handshake time (ns) of each connection as ``record("connect", ns)`` and
 ``record("handshake", ns)`` (a resumed one as ``handshake_resumed``), the parts of
@@ -32,19 +32,15 @@ import ssl
 from collections.abc import Awaitable, Callable
 from typing import Any, cast
 
-from rpcmeter.connect import Slot, open_stream
-from rpcmeter.endpoints import Endpoint
 from rpcmeter.errors import RequestLost
-from rpcmeter.protocols.h2.connection import (
-    ErrorCode,
-    H2Connection,
-    H2ConnectionError,
-    H2Unavailable,
-    Request,
-    Stream,
-    new_stream,
-)
-from rpcmeter.tls import HANDSHAKE_TIMEOUT_S, ResumingContext
+from rpcmeter.net.connect import Slot, open_stream
+from rpcmeter.net.endpoints import Endpoint
+from rpcmeter.net.tls import HANDSHAKE_TIMEOUT_S, ResumingContext
+from rpcmeter.protocols.h2.connection import H2Connection
+from rpcmeter.protocols.h2.errors import H2ConnectionError, H2Unavailable
+from rpcmeter.protocols.h2.frames import ErrorCode
+from rpcmeter.protocols.h2.request import Request
+from rpcmeter.protocols.h2.stream import Stream, new_stream
 
 
 class H2Protocol(asyncio.Protocol):
@@ -160,7 +156,7 @@ async def open_connection(
     record: Callable[[str, int], None] | None = None,
 ) -> H2Protocol:
     """Connect (``timeout_s``), run the TLS handshake (``handshake_timeout_s``: a handshake that
-    takes longer fails with :class:`~rpcmeter.tls.TlsError` saying so), send the preface and wait
+    takes longer fails with :class:`~rpcmeter.net.tls.TlsError` saying so), send the preface and wait
     for the server's SETTINGS (``timeout_s``); ``record``: see the module doc."""
     loop = asyncio.get_running_loop()
     where = endpoint.describe()
@@ -211,7 +207,7 @@ async def open_connection(
 
 
 class Session(Slot[H2Protocol, tuple[Stream, Request]]):
-    """One connection kept in service (see the module doc and :class:`~rpcmeter.connect.Slot`):
+    """One connection kept in service (see the module doc and :class:`~rpcmeter.net.connect.Slot`):
     :meth:`start` sends on the current connection, or queues the stream for the next one."""
 
     def __init__(self, proto: H2Protocol, opener: Callable[[], Awaitable[H2Protocol]]) -> None:

@@ -1,0 +1,1 @@
+"""What the results say: comparisons and verdicts, checks, rates, derived figures, gates."""

@@ -1,0 +1,1 @@
+"""The history of runs: the SQLite store and the trends across runs."""

@@ -1,0 +1,1 @@
+"""The host's side of a run: CPU placement and cgroups, launching, the watchdog, environments."""

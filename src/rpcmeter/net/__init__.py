@@ -1,0 +1,1 @@
+"""Connections: TLS settings and transport, timed connects, endpoints."""

@@ -1,0 +1,1 @@
+"""From what was measured to the result: the document, the record, cells, the breakdown."""
