@@ -35,9 +35,13 @@ from setuptools.command.build_ext import build_ext
 
 COMPILED = [
     "src/rpcmeter/protocols/h2/connection.py",
+    "src/rpcmeter/protocols/h2/core.py",
+    "src/rpcmeter/protocols/h2/errors.py",
     "src/rpcmeter/protocols/h2/frames.py",
     "src/rpcmeter/protocols/h2/replay.py",
+    "src/rpcmeter/protocols/h2/request.py",
     "src/rpcmeter/protocols/h2/state.py",
+    "src/rpcmeter/protocols/h2/stream.py",
     "src/rpcmeter/protocols/h2/transport.py",
     "src/rpcmeter/net/connect.py",
     "src/rpcmeter/net/tls_transport.py",

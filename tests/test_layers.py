@@ -85,7 +85,7 @@ def test_no_module_imports_itself_back() -> None:
         (("rpcmeter.model",), ("rpcmeter.metrics.histogram",), ()),
         # wire formats know neither side
         (("rpcmeter.protocols",), (), ("rpcmeter.drivers", "rpcmeter.servers")),
-        (("rpcmeter.drivers",), (), ("rpcmeter.servers", "rpcmeter.plan", "rpcmeter.model")),
+        (("rpcmeter.drivers",), (), ("rpcmeter.servers", "rpcmeter.plan.cases", "rpcmeter.model")),
         (("rpcmeter.servers",), (), ("rpcmeter.drivers", "rpcmeter.model")),
         # measuring returns outcomes; recording and what is derived come after
         (

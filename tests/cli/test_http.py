@@ -3,8 +3,11 @@ them, the suite they make (``--save-suite``, ``rpcmeter run -``) and the usage e
 
 from __future__ import annotations
 
+import json
+import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,6 +19,8 @@ from rpcmeter.net.endpoints import Endpoint
 from rpcmeter.plan.cases import expand
 from rpcmeter.plan.load import COMPARE_REPEAT as SUITE_COMPARE_REPEAT
 from rpcmeter.plan.load import load_suite
+from rpcmeter.servers import nginx
+from rpcmeter.servers.process import expand_command, new_endpoint
 from tests.support.kv import kv_server, tally
 
 pytestmark = pytest.mark.timeout(120)
@@ -289,3 +294,47 @@ def test_a_jsonl_data_file_sends_its_requests_in_turn(
     after = tally(server)
     assert after["puts"] - before["puts"] == 20
     assert after["keys"] - before["keys"] == 2  # the two keys, each stored, then replaced
+
+
+@pytest.mark.skipif(
+    nginx.executable() is None, reason="nginx is not installed (.ci/run installs it)"
+)
+@pytest.mark.parametrize("http2", [False, True], ids=["http1", "h2c"])
+def test_against_nginx(tmp_path: Path, http2: bool, capsys: pytest.CaptureFixture[str]) -> None:
+    """``rpcmeter http`` as a user types it, against a stock nginx: every request answered,
+    and the connection nginx ends (after its default 1000 requests) opened again. A 503
+    location counts its replies by status and fails the run."""
+    ep = new_endpoint("tcp")
+    command = expand_command(nginx.prepare(tmp_path / "nginx", http2=http2), ep)
+    base = ["http", "-c", "1", *(["--http2"] if http2 else []), *QUIET]
+    out = tmp_path / "out.json"
+    # started here, not as a ServerProcess: the end of a run stops every one of those
+    proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        wait_for(proc, ep)
+        status = main([*base, url(ep, "/noop"), "-n", "1500", "-o", str(out)])
+        printed = capsys.readouterr().out
+        assert status == 0, printed
+        assert "[2xx] 1,500 replies" in printed and "1,500 ok, 0 failed" in printed, printed
+        case = json.loads(out.read_text())["cases"][0]
+        assert case["status"] == "ok" and case["ok"] == 1500 and case["errors"] == {}, case
+        assert case["connections"]["opened"] >= 2, case["connections"]  # nginx ended one
+        assert main([*base, url(ep, "/unavailable"), "-n", "20"]) == 1
+        printed = capsys.readouterr().out
+        assert "[503] 20 replies" in printed, printed
+    finally:
+        proc.terminate()  # nginx's master stops its worker
+        proc.wait(timeout=10)
+
+
+def wait_for(proc: subprocess.Popen[bytes], ep: Endpoint) -> None:
+    """Until ``ep`` accepts connections (30 s at most, while ``proc`` lives)."""
+    deadline = time.monotonic() + 30
+    while True:
+        try:
+            socket.create_connection((ep.host, ep.port or 0), timeout=1).close()
+            return
+        except OSError:
+            assert proc.poll() is None, f"the server exited with status {proc.returncode}"
+            assert time.monotonic() < deadline, "the server did not listen within 30 s"
+            time.sleep(0.05)

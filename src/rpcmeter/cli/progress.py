@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import TextIO
+from typing import TYPE_CHECKING, TextIO
 
 from rpcmeter import model
 from rpcmeter.plan.cases import Case
-from rpcmeter.reporters.live import LiveView
 from rpcmeter.run.events import IntervalFigures, RunListener
 from rpcmeter.text import printable
+
+if TYPE_CHECKING:
+    from rpcmeter.reporters.live import LiveView
 
 
 def case_seconds(case: Case) -> float | None:
@@ -60,7 +62,11 @@ class Progress(RunListener):
         self.stream = stream
         self.tty = stream.isatty()
         # on a terminal, with ``live``: the line and the last interval's figures (rpcmeter.reporters.live)
-        self.live = LiveView(stream) if live and self.tty else None
+        self.live: LiveView | None = None
+        if live and self.tty:  # imported only here: rich's live display
+            from rpcmeter.reporters.live import LiveView
+
+            self.live = LiveView(stream)
         self.clock = clock
         self.last = 0.0
         self.width = 0

@@ -223,6 +223,7 @@ def run_and_report(
     read, so the run's document and store entry then exist, marked ``interrupted``."""
     from rpcmeter.host import interrupts as interrupts
 
+    _start_forkserver(suite, args)
     held = interrupts.Held()
     try:
         return _run_and_report(suite, args, out, err, held, render, summary)
@@ -248,7 +249,6 @@ def _run_and_report(
     from rpcmeter.result.document import check_output
     from rpcmeter.run.events import RunEvents
     from rpcmeter.run.execute import RunOptions
-    from rpcmeter.run.exporter import LINGER_S, PrometheusExporter, parse_address
 
     json_out = out if args.output is not None and str(args.output) == "-" else None
     if json_out is not None:  # -o -: the document alone on stdout, the tables on stderr
@@ -258,7 +258,9 @@ def _run_and_report(
     progress = Progress(err, live=not args.no_live)
     events = RunEvents(progress)
     exporter = None
-    if args.prometheus is not None:
+    if args.prometheus is not None:  # imported only here: prometheus_client
+        from rpcmeter.run.exporter import LINGER_S, PrometheusExporter, parse_address
+
         linger = LINGER_S if args.prometheus_linger is None else args.prometheus_linger
         exporter = events.subscribe(PrometheusExporter(*parse_address(args.prometheus), linger))
     run_options = RunOptions(
@@ -318,6 +320,30 @@ def _run_and_report(
     finally:
         if exporter is not None:
             _linger(exporter, err)
+
+
+def _start_forkserver(suite: Suite, args: argparse.Namespace) -> None:
+    """Start the forkserver before this process imports the run's code: it imports the client
+    code (seconds on a busy machine) while this process imports the rest, and the first client
+    starts at once. What :func:`rpcmeter.run.execute.run_suite` does, earlier: the same drivers
+    preloaded, on the same condition (no cluster, a variant with a client); nothing where a
+    driver cannot be loaded (the run reports that)."""
+    if getattr(args, "cluster", None) or all(
+        suite.driver_of(v) == "command" for v in suite.variants
+    ):
+        return
+    from rpcmeter.plan.targets import target_class
+    from rpcmeter.runners.closed_loop import preload_drivers, start_forkserver
+
+    try:
+        drivers = [
+            target_class(suite.driver_of(v), {**suite.target.options, **suite.variants[v].options})
+            for v in suite.variants
+        ]
+    except KeyError:
+        return
+    preload_drivers(dict.fromkeys(drivers))
+    start_forkserver()
 
 
 def _seconds(text: str) -> float:

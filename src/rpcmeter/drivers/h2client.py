@@ -35,16 +35,12 @@ from rpcmeter.drivers.base import DriverContext, ReplyError
 from rpcmeter.errors import RequestLost
 from rpcmeter.metrics.connections import ConnectionCosts
 from rpcmeter.net.tls import HANDSHAKE_TIMEOUT_S, TlsError, client_context, server_name, tls_error
-from rpcmeter.protocols.h2.connection import (
-    ErrorCode,
-    H2Connection,
-    H2ConnectionError,
-    H2Unavailable,
-    Request,
-    StreamReset,
-    new_stream,
-)
-from rpcmeter.protocols.h2.connection import Stream as H2Stream
+from rpcmeter.protocols.h2.connection import H2Connection
+from rpcmeter.protocols.h2.errors import H2ConnectionError, H2Unavailable, StreamReset
+from rpcmeter.protocols.h2.frames import ErrorCode
+from rpcmeter.protocols.h2.request import Request
+from rpcmeter.protocols.h2.stream import Stream as H2Stream
+from rpcmeter.protocols.h2.stream import new_stream
 from rpcmeter.protocols.h2.transport import H2Protocol, Session, open_connection
 
 

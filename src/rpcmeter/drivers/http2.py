@@ -23,9 +23,9 @@ from rpcmeter.drivers.stream_connection import mismatch
 from rpcmeter.drivers.varying import Fill, LoopState, MixChannel, Plan, channel_of, loop_of
 from rpcmeter.metrics.connections import ConnectionCosts
 from rpcmeter.protocols.bodies import expected_reply
-from rpcmeter.protocols.h2.connection import Request
-from rpcmeter.protocols.h2.connection import Stream as H2Stream
 from rpcmeter.protocols.h2.fields import block_filler
+from rpcmeter.protocols.h2.request import Request
+from rpcmeter.protocols.h2.stream import Stream as H2Stream
 from rpcmeter.protocols.http_request import (
     CONTENT_LENGTH,
     HttpRequest,

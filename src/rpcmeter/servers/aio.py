@@ -30,7 +30,6 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from rpcmeter.net.tls import server_context
 from rpcmeter.protocols.bodies import compute
 from rpcmeter.protocols.timing import SO_TIMESTAMPNS, STAMP_SPACE, kernel_stamp_ns
 from rpcmeter.servers.common import ServerArgs, announce_ready, exit_on_sigterm, stop_requested
@@ -292,7 +291,11 @@ def serve(
     over TLS when the options carry ``tls`` (:func:`rpcmeter.net.tls.server_context`, offering
     ``alpn``)."""
     lift_int_digit_limit()
-    tls = server_context(args.options, alpn)
+    tls = None
+    if args.options.get("tls"):  # imported only here: rpcmeter.net.tls loads pydantic (0.2 s)
+        from rpcmeter.net.tls import server_context
+
+        tls = server_context(args.options, alpn)
     loop = new_loop()
     asyncio.set_event_loop(loop)
 

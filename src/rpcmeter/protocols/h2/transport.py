@@ -36,15 +36,11 @@ from rpcmeter.errors import RequestLost
 from rpcmeter.net.connect import Slot, open_stream
 from rpcmeter.net.endpoints import Endpoint
 from rpcmeter.net.tls import HANDSHAKE_TIMEOUT_S, ResumingContext
-from rpcmeter.protocols.h2.connection import (
-    ErrorCode,
-    H2Connection,
-    H2ConnectionError,
-    H2Unavailable,
-    Request,
-    Stream,
-    new_stream,
-)
+from rpcmeter.protocols.h2.connection import H2Connection
+from rpcmeter.protocols.h2.errors import H2ConnectionError, H2Unavailable
+from rpcmeter.protocols.h2.frames import ErrorCode
+from rpcmeter.protocols.h2.request import Request
+from rpcmeter.protocols.h2.stream import Stream, new_stream
 
 
 class H2Protocol(asyncio.Protocol):
