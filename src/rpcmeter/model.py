@@ -660,7 +660,7 @@ class Cluster(Part):
 
 
 class Tls(Part):
-    """A variant's TLS as the run used it (rpcmeter.result.record.tls_of): settings and certificate
+    """A variant's TLS as the run used it (rpcmeter.result.parts.tls_of): settings and certificate
     fingerprints, never a key."""
 
     verify: bool = True

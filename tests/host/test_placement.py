@@ -23,7 +23,7 @@ from rpcmeter.host.placement import (
 )
 from rpcmeter.plan.cases import plan_variants
 from rpcmeter.plan.load import build_suite
-from rpcmeter.result.record import placement_doc, with_cgroups
+from rpcmeter.result.parts import placement_doc, with_cgroups
 from rpcmeter.suite.model import Placement
 from tests.support.synthetic import written
 

@@ -16,7 +16,7 @@ from rpcmeter.analysis.checks import warnings_for
 from rpcmeter.metrics.resources import CpuTimes, TreeMonitor, busy_pct
 from rpcmeter.model import Client, Worker
 from rpcmeter.plan.load import build_suite
-from rpcmeter.result.record import case_figures
+from rpcmeter.result.parts import case_figures
 from rpcmeter.run.execute import run_suite
 from tests.support.marks import timing_sensitive
 from tests.support.synthetic import parsed, written

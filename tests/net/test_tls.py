@@ -30,7 +30,7 @@ from rpcmeter.net.tls import (
     tls_error,
 )
 from rpcmeter.plan.load import build_suite
-from rpcmeter.result.record import connections_of, tls_of
+from rpcmeter.result.parts import connections_of, tls_of
 
 
 def suite_error(raw: dict[str, Any], where: str = "s.toml") -> str:

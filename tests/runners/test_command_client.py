@@ -25,7 +25,7 @@ from rpcmeter.plan.load import load_suite
 from rpcmeter.reporters import markdown
 from rpcmeter.reporters.build import build
 from rpcmeter.reporters.terminal import render
-from rpcmeter.result.record import placement_doc
+from rpcmeter.result.parts import placement_doc
 from rpcmeter.runners.command import measure
 from rpcmeter.servers.process import ServerProcess, new_endpoint
 from rpcmeter.suite.model import Runs

@@ -27,7 +27,7 @@ from rpcmeter.net.endpoints import Endpoint
 from rpcmeter.plan.cases import expand, plan_variants
 from rpcmeter.plan.load import build_suite
 from rpcmeter.reporters.build import spread_lines
-from rpcmeter.result.record import stream_section
+from rpcmeter.result.parts import stream_section
 from rpcmeter.run.execute import Bench, RunOptions
 from rpcmeter.runners import distributed as distributed_mod
 from rpcmeter.runners.distributed import (

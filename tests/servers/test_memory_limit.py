@@ -15,7 +15,7 @@ import pytest
 from rpcmeter.errors import SuiteError
 from rpcmeter.host import placement as placement
 from rpcmeter.plan.load import build_suite
-from rpcmeter.result.record import cgroup_of, placement_of, with_cgroups
+from rpcmeter.result.parts import cgroup_of, placement_of, with_cgroups
 from rpcmeter.run.execute import run_suite
 from tests.run.test_execute import leftovers
 from tests.support.synthetic import written

@@ -5,7 +5,7 @@ A driver that opens connections itself keeps one :class:`ConnectionCosts` per cl
 records into it (a few clock reads per connection, folded into histograms when a buffer fills);
 the client reports it with its result, the runner merges the clients' exactly (histograms add) and
 the case document carries it as ``connections`` beside the request latency
-(:func:`rpcmeter.result.record.connections_of`).
+(:func:`rpcmeter.result.parts.connections_of`).
 """
 
 from __future__ import annotations

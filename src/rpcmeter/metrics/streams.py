@@ -1,6 +1,6 @@
 """The streaming figures among the driver counters the streaming client kept
 (:mod:`rpcmeter.drivers.grpc_stream`), merged over every client and worker; a streaming case's
-document makes its ``stream`` section of them (:func:`rpcmeter.result.record.stream_section`).
+document makes its ``stream`` section of them (:func:`rpcmeter.result.parts.stream_section`).
 
 A case's ``requests`` are its streams and its ``latency`` their whole durations; the section adds
 per message (a *message* is one of the stream's streamed direction: the replies of server and
