@@ -20,6 +20,7 @@ from rpcmeter.plan.load import build_suite
 from rpcmeter.run.events import IntervalFigures, RunEvents, RunListener
 from rpcmeter.run.execute import RunOptions, run_suite
 from rpcmeter.run.exporter import PrometheusExporter, parse_address
+from tests.support.marks import timing_sensitive
 
 
 def scrape(port: int) -> dict[str, dict[tuple[tuple[str, str], ...], float]]:
@@ -106,6 +107,7 @@ def test_addresses() -> None:
             parse_address(bad)
 
 
+@timing_sensitive  # "the run is over" is the document's status and a pause; a busy machine lags
 @pytest.mark.timeout(120)
 def test_the_command_line_keeps_the_last_figures_for_a_scrape(tmp_path: Path) -> None:
     """``rpcmeter run --prometheus ... --prometheus-linger 60``: after the run, the endpoint
