@@ -216,11 +216,11 @@ def test_an_edited_copy_of_the_installed_build_runs_as_python(tmp_path: Path) ->
         shutil.copy2(group, tmp_path)
     env = {compiled.PYTHON_ENV: ""}
     flag, connect = _which(env, tmp_path)
-    assert flag == "True" and Path(connect).parent == tmp_path / "rpcmeter"
+    assert flag == "True" and Path(connect).parent == tmp_path / "rpcmeter" / "net"
     assert not connect.endswith(".py")
-    with (tmp_path / "rpcmeter" / "connect.py").open("a") as f:
+    with (tmp_path / "rpcmeter" / "net" / "connect.py").open("a") as f:
         f.write("\n# edited\n")
-    assert _which(env, tmp_path) == ["False", str(tmp_path / "rpcmeter" / "connect.py")]
+    assert _which(env, tmp_path) == ["False", str(tmp_path / "rpcmeter" / "net" / "connect.py")]
     warned = subprocess.run(
         [sys.executable, "-m", "rpcmeter", "history", "--store", str(tmp_path / "runs.db")],
         env={**os.environ, **env, "PYTHONPATH": str(tmp_path)},
