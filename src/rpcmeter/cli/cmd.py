@@ -20,6 +20,7 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
+from rpcmeter.cli.options import whole
 from rpcmeter.errors import UsageError
 
 # hyperfine's defaults: at least 10 runs and at least 3 s of the command's own time
@@ -46,19 +47,19 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument("commands", nargs="+", metavar="COMMAND", help="a command line to measure")
     p.add_argument(
-        "-w", "--warmup", type=_count(0), default=0, metavar="N", help="N unmeasured runs first"
+        "-w", "--warmup", type=whole(0), default=0, metavar="N", help="N unmeasured runs first"
     )
-    p.add_argument("-r", "--runs", type=_count(1), default=None, metavar="N", help="exactly N runs")
+    p.add_argument("-r", "--runs", type=whole(1), default=None, metavar="N", help="exactly N runs")
     p.add_argument(
         "-m",
         "--min-runs",
-        type=_count(1),
+        type=whole(1),
         default=MIN_RUNS,
         metavar="N",
         help=f"at least N runs (default {MIN_RUNS})",
     )
     p.add_argument(
-        "-M", "--max-runs", type=_count(1), default=None, metavar="N", help="at most N runs"
+        "-M", "--max-runs", type=whole(1), default=None, metavar="N", help="at most N runs"
     )
     p.add_argument(
         "--min-time",
@@ -121,7 +122,7 @@ def add_parser(sub: Any) -> None:
     )
     p.add_argument(
         "--rounds",
-        type=_count(1),
+        type=whole(1),
         default=None,
         metavar="N",
         help=f"interleave two or more commands in N rounds (default {ROUNDS})",
@@ -146,19 +147,6 @@ def _one_line(message: str) -> NoReturn:
     """A usage error of ``rpcmeter cmd``: one line, exit 2 (not argparse's usage block)."""
     sys.stderr.write(f"rpcmeter: error: cmd: {message} (see rpcmeter cmd --help)\n")
     sys.exit(2)
-
-
-def _count(least: int) -> Any:
-    def parse(text: str) -> int:
-        try:
-            n = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-        if n < least:
-            raise argparse.ArgumentTypeError(f"{n}: at least {least}")
-        return n
-
-    return parse
 
 
 def _duration(text: str) -> float:

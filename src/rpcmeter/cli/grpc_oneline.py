@@ -161,7 +161,7 @@ def add_parsers(gsub: Any) -> None:
     add_request_flags(p)
     p.add_argument(
         "--timeout",
-        type=oneline.seconds,
+        type=oneline.duration,
         default=10.0,
         metavar="TIME",
         help="the call's deadline (default 10s)",
@@ -183,7 +183,7 @@ def add_parsers(gsub: Any) -> None:
         help="pkg.Service, pkg.Service/Method or pkg.Message (default: every service)",
     )
     p.add_argument(
-        "--timeout", type=oneline.seconds, default=10.0, metavar="TIME", help="default 10s"
+        "--timeout", type=oneline.duration, default=10.0, metavar="TIME", help="default 10s"
     )
     add_schema_flags(p)
     add_connection_flags(p)

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
+from rpcmeter.cli.options import whole
 from rpcmeter.errors import UsageError
 
 if TYPE_CHECKING:
@@ -54,25 +55,8 @@ def duration(text: str) -> float:
     return seconds
 
 
-def positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{value}: at least 1")
-    return value
-
-
-def count(text: str) -> int:
-    """A whole number, zero allowed (``--warmup 0``)."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"{value}: zero or more")
-    return value
+positive_int = whole(1)
+count = whole(0)  # ``--warmup 0`` too
 
 
 def rate(text: str) -> float:
@@ -83,11 +67,6 @@ def rate(text: str) -> float:
     if not math.isfinite(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"{text}: requests per second above zero")
     return value
-
-
-def seconds(text: str) -> float:
-    """``--timeout``: a duration as ``-z`` takes it."""
-    return duration(text)
 
 
 def brief_errors(p: argparse.ArgumentParser) -> None:
@@ -142,7 +121,7 @@ def add_load_flags(p: argparse.ArgumentParser, connections_flag: Sequence[str]) 
     )
     g.add_argument(
         "--timeout",
-        type=seconds,
+        type=duration,
         default=None,
         metavar="TIME",
         help="a case still running this long after its clients started fails, named as a "

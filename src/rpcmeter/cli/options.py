@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -23,15 +24,23 @@ from rpcmeter.names import (
 CREATES = " (missing parent directories are created)"
 
 
-def columns(text: str) -> int:
-    """``--width``'s value: a whole number of columns, 40 or more."""
-    try:
-        width = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if width < 40:
-        raise argparse.ArgumentTypeError(f"{width}: at least 40 columns")
-    return width
+def whole(least: int, unit: str = "") -> Callable[[str], int]:
+    """A flag's parser of whole numbers of ``least`` or more (``unit`` names them in errors)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+        if value < least:
+            bound = "zero or more" if least == 0 else f"at least {least}"
+            raise argparse.ArgumentTypeError(f"{value}: {bound}{' ' + unit if unit else ''}")
+        return value
+
+    return parse
+
+
+columns = whole(40, "columns")  # ``--width``: 40 columns or more
 
 
 def width(args: argparse.Namespace, out: TextIO) -> int:
