@@ -96,7 +96,7 @@ def test_warnings_are_one_line_in_the_terminal_and_whole_in_the_html(
         "warning: 8 of 8 results have fewer than 1,000 requests: too few for their p99",
         "warning: comparisons against default: 6 of 24 verdicts rest on as few as 4 repetitions",
         "warning: comparisons against default: 1 of 4 compared cells vary by over 10% between "
-        "repetitions: weak verdicts",
+        'repetitions: their "same" verdicts are weak',
     ]
     assert "(each warning's details: the HTML report (--html) and the result's JSON)" in text
     assert "worst: bind · simple · threads=4, throughput CV 17 %" not in text
