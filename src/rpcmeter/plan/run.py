@@ -10,7 +10,8 @@ The run (:func:`rpcmeter.run.execute.run_suite`) writes its document's header fr
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from rpcmeter.errors import EnvError
 from rpcmeter.host import placement
@@ -21,6 +22,9 @@ from rpcmeter.servers.build import Build, prepare_builds
 from rpcmeter.suite.model import Suite
 
 Note = Callable[[str, str], None]  # note(variant, message): a line about its preparation
+# ask(case): what the case's variant's server tells its driver (its server started as the case
+# would start it, asked and stopped; :meth:`rpcmeter.run.execute.ServerCase.ask`)
+Ask = Callable[[Case], Mapping[str, Any]]
 
 
 @dataclass(frozen=True)
@@ -79,21 +83,47 @@ def plan_run(suite: Suite, remote_clients: bool = False, cgroups: bool = True) -
     return RunPlan(suite, plans, cases, quotas, certs)
 
 
-@dataclass(frozen=True)
-class VariantSetup:
-    """What a variant's cases are given once it is prepared (:func:`prepare`): its environment
-    (rpcmeter.host.envs; the error when it could not be made; None: rpcmeter's own) and its
-    server's build (rpcmeter.servers.build; None: none)."""
+@dataclass
+class Prepared:
+    """What a run prepares before its first case (:func:`prepare`), filled in as it is made, so
+    that what was made is recorded however the preparation ends
+    (:meth:`rpcmeter.result.record.RunRecord.prepared`)."""
 
-    env: Env | EnvError | None = None
-    build: Build | None = None
+    cluster: Mapping[str, Any] | None = None  # rpcmeter.runners.distributed.LoadCluster.describe
+    envs: dict[str, Env | EnvError] = field(default_factory=dict)  # rpcmeter.host.envs
+    builds: dict[str, Build] = field(default_factory=dict)  # rpcmeter.servers.build
+    # what each variant's clients are handed (DriverContext.prepared), and what its driver
+    # describes of it (the result's ``schemas``)
+    calls: dict[str, Mapping[str, Any]] = field(default_factory=dict)
+    schemas: dict[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
-def prepare(plan: RunPlan, note: Note) -> dict[str, VariantSetup]:
-    """Each variant's setup: the environments first, then the builds of the servers rpcmeter
-    starts, in those environments (a variant whose environment failed is not built). A
-    variant's failure is in its setup, and fails its cases; the other variants run."""
+def prepare(plan: RunPlan, prepared: Prepared, note: Note, ask: Ask) -> None:
+    """Prepare every variant before the first case, into ``prepared``: its environment, then
+    the build of the server rpcmeter starts for it, in that environment (a variant whose
+    environment failed is not built), then what its clients are handed
+    (:func:`prepare_calls`). A variant whose environment or build failed fails its cases; the
+    other variants run."""
+    prepared.envs = prepare_variants(plan.suite, note)
+    prepared.builds = prepare_builds(plan.suite, prepared.envs, plan.managed, note)
+    prepare_calls(plan, prepared, note, ask)
+
+
+def prepare_calls(plan: RunPlan, prepared: Prepared, note: Note, ask: Ask) -> None:
+    """What each variant's clients are handed (``prepared.calls``) and what their drivers
+    describe of it (``prepared.schemas``): what its driver prepared when the suite was loaded,
+    or for a driver that asks the server (gRPC's reflection;
+    :meth:`~rpcmeter.drivers.base.TargetSpec.ask_server`) its answer, asked with ``ask`` and
+    the variant's first case (of the remote server, or of the variant's server started for
+    the question and stopped). An answer that cannot be had is raised."""
     suite = plan.suite
-    envs = prepare_variants(suite, note)
-    builds = prepare_builds(suite, envs, plan.managed, note)
-    return {v: VariantSetup(envs.get(v), builds.get(v)) for v in suite.variants}
+    prepared.calls = dict(suite.prepared)
+    for variant, case in plan.first_cases().items():
+        driver, target = plan.plans[variant].driver, plan.plans[variant].target
+        if target in ("server", "remote") and driver.asks_server(suite.options_of(variant)):
+            note(variant, f"asking its server ({driver.name} reflection)")
+            prepared.calls[variant] = ask(case)
+    for variant, vplan in plan.plans.items():
+        described = vplan.driver.describe_prepared(prepared.calls.get(variant, {}))
+        if described is not None:
+            prepared.schemas[variant] = described

@@ -16,8 +16,7 @@ from __future__ import annotations
 import math
 import statistics
 import uuid
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
@@ -48,7 +47,7 @@ from rpcmeter.result.parts import (
 
 if TYPE_CHECKING:
     from rpcmeter.plan.cases import Case
-    from rpcmeter.plan.run import RunPlan, VariantSetup
+    from rpcmeter.plan.run import Prepared, RunPlan
     from rpcmeter.runners.command import Outcome
     from rpcmeter.runners.recording import Interval, LoadOutcome, Series
     from rpcmeter.runners.stages import LoadStage
@@ -737,16 +736,6 @@ def new_result(plan: RunPlan, planned_cases: int) -> model.Result:
     )
 
 
-@dataclass
-class Preparation:
-    """What a run prepares before its first case, as the run's steps describe it; recorded once
-    (:meth:`RunRecord.prepared`), however the preparation ended."""
-
-    cluster: Mapping[str, Any] | None = None  # rpcmeter.runners.distributed.LoadCluster.describe
-    setups: Mapping[str, VariantSetup] = field(default_factory=dict)  # rpcmeter.plan.run.prepare
-    schemas: dict[str, Mapping[str, Any]] = field(default_factory=dict)  # describe_prepared
-
-
 class RunRecord:
     """A run's result as it grows: its header, its cases in order, what the run adds to its
     environment and how it ended. :attr:`result` is the frozen :class:`rpcmeter.model.Result`
@@ -779,7 +768,7 @@ class RunRecord:
         the placement, TLS, the variants' environments and packages)."""
         self.set(environment=self.result.environment.updated(parts))
 
-    def prepared(self, prep: Preparation) -> None:
+    def prepared(self, prep: Prepared) -> None:
         """What the run prepared before its first case, added to the environment at once: the
         cluster the load comes from, the variants' environments (rpcmeter.host.envs, or why each has none)
         with the versions of the packages installed there, their server builds
@@ -787,7 +776,7 @@ class RunRecord:
         parts: dict[str, Any] = {}
         if prep.cluster is not None:
             parts["cluster"] = model.Cluster.model_validate(prep.cluster)
-        environments = {v: s.env for v, s in prep.setups.items() if s.env is not None}
+        environments = prep.envs
         if environments:
             packages = dict(self.result.environment.variant_packages or {})
             packages.update(
@@ -805,10 +794,9 @@ class RunRecord:
             }
             if packages:
                 parts["variant_packages"] = packages
-        builds = {v: s.build for v, s in prep.setups.items() if s.build is not None}
-        if builds:
+        if prep.builds:
             parts["variant_builds"] = {
-                v: model.VariantBuild.model_validate(b.describe()) for v, b in builds.items()
+                v: model.VariantBuild.model_validate(b.describe()) for v, b in prep.builds.items()
             }
         if prep.schemas:
             parts["schemas"] = {v: model.Schema.model_validate(d) for v, d in prep.schemas.items()}

@@ -15,7 +15,6 @@ from pathlib import Path
 from typing import Any
 
 from rpcmeter import model
-from rpcmeter.drivers.base import TargetSpec
 from rpcmeter.errors import EnvError, RpcmeterError, ServerError
 from rpcmeter.host import interrupts as interrupts
 from rpcmeter.host import placement as placement_mod
@@ -25,7 +24,7 @@ from rpcmeter.metrics.network_rtt import NetworkRtt, measurable
 from rpcmeter.net.endpoints import Endpoint, remote_endpoint
 from rpcmeter.net.tls import ClientTls, RunCertificates, ServerTls, for_case
 from rpcmeter.plan.cases import Case, VariantPlan
-from rpcmeter.plan.run import VariantSetup, plan_run, prepare
+from rpcmeter.plan.run import Prepared, plan_run, prepare, prepare_calls
 from rpcmeter.result import record as record
 from rpcmeter.result.document import now_iso
 from rpcmeter.result.record import CaseRecord, RunRecord, stage_mark
@@ -76,7 +75,8 @@ def run_suite(
     """Run every case of ``suite`` and return its result (its comparisons and warnings derived
     from the cases): plan the run (:func:`rpcmeter.plan.run.plan_run`), write the result's
     header once from the plan, prepare each variant (:func:`rpcmeter.plan.run.prepare`) and
-    what its clients are handed (:func:`prepare_calls`), then run the cases, recording each.
+    what its clients are handed (:func:`rpcmeter.plan.run.prepare_calls`), then run the
+    cases, recording each.
 
     ``drive(run, run_case)``, when given, chooses the cases instead (the rate search runs
     cases whose rates depend on earlier results; ``run`` is the run's record); ``planned`` is
@@ -109,13 +109,11 @@ def run_suite(
     try:
         # from here on the document and the store hold the run, however it ends
         events.run_started(run.result)
-        prep = record.Preparation()
+        prepared = Prepared()
         try:  # what was prepared is recorded at once, however the preparation ends
             if options.cluster:
                 cluster = open_cluster(options.cluster)
-                prep.cluster = cluster.describe()
-            # the variants' environments (rpcmeter.host.envs), then their servers' builds
-            prep.setups = prepare(plan, note)
+                prepared.cluster = cluster.describe()
             bench = Bench(
                 suite,
                 options,
@@ -125,14 +123,15 @@ def run_suite(
                 total,
                 plan.certs,
                 events,
-                prep.setups,
+                prepared,
                 uuid_seed=run.header.suite.uuid_seed,
             )
-            calls, prep.schemas = prepare_calls(bench, plan.first_cases())
-            bench = replace(bench, calls=calls)
+            # the environments, the servers' builds, what the clients are handed; its servers
+            # asked (gRPC reflection) as the bench starts them
+            prepare(plan, prepared, note, bench.ask)
         finally:
             with interrupts.deferred():
-                run.prepared(prep)
+                run.prepared(prepared)
 
         def run_one(case: Case) -> model.Case:
             events.case_started(case, total)
@@ -170,9 +169,9 @@ def run_suite(
             try:
                 stop_all()
             finally:
-                plan.close()
                 if cluster is not None:
                     cluster.close()
+                plan.close()
                 run.set(finished_at=now_iso())
                 # every listener has the result before an error of one is raised
                 final, unrecorded = events.finish(run.result)
@@ -181,43 +180,27 @@ def run_suite(
     return final
 
 
-def prepare_calls(
-    bench: Bench, first: Mapping[str, Case]
-) -> tuple[dict[str, Mapping[str, Any]], dict[str, Mapping[str, Any]]]:
-    """What each variant's clients are handed (``DriverContext.prepared``, for
-    ``bench.calls``), and what the drivers describe of it (the result's ``schemas``): what its
-    driver prepared when the suite was loaded, or for a driver that asks the server (gRPC's
-    reflection; :meth:`~rpcmeter.drivers.base.Driver.ask_server`) its answer, asked once now,
-    before the cases: of the remote server, or of the variant's server started for the question
-    (as its ``first`` case starts it) and stopped."""
-    suite = bench.suite
-    calls: dict[str, Mapping[str, Any]] = dict(suite.prepared)
-    for vname, case in first.items():
-        plan = bench.plans[vname]
-        options = suite.options_of(vname)
-        if plan.target in ("server", "remote") and plan.driver.asks_server(options):
-            bench.events.note(f"{vname}: asking its server ({plan.driver.name} reflection)")
-            calls[vname] = ServerCase(bench, case).ask(plan.driver)
-    schemas: dict[str, Mapping[str, Any]] = {}
-    for vname, plan in bench.plans.items():
-        described = plan.driver.describe_prepared(calls.get(vname, {}))
-        if described is not None:
-            schemas[vname] = described
-    return calls, schemas
-
-
 def suite_calls(suite: Suite, events: RunListener | None = None) -> dict[str, Mapping[str, Any]]:
-    """What each variant's clients would be handed (:func:`prepare_calls`) without running a
-    case (``rpcmeter describe``): a server is started only to be asked (gRPC reflection), with
-    rpcmeter's own Python (no variant environment is prepared) and no CPU quota."""
+    """What each variant's clients would be handed (:func:`rpcmeter.plan.run.prepare_calls`)
+    without running a case (``rpcmeter describe``): a server is started only to be asked (gRPC
+    reflection), with rpcmeter's own Python (no variant environment is prepared, no server
+    built) and no CPU quota."""
     plan = plan_run(suite, cgroups=False)
-    bench = Bench(suite, RunOptions(), plan.plans, certs=plan.certs, events=events or RunListener())
+    listener = events or RunListener()
+    prepared = Prepared()
+    bench = Bench(
+        suite, RunOptions(), plan.plans, certs=plan.certs, events=listener, prepared=prepared
+    )
+
+    def note(variant: str, message: str) -> None:
+        listener.note(f"{variant}: {message}")
+
     try:
-        calls, _ = prepare_calls(bench, plan.first_cases())
+        prepare_calls(plan, prepared, note, bench.ask)
     finally:
         stop_all()
         plan.close()
-    return calls
+    return prepared.calls
 
 
 def server_command(
@@ -260,9 +243,9 @@ class Bench:
     """What every case of one run shares: the suite and the run's options, each variant's plan
     (its driver, target kind, CPUs and TLS: :class:`rpcmeter.plan.cases.VariantPlan`), the
     run's CPU quotas, the cluster the load comes from (None: local client processes), the
-    number of cases planned, the run's certificates, where its progress goes, and each
-    variant's setup (its environment and server build: :class:`rpcmeter.plan.run.VariantSetup`)
-    and what its clients are handed."""
+    number of cases planned, the run's certificates, where its progress goes, and what was
+    prepared for its variants before the first case (their environments, their servers' builds,
+    what their clients are handed: :class:`rpcmeter.plan.run.Prepared`)."""
 
     suite: Suite
     options: RunOptions
@@ -272,14 +255,17 @@ class Bench:
     total: int = 1
     certs: RunCertificates | None = None  # made for the run when a variant uses TLS
     events: RunListener = field(default_factory=RunListener)  # the run's progress goes here
-    setups: Mapping[str, VariantSetup] = field(default_factory=dict)  # rpcmeter.plan.run.prepare
-    # variant -> what its clients are handed (DriverContext.prepared; see prepare_calls)
-    calls: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    prepared: Prepared = field(default_factory=Prepared)  # rpcmeter.plan.run.prepare fills it
     uuid_seed: str | None = None  # the run's, for {{uuid}} (recorded in the result's suite)
 
     def run_case(self, case: Case) -> model.Case:
         """Run ``case`` with the runner of its variant's target kind (:data:`RUNNERS`)."""
         return RUNNERS[self.plans[case.variant].target](self, case).run()
+
+    def ask(self, case: Case) -> dict[str, Any]:
+        """What ``case``'s variant's driver asks its server before the cases
+        (:meth:`ServerCase.ask`)."""
+        return ServerCase(self, case).ask()
 
     def progress(self, case: Case) -> Callable[[int, float], None]:
         """``progress(done, seconds)`` for ``case``: the run's progress event."""
@@ -342,7 +328,6 @@ class TargetRunner:
         self.suite = bench.suite
         self.case = case
         self.plan = plan = bench.plans[case.variant]
-        self.setup = bench.setups.get(case.variant, VariantSetup())
         self.cpus = plan.cpus
         # a variant placed on its own CPUs is given no quotas
         self.quotas = placement_mod.CpuQuotas() if plan.own_cpus else bench.quotas
@@ -360,7 +345,7 @@ class TargetRunner:
 
     def prepare_environment(self) -> Env | None:
         """The variant's prepared environment (rpcmeter.host.envs), if it has one."""
-        prepared = self.setup.env
+        prepared = self.bench.prepared.envs.get(self.case.variant)
         if isinstance(prepared, EnvError):
             raise CaseFailed(f"environment: {prepared}")
         return prepared
@@ -421,7 +406,7 @@ class ServerCase(TargetRunner):
             endpoint,
             self.cpus.client,
             self.tls_client,
-            self.bench.calls.get(self.case.variant),
+            self.bench.prepared.calls.get(self.case.variant),
             self.plan.driver.client_env,
             self.bench.uuid_seed,
         )
@@ -448,8 +433,8 @@ class ServerCase(TargetRunner):
         self.record.stage_cpu(self.monitor, self.cpus, self.quotas)
         self.finish(outcome, rtt, network)
 
-    def ask(self, driver: type[TargetSpec]) -> dict[str, Any]:
-        """What ``driver`` asks the variant's server before the cases
+    def ask(self) -> dict[str, Any]:
+        """What the variant's driver asks its server before the cases
         (:meth:`~rpcmeter.drivers.base.TargetSpec.ask_server`): the server started as this case
         would start it (a remote one probed), asked, and stopped."""
         try:
@@ -457,7 +442,9 @@ class ServerCase(TargetRunner):
             endpoint = self.endpoint()
             try:
                 self.start_server(endpoint, env)
-                return driver.ask_server(self.suite, self.case.variant, endpoint, self.tls_client)
+                return self.plan.driver.ask_server(
+                    self.suite, self.case.variant, endpoint, self.tls_client
+                )
             finally:
                 self.stop()
         except CaseFailed as exc:
@@ -490,7 +477,7 @@ class ServerCase(TargetRunner):
                 raise CaseFailed(f"no server answers at {endpoint.describe()} ({address})")
             return
         spec = suite.server_of(case.variant)
-        build = self.setup.build
+        build = self.bench.prepared.builds.get(case.variant)
         if build is not None and build.error is not None:
             raise CaseFailed(f"build failed: {build.error}", build.output_tail)
         self.server = ServerProcess(
