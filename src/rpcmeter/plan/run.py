@@ -98,25 +98,25 @@ class Prepared:
     schemas: dict[str, Mapping[str, Any]] = field(default_factory=dict)
 
 
-def prepare(plan: RunPlan, prepared: Prepared, note: Note, ask: Ask) -> None:
-    """Prepare every variant before the first case, into ``prepared``: its environment, then
-    the build of the server rpcmeter starts for it, in that environment (a variant whose
-    environment failed is not built), then what its clients are handed
-    (:func:`prepare_calls`). A variant whose environment or build failed fails its cases; the
-    other variants run."""
-    prepared.envs = prepare_variants(plan.suite, note)
-    prepared.builds = prepare_builds(plan.suite, prepared.envs, plan.managed, note)
-    prepare_calls(plan, prepared, note, ask)
+def prepare(
+    plan: RunPlan, prepared: Prepared, note: Note, ask: Ask, environments: bool = True
+) -> None:
+    """Prepare every variant before the first case, into ``prepared``, in the order each step
+    needs the last: its environment; the build of the server rpcmeter starts for it, in that
+    environment (a variant whose environment failed is not built); then what its clients are
+    handed (``calls``) and what its driver describes of that (``schemas``): what its driver
+    prepared when the suite was loaded, or for a driver that asks the server (gRPC's
+    reflection; :meth:`~rpcmeter.drivers.base.TargetSpec.ask_server`) its answer, asked with
+    ``ask`` and the variant's first case (of the remote server, or of the variant's server
+    started for the question and stopped).
 
-
-def prepare_calls(plan: RunPlan, prepared: Prepared, note: Note, ask: Ask) -> None:
-    """What each variant's clients are handed (``prepared.calls``) and what their drivers
-    describe of it (``prepared.schemas``): what its driver prepared when the suite was loaded,
-    or for a driver that asks the server (gRPC's reflection;
-    :meth:`~rpcmeter.drivers.base.TargetSpec.ask_server`) its answer, asked with ``ask`` and
-    the variant's first case (of the remote server, or of the variant's server started for
-    the question and stopped). An answer that cannot be had is raised."""
+    A variant whose environment or build failed fails its cases; the other variants run. An
+    answer that cannot be had is raised. ``environments=False``: no environment is prepared
+    and no server built (rpcmeter's own Python; ``rpcmeter describe``)."""
     suite = plan.suite
+    if environments:
+        prepared.envs = prepare_variants(suite, note)
+        prepared.builds = prepare_builds(suite, prepared.envs, plan.managed, note)
     prepared.calls = dict(suite.prepared)
     for variant, case in plan.first_cases().items():
         driver, target = plan.plans[variant].driver, plan.plans[variant].target

@@ -24,7 +24,7 @@ from rpcmeter.metrics.network_rtt import NetworkRtt, measurable
 from rpcmeter.net.endpoints import Endpoint, remote_endpoint
 from rpcmeter.net.tls import ClientTls, RunCertificates, ServerTls, for_case
 from rpcmeter.plan.cases import Case, VariantPlan
-from rpcmeter.plan.run import Prepared, plan_run, prepare, prepare_calls
+from rpcmeter.plan.run import Prepared, plan_run, prepare
 from rpcmeter.result import record as record
 from rpcmeter.result.document import now_iso
 from rpcmeter.result.record import CaseRecord, RunRecord, stage_mark
@@ -75,8 +75,7 @@ def run_suite(
     """Run every case of ``suite`` and return its result (its comparisons and warnings derived
     from the cases): plan the run (:func:`rpcmeter.plan.run.plan_run`), write the result's
     header once from the plan, prepare each variant (:func:`rpcmeter.plan.run.prepare`) and
-    what its clients are handed (:func:`rpcmeter.plan.run.prepare_calls`), then run the
-    cases, recording each.
+    what its clients are handed, then run the cases, recording each.
 
     ``drive(run, run_case)``, when given, chooses the cases instead (the rate search runs
     cases whose rates depend on earlier results; ``run`` is the run's record); ``planned`` is
@@ -86,12 +85,12 @@ def run_suite(
     remote = bool(options.cluster and not isinstance(parse_cluster(options.cluster), int))
     plan = plan_run(suite, remote_clients=remote)
     try:
-        preload_drivers(dict.fromkeys(p.driver for p in plan.plans.values()))
-        if not options.cluster and any(suite.driver_of(v) != "command" for v in suite.variants):
-            start_forkserver()  # it imports the client code while the servers start
         # the header, once: the suite, the machine, the placement as applied, TLS, the budget
         total = len(plan.cases) if drive is None else (planned or 0)
         run = RunRecord(record.new_result(plan, total))
+        preload_drivers(dict.fromkeys(p.driver for p in plan.plans.values()))
+        if not options.cluster and any(suite.driver_of(v) != "command" for v in suite.variants):
+            start_forkserver()  # it imports the client code while the run prepares
     except BaseException:
         plan.close()
         raise
@@ -181,8 +180,8 @@ def run_suite(
 
 
 def suite_calls(suite: Suite, events: RunListener | None = None) -> dict[str, Mapping[str, Any]]:
-    """What each variant's clients would be handed (:func:`rpcmeter.plan.run.prepare_calls`)
-    without running a case (``rpcmeter describe``): a server is started only to be asked (gRPC
+    """What each variant's clients would be handed (:func:`rpcmeter.plan.run.prepare`) without
+    running a case (``rpcmeter describe``): a server is started only to be asked (gRPC
     reflection), with rpcmeter's own Python (no variant environment is prepared, no server
     built) and no CPU quota."""
     plan = plan_run(suite, cgroups=False)
@@ -196,7 +195,7 @@ def suite_calls(suite: Suite, events: RunListener | None = None) -> dict[str, Ma
         listener.note(f"{variant}: {message}")
 
     try:
-        prepare_calls(plan, prepared, note, bench.ask)
+        prepare(plan, prepared, note, bench.ask, environments=False)
     finally:
         stop_all()
         plan.close()
