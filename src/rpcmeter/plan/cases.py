@@ -103,7 +103,8 @@ class VariantPlan:
     """How the cases of one variant run, resolved once from the suite (:func:`plan_variants`):
     its driver and the driver whose server its target starts, its target kind, the CPUs its
     cases are given and those they really get, and its TLS. What is prepared for it before its
-    first case (its environment, its server's build) is its :class:`rpcmeter.plan.run.VariantSetup`."""
+    first case (its environment, its server's build, what its clients are handed) is in the
+    run's :class:`rpcmeter.plan.run.Prepared`."""
 
     name: str
     driver: type[TargetSpec]

@@ -1,10 +1,12 @@
 """A run's plan, in two steps: what it settles before its document is written
 (:func:`plan_run`: CPUs and quotas, each variant's plan, the cases, the certificates), and what
-it prepares before its first case (:func:`prepare`: each variant's environment and server
-build). Both call down only: the host's side, the servers' builds, the suite.
+it prepares before its first case (:func:`prepare`: each variant's environment, its server's
+build, what its clients are handed). Both call down only: the host's side, the servers'
+builds, the drivers, the suite. What only the run can do (start a server to ask it) is handed
+in (``ask``).
 
 The run (:func:`rpcmeter.run.execute.run_suite`) writes its document's header from the
-:class:`RunPlan`, prepares each variant's :class:`VariantSetup`, and only then runs the cases.
+:class:`RunPlan`, prepares into a :class:`Prepared`, and only then runs the cases.
 """
 
 from __future__ import annotations
