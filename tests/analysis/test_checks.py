@@ -94,6 +94,17 @@ def test_client_cpus_busy_with_other_work_are_told_from_a_saturated_client() -> 
     assert "other work" not in w
 
 
+def test_client_cpus_busy_mostly_with_the_clients_themselves_are_not_busy_with_other_work() -> None:
+    # 93 % busy, 87 % of it the clients' own: 6 points of other work is not a crowded CPU
+    r = clean()
+    r["cases"][0]["cpu"]["client_cpus_busy_pct"] = 93.0
+    r["cases"][0]["cpu"]["client_util_pct"] = 87.0
+    assert warnings_for(completed(r)) == []
+    r["cases"][0]["cpu"]["client_cpus_busy_pct"] = 97.0  # 10 points: other work
+    (w,) = warnings_for(completed(r))
+    assert w.startswith("the clients' CPUs were busy with other work in 1 of 2 cases")
+
+
 def test_governor_not_performance() -> None:
     (w,) = warnings_for(completed(with_changes(cpu_governor={"powersave": [0, 1]})))
     assert "'powersave'" in w and "CPUs 0-1" in w and "performance" in w

@@ -11,7 +11,7 @@ from rpcmeter.run.execute import run_suite
 # 2 workloads x 2 matrix points (clients x threads 1x1, 1x2) x 2 variants, one repetition.
 DEMO_OVERRIDES = [
     "repeat=1",
-    "load.requests=60",
+    "workloads.simple.requests=60",
     "load.warmup=2",
     'workloads."random wait".requests=10',
     "matrix.threads=[1, 2]",

@@ -13,8 +13,9 @@ Rules and their thresholds:
   :data:`CLIENT_SATURATION_PCT` % of the CPUs they were given (not for clients that polled
   without sleeping, ``load.wait = "spin"``: they use their CPUs up whatever the load);
 - the clients' CPUs were busy with other work: those CPUs were more than
-  :data:`CLIENT_SATURATION_PCT` % busy in all while the clients themselves used less (other
-  processes competing with the clients make them wait for CPU time);
+  :data:`CLIENT_SATURATION_PCT` % busy in all while the clients themselves used less, and other
+  processes took at least :data:`OTHER_WORK_PCT` % of them (they make the clients wait for CPU
+  time; a CPU busy mostly with the clients themselves is not called busy with other work);
 - the CPU frequency governor is not ``performance`` (where it is readable);
 - server or clients were not pinned to CPUs, or they share a CPU;
 - a memory limit for the server (``placement.server_memory``) where the server is at an
@@ -47,6 +48,7 @@ from rpcmeter.result.cells import Cell, cells
 from rpcmeter.text import warning
 
 CLIENT_SATURATION_PCT = 90.0
+OTHER_WORK_PCT = 10.0  # the clients' CPUs' busy share less the clients' own
 IDLE_BURN_PCT = 5.0
 SPREAD_CV = 0.10
 MIN_TAIL_SAMPLES = 10
@@ -118,7 +120,9 @@ def client_saturation(result: Result) -> list[str]:
             if not spinning(result, c):
                 saturated.append((own, c))
         elif total is not None and total > CLIENT_SATURATION_PCT:
-            crowded.append((total - (own or 0.0), c))
+            other = total - (own or 0.0)
+            if other >= OTHER_WORK_PCT:
+                crowded.append((other, c))
     out = []
     if saturated:
         _, case = max(saturated, key=lambda x: x[0])

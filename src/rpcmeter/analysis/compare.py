@@ -489,9 +489,12 @@ def row_label(row: ComparisonRow) -> str:
 
 
 def comparison_warnings(rows: Sequence[ComparisonRow]) -> list[str]:
-    """Verdicts resting on few repetitions or on spread above 10 % between repetitions (each a
-    headline and its details: :func:`rpcmeter.text.warning`). Ratios with no verdict at all
-    (too few repetitions) say why in their tables (``reporters.tables.undecided_note``)."""
+    """Verdicts resting on few repetitions, or ``same`` verdicts resting on repetitions spread by
+    over 10 % (each a headline and its details: :func:`rpcmeter.text.warning`). Spread weakens
+    only a ``same``: a ``faster`` or ``slower`` already holds with it (its interval excludes 1 and
+    the test agrees), but a difference can hide in the noise of a ``same``. Ratios with no
+    verdict at all (too few repetitions) say why in their tables
+    (``reporters.tables.undecided_note``)."""
     warnings: list[str] = []
     thin = [
         r for r in rows if min(r.n, r.n_baseline) < MIN_REPEAT and can_decide(r.n, r.n_baseline)
@@ -507,8 +510,8 @@ def comparison_warnings(rows: Sequence[ComparisonRow]) -> list[str]:
         )
     noisy: dict[str, tuple[float, str]] = {}  # cell -> worst CV and its metric
     for r in rows:
-        if not can_decide(r.n, r.n_baseline):
-            continue  # no verdict to weaken (its table says why)
+        if not can_decide(r.n, r.n_baseline) or r.verdict != "same":
+            continue  # no verdict (its table says why), or one the spread did not prevent
         cvs = [c for c in (r.cv, r.cv_baseline) if c is not None]
         if cvs and max(cvs) > MAX_CV and max(cvs) > noisy.get(row_label(r), (0.0, ""))[0]:
             noisy[row_label(r)] = (max(cvs), METRIC_BY_NAME[r.metric].short)
@@ -518,7 +521,7 @@ def comparison_warnings(rows: Sequence[ComparisonRow]) -> list[str]:
         warnings.append(
             warning(
                 f"{len(noisy)} of {cells_compared} compared cells vary by over {MAX_CV:.0%} "
-                "between repetitions: weak verdicts",
+                'between repetitions: their "same" verdicts are weak',
                 f"worst: {label}, {short} CV {cv:.0%}",
             )
         )

@@ -15,7 +15,9 @@ def fmt_ms(us: float) -> str:
         return f"{ms:,.0f}"
     if ms >= 1:
         return f"{ms:.2f}"
-    return f"{ms:.3f}"
+    if ms >= 0.001 or ms == 0:
+        return f"{ms:.3f}"
+    return f"{ms:.2g}"  # below a microsecond: two significant digits, never a false 0.000
 
 
 def fmt_rate(rps: float) -> str:
