@@ -7,7 +7,6 @@ download: its build backend (uv_build) is built into uv.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import shutil
@@ -228,17 +227,17 @@ def test_server_commands_take_the_variant_interpreter(cache: Path, tmp_path: Pat
     suite = build_suite({"workloads": {"simple": {}}})
     (case,) = expand(suite)
     env = prepare(EnvRequest(install=(str(PKG),)), lambda _: None)
-    plan = dataclasses.replace(plan_variant(suite, case.variant, Cpus(None, None)), env=env)
+    plan = plan_variant(suite, case.variant, Cpus(None, None))
     endpoint = new_endpoint("tcp")
     own = ServerSpec(command="{python} -m myserver --port {port}")
-    assert server_command(suite, case, plan, own, endpoint) == [
+    assert server_command(suite, case, plan, own, endpoint, env=env) == [
         env.python,
         "-m",
         "myserver",
         "--port",
         str(endpoint.port),
     ]
-    builtin = server_command(suite, case, plan, suite.target.server, endpoint)
+    builtin = server_command(suite, case, plan, suite.target.server, endpoint, env=env)
     assert builtin[:3] == [env.python, "-c", builtin[2]] and "rpcmeter.servers" in builtin[3]
 
 

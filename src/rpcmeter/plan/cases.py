@@ -6,18 +6,14 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from rpcmeter.drivers.base import TargetSpec
-from rpcmeter.errors import EnvError
 from rpcmeter.host.placement import Cpus, applied, resolve
 from rpcmeter.net.tls import TlsSettings
 from rpcmeter.plan.targets import target_class
 from rpcmeter.suite.model import Load, Suite
 from rpcmeter.suite.workloads import WorkloadParams, parse_params
-
-if TYPE_CHECKING:
-    from rpcmeter.host.envs import Env
 
 LOAD_KEYS = frozenset(Load.model_fields)
 
@@ -106,7 +102,9 @@ TargetKind = Literal["server", "remote", "client", "command"]
 class VariantPlan:
     """How the cases of one variant run, resolved once from the suite (:func:`plan_variants`):
     its driver and the driver whose server its target starts, its target kind, the CPUs its
-    cases are given and those they really get, its TLS, and (once prepared) its environment."""
+    cases are given and those they really get, and its TLS. What is prepared for it before its
+    first case (its environment, its server's build, what its clients are handed) is in the
+    run's :class:`rpcmeter.plan.run.Prepared`."""
 
     name: str
     driver: type[TargetSpec]
@@ -118,7 +116,6 @@ class VariantPlan:
     own_cpus: bool  # its own placement: its cases are given no CPU quotas
     address: str | None  # the server at an address rpcmeter does not start
     tls: TlsSettings | None
-    env: Env | EnvError | None = None  # its prepared environment (rpcmeter.host.envs)
 
 
 def target_kind(suite: Suite, variant: str, driver: type[TargetSpec]) -> TargetKind:

@@ -16,8 +16,7 @@ from __future__ import annotations
 import math
 import statistics
 import uuid
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict
 
@@ -32,7 +31,6 @@ from rpcmeter.metrics.resources import (
     per_request_us,
     util_pct,
 )
-from rpcmeter.net.tls import RunCertificates
 from rpcmeter.result.breakdown import around
 from rpcmeter.result.breakdown import breakdown as breakdown_of
 from rpcmeter.result.document import now_iso
@@ -48,8 +46,8 @@ from rpcmeter.result.parts import (
 )
 
 if TYPE_CHECKING:
-    from rpcmeter.host.envs import Env
-    from rpcmeter.plan.cases import Case, VariantPlan
+    from rpcmeter.plan.cases import Case
+    from rpcmeter.plan.run import Prepared, RunPlan
     from rpcmeter.runners.command import Outcome
     from rpcmeter.runners.recording import Interval, LoadOutcome, Series
     from rpcmeter.runners.stages import LoadStage
@@ -702,20 +700,15 @@ def describe_suite(suite: Suite) -> model.SuiteInfo:
     )
 
 
-def new_result(
-    suite: Suite,
-    plans: Mapping[str, VariantPlan],
-    quotas: placement_mod.CpuQuotas,
-    certs: RunCertificates | None,
-    planned_cases: int,
-) -> model.Result:
+def new_result(plan: RunPlan, planned_cases: int) -> model.Result:
     """A run's result before its first case, written once from its plan: the suite and the
     environment (the machine, the packages the drivers use, the placement as applied
     (:func:`placement_doc`), each TLS variant's settings and fingerprints (:func:`tls_of`, with
-    the run's certificates ``certs``)) and the cases planned."""
+    the run's certificates)) and the cases planned."""
     from rpcmeter.version import __version__
 
-    placement = placement_doc(plans, quotas)
+    suite, plans, certs = plan.suite, plan.plans, plan.certs
+    placement = placement_doc(plans, plan.quotas)
     tls = {
         v: tls_of(p.tls, certs, p.address is None) for v, p in plans.items() if p.tls is not None
     }
@@ -741,17 +734,6 @@ def new_result(
         environment=env,
         planned_cases=planned_cases,
     )
-
-
-@dataclass
-class Preparation:
-    """What a run prepares before its first case, as the run's steps describe it; recorded once
-    (:meth:`RunRecord.prepared`), however the preparation ended."""
-
-    cluster: Mapping[str, Any] | None = None  # rpcmeter.runners.distributed.LoadCluster.describe
-    environments: dict[str, Env | EnvError] = field(default_factory=dict)  # rpcmeter.host.envs
-    builds: dict[str, Mapping[str, Any]] = field(default_factory=dict)  # Build.describe
-    schemas: dict[str, Mapping[str, Any]] = field(default_factory=dict)  # describe_prepared
 
 
 class RunRecord:
@@ -786,7 +768,7 @@ class RunRecord:
         the placement, TLS, the variants' environments and packages)."""
         self.set(environment=self.result.environment.updated(parts))
 
-    def prepared(self, prep: Preparation) -> None:
+    def prepared(self, prep: Prepared) -> None:
         """What the run prepared before its first case, added to the environment at once: the
         cluster the load comes from, the variants' environments (rpcmeter.host.envs, or why each has none)
         with the versions of the packages installed there, their server builds
@@ -794,12 +776,13 @@ class RunRecord:
         parts: dict[str, Any] = {}
         if prep.cluster is not None:
             parts["cluster"] = model.Cluster.model_validate(prep.cluster)
-        if prep.environments:
+        environments = prep.envs
+        if environments:
             packages = dict(self.result.environment.variant_packages or {})
             packages.update(
                 {
                     name: dict(env.packages)
-                    for name, env in prep.environments.items()
+                    for name, env in environments.items()
                     if not isinstance(env, EnvError)
                 }
             )
@@ -807,13 +790,13 @@ class RunRecord:
                 name: model.VariantEnv(error=str(env))
                 if isinstance(env, EnvError)
                 else model.VariantEnv.model_validate(env.describe())
-                for name, env in prep.environments.items()
+                for name, env in environments.items()
             }
             if packages:
                 parts["variant_packages"] = packages
         if prep.builds:
             parts["variant_builds"] = {
-                v: model.VariantBuild.model_validate(b) for v, b in prep.builds.items()
+                v: model.VariantBuild.model_validate(b.describe()) for v, b in prep.builds.items()
             }
         if prep.schemas:
             parts["schemas"] = {v: model.Schema.model_validate(d) for v, d in prep.schemas.items()}

@@ -15,16 +15,16 @@ from pathlib import Path
 from typing import Any
 
 from rpcmeter import model
-from rpcmeter.drivers.base import TargetSpec
 from rpcmeter.errors import EnvError, RpcmeterError, ServerError
 from rpcmeter.host import interrupts as interrupts
 from rpcmeter.host import placement as placement_mod
-from rpcmeter.host.envs import Env, in_env, prepare_variants
+from rpcmeter.host.envs import Env, in_env
 from rpcmeter.metrics import resources
 from rpcmeter.metrics.network_rtt import NetworkRtt, measurable
 from rpcmeter.net.endpoints import Endpoint, remote_endpoint
 from rpcmeter.net.tls import ClientTls, RunCertificates, ServerTls, for_case
-from rpcmeter.plan.cases import Case, VariantPlan, expand, plan_variants
+from rpcmeter.plan.cases import Case, VariantPlan
+from rpcmeter.plan.run import Prepared, plan_run, prepare
 from rpcmeter.result import record as record
 from rpcmeter.result.document import now_iso
 from rpcmeter.result.record import CaseRecord, RunRecord, stage_mark
@@ -39,7 +39,7 @@ from rpcmeter.runners.round_trip import RoundTrip
 from rpcmeter.runners.spec import LoadHooks, LoadSpec
 from rpcmeter.runners.stages import LoadStage
 from rpcmeter.runners.windows import WindowEvent
-from rpcmeter.servers.build import Build, prepare_builds, server_cwd
+from rpcmeter.servers.build import server_cwd
 from rpcmeter.servers.process import (
     ServerProcess,
     expand_command,
@@ -66,55 +66,6 @@ CaseRunner = Callable[[Case], model.Case]  # runs one case and records it in the
 Driving = Callable[[RunRecord, CaseRunner], None]
 
 
-@dataclass(frozen=True)
-class RunPlan:
-    """What a run settles before its document is written (:func:`plan_run`): its options, each
-    variant's plan, every case (expanded once), the CPU quotas applied, the certificates made
-    for it and its record, whose header says all of that."""
-
-    options: RunOptions
-    plans: Mapping[str, VariantPlan]
-    cases: list[Case]
-    quotas: placement_mod.CpuQuotas
-    certs: RunCertificates | None
-    run: RunRecord
-
-
-def plan_run(
-    suite: Suite, options: RunOptions, drive: Driving | None, planned: int | None
-) -> RunPlan:
-    """Plan the run of ``suite``: CPUs and quotas, the variants' plans, the cases, the
-    certificates, the drivers loaded, and the result's header written once from them (its
-    ``planned_cases``: the cases, or ``planned`` when ``drive`` chooses them). What it made is
-    released if it fails."""
-    cpus = placement_mod.resolve(suite.placement, where=suite.path)
-    quotas = placement_mod.apply_quotas(cpus, suite.resources.cgroup, suite.placement.server_memory)
-    certs: RunCertificates | None = None
-    try:
-        if options.cluster and not isinstance(parse_cluster(options.cluster), int):
-            # the workers are elsewhere: local client CPUs do not apply
-            cpus = placement_mod.Cpus(cpus.server, None)
-        plans = plan_variants(suite, cpus)
-        every_case = expand(suite)
-        preload_drivers(dict.fromkeys(p.driver for p in plans.values()))
-        if not options.cluster and any(suite.driver_of(v) != "command" for v in suite.variants):
-            start_forkserver()  # it imports the client code while the servers start
-        # with TLS to a server rpcmeter starts, a CA and server certificate made for the run
-        managed_tls = any(p.tls is not None and p.address is None for p in plans.values())
-        certs = RunCertificates() if managed_tls else None
-        # the header, once: the suite, the machine, the placement as applied, TLS, the budget
-        total = len(every_case) if drive is None else (planned or 0)
-        run = RunRecord(record.new_result(suite, plans, quotas, certs, total))
-    except BaseException:
-        if certs is not None:
-            certs.close()
-        quotas.close()
-        raise
-    if suite.profile is not None and options.profile_dir is None:
-        options = replace(options, profile_dir=profile_dir(options.output, run.header.run_id))
-    return RunPlan(options, plans, every_case, quotas, certs, run)
-
-
 def run_suite(
     suite: Suite,
     options: RunOptions | None = None,
@@ -122,14 +73,29 @@ def run_suite(
     planned: int | None = None,
 ) -> model.Result:
     """Run every case of ``suite`` and return its result (its comparisons and warnings derived
-    from the cases).
+    from the cases): plan the run (:func:`rpcmeter.plan.run.plan_run`), write the result's
+    header once from the plan, prepare each variant (:func:`rpcmeter.plan.run.prepare`) and
+    what its clients are handed, then run the cases, recording each.
 
     ``drive(run, run_case)``, when given, chooses the cases instead (the rate search runs
     cases whose rates depend on earlier results; ``run`` is the run's record); ``planned`` is
     then its case budget."""
-    plan = plan_run(suite, options or RunOptions(), drive, planned)
-    options, plans, quotas, certs, run = plan.options, plan.plans, plan.quotas, plan.certs, plan.run
-    total = run.header.planned_cases or 0
+    options = options or RunOptions()
+    # the load from a cluster's workers elsewhere: local client CPUs do not apply
+    remote = bool(options.cluster and not isinstance(parse_cluster(options.cluster), int))
+    plan = plan_run(suite, remote_clients=remote)
+    try:
+        # the header, once: the suite, the machine, the placement as applied, TLS, the budget
+        total = len(plan.cases) if drive is None else (planned or 0)
+        run = RunRecord(record.new_result(plan, total))
+        preload_drivers(dict.fromkeys(p.driver for p in plan.plans.values()))
+        if not options.cluster and any(suite.driver_of(v) != "command" for v in suite.variants):
+            start_forkserver()  # it imports the client code while the run prepares
+    except BaseException:
+        plan.close()
+        raise
+    if suite.profile is not None and options.profile_dir is None:
+        options = replace(options, profile_dir=profile_dir(options.output, run.header.run_id))
 
     # the JSON file first: a run it cannot record is failed before the others record it
     events = RunEvents(*([JsonWriter(options.output)] if options.output else []), options.events)
@@ -137,46 +103,34 @@ def run_suite(
     def note(variant: str, message: str) -> None:
         events.note(f"{variant}: {message}")
 
-    def managed(variant: str) -> bool:  # rpcmeter starts its server
-        plan = plans[variant]
-        return plan.target in ("server", "client") and plan.address is None
-
     cluster: LoadCluster | None = None
     unrecorded: RpcmeterError | None = None
     try:
         # from here on the document and the store hold the run, however it ends
         events.run_started(run.result)
-        prep = record.Preparation()
+        prepared = Prepared()
         try:  # what was prepared is recorded at once, however the preparation ends
             if options.cluster:
                 cluster = open_cluster(options.cluster)
-                prep.cluster = cluster.describe()
-            # the variants' environments (rpcmeter.host.envs), then their servers' builds
-            prep.environments = prepare_variants(suite, note)
-            plans = {v: replace(p, env=prep.environments.get(v)) for v, p in plans.items()}
-            environments = {v: p.env for v, p in plans.items() if p.env is not None}
-            builds = prepare_builds(suite, environments, managed, note)
-            prep.builds = {v: b.describe() for v, b in builds.items()}
+                prepared.cluster = cluster.describe()
             bench = Bench(
                 suite,
                 options,
-                plans,
-                quotas,
+                plan.plans,
+                plan.quotas,
                 cluster,
                 total,
-                certs,
+                plan.certs,
                 events,
-                builds,
+                prepared,
                 uuid_seed=run.header.suite.uuid_seed,
             )
-            first: dict[str, Case] = {}  # each variant's first case
-            for case in plan.cases:
-                first.setdefault(case.variant, case)
-            prepared, prep.schemas = prepare_calls(bench, first)
-            bench = replace(bench, prepared=prepared)
+            # the environments, the servers' builds, what the clients are handed; its servers
+            # asked (gRPC reflection) as the bench starts them
+            prepare(plan, prepared, note, bench.ask)
         finally:
             with interrupts.deferred():
-                run.prepared(prep)
+                run.prepared(prepared)
 
         def run_one(case: Case) -> model.Case:
             events.case_started(case, total)
@@ -214,11 +168,9 @@ def run_suite(
             try:
                 stop_all()
             finally:
-                if certs is not None:
-                    certs.close()
                 if cluster is not None:
                     cluster.close()
-                quotas.close()
+                plan.close()
                 run.set(finished_at=now_iso())
                 # every listener has the result before an error of one is raised
                 final, unrecorded = events.finish(run.result)
@@ -227,49 +179,27 @@ def run_suite(
     return final
 
 
-def prepare_calls(
-    bench: Bench, first: Mapping[str, Case]
-) -> tuple[dict[str, Mapping[str, Any]], dict[str, Mapping[str, Any]]]:
-    """What each variant's clients are handed (``DriverContext.prepared``, for
-    ``bench.prepared``), and what the drivers describe of it (the result's ``schemas``): what its
-    driver prepared when the suite was loaded, or for a driver that asks the server (gRPC's
-    reflection; :meth:`~rpcmeter.drivers.base.Driver.ask_server`) its answer, asked once now,
-    before the cases: of the remote server, or of the variant's server started for the question
-    (as its ``first`` case starts it) and stopped."""
-    suite = bench.suite
-    prepared: dict[str, Mapping[str, Any]] = dict(suite.prepared)
-    for vname, case in first.items():
-        plan = bench.plans[vname]
-        options = suite.options_of(vname)
-        if plan.target in ("server", "remote") and plan.driver.asks_server(options):
-            bench.events.note(f"{vname}: asking its server ({plan.driver.name} reflection)")
-            prepared[vname] = ServerCase(bench, case).ask(plan.driver)
-    schemas: dict[str, Mapping[str, Any]] = {}
-    for vname, plan in bench.plans.items():
-        described = plan.driver.describe_prepared(prepared.get(vname, {}))
-        if described is not None:
-            schemas[vname] = described
-    return prepared, schemas
-
-
 def suite_calls(suite: Suite, events: RunListener | None = None) -> dict[str, Mapping[str, Any]]:
-    """What each variant's clients would be handed (:func:`prepare_calls`) without running a
-    case (``rpcmeter describe``): a server is started only to be asked (gRPC reflection), with
-    rpcmeter's own Python (no variant environment is prepared)."""
-    plans = plan_variants(suite, placement_mod.resolve(suite.placement, where=suite.path))
-    managed_tls = any(p.tls is not None and p.address is None for p in plans.values())
-    certs = RunCertificates() if managed_tls else None
-    bench = Bench(suite, RunOptions(), plans, certs=certs, events=events or RunListener())
+    """What each variant's clients would be handed (:func:`rpcmeter.plan.run.prepare`) without
+    running a case (``rpcmeter describe``): a server is started only to be asked (gRPC
+    reflection), with rpcmeter's own Python (no variant environment is prepared, no server
+    built) and no CPU quota."""
+    plan = plan_run(suite, cgroups=False)
+    listener = events or RunListener()
+    prepared = Prepared()
+    bench = Bench(
+        suite, RunOptions(), plan.plans, certs=plan.certs, events=listener, prepared=prepared
+    )
+
+    def note(variant: str, message: str) -> None:
+        listener.note(f"{variant}: {message}")
+
     try:
-        first: dict[str, Case] = {}  # each variant's first case
-        for case in expand(suite):
-            first.setdefault(case.variant, case)
-        prepared, _ = prepare_calls(bench, first)
+        prepare(plan, prepared, note, bench.ask, environments=False)
     finally:
         stop_all()
-        if certs is not None:
-            certs.close()
-    return prepared
+        plan.close()
+    return prepared.calls
 
 
 def server_command(
@@ -280,13 +210,13 @@ def server_command(
     endpoint: Endpoint,
     certs: RunCertificates | None = None,
     tls: ServerTls | None = None,
+    env: Env | None = None,
 ) -> list[str]:
-    """The server's command line; with the variant's environment (``plan.env``), run by its
+    """The server's command line; with the variant's environment ``env``, run by its
     interpreter (``{python}`` in a server command; ``{suite_dir}``: the suite file's
     directory). A command gets the run's certificates as ``{ca_file}``, ``{cert_file}``,
     ``{key_file}``; a built-in server (its driver's: ``plan.server_driver``) gets ``tls`` as its
     ``tls`` option."""
-    env = plan.env if isinstance(plan.env, Env) else None
     import sys
 
     if spec.command is not None:
@@ -310,9 +240,11 @@ def server_command(
 @dataclass(frozen=True)
 class Bench:
     """What every case of one run shares: the suite and the run's options, each variant's plan
-    (its driver, target kind, CPUs, TLS and environment: :class:`rpcmeter.plan.cases.VariantPlan`),
-    the run's CPU quotas, the cluster the load comes from (None: local client processes), the
-    number of cases planned, the run's certificates and where its progress goes."""
+    (its driver, target kind, CPUs and TLS: :class:`rpcmeter.plan.cases.VariantPlan`), the
+    run's CPU quotas, the cluster the load comes from (None: local client processes), the
+    number of cases planned, the run's certificates, where its progress goes, and what was
+    prepared for its variants before the first case (their environments, their servers' builds,
+    what their clients are handed: :class:`rpcmeter.plan.run.Prepared`)."""
 
     suite: Suite
     options: RunOptions
@@ -322,14 +254,17 @@ class Bench:
     total: int = 1
     certs: RunCertificates | None = None  # made for the run when a variant uses TLS
     events: RunListener = field(default_factory=RunListener)  # the run's progress goes here
-    builds: Mapping[str, Build] = field(default_factory=dict)  # the variants' server builds
-    # variant -> what its clients are handed (DriverContext.prepared; see prepare_calls)
-    prepared: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
+    prepared: Prepared = field(default_factory=Prepared)  # rpcmeter.plan.run.prepare fills it
     uuid_seed: str | None = None  # the run's, for {{uuid}} (recorded in the result's suite)
 
     def run_case(self, case: Case) -> model.Case:
         """Run ``case`` with the runner of its variant's target kind (:data:`RUNNERS`)."""
         return RUNNERS[self.plans[case.variant].target](self, case).run()
+
+    def ask(self, case: Case) -> dict[str, Any]:
+        """What ``case``'s variant's driver asks its server before the cases
+        (:meth:`ServerCase.ask`)."""
+        return ServerCase(self, case).ask()
 
     def progress(self, case: Case) -> Callable[[int, float], None]:
         """``progress(done, seconds)`` for ``case``: the run's progress event."""
@@ -409,7 +344,7 @@ class TargetRunner:
 
     def prepare_environment(self) -> Env | None:
         """The variant's prepared environment (rpcmeter.host.envs), if it has one."""
-        prepared = self.plan.env
+        prepared = self.bench.prepared.envs.get(self.case.variant)
         if isinstance(prepared, EnvError):
             raise CaseFailed(f"environment: {prepared}")
         return prepared
@@ -470,7 +405,7 @@ class ServerCase(TargetRunner):
             endpoint,
             self.cpus.client,
             self.tls_client,
-            self.bench.prepared.get(self.case.variant),
+            self.bench.prepared.calls.get(self.case.variant),
             self.plan.driver.client_env,
             self.bench.uuid_seed,
         )
@@ -497,8 +432,8 @@ class ServerCase(TargetRunner):
         self.record.stage_cpu(self.monitor, self.cpus, self.quotas)
         self.finish(outcome, rtt, network)
 
-    def ask(self, driver: type[TargetSpec]) -> dict[str, Any]:
-        """What ``driver`` asks the variant's server before the cases
+    def ask(self) -> dict[str, Any]:
+        """What the variant's driver asks its server before the cases
         (:meth:`~rpcmeter.drivers.base.TargetSpec.ask_server`): the server started as this case
         would start it (a remote one probed), asked, and stopped."""
         try:
@@ -506,7 +441,9 @@ class ServerCase(TargetRunner):
             endpoint = self.endpoint()
             try:
                 self.start_server(endpoint, env)
-                return driver.ask_server(self.suite, self.case.variant, endpoint, self.tls_client)
+                return self.plan.driver.ask_server(
+                    self.suite, self.case.variant, endpoint, self.tls_client
+                )
             finally:
                 self.stop()
         except CaseFailed as exc:
@@ -539,12 +476,12 @@ class ServerCase(TargetRunner):
                 raise CaseFailed(f"no server answers at {endpoint.describe()} ({address})")
             return
         spec = suite.server_of(case.variant)
-        build = self.bench.builds.get(case.variant)
+        build = self.bench.prepared.builds.get(case.variant)
         if build is not None and build.error is not None:
             raise CaseFailed(f"build failed: {build.error}", build.output_tail)
         self.server = ServerProcess(
             server_command(
-                suite, case, self.plan, spec, endpoint, self.bench.certs, self.tls_server
+                suite, case, self.plan, spec, endpoint, self.bench.certs, self.tls_server, env
             ),
             endpoint,
             env={**(env.activation() if env else {}), **suite.env_of(case.variant)},

@@ -127,14 +127,15 @@ class BuildRequest:
 
 @dataclass
 class Build:
-    """A build as it was made (or found made): what the result records of it."""
+    """A build as it was made (or found made), or why it failed (``error``): what the result
+    records of it."""
 
     request: BuildRequest
-    key: str
-    cached: bool
-    seconds: float  # this run's: the build's own time, or the look-up's when cached
-    built_s: float | None  # the build's own time, when it last ran
-    inputs: int
+    key: str = ""
+    cached: bool = False
+    seconds: float = 0.0  # this run's: the build's own time, or the look-up's when cached
+    built_s: float | None = None  # the build's own time, when it last ran
+    inputs: int = 0
     output_tail: str = ""
     log: str = ""
     error: str | None = None
@@ -157,6 +158,9 @@ class Build:
         }
 
 
+NO_REQUEST = BuildRequest((), Path(), (), (), 0.0)  # a build whose command line could not be filled
+
+
 def suite_dir(suite: Suite) -> Path:
     return Path(suite.path).resolve().parent if suite.path else Path.cwd()
 
@@ -168,10 +172,9 @@ def server_cwd(suite: Suite, spec: ServerSpec) -> str | None:
     return str((suite_dir(suite) / Path(spec.cwd).expanduser()).resolve())
 
 
-def request_of(suite: Suite, spec: ServerSpec, env: Env | None) -> BuildRequest | None:
-    """The build a server spec asks for (None: it has none)."""
-    if spec.build is None:
-        return None
+def request_of(suite: Suite, spec: ServerSpec, env: Env | None) -> BuildRequest:
+    """The build a server spec asks for (its ``build`` is set)."""
+    assert spec.build is not None
     directory = suite_dir(suite)
     cwd = Path(server_cwd(suite, spec) or directory)
     values = {"python": env.python if env else sys.executable, "suite_dir": str(directory)}
@@ -266,8 +269,8 @@ def _cached(req: BuildRequest, key: str, count: int, marker: Path, log: Path) ->
         or not isinstance(tail, str)
     ):
         return None
-    built_s = float(seconds)
-    return Build(req, key, True, time.monotonic() - start, built_s, count, tail, str(log))
+    seconds_now = time.monotonic() - start
+    return Build(req, key, True, seconds_now, float(seconds), count, tail, str(log))
 
 
 def make(req: BuildRequest, note: Note) -> Build:
@@ -326,27 +329,17 @@ def prepare_builds(
         env = environments.get(name)
         if spec.build is None or not managed(name) or isinstance(env, RpcmeterError):
             continue
+        req = NO_REQUEST  # until the command line is filled in
         try:
             req = request_of(suite, spec, env)
+            if req not in made:
+                made[req] = make(req, lambda message, n=name: note(n, message))  # type: ignore[misc]
+            build = made[req]
         except BuildError as exc:
             note(name, f"build failed: {exc}")
-            out[name] = _failed(None, str(exc))
-            continue
-        assert req is not None
-        if req in made:
-            out[name] = made[req]
-            made[req].variants.append(name)
-            continue
-        try:
-            build = make(req, lambda message, n=name: note(n, message))  # type: ignore[misc]
-        except BuildError as exc:
-            note(name, f"build failed: {exc}")
-            build = _failed(req, str(exc), exc.output_tail)
+            build = Build(req, error=str(exc), output_tail=exc.output_tail)
+            if req is not NO_REQUEST:  # the variants that need the same build fail alike
+                made[req] = build
         build.variants.append(name)
-        made[req] = out[name] = build
+        out[name] = build
     return out
-
-
-def _failed(req: BuildRequest | None, error: str, tail: str = "") -> Build:
-    empty = BuildRequest((), Path(), (), (), 0.0)
-    return Build(req or empty, "", False, 0.0, None, 0, tail, "", error)
