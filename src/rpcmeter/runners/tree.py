@@ -125,26 +125,31 @@ def _wait_any(deadline: float) -> tuple[int, int, Any] | None:
         signal.setitimer(signal.ITIMER_REAL, 0)
 
 
+def _read(path: str) -> bytes:
+    """The contents of a small ``/proc`` file (one read: no buffering, no checks)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return os.read(fd, 65536)
+    finally:
+        os.close(fd)
+
+
 def _children(spare: Set[int] = frozenset()) -> list[int]:
     """Pids of the launcher's children (orphans adopted included) but ``spare``: from
-    ``/proc/self/task/*/children`` (one small read), or where the kernel has no such file, from
-    every process's ``/proc/PID/stat``."""
+    ``/proc/PID/task/PID/children`` (one small read; the launcher has one thread), or where the
+    kernel has no such file, from every process's ``/proc/PID/stat``."""
     me = os.getpid()
     try:
-        out = []
-        for task in os.listdir("/proc/self/task"):
-            with open(f"/proc/self/task/{task}/children", "rb") as f:
-                out += [int(pid) for pid in f.read().split()]
-        return [pid for pid in out if pid not in spare]
-    except (OSError, ValueError):
+        children = map(int, _read(f"/proc/{me}/task/{me}/children").split())
+        return [pid for pid in children if pid not in spare]
+    except OSError:
         pass
     out = []
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
         try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                stat = f.read()
+            stat = _read(f"/proc/{name}/stat")
         except OSError:
             continue
         fields = stat[stat.rfind(b")") + 2 :].split()
@@ -197,8 +202,7 @@ def _cpu_s(pid: int) -> float:
     """The CPU time ``pid`` has used so far (``/proc/PID/schedstat``, nanoseconds), 0 where it
     cannot be read."""
     try:
-        with open(f"/proc/{pid}/schedstat", "rb") as f:
-            return int(f.read().split()[0]) / 1e9
+        return int(_read(f"/proc/{pid}/schedstat").split()[0]) / 1e9
     except (OSError, ValueError, IndexError):
         return 0.0
 
