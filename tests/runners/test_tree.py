@@ -223,3 +223,15 @@ def test_a_batch_stops_by_its_rule_or_at_a_failed_run(tmp_path: Path) -> None:
         got = launcher.run(["sh", "-c", script], runs=runs, log=log, batch=Batch(10, 10))
         assert [usage.exit_code for usage in got] == [0, 0, 1]
         assert log.read_text() == "run 3\n"
+
+
+@pytest.mark.timeout(60)
+def test_the_command_gets_its_environment_as_given(tmp_path: Path) -> None:
+    # the shells that start the runs use names of their own and leave the user's alone
+    log = tmp_path / "out.log"
+    env = {**os.environ, "pid": "9", "up": "7"}
+    with command.Launcher(env=env, cwd=str(tmp_path)) as launcher:
+        line = 'echo "$pid $up $#"; env | grep -c rpcmeter_'
+        (usage,) = launcher.run([line], runs=Runs(timeout_s=30), log=log, shell=True)
+        assert log.read_text() == "9 7 0\n0\n"  # grep found none: status 1
+        assert usage.exit_code == 1

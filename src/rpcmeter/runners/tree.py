@@ -179,9 +179,10 @@ def _kill_tree(group: int, spare: Set[int] = frozenset()) -> None:
 # evaluates the command line: what is timed is the command's own start and run, not the shells'.
 # A run thus costs two forks of a small shell, not the start of one.
 _STARTER = (
-    "while read -r _ <&5; do ( for up in /proc/self/task/*; do :; done;"
-    ' ( for pid in /proc/self/task/*; do :; done; echo "${pid##*/}" >&3 && kill -9 "${up##*/}"'
-    " && read _ <&4 || exit; exec 2>&6 3>&- 4<&- 5<&- 6>&-; unset up pid; %s ); exit ); echo >&3;"
+    "while read -r _ <&5; do ( for rpcmeter_up in /proc/self/task/*; do :; done;"
+    " ( for rpcmeter_pid in /proc/self/task/*; do :; done;"
+    ' echo "${rpcmeter_pid##*/}" >&3 && kill -9 "${rpcmeter_up##*/}" && read _ <&4 || exit;'
+    " exec 2>&6 3>&- 4<&- 5<&- 6>&-; unset rpcmeter_up rpcmeter_pid; %s ); exit ); echo >&3;"
     " done"
 )
 _STARTER_SCRIPT = _STARTER % 'exec "$@"'
