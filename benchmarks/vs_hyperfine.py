@@ -6,8 +6,14 @@ each round runs ``hyperfine`` and then ``rpcmeter cmd`` with the same flags (``-
 own time), then the next round in the other order. Printed per command: each tool's mean wall
 time (over all its runs), the runs it made, the seconds its whole invocation took, and the
 ratios rpcmeter / hyperfine: the mean must be within 3 % and the runs made at least as many.
-Then rpcmeter's time per run around the command: (the invocation's seconds - the runs' own time
-- its start) / runs, its start being that of ``rpcmeter cmd -r 1 true``.
+Then rpcmeter's time per run around the command: the time from the start of its first measured
+run to the end of its last (the case's ``wall_s`` in the result), less the runs' own time, over
+the runs. Its fixed cost (start, warmup runs, report) is the first line: ``rpcmeter cmd -r 1
+true`` as a whole.
+
+An earlier version took the invocation's seconds, less that fixed cost and the runs' own time,
+over the runs. That counted the warmup runs' own time as rpcmeter's (3 x 100 ms over 30 runs:
+10 ms a run too many for ``sleep 0.1``), and the start's noise (0.1 s) over a few runs.
 
     python benchmarks/vs_hyperfine.py [--rounds 3] [--warmup 3] [--shell]
         [--command 'sleep 0.005' --command 'sleep 0.1']
@@ -44,9 +50,9 @@ def _hyperfine(command: str, warmup: int, shell: bool, out: Path) -> tuple[list[
 
 def _rpcmeter(
     command: str, warmup: int, shell: bool, out: Path, extra: tuple[str, ...] = ()
-) -> tuple[list[float], float]:
-    """``rpcmeter cmd``'s run times (seconds) of ``command`` and the seconds its invocation
-    took."""
+) -> tuple[list[float], float, float]:
+    """``rpcmeter cmd``'s run times (seconds) of ``command``, the seconds its invocation took
+    and the seconds from its first measured run's start to its last one's end."""
     argv = [sys.executable, "-m", "rpcmeter", "cmd", "--no-store", "--no-live", "-o", str(out)]
     argv += ["--warmup", str(warmup), *([] if shell else ["-N"]), *extra]
     start = time.perf_counter()
@@ -56,7 +62,7 @@ def _rpcmeter(
     took = time.perf_counter() - start
     doc = json.loads(out.read_text())
     walls = [r["wall_s"] for c in doc["cases"] for r in c["runs"] if r["exit_code"] == 0]
-    return walls, took
+    return walls, took, sum(c["wall_s"] for c in doc["cases"])
 
 
 def main() -> int:
@@ -79,13 +85,16 @@ def main() -> int:
         print(f"load average {os.getloadavg()[0]:.1f}, {os.cpu_count()} CPUs\n")
         for command in commands:
             got: dict[str, list[tuple[list[float], float]]] = {"hyperfine": [], "rpcmeter": []}
+            loops: list[float] = []  # rpcmeter's measuring phase, a round each
             for r in range(args.rounds):
                 order = ["hyperfine", "rpcmeter"] if r % 2 == 0 else ["rpcmeter", "hyperfine"]
                 for tool in order:
                     if tool == "hyperfine":
                         got[tool].append(_hyperfine(command, args.warmup, args.shell, out))
                     else:
-                        got[tool].append(_rpcmeter(command, args.warmup, args.shell, out))
+                        walls, took_s, loop_s = _rpcmeter(command, args.warmup, args.shell, out)
+                        got[tool].append((walls, took_s))
+                        loops.append(loop_s)
             print(f"{command!r}, {args.rounds} rounds alternating")
             print(
                 f"  {'tool':<10} {'mean ms':>9} {'runs':>7} {'took s':>8}   per round (mean ms/runs)"
@@ -107,7 +116,11 @@ def main() -> int:
                 f"runs {runs['rpcmeter'] / runs['hyperfine']:.2f}, "
                 f"time taken {took['rpcmeter'] / took['hyperfine']:.2f}"
             )
-            own = [(t - sum(times) - start_s) / len(times) for times, t in got["rpcmeter"] if times]
+            own = [
+                (loop_s - sum(times)) / len(times)
+                for (times, _), loop_s in zip(got["rpcmeter"], loops, strict=True)
+                if times
+            ]
             print(
                 f"  rpcmeter's time per run around the command: {statistics.fmean(own) * 1e3:.2f} ms"
                 f" (the command's own: {means['rpcmeter'] * 1e3:.2f} ms)\n"

@@ -14,6 +14,8 @@ from rpcmeter.cli import main
 from rpcmeter.errors import SuiteError
 from rpcmeter.plan.load import load_suite
 from rpcmeter.result.cells import cells
+from rpcmeter.runners.command import measure
+from rpcmeter.suite.model import Runs
 from rpcmeter.suite.placeholders import fill, placeholders
 from tests.support.synthetic import parsed
 
@@ -273,3 +275,42 @@ def test_gate_errors_name_the_key(tmp_path: Path, gate: str, error: str) -> None
     )
     with pytest.raises(SuiteError, match=error):
         load_suite(path)
+
+
+@pytest.mark.timeout(60)
+def test_batched_runs_stop_where_one_by_one_runs_would(tmp_path: Path) -> None:
+    # the launcher makes the runs in batches; the rule of when to stop is the same
+    runs = Runs(warmup=2, min_runs=3, min_time_s=0.3, timeout_s=30)
+    told: list[int] = []
+    outcome = measure(
+        ["sleep", "0.01"],
+        env=dict(os.environ),
+        cwd=str(tmp_path),
+        runs=runs,
+        on_run=lambda n, _: told.append(n),
+    )
+    assert outcome.failure is None
+    walls = [run.wall_s for run in outcome.runs]
+    least = max(runs.min_runs, int(runs.min_time_s / walls[0]))
+    assert len(walls) >= least and sum(walls) >= runs.min_time_s
+    assert len(walls) - 1 < least or sum(walls[:-1]) < runs.min_time_s  # the last was wanted
+    assert told == sorted(told) and told[-1] == len(walls)
+    exact = measure(["true"], env=dict(os.environ), cwd=None, runs=Runs(warmup=3, count=37))
+    assert len(exact.runs) == 37 and exact.failure is None
+
+
+@pytest.mark.timeout(60)
+def test_a_run_failing_in_a_batch_is_named_by_its_number(tmp_path: Path) -> None:
+    counter = tmp_path / "n"
+    script = f"n=$(($(cat {counter} 2>/dev/null || echo 0) + 1)); echo $n > {counter}; "
+    script += 'echo "run $n"; [ $n -ne {fail} ]'
+    for fail, says in ((2, "warmup run 2"), (6, "run 3")):
+        counter.unlink(missing_ok=True)
+        outcome = measure(
+            ["sh", "-c", script.replace("{fail}", str(fail))],
+            env=dict(os.environ),
+            cwd=None,
+            runs=Runs(warmup=3, count=10, timeout_s=30),
+        )
+        assert outcome.failure == f"{says}: command exited with status 1 (run {fail})"
+        assert len(outcome.runs) == max(0, fail - 3)  # the failed measured run is kept

@@ -5,7 +5,8 @@ The flags become a suite document (:func:`suite_document`): a ``command`` target
 per command (and per value of its parameters, as hyperfine names them), the first the baseline;
 ``[runs]`` from ``--warmup``, ``--runs``, ``--min-runs``, ``--max-runs`` and ``--min-time``. Two
 or more commands run interleaved, in rounds (the suite's ``repeat``): the runs and the minimum
-time are shared out between them. ``--save-suite FILE`` writes that document, and
+time are shared out between them. The suite is built and saved as the other one-liners' are
+(:func:`rpcmeter.cli.oneline.prepare`): ``--save-suite FILE`` writes that document, and
 ``rpcmeter run FILE`` plans the same cases.
 """
 
@@ -20,6 +21,7 @@ from decimal import Decimal, InvalidOperation
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
+from rpcmeter.cli import oneline
 from rpcmeter.cli.options import whole
 from rpcmeter.errors import UsageError
 
@@ -294,23 +296,10 @@ def _too_few(doc: dict[str, Any]) -> int | None:
 
 
 def cmd_cmd(args: argparse.Namespace, out: TextIO, err: TextIO) -> int:
-    from rpcmeter.cli.run import check_run_outputs, run_and_report
-    from rpcmeter.plan.load import build_suite
+    from rpcmeter.cli.run import run_and_report
 
-    check_run_outputs(args)
     doc = suite_document(args)
-    suite = build_suite(doc, "rpcmeter cmd")
-    if args.save_suite is not None:
-        import tomli_w
-
-        args.save_suite.parent.mkdir(parents=True, exist_ok=True)
-        args.save_suite.write_text(
-            "# rpcmeter cmd, as a suite: rpcmeter run "
-            + str(args.save_suite)
-            + "\n"
-            + tomli_w.dumps(doc)
-        )
-        err.write(f"rpcmeter: suite written to {args.save_suite}\n")
+    suite, _ = oneline.prepare(doc, args, "rpcmeter cmd", doc["description"], err)
     few = _too_few(doc)
     if few is not None:
         err.write(

@@ -59,16 +59,13 @@ def add_schema_flags(p: argparse.ArgumentParser) -> None:
 
 def add_connection_flags(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("connection (cleartext unless a TLS flag is given)")
-    g.add_argument(
-        "--insecure",
-        action="store_true",
-        help="cleartext (ghz's meaning; the default here: accepted for ghz's command lines)",
+    oneline.add_tls_flags(
+        g,
+        ("--insecure",),
+        "cleartext (ghz's meaning; the default here: accepted for ghz's command lines)",
+        client=True,
+        prefix="TLS: ",
     )
-    g.add_argument("--tls", action="store_true", help="TLS, checked against the system's CAs")
-    g.add_argument("--cacert", default=None, metavar="FILE", help="TLS: the CA to trust")
-    g.add_argument("--cert", default=None, metavar="FILE", help="TLS: a client certificate")
-    g.add_argument("--key", default=None, metavar="FILE", help="TLS: the client certificate's key")
-    g.add_argument("--cname", default=None, metavar="NAME", help="TLS: the server name to check")
     g.add_argument(
         "-m",
         "--metadata",
@@ -150,44 +147,46 @@ def add_parsers(gsub: Any) -> None:
     run.add_run_outputs(p)
     p.set_defaults(handler=cmd_load)
 
-    p = gsub.add_parser(
+    p = _asking(
+        gsub,
         "call",
-        help="make one call and print the reply as JSON, with its status, trailers and time "
-        "(grpcurl)",
+        "make one call and print the reply as JSON, with its status, trailers and time (grpcurl)",
     )
-    oneline.brief_errors(p)
-    p.add_argument("address", help="host:port or a Unix socket path")
     p.add_argument("method", help="pkg.Service/Method (or pkg.Service.Method)")
     add_request_flags(p)
-    p.add_argument(
-        "--timeout",
-        type=oneline.duration,
-        default=10.0,
-        metavar="TIME",
-        help="the call's deadline (default 10s)",
-    )
-    add_schema_flags(p)
-    add_connection_flags(p)
-    p.set_defaults(handler=cmd_call)
+    _asked(p, "the call's deadline (default 10s)", cmd_call)
 
-    p = gsub.add_parser(
+    p = _asking(
+        gsub,
         "describe",
-        help="a service, method or message of a server's schema as JSON with field types "
+        "a service, method or message of a server's schema as JSON with field types "
         "(grpcurl describe)",
     )
-    oneline.brief_errors(p)
-    p.add_argument("address", help="host:port or a Unix socket path")
     p.add_argument(
         "symbol",
         nargs="?",
         help="pkg.Service, pkg.Service/Method or pkg.Message (default: every service)",
     )
+    _asked(p, "default 10s", cmd_describe)
+
+
+def _asking(gsub: Any, name: str, help: str) -> argparse.ArgumentParser:
+    """The parser of a verb that asks one server (``call``, ``describe``), with its address;
+    :func:`_asked` ends it."""
+    p: argparse.ArgumentParser = gsub.add_parser(name, help=help)
+    oneline.brief_errors(p)
+    p.add_argument("address", help="host:port or a Unix socket path")
+    return p
+
+
+def _asked(p: argparse.ArgumentParser, timeout_help: str, handler: Any) -> None:
+    """The rest of an asking verb's parser: its deadline, the schema and the connection."""
     p.add_argument(
-        "--timeout", type=oneline.duration, default=10.0, metavar="TIME", help="default 10s"
+        "--timeout", type=oneline.duration, default=10.0, metavar="TIME", help=timeout_help
     )
     add_schema_flags(p)
     add_connection_flags(p)
-    p.set_defaults(handler=cmd_describe)
+    p.set_defaults(handler=handler)
 
 
 def add_request_flags(p: argparse.ArgumentParser) -> None:
@@ -199,14 +198,9 @@ def add_request_flags(p: argparse.ArgumentParser) -> None:
         metavar="JSON",
         help="the request as JSON (proto or JSON field names; placeholders in strings: load)",
     )
-    g.add_argument(
-        "-D",
-        "--data-file",
-        type=Path,
-        default=None,
-        metavar="FILE",
-        help="the request from a JSON file; a .jsonl file holds one request a line, sent in "
-        "turn (load)",
+    oneline.add_data_file_flag(
+        g,
+        "the request from a JSON file; a .jsonl file holds one request a line, sent in turn (load)",
     )
 
 
@@ -286,15 +280,7 @@ def tls_table(args: argparse.Namespace) -> dict[str, Any] | None:
     """The suite's ``tls`` table, None for cleartext."""
     if not (args.tls or args.cacert or args.cert or args.key or args.cname):
         return None
-    if bool(args.cert) != bool(args.key):
-        raise UsageError("--cert and --key go together")
-    table: dict[str, Any] = {}
-    for flag, key in (("cacert", "ca_file"), ("cert", "cert_file"), ("key", "key_file")):
-        path = getattr(args, flag)
-        if path is not None:
-            if not Path(path).is_file():
-                raise UsageError(f"--{flag} {path}: no such file")
-            table[key] = str(Path(path).resolve())
+    table: dict[str, Any] = dict(oneline.tls_files(args))
     if args.cname:
         table["server_name"] = args.cname
     return table

@@ -55,13 +55,9 @@ def add_parser(sub: Any) -> None:
         help="a request header, repeatable",
     )
     g.add_argument("-d", "--data", default=None, metavar="TEXT", help="the request body")
-    g.add_argument(
-        "-D",
-        "--data-file",
-        type=Path,
-        default=None,
-        metavar="FILE",
-        help="the request body from a file; a .jsonl file holds one request a line "
+    oneline.add_data_file_flag(
+        g,
+        "the request body from a file; a .jsonl file holds one request a line "
         "(method, path, headers, body), sent in turn",
     )
     g.add_argument(
@@ -69,11 +65,11 @@ def add_parser(sub: Any) -> None:
         action="store_true",
         help="HTTP/2: h2c with prior knowledge for http://, ALPN h2 for https://",
     )
-    t = p.add_argument_group("TLS (https://)")
-    t.add_argument(
-        "--insecure", "-k", action="store_true", help="do not check the server's certificate"
+    oneline.add_tls_flags(
+        p.add_argument_group("TLS (https://)"),
+        ("--insecure", "-k"),
+        "do not check the server's certificate",
     )
-    t.add_argument("--cacert", default=None, metavar="FILE", help="the CA to trust")
     run.add_run_outputs(p)
     p.set_defaults(handler=cmd_http)
 
@@ -171,8 +167,7 @@ def suite_of(args: argparse.Namespace, argv: list[str]) -> tuple[dict[str, Any],
         options["http"] = "2"
     if (args.insecure or args.cacert) and not any(u.tls for u in urls):
         raise UsageError("--insecure and --cacert are for https:// URLs")
-    if args.cacert is not None and not Path(args.cacert).is_file():
-        raise UsageError(f"--cacert {args.cacert}: no such file")
+    files = oneline.tls_files(args)
     loops = args.connections * args.concurrency
     command = oneline.command_line("rpcmeter http", argv)
     raw = oneline.suite_document(args, f"http {' '.join(args.urls)}", command, len(urls))
@@ -187,9 +182,7 @@ def suite_of(args: argparse.Namespace, argv: list[str]) -> tuple[dict[str, Any],
             tls: dict[str, Any] = {"server_name": url.host}
             if args.insecure:
                 tls["verify"] = False
-            if args.cacert is not None:
-                tls["ca_file"] = str(Path(args.cacert).resolve())
-            v["tls"] = tls
+            v["tls"] = {**tls, **files}
         variants[name] = v
     raw["variants"] = variants
     paths = {u.path for u in urls}

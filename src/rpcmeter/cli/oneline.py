@@ -1,5 +1,6 @@
-"""What the one-line commands (``rpcmeter http``, ``rpcmeter grpc ADDRESS METHOD``) share: their
-load flags, the targets they compare, and the way from flags to a run.
+"""What the one-line commands (``rpcmeter http``, ``rpcmeter grpc ADDRESS METHOD``, and for its
+suite ``rpcmeter cmd``) share: their load and TLS flags, the targets they compare, and the way
+from flags to a run.
 
 A one-liner writes the suite document a TOML file would parse to (:func:`suite_document`'s
 caller fills ``target``, ``variants`` and ``workloads``), turns it into TOML text and back, and
@@ -151,6 +152,55 @@ def add_load_flags(p: argparse.ArgumentParser, connections_flag: Sequence[str]) 
     )
 
 
+def add_data_file_flag(g: argparse._ArgumentGroup, help: str) -> None:
+    """``-D/--data-file FILE``: the request (``help`` says how) from a file."""
+    g.add_argument("-D", "--data-file", type=Path, default=None, metavar="FILE", help=help)
+
+
+# the files a one-liner's TLS flags name, and the suite's ``tls`` keys for them
+TLS_FILES = (("cacert", "ca_file"), ("cert", "cert_file"), ("key", "key_file"))
+
+
+def add_tls_flags(
+    g: argparse._ArgumentGroup,
+    insecure: Sequence[str],
+    insecure_help: str,
+    *,
+    client: bool = False,
+    prefix: str = "",
+) -> None:
+    """A one-liner's TLS flags in group ``g``: ``insecure`` (its names and meaning are the peer
+    tool's), ``--cacert``, and with ``client`` ``--tls``, a client certificate (``--cert``,
+    ``--key``) and the server name to check (``--cname``); ``prefix`` starts their help."""
+    g.add_argument(*insecure, action="store_true", help=insecure_help)
+    if client:
+        g.add_argument("--tls", action="store_true", help="TLS, checked against the system's CAs")
+    g.add_argument("--cacert", default=None, metavar="FILE", help=f"{prefix}the CA to trust")
+    if client:
+        g.add_argument("--cert", default=None, metavar="FILE", help=f"{prefix}a client certificate")
+        g.add_argument(
+            "--key", default=None, metavar="FILE", help=f"{prefix}the client certificate's key"
+        )
+        g.add_argument(
+            "--cname", default=None, metavar="NAME", help=f"{prefix}the server name to check"
+        )
+
+
+def tls_files(args: argparse.Namespace) -> dict[str, str]:
+    """The suite's ``tls`` keys for the files that :func:`add_tls_flags`' flags name, each
+    checked and made absolute."""
+    if bool(getattr(args, "cert", None)) != bool(getattr(args, "key", None)):
+        raise UsageError("--cert and --key go together")
+    table: dict[str, str] = {}
+    for flag, key in TLS_FILES:
+        path = getattr(args, flag, None)
+        if path is not None:
+            if not Path(path).is_file():
+                raise UsageError(f"--{flag} {path}: no such file")
+            table[key] = str(Path(path).resolve())
+    return table
+
+
 def targets(items: Sequence[str]) -> list[tuple[str | None, str]]:
     """``TARGET`` or ``name=TARGET`` each: (the name given or None, the target)."""
     out: list[tuple[str | None, str]] = []
@@ -251,6 +301,31 @@ def repeat_note(suite: Suite) -> str | None:
     )
 
 
+def save_suite(path: Path | None, text: str, err: TextIO) -> None:
+    """Write the suite's ``text`` where ``--save-suite`` says, if it does."""
+    if path is None:
+        return
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise UsageError(f"--save-suite {path}: {exc.strerror or exc}") from None
+    err.write(f"rpcmeter: suite written to {path} (rpcmeter run {path})\n")
+
+
+def prepare(
+    raw: dict[str, Any], args: argparse.Namespace, where: str, header: str, err: TextIO
+) -> tuple[Suite, str]:
+    """What every one-liner does before it runs: check the output flags, build the suite of
+    ``raw`` (:func:`build`) and save it where ``--save-suite`` says. The suite and its text."""
+    from rpcmeter.cli import run as run_command
+
+    run_command.check_run_outputs(args)
+    suite, text = build(raw, where, header)
+    save_suite(args.save_suite, text, err)
+    return suite, text
+
+
 def run(
     raw: dict[str, Any],
     args: argparse.Namespace,
@@ -259,20 +334,12 @@ def run(
     out: TextIO,
     err: TextIO,
 ) -> int:
-    """Build the suite of ``raw``, save it where ``--save-suite`` says, and run it with every
-    output flag of :func:`rpcmeter.cli.run.add_run_outputs` (or print it: ``--dry-run``)."""
+    """Build the suite of ``raw``, save it where ``--save-suite`` says (:func:`prepare`), and
+    run it with every output flag of :func:`rpcmeter.cli.run.add_run_outputs` (or print it:
+    ``--dry-run``)."""
     from rpcmeter.cli import run as run_command
 
-    run_command.check_run_outputs(args)
-    suite, text = build(raw, where, header)
-    if args.save_suite is not None:
-        path: Path = args.save_suite
-        try:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(text, encoding="utf-8")
-        except OSError as exc:
-            raise UsageError(f"--save-suite {path}: {exc.strerror or exc}") from None
-        err.write(f"rpcmeter: suite written to {path} (rpcmeter run {path})\n")
+    suite, text = prepare(raw, args, where, header, err)
     if args.dry_run:
         out.write(text)
         return 0

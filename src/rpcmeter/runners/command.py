@@ -117,12 +117,23 @@ class Hooks:
     cleanup: list[str] | None = None
 
 
+@dataclass(frozen=True)
+class Batch:
+    """Runs one after another in the launcher, with no message between them: at most ``times``,
+    and once ``least`` have run, only until their wall time adds up to ``until_s``. Those are the
+    runs that :func:`measure`'s rule would make one by one (:func:`_batch`)."""
+
+    times: int = 1
+    least: int = 1
+    until_s: float = 0.0
+
+
 class Launcher:
     """One launcher process (:mod:`rpcmeter.runners.tree`, ``--serve``) that runs a case's runs
     one after another, placed on ``cpus`` and in ``cgroup`` (it joins them before it starts, so
-    every tree it starts is there). A run then costs rpcmeter a fork and an exec of a small
-    shell, a JSON line each way and a ``wait4``: about a millisecond, not an interpreter's
-    start."""
+    every tree it starts is there). A run then costs rpcmeter two forks of a small shell and a
+    ``wait4``, not an interpreter's start; runs in a :class:`Batch` need no message between
+    them."""
 
     def __init__(
         self,
@@ -150,24 +161,36 @@ class Launcher:
         WATCHDOG.guard(self.proc.pid)  # on SIGTERM the launcher kills its tree
 
     def run(
-        self, argv: Sequence[str], *, runs: Runs, log: Path, shell: bool = False
-    ) -> tree.TreeUsage:
-        """One run of ``argv`` (with ``shell``: one command line for ``/bin/sh``), its output in
-        ``log``: its :class:`~rpcmeter.runners.tree.TreeUsage` (with ``error`` when the launcher
-        failed)."""
+        self,
+        argv: Sequence[str],
+        *,
+        runs: Runs,
+        log: Path,
+        shell: bool = False,
+        batch: Batch | None = None,
+    ) -> list[tree.TreeUsage]:
+        """Runs of ``argv`` (with ``shell``: one command line for ``/bin/sh``), one after another
+        in the launcher, each one's output in ``log``: one run, or a ``batch``; a failed run ends
+        them. Their :class:`~rpcmeter.runners.tree.TreeUsage` (one with ``error`` when the
+        launcher failed)."""
         proc = self.proc
         assert proc.stdin is not None and proc.stdout is not None
+        batch = batch or Batch()
         request = {
             "argv": list(argv),
             "log": str(log),
             "timeout": runs.timeout_s,
             "linger": runs.linger_s,
             "shell": shell,
+            "times": batch.times,
+            "least": batch.least,
+            "until_s": batch.until_s,
         }
+        wait_s = (runs.timeout_s + runs.linger_s) * batch.times + 30
         try:
             proc.stdin.write(json.dumps(request).encode() + b"\n")
             proc.stdin.flush()
-            ready, _, _ = select.select([proc.stdout], [], [], runs.timeout_s + runs.linger_s + 30)
+            ready, _, _ = select.select([proc.stdout], [], [], wait_s)
             line = proc.stdout.readline() if ready else b""
         except BrokenPipeError:
             line = b""
@@ -175,9 +198,9 @@ class Launcher:
             self.close(kill=True)
             raise
         try:
-            return tree.TreeUsage(**json.loads(line))
+            return [tree.TreeUsage(**usage) for usage in json.loads(line)]
         except (ValueError, TypeError):
-            return tree.TreeUsage(error="launcher failed: " + self._why())
+            return [tree.TreeUsage(error="launcher failed: " + self._why())]
 
     def _why(self) -> str:
         if self.proc.poll() is None:
@@ -228,7 +251,7 @@ def run_once(
     its :class:`~rpcmeter.runners.tree.TreeUsage` (with ``error`` when the launcher itself
     failed), and why it is not in ``cgroup`` if it is not."""
     with Launcher(env=env, cwd=cwd, cpus=cpus, cgroup=cgroup) as launcher:
-        return launcher.run(argv, runs=runs, log=log, shell=shell), launcher.note
+        return launcher.run(argv, runs=runs, log=log, shell=shell)[0], launcher.note
 
 
 def _tail(log: Path, lines: int = 20) -> str:
@@ -285,23 +308,33 @@ def measure(
         log = Path(logf.name)
         outcome.placement_note = launcher.note
 
-        def once(label: str, command: Sequence[str] = argv) -> tree.TreeUsage | None:
-            usage = launcher.run(command, runs=runs, log=log, shell=shell)
-            problem = _problem(usage, runs)
+        def some(
+            label: str,
+            batch: Batch | None = None,
+            number: int | None = None,
+            command: Sequence[str] = argv,
+        ) -> list[tree.TreeUsage]:
+            """Runs of ``command`` (one, or a ``batch``, the first of them run ``number``): those
+            to keep (a failed one with its exit status too); a failed one fails the case, named
+            ``label`` (and its number)."""
+            usages = launcher.run(command, runs=runs, log=log, shell=shell, batch=batch)
+            problem = _problem(usages[-1], runs)
             if problem is None:
-                return usage
+                return usages
             outcome.output_tail = _tail(log)
             last = outcome.output_tail.splitlines()[-1][:200] if outcome.output_tail else ""
+            if number is not None:
+                label = f"{label} {number + len(usages) - 1}"
             outcome.failure = f"{label}: {problem}" + (f" ({last})" if last else "")
-            return usage if usage.exit_code is not None else None
+            return usages if usages[-1].exit_code is not None else usages[:-1]
 
         def hook(label: str, command: list[str] | None) -> bool:
             """Run a hook; False when it failed (the case's failure says so)."""
-            return command is None or (once(label, command) is not None and not outcome.failure)
+            return command is None or (bool(some(label, command=command)) and not outcome.failure)
 
         if not hook("setup", hooks.setup):
             return outcome
-        _runs(once, hook, hooks, runs, outcome, on_run, on_go, report, log)
+        _runs(some, hook, hooks, runs, outcome, on_run, on_go, report, log)
         failure, outcome.failure = outcome.failure, None
         hook("cleanup", hooks.cleanup)  # after a failed run too, as after a good one
         outcome.failure = failure or outcome.failure  # the first failure is the one to tell
@@ -309,7 +342,7 @@ def measure(
 
 
 def _runs(
-    once: Callable[[str], tree.TreeUsage | None],
+    some: Callable[[str, Batch | None, int], list[tree.TreeUsage]],
     hook: Callable[[str, list[str] | None], bool],
     hooks: Hooks,
     runs: Runs,
@@ -319,11 +352,16 @@ def _runs(
     report: Callable[[str], ClientReport] | None,
     log: Path,
 ) -> None:
-    """The warmup and measured runs of :func:`measure`, each after ``hooks.prepare``."""
-    for i in range(runs.warmup):
-        if not hook(f"prepare (before warmup run {i + 1})", hooks.prepare):
+    """The warmup and measured runs of :func:`measure`, each after ``hooks.prepare``; in batches
+    (:class:`Batch`) where no hook and no report comes between two runs."""
+    warm = 0
+    while warm < runs.warmup:
+        if not hook(f"prepare (before warmup run {warm + 1})", hooks.prepare):
             return
-        if once(f"warmup run {i + 1}") is None or outcome.failure:
+        times = 1 if hooks.prepare is not None else runs.warmup - warm
+        got = some("warmup run", Batch(times, times), warm + 1)
+        warm += len(got)
+        if not got or outcome.failure:
             return
     if on_go:
         on_go()
@@ -331,6 +369,7 @@ def _runs(
     told = start
     measured_s = 0.0  # the measured runs' own wall time: what the minimum time counts
     estimate = 0  # hyperfine's count: the minimum time over the first run's time
+    one_by_one = hooks.prepare is not None or report is not None
     while True:
         n = len(outcome.runs)
         if runs.count is not None:
@@ -342,14 +381,14 @@ def _runs(
             break
         if not hook(f"prepare (before run {n + 1})", hooks.prepare):
             break
-        usage = once(f"run {n + 1}")
-        if usage is not None:
-            outcome.runs.append(usage)
-            measured_s += usage.wall_s
-            if n == 0 and usage.wall_s > 0:
-                estimate = int(min(runs.min_time_s / usage.wall_s, 1e9))
-            if report is not None and not outcome.failure:
-                _read_report(report, log, n + 1, outcome)
+        batch = None if one_by_one or n == 0 else _batch(runs, n, measured_s, estimate)
+        got = some("run", batch, n + 1)
+        outcome.runs += got
+        measured_s += sum(usage.wall_s for usage in got)
+        if n == 0 and got and got[0].wall_s > 0:
+            estimate = int(min(runs.min_time_s / got[0].wall_s, 1e9))
+        if report is not None and got and not outcome.failure:
+            _read_report(report, log, n + 1, outcome)
         now = time.monotonic()
         outcome.elapsed_s = now - start
         if on_run and (now - told >= PROGRESS_EVERY_S or outcome.failure):
@@ -359,6 +398,22 @@ def _runs(
             break
     if on_run:
         on_run(len(outcome.runs), outcome.elapsed_s)
+
+
+def _batch(runs: Runs, n: int, measured_s: float, estimate: int) -> Batch:
+    """The measured runs after the first ``n`` that :func:`_runs`' rule would make one by one,
+    as one batch: at most as many as take the live view's interval (at least one)."""
+    times = max(1, min(int(PROGRESS_EVERY_S * n / measured_s), 10_000)) if measured_s > 0 else 1
+    if runs.count is not None:
+        times = min(times, runs.count - n)
+        return Batch(times=times, least=times)
+    if runs.max_runs is not None:
+        times = min(times, runs.max_runs - n)
+    return Batch(
+        times=times,
+        least=max(0, max(runs.min_runs, estimate) - n),
+        until_s=max(0.0, runs.min_time_s - measured_s),
+    )
 
 
 def _read_report(

@@ -10,18 +10,20 @@ each one reports:
 - ``wait4`` returns a process's own user and system CPU *plus* that of the descendants it waited
   for itself, so nothing is counted twice, and descendants nobody waited for are reaped (and
   counted) by the launcher;
-- ``wall_s`` runs from the spawn of the command until the command itself exited;
+- ``wall_s`` runs from the go to the run's process (it runs ``exec`` then) until the
+  command itself exited;
 - ``max_rss_bytes`` is the largest peak resident set of any one process of the tree below the
   launcher (a bound on the tree's peak from below; the kernel keeps no peak of the sum). A process
   inherits, in its peak, the memory of the process it was forked from (the kernel folds the old
   memory's peak into the new program's at ``exec``): spawned by the launcher itself, any command
   would read at least the launcher's own 10-15 MB. So the command is forked by a small parent
-  instead: a subshell of ``/bin/sh`` reports its pid and waits, the launcher kills the shell
-  and adopts the subshell, which then runs the command in its place (``exec``). The floor is
-  then the shell's own peak, about 1.7 MB (``rss_floor_bytes`` stays 0); ``sleep`` reads its real 1.6-1.7 MB. Where
-  ``/bin/sh`` is missing the launcher spawns the command itself, and ``rss_floor_bytes`` is its
-  own peak: a peak at that floor means "at most this much";
-- the CPU time the subshell used before the command started in its process
+  instead, a :class:`Starter`: a ``/bin/sh`` started once for a command line, whose subshell
+  forks the run's process; that process reports its pid, kills the subshell (so the launcher
+  adopts it) and waits for the go, then runs the command in its place (``exec``). The floor is
+  then the shell's own peak, about 1.7 MB (``rss_floor_bytes`` stays 0); ``sleep`` reads its
+  real 1.6-1.7 MB. Where ``/bin/sh`` is missing the launcher spawns the command itself, and
+  ``rss_floor_bytes`` is its own peak: a peak at that floor means "at most this much";
+- the CPU time the run's process used before the command started in it
   (``/proc/PID/schedstat``, ``start_cpu_s``) is taken out of its user and system time, so that
   a command's CPU is its own;
 - the command starts with the default dispositions of SIGINT, SIGQUIT, SIGPIPE and SIGXFSZ (the
@@ -30,7 +32,8 @@ each one reports:
   killed; they are counted and reported as ``outlived``.
 
 On SIGTERM (sent by :mod:`rpcmeter.host.watchdog` when rpcmeter died without stopping it) the launcher
-kills the command's tree and exits.
+kills the command's tree and its starters, and exits; at the end of its input it stops its
+starters.
 
 The launcher prints one JSON object on its standard output; the command's own output goes to
 ``--log``. Its own start-up and CPU are not part of any figure.
@@ -48,7 +51,7 @@ import shutil
 import signal
 import sys
 import time
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from dataclasses import asdict, dataclass
 from types import FrameType
 from typing import Any
@@ -122,64 +125,85 @@ def _wait_any(deadline: float) -> tuple[int, int, Any] | None:
         signal.setitimer(signal.ITIMER_REAL, 0)
 
 
-def _descendants() -> list[int]:
-    """Pids of the launcher's living children (orphans adopted included), from /proc."""
+def _read(path: str) -> bytes:
+    """The contents of a small ``/proc`` file (one read: no buffering, no checks)."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        return os.read(fd, 65536)
+    finally:
+        os.close(fd)
+
+
+def _children(spare: Set[int] = frozenset()) -> list[int]:
+    """Pids of the launcher's children (orphans adopted included) but ``spare``: from
+    ``/proc/PID/task/PID/children`` (one small read; the launcher has one thread), or where the
+    kernel has no such file, from every process's ``/proc/PID/stat``."""
     me = os.getpid()
+    try:
+        children = map(int, _read(f"/proc/{me}/task/{me}/children").split())
+        return [pid for pid in children if pid not in spare]
+    except OSError:
+        pass
     out = []
     for name in os.listdir("/proc"):
         if not name.isdigit():
             continue
         try:
-            with open(f"/proc/{name}/stat", "rb") as f:
-                stat = f.read()
+            stat = _read(f"/proc/{name}/stat")
         except OSError:
             continue
         fields = stat[stat.rfind(b")") + 2 :].split()
-        if len(fields) > 1 and int(fields[1]) == me:
+        if len(fields) > 1 and int(fields[1]) == me and int(name) not in spare:
             out.append(int(name))
     return out
 
 
-def _kill_tree(group: int) -> None:
+def _kill_tree(group: int, spare: Set[int] = frozenset()) -> None:
+    """Kill process group ``group`` and every child of the launcher but ``spare``."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(group, signal.SIGKILL)
-    for pid in _descendants():  # adopted orphans may have left the group
+    for pid in _children(spare):  # adopted orphans may have left the group
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, signal.SIGKILL)
 
 
-# The command's process is forked by a small shell that the launcher starts with the default
-# dispositions of SIGINT, SIGQUIT, SIGPIPE and SIGXFSZ (Python ignores SIGPIPE and SIGXFSZ, and
-# ignored signals are inherited): a subshell in the foreground (so it keeps them, where a
-# background one would ignore SIGINT and SIGQUIT) reports its pid on fd 3 and waits, reading a
-# line on fd 4. The launcher then kills the shell, so that the subshell is orphaned and becomes
-# the launcher's to reap, and says go (a launcher gone before that leaves it an end of file: it
-# exits). Only then does the subshell ``exec`` the command, or, in shell mode, evaluate the
-# command line: what is timed is the command's own start and run, not the shell's.
-_SMALL_PARENT = (
-    '( read -r pid _ </proc/self/stat && echo "$pid" >&3 && exec 3>&- && read _ <&4 || exit;'
-    " exec 4<&-; unset pid; %s ); exit"
+# The command's process is forked by a small shell, the *starter*, that the launcher starts once
+# for a command line, with the default dispositions of SIGINT, SIGQUIT, SIGPIPE and SIGXFSZ
+# (Python ignores SIGPIPE and SIGXFSZ, and ignored signals are inherited), in a process group of
+# its own. For each line read on fd 5 it forks a subshell, which forks the run's process: both in
+# the foreground, so they keep those dispositions (a background one would ignore SIGINT and
+# SIGQUIT). The run's process reports its pid on fd 3 and kills its parent, so that it is
+# orphaned and becomes the launcher's to reap; the starter, done waiting for that parent, writes
+# an empty line on fd 3. The run's process waits for a line on fd 4 (an end of file, the
+# launcher gone, makes it exit), and only then runs ``exec`` for the command or, in shell mode,
+# evaluates the command line: what is timed is the command's own start and run, not the shells'.
+# A run thus costs two forks of a small shell, not the start of one.
+_STARTER = (
+    "while read -r _ <&5; do ( for rpcmeter_up in /proc/self/task/*; do :; done;"
+    " ( for rpcmeter_pid in /proc/self/task/*; do :; done;"
+    ' echo "${rpcmeter_pid##*/}" >&3 && kill -9 "${rpcmeter_up##*/}" && read _ <&4 || exit;'
+    " exec 2>&6 3>&- 4<&- 5<&- 6>&-; unset rpcmeter_up rpcmeter_pid; %s ); exit ); echo >&3;"
+    " done"
 )
-_SMALL_PARENT_SCRIPT = _SMALL_PARENT % 'exec "$@"'
-_SHELL_SCRIPT = _SMALL_PARENT % 'eval "shift; $1"'  # the line runs as sh -c runs it: no $1
+_STARTER_SCRIPT = _STARTER % 'exec "$@"'
+_SHELL_SCRIPT = _STARTER % 'eval "shift; $1"'  # the line runs as sh -c runs it: no $1
 DEFAULT_SIGNALS = (signal.SIGINT, signal.SIGQUIT, signal.SIGPIPE, signal.SIGXFSZ)
 
 
 def small_parent(shell: bool = False) -> list[str] | None:
-    """The argv prefix that starts a command from a small process (``/bin/sh``), or None where
-    that is not available. With ``shell``, what follows the prefix is one command line that the
-    small shell evaluates."""
-    if not os.access("/bin/sh", os.X_OK) or not os.path.exists("/proc/self/stat"):
+    """The argv prefix that starts a :class:`Starter` (``/bin/sh``), or None where that is not
+    available. With ``shell``, what follows the prefix is one command line that the small shell
+    evaluates."""
+    if not os.access("/bin/sh", os.X_OK) or not os.path.exists("/proc/self/task"):
         return None
-    return ["/bin/sh", "-c", _SHELL_SCRIPT if shell else _SMALL_PARENT_SCRIPT, "sh"]
+    return ["/bin/sh", "-c", _SHELL_SCRIPT if shell else _STARTER_SCRIPT, "sh"]
 
 
 def _cpu_s(pid: int) -> float:
     """The CPU time ``pid`` has used so far (``/proc/PID/schedstat``, nanoseconds), 0 where it
     cannot be read."""
     try:
-        with open(f"/proc/{pid}/schedstat", "rb") as f:
-            return int(f.read().split()[0]) / 1e9
+        return int(_read(f"/proc/{pid}/schedstat").split()[0]) / 1e9
     except (OSError, ValueError, IndexError):
         return 0.0
 
@@ -194,60 +218,93 @@ def _resolve(command: str) -> str:
     return path
 
 
-def _spawn_from_small_parent(
-    prefix: list[str], argv: Sequence[str], actions: list[Any], spawned: list[int], shell: bool
-) -> tuple[int, int, int]:
-    """Fork ``argv`` from the small parent ``prefix`` (:func:`small_parent`) and kill and reap
-    that parent: the command's pid, the parent's (the leader of the command's process group,
-    added to ``spawned`` at once), and the fd on which a line lets the command run."""
-    pid_read, pid_write = os.pipe()
-    go_read, go_write = os.pipe()
-    command = list(argv) if shell else [_resolve(argv[0]), *argv[1:]]
-    try:
-        helper = os.posix_spawn(
-            prefix[0],
-            [*prefix, *command],
-            os.environ,
-            file_actions=[
-                *actions,
-                (os.POSIX_SPAWN_DUP2, pid_write, 3),
-                (os.POSIX_SPAWN_DUP2, go_read, 4),
-            ],
-            setpgroup=0,
-            setsigdef=DEFAULT_SIGNALS,
-        )
-        spawned.append(helper)
-    except BaseException:
-        os.close(go_write)
-        raise
-    finally:
-        for fd in (pid_write, go_read):
-            os.close(fd)
-    with os.fdopen(pid_read, "rb") as pipe:
-        line = pipe.readline()  # the subshell runs and waits
-    with contextlib.suppress(ProcessLookupError):
-        os.kill(helper, signal.SIGKILL)
-    os.waitpid(helper, 0)
-    if not line.strip().isdigit():
-        os.close(go_write)
-        raise OSError(0, "the shell that starts it failed")
-    return int(line), helper, go_write
+class Starter:
+    """The small shell that forks the runs of one command line (see ``_STARTER``), its output
+    to ``log_fd``; a child of the launcher, and the leader of the process group of its runs."""
+
+    def __init__(self, prefix: list[str], argv: Sequence[str], log_fd: int, shell: bool) -> None:
+        command = list(argv) if shell else [_resolve(argv[0]), *argv[1:]]
+        # made in this order, each pipe's end is above the fds the ones before it go to
+        pid_read, pid_write = os.pipe()
+        go_read, self.go_fd = os.pipe()
+        ask_read, self.ask = os.pipe()
+        ours = (pid_write, go_read, ask_read)
+        try:
+            self.pid = os.posix_spawn(
+                prefix[0],
+                [*prefix, *command],
+                os.environ,
+                file_actions=[
+                    (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+                    (os.POSIX_SPAWN_DUP2, log_fd, 1),
+                    (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),  # "Killed", and such
+                    (os.POSIX_SPAWN_DUP2, pid_write, 3),
+                    (os.POSIX_SPAWN_DUP2, go_read, 4),
+                    (os.POSIX_SPAWN_DUP2, ask_read, 5),
+                    # the run's standard error (log_fd may be 3 to 5 by now; 1 is the log)
+                    (os.POSIX_SPAWN_DUP2, 1, 6),
+                ],
+                setpgroup=0,
+                setsigdef=DEFAULT_SIGNALS,
+            )
+        except BaseException:
+            for fd in (pid_read, self.go_fd, self.ask):
+                os.close(fd)
+            raise
+        finally:
+            for fd in ours:
+                os.close(fd)
+        self.replies = os.fdopen(pid_read, "rb")
+        self.reaped = False
+
+    def fork(self) -> int:
+        """A new process of the run, the launcher's child now, waiting for :meth:`go`: its pid;
+        OSError where the starter failed."""
+        os.write(self.ask, b"\n")
+        line = self.replies.readline()  # the run's process, before it orphans itself
+        done = self.replies.readline()  # the starter, its parent gone
+        if not line.strip().isdigit() or done != b"\n":
+            raise OSError(0, "the shell that starts it failed")
+        return int(line)
+
+    def go(self) -> None:
+        """Let the process of :meth:`fork` run the command."""
+        os.write(self.go_fd, b"go\n")
+
+    def close(self) -> None:
+        """Kill the starter (and what is left in its group), reap it, close its pipes."""
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self.pid, signal.SIGKILL)
+        if not self.reaped:
+            with contextlib.suppress(ChildProcessError):
+                os.waitpid(self.pid, 0)
+            self.reaped = True
+        self.replies.close()
+        for fd in (self.go_fd, self.ask):
+            with contextlib.suppress(OSError):
+                os.close(fd)
 
 
 class Launcher:
     """Runs command trees one after another in this process (the child subreaper): the small
-    parent is found once, and SIGTERM kills the tree of the run in progress."""
+    parent is found once, a :class:`Starter` serves all the runs of a command line (the few
+    command lines used last keep theirs), and SIGTERM kills the tree of the run in progress."""
+
+    KEEP = 4  # starters kept: a case's command and its hooks
 
     def __init__(self) -> None:
         self.subreaper = become_subreaper()
         self.prefixes: dict[bool, list[str] | None] = {}
-        self.spawned: list[int] = []
+        self.starters: dict[tuple[Any, ...], Starter] = {}
+        self.group: int | None = None  # the process group of the run in progress
         signal.signal(signal.SIGALRM, _on_alarm)
         signal.signal(signal.SIGTERM, self._terminate)
 
     def _terminate(self, signum: int, frame: FrameType | None) -> None:  # rpcmeter is gone
-        for group in self.spawned:
-            _kill_tree(group)
+        for starter in self.starters.values():
+            _kill_tree(starter.pid)
+        if self.group is not None:
+            _kill_tree(self.group)
         os._exit(128 + signum)
 
     def prefix(self, shell: bool) -> list[str] | None:
@@ -255,20 +312,103 @@ class Launcher:
             self.prefixes[shell] = small_parent(shell)
         return self.prefixes[shell]
 
+    def starter(self, argv: Sequence[str], log_fd: int, shell: bool) -> Starter | None:
+        """The starter of ``argv`` writing to ``log_fd`` (started now if there is none), or None
+        where there is no small parent."""
+        prefix = self.prefix(shell)
+        if prefix is None:
+            return None
+        log = os.fstat(log_fd)
+        key = (shell, tuple(argv), log.st_dev, log.st_ino)
+        starter = self.starters.pop(key, None)
+        if starter is None:
+            while len(self.starters) >= self.KEEP:
+                self.starters.pop(next(iter(self.starters))).close()
+            starter = Starter(prefix, argv, log_fd, shell)
+        self.starters[key] = starter  # the one used last is the last to go
+        return starter
+
+    def drop(self, starter: Starter) -> None:
+        """Close ``starter`` and forget it."""
+        for key, kept in list(self.starters.items()):
+            if kept is starter:
+                del self.starters[key]
+        starter.close()
+
+    def spare(self) -> set[int]:
+        """The starters' pids: children of the launcher, but no run's."""
+        return {starter.pid for starter in self.starters.values()}
+
     def run(
         self, argv: Sequence[str], log_fd: int, timeout_s: float, linger_s: float, shell: bool
     ) -> TreeUsage:
         """Spawn ``argv`` (with ``shell``: one command line for ``/bin/sh``; its output to
         ``log_fd``), reap its whole tree, return the usage."""
-        self.spawned = []
-        return _run_tree(self, argv, log_fd, timeout_s, linger_s, shell)
+        try:
+            return _run_tree(self, argv, log_fd, timeout_s, linger_s, shell)
+        finally:
+            self.group = None
+
+    def close(self) -> None:
+        """Stop every starter."""
+        while self.starters:
+            self.starters.pop(next(iter(self.starters))).close()
+
+    def __enter__(self) -> Launcher:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def run_tree(
     argv: Sequence[str], log_fd: int, timeout_s: float, linger_s: float, shell: bool = False
 ) -> TreeUsage:
     """Spawn ``argv`` (its output to ``log_fd``), reap its whole tree, return the usage."""
-    return Launcher().run(argv, log_fd, timeout_s, linger_s, shell)
+    with Launcher() as launcher:
+        return launcher.run(argv, log_fd, timeout_s, linger_s, shell)
+
+
+def _start(
+    launcher: Launcher, argv: Sequence[str], log_fd: int, shell: bool, usage: TreeUsage
+) -> tuple[int, int, int]:
+    """Start a run of ``argv``: the pid of the command, its process group, and the time
+    (``perf_counter_ns``) its clock starts. From a starter (one fresh one if the kept one has
+    failed), or where there is none, spawned by the launcher itself."""
+    for attempt in range(2):
+        starter = launcher.starter(argv, log_fd, shell)
+        if starter is None:
+            break
+        try:
+            pid = starter.fork()
+        except OSError:
+            launcher.drop(starter)
+            if attempt:
+                raise
+            continue
+        launcher.group = starter.pid
+        # the process that becomes the command ran two shells' forks first (it waits now)
+        usage.start_cpu_s = _cpu_s(pid)
+        start = time.perf_counter_ns()
+        starter.go()  # the command runs now
+        return pid, starter.pid, start
+    usage.rss_floor_bytes = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    command = ["/bin/sh", "-c", argv[0]] if shell else list(argv)
+    start = time.perf_counter_ns()
+    pid = os.posix_spawnp(
+        command[0],
+        command,
+        os.environ,
+        file_actions=[
+            (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
+            (os.POSIX_SPAWN_DUP2, log_fd, 1),
+            (os.POSIX_SPAWN_DUP2, log_fd, 2),
+        ],
+        setpgroup=0,
+        setsigdef=DEFAULT_SIGNALS,
+    )
+    launcher.group = pid
+    return pid, pid, start
 
 
 def _run_tree(
@@ -280,36 +420,8 @@ def _run_tree(
     shell: bool,
 ) -> TreeUsage:
     usage = TreeUsage(subreaper=launcher.subreaper)
-    actions = [
-        (os.POSIX_SPAWN_OPEN, 0, os.devnull, os.O_RDONLY, 0),
-        (os.POSIX_SPAWN_DUP2, log_fd, 1),
-        (os.POSIX_SPAWN_DUP2, log_fd, 2),
-    ]
-    spawned = launcher.spawned
-    prefix = launcher.prefix(shell)
     try:
-        if prefix is None:
-            usage.rss_floor_bytes = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
-            command = ["/bin/sh", "-c", argv[0]] if shell else list(argv)
-            start = time.perf_counter_ns()
-            pid = os.posix_spawnp(
-                command[0],
-                command,
-                os.environ,
-                file_actions=actions,
-                setpgroup=0,
-                setsigdef=DEFAULT_SIGNALS,
-            )
-            group = pid
-        else:
-            pid, group, go = _spawn_from_small_parent(prefix, argv, actions, spawned, shell)
-            # the process that becomes the command ran a subshell first (it waits now)
-            usage.start_cpu_s = _cpu_s(pid)
-            start = time.perf_counter_ns()
-            os.write(go, b"go\n")  # the command runs now
-            os.close(go)
-        if group not in spawned:
-            spawned.append(group)
+        pid, group, start = _start(launcher, argv, log_fd, shell, usage)
     except FileNotFoundError:
         usage.error = f"command not found: {argv[0]}"
         return usage
@@ -319,10 +431,14 @@ def _run_tree(
     except OSError as exc:
         usage.error = f"cannot start {argv[0]}: {exc.strerror}"
         return usage
+    starters = {starter.pid: starter for starter in launcher.starters.values()}
     deadline = time.monotonic() + timeout_s
     linger_deadline: float | None = None
     killed = False
     while True:
+        # done when the command is reaped and no child is left but the starters
+        if usage.exit_code is not None and not _children(set(starters)):
+            break
         try:
             got = _wait_any(linger_deadline if linger_deadline is not None else deadline)
         except ChildProcessError:
@@ -333,38 +449,65 @@ def _run_tree(
             if linger_deadline is None:
                 usage.timed_out = True
             else:
-                usage.outlived = len(_descendants())
-            _kill_tree(group)
+                usage.outlived = len(_children(set(starters)))
+            # the run's group is its starter's: the starter goes with it
+            _kill_tree(group, set(starters) - {group})
             killed = True
             linger_deadline = time.monotonic() + 5.0
             continue
         wpid, status, rusage = got
+        if wpid in starters:  # a starter died (killed with its run's group): not the run's
+            starters.pop(wpid).reaped = True
+            continue
         usage.add(rusage, usage.start_cpu_s if wpid == pid else 0.0)
         if wpid == pid:
             usage.wall_s = (time.perf_counter_ns() - start) / 1e9
             usage.exit_code = os.waitstatus_to_exitcode(status)
             if linger_deadline is None:
                 linger_deadline = time.monotonic() + (0.0 if killed else linger_s)
+    for starter in list(launcher.starters.values()):
+        if starter.reaped or (starter.pid == group and killed):
+            launcher.drop(starter)
     return usage
 
 
+def failed(usage: TreeUsage) -> bool:
+    """Whether the run failed: the launcher could not start it, it timed out or it exited with a
+    non-zero status (or by a signal)."""
+    return bool(usage.error or usage.timed_out or usage.exit_code)
+
+
 def serve(launcher: Launcher, requests: Any, replies: Any) -> None:
-    """``--serve``: one run per JSON line read from ``requests`` (``{"argv", "log", "timeout",
-    "linger", "shell"}``; the log is emptied first), its usage written as one JSON line to
-    ``replies``, until the end of ``requests``. rpcmeter runs a case's runs through one launcher
-    so that a run costs a fork and an exec, not the start of an interpreter."""
+    """``--serve``: runs for each JSON line read from ``requests``, until the end of it; their
+    usages written as one JSON line to ``replies``, a list. A request is ``{"argv", "log",
+    "timeout", "linger", "shell"}`` for one run (the log is emptied before each) and, for a batch
+    of runs one after another, ``"times"`` (at most this many), ``"least"`` and ``"until_s"``
+    (stop once at least ``least`` ran and their wall time adds up to ``until_s``); a batch also
+    stops at a failed run (:func:`failed`). rpcmeter runs a case's runs through one launcher, in
+    batches where it can, so that a run costs two forks of a small shell and no message."""
     for line in requests:
         if not line.strip():
             continue
         req = json.loads(line)
-        fd = os.open(req["log"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND, 0o600)
+        times = req.get("times", 1)
+        least, until_s = req.get("least", times), req.get("until_s", 0.0)
+        usages: list[dict[str, Any]] = []
+        total_s = 0.0
+        fd = os.open(req["log"], os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
         try:
-            usage = launcher.run(
-                req["argv"], fd, req["timeout"], req["linger"], bool(req.get("shell"))
-            )
+            while len(usages) < times and (len(usages) < least or total_s < until_s):
+                if os.fstat(fd).st_size:  # (truncating costs a journal entry, even when empty)
+                    os.ftruncate(fd, 0)
+                usage = launcher.run(
+                    req["argv"], fd, req["timeout"], req["linger"], bool(req.get("shell"))
+                )
+                usages.append(vars(usage))
+                total_s += usage.wall_s
+                if failed(usage):
+                    break
         finally:
             os.close(fd)
-        replies.write(json.dumps(asdict(usage)) + "\n")
+        replies.write(json.dumps(usages) + "\n")
         replies.flush()
 
 
@@ -380,7 +523,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args(argv)
     if args.serve:
-        serve(Launcher(), sys.stdin, sys.stdout)
+        with Launcher() as launcher:
+            serve(launcher, sys.stdin, sys.stdout)
         return 0
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if not command:
