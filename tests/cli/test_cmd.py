@@ -187,3 +187,18 @@ def test_a_suites_minimum_time_counts_the_commands_own_time(tmp_path: Path) -> N
     walls = [r["wall_s"] for r in json.loads(out.read_text())["cases"][0]["runs"]]
     # with rpcmeter's time between runs counted (about 100 ms a run), 0.3 s made 3 runs
     assert sum(walls) >= 0.3 and len(walls) >= int(0.3 / walls[0])
+
+
+@pytest.mark.timeout(120)
+def test_hyperfines_export_flags_write_rpcmeters_files(tmp_path: Path) -> None:
+    """`--export-json`, `--export-csv` and `--export-markdown`, as a hyperfine user types them:
+    rpcmeter's result document, CSV and tables."""
+    files = {kind: tmp_path / f"out.{kind}" for kind in ("json", "csv", "md")}
+    exports = ["--export-json", str(files["json"]), "--export-csv", str(files["csv"])]
+    exports += ["--export-markdown", str(files["md"])]
+    code = main(["cmd", "--no-store", "--no-live", "-N", "-r", "2", *exports, "true"])
+    assert code == 0
+    doc = json.loads(files["json"].read_text())
+    assert [len(c["runs"]) for c in doc["cases"]] == [2]
+    assert files["csv"].read_text().startswith("run_id,suite,case,variant,workload,")
+    assert "true" in files["md"].read_text()

@@ -38,7 +38,7 @@ _DURATION = re.compile(r"^\s*([0-9]*\.?[0-9]+)\s*(ms|s|m)?\s*$")
 
 
 def add_parser(sub: Any) -> None:
-    from rpcmeter.cli.run import add_run_outputs
+    from rpcmeter.cli.run import HYPERFINE_EXPORTS, add_run_outputs
 
     p = sub.add_parser(
         "cmd",
@@ -140,7 +140,7 @@ def add_parser(sub: Any) -> None:
         action="store_true",
         help="print rpcmeter's tables after the summary (every figure and comparison)",
     )
-    add_run_outputs(p)
+    add_run_outputs(p, HYPERFINE_EXPORTS)
     p.set_defaults(handler=cmd_cmd)
     p.error = _one_line  # one line, not the usage block
 

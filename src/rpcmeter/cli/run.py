@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import argparse
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -68,12 +68,23 @@ def add_parser(sub: Any) -> None:
     p.set_defaults(handler=cmd_run)
 
 
-def add_run_outputs(p: Any) -> None:
+# hyperfine's names of the exports, which ``rpcmeter cmd`` takes too
+HYPERFINE_EXPORTS = {
+    "--output": ("--export-json",),
+    "--csv": ("--export-csv",),
+    "--markdown": ("--export-markdown",),
+}
+
+
+def add_run_outputs(p: Any, aliases: Mapping[str, Sequence[str]] | None = None) -> None:
     """What every command that runs cases writes and checks: the result document, the reports,
-    the history, the live view and Prometheus, the baseline and the gates."""
+    the history, the live view and Prometheus, the baseline and the gates. ``aliases`` gives a
+    flag more names (a peer's: :data:`HYPERFINE_EXPORTS`)."""
+    more = aliases or {}
     p.add_argument(
         "--output",
         "-o",
+        *more.get("--output", ()),
         type=Path,
         metavar="FILE",
         help="write the result document (JSON) here, after every case" + CREATES,
@@ -120,10 +131,18 @@ def add_run_outputs(p: Any) -> None:
     )
     options.add_gate_options(p)
     p.add_argument(
-        "--csv", type=Path, metavar="FILE", help="write one row per case and metric" + CREATES
+        "--csv",
+        *more.get("--csv", ()),
+        type=Path,
+        metavar="FILE",
+        help="write one row per case and metric" + CREATES,
     )
     p.add_argument(
-        "--markdown", type=Path, metavar="FILE", help="write the tables as Markdown" + CREATES
+        "--markdown",
+        *more.get("--markdown", ()),
+        type=Path,
+        metavar="FILE",
+        help="write the tables as Markdown" + CREATES,
     )
 
 

@@ -185,6 +185,21 @@ def check_output(path: str | Path, probe: bool = True) -> None:
         raise StoreError(f"{target}: cannot write the result: {exc.strerror or exc}") from None
 
 
+def _new_file_mode() -> int:
+    """The mode ``open()`` gives a new file: 0o666 less the umask (read from /proc, so that no
+    other thread ever sees a changed umask; else set and put back)."""
+    try:
+        with open("/proc/self/status", "rb") as f:
+            for line in f:
+                if line.startswith(b"Umask:"):
+                    return 0o666 & ~int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
 def write_json(result: Document, path: str | Path) -> None:
     """Write atomically (temporary file in the same directory, then rename): a crash never
     leaves half a document, and Ctrl-C or SIGTERM waits until it is in place
@@ -196,6 +211,7 @@ def write_json(result: Document, path: str | Path) -> None:
     with interrupts.deferred():
         try:
             fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", dir=target.parent)
+            os.fchmod(fd, _new_file_mode())  # as any file written there (mkstemp's is 0o600)
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 f.write(dumps(result))
             os.replace(tmp, target)
