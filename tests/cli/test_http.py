@@ -234,6 +234,28 @@ def test_usage_errors_are_one_line(
     assert err.count("\n") == 1
 
 
+def test_a_unix_socket_as_ohas_unix_socket_flag(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`--unix-socket PATH`: the requests go to the socket; the URL gives the path and Host."""
+    with kv_server(transport="unix") as ep:
+        assert ep.path is not None
+        argv = ["http", "--unix-socket", ep.path, "http://localhost/noop", "-c", "2"]
+        status = main([*argv, "-n", "100", *QUIET])
+        out = capsys.readouterr().out
+        assert status == 0, out
+        assert "100 ok, 0 failed" in out and "[2xx] 100 replies" in out
+    for argv, message in [
+        ([str(tmp_path / "none.sock"), "http://h/"], "none.sock: No such file or directory"),
+        ([str(tmp_path), "http://h/"], f"--unix-socket {tmp_path}: not a socket"),
+        ([str(tmp_path), "https://h/"], "--unix-socket: for http:// URLs"),
+    ]:
+        with pytest.raises(SystemExit) as exc:
+            raise SystemExit(main(["http", "--unix-socket", *argv, "--no-store"]))
+        err = capsys.readouterr().err
+        assert exc.value.code == 2 and message in err and err.count("\n") == 1, err
+
+
 def test_https_with_a_ca_or_insecure_over_both_protocols(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -18,14 +18,18 @@ from rpcmeter.servers.process import new_endpoint
 
 
 @contextlib.contextmanager
-def kv_server(timeout_s: float = 20.0) -> Iterator[Endpoint]:
-    ep = new_endpoint("tcp")
+def kv_server(timeout_s: float = 20.0, transport: str = "tcp") -> Iterator[Endpoint]:
+    ep = new_endpoint(transport)
     proc = subprocess.Popen(driver_class("http").server_command(ep, {}))
     try:
         deadline = time.monotonic() + timeout_s
         while True:
             try:
-                socket.create_connection((ep.host, ep.port or 0), timeout=1).close()
+                if ep.path is not None:
+                    with socket.socket(socket.AF_UNIX) as s:
+                        s.connect(ep.path)
+                else:
+                    socket.create_connection((ep.host, ep.port or 0), timeout=1).close()
                 break
             except OSError:
                 assert proc.poll() is None and time.monotonic() < deadline, "no server"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import stat
 import sys
 from pathlib import Path
 from typing import Any, TextIO
@@ -64,6 +65,14 @@ def add_parser(sub: Any) -> None:
         "--http2",
         action="store_true",
         help="HTTP/2: h2c with prior knowledge for http://, ALPN h2 for https://",
+    )
+    g.add_argument(
+        "--unix-socket",
+        type=Path,
+        default=None,
+        metavar="PATH",
+        help="connect to this Unix socket; the URL gives the path and the Host header "
+        "(http:// URLs)",
     )
     oneline.add_tls_flags(
         p.add_argument_group("TLS (https://)"),
@@ -143,6 +152,21 @@ def _body(args: argparse.Namespace) -> dict[str, Any]:
         raise UsageError(f"-D {path}: {exc.strerror or exc}") from None
 
 
+def _unix_socket(path: Path | None, urls: list[Target]) -> str | None:
+    """``--unix-socket``'s path, checked before any connection (None without the flag)."""
+    if path is None:
+        return None
+    if any(u.tls for u in urls):
+        raise UsageError("--unix-socket: for http:// URLs")
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        raise UsageError(f"--unix-socket {path}: {exc.strerror or exc}") from None
+    if not stat.S_ISSOCK(mode):
+        raise UsageError(f"--unix-socket {path}: not a socket")
+    return str(path.resolve())
+
+
 def suite_of(args: argparse.Namespace, argv: list[str]) -> tuple[dict[str, Any], str]:
     """The suite document of ``rpcmeter http`` and the command line it came from."""
     named = oneline.targets(args.urls)
@@ -168,6 +192,7 @@ def suite_of(args: argparse.Namespace, argv: list[str]) -> tuple[dict[str, Any],
     if (args.insecure or args.cacert) and not any(u.tls for u in urls):
         raise UsageError("--insecure and --cacert are for https:// URLs")
     files = oneline.tls_files(args)
+    socket = _unix_socket(args.unix_socket, urls)
     loops = args.connections * args.concurrency
     command = oneline.command_line("rpcmeter http", argv)
     raw = oneline.suite_document(args, f"http {' '.join(args.urls)}", command, len(urls))
@@ -175,9 +200,11 @@ def suite_of(args: argparse.Namespace, argv: list[str]) -> tuple[dict[str, Any],
     variants: dict[str, Any] = {}
     for name, url in zip(names, urls, strict=True):
         v: dict[str, Any] = {
-            "address": url.address,
+            "address": socket or url.address,
             "options": {"path": url.path, "host": host or url.netloc},
         }
+        if socket:
+            v["transport"] = "unix"
         if url.tls:
             tls: dict[str, Any] = {"server_name": url.host}
             if args.insecure:
