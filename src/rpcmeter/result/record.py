@@ -1,14 +1,13 @@
-"""The one writer of results: a case's (:class:`CaseRecord`) and a run's (:class:`RunRecord`,
+"""The one writer of results: a case's (:func:`case_result`) and a run's (:class:`RunRecord`,
 started from :func:`new_result`: the suite as run and the environment), and every conversion of
 what was measured into parts of the result model (:mod:`rpcmeter.model`): placements, TLS,
 connection costs, streaming figures, CPU and memory.
 
-A case runner (:mod:`rpcmeter.run.execute`: a server or remote target; a whole command) tells its
-:class:`CaseRecord` what it measured as the case goes (:meth:`~CaseRecord.load`,
-:meth:`~CaseRecord.resources`, :meth:`~CaseRecord.command`, ...) and why it failed, if it did;
-:meth:`~CaseRecord.build` then gives the case's typed result (:class:`rpcmeter.model.Case`),
-which nothing edits afterwards. Histograms go in as the objects the load recorded; they become
-JSON only when the document is written.
+A case runner (:mod:`rpcmeter.run.execute`: a server or remote target; a whole command) fills
+the case's :class:`~rpcmeter.result.outcome.CaseOutcome` as the case goes;
+:func:`case_result`, a pure function, then turns it into the case's typed result
+(:class:`rpcmeter.model.Case`), which nothing edits afterwards. Histograms go in as the objects
+the load recorded; they become JSON only when the document is written.
 """
 
 from __future__ import annotations
@@ -27,7 +26,7 @@ from rpcmeter.metrics import environment, streams
 from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.metrics.resources import (
     CpuTimes,
-    TreeMonitor,
+    TreeReadings,
     per_request_us,
     util_pct,
 )
@@ -39,15 +38,14 @@ from rpcmeter.result.parts import (
     connections_of,
     given,
     placement_doc,
-    placement_of,
     stream_section,
     stream_with_cpu,
     tls_of,
 )
 
 if TYPE_CHECKING:
-    from rpcmeter.plan.cases import Case
     from rpcmeter.plan.run import Prepared, RunPlan
+    from rpcmeter.result.outcome import CaseOutcome
     from rpcmeter.runners.command import Outcome
     from rpcmeter.runners.recording import Interval, LoadOutcome, Series
     from rpcmeter.runners.stages import LoadStage
@@ -56,7 +54,7 @@ if TYPE_CHECKING:
 
 
 class CaseFields(TypedDict, total=False):
-    """A case's fields as :class:`CaseRecord` fills them: :class:`rpcmeter.model.Case`'s, typed,
+    """A case's fields as :func:`case_result` fills them: :class:`rpcmeter.model.Case`'s, typed,
     so a misspelt key or a value of the wrong type is a type error where it is written."""
 
     id: int
@@ -105,12 +103,55 @@ class CaseFields(TypedDict, total=False):
     profiles: dict[str, model.CaseProfile]
 
 
-class CaseRecord:
-    """What one case measured, filled step by step (a case is ``ok`` until a step says
-    otherwise); :meth:`build` makes the frozen :class:`rpcmeter.model.Case`."""
+def case_result(outcome: CaseOutcome) -> model.Case:
+    """The case's result (:class:`rpcmeter.model.Case`) from what it measured: no I/O, no live
+    object read. A case is ``ok`` until what it measured, or the runner's ending, says otherwise."""
+    o = outcome
+    d = _Draft(o)
+    d.fields["endpoint"] = o.endpoint
+    if o.server_managed is not None:
+        d.fields["server_managed"] = o.server_managed
+    if o.profiles:
+        d.fields["profiles"] = dict(o.profiles)
+    if o.command is not None:
+        line = o.command
+        d.command(list(line.argv), line.python, line.warmup_runs, line.params)
+    if o.measured == "load":
+        assert o.load is not None
+        d.load(o.load, o.stages)
+        d.resources(o.load, o.server, o.idle, o.cpus, o.quotas, o.remote_load)
+        d.stage_cpu(o.server, o.cpus, o.quotas)
+    elif o.measured == "interrupted":
+        assert o.load is not None
+        d.interrupted(o.load, o.stages)
+        d.stage_cpu(o.server, o.cpus, o.quotas)
+    elif o.measured == "idle":
+        d.idle(o.idle, o.server, o.cpus, o.quotas)
+    elif o.measured == "command":
+        assert o.runs is not None
+        d.runs(o.runs)
+    elif o.measured == "client":
+        assert o.runs is not None
+        d.client_runs(
+            o.runs, o.requests_per_run, o.server, o.idle, o.cpus, o.quotas, o.client_report
+        )
+    if o.network_rtt is not None:
+        d.network_rtt(o.network_rtt.before, o.network_rtt.after)
+    if (b := o.breakdown) is not None and o.load is not None:
+        d.breakdown(b.before, b.after, o.load, basis=b.basis, loops=b.loops, wait=b.wait)
+    if (end := o.ending) is not None:
+        if end.status == "failed":
+            d.fail(end.reason, end.server_output_tail)
+        else:
+            d.incomplete(end.reason)
+    return d.build()
 
-    def __init__(self, case: Case, cpus: placement_mod.Cpus) -> None:
-        self.case = case
+
+class _Draft:
+    """A case's fields as :func:`case_result` fills them from its outcome, step by step."""
+
+    def __init__(self, outcome: CaseOutcome) -> None:
+        case = outcome.case
         self.fields: CaseFields = {
             "id": case.index,
             "variant": case.variant,
@@ -121,9 +162,9 @@ class CaseRecord:
             "repetition": case.repetition,
             "status": "ok",
             "reason": None,
-            "started_at": now_iso(),
+            "started_at": outcome.started_at,
             "endpoint": None,
-            "placement": placement_of(cpus),
+            "placement": outcome.placement,
             "requests": 0,
             "ok": 0,
             "errors": {},
@@ -138,24 +179,7 @@ class CaseRecord:
             "cpu": model.Cpu(),
             "memory": model.Memory(),
         }
-        self.notes: list[str] = []
-
-    # ---- what the case is -----------------------------------------------------------------------
-
-    def endpoint(self, where: str | None) -> None:
-        self.fields["endpoint"] = where
-
-    def server_managed(self, managed: bool) -> None:
-        """False: the server is a remote target's (its resources are unknown)."""
-        self.fields["server_managed"] = managed
-
-    def note_placement(self, note: str | None) -> None:
-        """A line about how the case was placed (a cgroup that could not be joined)."""
-        if note:
-            self.notes.append(note)
-
-    def profiles(self, profiles: dict[str, model.CaseProfile]) -> None:
-        self.fields["profiles"] = profiles
+        self.notes = list(outcome.notes)
 
     # ---- what it measured -----------------------------------------------------------------------
 
@@ -247,7 +271,7 @@ class CaseRecord:
 
     def stage_cpu(
         self,
-        monitor: TreeMonitor | None,
+        monitor: TreeReadings | None,
         cpus: placement_mod.Cpus,
         quotas: placement_mod.CpuQuotas,
     ) -> None:
@@ -319,7 +343,7 @@ class CaseRecord:
     def resources(
         self,
         outcome: LoadOutcome,
-        monitor: TreeMonitor | None,
+        monitor: TreeReadings | None,
         idle: CpuTimes | None,
         cpus: placement_mod.Cpus,
         quotas: placement_mod.CpuQuotas,
@@ -344,7 +368,7 @@ class CaseRecord:
         requests: int,
         clients: list[model.Client],
         wall_s: float,
-        monitor: TreeMonitor | None,
+        monitor: TreeReadings | None,
         idle: CpuTimes | None,
         cpus: placement_mod.Cpus,
         quotas: placement_mod.CpuQuotas,
@@ -357,9 +381,9 @@ class CaseRecord:
         cpu, memory = case_figures(
             requests=requests,
             server=server,
-            server_peak_rss=monitor.peak_rss_bytes() if monitor is not None else None,
+            server_peak_rss=monitor.peak_rss_bytes if monitor is not None else None,
             server_idle=idle,
-            server_mean_rss=monitor.mean_rss_bytes("go", "end") if monitor is not None else None,
+            server_mean_rss=monitor.mean_rss_bytes if monitor is not None else None,
             server_cpus=server_cpus,
             clients=clients,
             client_cpus=None if remote_load else client_cpus,
@@ -367,25 +391,24 @@ class CaseRecord:
         )
         busy: dict[str, float | None] = {}
         if monitor is not None:
-            busy["server_cpus_busy_pct"] = monitor.busy_between("go", "end", cpus.server)
+            busy["server_cpus_busy_pct"] = monitor.server_cpus_busy_pct
         if monitor is not None and not remote_load:
-            busy["client_cpus_busy_pct"] = monitor.busy_between("go", "end", cpus.client)
+            busy["client_cpus_busy_pct"] = monitor.client_cpus_busy_pct
         self.fields["cpu"], self.fields["memory"] = cpu.model_copy(update=busy), memory
 
     def idle(
         self,
-        window_s: float,
-        monitor: TreeMonitor | None,
+        idle: CpuTimes | None,
+        monitor: TreeReadings | None,
         cpus: placement_mod.Cpus,
         quotas: placement_mod.CpuQuotas,
     ) -> None:
         """An ``idle`` case: no requests; the server's CPU over the window is its idle cost."""
-        idle = monitor.idle(window_s) if monitor is not None else None
         self.fields["wall_s"] = idle.at if idle is not None else 0.0
         cpu, memory = case_figures(
             requests=0,
             server=idle,
-            server_peak_rss=monitor.peak_rss_bytes() if monitor is not None else None,
+            server_peak_rss=monitor.peak_rss_bytes if monitor is not None else None,
             server_idle=idle,
             server_cpus=given(cpus, quotas)[0],
             clients=None,
@@ -428,11 +451,6 @@ class CaseRecord:
         self.fields["params"] = params
         self.fields["command"] = model.Command(argv=argv, warmup_runs=warmup_runs, python=python)
 
-    def command_cpus(self, server_cpus: list[int] | None) -> None:
-        """A whole command runs on the server CPUs (or unpinned), with no server to reach."""
-        self.fields["endpoint"] = None
-        self.fields["placement"] = model.Placement(server_cpus=server_cpus)
-
     def runs(self, outcome: Outcome) -> None:
         """A whole command's measured runs: runs count as requests, their wall times as
         latency; the command's CPU and memory are the server side (rpcmeter.runners.command)."""
@@ -460,7 +478,7 @@ class CaseRecord:
         self,
         outcome: Outcome,
         requests_per_run: int | None,
-        monitor: TreeMonitor | None,
+        monitor: TreeReadings | None,
         idle: CpuTimes | None,
         cpus: placement_mod.Cpus,
         quotas: placement_mod.CpuQuotas,
