@@ -154,14 +154,14 @@ def test_a_command_clients_runs_count_their_requests_and_no_latency() -> None:
 
 
 def test_each_stage_takes_the_servers_cpu_between_its_marks() -> None:
-    r = _Draft(start())
+    marks = {f"stage {i}": CpuTimes(0.5 * i * i, 0.0, float(i)) for i in range(3)}
+    monitor = TreeReadings(marks, {}, peak_rss_bytes=0)  # as the stage timer would mark them
+    r = _Draft(replace(start(), server=monitor))
     r.fields["stages"] = [
         model.Stage(index=i, name="", start_s=i, duration_s=1.0, requests=1000, complete=i < 2)
         for i in range(3)
     ]
-    marks = {f"stage {i}": CpuTimes(0.5 * i * i, 0.0, float(i)) for i in range(3)}
-    monitor = TreeReadings(marks, {}, peak_rss_bytes=0)  # as the stage timer would mark them
-    r.stage_cpu(monitor, placement.Cpus([0], [1]), placement.CpuQuotas())
+    r.stage_cpu()
     first, second, cut = r.fields["stages"]
     assert (first.server_cpu_s, first.server_us_per_request, first.server_util_pct) == (
         0.5,
@@ -171,15 +171,18 @@ def test_each_stage_takes_the_servers_cpu_between_its_marks() -> None:
     assert second.server_cpu_s == 1.5 and second.server_util_pct == 150.0  # to stage 2's mark
     assert cut.server_cpu_s is None  # cut short: its span is not whole
     # a case that ran to its end: the last stage runs to the end mark
+    whole = [s.model_copy(update={"complete": True}) for s in r.fields["stages"]]
     monitor = replace(monitor, marks={**marks, "end": CpuTimes(4.0, 0.5, 3.5)})
-    r.fields["stages"] = [s.model_copy(update={"complete": True}) for s in r.fields["stages"]]
-    r.stage_cpu(monitor, placement.Cpus([0], [1]), placement.CpuQuotas())
+    r = _Draft(replace(start(), server=monitor))
+    r.fields["stages"] = whole
+    r.stage_cpu()
     assert r.fields["stages"][2].server_cpu_s == 2.5 and r.fields["stages"][2].server_util_pct == (
         pytest.approx(2.5 / 1.5 * 100)
     )
-    before = r.fields["stages"]
-    r.stage_cpu(None, placement.Cpus([0], [1]), placement.CpuQuotas())  # no server watched
-    assert r.fields["stages"] is before
+    unwatched = _Draft(start())  # no server watched: no readings
+    unwatched.fields["stages"] = whole
+    unwatched.stage_cpu()
+    assert unwatched.fields["stages"] is whole
 
 
 def test_the_monitors_readings_as_values_make_the_cases_cpu_and_memory() -> None:

@@ -21,12 +21,9 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 from rpcmeter import model
 from rpcmeter.errors import EnvError
-from rpcmeter.host import placement as placement_mod
 from rpcmeter.metrics import environment, streams
 from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.metrics.resources import (
-    CpuTimes,
-    TreeReadings,
     per_request_us,
     util_pct,
 )
@@ -119,22 +116,20 @@ def case_result(outcome: CaseOutcome) -> model.Case:
     if o.measured == "load":
         assert o.load is not None
         d.load(o.load, o.stages)
-        d.resources(o.load, o.server, o.idle, o.cpus, o.quotas, o.remote_load)
-        d.stage_cpu(o.server, o.cpus, o.quotas)
+        d.resources(o.load)
+        d.stage_cpu()
     elif o.measured == "interrupted":
         assert o.load is not None
         d.interrupted(o.load, o.stages)
-        d.stage_cpu(o.server, o.cpus, o.quotas)
+        d.stage_cpu()
     elif o.measured == "idle":
-        d.idle(o.idle, o.server, o.cpus, o.quotas)
+        d.idle()
     elif o.measured == "command":
         assert o.runs is not None
         d.runs(o.runs)
     elif o.measured == "client":
         assert o.runs is not None
-        d.client_runs(
-            o.runs, o.requests_per_run, o.server, o.idle, o.cpus, o.quotas, o.client_report
-        )
+        d.client_runs(o.runs, o.requests_per_run, o.client_report)
     if o.network_rtt is not None:
         d.network_rtt(o.network_rtt.before, o.network_rtt.after)
     if (b := o.breakdown) is not None and o.load is not None:
@@ -151,6 +146,7 @@ class _Draft:
     """A case's fields as :func:`case_result` fills them from its outcome, step by step."""
 
     def __init__(self, outcome: CaseOutcome) -> None:
+        self.outcome = outcome
         case = outcome.case
         self.fields: CaseFields = {
             "id": case.index,
@@ -269,21 +265,16 @@ class _Draft:
             )
         f["stages"] = out
 
-    def stage_cpu(
-        self,
-        monitor: TreeReadings | None,
-        cpus: placement_mod.Cpus,
-        quotas: placement_mod.CpuQuotas,
-    ) -> None:
+    def stage_cpu(self) -> None:
         """Each recorded stage's server CPU: the server tree's between the marks at its start
         and the next stage's (:func:`stage_mark`; the last stage's up to ``end``, as it takes the
         replies still in flight when the case ends), per request of the stage and as a percent of
         the CPUs the server was given over the span marked. Unknown (None) without a watched
         server, or where a mark is missing (the case stopped)."""
-        stages = self.fields.get("stages")
+        stages, monitor = self.fields.get("stages"), self.outcome.server
         if not stages or monitor is None:
             return
-        server_cpus = given(cpus, quotas)[0]
+        server_cpus = given(self.outcome.cpus, self.outcome.quotas)[0]
         out: list[model.Stage] = []
         for s in stages:
             until = stage_mark(s.index + 1)  # the case's last stage has none: its end
@@ -340,44 +331,25 @@ class _Draft:
             dropped=int(s["dropped"]),
         )
 
-    def resources(
-        self,
-        outcome: LoadOutcome,
-        monitor: TreeReadings | None,
-        idle: CpuTimes | None,
-        cpus: placement_mod.Cpus,
-        quotas: placement_mod.CpuQuotas,
-        remote_load: bool = False,
-    ) -> None:
-        """``cpu`` and ``memory``: the server tree (``monitor`` None: a server rpcmeter does not
+    def resources(self, outcome: LoadOutcome) -> None:
+        """``cpu`` and ``memory``: the server tree (no readings: a server rpcmeter does not
         watch, its figures unknown) and the load processes over the measured interval
         (``remote_load``: the clients ran on other machines, their CPUs unknown here)."""
         self._resources(
             outcome.requests,
             load_processes(outcome),
             outcome.wall_s,
-            monitor,
-            idle,
-            cpus,
-            quotas,
-            remote_load,
+            self.outcome.remote_load,
         )
 
     def _resources(
-        self,
-        requests: int,
-        clients: list[model.Client],
-        wall_s: float,
-        monitor: TreeReadings | None,
-        idle: CpuTimes | None,
-        cpus: placement_mod.Cpus,
-        quotas: placement_mod.CpuQuotas,
-        remote_load: bool = False,
+        self, requests: int, clients: list[model.Client], wall_s: float, remote_load: bool = False
     ) -> None:
         """``cpu`` and ``memory`` of ``requests``: the server tree over the interval the monitor
         marked (``go`` to ``end``), ``clients`` (their own CPU and memory) over theirs."""
+        monitor, idle = self.outcome.server, self.outcome.idle
         server = monitor.between("go", "end") if monitor is not None else None
-        server_cpus, client_cpus = given(cpus, quotas)
+        server_cpus, client_cpus = given(self.outcome.cpus, self.outcome.quotas)
         cpu, memory = case_figures(
             requests=requests,
             server=server,
@@ -396,21 +368,17 @@ class _Draft:
             busy["client_cpus_busy_pct"] = monitor.client_cpus_busy_pct
         self.fields["cpu"], self.fields["memory"] = cpu.model_copy(update=busy), memory
 
-    def idle(
-        self,
-        idle: CpuTimes | None,
-        monitor: TreeReadings | None,
-        cpus: placement_mod.Cpus,
-        quotas: placement_mod.CpuQuotas,
-    ) -> None:
+    def idle(self) -> None:
         """An ``idle`` case: no requests; the server's CPU over the window is its idle cost."""
+        o = self.outcome
+        idle, monitor = o.idle, o.server
         self.fields["wall_s"] = idle.at if idle is not None else 0.0
         cpu, memory = case_figures(
             requests=0,
             server=idle,
             server_peak_rss=monitor.peak_rss_bytes if monitor is not None else None,
             server_idle=idle,
-            server_cpus=given(cpus, quotas)[0],
+            server_cpus=given(o.cpus, o.quotas)[0],
             clients=None,
             client_cpus=None,
             interval_s=idle.at if idle is not None else 0.0,
@@ -478,10 +446,6 @@ class _Draft:
         self,
         outcome: Outcome,
         requests_per_run: int | None,
-        monitor: TreeReadings | None,
-        idle: CpuTimes | None,
-        cpus: placement_mod.Cpus,
-        quotas: placement_mod.CpuQuotas,
         report: str | None = None,
     ) -> None:
         """A command client's measured runs (rpcmeter.suite.model.Suite.command_client), counted
@@ -489,7 +453,7 @@ class _Draft:
         requests count as failed), ``throughput_rps`` the successful requests over the
         successful runs' wall time (the command's start included), ``command.per_request_us``
         that wall time per request. The command is the one client process (its CPU over its
-        successful runs); the server's CPU is ``monitor``'s over the measured runs. No latency
+        successful runs); the server's CPU is the monitor's over the measured runs. No latency
         and no histogram: a run's wall time is no request's latency.
 
         With ``report`` (the kind of report its runs printed, read into ``outcome.reports``:
@@ -518,7 +482,7 @@ class _Draft:
             cpu_sys_s=sum(r.sys_s for r in ok),
             max_rss_bytes=max((r.max_rss_bytes for r in ok), default=0),
         )
-        self._resources(f["ok"], [command], outcome.elapsed_s, monitor, idle, cpus, quotas)
+        self._resources(f["ok"], [command], outcome.elapsed_s)
 
     def _client_report(self, kind: str, outcome: Outcome) -> None:
         """A command client's requests as its runs' reports gave them (combined)."""
