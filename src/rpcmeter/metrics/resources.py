@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, TypeVar
@@ -77,6 +77,35 @@ class CpuTimes:
 
 
 CpuTicks = list[tuple[float, float]]  # per CPU: (busy seconds, total seconds) since boot
+
+
+@dataclass(frozen=True)
+class TreeReadings:
+    """What a :class:`TreeMonitor` had read of the server's tree when the case ended, as plain
+    values: the CPU at each mark (the tree's, and the CPU source's where it could be read), the
+    peak and mean (``go`` to ``end``) memory, and how busy the server's and the clients' CPUs
+    were from ``go`` to ``end``."""
+
+    marks: Mapping[str, CpuTimes]
+    source_marks: Mapping[str, CpuTimes]
+    peak_rss_bytes: int
+    mean_rss_bytes: int | None = None
+    server_cpus_busy_pct: float | None = None
+    client_cpus_busy_pct: float | None = None
+
+    def between(self, start: str, end: str) -> CpuTimes | None:
+        """CPU between two marks (:func:`cpu_between`)."""
+        return cpu_between(self.source_marks, self.marks, start, end)
+
+
+def cpu_between(
+    source_marks: Mapping[str, CpuTimes], marks: Mapping[str, CpuTimes], start: str, end: str
+) -> CpuTimes | None:
+    """CPU between two marks: the source's where both have its reading, else the tree's."""
+    for each in (source_marks, marks):
+        if start in each and end in each:
+            return each[end] - each[start]
+    return None
 
 
 def machine_cpu() -> CpuTicks:
@@ -223,10 +252,21 @@ class TreeMonitor:
 
     def between(self, start: str, end: str) -> CpuTimes | None:
         """CPU between two marks: the source's where both have its reading, else the tree's."""
-        for marks in (self.source_marks, self.marks):
-            if start in marks and end in marks:
-                return marks[end] - marks[start]
-        return None
+        return cpu_between(self.source_marks, self.marks, start, end)
+
+    def readings(
+        self, server_cpus: list[int] | None, client_cpus: list[int] | None
+    ) -> TreeReadings:
+        """What the monitor has read so far, as values (:class:`TreeReadings`): the busy figures
+        over ``go`` to ``end`` of ``server_cpus`` and ``client_cpus``."""
+        return TreeReadings(
+            marks=dict(self.marks),
+            source_marks=dict(self.source_marks),
+            peak_rss_bytes=self.peak_rss_bytes(),
+            mean_rss_bytes=self.mean_rss_bytes("go", "end"),
+            server_cpus_busy_pct=self.busy_between("go", "end", server_cpus),
+            client_cpus_busy_pct=self.busy_between("go", "end", client_cpus),
+        )
 
     def idle(self, seconds: float) -> CpuTimes:
         """CPU the tree used over a quiet window of ``seconds`` (nothing else must be sent)."""

@@ -89,7 +89,7 @@ class Cell:
 
     @property
     def requests_per_run(self) -> int | None:
-        """For a command client's cell (rpcmeter.result.record.CaseRecord.client_runs), how many
+        """For a command client's cell (rpcmeter.result.record.case_result), how many
         requests one run of its command makes; None for any other cell."""
         for case in self.cases:
             if case.command is not None and case.command.requests_per_run:

@@ -2,7 +2,7 @@
 
 In memory a result is the typed model of :mod:`rpcmeter.model` (frozen pydantic models; histograms
 as :class:`~rpcmeter.metrics.histogram.Histogram` objects; a case's is built by its one writer,
-:class:`rpcmeter.result.record.CaseRecord`); this module writes and reads its JSON form, versioned by ``schema_version`` (older versions are migrated when read, :func:`parse`).
+:func:`rpcmeter.result.record.case_result`); this module writes and reads its JSON form, versioned by ``schema_version`` (older versions are migrated when read, :func:`parse`).
 ``comparisons`` and ``warnings`` are derived from the cases whenever a document is read; they are
 written for readers outside rpcmeter::
 
@@ -111,7 +111,7 @@ and ``memory``) and add::
      "output_tail": str (a failed case: the end of the command's output)
 
 A command client's case (a ``command`` variant in a suite whose target starts a server;
-:meth:`rpcmeter.result.record.CaseRecord.client_runs`) has the same ``runs`` and ``command``, counts
+:func:`rpcmeter.result.record.case_result`) has the same ``runs`` and ``command``, counts
 ``requests`` as runs x ``requests_per_run``, has no ``latency``/``histogram`` and a ``cpu`` and
 ``memory`` as any server case's (the command is the client side); its ``command`` adds
 ``"requests_per_run"`` and ``"per_request_us"`` (the successful runs' wall time per request),

@@ -1,14 +1,13 @@
-"""The one writer of results: a case's (:class:`CaseRecord`) and a run's (:class:`RunRecord`,
+"""The one writer of results: a case's (:func:`case_result`) and a run's (:class:`RunRecord`,
 started from :func:`new_result`: the suite as run and the environment), and every conversion of
 what was measured into parts of the result model (:mod:`rpcmeter.model`): placements, TLS,
 connection costs, streaming figures, CPU and memory.
 
-A case runner (:mod:`rpcmeter.run.execute`: a server or remote target; a whole command) tells its
-:class:`CaseRecord` what it measured as the case goes (:meth:`~CaseRecord.load`,
-:meth:`~CaseRecord.resources`, :meth:`~CaseRecord.command`, ...) and why it failed, if it did;
-:meth:`~CaseRecord.build` then gives the case's typed result (:class:`rpcmeter.model.Case`),
-which nothing edits afterwards. Histograms go in as the objects the load recorded; they become
-JSON only when the document is written.
+A case runner (:mod:`rpcmeter.run.execute`: a server or remote target; a whole command) fills
+the case's :class:`~rpcmeter.result.outcome.CaseOutcome` as the case goes;
+:func:`case_result`, a pure function, then turns it into the case's typed result
+(:class:`rpcmeter.model.Case`), which nothing edits afterwards. Histograms go in as the objects
+the load recorded; they become JSON only when the document is written.
 """
 
 from __future__ import annotations
@@ -22,12 +21,9 @@ from typing import TYPE_CHECKING, Any, TypedDict
 
 from rpcmeter import model
 from rpcmeter.errors import EnvError
-from rpcmeter.host import placement as placement_mod
 from rpcmeter.metrics import environment, streams
 from rpcmeter.metrics.histogram import Histogram
 from rpcmeter.metrics.resources import (
-    CpuTimes,
-    TreeMonitor,
     per_request_us,
     util_pct,
 )
@@ -39,15 +35,14 @@ from rpcmeter.result.parts import (
     connections_of,
     given,
     placement_doc,
-    placement_of,
     stream_section,
     stream_with_cpu,
     tls_of,
 )
 
 if TYPE_CHECKING:
-    from rpcmeter.plan.cases import Case
     from rpcmeter.plan.run import Prepared, RunPlan
+    from rpcmeter.result.outcome import CaseOutcome
     from rpcmeter.runners.command import Outcome
     from rpcmeter.runners.recording import Interval, LoadOutcome, Series
     from rpcmeter.runners.stages import LoadStage
@@ -56,7 +51,7 @@ if TYPE_CHECKING:
 
 
 class CaseFields(TypedDict, total=False):
-    """A case's fields as :class:`CaseRecord` fills them: :class:`rpcmeter.model.Case`'s, typed,
+    """A case's fields as :func:`case_result` fills them: :class:`rpcmeter.model.Case`'s, typed,
     so a misspelt key or a value of the wrong type is a type error where it is written."""
 
     id: int
@@ -105,12 +100,54 @@ class CaseFields(TypedDict, total=False):
     profiles: dict[str, model.CaseProfile]
 
 
-class CaseRecord:
-    """What one case measured, filled step by step (a case is ``ok`` until a step says
-    otherwise); :meth:`build` makes the frozen :class:`rpcmeter.model.Case`."""
+def case_result(outcome: CaseOutcome) -> model.Case:
+    """The case's result (:class:`rpcmeter.model.Case`) from what it measured: no I/O, no live
+    object read. A case is ``ok`` until what it measured, or the runner's ending, says otherwise."""
+    o = outcome
+    d = _Draft(o)
+    d.fields["endpoint"] = o.endpoint
+    if o.server_managed is not None:
+        d.fields["server_managed"] = o.server_managed
+    if o.profiles:
+        d.fields["profiles"] = dict(o.profiles)
+    if o.command is not None:
+        line = o.command
+        d.command(list(line.argv), line.python, line.warmup_runs, line.params)
+    if o.measured == "load":
+        assert o.load is not None
+        d.load(o.load, o.stages)
+        d.resources(o.load)
+        d.stage_cpu()
+    elif o.measured == "interrupted":
+        assert o.load is not None
+        d.interrupted(o.load, o.stages)
+        d.stage_cpu()
+    elif o.measured == "idle":
+        d.idle()
+    elif o.measured == "command":
+        assert o.runs is not None
+        d.runs(o.runs)
+    elif o.measured == "client":
+        assert o.runs is not None
+        d.client_runs(o.runs, o.requests_per_run, o.client_report)
+    if o.network_rtt is not None:
+        d.network_rtt(o.network_rtt.before, o.network_rtt.after)
+    if (b := o.breakdown) is not None and o.load is not None:
+        d.breakdown(b.before, b.after, o.load, basis=b.basis, loops=b.loops, wait=b.wait)
+    if (end := o.ending) is not None:
+        if end.status == "failed":
+            d.fail(end.reason, end.server_output_tail)
+        else:
+            d.incomplete(end.reason)
+    return d.build()
 
-    def __init__(self, case: Case, cpus: placement_mod.Cpus) -> None:
-        self.case = case
+
+class _Draft:
+    """A case's fields as :func:`case_result` fills them from its outcome, step by step."""
+
+    def __init__(self, outcome: CaseOutcome) -> None:
+        self.outcome = outcome
+        case = outcome.case
         self.fields: CaseFields = {
             "id": case.index,
             "variant": case.variant,
@@ -121,9 +158,9 @@ class CaseRecord:
             "repetition": case.repetition,
             "status": "ok",
             "reason": None,
-            "started_at": now_iso(),
+            "started_at": outcome.started_at,
             "endpoint": None,
-            "placement": placement_of(cpus),
+            "placement": outcome.placement,
             "requests": 0,
             "ok": 0,
             "errors": {},
@@ -138,24 +175,7 @@ class CaseRecord:
             "cpu": model.Cpu(),
             "memory": model.Memory(),
         }
-        self.notes: list[str] = []
-
-    # ---- what the case is -----------------------------------------------------------------------
-
-    def endpoint(self, where: str | None) -> None:
-        self.fields["endpoint"] = where
-
-    def server_managed(self, managed: bool) -> None:
-        """False: the server is a remote target's (its resources are unknown)."""
-        self.fields["server_managed"] = managed
-
-    def note_placement(self, note: str | None) -> None:
-        """A line about how the case was placed (a cgroup that could not be joined)."""
-        if note:
-            self.notes.append(note)
-
-    def profiles(self, profiles: dict[str, model.CaseProfile]) -> None:
-        self.fields["profiles"] = profiles
+        self.notes = list(outcome.notes)
 
     # ---- what it measured -----------------------------------------------------------------------
 
@@ -245,21 +265,16 @@ class CaseRecord:
             )
         f["stages"] = out
 
-    def stage_cpu(
-        self,
-        monitor: TreeMonitor | None,
-        cpus: placement_mod.Cpus,
-        quotas: placement_mod.CpuQuotas,
-    ) -> None:
+    def stage_cpu(self) -> None:
         """Each recorded stage's server CPU: the server tree's between the marks at its start
         and the next stage's (:func:`stage_mark`; the last stage's up to ``end``, as it takes the
         replies still in flight when the case ends), per request of the stage and as a percent of
         the CPUs the server was given over the span marked. Unknown (None) without a watched
         server, or where a mark is missing (the case stopped)."""
-        stages = self.fields.get("stages")
+        stages, monitor = self.fields.get("stages"), self.outcome.server
         if not stages or monitor is None:
             return
-        server_cpus = given(cpus, quotas)[0]
+        server_cpus = given(self.outcome.cpus, self.outcome.quotas)[0]
         out: list[model.Stage] = []
         for s in stages:
             until = stage_mark(s.index + 1)  # the case's last stage has none: its end
@@ -316,50 +331,31 @@ class CaseRecord:
             dropped=int(s["dropped"]),
         )
 
-    def resources(
-        self,
-        outcome: LoadOutcome,
-        monitor: TreeMonitor | None,
-        idle: CpuTimes | None,
-        cpus: placement_mod.Cpus,
-        quotas: placement_mod.CpuQuotas,
-        remote_load: bool = False,
-    ) -> None:
-        """``cpu`` and ``memory``: the server tree (``monitor`` None: a server rpcmeter does not
+    def resources(self, outcome: LoadOutcome) -> None:
+        """``cpu`` and ``memory``: the server tree (no readings: a server rpcmeter does not
         watch, its figures unknown) and the load processes over the measured interval
         (``remote_load``: the clients ran on other machines, their CPUs unknown here)."""
         self._resources(
             outcome.requests,
             load_processes(outcome),
             outcome.wall_s,
-            monitor,
-            idle,
-            cpus,
-            quotas,
-            remote_load,
+            self.outcome.remote_load,
         )
 
     def _resources(
-        self,
-        requests: int,
-        clients: list[model.Client],
-        wall_s: float,
-        monitor: TreeMonitor | None,
-        idle: CpuTimes | None,
-        cpus: placement_mod.Cpus,
-        quotas: placement_mod.CpuQuotas,
-        remote_load: bool = False,
+        self, requests: int, clients: list[model.Client], wall_s: float, remote_load: bool = False
     ) -> None:
         """``cpu`` and ``memory`` of ``requests``: the server tree over the interval the monitor
         marked (``go`` to ``end``), ``clients`` (their own CPU and memory) over theirs."""
+        monitor, idle = self.outcome.server, self.outcome.idle
         server = monitor.between("go", "end") if monitor is not None else None
-        server_cpus, client_cpus = given(cpus, quotas)
+        server_cpus, client_cpus = given(self.outcome.cpus, self.outcome.quotas)
         cpu, memory = case_figures(
             requests=requests,
             server=server,
-            server_peak_rss=monitor.peak_rss_bytes() if monitor is not None else None,
+            server_peak_rss=monitor.peak_rss_bytes if monitor is not None else None,
             server_idle=idle,
-            server_mean_rss=monitor.mean_rss_bytes("go", "end") if monitor is not None else None,
+            server_mean_rss=monitor.mean_rss_bytes if monitor is not None else None,
             server_cpus=server_cpus,
             clients=clients,
             client_cpus=None if remote_load else client_cpus,
@@ -367,27 +363,22 @@ class CaseRecord:
         )
         busy: dict[str, float | None] = {}
         if monitor is not None:
-            busy["server_cpus_busy_pct"] = monitor.busy_between("go", "end", cpus.server)
+            busy["server_cpus_busy_pct"] = monitor.server_cpus_busy_pct
         if monitor is not None and not remote_load:
-            busy["client_cpus_busy_pct"] = monitor.busy_between("go", "end", cpus.client)
+            busy["client_cpus_busy_pct"] = monitor.client_cpus_busy_pct
         self.fields["cpu"], self.fields["memory"] = cpu.model_copy(update=busy), memory
 
-    def idle(
-        self,
-        window_s: float,
-        monitor: TreeMonitor | None,
-        cpus: placement_mod.Cpus,
-        quotas: placement_mod.CpuQuotas,
-    ) -> None:
+    def idle(self) -> None:
         """An ``idle`` case: no requests; the server's CPU over the window is its idle cost."""
-        idle = monitor.idle(window_s) if monitor is not None else None
+        o = self.outcome
+        idle, monitor = o.idle, o.server
         self.fields["wall_s"] = idle.at if idle is not None else 0.0
         cpu, memory = case_figures(
             requests=0,
             server=idle,
-            server_peak_rss=monitor.peak_rss_bytes() if monitor is not None else None,
+            server_peak_rss=monitor.peak_rss_bytes if monitor is not None else None,
             server_idle=idle,
-            server_cpus=given(cpus, quotas)[0],
+            server_cpus=given(o.cpus, o.quotas)[0],
             clients=None,
             client_cpus=None,
             interval_s=idle.at if idle is not None else 0.0,
@@ -428,11 +419,6 @@ class CaseRecord:
         self.fields["params"] = params
         self.fields["command"] = model.Command(argv=argv, warmup_runs=warmup_runs, python=python)
 
-    def command_cpus(self, server_cpus: list[int] | None) -> None:
-        """A whole command runs on the server CPUs (or unpinned), with no server to reach."""
-        self.fields["endpoint"] = None
-        self.fields["placement"] = model.Placement(server_cpus=server_cpus)
-
     def runs(self, outcome: Outcome) -> None:
         """A whole command's measured runs: runs count as requests, their wall times as
         latency; the command's CPU and memory are the server side (rpcmeter.runners.command)."""
@@ -460,10 +446,6 @@ class CaseRecord:
         self,
         outcome: Outcome,
         requests_per_run: int | None,
-        monitor: TreeMonitor | None,
-        idle: CpuTimes | None,
-        cpus: placement_mod.Cpus,
-        quotas: placement_mod.CpuQuotas,
         report: str | None = None,
     ) -> None:
         """A command client's measured runs (rpcmeter.suite.model.Suite.command_client), counted
@@ -471,7 +453,7 @@ class CaseRecord:
         requests count as failed), ``throughput_rps`` the successful requests over the
         successful runs' wall time (the command's start included), ``command.per_request_us``
         that wall time per request. The command is the one client process (its CPU over its
-        successful runs); the server's CPU is ``monitor``'s over the measured runs. No latency
+        successful runs); the server's CPU is the monitor's over the measured runs. No latency
         and no histogram: a run's wall time is no request's latency.
 
         With ``report`` (the kind of report its runs printed, read into ``outcome.reports``:
@@ -500,7 +482,7 @@ class CaseRecord:
             cpu_sys_s=sum(r.sys_s for r in ok),
             max_rss_bytes=max((r.max_rss_bytes for r in ok), default=0),
         )
-        self._resources(f["ok"], [command], outcome.elapsed_s, monitor, idle, cpus, quotas)
+        self._resources(f["ok"], [command], outcome.elapsed_s)
 
     def _client_report(self, kind: str, outcome: Outcome) -> None:
         """A command client's requests as its runs' reports gave them (combined)."""

@@ -27,7 +27,8 @@ from rpcmeter.plan.cases import Case, VariantPlan
 from rpcmeter.plan.run import Prepared, plan_run, prepare
 from rpcmeter.result import record as record
 from rpcmeter.result.document import now_iso
-from rpcmeter.result.record import CaseRecord, RunRecord, stage_mark
+from rpcmeter.result.outcome import CommandLine, Ending, RoundTrips, new_outcome
+from rpcmeter.result.record import RunRecord, case_result, stage_mark
 from rpcmeter.run.events import IntervalFigures, JsonWriter, RunEvents, RunListener
 from rpcmeter.run.profile import CaseProfiler, profile_dir
 from rpcmeter.runners.client_reports import PARSERS
@@ -317,10 +318,10 @@ class CaseInterrupted(KeyboardInterrupt):
 
 
 class TargetRunner:
-    """Runs one case of a target kind, step by step (:meth:`steps`), telling its
-    :class:`~rpcmeter.result.record.CaseRecord` (the one writer of the case's result) what it measured;
-    a step that cannot go on raises :class:`CaseFailed` and the case is recorded as failed with
-    its reason."""
+    """Runs one case of a target kind, step by step (:meth:`steps`), filling its
+    :attr:`outcome` (:class:`~rpcmeter.result.outcome.CaseOutcome`) with what it measured; a step
+    that cannot go on raises :class:`CaseFailed` and the case ends as failed with its reason.
+    :func:`rpcmeter.result.record.case_result` then makes the case's result from the outcome."""
 
     def __init__(self, bench: Bench, case: Case) -> None:
         self.bench = bench
@@ -330,14 +331,22 @@ class TargetRunner:
         self.cpus = plan.cpus
         # a variant placed on its own CPUs is given no quotas
         self.quotas = placement_mod.CpuQuotas() if plan.own_cpus else bench.quotas
-        self.record = CaseRecord(case, plan.applied)
+        self.outcome = new_outcome(case, plan.applied, self.cpus, self.quotas)
 
     def run(self) -> model.Case:
         try:
             self.steps(self.prepare_environment())
         except CaseFailed as exc:
-            self.record.fail(exc.reason, exc.output_tail)
-        return self.record.build()
+            self.fail(exc.reason, exc.output_tail)
+        return case_result(self.outcome)
+
+    def note_placement(self, note: str | None) -> None:
+        """A line about how the case was placed (a cgroup that could not be joined)."""
+        if note:
+            self.outcome = replace(self.outcome, notes=(*self.outcome.notes, note))
+
+    def fail(self, reason: str, server_output_tail: str = "") -> None:
+        self.outcome = replace(self.outcome, ending=Ending("failed", reason, server_output_tail))
 
     def steps(self, env: Env | None) -> None:
         raise NotImplementedError
@@ -357,8 +366,12 @@ class CommandCase(TargetRunner):
     def steps(self, env: Env | None) -> None:
         suite, server_cpus = self.suite, self.plan.applied.server
         line = command_line(suite, self.case, env, cpus=server_cpus)
-        self.record.command(line.argv, line.python, suite.runs.warmup, line.params)
-        self.record.command_cpus(list(server_cpus) if server_cpus else None)
+        # a whole command runs on the server CPUs (or unpinned), with no server to reach
+        self.outcome = replace(
+            self.outcome,
+            command=CommandLine(tuple(line.argv), line.python, suite.runs.warmup, line.params),
+            placement=model.Placement(server_cpus=list(server_cpus) if server_cpus else None),
+        )
         outcome = run_command(
             line,
             suite.runs,
@@ -366,8 +379,8 @@ class CommandCase(TargetRunner):
             self.bench.progress(self.case),
             cgroup=self.quotas.server,  # a count: the server's quota holds the whole tree
         )
-        self.record.note_placement(outcome.placement_note)
-        self.record.runs(outcome)
+        self.note_placement(outcome.placement_note)
+        self.outcome = replace(self.outcome, measured="command", runs=outcome)
 
 
 class ServerCase(TargetRunner):
@@ -417,20 +430,29 @@ class ServerCase(TargetRunner):
             series = exc.outcome.series
             if not load.stages or series is None or not series.finished:
                 raise KeyboardInterrupt from None  # nothing whole: the case is lost
-            self.record.interrupted(exc.outcome, load.stages)
-            self.record.stage_cpu(self.monitor, self.cpus, self.quotas)
-            raise CaseInterrupted(self.record.build()) from None
-        self.record.load(outcome, load.stages)
-        self.record.resources(
-            outcome,
-            self.monitor,
-            idle,
-            self.cpus,
-            self.quotas,
+            self.outcome = replace(
+                self.outcome,
+                measured="interrupted",
+                load=exc.outcome,
+                stages=tuple(load.stages),
+                server=self.readings(),
+            )
+            raise CaseInterrupted(case_result(self.outcome)) from None
+        self.outcome = replace(
+            self.outcome,
+            measured="load",
+            load=outcome,
+            stages=tuple(load.stages),
+            server=self.readings(),
+            idle=idle,
             remote_load=self.bench.cluster is not None and self.bench.cluster.local is None,
         )
-        self.record.stage_cpu(self.monitor, self.cpus, self.quotas)
         self.finish(outcome, rtt, network)
+
+    def readings(self) -> resources.TreeReadings | None:
+        """The resource monitor's readings of the server now, as values (None: none watched)."""
+        monitor = self.monitor
+        return monitor.readings(self.cpus.server, self.cpus.client) if monitor else None
 
     def ask(self) -> dict[str, Any]:
         """What the variant's driver asks its server before the cases
@@ -462,7 +484,7 @@ class ServerCase(TargetRunner):
             if address is not None
             else new_endpoint(transport, variant.host or target.host)
         )
-        self.record.endpoint(endpoint.describe())
+        self.outcome = replace(self.outcome, endpoint=endpoint.describe())
         return endpoint
 
     def start_server(self, endpoint: Endpoint, env: Env | None) -> None:
@@ -470,7 +492,7 @@ class ServerCase(TargetRunner):
         remote server is only probed (its resources are unknown)."""
         suite, case = self.suite, self.case
         address = self.plan.address
-        self.record.server_managed(address is None)
+        self.outcome = replace(self.outcome, server_managed=address is None)
         if address is not None:
             if not probe(endpoint, timeout=5.0):
                 raise CaseFailed(f"no server answers at {endpoint.describe()} ({address})")
@@ -499,7 +521,7 @@ class ServerCase(TargetRunner):
         self.oom_kills = self.quotas.oom_kills()
         try:
             self.server.start()
-            self.record.note_placement(self.server.cgroup_note)
+            self.note_placement(self.server.cgroup_note)
             self.server.wait_ready()
         except ServerError as exc:
             oom = self.oom_reason()
@@ -524,7 +546,8 @@ class ServerCase(TargetRunner):
     def record_idle(self) -> None:
         """An ``idle`` case: the server's CPU over the case's window is its idle cost."""
         window = self.case.load.duration_s or self.suite.resources.idle_s or 1.0
-        self.record.idle(window, self.monitor, self.cpus, self.quotas)
+        idle = self.monitor.idle(window) if self.monitor is not None else None
+        self.outcome = replace(self.outcome, measured="idle", idle=idle, server=self.readings())
 
     def idle_window(self) -> resources.CpuTimes | None:
         """The server's CPU over a quiet window before the load (``resources.idle_s``)."""
@@ -557,7 +580,7 @@ class ServerCase(TargetRunner):
         network = NetworkRtt(endpoint)
         problem = network.measure("before")
         if problem:
-            self.record.note_placement(problem)
+            self.note_placement(problem)
             return None
         return network
 
@@ -587,7 +610,7 @@ class ServerCase(TargetRunner):
         )
 
         def placed(pids: list[int]) -> None:
-            self.record.note_placement(placement_mod.join_cgroup(self.quotas.client, pids))
+            self.note_placement(placement_mod.join_cgroup(self.quotas.client, pids))
             profiler.clients(pids)
 
         def go() -> None:  # the measured interval runs from go to end
@@ -617,7 +640,7 @@ class ServerCase(TargetRunner):
             ),
         )
         if profiles := profiler.stop():
-            self.record.profiles(profiles)
+            self.outcome = replace(self.outcome, profiles=profiles)
         return outcome
 
     def stop(self) -> None:
@@ -635,28 +658,30 @@ class ServerCase(TargetRunner):
         server = self.server
         if network is not None and not outcome.failure:
             network.measure("after")  # a failure leaves the handshakes taken before only
-            self.record.network_rtt(network.before, network.after)
+            handshakes = RoundTrips(network.before, network.after, basis="network")
+            self.outcome = replace(self.outcome, network_rtt=handshakes)
             if self.suite.breakdown is not None and server is None:
-                self.record.breakdown(network.before, network.after, outcome, basis="network")
+                self.outcome = replace(self.outcome, breakdown=handshakes)
         if rtt is not None and not outcome.failure:
             rtt.measure("after")  # a failure here leaves the round trip measured before only
-            self.record.breakdown(rtt.before, rtt.after, outcome, loops=rtt.loops, wait=rtt.wait)
+            trips = RoundTrips(rtt.before, rtt.after, loops=rtt.loops, wait=rtt.wait)
+            self.outcome = replace(self.outcome, breakdown=trips)
         if outcome.failure:
             tail = server.output_tail() if server is not None and not server.alive() else ""
-            self.record.fail(outcome.failure, tail)
+            self.fail(outcome.failure, tail)
         elif oom := self.oom_reason():  # a process of the server's, not the server itself
-            self.record.fail(oom, server.output_tail() if server is not None else "")
+            self.fail(oom, server.output_tail() if server is not None else "")
         elif reason := model.mostly_failed(outcome.errors, outcome.requests):
-            self.record.fail(reason)
+            self.fail(reason)
         elif outcome.incomplete:
-            self.record.incomplete(outcome.incomplete)
+            self.outcome = replace(self.outcome, ending=Ending("incomplete", outcome.incomplete))
 
 
 class CommandClientCase(ServerCase):
     """A command client's case: its server started as any server case's (or the one at its
     ``address`` probed), and in place of rpcmeter's load its command's runs against that server,
     placed as rpcmeter's clients are (the client CPUs, and the clients' cgroup with a client CPU
-    quota), counted in requests (:meth:`rpcmeter.result.record.CaseRecord.client_runs`)."""
+    quota), counted in requests (:func:`rpcmeter.result.record.case_result`)."""
 
     def measure(self, endpoint: Endpoint, env: Env | None, idle: resources.CpuTimes | None) -> None:
         suite, case, monitor = self.suite, self.case, self.monitor
@@ -672,7 +697,10 @@ class CommandClientCase(ServerCase):
         line = command_line(
             suite, case, env, endpoint, self.tls_client, scheme, cpus=self.cpus.client
         )
-        self.record.command(line.argv, line.python, suite.runs.warmup, line.params)
+        self.outcome = replace(
+            self.outcome,
+            command=CommandLine(tuple(line.argv), line.python, suite.runs.warmup, line.params),
+        )
         outcome = run_command(
             line,
             suite.runs,
@@ -683,14 +711,22 @@ class CommandClientCase(ServerCase):
             report=PARSERS[report] if report is not None else None,
         )
         mark("end")
-        self.record.note_placement(outcome.placement_note)
-        self.record.client_runs(outcome, per_run, monitor, idle, self.cpus, self.quotas, report)
+        self.note_placement(outcome.placement_note)
+        self.outcome = replace(
+            self.outcome,
+            measured="client",
+            runs=outcome,
+            requests_per_run=per_run,
+            client_report=report,
+            server=self.readings(),
+            idle=idle,
+        )
         server = self.server
         oom = self.oom_reason()
         if oom is not None:
-            self.record.fail(oom, server.output_tail() if server is not None else "")
+            self.fail(oom, server.output_tail() if server is not None else "")
         elif outcome.failure and server is not None and not server.alive():
-            self.record.fail(outcome.failure, server.output_tail())
+            self.fail(outcome.failure, server.output_tail())
 
 
 #: The case runner of each target kind (:func:`rpcmeter.plan.cases.target_kind`).

@@ -4,7 +4,7 @@ A command client (a command run against the server rpcmeter starts) is measured 
 wall time and CPU. A load tool also reports what it saw of every request; with the variant's
 ``client_report`` rpcmeter reads that report from each measured run's output, and the case then
 has the tool's requests, statuses, requests/s and latency distribution, as rpcmeter's own cases
-have theirs (:meth:`rpcmeter.result.record.CaseRecord.client_report`). That puts a peer tool beside
+have theirs (:func:`rpcmeter.result.record.case_result`). That puts a peer tool beside
 rpcmeter's clients in one table, on the same server: a check of either.
 
 ``"ghz"``: ghz's JSON report (``-O json``, on standard output). Every request's latency comes from

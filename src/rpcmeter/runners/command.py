@@ -44,7 +44,7 @@ its command line also takes ``{host}``, ``{port}``, ``{socket}``, ``{requests_pe
 ``{scheme}`` and with TLS ``{ca_file}`` and ``{server_name}`` (:func:`command_line`); each run
 is pinned to the client CPUs and, with a client CPU quota, starts in the clients' cgroup
 (:func:`run_once`); its case is counted in requests, with no latency
-(:meth:`rpcmeter.result.record.CaseRecord.client_runs`).
+(:func:`rpcmeter.result.record.case_result`).
 """
 
 from __future__ import annotations
