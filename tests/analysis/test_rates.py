@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 
 from rpcmeter.analysis.rates import (
+    RateSearch,
+    Search,
     Step,
     mark_knee,
     parse_slo,
     rate_series,
-    search_max_rate,
 )
 from rpcmeter.errors import SuiteError, UsageError
 from rpcmeter.metrics.histogram import Histogram
@@ -93,6 +95,14 @@ def test_parse_slo() -> None:
             parse_slo(bad)
 
 
+def search_max_rate(probe: Callable[[float], Step], start: float, **how: Any) -> Search:
+    """The search, handed ``probe``'s step at each rate it asks for."""
+    search = RateSearch(start, **how)
+    while search.rate is not None:
+        search.told(probe(search.rate))
+    return search.result
+
+
 def test_search_grows_then_bisects_to_the_capacity() -> None:
     probed: list[float] = []
 
@@ -115,6 +125,14 @@ def test_search_goes_down_when_the_start_fails_and_is_bounded() -> None:
     assert len(s.steps) == 6 and not s.converged
     nothing = search_max_rate(lambda r: Step(r, False, ""), 8, max_steps=50)
     assert nothing.best is None and len(nothing.steps) == 4  # 8, 4, 2, 1: not below 1 req/s
+    assert nothing.lowest_failing == 1
+
+
+def test_a_search_without_steps_probes_nothing() -> None:
+    search = RateSearch(100, max_steps=0)
+    assert search.rate is None and search.result.steps == []
+    with pytest.raises(AssertionError, match="the search is over"):
+        search.told(Step(100, True, ""))
 
 
 def fake_case(i: int, rate: float, p99_ms: float, achieved: float, dropped: int = 0) -> Any:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from rpcmeter.analysis.rates import Step, search_max_rate
+from rpcmeter.analysis.rates import RateSearch, Step
 from rpcmeter.cli import main
 
 SUITE = """
@@ -49,8 +49,10 @@ def test_find_max_rate_records_its_steps(
     # too busy for that, it turns back at the first failing rate: the steps say which)
     assert len(steps) == 3 and steps[0]["rate"] == 100
     passed = {s["rate"]: s["passed"] for s in steps}
-    replay = search_max_rate(lambda r: Step(r, passed[r], ""), 100, max_steps=3)
-    assert [st.rate for st in replay.steps] == [s["rate"] for s in steps]
+    replay = RateSearch(100, max_steps=3)
+    while replay.rate is not None:
+        replay.told(Step(replay.rate, passed[replay.rate], ""))
+    assert [st.rate for st in replay.result.steps] == [s["rate"] for s in steps]
     passing = [s["rate"] for s in steps if s["passed"]]
     assert entry["max_rate_rps"] == (max(passing) if passing else None)
     if passing:

@@ -1,6 +1,6 @@
 """Latency against offered rate: sweep series, the knee, latency objectives and the search for
-the highest rate that meets one. Pure functions of the result document (the search itself takes
-the function that runs one probe, so it can be tested without a server).
+the highest rate that meets one. Pure functions of the result document (the search itself is
+handed each probe's step and says the next rate, so it can be tested without a server).
 
 The knee of a sweep is the offered rate from which on the system no longer keeps up: the lowest
 rate at which it fails, every higher rate failing too. A rate fails when its corrected p99 exceeds
@@ -12,7 +12,7 @@ achieved rate shown in yellow.
 
 A rate *meets* an objective (``--slo p99=5ms``) when every named corrected percentile is at or
 below its bound, the load kept up (:func:`keeps_up`) and no request failed. The search
-(:func:`search_max_rate`) doubles the rate from a start until a rate fails (halving instead when
+(:class:`RateSearch`) doubles the rate from a start until a rate fails (halving instead when
 the start already fails), then bisects between the highest passing and the lowest failing rate
 until they are within ``tolerance`` of each other, in at most ``max_steps`` probes. Each probe is
 one measurement: on a noisy machine, a rate can pass once and fail the next time, so the search
@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rpcmeter.errors import UsageError
@@ -215,39 +214,56 @@ class Search:
     converged: bool = False
 
 
-def search_max_rate(
-    probe: Callable[[float], Step],
-    start: float,
-    *,
-    tolerance: float = 0.05,
-    max_steps: int = 12,
-    min_rate: float = 1.0,
-) -> Search:
-    """Exponential growth (or decay) from ``start``, then bisection (module docstring)."""
-    s = Search()
-    rate = start
-    lo: float | None = None
-    hi: float | None = None
-    while len(s.steps) < max_steps:
-        step = probe(rate)
+class RateSearch:
+    """The search for the highest passing rate (module docstring), told one probe at a time:
+    ``rate`` is the rate to probe next (None once the search is over), ``told(step)`` hands it
+    that probe's step, and ``result`` is what it found::
+
+        search = RateSearch(100, max_steps=3)
+        while search.rate is not None:
+            search.told(probe(search.rate))
+    """
+
+    def __init__(
+        self,
+        start: float,
+        *,
+        tolerance: float = 0.05,
+        max_steps: int = 12,
+        min_rate: float = 1.0,
+    ) -> None:
+        self.tolerance, self.max_steps, self.min_rate = tolerance, max_steps, min_rate
+        self.result = Search()
+        self.rate: float | None = start if max_steps > 0 else None
+        self._lo: float | None = None  # the highest passing rate
+        self._hi: float | None = None  # the lowest failing rate
+
+    def told(self, step: Step) -> None:
+        """The step of the probe at ``self.rate``: exponential growth (or decay), then bisection."""
+        rate = self.rate
+        assert rate is not None, "the search is over"
+        s = self.result
         s.steps.append(step)
         if step.passed:
-            lo = rate
+            self._lo = rate
             s.best = step
         else:
-            hi = rate
+            self._hi = rate
+        s.lowest_failing = self._hi
+        lo, hi = self._lo, self._hi
         if lo is not None and hi is not None:
-            if hi - lo <= tolerance * lo:
+            if hi - lo <= self.tolerance * lo:
                 s.converged = True
-                break
+                self.rate = None
+                return
             rate = (lo + hi) / 2
         elif lo is not None:
             rate = lo * 2
         else:
             assert hi is not None
-            if hi / 2 < min_rate:
-                break
+            if hi / 2 < self.min_rate:
+                self.rate = None
+                return
             rate = hi / 2
         rate = round(rate) if rate >= 100 else round_rate(rate, 3)
-    s.lowest_failing = hi
-    return s
+        self.rate = rate if len(s.steps) < self.max_steps else None

@@ -12,7 +12,7 @@ import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from rpcmeter import model
 from rpcmeter.errors import EnvError, RpcmeterError, ServerError
@@ -63,31 +63,57 @@ class RunOptions:
     profile_dir: Path | None = None  # where a [profile] suite's profiles go (set by run_suite)
 
 
-CaseRunner = Callable[[Case], model.Case]  # runs one case and records it in the result
-Driving = Callable[[RunRecord, CaseRunner], None]
+class CaseSource(Protocol):
+    """The cases a run runs, one at a time. ``next`` is handed the result of the case it
+    proposed last (None at first) and returns the next case, or None when there is none.
+    ``planned`` is its case budget (the progress line's total), ``matrix_keys`` the matrix keys
+    its cases add (the rate search's ``rate``), and ``found()`` hands over, once, the entries
+    of the result's ``max_rate`` it has found since it was last asked. The run records them."""
+
+    planned: int
+    matrix_keys: tuple[str, ...]
+
+    def next(self, last: model.Case | None) -> Case | None: ...
+
+    def found(self) -> list[model.MaxRate]: ...
+
+
+class PlannedCases:
+    """The plan's cases, in order, whatever their results: a run's default source."""
+
+    matrix_keys: tuple[str, ...] = ()
+
+    def __init__(self, cases: Sequence[Case]) -> None:
+        self.cases = iter(cases)
+        self.planned = len(cases)
+
+    def next(self, last: model.Case | None) -> Case | None:
+        return next(self.cases, None)
+
+    def found(self) -> list[model.MaxRate]:
+        return []
 
 
 def run_suite(
     suite: Suite,
     options: RunOptions | None = None,
-    drive: Driving | None = None,
-    planned: int | None = None,
+    source: CaseSource | None = None,
 ) -> model.Result:
     """Run every case of ``suite`` and return its result (its comparisons and warnings derived
     from the cases): plan the run (:func:`rpcmeter.plan.run.plan_run`), write the result's
     header once from the plan, prepare each variant (:func:`rpcmeter.plan.run.prepare`) and
     what its clients are handed, then run the cases, recording each.
 
-    ``drive(run, run_case)``, when given, chooses the cases instead (the rate search runs
-    cases whose rates depend on earlier results; ``run`` is the run's record); ``planned`` is
-    then its case budget."""
+    The cases come from ``source``, handed each result (the rate search chooses each rate
+    from the results before it); by default they are the plan's (:class:`PlannedCases`)."""
     options = options or RunOptions()
     # the load from a cluster's workers elsewhere: local client CPUs do not apply
     remote = bool(options.cluster and not isinstance(parse_cluster(options.cluster), int))
     plan = plan_run(suite, remote_clients=remote)
     try:
         # the header, once: the suite, the machine, the placement as applied, TLS, the budget
-        total = len(plan.cases) if drive is None else (planned or 0)
+        source = source if source is not None else PlannedCases(plan.cases)
+        total = source.planned
         run = RunRecord(record.new_result(plan, total))
         preload_drivers(dict.fromkeys(p.driver for p in plan.plans.values()))
         if not options.cluster and any(suite.driver_of(v) != "command" for v in suite.variants):
@@ -147,11 +173,16 @@ def run_suite(
                 events.case_finished(run.result, recorded)
             return recorded
 
-        if drive is None:
-            for case in plan.cases:
-                run_one(case)
-        else:
-            drive(run, run_one)
+        for key in source.matrix_keys:
+            run.matrix_key(key)
+        last: model.Case | None = None
+        while True:  # the source is handed each result and says what comes next
+            case = source.next(last)
+            for entry in source.found():
+                run.max_rate(entry)
+            if case is None:
+                break
+            last = run_one(case)
         run.set(status="complete")
     except KeyboardInterrupt:
         run.set(status="interrupted")

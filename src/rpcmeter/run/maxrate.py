@@ -3,7 +3,9 @@ latency objective, for every workload x matrix point x variant of a suite.
 
 Each probe is one case at one offered rate (the suite's load otherwise unchanged), recorded in
 the result like any case, with the matrix dimension ``rate``. The search starts at ``load.rate``
-(or the lowest rate of a sweep, or ``DEFAULT_START``); see :func:`rpcmeter.analysis.rates.search_max_rate`.
+(or the lowest rate of a sweep, or ``DEFAULT_START``); see :class:`rpcmeter.analysis.rates.RateSearch`.
+The search is the run's source of cases (:class:`RateSearchCases`): handed each probe's result,
+it proposes the next probe.
 Idle workloads are left out; a driver that cannot run an open loop (``command``) is refused.
 Every probe runs equally long (:func:`probe_duration_s`). The result document gets
 ``max_rate``: one entry per search with the objective, the highest passing rate, the latency
@@ -15,14 +17,13 @@ from __future__ import annotations
 import dataclasses
 
 from rpcmeter import model
-from rpcmeter.analysis.rates import Objective, Step, judge, rate_point, search_max_rate
+from rpcmeter.analysis.rates import Objective, RateSearch, Step, judge, rate_point
 from rpcmeter.errors import UsageError
 from rpcmeter.plan.cases import Case, expand
 from rpcmeter.plan.load import no_open_loop
 from rpcmeter.plan.targets import target_class
 from rpcmeter.result.cells import Cell
-from rpcmeter.result.record import RunRecord
-from rpcmeter.run.execute import CaseRunner, RunOptions, run_suite
+from rpcmeter.run.execute import RunOptions, run_suite
 from rpcmeter.suite.model import Load, Suite, round_rate
 
 DEFAULT_START = 100.0
@@ -76,6 +77,83 @@ def step_data(rate: float, cell: Cell, passed: bool, reason: str) -> model.RateS
     )
 
 
+class RateSearchCases:
+    """The probes of a search of each base case in turn, as a run's source of cases
+    (:class:`rpcmeter.run.execute.CaseSource`): handed each probe's result, it judges it
+    against the objectives and proposes the next probe; a finished search gives one
+    ``max_rate`` entry."""
+
+    matrix_keys: tuple[str, ...] = ("rate",)
+
+    def __init__(
+        self,
+        bases: list[Case],
+        objectives: list[Objective],
+        start: float,
+        *,
+        tolerance: float,
+        max_steps: int,
+    ) -> None:
+        self.bases, self.objectives, self.start = bases, objectives, start
+        self.tolerance, self.max_steps = tolerance, max_steps
+        self.planned = len(bases) * max_steps
+        self.slo = ",".join(o.text for o in objectives)
+        self.searched = 0  # the bases searched to the end
+        self.search: RateSearch | None = None  # the search of bases[searched]
+        self.proposed = 0  # the cases proposed so far: the next one's index
+        self.entries: list[model.MaxRate] = []
+
+    def next(self, last: model.Case | None) -> Case | None:
+        if last is not None:
+            self.told(last)
+        while self.searched < len(self.bases):
+            base = self.bases[self.searched]
+            if self.search is None:
+                self.search = RateSearch(
+                    self.start, tolerance=self.tolerance, max_steps=self.max_steps
+                )
+            if self.search.rate is not None:
+                self.proposed += 1
+                return probe_case(base, self.search.rate, self.proposed - 1)
+            self.entries.append(self.entry(base, self.search))
+            self.search, self.searched = None, self.searched + 1
+        return None
+
+    def told(self, doc: model.Case) -> None:
+        """The result of the probe proposed last: judged, and handed to its search."""
+        base, search = self.bases[self.searched], self.search
+        assert search is not None and search.rate is not None
+        rate = search.rate
+        cell = Cell(base.workload, (*base.point, ("rate", rate)), base.variant, [doc])
+        passed, reason = judge(cell, self.objectives)
+        search.told(Step(rate, passed, reason, step_data(rate, cell, passed, reason)))
+
+    def found(self) -> list[model.MaxRate]:
+        entries, self.entries = self.entries, []
+        return entries
+
+    def entry(self, base: Case, search: RateSearch) -> model.MaxRate:
+        s = search.result
+        best = s.best.data if s.best else None
+        return model.MaxRate(
+            workload=base.workload,
+            variant=base.variant,
+            point=base.point_dict,
+            slo=self.slo,
+            objectives=[model.Objective(stat=o.stat, bound_us=o.bound_us) for o in self.objectives],
+            max_rate_rps=s.best.rate if s.best else None,
+            achieved_rps=best.achieved_rps if best else None,
+            latency_us=(
+                {"p50": best.p50_us, "p99": best.p99_us, "p999": best.p999_us} if best else None
+            ),
+            lowest_failing_rps=s.lowest_failing,
+            converged=s.converged,
+            tolerance=self.tolerance,
+            max_steps=self.max_steps,
+            steps=[st.data for st in s.steps if st.data is not None],
+        )
+
+
 def find_max_rate(
     suite: Suite,
     objectives: list[Objective],
@@ -107,38 +185,5 @@ def find_max_rate(
         )
         for c in bases
     ]
-    slo = ",".join(o.text for o in objectives)
-
-    def drive(run: RunRecord, run_case: CaseRunner) -> None:
-        run.matrix_key("rate")
-
-        for base in bases:
-
-            def probe(rate: float, base: Case = base) -> Step:
-                doc = run_case(probe_case(base, rate, len(run.cases)))
-                cell = Cell(base.workload, (*base.point, ("rate", rate)), base.variant, [doc])
-                passed, reason = judge(cell, objectives)
-                return Step(rate, passed, reason, step_data(rate, cell, passed, reason))
-
-            search = search_max_rate(probe, start, tolerance=tolerance, max_steps=max_steps)
-            best = search.best.data if search.best else None
-            entry = model.MaxRate(
-                workload=base.workload,
-                variant=base.variant,
-                point=base.point_dict,
-                slo=slo,
-                objectives=[model.Objective(stat=o.stat, bound_us=o.bound_us) for o in objectives],
-                max_rate_rps=search.best.rate if search.best else None,
-                achieved_rps=best.achieved_rps if best else None,
-                latency_us=(
-                    {"p50": best.p50_us, "p99": best.p99_us, "p999": best.p999_us} if best else None
-                ),
-                lowest_failing_rps=search.lowest_failing,
-                converged=search.converged,
-                tolerance=tolerance,
-                max_steps=max_steps,
-                steps=[s.data for s in search.steps if s.data is not None],
-            )
-            run.max_rate(entry)
-
-    return run_suite(searched, options, drive=drive, planned=len(bases) * max_steps)
+    cases = RateSearchCases(bases, objectives, start, tolerance=tolerance, max_steps=max_steps)
+    return run_suite(searched, options, cases)
