@@ -31,6 +31,7 @@ from rpcmeter.result.outcome import CommandLine, Ending, RoundTrips, new_outcome
 from rpcmeter.result.record import RunRecord, case_result, stage_mark
 from rpcmeter.run.events import IntervalFigures, JsonWriter, RunEvents, RunListener
 from rpcmeter.run.profile import CaseProfiler, profile_dir
+from rpcmeter.runners import command as command_runner
 from rpcmeter.runners.client_reports import PARSERS
 from rpcmeter.runners.closed_loop import preload_drivers, run_closed_loop, start_forkserver
 from rpcmeter.runners.command import command_line, run_command
@@ -379,6 +380,10 @@ class TargetRunner:
     def fail(self, reason: str, server_output_tail: str = "") -> None:
         self.outcome = replace(self.outcome, ending=Ending("failed", reason, server_output_tail))
 
+    def command_of(self, line: command_runner.CommandLine) -> CommandLine:
+        """What the outcome keeps of a command line this case runs."""
+        return CommandLine(tuple(line.argv), line.python, self.suite.runs.warmup, line.params)
+
     def steps(self, env: Env | None) -> None:
         raise NotImplementedError
 
@@ -400,7 +405,7 @@ class CommandCase(TargetRunner):
         # a whole command runs on the server CPUs (or unpinned), with no server to reach
         self.outcome = replace(
             self.outcome,
-            command=CommandLine(tuple(line.argv), line.python, suite.runs.warmup, line.params),
+            command=self.command_of(line),
             placement=model.Placement(server_cpus=list(server_cpus) if server_cpus else None),
         )
         outcome = run_command(
@@ -728,10 +733,7 @@ class CommandClientCase(ServerCase):
         line = command_line(
             suite, case, env, endpoint, self.tls_client, scheme, cpus=self.cpus.client
         )
-        self.outcome = replace(
-            self.outcome,
-            command=CommandLine(tuple(line.argv), line.python, suite.runs.warmup, line.params),
-        )
+        self.outcome = replace(self.outcome, command=self.command_of(line))
         outcome = run_command(
             line,
             suite.runs,
