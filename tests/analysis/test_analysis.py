@@ -19,7 +19,7 @@ from rpcmeter.analysis.compare import (
     verdict_of,
 )
 from rpcmeter.errors import UsageError
-from rpcmeter.reporters.tables import undecided_note
+from rpcmeter.reporters.tables import undecided_note, weak_note
 from tests.support.synthetic import document, parsed, synthetic_result
 
 MEAN = analysis.METRIC_BY_NAME["mean"]
@@ -162,18 +162,24 @@ def test_warnings_for_few_repetitions_and_spread() -> None:
     )
     assert analysis.can_decide(4, 4) and analysis.can_decide(3, 5)
     assert not analysis.can_decide(3, 3) and not analysis.can_decide(1, 20)
-    assert not any("compared cells vary" in w for w in warnings)  # no verdict to weaken
-    noisy = synthetic_result({("w", (), "a"): [100, 150, 80, 120], ("w", (), "b"): [100] * 4})
-    assert any(
-        'compared cells vary by over 10% between repetitions: their "same" verdicts are weak' in w
-        and "req/s CV" in w
-        for w in compare_variants(noisy).warnings
+    assert not any(r.weak for r in compare_variants(result).rows)  # no verdict to weaken
+    # a "same" on spread repetitions: marked in its table (same?), no warning about the run
+    noisy = compare_variants(
+        synthetic_result({("w", (), "a"): [100, 150, 80, 120], ("w", (), "b"): [100] * 4})
     )
+    weak = [r for r in noisy.rows if r.weak]
+    assert {r.metric for r in weak} >= {"throughput"} and {r.word for r in weak} == {"same?"}
+    assert not any("vary" in w or "weak" in w for w in noisy.warnings)
+    note = weak_note(noisy.rows)
+    assert note.startswith("same?: the repetitions vary by over 10% (worst: ")
+    assert "of a, CV " in note and note.endswith("run more repetitions, or on a quieter machine")
+    assert weak_note(compare_variants(four).rows) == ""
     # as spread, but every repetition of one side beyond every one of the other: a verdict the
     # spread did not prevent is not weak
     clear = synthetic_result({("w", (), "a"): [200, 300, 160, 240], ("w", (), "b"): [100] * 4})
-    assert "faster" in {r.verdict for r in compare_variants(clear).rows}
-    assert not any("compared cells vary" in w for w in compare_variants(clear).warnings)
+    rows = compare_variants(clear).rows
+    assert "faster" in {r.verdict for r in rows}
+    assert not any(r.weak for r in rows if r.verdict != "same")
     one = synthetic_result({("w", (), "a"): [100], ("w", (), "b"): [90]})
     doc = compare_variants(one)
     assert {r.verdict for r in doc.rows} == {"unknown"}

@@ -106,6 +106,20 @@ class Stats(_Frozen):
     p_value: float | None
     verdict: str
 
+    @property
+    def weak(self) -> bool:
+        """A ``same`` that rests on repetitions spread by over :data:`MAX_CV` (either side): a
+        difference could hide in that noise. A ``faster`` or ``slower`` is never weak: its
+        interval already excludes 1 and the test agrees."""
+        cvs = [c for c in (self.cv, self.cv_baseline) if c is not None]
+        return self.verdict == "same" and bool(cvs) and max(cvs) > MAX_CV
+
+    @property
+    def word(self) -> str:
+        """The verdict as a table shows it: in the metric's words
+        (:func:`~rpcmeter.names.verdict_word`), and ``same?`` where it is weak."""
+        return verdict_word(self.metric, self.verdict) + ("?" if self.weak else "")
+
 
 class ComparisonRow(Stats, _Cell):
     """One metric of one cell against its baseline (the cell's keys first, as in the JSON)."""
@@ -489,43 +503,24 @@ def row_label(row: ComparisonRow) -> str:
 
 
 def comparison_warnings(rows: Sequence[ComparisonRow]) -> list[str]:
-    """Verdicts resting on few repetitions, or ``same`` verdicts resting on repetitions spread by
-    over 10 % (each a headline and its details: :func:`rpcmeter.text.warning`). Spread weakens
-    only a ``same``: a ``faster`` or ``slower`` already holds with it (its interval excludes 1 and
-    the test agrees), but a difference can hide in the noise of a ``same``. Ratios with no
-    verdict at all (too few repetitions) say why in their tables
+    """Verdicts resting on few repetitions (a headline and its details:
+    :func:`rpcmeter.text.warning`). A ``same`` resting on spread repetitions is no warning
+    about the run: its table marks it ``same?`` and says why (:attr:`Stats.weak`,
+    ``reporters.tables.weak_note``), as ratios with no verdict at all say why in their tables
     (``reporters.tables.undecided_note``)."""
-    warnings: list[str] = []
     thin = [
         r for r in rows if min(r.n, r.n_baseline) < MIN_REPEAT and can_decide(r.n, r.n_baseline)
     ]
-    if thin:
-        fewest = min(min(r.n, r.n_baseline) for r in thin)
-        warnings.append(
-            warning(
-                f"{len(thin)} of {len(rows)} verdicts rest on as few as {fewest} repetitions",
-                f"a verdict there needs every repetition of one side beyond every one of the "
-                f"other; use repeat >= {MIN_REPEAT}",
-            )
+    if not thin:
+        return []
+    fewest = min(min(r.n, r.n_baseline) for r in thin)
+    return [
+        warning(
+            f"{len(thin)} of {len(rows)} verdicts rest on as few as {fewest} repetitions",
+            f"a verdict there needs every repetition of one side beyond every one of the "
+            f"other; use repeat >= {MIN_REPEAT}",
         )
-    noisy: dict[str, tuple[float, str]] = {}  # cell -> worst CV and its metric
-    for r in rows:
-        if not can_decide(r.n, r.n_baseline) or r.verdict != "same":
-            continue  # no verdict (its table says why), or one the spread did not prevent
-        cvs = [c for c in (r.cv, r.cv_baseline) if c is not None]
-        if cvs and max(cvs) > MAX_CV and max(cvs) > noisy.get(row_label(r), (0.0, ""))[0]:
-            noisy[row_label(r)] = (max(cvs), METRIC_BY_NAME[r.metric].short)
-    if noisy:
-        label, (cv, short) = max(noisy.items(), key=lambda kv: kv[1][0])
-        cells_compared = len({row_label(r) for r in rows})
-        warnings.append(
-            warning(
-                f"{len(noisy)} of {cells_compared} compared cells vary by over {MAX_CV:.0%} "
-                'between repetitions: their "same" verdicts are weak',
-                f"worst: {label}, {short} CV {cv:.0%}",
-            )
-        )
-    return warnings
+    ]
 
 
 def compare_variants(result: Result) -> Comparison:

@@ -26,7 +26,7 @@ from rpcmeter.reporters.plots import (
     run_mean,
     slug,
 )
-from rpcmeter.reporters.tables import Grid, GridCell, Mark, RatioCell, undecided_note
+from rpcmeter.reporters.tables import Grid, GridCell, Mark, RatioCell, table_note
 from rpcmeter.reporters.view import View, WorkloadView
 from rpcmeter.result.cells import Cell, PointKey
 from rpcmeter.text import details, headline
@@ -112,11 +112,10 @@ def _ratio_cell(
     text = fmt_ratio(comp.ratio)
     if math.isfinite(comp.ci_low) and math.isfinite(comp.ci_high):
         text += f' <span class="ci">[{comp.ci_low:.2f}, {comp.ci_high:.2f}]</span>'
-    if not comp.verdict:  # unknown; why: the note under the table (tables.undecided_note)
+    if not comp.verdict:  # unknown; why: the note under the table (tables.table_note)
         text += ' <span class="same">no verdict</span>'
     else:
-        word = analysis.verdict_word(metric, comp.verdict)
-        text += f' <span class="{_verdict_class(comp.verdict)}">{_e(word)}</span>'
+        text += f' <span class="{_verdict_class(comp.verdict)}">{_e(comp.word)}</span>'
     return f"<td>{text}</td>"
 
 
@@ -187,7 +186,7 @@ def workload_table(view: View, workload: str, colors: dict[str, str]) -> str:
                     plain = _ratio(get(c), get(b)) if ok and b is not None else math.nan
                     tds += _ratio_cell(view.comparisons, workload, point, v, metric, plain)
             rows.append(f"<tr>{tds}</tr>")
-    note = undecided_note([r for r in view.comparisons.rows if r.workload == workload])
+    note = table_note([r for r in view.comparisons.rows if r.workload == workload])
     why = f'<p class="meta undecided">{_e(note)}</p>' if note else ""
     return (
         f'<div class="scroll"><table class="cmp"><tr>{head}</tr>{"".join(rows)}</table></div>' + why

@@ -120,7 +120,9 @@ def _verdict(rows: Sequence[analysis.ComparisonRow], variant: str) -> str:
         if row.ci_low is not None and row.ci_high is not None
         else ""
     )
-    word = analysis.verdict_word("mean", row.verdict)
+    word = row.word
+    if row.weak:
+        word += f" (runs vary by over {analysis.MAX_CV:.0%}: a difference could hide in the noise)"
     if row.verdict == "unknown":
         word = f"no verdict ({min(row.n, row.n_baseline)} runs a side: too few, need 4 or more)"
     return f"{variant} / {row.baseline} = {row.ratio:.3f}{interval}: {word}"

@@ -193,7 +193,8 @@ class Comparison:
     ratio: float
     ci_low: float
     ci_high: float
-    verdict: str
+    verdict: str  # "" where there is none (too few repetitions)
+    word: str  # as a table shows it (:attr:`rpcmeter.analysis.compare.Stats.word`)
 
 
 def comparison(
@@ -214,6 +215,7 @@ def comparison(
                 analysis.unrounded(row.ci_low),
                 analysis.unrounded(row.ci_high),
                 "" if row.verdict == "unknown" else row.verdict,
+                row.word,
             )
     return None
 

@@ -86,6 +86,35 @@ def undecided_note(rows: Sequence[analysis.ComparisonRow]) -> str:
     )
 
 
+def weak_note(rows: Sequence[analysis.ComparisonRow]) -> str:
+    """What ``same?`` means, when some of ``rows`` have one (empty when none does): a ``same``
+    resting on repetitions spread by over 10 % (:attr:`~rpcmeter.analysis.compare.Stats.weak`),
+    the worst named, and what to do."""
+    weak = [r for r in rows if r.weak]
+    if not weak:
+        return ""
+    # each side's spread: (CV, the side, the metric); the worst named
+    spreads = [
+        (cv, side, r.metric)
+        for r in weak
+        for cv, side in ((r.cv, r.variant), (r.cv_baseline, r.baseline))
+        if cv is not None
+    ]
+    cv, side, metric = max(spreads)
+    label = analysis.METRIC_BY_NAME[metric].short
+    return (
+        f"same?: the repetitions vary by over {analysis.MAX_CV:.0%} (worst: {label} of "
+        f"{side}, CV {cv:.0%}), so a difference could hide in the noise; run more "
+        "repetitions, or on a quieter machine"
+    )
+
+
+def table_note(rows: Sequence[analysis.ComparisonRow]) -> str:
+    """The note under a comparison table: why some ratios have no verdict
+    (:func:`undecided_note`) and what ``same?`` means (:func:`weak_note`)."""
+    return "; ".join(n for n in (undecided_note(rows), weak_note(rows)) if n)
+
+
 def _short(m: analysis.Metric, commands: bool) -> str:
     """A metric's column header; for whole commands, in their words (runs/s, CPU/run)."""
     return COMMAND_SHORT.get(m.name, m.short) if commands else m.short
@@ -94,7 +123,7 @@ def _short(m: analysis.Metric, commands: bool) -> str:
 def comparison_grids(doc: analysis.Comparison, commands: bool = False) -> list[Grid]:
     """One grid per workload: a row per matrix point and compared variant, a column per metric
     with the ratio, its interval and the verdict; its note says why a ratio has no verdict
-    (too few repetitions: :func:`undecided_note`). ``commands``: every case is a whole command
+    and what ``same?`` means (:func:`table_note`). ``commands``: every case is a whole command
     (its columns say runs/s and CPU/run)."""
     by_workload: dict[str, list[analysis.ComparisonRow]] = {}
     for row in doc.rows:
@@ -113,7 +142,7 @@ def comparison_grids(doc: analysis.Comparison, commands: bool = False) -> list[G
                 *(_short(m, commands) for m in metrics),
             ],
             left=0,
-            note=undecided_note(rows),
+            note=table_note(rows),
         )
         index: dict[tuple[str, ...], dict[str, analysis.ComparisonRow]] = {}
         for r in rows:
@@ -131,7 +160,7 @@ def comparison_grids(doc: analysis.Comparison, commands: bool = False) -> list[G
                         got.ci_low,
                         got.ci_high,
                         got.verdict,
-                        analysis.verdict_word(m.name, got.verdict),
+                        got.word,
                     )
                     if got
                     else "-"

@@ -462,8 +462,8 @@ def command_grid(
                     verdict = found.verdict if found else "-"
                     r = ratio(statistics.fmean(cell.values(path)), base_cell.mean(path))
                     text = fmt_ratio(r)  # no verdict word where none was reached
-                    if verdict not in ("unknown", "-"):
-                        text += f" {analysis.verdict_word(metric, verdict)}"
+                    if found is not None and verdict != "unknown":
+                        text += f" {found.word}"
                     style = {"faster": "good", "slower": "bad"}.get(verdict)
                     cols.append(Mark(text, style) if style else text)
             out.rows.append(cols)
