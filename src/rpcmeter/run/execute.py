@@ -762,7 +762,7 @@ class CommandClientCase(ServerCase):
             self.fail(outcome.failure, server.output_tail())
 
 
-#: The case runner of each target kind (:func:`rpcmeter.plan.cases.target_kind`).
+#: The case runner of each target kind (:class:`rpcmeter.plan.targets.VariantTarget`).
 RUNNERS: dict[str, type[TargetRunner]] = {
     "server": ServerCase,
     "remote": ServerCase,
