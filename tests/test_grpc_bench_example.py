@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 
+from rpcmeter.host.build import request_of
 from rpcmeter.plan.load import load_suite
-from rpcmeter.servers.build import request_of
 from rpcmeter.suite.model import Suite
 
 EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "grpc-bench"

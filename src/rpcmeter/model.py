@@ -704,7 +704,7 @@ class VariantEnv(Part):
 
 
 class VariantBuild(Part):
-    """A variant's server build (rpcmeter.servers.build): its command and directory, its cache
+    """A variant's server build (rpcmeter.host.build): its command and directory, its cache
     key and input files, whether an earlier build was reused, this run's time for it and the
     build's own, the tail of its output, or why it failed."""
 

@@ -1,1 +1,2 @@
-"""The host's side of a run: CPU placement and cgroups, launching, the watchdog, environments."""
+"""The host's side of a run: CPU placement and cgroups, launching, the watchdog, environments
+and the servers' builds made in them."""

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from rpcmeter.drivers.base import TargetSpec
 from rpcmeter.host.placement import Cpus, applied, resolve
 from rpcmeter.net.tls import TlsSettings
-from rpcmeter.plan.targets import target_class
+from rpcmeter.plan.targets import TargetKind, variant_target
 from rpcmeter.suite.model import Load, Suite
 from rpcmeter.suite.workloads import WorkloadParams, parse_params
 
@@ -95,8 +95,6 @@ def expand(suite: Suite) -> list[Case]:
 
 # ---- the per-variant plan ------------------------------------------------------------------------
 
-TargetKind = Literal["server", "remote", "client", "command"]
-
 
 @dataclass(frozen=True)
 class VariantPlan:
@@ -109,7 +107,7 @@ class VariantPlan:
     name: str
     driver: type[TargetSpec]
     server_driver: type[TargetSpec]
-    target: TargetKind  # see :func:`target_kind`
+    target: TargetKind  # see :class:`rpcmeter.plan.targets.VariantTarget`
     placed_as: TargetKind  # the target kind its placement is recorded as
     cpus: Cpus  # the suite's placement, or the variant's own
     applied: Cpus  # what its cases really get (rpcmeter.host.placement.applied)
@@ -118,27 +116,15 @@ class VariantPlan:
     tls: TlsSettings | None
 
 
-def target_kind(suite: Suite, variant: str, driver: type[TargetSpec]) -> TargetKind:
-    """``command`` (a whole command: its driver runs whole commands), ``client`` (a command
-    client: a whole command run against the server rpcmeter starts for it, placed as the
-    clients are; :meth:`~rpcmeter.suite.model.Suite.command_client`), ``remote`` (a server
-    rpcmeter does not start) or ``server``."""
-    if suite.command_client(variant):
-        return "client"
-    if driver.whole_command:
-        return "command"
-    return "remote" if suite.address_of(variant) is not None else "server"
-
-
 def plan_variant(suite: Suite, variant: str, cpus: Cpus) -> VariantPlan:
-    """The plan of ``variant`` on the suite's placement ``cpus``."""
-    options = {**suite.target.options, **suite.variants[variant].options}
-    driver = target_class(suite.driver_of(variant), options)  # the client path they pick
-    server_driver = target_class(suite.server_driver_of(variant))
-    kind = target_kind(suite, variant, driver)
+    """The plan of ``variant`` on the suite's placement ``cpus``: what it runs against
+    (:func:`rpcmeter.plan.targets.variant_target`), then where it runs."""
+    target = variant_target(suite, variant)
     address = suite.address_of(variant)
     # a command client of a server at an address: only the client side is placed
-    placed_as: TargetKind = "remote" if kind == "client" and address is not None else kind
+    placed_as: TargetKind = (
+        "remote" if target.kind == "client" and address is not None else target.kind
+    )
     own = suite.variants[variant].placement
     if own is not None:
         resolved = resolve(own, where=f"{suite.path or '<suite>'}: variants.{variant}")
@@ -146,9 +132,9 @@ def plan_variant(suite: Suite, variant: str, cpus: Cpus) -> VariantPlan:
     explicit = (own or suite.placement).server_cpus != "auto"
     return VariantPlan(
         name=variant,
-        driver=driver,
-        server_driver=server_driver,
-        target=kind,
+        driver=target.driver,
+        server_driver=target.server_driver,
+        target=target.kind,
         placed_as=placed_as,
         cpus=cpus,
         applied=applied(cpus, placed_as, explicit),

@@ -17,10 +17,10 @@ from typing import Any
 
 from rpcmeter.errors import EnvError
 from rpcmeter.host import placement
+from rpcmeter.host.build import Build, prepare_builds
 from rpcmeter.host.envs import Env, prepare_variants
 from rpcmeter.net.tls import RunCertificates
 from rpcmeter.plan.cases import Case, VariantPlan, expand, plan_variants
-from rpcmeter.servers.build import Build, prepare_builds
 from rpcmeter.suite.model import Suite
 
 Note = Callable[[str, str], None]  # note(variant, message): a line about its preparation
@@ -93,7 +93,7 @@ class Prepared:
 
     cluster: Mapping[str, Any] | None = None  # rpcmeter.runners.distributed.LoadCluster.describe
     envs: dict[str, Env | EnvError] = field(default_factory=dict)  # rpcmeter.host.envs
-    builds: dict[str, Build] = field(default_factory=dict)  # rpcmeter.servers.build
+    builds: dict[str, Build] = field(default_factory=dict)  # rpcmeter.host.build
     # what each variant's clients are handed (DriverContext.prepared), and what its driver
     # describes of it (the result's ``schemas``)
     calls: dict[str, Mapping[str, Any]] = field(default_factory=dict)

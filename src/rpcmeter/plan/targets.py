@@ -18,7 +18,8 @@ says how many requests one run makes.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, ClassVar
+from dataclasses import dataclass
+from typing import Any, ClassVar, Literal
 
 from rpcmeter.drivers import REGISTRY, driver_class
 from rpcmeter.drivers.base import TargetSpec
@@ -174,3 +175,35 @@ def target_class(name: str, options: Mapping[str, Any] | None = None) -> type[Ta
         known = ", ".join(sorted([*REGISTRY, COMMAND]))
         raise KeyError(f"unknown driver {name!r} (expected one of: {known})")
     return driver_class(name, options)
+
+
+TargetKind = Literal["server", "remote", "client", "command"]
+
+
+@dataclass(frozen=True)
+class VariantTarget:
+    """What a variant's cases run against (:func:`variant_target`): its clients' class (the
+    client path its options pick), the class of the driver whose server its cases start, and
+    its target kind: ``command`` (a whole command: its driver runs whole commands), ``client``
+    (a command client: a whole command run against the server rpcmeter starts for it, placed
+    as the clients are; :meth:`~rpcmeter.suite.model.Suite.command_client`), ``remote`` (a
+    server rpcmeter does not start) or ``server``."""
+
+    driver: type[TargetSpec]
+    server_driver: type[TargetSpec]
+    kind: TargetKind
+
+
+def variant_target(suite: Suite, variant: str) -> VariantTarget:
+    """What ``variant`` runs against: the driver whose server its cases start (the target's, for
+    a command client; :func:`target_class`), then its clients' class: a command client's is
+    :class:`CommandTarget`, another variant's the client path its options pick of that same
+    driver (:func:`rpcmeter.drivers.driver_class`)."""
+    server_driver = target_class(suite.server_driver_of(variant))
+    if suite.command_client(variant):
+        return VariantTarget(CommandTarget, server_driver, "client")
+    if server_driver.whole_command:  # its own driver: no client path to pick
+        return VariantTarget(server_driver, server_driver, "command")
+    driver = driver_class(suite.driver_of(variant), suite.options_of(variant))
+    kind: TargetKind = "remote" if suite.address_of(variant) is not None else "server"
+    return VariantTarget(driver, server_driver, kind)

@@ -754,7 +754,7 @@ class RunRecord:
         """What the run prepared before its first case, added to the environment at once: the
         cluster the load comes from, the variants' environments (rpcmeter.host.envs, or why each has none)
         with the versions of the packages installed there, their server builds
-        (rpcmeter.servers.build) and what their drivers describe of the calls (``schemas``)."""
+        (rpcmeter.host.build) and what their drivers describe of the calls (``schemas``)."""
         parts: dict[str, Any] = {}
         if prep.cluster is not None:
             parts["cluster"] = model.Cluster.model_validate(prep.cluster)

@@ -18,6 +18,7 @@ from rpcmeter import model
 from rpcmeter.errors import EnvError, RpcmeterError, ServerError
 from rpcmeter.host import interrupts as interrupts
 from rpcmeter.host import placement as placement_mod
+from rpcmeter.host.build import server_cwd
 from rpcmeter.host.envs import Env, in_env
 from rpcmeter.metrics import resources
 from rpcmeter.metrics.network_rtt import NetworkRtt, measurable
@@ -41,7 +42,6 @@ from rpcmeter.runners.round_trip import RoundTrip
 from rpcmeter.runners.spec import LoadHooks, LoadSpec
 from rpcmeter.runners.stages import LoadStage
 from rpcmeter.runners.windows import WindowEvent
-from rpcmeter.servers.build import server_cwd
 from rpcmeter.servers.process import (
     ServerProcess,
     expand_command,
@@ -762,7 +762,7 @@ class CommandClientCase(ServerCase):
             self.fail(outcome.failure, server.output_tail())
 
 
-#: The case runner of each target kind (:func:`rpcmeter.plan.cases.target_kind`).
+#: The case runner of each target kind (:class:`rpcmeter.plan.targets.VariantTarget`).
 RUNNERS: dict[str, type[TargetRunner]] = {
     "server": ServerCase,
     "remote": ServerCase,

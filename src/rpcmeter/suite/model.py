@@ -74,7 +74,7 @@ class ServerSpec(_Model):
     ``build``: a command line run in ``cwd`` before the variant's first case (once per run for
     every variant that names the same build), skipped when an earlier build of the same command
     saw the same ``build_inputs`` (glob patterns, from ``cwd``; ``**`` crosses directories): see
-    :mod:`rpcmeter.servers.build`.
+    :mod:`rpcmeter.host.build`.
     """
 
     command: CommandLine = Field(

@@ -1,4 +1,4 @@
-"""Servers built per variant (rpcmeter.servers.build): a build runs once, is cached by the hash of
+"""Servers built per variant (rpcmeter.host.build): a build runs once, is cached by the hash of
 its inputs and rebuilt when they change; a failing build or a missing tool fails its variants in
 one line while the others run; a build that runs too long is stopped with all it started.
 
@@ -18,10 +18,10 @@ import psutil
 import pytest
 
 from rpcmeter.errors import SuiteError
+from rpcmeter.host.build import BuildError, BuildRequest, make
 from rpcmeter.plan.load import build_suite
 from rpcmeter.run.events import RunEvents, RunListener
 from rpcmeter.run.execute import RunOptions, run_suite
-from rpcmeter.servers.build import BuildError, BuildRequest, make
 from tests.run.test_execute import leftovers
 from tests.support.synthetic import written
 
