@@ -216,7 +216,7 @@ def examples() -> list[list[Example]]:
 
 
 NUMBER = re.compile(r"\d[\d,]*(\.\d+)?(e[-+]?\d+)?")
-VERDICT = re.compile(r"\b(faster|slower|same|more|less|unknown)\b")
+VERDICT = re.compile(r"\b(faster|slower|same|more|less|unknown)\b\??")  # same?: a weak same
 RULE = re.compile(r"[─━═]+")
 
 
@@ -245,6 +245,7 @@ def test_normalize_masks_figures_not_words() -> None:
     assert normalize("   4    1  default   165   1.00") != normalize("   4    1  bind   165   1.00")
     assert normalize(" ─────") == normalize(" ──") == "─"
     assert normalize("0.46 faster  0.39-0.56") == normalize("1.20 slower  1.1-1.3") == "V N-N"
+    assert normalize("1.02 same?") == normalize("1.02 same") == "V"
     assert normalize("demo: rpyc thread binding · 4 cases") != normalize("demo: rpyc · 4 cases")
     assert (
         normalize("| 0.001 ± 0.001 | \\~0 (within noise) | 71 |")
