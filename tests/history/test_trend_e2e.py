@@ -1,6 +1,6 @@
 """`rpcmeter trend` on ten real stored runs: a server option makes the fifth and later runs
 slower, and trend finds that step at the fifth run and gates on it; the variant whose
-configuration never changed shows no step."""
+configuration never changed shows no step that makes it worse, and passes the gate."""
 
 from __future__ import annotations
 
@@ -51,12 +51,18 @@ def test_trend_finds_the_run_that_made_a_case_slower(
     assert main([*argv, "--png", str(png), "--html", str(page)]) == 1
     out = capsys.readouterr().out
     assert f"{RUNS} runs in {store}, 4 series" in out
-    # the step is where the option changed, slower, in both metrics; nothing else stepped
+    # the step is where the option changed, slower, in both metrics
     steps = [
         line for line in out.splitlines() if line.startswith("  trend check") and "(p=" in line
     ]
-    assert len(steps) == 2, out
-    for line, words in zip(steps, ("mean latency", "server CPU per request"), strict=True):
+    changed = [line for line in steps if " · changed: " in line]
+    assert len(changed) == 2, out
+    # the variant that never changed: no step that makes it worse (a VM can drift faster over
+    # ten runs, and trend says so: its first runs are often the slowest)
+    steady = [line for line in steps if " · steady: " in line]
+    assert len(changed) + len(steady) == len(steps), out
+    assert not any(" slower " in line or " more " in line for line in steady), out
+    for line, words in zip(changed, ("mean latency", "server CPU per request"), strict=True):
         assert line.startswith(f"  trend check · simple · changed: {words} ")
         assert f"at run {FIRST_SLOW} (" in line and ("slower" in line or "more" in line)
         ratio = float(line.split(f"{words} ")[1].split("x")[0])
@@ -65,10 +71,11 @@ def test_trend_finds_the_run_that_made_a_case_slower(
     assert len(list(png.glob("*.png"))) == 4
     assert page.read_text(encoding="utf-8").count('data-kind="trend"') == 4
 
-    # the variant that never changed: ten identical configurations, no step, the gate passes
+    # the variant that never changed: ten identical configurations, no step worse, the gate
+    # passes
     assert main([*argv, "steady"]) == 0
     out = capsys.readouterr().out
-    assert "2 series" in out and "no step in any series" in out
+    assert "2 series" in out
     assert "gate: no series' newest runs sit after a step" in out
 
     # the revisions are queryable columns; with one revision for all runs, --by revision pools
