@@ -69,7 +69,7 @@ CONFIDENCE = 0.95
 ALPHA = 0.05
 RESAMPLES = 2000
 MIN_REPEAT = 5  # fewer repetitions than this per side: a warning
-MAX_CV = 0.10  # spread between repetitions above this: a warning
+MAX_CV = 0.10  # a same on repetitions spread above this (CV) reads same? (Stats.weak)
 VERDICTS = ("faster", "slower", "same", "unknown")
 
 
